@@ -1,0 +1,37 @@
+/*
+ * collection/common.h — helpers shared by the collections: argument
+ * checks, key building, and the reply parsers most queries share.
+ * Not installed.
+ */
+#ifndef WK_COLLECTION_COMMON_H
+#define WK_COLLECTION_COMMON_H
+
+#include <string.h>
+
+#include <wakuwaku/key.h>
+#include <wakuwaku/lock.h>
+#include <wakuwaku/query.h>
+
+#include "core/private.h"
+
+/*
+ * Check the arguments every collection call shares: a processor, an
+ * entity of `kind` that passes wk_entity_check(), and a usable name; then
+ * build the item's key into `key` (suffix NULL: single-key layout).
+ * Returns WK_OK or WK_EINVAL with a message on the handle.
+ */
+int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char *kind,
+                const wk_name *name, const char *suffix, char *key, size_t *key_len);
+
+/* Writes the decimal form of v into buf (≥ 24 bytes); returns the length. */
+size_t wk__fmt_i64(char *buf, int64_t v);
+
+/* Parsers. `out` of the query points at the type named. */
+int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
+int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */
+int wk__parse_int(const wk_query *q, const wk_reply *r, wk_diag *d);       /* int64_t */
+
+/* The single access of most queries. */
+#define WK__EFFECT1(access) ((wk_effect){&(access), 1})
+
+#endif /* WK_COLLECTION_COMMON_H */

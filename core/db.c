@@ -1,0 +1,365 @@
+/*
+ * core/db.c — opening, narrowing and closing handles; connecting and
+ * reconnecting (AUTH, SELECT, CLIENT SETNAME); the detail message.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "core/db_internal.h"
+#include "core/private.h"
+
+/* A connection idle this long is probed before use (see wk__conn_ensure). */
+#define IDLE_PROBE_MS 1000
+
+int64_t wk__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap)
+{
+    if (db)
+        vsnprintf(db->errmsg, sizeof(db->errmsg), fmt, ap);
+    return status;
+}
+
+int wk__db_fail(wk_db *db, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wk__db_vfail(db, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int wk_diag_fail(wk_diag *diag, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (diag && diag->db) {
+        char text[WK__ERRMSG_MAX / 2];
+        vsnprintf(text, sizeof(text), fmt, ap);
+        const char *name = diag->query && diag->query->name ? diag->query->name : "query";
+        snprintf(diag->db->errmsg, sizeof(diag->db->errmsg), "%s: %s", name, text);
+    }
+    va_end(ap);
+    return status;
+}
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+int wk__conn_error_status(const redisContext *ctx)
+{
+    if (!ctx)
+        return WK_EIO;
+    if (ctx->err == REDIS_ERR_IO &&
+        (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT ||
+         strcmp(ctx->errstr, strerror(EAGAIN)) == 0 || strstr(ctx->errstr, "timed out")))
+        return WK_ETIMEDOUT;
+    if (ctx->err == REDIS_ERR_OOM)
+        return WK_ENOMEM;
+    if (ctx->err == REDIS_ERR_PROTOCOL)
+        return WK_EPROTO;
+    return WK_EIO;
+}
+
+void wk__conn_drop(wk__conn *conn)
+{
+    if (conn->ctx) {
+        redisFree(conn->ctx);
+        conn->ctx = NULL;
+    }
+}
+
+static const char *where(const wk__conn *conn, char *buf, size_t len)
+{
+    if (conn->url.path)
+        snprintf(buf, len, "unix:%s", conn->url.path);
+    else
+        snprintf(buf, len, "%s:%d", conn->url.host, conn->url.port);
+    return buf;
+}
+
+/* Run one set-up command; a Redis error becomes `refusal`. */
+static int setup_command(wk_db *db, redisContext *c, int refusal, const char *what, int argc,
+                         const char **argv)
+{
+    size_t lens[4];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    if (!r)
+        return wk__db_fail(db, wk__conn_error_status(c), "%s failed: %s", what, c->errstr);
+    int rc = WK_OK;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = wk__db_fail(db, refusal, "%s refused by the server: %.200s", what, r->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int conn_open(wk_db *db)
+{
+    wk__conn *conn = db->conn;
+    char addr[300];
+    redisContext *c = conn->url.path
+                          ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
+                          : redisConnectWithTimeout(conn->url.host, conn->url.port,
+                                                    conn->connect_timeout);
+    if (!c)
+        return wk__db_fail(db, WK_ENOMEM, "out of memory connecting to Redis");
+    if (c->err) {
+        int rc = wk__conn_error_status(c);
+        wk__db_fail(db, rc, "cannot connect to Redis at %s: %s",
+                    where(conn, addr, sizeof(addr)), c->errstr);
+        redisFree(c);
+        return rc;
+    }
+    if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
+        wk__db_fail(db, WK_EIO, "cannot set the command timeout: %s", c->errstr);
+        redisFree(c);
+        return WK_EIO;
+    }
+    int rc = WK_OK;
+    if (conn->url.password) {
+        /* The password is sent, never printed: messages quote the server's
+         * reply, which does not echo it. */
+        const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
+        if (conn->url.username)
+            rc = setup_command(db, c, WK_EAUTH, "AUTH", 3, argv);
+        else {
+            argv[1] = conn->url.password;
+            rc = setup_command(db, c, WK_EAUTH, "AUTH", 2, argv);
+        }
+    }
+    if (!rc && conn->url.database) {
+        char num[16];
+        snprintf(num, sizeof(num), "%d", conn->url.database);
+        const char *argv[2] = {"SELECT", num};
+        rc = setup_command(db, c, WK_EREDIS, "SELECT", 2, argv);
+    }
+    if (!rc && conn->client_name) {
+        const char *argv[3] = {"CLIENT", "SETNAME", conn->client_name};
+        rc = setup_command(db, c, WK_EREDIS, "CLIENT SETNAME", 3, argv);
+    }
+    if (rc) {
+        redisFree(c);
+        return rc;
+    }
+    conn->ctx = c;
+    conn->last_io_ms = wk__now_ms();
+    return WK_OK;
+}
+
+/*
+ * Whether an idle connection is still usable. After a server restart the
+ * old socket reads EOF; finding that now lets the query go to a fresh
+ * connection instead of failing with an unknown outcome.
+ */
+static bool idle_conn_alive(const redisContext *c)
+{
+    char byte;
+    ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK;
+    return false; /* EOF, or bytes nobody asked for: out of sync */
+}
+
+int wk__conn_ensure(wk_db *db)
+{
+    wk__conn *conn = db->conn;
+    if (conn->ctx && conn->ctx->err)
+        wk__conn_drop(conn);
+    if (conn->ctx && wk__now_ms() - conn->last_io_ms >= IDLE_PROBE_MS && !idle_conn_alive(conn->ctx))
+        wk__conn_drop(conn);
+    if (conn->ctx)
+        return WK_OK;
+    int rc = conn_open(db);
+    if (rc == WK_OK)
+        conn->reconnects++;
+    return rc;
+}
+
+static void conn_release(wk__conn *conn)
+{
+    if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
+        return;
+    wk__conn_drop(conn);
+    wk_url_free(&conn->url);
+    free(conn->client_name);
+    free(conn->out);
+    free(conn);
+}
+
+static int copy_error(char *err, size_t errlen, const char *msg, int rc)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg[0] ? msg : wk_strerror(rc));
+    return rc;
+}
+
+static int set_text(char **dst, const char *src)
+{
+    if (!src)
+        return WK_OK;
+    free(*dst);
+    *dst = strdup(src);
+    return *dst ? WK_OK : WK_ENOMEM;
+}
+
+int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return copy_error(err, errlen, "out is NULL", WK_EINVAL);
+    *out = NULL;
+    if (!opts)
+        return copy_error(err, errlen, "options are NULL", WK_EINVAL);
+    if (!opts->capability)
+        return copy_error(err, errlen,
+                          "options.capability is required (wk_cap_read_write() grants everything)",
+                          WK_EINVAL);
+    if (opts->connect_timeout_ms <= 0 || opts->command_timeout_ms <= 0)
+        return copy_error(err, errlen, "timeouts must be > 0 ms", WK_EINVAL);
+    if (sodium_init() < 0)
+        return copy_error(err, errlen, "libsodium failed to initialise", WK_EIO);
+
+    wk_db *db = calloc(1, sizeof(*db));
+    wk__conn *conn = calloc(1, sizeof(*conn));
+    if (!db || !conn) {
+        free(db);
+        free(conn);
+        return copy_error(err, errlen, "out of memory", WK_ENOMEM);
+    }
+    atomic_init(&conn->refs, 1);
+    db->conn = conn;
+    db->proc.process = wk__db_process;
+    db->proc.db = db;
+    conn->connect_timeout = ms_to_tv(opts->connect_timeout_ms);
+    conn->command_timeout = ms_to_tv(opts->command_timeout_ms);
+
+    int rc = wk_url_parse(&conn->url, opts->url, db->errmsg, sizeof(db->errmsg));
+    if (!rc)
+        rc = set_text(&conn->url.username, opts->username);
+    if (!rc)
+        rc = set_text(&conn->url.password, opts->password);
+    if (!rc)
+        rc = set_text(&conn->client_name, opts->client_name);
+    if (!rc && opts->database >= 0)
+        conn->url.database = opts->database;
+    if (!rc)
+        rc = wk_cap_intersect(&db->cap, opts->capability, opts->capability, NULL);
+    if (!rc)
+        rc = conn_open(db);
+    if (rc) {
+        copy_error(err, errlen, db->errmsg, rc);
+        wk_db_close(db);
+        return rc;
+    }
+    *out = db;
+    return WK_OK;
+}
+
+int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
+{
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    if (!db || !cap)
+        return WK_EINVAL;
+    wk_db *view = calloc(1, sizeof(*view));
+    if (!view)
+        return WK_ENOMEM;
+    int rc = wk_cap_intersect(&view->cap, db->cap, cap, name);
+    if (rc) {
+        free(view);
+        return wk__db_fail(db, rc, "cannot narrow the capability: %s", wk_strerror(rc));
+    }
+    view->proc.process = wk__db_process;
+    view->proc.db = view;
+    view->conn = db->conn;
+    atomic_fetch_add(&db->conn->refs, 1);
+    *out = view;
+    return WK_OK;
+}
+
+void wk_db_close(wk_db *db)
+{
+    if (!db)
+        return;
+    conn_release(db->conn);
+    wk_cap_free(db->cap);
+    free(db);
+}
+
+wk_processor *wk_db_processor(wk_db *db)
+{
+    return db ? &db->proc : NULL;
+}
+
+const wk_cap *wk_db_capability(const wk_db *db)
+{
+    return db ? db->cap : NULL;
+}
+
+const char *wk_db_errmsg(const wk_db *db)
+{
+    return db ? db->errmsg : "no handle";
+}
+
+const char *wk_processor_errmsg(const wk_processor *processor)
+{
+    return processor && processor->db ? processor->db->errmsg : "no handle";
+}
+
+bool wk_is_connection_error(int status)
+{
+    return status == WK_EIO || status == WK_ETIMEDOUT || status == WK_EUNKNOWN;
+}
+
+static int parse_pong(const wk_query *q, const wk_reply *reply, wk_diag *diag)
+{
+    (void)q;
+    size_t len;
+    const char *s = wk_reply_str(reply, &len);
+    if (wk_reply_get_type(reply) != WK_REPLY_STATUS || len != 4 || memcmp(s, "PONG", 4) != 0)
+        return wk_diag_fail(diag, WK_EPROTO, "expected PONG");
+    return WK_OK;
+}
+
+int wk_db_ping(wk_db *db)
+{
+    if (!db)
+        return WK_EINVAL;
+    static const char *const argv[] = {"PING"};
+    static const size_t argvlen[] = {4};
+    wk_query q = {.name = "db.ping",
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .argc = 1,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_pong};
+    return wk__db_process(&db->proc, &q);
+}
+
+int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (p && p->db)
+        wk__db_vfail(p->db, status, fmt, ap);
+    va_end(ap);
+    return status;
+}

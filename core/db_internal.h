@@ -1,0 +1,89 @@
+/*
+ * core/db_internal.h — the handle and its connection, shared by the files
+ * of core/ (db.c, dispatch.c, batch code). Not installed.
+ */
+#ifndef WK_CORE_DB_INTERNAL_H
+#define WK_CORE_DB_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include <hiredis/hiredis.h>
+
+#include <wakuwaku/db.h>
+
+#define WK__ERRMSG_MAX 512
+#define WK__SCRIPT_CACHE 32
+
+/* SHA-1 of a script, cached per connection. */
+typedef struct wk__script_slot {
+    const wk_script *script;
+    char sha[41];
+} wk__script_slot;
+
+/*
+ * The connection: shared by a handle and the handles narrowed from it,
+ * freed when the last of them closes.
+ */
+typedef struct wk__conn {
+    atomic_int refs;
+    redisContext *ctx;       /* NULL while disconnected */
+    wk_url url;              /* where to (re)connect, with credentials */
+    char *client_name;
+    struct timeval connect_timeout;
+    struct timeval command_timeout;
+    int64_t last_io_ms;      /* monotonic ms of the last reply */
+    uint64_t reconnects;     /* connections opened after the first */
+
+    char *out;               /* RESP output buffer, reused across queries */
+    size_t out_len, out_cap;
+
+    wk__script_slot scripts[WK__SCRIPT_CACHE];
+    size_t nscripts;
+} wk__conn;
+
+struct wk_db {
+    wk_processor proc; /* first member: &db->proc is the handle's processor */
+    wk__conn *conn;
+    wk_cap *cap;
+    char errmsg[WK__ERRMSG_MAX];
+};
+
+/* The parser's view of where to put its message. */
+struct wk_diag {
+    wk_db *db;
+    const wk_query *query;
+};
+
+/* Set the handle's detail message; returns `status`. */
+int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
+
+/* Connect if disconnected; probe a connection idle for a while. */
+int wk__conn_ensure(wk_db *db);
+/* Close the connection after a failure; the next query reconnects. */
+void wk__conn_drop(wk__conn *conn);
+/* Status for the context's current error (WK_EIO / WK_ETIMEDOUT / …). */
+int wk__conn_error_status(const redisContext *ctx);
+int64_t wk__now_ms(void);
+
+/* The query dispatcher: the handle's process(). */
+int wk__db_process(wk_processor *self, wk_query *query);
+
+/* Checks a query's shape and capability; WK_OK or a failure with message. */
+int wk__db_admit(wk_db *db, const wk_query *query);
+
+/* Append one query's command to conn->out (EVALSHA for scripts). */
+int wk__format_query(wk_db *db, const wk_query *query, bool as_eval);
+/* Parse a reply for a query: error replies, NOSCRIPT aside, go to
+ * WK_EREDIS unless the query wants them. */
+int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);
+bool wk__reply_is_noscript(const redisReply *reply);
+
+/* The SHA-1 (hex) of a script, computed once per connection. */
+const char *wk__script_sha(wk__conn *conn, const wk_script *script);
+
+/* Hex SHA-1 of `len` bytes into out[41]. */
+void wk__sha1_hex(const void *data, size_t len, char out[41]);
+
+#endif /* WK_CORE_DB_INTERNAL_H */

@@ -1,0 +1,342 @@
+/*
+ * core/dispatch.c — the handle's processor: the one place where queries
+ * become Redis commands.
+ *
+ *   1. admit: the query is well formed and the capability covers its
+ *      effect; otherwise fail before anything is sent;
+ *   2. make sure a connection is open (reconnect after a failure);
+ *   3. write the command as RESP into the connection's reusable buffer
+ *      (scripts as EVALSHA), send it, read the reply;
+ *   4. NOSCRIPT: the script did not run, so send it again as EVAL, which
+ *      also loads it;
+ *   5. error replies become WK_EREDIS; anything else goes to the parser.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db_internal.h"
+
+/* ------------------------------------------------------------------------
+ * Replies: wk_reply is an opaque view of a hiredis reply.
+ * ---------------------------------------------------------------------- */
+
+static const redisReply *R(const wk_reply *r)
+{
+    return (const redisReply *)r;
+}
+
+wk_reply_type wk_reply_get_type(const wk_reply *reply)
+{
+    if (!reply)
+        return WK_REPLY_OTHER;
+    switch (R(reply)->type) {
+    case REDIS_REPLY_STRING:
+        return WK_REPLY_STRING;
+    case REDIS_REPLY_ARRAY:
+        return WK_REPLY_ARRAY;
+    case REDIS_REPLY_INTEGER:
+        return WK_REPLY_INTEGER;
+    case REDIS_REPLY_NIL:
+        return WK_REPLY_NIL;
+    case REDIS_REPLY_STATUS:
+        return WK_REPLY_STATUS;
+    case REDIS_REPLY_ERROR:
+        return WK_REPLY_ERROR;
+    }
+    return WK_REPLY_OTHER;
+}
+
+long long wk_reply_integer(const wk_reply *reply)
+{
+    return reply && R(reply)->type == REDIS_REPLY_INTEGER ? R(reply)->integer : 0;
+}
+
+const char *wk_reply_str(const wk_reply *reply, size_t *len)
+{
+    if (reply) {
+        int t = R(reply)->type;
+        if (t == REDIS_REPLY_STRING || t == REDIS_REPLY_STATUS || t == REDIS_REPLY_ERROR) {
+            if (len)
+                *len = R(reply)->len;
+            return R(reply)->str;
+        }
+    }
+    if (len)
+        *len = 0;
+    return NULL;
+}
+
+size_t wk_reply_count(const wk_reply *reply)
+{
+    return reply && R(reply)->type == REDIS_REPLY_ARRAY ? R(reply)->elements : 0;
+}
+
+const wk_reply *wk_reply_at(const wk_reply *reply, size_t i)
+{
+    if (!reply || R(reply)->type != REDIS_REPLY_ARRAY || i >= R(reply)->elements)
+        return NULL;
+    return (const wk_reply *)R(reply)->element[i];
+}
+
+/* ------------------------------------------------------------------------
+ * Admission: shape and capability, before anything is sent.
+ * ---------------------------------------------------------------------- */
+
+/* Printable rendering of a possibly binary key for messages. */
+static void render_bytes(char *dst, size_t cap, const char *src, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[c >> 4];
+            dst[o++] = hex[c & 15];
+        }
+        if (i + 1 < len && o + 8 >= cap) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+    }
+    dst[o] = '\0';
+}
+
+int wk__db_admit(wk_db *db, const wk_query *q)
+{
+    const char *name = q->name ? q->name : "query";
+    if (q->argc < 1 || !q->argv || !q->argvlen || (q->effect.count && !q->effect.accesses))
+        return wk__db_fail(db, WK_EINVAL, "%s: malformed query (no arguments)", name);
+    if (q->script && (q->nkeys < 0 || q->nkeys > q->argc || !q->script->source))
+        return wk__db_fail(db, WK_EINVAL, "%s: malformed script query", name);
+    size_t denied;
+    if (!wk_cap_covers(db->cap, &q->effect, &denied)) {
+        const wk_access *a = &q->effect.accesses[denied];
+        if (!a->entity || !a->entity->kind || !a->entity->ns)
+            return wk__db_fail(db, WK_EINVAL, "%s: access %zu names no entity", name, denied);
+        return wk__db_fail(db, WK_EDENIED, "capability \"%s\" may not %s %s:%s (%s)",
+                           wk_cap_name(db->cap), wk_mode_name(a->mode), a->entity->kind,
+                           a->entity->ns, name);
+    }
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * RESP formatting into the connection's reusable buffer.
+ * ---------------------------------------------------------------------- */
+
+static int reserve(wk__conn *conn, size_t more)
+{
+    if (conn->out_cap - conn->out_len >= more)
+        return WK_OK;
+    size_t cap = conn->out_cap ? conn->out_cap : 4096;
+    while (cap - conn->out_len < more) {
+        if (cap > SIZE_MAX / 2)
+            return WK_ENOMEM;
+        cap *= 2;
+    }
+    char *p = realloc(conn->out, cap);
+    if (!p)
+        return WK_ENOMEM;
+    conn->out = p;
+    conn->out_cap = cap;
+    return WK_OK;
+}
+
+/* Writes "<prefix><n>\r\n"; the caller reserved room. */
+static void put_header(wk__conn *conn, char prefix, size_t n)
+{
+    char digits[24];
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    char *p = conn->out + conn->out_len;
+    *p++ = prefix;
+    while (d)
+        *p++ = digits[--d];
+    *p++ = '\r';
+    *p++ = '\n';
+    conn->out_len = (size_t)(p - conn->out);
+}
+
+static void put_bulk(wk__conn *conn, const void *data, size_t len)
+{
+    put_header(conn, '$', len);
+    memcpy(conn->out + conn->out_len, data, len);
+    conn->out_len += len;
+    conn->out[conn->out_len++] = '\r';
+    conn->out[conn->out_len++] = '\n';
+}
+
+const char *wk__script_sha(wk__conn *conn, const wk_script *script)
+{
+    for (size_t i = 0; i < conn->nscripts; i++) {
+        if (conn->scripts[i].script == script)
+            return conn->scripts[i].sha;
+    }
+    /* A full cache (more distinct scripts than slots) recycles the oldest
+     * slot; correctness never depends on the cache. */
+    size_t slot = conn->nscripts < WK__SCRIPT_CACHE ? conn->nscripts++
+                                                     : (size_t)(script->source[0]) % WK__SCRIPT_CACHE;
+    conn->scripts[slot].script = script;
+    wk__sha1_hex(script->source, strlen(script->source), conn->scripts[slot].sha);
+    return conn->scripts[slot].sha;
+}
+
+int wk__format_query(wk_db *db, const wk_query *q, bool as_eval)
+{
+    wk__conn *conn = db->conn;
+    const char *head = NULL;
+    size_t head_len = 0;
+    char nkeys[16];
+    int extra = 0;
+    if (q->script) {
+        extra = 3;
+        if (as_eval) {
+            head = q->script->source;
+            head_len = strlen(head);
+        } else {
+            head = wk__script_sha(conn, q->script);
+            head_len = 40;
+        }
+        snprintf(nkeys, sizeof(nkeys), "%d", q->nkeys);
+    }
+    size_t need = 32 + (q->script ? 64 + head_len : 0);
+    for (int i = 0; i < q->argc; i++) {
+        if (!q->argv[i] && q->argvlen[i])
+            return wk__db_fail(db, WK_EINVAL, "%s: argument %d is NULL", q->name, i);
+        need += q->argvlen[i] + 32;
+    }
+    if (reserve(conn, need))
+        return wk__db_fail(db, WK_ENOMEM, "%s: out of memory formatting the command", q->name);
+    put_header(conn, '*', (size_t)(q->argc + extra));
+    if (q->script) {
+        put_bulk(conn, as_eval ? "EVAL" : "EVALSHA", as_eval ? 4 : 7);
+        put_bulk(conn, head, head_len);
+        put_bulk(conn, nkeys, strlen(nkeys));
+    }
+    for (int i = 0; i < q->argc; i++)
+        put_bulk(conn, q->argv[i] ? q->argv[i] : "", q->argvlen[i]);
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Replies to outcomes
+ * ---------------------------------------------------------------------- */
+
+bool wk__reply_is_noscript(const redisReply *reply)
+{
+    return reply->type == REDIS_REPLY_ERROR && reply->len >= 8 &&
+           memcmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/* The key a query works on, for messages: a script's first key, or a
+ * command's first argument. */
+static void query_key(const wk_query *q, char *dst, size_t cap)
+{
+    int i = q->script ? 0 : 1;
+    if ((q->script && q->nkeys < 1) || q->argc <= i) {
+        dst[0] = '\0';
+        return;
+    }
+    render_bytes(dst, cap, q->argv[i], q->argvlen[i]);
+}
+
+int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
+{
+    if (reply->type == REDIS_REPLY_ERROR && !(q->flags & WK_QUERY_PARSE_ERRORS)) {
+        char key[160];
+        query_key(q, key, sizeof(key));
+        return wk__db_fail(db, WK_EREDIS, "%s%s%s%s: Redis replied: %.300s", q->name,
+                           key[0] ? " on \"" : "", key, key[0] ? "\"" : "", reply->str);
+    }
+    if (!q->parse)
+        return WK_OK;
+    wk_diag diag = {db, q};
+    return q->parse(q, (const wk_reply *)reply, &diag);
+}
+
+/* ------------------------------------------------------------------------
+ * The round trip
+ * ---------------------------------------------------------------------- */
+
+/* Send conn->out and read one reply; on failure drop the connection. */
+static int round_trip(wk_db *db, redisReply **reply)
+{
+    wk__conn *conn = db->conn;
+    redisContext *c = conn->ctx;
+    *reply = NULL;
+    if (redisAppendFormattedCommand(c, conn->out, conn->out_len) != REDIS_OK ||
+        redisGetReply(c, (void **)reply) != REDIS_OK || !*reply) {
+        int rc = wk__conn_error_status(c);
+        wk__db_fail(db, rc, "%s", c->errstr[0] ? c->errstr : "connection lost");
+        wk__conn_drop(conn);
+        return rc;
+    }
+    conn->last_io_ms = wk__now_ms();
+    return WK_OK;
+}
+
+int wk__db_process(wk_processor *self, wk_query *q)
+{
+    wk_db *db = (wk_db *)self;
+    if (!db || !q)
+        return WK_EINVAL;
+    db->errmsg[0] = '\0';
+    if (!q->name)
+        q->name = "query";
+    int rc = wk__db_admit(db, q);
+    if (rc)
+        return rc;
+
+    bool retried = false, as_eval = false;
+    for (;;) {
+        rc = wk__conn_ensure(db);
+        if (rc)
+            return rc;
+        db->conn->out_len = 0;
+        rc = wk__format_query(db, q, as_eval);
+        if (rc)
+            return rc;
+        redisReply *reply;
+        rc = round_trip(db, &reply);
+        if (rc) {
+            char why[WK__ERRMSG_MAX / 2];
+            memcpy(why, db->errmsg, sizeof(why) - 1);
+            why[sizeof(why) - 1] = '\0';
+            if ((q->flags & WK_QUERY_RETRY_SAFE) && !retried && rc != WK_ETIMEDOUT) {
+                retried = true;
+                continue;
+            }
+            /* A write that was sent may have run: say so. */
+            if (rc == WK_EIO && wk_effect_is_write(&q->effect))
+                rc = WK_EUNKNOWN;
+            return wk__db_fail(db, rc, "%s: %s%s", q->name, why,
+                               rc == WK_EUNKNOWN ? " (the write may or may not have happened)"
+                                                 : "");
+        }
+        if (q->script && !as_eval && wk__reply_is_noscript(reply)) {
+            /* The script did not run; EVAL runs it and caches it. */
+            freeReplyObject(reply);
+            as_eval = true;
+            continue;
+        }
+        rc = wk__parse_reply(db, q, reply);
+        freeReplyObject(reply);
+        return rc;
+    }
+}
+
+int wk_process(wk_processor *processor, wk_query *query)
+{
+    if (!processor || !processor->process || !query)
+        return WK_EINVAL;
+    return processor->process(processor, query);
+}

@@ -1,0 +1,81 @@
+/*
+ * core/key.c — building keys in the Rust crate's layout (see wakuwaku/key.h).
+ * Pinned byte for byte by tests/core/test_key.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <wakuwaku/key.h>
+
+/* Writes the decimal or verbatim bytes of a name; returns its length or -1. */
+static long name_bytes(const wk_name *name, char digits[24], const char **bytes)
+{
+    switch (name->type) {
+    case WK_NAME_BYTES:
+        if (!name->bytes && name->len)
+            return -1;
+        if (!name->bytes && name->len == 0) {
+            /* wk_name_str(NULL) — a missing name, not an empty one. */
+            return -1;
+        }
+        if (name->len > WK_NAME_MAX)
+            return -1;
+        *bytes = name->bytes;
+        return (long)name->len;
+    case WK_NAME_U64:
+        *bytes = digits;
+        return snprintf(digits, 24, "%" PRIu64, name->u64);
+    case WK_NAME_I64:
+        *bytes = digits;
+        return snprintf(digits, 24, "%" PRId64, name->i64);
+    }
+    return -1;
+}
+
+static char *put(char *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
+int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity,
+                 const wk_name *name, const char *suffix)
+{
+    if (!buf || !len || !entity || !name)
+        return WK_EINVAL;
+    const char *kind = entity->kind, *ns = entity->ns;
+    if (!kind || !ns)
+        return WK_EINVAL;
+    size_t kind_len = strnlen(kind, WK_KIND_MAX + 1);
+    size_t ns_len = strnlen(ns, WK_NAMESPACE_MAX + 1);
+    size_t suffix_len = suffix ? strnlen(suffix, WK_KEY_SUFFIX_MAX + 1) : 0;
+    if (!kind_len || kind_len > WK_KIND_MAX || !ns_len || ns_len > WK_NAMESPACE_MAX ||
+        suffix_len > WK_KEY_SUFFIX_MAX)
+        return WK_EINVAL;
+    char digits[24];
+    const char *nb = NULL;
+    long nl = name_bytes(name, digits, &nb);
+    if (nl < 0)
+        return WK_EINVAL;
+
+    size_t total = sizeof(WK_KEY_PREFIX) - 1 + kind_len + 1 + ns_len + 1 + (size_t)nl +
+                   (suffix ? 2 + suffix_len : 0);
+    if (total + 1 > cap)
+        return WK_EINVAL;
+    char *p = put(buf, WK_KEY_PREFIX, sizeof(WK_KEY_PREFIX) - 1);
+    p = put(p, kind, kind_len);
+    *p++ = ':';
+    if (suffix)
+        *p++ = '{';
+    p = put(p, ns, ns_len);
+    *p++ = ':';
+    p = put(p, nb, (size_t)nl);
+    if (suffix) {
+        *p++ = '}';
+        p = put(p, suffix, suffix_len);
+    }
+    *p = '\0';
+    *len = total;
+    return WK_OK;
+}

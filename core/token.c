@@ -1,0 +1,10 @@
+/* core/token.c — random lease tokens from libsodium's CSPRNG. */
+#include <sodium.h>
+
+#include <wakuwaku/lock.h>
+
+void wk_token_random(wk_token *token)
+{
+    if (token)
+        randombytes_buf(token->bytes, sizeof(token->bytes));
+}

@@ -1,0 +1,203 @@
+/*
+ * core/url.c — parsing redis:// and unix:// URLs.
+ *
+ *   redis://[[user]:password@]host[:port][/db]
+ *   unix:///absolute/path[?db=N]
+ *
+ * User and password are percent-decoded, so a password may contain '@',
+ * ':' or '/'. Error messages never quote the password.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wakuwaku/db.h>
+
+static int url_fail(char *err, size_t errlen, const char *msg)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "invalid Redis URL: %s", msg);
+    return WK_EINVAL;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string; NULL on bad escapes (*bad set)
+ * or out of memory. */
+static char *decode(const char *s, size_t n, bool *bad)
+{
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (n - i < 3 || hex_value(s[i + 1]) < 0 || hex_value(s[i + 2]) < 0) {
+                free(out);
+                *bad = true;
+                return NULL;
+            }
+            char c = (char)(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+            if (c == '\0') {
+                free(out);
+                *bad = true;
+                return NULL;
+            }
+            *o++ = c;
+            i += 2;
+        } else {
+            *o++ = s[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static bool parse_int(const char *s, size_t n, long min, long max, long *out)
+{
+    if (n == 0 || n > 10)
+        return false;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+void wk_url_free(wk_url *url)
+{
+    if (!url)
+        return;
+    free(url->host);
+    free(url->path);
+    free(url->username);
+    if (url->password) {
+        /* Do not leave the secret in freed memory. */
+        memset(url->password, 0, strlen(url->password));
+        free(url->password);
+    }
+    memset(url, 0, sizeof(*url));
+}
+
+static int parse_unix(wk_url *url, const char *rest, char *err, size_t errlen)
+{
+    const char *q = strchr(rest, '?');
+    size_t path_len = q ? (size_t)(q - rest) : strlen(rest);
+    if (path_len == 0 || rest[0] != '/')
+        return url_fail(err, errlen, "unix:// needs an absolute path (unix:///path)");
+    if (q) {
+        long db;
+        if (strncmp(q, "?db=", 4) != 0 || !parse_int(q + 4, strlen(q + 4), 0, 1L << 30, &db))
+            return url_fail(err, errlen, "the only unix:// query is ?db=N");
+        url->database = (int)db;
+    }
+    url->path = strndup(rest, path_len);
+    return url->path ? WK_OK : WK_ENOMEM;
+}
+
+static int parse_userinfo(wk_url *url, const char *s, size_t n, char *err, size_t errlen)
+{
+    const char *colon = memchr(s, ':', n);
+    bool bad = false;
+    if (!colon) {
+        /* "redis://secret@host": a bare password, as redis-cli reads it. */
+        url->password = decode(s, n, &bad);
+    } else {
+        size_t ulen = (size_t)(colon - s);
+        if (ulen) {
+            url->username = decode(s, ulen, &bad);
+            if (!url->username)
+                return bad ? url_fail(err, errlen, "bad %-escape in the user name") : WK_ENOMEM;
+        }
+        url->password = decode(colon + 1, n - ulen - 1, &bad);
+    }
+    if (!url->password)
+        return bad ? url_fail(err, errlen, "bad %-escape in the password") : WK_ENOMEM;
+    return WK_OK;
+}
+
+static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
+{
+    const char *end = rest + strcspn(rest, "/?#");
+    if (*end == '?' || *end == '#')
+        return url_fail(err, errlen, "query strings are not supported in redis:// URLs");
+    /* The userinfo ends at the last '@' before the path. */
+    const char *at = NULL;
+    for (const char *p = rest; p < end; p++) {
+        if (*p == '@')
+            at = p;
+    }
+    const char *host = rest;
+    if (at) {
+        int rc = parse_userinfo(url, rest, (size_t)(at - rest), err, errlen);
+        if (rc)
+            return rc;
+        host = at + 1;
+    }
+    const char *host_end, *port_start = NULL;
+    if (*host == '[') {
+        host_end = memchr(host, ']', (size_t)(end - host));
+        if (!host_end)
+            return url_fail(err, errlen, "unterminated [IPv6] host");
+        if (host_end + 1 < end) {
+            if (host_end[1] != ':')
+                return url_fail(err, errlen, "junk after ]");
+            port_start = host_end + 2;
+        }
+        host++;
+    } else {
+        host_end = memchr(host, ':', (size_t)(end - host));
+        if (host_end)
+            port_start = host_end + 1;
+        else
+            host_end = end;
+    }
+    if (host_end == host)
+        return url_fail(err, errlen, "missing host");
+    long port = 6379;
+    if (port_start && !parse_int(port_start, (size_t)(end - port_start), 1, 65535, &port))
+        return url_fail(err, errlen, "port must be 1..65535");
+    url->port = (int)port;
+    if (*end == '/' && end[1]) {
+        long db;
+        if (!parse_int(end + 1, strlen(end + 1), 0, 1L << 30, &db))
+            return url_fail(err, errlen, "database must be a number (/0)");
+        url->database = (int)db;
+    }
+    url->host = strndup(host, (size_t)(host_end - host));
+    return url->host ? WK_OK : WK_ENOMEM;
+}
+
+int wk_url_parse(wk_url *url, const char *text, char *err, size_t errlen)
+{
+    if (!url)
+        return WK_EINVAL;
+    memset(url, 0, sizeof(*url));
+    if (err && errlen)
+        err[0] = '\0';
+    if (!text)
+        text = "redis://127.0.0.1:6379";
+    int rc;
+    if (strncmp(text, "unix://", 7) == 0)
+        rc = parse_unix(url, text + 7, err, errlen);
+    else if (strncmp(text, "redis://", 8) == 0)
+        rc = parse_tcp(url, text + 8, err, errlen);
+    else
+        rc = url_fail(err, errlen, "scheme must be redis:// or unix://");
+    if (rc)
+        wk_url_free(url);
+    return rc;
+}

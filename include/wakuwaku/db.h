@@ -1,0 +1,136 @@
+/*
+ * wakuwaku/db.h — the handle: one connection to Redis plus the capability
+ * that bounds what may be sent over it.
+ *
+ * THREADS: a wk_db (and every handle narrowed from it, which shares its
+ * connection) is used by one thread at a time, like a hiredis context.
+ * Give each thread its own wk_db_open(); helpers that need a thread of their
+ * own open their own connection from the same options.
+ *
+ * CONNECTIONS: wk_db_open() connects at once. A connection that breaks
+ * (I/O error, timeout, server restart) is closed, and the next query
+ * reconnects (with AUTH and SELECT again). A connection idle for a second
+ * or more is probed before use, so a server restart between queries costs
+ * a reconnect, not a failed query. A query that fails after it was sent is
+ * re-sent once only if it is retry-safe (WK_QUERY_RETRY_SAFE; pure reads
+ * and cache puts); otherwise it fails with WK_EUNKNOWN.
+ */
+#ifndef WAKUWAKU_DB_H
+#define WAKUWAKU_DB_H
+
+#include <wakuwaku/capability.h>
+#include <wakuwaku/query.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Options of wk_db_open(). Start from WK_DB_OPTIONS_INIT and set what you
+ * need. Strings are copied; nothing is kept after wk_db_open() returns.
+ *
+ *   url                 "redis://[user:password@]host[:port][/db]" (user and
+ *                       password percent-decoded; host may be "[::1]"), or
+ *                       "unix:///path/to/socket[?db=N]". NULL means
+ *                       "redis://127.0.0.1:6379".
+ *   connect_timeout_ms  > 0; connecting (and reconnecting) gives up after it.
+ *   command_timeout_ms  > 0; a reply not received in time fails the query
+ *                       with WK_ETIMEDOUT and drops the connection.
+ *   username, password  override the URL's (AUTH [user] pass). NULL: keep.
+ *   database            SELECT this db; -1 keeps the URL's (default 0).
+ *   capability          required: what the handle may do. Copied.
+ *   client_name         CLIENT SETNAME after connecting; NULL: none.
+ */
+typedef struct wk_db_options {
+    const char *url;
+    int connect_timeout_ms;
+    int command_timeout_ms;
+    const char *username;
+    const char *password;
+    int database;
+    const wk_cap *capability;
+    const char *client_name;
+} wk_db_options;
+
+#define WK_DB_OPTIONS_INIT                                                                  \
+    {.url = NULL, .connect_timeout_ms = 2000, .command_timeout_ms = 2000, .username = NULL, \
+     .password = NULL, .database = -1, .capability = NULL, .client_name = NULL}
+
+/*
+ * wk_db_open — connect and return a handle.
+ *
+ *   out   OUT: the handle; set to NULL on failure.
+ *   opts  the options (NULL is WK_EINVAL: a capability is required).
+ *   err   OUT, may be NULL: on failure, a message is copied here
+ *         (at most errlen bytes, NUL-terminated). Passwords never appear.
+ *
+ * Returns WK_OK; WK_EINVAL (bad URL or option), WK_EIO (cannot connect),
+ * WK_ETIMEDOUT, WK_EAUTH (AUTH refused), WK_EREDIS (SELECT refused),
+ * WK_ENOMEM. Close the handle with wk_db_close().
+ */
+WK_API int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
+
+/*
+ * wk_db_narrow — a second handle on the same connection whose capability
+ * is the intersection of `db`'s and `cap` (never wider than either); hand
+ * it to a module that should do only that much. `name` names the result in
+ * messages (NULL: `cap`'s name). The new handle shares `db`'s connection
+ * (same one-thread-at-a-time rule for both) and stays valid after `db` is
+ * closed; close each with wk_db_close(). Returns WK_OK, WK_EINVAL,
+ * WK_ENOMEM; *out is NULL on failure.
+ */
+WK_API int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name);
+
+/* wk_db_close — close the handle (and the connection when no narrowed
+ * handle shares it). NULL is a harmless no-op. */
+WK_API void wk_db_close(wk_db *db);
+
+/* wk_db_processor — the handle's processor: the end of every processor
+ * chain. Borrowed; valid until wk_db_close(). */
+WK_API wk_processor *wk_db_processor(wk_db *db);
+
+/* wk_db_capability — the handle's capability (borrowed; never NULL for a
+ * valid handle). */
+WK_API const wk_cap *wk_db_capability(const wk_db *db);
+
+/* wk_db_errmsg — detail of the last failure on this handle: which query,
+ * key, capability or server message. Borrowed until the next call on the
+ * handle; "" when there was none. Never NULL. */
+WK_API const char *wk_db_errmsg(const wk_db *db);
+
+/* wk_db_ping — a round trip (PING) outside capability checks, since it
+ * touches no entity. Useful for health checks. */
+WK_API int wk_db_ping(wk_db *db);
+
+/* wk_is_connection_error — true for WK_EIO, WK_ETIMEDOUT and WK_EUNKNOWN:
+ * the failures after which the next query reconnects. */
+WK_API bool wk_is_connection_error(int status);
+
+/* ------------------------------------------------------------------------
+ * URL parsing (exposed for tools and tests)
+ * ---------------------------------------------------------------------- */
+
+/* A parsed URL; wk_url_free() releases its strings. */
+typedef struct wk_url {
+    char *host;      /* TCP host, NULL for unix sockets */
+    int port;        /* TCP port */
+    char *path;      /* unix socket path, NULL for TCP */
+    char *username;  /* NULL if absent */
+    char *password;  /* NULL if absent */
+    int database;    /* 0 if absent */
+} wk_url;
+
+/*
+ * wk_url_parse — parse a redis:// or unix:// URL (see wk_db_options).
+ * Returns WK_OK, WK_EINVAL (message in `err` if not NULL — never
+ * containing the password) or WK_ENOMEM. On failure `url` holds nothing
+ * to free.
+ */
+WK_API int wk_url_parse(wk_url *url, const char *text, char *err, size_t errlen);
+WK_API void wk_url_free(wk_url *url);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_DB_H */

@@ -1,0 +1,169 @@
+/*
+ * wakuwaku/entity.h — entity descriptors, item names, accesses and effects.
+ *
+ * An *entity* is a family of Redis items of one kind under one namespace:
+ * "the invoice locks" (Lock:invoice), "the login limiters"
+ * (TokenBucket:login). An item of the entity is picked by a *name* (a
+ * string, a byte string or an integer). Capabilities grant access per
+ * entity, identified by kind + namespace.
+ *
+ * Every query declares its *effect*: the list of entities it touches and
+ * whether it reads or writes each. Dispatch compares the effect with the
+ * handle's capability before anything is sent.
+ *
+ * Descriptors are plain values, usually `static const` and shared by every
+ * thread; the library never modifies or frees them, and keeps no pointer to
+ * them after a call returns.
+ */
+#ifndef WAKUWAKU_ENTITY_H
+#define WAKUWAKU_ENTITY_H
+
+#include <wakuwaku/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The built-in kinds, spelled as they appear in keys. */
+#define WK_KIND_LOCK "Lock"
+#define WK_KIND_RWLOCK "RwLock"
+#define WK_KIND_CACHE "Cache"
+#define WK_KIND_HASHED_CACHE "HashedCache"
+#define WK_KIND_TOKEN_BUCKET "TokenBucket"
+#define WK_KIND_SETTINGS "Settings"
+
+/* Limits, enforced with WK_EINVAL. */
+#define WK_KIND_MAX 64        /* bytes in a kind */
+#define WK_NAMESPACE_MAX 128  /* bytes in a namespace */
+#define WK_NAME_MAX 2048      /* bytes in an item name */
+
+/*
+ * An entity descriptor. Only the fields of its kind matter; the others stay
+ * zero. Use the WK_*_ENTITY() initialisers below.
+ *
+ *   kind       "Lock", "RwLock", … or a kind of your own (custom queries);
+ *              1..WK_KIND_MAX bytes, no NUL.
+ *   ns         the namespace, 1..WK_NAMESPACE_MAX bytes, no NUL.
+ *   ttl_ms     Lock / RwLock: lease length; Cache / HashedCache: expiry of
+ *              a put. Must be > 0 for those kinds.
+ *   capacity   TokenBucket: tokens when full (> 0).
+ *   rate       TokenBucket: tokens added per `period_ms` (> 0), continuously.
+ *   period_ms  TokenBucket: the period of `rate` (> 0).
+ */
+typedef struct wk_entity {
+    const char *kind;
+    const char *ns;
+    int64_t ttl_ms;
+    double capacity;
+    double rate;
+    int64_t period_ms;
+} wk_entity;
+
+#define WK_LOCK_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_LOCK, .ns = (ns_), .ttl_ms = (ttl_ms_)}
+#define WK_RWLOCK_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_RWLOCK, .ns = (ns_), .ttl_ms = (ttl_ms_)}
+#define WK_CACHE_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_CACHE, .ns = (ns_), .ttl_ms = (ttl_ms_)}
+#define WK_HASHED_CACHE_ENTITY(ns_, ttl_ms_) \
+    {.kind = WK_KIND_HASHED_CACHE, .ns = (ns_), .ttl_ms = (ttl_ms_)}
+#define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_)                          \
+    {.kind = WK_KIND_TOKEN_BUCKET, .ns = (ns_), .capacity = (capacity_), .rate = (rate_), \
+     .period_ms = (period_ms_)}
+#define WK_SETTINGS_ENTITY(ns_) {.kind = WK_KIND_SETTINGS, .ns = (ns_)}
+#define WK_CUSTOM_ENTITY(kind_, ns_) {.kind = (kind_), .ns = (ns_)}
+
+/*
+ * wk_entity_check — validate a descriptor for use by queries of its kind.
+ * Returns WK_OK, or WK_EINVAL (NULL, empty or over-long kind or namespace,
+ * a missing parameter of a built-in kind). Thread-safe.
+ */
+WK_API int wk_entity_check(const wk_entity *entity);
+
+/* ------------------------------------------------------------------------
+ * Item names
+ * ---------------------------------------------------------------------- */
+
+typedef enum wk_name_type {
+    WK_NAME_BYTES = 0, /* `bytes`/`len`, used verbatim */
+    WK_NAME_U64 = 1,   /* `u64`, written in decimal */
+    WK_NAME_I64 = 2    /* `i64`, written in decimal */
+} wk_name_type;
+
+/*
+ * The name of one item of an entity. A value type: pass it by value. The
+ * bytes of a WK_NAME_BYTES name are borrowed for the duration of the call.
+ * Strings and byte strings appear in keys verbatim (NUL, '}' and any other
+ * byte included), integers in decimal — byte-compatible with the Rust crate.
+ */
+typedef struct wk_name {
+    wk_name_type type;
+    const void *bytes;
+    size_t len;
+    uint64_t u64;
+    int64_t i64;
+} wk_name;
+
+/* A NUL-terminated string name. wk_name_str(NULL) gives a name that every
+ * query rejects with WK_EINVAL. */
+static inline wk_name wk_name_str(const char *s)
+{
+    wk_name n = {WK_NAME_BYTES, s, 0, 0, 0};
+    if (s) {
+        while (s[n.len])
+            n.len++;
+    }
+    return n;
+}
+
+/* A byte-string name of `len` bytes (may contain NUL). */
+static inline wk_name wk_name_bytes(const void *bytes, size_t len)
+{
+    wk_name n = {WK_NAME_BYTES, bytes, len, 0, 0};
+    return n;
+}
+
+/* An unsigned integer name ("42"). */
+static inline wk_name wk_name_u64(uint64_t v)
+{
+    wk_name n = {WK_NAME_U64, NULL, 0, v, 0};
+    return n;
+}
+
+/* A signed integer name ("-7"). */
+static inline wk_name wk_name_i64(int64_t v)
+{
+    wk_name n = {WK_NAME_I64, NULL, 0, 0, v};
+    return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Accesses and effects
+ * ---------------------------------------------------------------------- */
+
+/* How a query touches an entity. WRITE implies READ. */
+typedef enum wk_mode {
+    WK_READ = 1,
+    WK_WRITE = 2
+} wk_mode;
+
+/* One entity touched by a query, and how. */
+typedef struct wk_access {
+    const wk_entity *entity;
+    wk_mode mode;
+} wk_access;
+
+/* The effect of a query: the entities it touches. Borrowed arrays. */
+typedef struct wk_effect {
+    const wk_access *accesses;
+    size_t count;
+} wk_effect;
+
+/* wk_effect_is_write — true if any access of the effect writes. */
+WK_API bool wk_effect_is_write(const wk_effect *effect);
+
+/* wk_mode_name — "READ" or "WRITE" (static; "?" for other values). */
+WK_API const char *wk_mode_name(wk_mode mode);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_ENTITY_H */

@@ -1,0 +1,79 @@
+/*
+ * wakuwaku/rwlock.h — RwLock: one writer or many readers per name.
+ *
+ * Redis layout (one cluster slot per name):
+ *   @@wakuwaku-entity:RwLock:{<ns>:<name>}:w   string: the writer's token
+ *   @@wakuwaku-entity:RwLock:{<ns>:<name>}:r   sorted set: reader token →
+ *                                              end of its lease (server ms)
+ *
+ * Every reader holds its own lease of the entity's TTL. The scripts drop
+ * expired readers, so a crashed reader blocks writers for at most its TTL.
+ * All times come from the server clock (TIME), never from the client.
+ *
+ *   wk_rwlock_try_read       fails if a writer holds it            WRITE
+ *   wk_rwlock_try_write      fails while any reader lease runs     WRITE
+ *   wk_rwlock_release_read   outputs whether the lease still ran   WRITE
+ *   wk_rwlock_extend_read    renews only a running lease           WRITE
+ *   wk_rwlock_release_write / _extend_write   as wk_lock_*         WRITE
+ *   wk_rwlock_inspect        writer held? readers running?         READ
+ *
+ * Taking a read lease is a WRITE: it changes Redis.
+ *
+ * WARNING: readers do not wait for a waiting writer, so a steady stream of
+ * overlapping readers can starve writers indefinitely. Use a Lock when
+ * writers must make progress under constant reading.
+ */
+#ifndef WAKUWAKU_RWLOCK_H
+#define WAKUWAKU_RWLOCK_H
+
+#include <wakuwaku/lock.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* wk_rwlock_try_read — take a reader lease unless a writer holds `name`.
+ * *token gets the reader's token when *acquired. Never waits. */
+WK_API int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                              wk_token *token, bool *acquired);
+
+/* wk_rwlock_try_write — take the writer lease unless a writer holds it or
+ * any reader lease is running. Never waits. */
+WK_API int wk_rwlock_try_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                               wk_token *token, bool *acquired);
+
+/* wk_rwlock_release_read — drop the reader lease of `token`. *was_running
+ * tells whether the lease was still running (false: it had expired). */
+WK_API int wk_rwlock_release_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                  const wk_token *token, bool *was_running);
+
+/* wk_rwlock_extend_read — renew a running reader lease for one TTL;
+ * *extended is false if it had already expired (it is not revived). */
+WK_API int wk_rwlock_extend_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                 const wk_token *token, bool *extended);
+
+/* wk_rwlock_release_write — as wk_lock_release(), on the writer key. */
+WK_API int wk_rwlock_release_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                   const wk_token *token, bool *released);
+
+/* wk_rwlock_extend_write — as wk_lock_extend(), on the writer key. */
+WK_API int wk_rwlock_extend_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                  const wk_token *token, bool *extended);
+
+/* What wk_rwlock_inspect() saw. */
+typedef struct wk_rwlock_state {
+    bool writer_held;       /* a writer holds the lock */
+    int64_t writer_ttl_ms;  /* ms left on the writer's lease; 0 if none */
+    int64_t readers;        /* reader leases still running */
+} wk_rwlock_state;
+
+/* wk_rwlock_inspect — writer and running readers of `name`. READ effect
+ * (expired readers are counted out, not removed). */
+WK_API int wk_rwlock_inspect(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                             wk_rwlock_state *state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_RWLOCK_H */

@@ -1,0 +1,23 @@
+/*
+ * wakuwaku/wakuwaku.h — the umbrella header: include this one.
+ *
+ * wakuwaku lets the replicas of a service coordinate through Redis: lease
+ * locks, reader-writer locks, caches, rate limiters and synced settings,
+ * each an *entity*, every access a *query* with a declared effect, and
+ * every handle a *capability* that dispatch checks before anything reaches
+ * Redis.
+ */
+#ifndef WAKUWAKU_H
+#define WAKUWAKU_H
+
+#include <wakuwaku/common.h>
+#include <wakuwaku/entity.h>
+#include <wakuwaku/capability.h>
+#include <wakuwaku/key.h>
+#include <wakuwaku/query.h>
+#include <wakuwaku/db.h>
+#include <wakuwaku/hooks.h>
+#include <wakuwaku/lock.h>
+#include <wakuwaku/rwlock.h>
+
+#endif /* WAKUWAKU_H */

@@ -1,0 +1,133 @@
+/*
+ * tests/support/redis_server.c — start and stop a private redis-server on
+ * a free 127.0.0.1 port. Servers are stopped by pid, never by name.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static bool answers_ping(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    return ok;
+}
+
+static int spawn(wk_test_server *s, const char *const *config)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", s->port);
+    const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                            "--save", "", "--appendonly", "no", "--dir", s->dir,
+                            "--daemonize", "no", "--loglevel", "warning",
+                            "--logfile", ""};
+    int argc = 17;
+    /* Extra config lines "name value" become "--name value". */
+    char extra[16][128];
+    for (int i = 0; config && config[i] && i < 16; i++) {
+        snprintf(extra[i], sizeof(extra[i]), "--%s", config[i]);
+        char *space = strchr(extra[i], ' ');
+        argv[argc++] = extra[i];
+        if (space) {
+            *space = '\0';
+            argv[argc++] = space + 1;
+        }
+    }
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        /* Quiet child: the tests read state through Redis, not its log. */
+        freopen("/dev/null", "w", stdout);
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    for (int i = 0; i < 250; i++) {
+        if (answers_ping(s->port))
+            return 0;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            s->pid = 0;
+            return -1;
+        }
+        wk_test_sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    s->pid = 0;
+    return -1;
+}
+
+int wk_test_server_start(wk_test_server *s, const char *const *config)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->dir, sizeof(s->dir), "/tmp/wk-test-redis-XXXXXX");
+    if (!mkdtemp(s->dir))
+        return -1;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = free_port();
+        if (s->port > 0 && spawn(s, config) == 0) {
+            snprintf(s->url, sizeof(s->url), "redis://127.0.0.1:%d", s->port);
+            return 0;
+        }
+    }
+    rmdir(s->dir);
+    return -1;
+}
+
+int wk_test_server_restart(wk_test_server *s, const char *const *config)
+{
+    return spawn(s, config);
+}
+
+void wk_test_server_stop(wk_test_server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGCONT); /* in case a test left it stopped */
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    if (s->dir[0]) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/dump.rdb", s->dir);
+        unlink(path);
+        rmdir(s->dir);
+    }
+}

@@ -1,0 +1,108 @@
+/*
+ * tests/support/support.c — handles, raw commands and names for tests.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "support.h"
+
+const char *wk_test_url(void)
+{
+    const char *url = getenv("WK_TEST_REDIS_URL");
+    cr_assert(url, "WK_TEST_REDIS_URL is not set: include redis_fixture.h in this suite");
+    return url;
+}
+
+wk_db *wk_test_open_url(const char *url, const wk_cap *cap)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = cap ? cap : wk_cap_read_write();
+    wk_db *db = NULL;
+    char err[256];
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "wk_db_open(%s): %s: %s", url, wk_err_name(rc), err);
+    return db;
+}
+
+wk_db *wk_test_open(const wk_cap *cap)
+{
+    return wk_test_open_url(wk_test_url(), cap);
+}
+
+redisContext *wk_test_raw(const char *url)
+{
+    wk_url u;
+    cr_assert_eq(wk_url_parse(&u, url, NULL, 0), WK_OK);
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout(u.host, u.port, tv);
+    wk_url_free(&u);
+    cr_assert(c && !c->err, "raw connect to %s failed", url);
+    return c;
+}
+
+redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert(r, "raw command failed: %s", c->errstr);
+    return r;
+}
+
+static long long stat_calls(redisContext *c, const char *only)
+{
+    redisReply *r = wk_test_cmd(c, "INFO commandstats");
+    long long total = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r->str, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char name[64];
+        long long calls;
+        if (sscanf(line, "cmdstat_%63[^:]:calls=%lld", name, &calls) != 2)
+            continue;
+        if (only ? strcmp(name, only) == 0 : strcmp(name, "info") != 0)
+            total += calls;
+    }
+    freeReplyObject(r);
+    return total;
+}
+
+long long wk_test_total_calls(redisContext *c)
+{
+    return stat_calls(c, NULL);
+}
+
+long long wk_test_cmd_calls(redisContext *c, const char *cmd)
+{
+    return stat_calls(c, cmd);
+}
+
+const char *wk_test_ns(const char *prefix)
+{
+    static char slots[16][96];
+    static int next;
+    char *s = slots[next++ % 16];
+    snprintf(s, sizeof(slots[0]), "%s-%d-%d", prefix, (int)getpid(), next);
+    return s;
+}
+
+void wk_test_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+int64_t wk_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
