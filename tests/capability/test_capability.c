@@ -1,0 +1,276 @@
+/*
+ * tests/capability/test_capability.c — every built-in query against the
+ * capabilities: read-only refuses each WRITE and allows each READ, a
+ * refusal sends nothing (counted by the server), per-entity grants, and
+ * narrowing never widens.
+ *
+ * When you add a built-in query, add a row to `builtin_queries`.
+ */
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "support.h"
+
+typedef int (*run_fn)(wk_processor *p, const char *ns);
+
+typedef struct builtin_query {
+    const char *name;
+    wk_mode effect;
+    run_fn run;
+} builtin_query;
+
+static wk_token any_token;
+
+#define LOCK_E(ns) wk_entity e = WK_LOCK_ENTITY(ns, 5000)
+#define RW_E(ns) wk_entity e = WK_RWLOCK_ENTITY(ns, 5000)
+
+static int q_lock_try(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    bool b;
+    return wk_lock_try(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_lock_release(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    bool b;
+    return wk_lock_release(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_lock_extend(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    bool b;
+    return wk_lock_extend(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_lock_inspect(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    wk_lock_state st;
+    return wk_lock_inspect(p, &e, wk_name_str("n"), &st);
+}
+static int q_rw_try_read(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_try_read(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_try_write(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_try_write(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_release_read(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_release_read(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_extend_read(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_extend_read(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_release_write(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_release_write(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_extend_write(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_extend_write(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_inspect(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    wk_rwlock_state st;
+    return wk_rwlock_inspect(p, &e, wk_name_str("n"), &st);
+}
+
+#include "builtin_queries.h"
+
+static const builtin_query builtin_queries[] = {
+    {"lock.try", WK_WRITE, q_lock_try},
+    {"lock.release", WK_WRITE, q_lock_release},
+    {"lock.extend", WK_WRITE, q_lock_extend},
+    {"lock.inspect", WK_READ, q_lock_inspect},
+    {"rwlock.try_read", WK_WRITE, q_rw_try_read},
+    {"rwlock.try_write", WK_WRITE, q_rw_try_write},
+    {"rwlock.release_read", WK_WRITE, q_rw_release_read},
+    {"rwlock.extend_read", WK_WRITE, q_rw_extend_read},
+    {"rwlock.release_write", WK_WRITE, q_rw_release_write},
+    {"rwlock.extend_write", WK_WRITE, q_rw_extend_write},
+    {"rwlock.inspect", WK_READ, q_rw_inspect},
+    MORE_BUILTIN_QUERIES
+};
+#define NQUERIES (sizeof(builtin_queries) / sizeof(builtin_queries[0]))
+
+/* Every test gets a private server, so the command counters are ours. */
+static wk_test_server server;
+
+static void start(void)
+{
+    cr_assert_eq(wk_test_server_start(&server, NULL), 0, "redis-server did not start");
+}
+
+static void stop(void)
+{
+    wk_test_server_stop(&server);
+}
+
+TestSuite(capability, .init = start, .fini = stop, .timeout = 60);
+
+/* The kind a query's entity has, from its name. */
+static const char *kind_of(const builtin_query *q)
+{
+    if (strncmp(q->name, "lock.", 5) == 0)
+        return WK_KIND_LOCK;
+    if (strncmp(q->name, "rwlock.", 7) == 0)
+        return WK_KIND_RWLOCK;
+    return builtin_kind_of(q->name);
+}
+
+Test(capability, read_only_refuses_every_write_and_sends_nothing)
+{
+    wk_db *db = wk_test_open_url(server.url, wk_cap_read_only());
+    redisContext *raw = wk_test_raw(server.url);
+    for (size_t i = 0; i < NQUERIES; i++) {
+        const builtin_query *q = &builtin_queries[i];
+        long long before = wk_test_total_calls(raw);
+        int rc = q->run(wk_db_processor(db), "guarded");
+        long long after = wk_test_total_calls(raw);
+        if (q->effect == WK_WRITE) {
+            cr_assert_eq(rc, WK_EDENIED, "%s: read-only must refuse a WRITE (got %s)", q->name,
+                         wk_err_name(rc));
+            cr_assert_eq(after, before, "%s: a refused query reached Redis", q->name);
+            char want[128];
+            snprintf(want, sizeof(want), "capability \"read-only\" may not WRITE %s:guarded",
+                     kind_of(q));
+            cr_assert(strstr(wk_db_errmsg(db), want), "%s: message \"%s\" lacks \"%s\"", q->name,
+                      wk_db_errmsg(db), want);
+        } else {
+            cr_assert_eq(rc, WK_OK, "%s: read-only must allow a READ (got %s: %s)", q->name,
+                         wk_err_name(rc), wk_db_errmsg(db));
+            cr_assert_gt(after, before, "%s: an allowed query reached Redis", q->name);
+        }
+    }
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+Test(capability, read_write_allows_everything)
+{
+    wk_db *db = wk_test_open_url(server.url, wk_cap_read_write());
+    for (size_t i = 0; i < NQUERIES; i++) {
+        int rc = builtin_queries[i].run(wk_db_processor(db), "open");
+        cr_assert_eq(rc, WK_OK, "%s: %s: %s", builtin_queries[i].name, wk_err_name(rc),
+                     wk_db_errmsg(db));
+    }
+    wk_db_close(db);
+}
+
+Test(capability, none_grant_refuses_reads_too)
+{
+    wk_cap *cap;
+    cr_assert_eq(wk_cap_new(&cap, "nothing", WK_GRANT_NONE, NULL, 0), WK_OK);
+    wk_db *db = wk_test_open_url(server.url, cap);
+    wk_cap_free(cap);
+    redisContext *raw = wk_test_raw(server.url);
+    long long before = wk_test_total_calls(raw);
+    for (size_t i = 0; i < NQUERIES; i++) {
+        int rc = builtin_queries[i].run(wk_db_processor(db), "x");
+        cr_assert_eq(rc, WK_EDENIED, "%s", builtin_queries[i].name);
+    }
+    cr_assert_eq(wk_test_total_calls(raw), before);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+Test(capability, per_entity_grants)
+{
+    wk_cap_entry rows[] = {{WK_KIND_LOCK, "invoice", WK_GRANT_WRITE},
+                           {WK_KIND_RWLOCK, "catalog", WK_GRANT_READ}};
+    wk_cap *billing;
+    cr_assert_eq(wk_cap_new(&billing, "billing", WK_GRANT_NONE, rows, 2), WK_OK);
+    wk_db *db = wk_test_open_url(server.url, billing);
+    wk_cap_free(billing);
+    wk_processor *p = wk_db_processor(db);
+    cr_assert_eq(q_lock_try(p, "invoice"), WK_OK);
+    cr_assert_eq(q_lock_try(p, "catalog"), WK_EDENIED);
+    cr_assert_str_eq(wk_db_errmsg(db),
+                     "capability \"billing\" may not WRITE Lock:catalog (lock.try)");
+    cr_assert_eq(q_rw_inspect(p, "catalog"), WK_OK);
+    cr_assert_eq(q_rw_try_read(p, "catalog"), WK_EDENIED);
+    cr_assert_eq(q_rw_inspect(p, "invoice"), WK_EDENIED, "RwLock:invoice is not Lock:invoice");
+    wk_db_close(db);
+}
+
+Test(capability, narrowing_never_widens)
+{
+    wk_db *ro = wk_test_open_url(server.url, wk_cap_read_only());
+    wk_db *view = NULL;
+    cr_assert_eq(wk_db_narrow(&view, ro, wk_cap_read_write(), "module"), WK_OK);
+    cr_assert_eq(q_lock_try(wk_db_processor(view), "invoice"), WK_EDENIED);
+    cr_assert_eq(q_lock_inspect(wk_db_processor(view), "invoice"), WK_OK);
+
+    wk_db *rw = wk_test_open_url(server.url, wk_cap_read_write());
+    wk_cap_entry rows[] = {{WK_KIND_LOCK, "invoice", WK_GRANT_WRITE}};
+    wk_cap *only_invoice;
+    cr_assert_eq(wk_cap_new(&only_invoice, "invoice-only", WK_GRANT_NONE, rows, 1), WK_OK);
+    wk_db *billing = NULL;
+    cr_assert_eq(wk_db_narrow(&billing, rw, only_invoice, NULL), WK_OK);
+    cr_assert_eq(q_lock_try(wk_db_processor(billing), "invoice"), WK_OK);
+    cr_assert_eq(q_lock_try(wk_db_processor(billing), "catalog"), WK_EDENIED);
+    cr_assert_eq(q_lock_inspect(wk_db_processor(billing), "catalog"), WK_EDENIED);
+    /* Narrowing the narrowed handle back to read-write stays narrow. */
+    wk_db *again = NULL;
+    cr_assert_eq(wk_db_narrow(&again, billing, wk_cap_read_write(), "again"), WK_OK);
+    cr_assert_eq(q_lock_try(wk_db_processor(again), "catalog"), WK_EDENIED);
+    cr_assert_eq(q_lock_try(wk_db_processor(again), "invoice"), WK_OK);
+    /* The narrowed handle outlives its parent (shared connection). */
+    wk_db_close(rw);
+    cr_assert_eq(q_lock_inspect(wk_db_processor(again), "invoice"), WK_OK);
+    wk_cap_free(only_invoice);
+    wk_db_close(again);
+    wk_db_close(billing);
+    wk_db_close(view);
+    wk_db_close(ro);
+}
+
+Test(capability, table_rules)
+{
+    wk_cap *c;
+    cr_assert_eq(wk_cap_new(&c, "", WK_GRANT_READ, NULL, 0), WK_EINVAL);
+    cr_assert_null(c);
+    wk_cap_entry bad[] = {{WK_KIND_LOCK, "", WK_GRANT_READ}};
+    cr_assert_eq(wk_cap_new(&c, "x", WK_GRANT_READ, bad, 1), WK_EINVAL);
+    wk_cap_entry bad_grant[] = {{WK_KIND_LOCK, "a", (wk_grant)7}};
+    cr_assert_eq(wk_cap_new(&c, "x", WK_GRANT_READ, bad_grant, 1), WK_EINVAL);
+    wk_cap_entry rows[] = {{WK_KIND_LOCK, "a", WK_GRANT_NONE}, {WK_KIND_LOCK, "a", WK_GRANT_WRITE}};
+    cr_assert_eq(wk_cap_new(&c, "x", WK_GRANT_READ, rows, 2), WK_OK);
+    cr_assert_eq(wk_cap_grant_of(c, WK_KIND_LOCK, "a"), WK_GRANT_WRITE, "later row wins");
+    cr_assert_eq(wk_cap_grant_of(c, WK_KIND_LOCK, "b"), WK_GRANT_READ, "default");
+    wk_cap *i;
+    cr_assert_eq(wk_cap_intersect(&i, c, wk_cap_read_only(), "both"), WK_OK);
+    cr_assert_eq(wk_cap_grant_of(i, WK_KIND_LOCK, "a"), WK_GRANT_READ);
+    cr_assert_eq(wk_cap_grant_of(i, WK_KIND_CACHE, "z"), WK_GRANT_READ);
+    cr_assert_str_eq(wk_cap_name(i), "both");
+    wk_cap_free(i);
+    wk_cap_free(c);
+    wk_cap_free((wk_cap *)wk_cap_read_only()); /* harmless no-op */
+    cr_assert_str_eq(wk_cap_name(wk_cap_read_only()), "read-only");
+    wk_entity e = WK_LOCK_ENTITY("a", 1);
+    wk_access acc[] = {{&e, WK_READ}, {&e, WK_WRITE}};
+    wk_effect eff = {acc, 2};
+    size_t denied = 99;
+    cr_assert(wk_effect_is_write(&eff));
+    cr_assert_not(wk_cap_covers(wk_cap_read_only(), &eff, &denied));
+    cr_assert_eq(denied, 1);
+    cr_assert(wk_cap_covers(wk_cap_read_write(), &eff, NULL));
+}
