@@ -36,6 +36,7 @@
 static const char *builtin_kind_of(const char *query)
 {
     const char *k;
+    (void)query;
     if ((k = CACHE_KIND(query)) || (k = TOKEN_BUCKET_KIND(query)) || (k = SETTINGS_KIND(query)))
         return k;
     return "?";
