@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,6 +114,7 @@ int wk_test_server_start(wk_test_server *s, const char *const *config)
 
 int wk_test_server_restart(wk_test_server *s, const char *const *config)
 {
+    mkdir(s->dir, 0700); /* stop removed it */
     return spawn(s, config);
 }
 
