@@ -1,0 +1,19 @@
+#!/bin/bash
+# scripts/deps.sh — install the Debian 12 packages wakuwaku needs, if any
+# is missing. Sourced by demo.sh and test.sh; needs root (or sudo) only
+# when something must be installed.
+wk_install_deps() {
+    local pkgs=(build-essential cmake pkg-config libhiredis-dev libsodium-dev libjansson-dev
+                libcriterion-dev redis-server redis-tools b3sum valgrind)
+    local missing=()
+    for p in "${pkgs[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "installing: ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >/dev/null
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
