@@ -51,27 +51,22 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
         return rc;
     if (!token || !acquired)
         return wk__processor_fail(p, WK_EINVAL, "lock.try: token and acquired are required");
+    /* Outcomes go straight to the caller's memory, so this works in a
+     * batch too: the token now, `acquired` when the reply is parsed. */
     *acquired = false;
-    wk_token fresh;
-    wk_token_random(&fresh);
+    wk_token_random(token);
     char ttl[24];
-    const char *argv[6] = {"SET", key, (const char *)fresh.bytes, "NX", "PX", ttl};
+    const char *argv[6] = {"SET", key, (const char *)token->bytes, "NX", "PX", ttl};
     size_t argvlen[6] = {3, key_len, WK_TOKEN_LEN, 2, 2, wk__fmt_i64(ttl, lock->ttl_ms)};
     wk_access access = {lock, WK_WRITE};
-    bool got = false;
     wk_query q = {.name = "lock.try",
                   .effect = WK__EFFECT1(access),
                   .argc = 6,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = wk__parse_set_nx,
-                  .out = &got};
-    rc = wk_process(p, &q);
-    if (rc == WK_OK && got) {
-        *token = fresh;
-        *acquired = true;
-    }
-    return rc;
+                  .out = acquired};
+    return wk_process(p, &q);
 }
 
 static int token_op(wk_processor *p, const char *op, const wk_script *script,

@@ -80,13 +80,11 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
     if (rc)
         return rc;
     *acquired = false;
-    wk_token fresh;
-    wk_token_random(&fresh);
+    wk_token_random(token);
     char ttl[24];
-    const char *argv[4] = {k.w, k.r, (const char *)fresh.bytes, ttl};
+    const char *argv[4] = {k.w, k.r, (const char *)token->bytes, ttl};
     size_t argvlen[4] = {k.w_len, k.r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms)};
     wk_access access = {e, WK_WRITE};
-    bool got = false;
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .script = script,
@@ -95,13 +93,8 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = wk__parse_bool_int,
-                  .out = &got};
-    rc = wk_process(p, &q);
-    if (rc == WK_OK && got) {
-        *token = fresh;
-        *acquired = true;
-    }
-    return rc;
+                  .out = acquired};
+    return wk_process(p, &q);
 }
 
 int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name, wk_token *token,

@@ -334,6 +334,11 @@ int wk__db_process(wk_processor *self, wk_query *q)
     }
 }
 
+bool wk_processor_is_deferred(const wk_processor *processor)
+{
+    return processor && (processor->flags & WK_PROCESSOR_DEFERRED);
+}
+
 int wk_process(wk_processor *processor, wk_query *query)
 {
     if (!processor || !processor->process || !query)

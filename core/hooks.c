@@ -33,6 +33,7 @@ void wk_hooks_init(wk_hooks *hooks, wk_processor *inner)
         return;
     hooks->base.process = hooks_process;
     hooks->base.db = inner ? inner->db : NULL;
+    hooks->base.flags = inner ? inner->flags : 0;
     hooks->inner = inner;
     hooks->before_write = NULL;
     hooks->after_write = NULL;

@@ -46,7 +46,8 @@ WK_API void wk_token_random(wk_token *token);
  *
  *   p         the processor (a handle's, or a wrapper).
  *   lock      a Lock entity (ttl_ms > 0).
- *   token     OUT: the new token when acquired (untouched otherwise).
+ *   token     OUT: a fresh random token, always written; it holds the
+ *             lock only when *acquired is true.
  *   acquired  OUT: whether this call took the lock.
  *
  * Returns WK_OK (see *acquired), WK_EINVAL (bad entity, name or NULL

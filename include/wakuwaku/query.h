@@ -149,6 +149,16 @@ typedef struct wk_processor wk_processor;
  *   process   runs the query; returns WK_OK or a status.
  *   db        the handle at the end of the chain, where detail messages
  *             live. A wrapper copies its inner processor's `db`.
+ *   flags     WK_PROCESSOR_DEFERRED when queries only get queued (a
+ *             batch): process() then returns WK_OK once the query is
+ *             queued and its parser runs later. A wrapper copies its inner
+ *             processor's flags.
+ *
+ * Rule for every query builder (built-in or yours): OUT parameters are
+ * written only by the parser (or before process() is called), never after
+ * process() returns, and `query->out` points at the caller's memory, not
+ * at locals of the builder — so the same builder works immediately and
+ * in a batch.
  *
  * To write a wrapper, embed a wk_processor as the first member of your
  * struct and recover the struct from `self` in process().
@@ -156,7 +166,15 @@ typedef struct wk_processor wk_processor;
 struct wk_processor {
     int (*process)(wk_processor *self, wk_query *query);
     wk_db *db;
+    unsigned flags;
 };
+
+#define WK_PROCESSOR_DEFERRED (1u << 0) /* queries are queued, parsed later */
+
+/* wk_processor_is_deferred — whether `processor` queues queries instead of
+ * running them (helpers that need an outcome at once refuse such a
+ * processor with WK_EINVAL). */
+WK_API bool wk_processor_is_deferred(const wk_processor *processor);
 
 /*
  * wk_process — run `query` through `processor`. Returns the processor's

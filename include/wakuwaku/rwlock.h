@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* wk_rwlock_try_read — take a reader lease unless a writer holds `name`.
- * *token gets the reader's token when *acquired. Never waits. */
+ * *token is always overwritten; it holds a lease only when *acquired. Never waits. */
 WK_API int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
                               wk_token *token, bool *acquired);
 

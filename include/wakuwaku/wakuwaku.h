@@ -19,5 +19,6 @@
 #include <wakuwaku/hooks.h>
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
+#include <wakuwaku/token_bucket.h>
 
 #endif /* WAKUWAKU_H */

@@ -1,0 +1,340 @@
+/*
+ * wakuwaku/settings.h — Settings: a named map of byte-string keys to
+ * byte-string values, kept in Redis and mirrored by every replica.
+ *
+ * Redis layout (one cluster slot per settings name):
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:map      hash: the master copy
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:version  integer: bumped by
+ *                                                     every change
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:chan     Pub/Sub channel (a
+ *                                                     channel name, not a key)
+ *
+ *   wk_settings_put       set key → value, bump, publish (one script)  WRITE
+ *   wk_settings_remove    delete key, bump, publish (one script)       WRITE
+ *   wk_settings_snapshot  map + version, read atomically              READ
+ *
+ * Keys and values are byte strings: any byte, NUL and ':' included, any
+ * length from 0 up to Redis's bulk limit (512 MB).
+ *
+ * Every change is published on the channel as one binary message (see
+ * wk_settings_change_decode()). A *follower* (wk_settings_follower_start())
+ * keeps a local mirror of one settings map on a thread and connections of
+ * its own: it subscribes first, then loads the snapshot, applies changes in
+ * version order, and reloads the snapshot after any version gap or
+ * reconnect, so no change is lost when its subscriber connection drops.
+ * Local reads (wk_settings_follower_get()) never touch the network.
+ *
+ * WARNING: change settings only through wk_settings_put()/_remove(). A
+ * direct HSET or DEL on the keys publishes nothing and followers will not
+ * see it until they next reload. The version must never go backwards
+ * (FLUSHALL, deleting the version key): followers ignore changes whose
+ * version is not above their mirror's until their next reconnect.
+ */
+#ifndef WAKUWAKU_SETTINGS_H
+#define WAKUWAKU_SETTINGS_H
+
+#include <wakuwaku/db.h>
+#include <wakuwaku/query.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * ---------------------------------------------------------------------- */
+
+/*
+ * wk_settings_put — set `key` to `value` in settings `name`, bump the
+ * version and publish the change, all in one script (atomic).
+ *
+ *   p          the processor (a handle's, or a wrapper).
+ *   settings   a Settings entity (WK_SETTINGS_ENTITY(ns)).
+ *   name       which settings map of the entity.
+ *   key, key_len      the key, any bytes (key may be NULL when key_len 0).
+ *   value, value_len  the value, any bytes (NULL allowed when value_len 0).
+ *   version    OUT, may be NULL: the version this change got.
+ *
+ * Every put is a change (a new version and a message), even when the value
+ * is the one already stored.
+ *
+ * Returns WK_OK; WK_EINVAL (bad entity, name or NULL argument);
+ * WK_EDENIED (nothing sent); WK_ECORRUPT (the keys hold something else than
+ * a hash and a counter; nothing written); or a connection / server error.
+ * After WK_EUNKNOWN the change may or may not have happened. WRITE effect;
+ * not retry-safe (a second run would be a second version).
+ * Thread-safety: as the processor's handle (one thread at a time).
+ */
+WK_API int wk_settings_put(wk_processor *p, const wk_entity *settings, wk_name name,
+                           const void *key, size_t key_len, const void *value, size_t value_len,
+                           int64_t *version);
+
+/*
+ * wk_settings_remove — delete `key` from settings `name`; if it was there,
+ * bump the version and publish the removal, in one script.
+ *
+ *   removed    OUT, may be NULL: whether the key was there. Removing an
+ *              absent key changes nothing and publishes nothing.
+ *   version    OUT, may be NULL: the version after the call (the new one
+ *              when removed, else the current one; 0 for a map never
+ *              written).
+ *
+ * Returns as wk_settings_put(). WRITE effect; not retry-safe.
+ */
+WK_API int wk_settings_remove(wk_processor *p, const wk_entity *settings, wk_name name,
+                              const void *key, size_t key_len, bool *removed, int64_t *version);
+
+/* One key → value pair of a snapshot. Both strings are also NUL-terminated
+ * (key[key_len] == '\0'), for convenience with text; they may contain NUL. */
+typedef struct wk_settings_entry {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} wk_settings_entry;
+
+/*
+ * A copy of a whole settings map at one version: one allocation, freed with
+ * wk_settings_snapshot_free(). Entries are sorted by key (bytewise, like
+ * memcmp; a prefix sorts first), so two snapshots of equal maps list the
+ * same entries in the same order.
+ */
+typedef struct wk_settings_snapshot {
+    int64_t version; /* 0 for a map never written */
+    size_t count;
+    const wk_settings_entry *entries;
+} wk_settings_snapshot;
+
+/*
+ * wk_settings_snapshot — read the map and its version atomically (one
+ * read-only script).
+ *
+ *   out  OUT: a new snapshot, freed by the caller with
+ *        wk_settings_snapshot_free(); NULL on failure.
+ *
+ * Returns WK_OK; WK_EINVAL; WK_EDENIED; WK_ECORRUPT (the keys hold
+ * something else than a hash and a counter); WK_ENOMEM; or a connection /
+ * server error. READ effect; retry-safe (re-sent once after a drop).
+ */
+WK_API int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name name,
+                                wk_settings_snapshot **out);
+
+/* wk_settings_snapshot_free — free a snapshot. NULL is a harmless no-op. */
+WK_API void wk_settings_snapshot_free(wk_settings_snapshot *snap);
+
+/*
+ * wk_settings_snapshot_find — the entry of `key` (binary search), or NULL
+ * when absent or snap is NULL. Borrowed: valid while the snapshot lives.
+ * Thread-safe (a snapshot is immutable).
+ */
+WK_API const wk_settings_entry *wk_settings_snapshot_find(const wk_settings_snapshot *snap,
+                                                          const void *key, size_t key_len);
+
+/* ------------------------------------------------------------------------
+ * Change messages
+ * ---------------------------------------------------------------------- */
+
+typedef enum wk_settings_op {
+    WK_SETTINGS_PUT = 1,   /* key now holds value */
+    WK_SETTINGS_REMOVE = 2 /* key is gone; value is empty */
+} wk_settings_op;
+
+/* One change: a published message, or a change a follower reports. The
+ * pointers are borrowed (see the function that hands it out). */
+typedef struct wk_settings_change {
+    wk_settings_op op;
+    int64_t version;
+    const char *key;
+    size_t key_len;
+    const char *value; /* NULL for WK_SETTINGS_REMOVE */
+    size_t value_len;
+} wk_settings_change;
+
+/*
+ * wk_settings_change_decode — decode a message published on the channel.
+ *
+ * The format (binary, unambiguous for any bytes) is an op byte followed by
+ * netstrings ("<decimal length>:<bytes>,"):
+ *
+ *     'P' netstring(version) netstring(key) netstring(value)     put
+ *     'R' netstring(version) netstring(key)                      remove
+ *
+ * e.g. put "a:b" = "x\0y" at version 7 is  P1:7,3:a:b,3:x\0y,
+ * The version is decimal digits (≥ 1); lengths have no leading zeros.
+ *
+ *   msg, len   the message (NULL only with len 0).
+ *   change     OUT: key and value point into `msg` (borrowed from it).
+ *
+ * Returns WK_OK, or WK_ECORRUPT for anything not exactly in this format
+ * (trailing bytes included); WK_EINVAL if change is NULL. Thread-safe; no
+ * allocation.
+ */
+WK_API int wk_settings_change_decode(const void *msg, size_t len, wk_settings_change *change);
+
+/* ------------------------------------------------------------------------
+ * Follower: a local mirror kept in sync on a thread of its own
+ * ---------------------------------------------------------------------- */
+
+typedef struct wk_settings_follower wk_settings_follower;
+
+/*
+ * Change callback: called on the follower's own thread after each change
+ * reached the mirror (so wk_settings_follower_get() from inside it already
+ * sees the change). `change` and its bytes are borrowed for the duration of
+ * the call only. When a snapshot is (re)loaded, the callback receives the
+ * difference with the previous mirror as PUT/REMOVE changes carrying the
+ * snapshot's version (nothing for keys whose value did not change); the
+ * first load at start-up reports no changes.
+ *
+ * WARNING: the callback runs on the follower thread and holds it up: keep it
+ * short, never block on something that waits for the follower, and never
+ * call wk_settings_follower_stop() from inside it. It must not call
+ * longjmp() or throw.
+ */
+typedef void (*wk_settings_change_fn)(void *ctx, const wk_settings_change *change);
+
+/*
+ * Options of wk_settings_follower_start(). Start from
+ * WK_SETTINGS_FOLLOWER_OPTIONS_INIT.
+ *
+ *   db            required: how to connect, and with what capability (READ
+ *                 on the Settings entity is enough). The follower opens its
+ *                 own handle and its own subscriber connection from these;
+ *                 strings are copied during the call.
+ *   settings      required: the Settings entity (kind and ns are copied).
+ *   name          which settings map (bytes copied).
+ *   on_change     optional callback (see wk_settings_change_fn), with `ctx`.
+ *   keepalive_ms  after this long without any traffic the subscriber sends
+ *                 a PING; no answer within db->command_timeout_ms counts as
+ *                 a dropped connection. 0 disables; default 5000.
+ *   retry_max_ms  reconnect attempts back off from 50 ms, doubling up to
+ *                 this (> 0; default 2000).
+ */
+typedef struct wk_settings_follower_options {
+    const wk_db_options *db;
+    const wk_entity *settings;
+    wk_name name;
+    wk_settings_change_fn on_change;
+    void *ctx;
+    int keepalive_ms;
+    int retry_max_ms;
+} wk_settings_follower_options;
+
+#define WK_SETTINGS_FOLLOWER_OPTIONS_INIT                                                  \
+    {.db = NULL, .settings = NULL, .name = {WK_NAME_BYTES, NULL, 0, 0, 0}, .on_change = NULL, \
+     .ctx = NULL, .keepalive_ms = 5000, .retry_max_ms = 2000}
+
+/*
+ * wk_settings_follower_start — start following one settings map.
+ *
+ * Before returning, on the caller's thread, it connects, subscribes and
+ * loads the first snapshot, so the mirror is complete when it returns and
+ * configuration errors show at once. Then a thread of the follower's own
+ * keeps the mirror in sync, reconnecting and reloading as needed for as
+ * long as the follower runs (connection failures after start are retried
+ * forever; see wk_settings_follower_stats()).
+ *
+ *   out   OUT: the follower; NULL on failure.
+ *   opts  see wk_settings_follower_options.
+ *   err   OUT, may be NULL: a message on failure (at most errlen bytes,
+ *         NUL-terminated). Passwords never appear.
+ *
+ * Returns WK_OK; WK_EINVAL (bad options, entity or name); WK_EDENIED (the
+ * capability does not grant READ on the entity); WK_EIO, WK_ETIMEDOUT,
+ * WK_EAUTH (cannot connect); WK_ECORRUPT (the stored map is not a
+ * settings map); WK_ENOMEM. Stop it with wk_settings_follower_stop().
+ */
+WK_API int wk_settings_follower_start(wk_settings_follower **out,
+                                      const wk_settings_follower_options *opts, char *err,
+                                      size_t errlen);
+
+/*
+ * wk_settings_follower_stop — stop the thread (waits for it, and so for a
+ * running callback), close its connections and free the follower and its
+ * mirror. NULL is a harmless no-op. Call it once, from any thread but the
+ * follower's own (never from the change callback).
+ */
+WK_API void wk_settings_follower_stop(wk_settings_follower *f);
+
+/*
+ * wk_settings_follower_get — look `key` up in the local mirror; never
+ * touches the network.
+ *
+ *   buf, buf_len  where the value is copied: the first min(buf_len,
+ *                 *value_len) bytes. buf may be NULL when buf_len is 0
+ *                 (to learn the length first).
+ *   value_len     OUT, may be NULL: the value's full length (0 when not
+ *                 found). A value longer than buf_len was truncated.
+ *   found         OUT, required: whether the key is in the mirror.
+ *
+ * Returns WK_OK or WK_EINVAL (f or found NULL, key NULL with key_len > 0).
+ * Thread-safe: callable from any thread, concurrently with the follower
+ * (the mirror is guarded by a reader-writer lock; the value is copied out
+ * under it, so nothing borrowed outlives the call).
+ */
+WK_API int wk_settings_follower_get(wk_settings_follower *f, const void *key, size_t key_len,
+                                    void *buf, size_t buf_len, size_t *value_len, bool *found);
+
+/*
+ * wk_settings_follower_get_dup — as wk_settings_follower_get(), but the
+ * value is copied into a new allocation: *value gets malloc()ed bytes
+ * (value_len of them plus a terminating NUL) that the caller frees with
+ * free(); NULL when not found. Returns WK_OK, WK_EINVAL or WK_ENOMEM.
+ * Thread-safe as wk_settings_follower_get().
+ */
+WK_API int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key,
+                                        size_t key_len, char **value, size_t *value_len,
+                                        bool *found);
+
+/*
+ * wk_settings_follower_snapshot — a copy of the whole mirror and its
+ * version, in the same form as wk_settings_snapshot() (sorted entries);
+ * free it with wk_settings_snapshot_free(). Never touches the network.
+ * Returns WK_OK, WK_EINVAL or WK_ENOMEM (*out NULL on failure).
+ * Thread-safe as wk_settings_follower_get().
+ */
+WK_API int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_snapshot **out);
+
+/* wk_settings_follower_version — the mirror's version (0 when the map was
+ * never written). Thread-safe; returns -1 for NULL. */
+WK_API int64_t wk_settings_follower_version(wk_settings_follower *f);
+
+/*
+ * wk_settings_follower_wait — wait until the mirror's version is ≥
+ * `version`, or `timeout_ms` passed (0: just check; negative: wait
+ * without limit). *reached (required) says which. Returns WK_OK or
+ * WK_EINVAL. Thread-safe; meant for tests and for read-your-writes
+ * (wait for the version your put returned). Do not call it from the change
+ * callback (the mirror cannot advance while the callback runs).
+ */
+WK_API int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int timeout_ms,
+                                     bool *reached);
+
+/* Counters and health of a follower (wk_settings_follower_stats()). */
+typedef struct wk_settings_follower_stats {
+    int64_t version;      /* the mirror's version */
+    bool synced;          /* subscribed and mirror loaded; false while
+                           * reconnecting (the mirror is then stale) */
+    uint64_t snapshots;   /* snapshots loaded, the first one included */
+    uint64_t applied;     /* changes applied from messages */
+    uint64_t ignored;     /* messages with a version ≤ the mirror's */
+    uint64_t gaps;        /* reloads because a version was skipped or a
+                           * message did not decode */
+    uint64_t reconnects;  /* subscriber connections opened after the first */
+    int last_status;      /* status of the last failure; WK_OK if none */
+} wk_settings_follower_stats;
+
+/*
+ * wk_settings_follower_stats — copy the follower's counters into *stats;
+ * `errmsg` (may be NULL) gets the last failure's message (at most errlen
+ * bytes, NUL-terminated; "" if none). Returns WK_OK or WK_EINVAL.
+ * Thread-safe.
+ */
+WK_API int wk_settings_follower_stats(wk_settings_follower *f, wk_settings_follower_stats *stats,
+                                      char *errmsg, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_SETTINGS_H */

@@ -1,0 +1,143 @@
+/*
+ * wakuwaku/token_bucket.h — TokenBucket: a rate limiter shared by every
+ * replica, refilled continuously by the Redis server's clock.
+ *
+ * Redis layout (byte-compatible with the Rust wakuwaku crate): one hash key
+ *   @@wakuwaku-entity:TokenBucket:<ns>:<name>
+ * with the fields
+ *   tokens   tokens in the bucket at `ts`; may be fractional, written with
+ *            17 significant digits ("%.17g") so it reads back exactly.
+ *   ts       server time of that update, whole ms since the epoch.
+ * A missing key is a FULL bucket. The key's expiry is the time until the
+ * bucket is full again, so idle names cost no memory.
+ *
+ * Parameters come from the entity (WK_TOKEN_BUCKET_ENTITY): `capacity`
+ * (tokens when full), `rate` tokens added per `period_ms`, continuously:
+ * e.g. capacity 20, rate 1, period 3000 = "bursts of 20, then one per 3 s".
+ * All replicas must use the same parameters for one entity.
+ *
+ *   wk_token_bucket_acquire  refill, then take `cost` tokens if there  WRITE
+ *   wk_token_bucket_peek     tokens now, time until full; writes nothing READ
+ *   wk_token_bucket_reset    delete the key (= refill), say if it was used WRITE
+ *
+ * "Rate limited" is an outcome (allowed = false), not an error.
+ *
+ * ALGORITHM (one Lua script, atomic on the server):
+ *   1. now = the server's TIME in whole ms.
+ *   2. Read tokens and ts (missing key: tokens = capacity).
+ *   3. elapsed = max(0, now - ts);
+ *      tokens = min(capacity, tokens + elapsed * rate / period_ms).
+ *   4. acquire: if cost > capacity → denied, retry never.
+ *      Else if tokens ≥ cost → allowed, tokens -= cost, write {tokens, ts =
+ *      now} and PEXPIRE the key by the time until full.
+ *      Else → denied, retry after ceil((cost - tokens) * period_ms / rate)
+ *      ms. A denial writes nothing (the stored state still describes the
+ *      bucket exactly), so being refused does not delay the refill.
+ * Arithmetic is in doubles of ms and tokens; the comparison tolerates a
+ * rounding error of 1e-13 × capacity, so waiting retry_after_ms and trying
+ * again succeeds (when nobody else took the tokens meanwhile). Precision
+ * is exact enough from 1 token per hour to millions of tokens per second.
+ *
+ * SERVER CLOCK: only the Redis server's clock counts; client clocks never
+ * matter. If the server clock jumps FORWARD by J, the bucket gains up to
+ * J × rate / period_ms tokens (never beyond capacity: at most one extra
+ * burst), and its key may expire early (which also means full). If it
+ * jumps BACKWARD, elapsed time counts as 0 (never negative, never a
+ * refill from the jump) and the next call writes ts = now, so refill
+ * resumes at the normal pace from there; what is lost is at most the
+ * refill of the time between the last update and the jump. With Redis
+ * replication the script's effects are replicated, not re-run, so replicas
+ * hold exactly the primary's numbers; after a failover the new primary's
+ * clock takes over under the same rules.
+ *
+ * THREADS: like every query, each call uses the processor's handle from
+ * one thread at a time; the entity may be shared by all threads.
+ */
+#ifndef WAKUWAKU_TOKEN_BUCKET_H
+#define WAKUWAKU_TOKEN_BUCKET_H
+
+#include <wakuwaku/query.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* retry_after_ms of a request that can never succeed (cost > capacity). */
+#define WK_TOKEN_BUCKET_NEVER (-1)
+
+/* The largest cost (2^53): every cost up to it is exact in a double. */
+#define WK_TOKEN_BUCKET_COST_MAX (UINT64_C(1) << 53)
+
+/* Times and token counts saturate at 2^53 (about 285,000 years in ms). */
+#define WK_TOKEN_BUCKET_SATURATE (INT64_C(1) << 53)
+
+/* The outcome of wk_token_bucket_acquire(). */
+typedef struct wk_token_bucket_outcome {
+    bool allowed;          /* the tokens were taken: go ahead */
+    int64_t remaining;     /* whole tokens left after this call (floor) */
+    int64_t retry_after_ms;/* allowed: 0. Denied: ms until `cost` tokens
+                            * will be there, rounded up, so trying again
+                            * after waiting this long succeeds unless
+                            * someone else takes them first.
+                            * WK_TOKEN_BUCKET_NEVER when cost > capacity. */
+    int64_t full_after_ms; /* ms until the bucket is full again (0: full);
+                            * e.g. for RateLimit-Reset headers */
+} wk_token_bucket_outcome;
+
+/*
+ * wk_token_bucket_acquire — refill the bucket `name` by the server time
+ * elapsed, then take `cost` tokens if that many are there.
+ *
+ *   p        the processor (a handle's, or a wrapper).
+ *   bucket   a TokenBucket entity (capacity, rate, period_ms > 0).
+ *   cost     tokens to take, 1..WK_TOKEN_BUCKET_COST_MAX; 0 is WK_EINVAL.
+ *   outcome  OUT: allowed or denied, see wk_token_bucket_outcome. Zeroed
+ *            (denied) when the call fails.
+ *
+ * Returns WK_OK (see outcome->allowed), WK_EINVAL (bad entity or name,
+ * cost out of range, NULL outcome), WK_EDENIED (capability), WK_ECORRUPT
+ * (the key is not a hash, or its tokens / ts fields are missing or not
+ * numbers; the message names the key — wk_token_bucket_reset() repairs
+ * it), or a connection / server error. WRITE effect, NOT retry-safe: after
+ * WK_EUNKNOWN the tokens may or may not have been taken.
+ * Makes no heap allocation of its own.
+ */
+WK_API int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name name,
+                                   uint64_t cost, wk_token_bucket_outcome *outcome);
+
+/* What wk_token_bucket_peek() saw. */
+typedef struct wk_token_bucket_state {
+    double tokens;         /* tokens in the bucket now (may be fractional) */
+    int64_t available;     /* whole tokens now (floor): the largest cost
+                            * an acquire would allow right now */
+    int64_t full_after_ms; /* ms until full (0: full, or never used) */
+} wk_token_bucket_state;
+
+/*
+ * wk_token_bucket_peek — the bucket's state now (refilled up to the
+ * server's current time) without taking anything. The script writes
+ * nothing: READ effect, so a read-only handle may use it, and it is
+ * retry-safe. A name never used (or idle until full) reads as full.
+ *
+ * Returns WK_OK, WK_EINVAL (bad entity or name, NULL state), WK_EDENIED,
+ * WK_ECORRUPT (as for acquire) or a connection / server error. *state is
+ * zeroed when the call fails.
+ */
+WK_API int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
+                                wk_token_bucket_state *state);
+
+/*
+ * wk_token_bucket_reset — refill the bucket `name` at once by deleting its
+ * key (DEL). *was_used (may be NULL) gets whether the key existed, i.e.
+ * whether the bucket was short of full. Also removes a corrupted key.
+ * WRITE effect, not retry-safe (a re-send would report false).
+ * Returns WK_OK, WK_EINVAL, WK_EDENIED or a connection / server error.
+ */
+WK_API int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
+                                 bool *was_used);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_TOKEN_BUCKET_H */
