@@ -198,7 +198,7 @@ static void conn_release(wk__conn *conn)
     wk__conn_drop(conn);
     wk_url_free(&conn->url);
     free(conn->client_name);
-    free(conn->out);
+    free(conn->out.data);
     free(conn);
 }
 

@@ -15,6 +15,17 @@
 #define WK__ERRMSG_MAX 512
 #define WK__SCRIPT_CACHE 32
 
+/* A growable byte buffer (RESP output), reused across queries. */
+typedef struct wk__buf {
+    char *data;
+    size_t len, cap;
+} wk__buf;
+
+/* Where one argument of a formatted command sits in a wk__buf. */
+typedef struct wk__span {
+    size_t off, len;
+} wk__span;
+
 /* SHA-1 of a script, cached per connection. */
 typedef struct wk__script_slot {
     const wk_script *script;
@@ -35,8 +46,7 @@ typedef struct wk__conn {
     int64_t last_io_ms;      /* monotonic ms of the last reply */
     uint64_t reconnects;     /* connections opened after the first */
 
-    char *out;               /* RESP output buffer, reused across queries */
-    size_t out_len, out_cap;
+    wk__buf out;             /* RESP of the query being sent */
 
     wk__script_slot scripts[WK__SCRIPT_CACHE];
     size_t nscripts;
@@ -73,8 +83,15 @@ int wk__db_process(wk_processor *self, wk_query *query);
 /* Checks a query's shape and capability; WK_OK or a failure with message. */
 int wk__db_admit(wk_db *db, const wk_query *query);
 
-/* Append one query's command to conn->out (EVALSHA for scripts). */
-int wk__format_query(wk_db *db, const wk_query *query, bool as_eval);
+/* Append one query's command as RESP to `buf` (scripts as EVALSHA, or
+ * EVAL when `as_eval`). When `spans` is not NULL it receives where each of
+ * the query's own arguments landed (argc entries). */
+int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval,
+                     wk__span *spans);
+/* Make room for `more` bytes in `buf`. */
+int wk__buf_reserve(wk__buf *buf, size_t more);
+/* The status for a query whose reply never came: writes may have run. */
+int wk__lost_reply_status(const wk_query *query, int conn_status);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
  * WK_EREDIS unless the query wants them. */
 int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);

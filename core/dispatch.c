@@ -130,26 +130,26 @@ int wk__db_admit(wk_db *db, const wk_query *q)
  * RESP formatting into the connection's reusable buffer.
  * ---------------------------------------------------------------------- */
 
-static int reserve(wk__conn *conn, size_t more)
+int wk__buf_reserve(wk__buf *buf, size_t more)
 {
-    if (conn->out_cap - conn->out_len >= more)
+    if (buf->cap - buf->len >= more)
         return WK_OK;
-    size_t cap = conn->out_cap ? conn->out_cap : 4096;
-    while (cap - conn->out_len < more) {
+    size_t cap = buf->cap ? buf->cap : 4096;
+    while (cap - buf->len < more) {
         if (cap > SIZE_MAX / 2)
             return WK_ENOMEM;
         cap *= 2;
     }
-    char *p = realloc(conn->out, cap);
+    char *p = realloc(buf->data, cap);
     if (!p)
         return WK_ENOMEM;
-    conn->out = p;
-    conn->out_cap = cap;
+    buf->data = p;
+    buf->cap = cap;
     return WK_OK;
 }
 
 /* Writes "<prefix><n>\r\n"; the caller reserved room. */
-static void put_header(wk__conn *conn, char prefix, size_t n)
+static void put_header(wk__buf *buf, char prefix, size_t n)
 {
     char digits[24];
     int d = 0;
@@ -157,22 +157,26 @@ static void put_header(wk__conn *conn, char prefix, size_t n)
         digits[d++] = (char)('0' + n % 10);
         n /= 10;
     } while (n);
-    char *p = conn->out + conn->out_len;
+    char *p = buf->data + buf->len;
     *p++ = prefix;
     while (d)
         *p++ = digits[--d];
     *p++ = '\r';
     *p++ = '\n';
-    conn->out_len = (size_t)(p - conn->out);
+    buf->len = (size_t)(p - buf->data);
 }
 
-static void put_bulk(wk__conn *conn, const void *data, size_t len)
+/* Writes one bulk string; returns the offset of its bytes. */
+static size_t put_bulk(wk__buf *buf, const void *data, size_t len)
 {
-    put_header(conn, '$', len);
-    memcpy(conn->out + conn->out_len, data, len);
-    conn->out_len += len;
-    conn->out[conn->out_len++] = '\r';
-    conn->out[conn->out_len++] = '\n';
+    put_header(buf, '$', len);
+    size_t at = buf->len;
+    if (len)
+        memcpy(buf->data + buf->len, data, len);
+    buf->len += len;
+    buf->data[buf->len++] = '\r';
+    buf->data[buf->len++] = '\n';
+    return at;
 }
 
 const char *wk__script_sha(wk__conn *conn, const wk_script *script)
@@ -190,7 +194,7 @@ const char *wk__script_sha(wk__conn *conn, const wk_script *script)
     return conn->scripts[slot].sha;
 }
 
-int wk__format_query(wk_db *db, const wk_query *q, bool as_eval)
+int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, wk__span *spans)
 {
     wk__conn *conn = db->conn;
     const char *head = NULL;
@@ -208,22 +212,27 @@ int wk__format_query(wk_db *db, const wk_query *q, bool as_eval)
         }
         snprintf(nkeys, sizeof(nkeys), "%d", q->nkeys);
     }
-    size_t need = 32 + (q->script ? 64 + head_len : 0);
+    size_t need = 32 + (q->script ? 96 + head_len : 0);
     for (int i = 0; i < q->argc; i++) {
         if (!q->argv[i] && q->argvlen[i])
             return wk__db_fail(db, WK_EINVAL, "%s: argument %d is NULL", q->name, i);
         need += q->argvlen[i] + 32;
     }
-    if (reserve(conn, need))
+    if (wk__buf_reserve(buf, need))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory formatting the command", q->name);
-    put_header(conn, '*', (size_t)(q->argc + extra));
+    put_header(buf, '*', (size_t)(q->argc + extra));
     if (q->script) {
-        put_bulk(conn, as_eval ? "EVAL" : "EVALSHA", as_eval ? 4 : 7);
-        put_bulk(conn, head, head_len);
-        put_bulk(conn, nkeys, strlen(nkeys));
+        put_bulk(buf, as_eval ? "EVAL" : "EVALSHA", as_eval ? 4 : 7);
+        put_bulk(buf, head, head_len);
+        put_bulk(buf, nkeys, strlen(nkeys));
     }
-    for (int i = 0; i < q->argc; i++)
-        put_bulk(conn, q->argv[i] ? q->argv[i] : "", q->argvlen[i]);
+    for (int i = 0; i < q->argc; i++) {
+        size_t at = put_bulk(buf, q->argv[i], q->argvlen[i]);
+        if (spans) {
+            spans[i].off = at;
+            spans[i].len = q->argvlen[i];
+        }
+    }
     return WK_OK;
 }
 
@@ -273,7 +282,7 @@ static int round_trip(wk_db *db, redisReply **reply)
     wk__conn *conn = db->conn;
     redisContext *c = conn->ctx;
     *reply = NULL;
-    if (redisAppendFormattedCommand(c, conn->out, conn->out_len) != REDIS_OK ||
+    if (redisAppendFormattedCommand(c, conn->out.data, conn->out.len) != REDIS_OK ||
         redisGetReply(c, (void **)reply) != REDIS_OK || !*reply) {
         int rc = wk__conn_error_status(c);
         wk__db_fail(db, rc, "%s", c->errstr[0] ? c->errstr : "connection lost");
@@ -282,6 +291,14 @@ static int round_trip(wk_db *db, redisReply **reply)
     }
     conn->last_io_ms = wk__now_ms();
     return WK_OK;
+}
+
+int wk__lost_reply_status(const wk_query *q, int conn_status)
+{
+    /* A write that was sent may have run: say so. */
+    if (conn_status == WK_EIO && wk_effect_is_write(&q->effect))
+        return WK_EUNKNOWN;
+    return conn_status;
 }
 
 int wk__db_process(wk_processor *self, wk_query *q)
@@ -301,8 +318,8 @@ int wk__db_process(wk_processor *self, wk_query *q)
         rc = wk__conn_ensure(db);
         if (rc)
             return rc;
-        db->conn->out_len = 0;
-        rc = wk__format_query(db, q, as_eval);
+        db->conn->out.len = 0;
+        rc = wk__format_query(db, &db->conn->out, q, as_eval, NULL);
         if (rc)
             return rc;
         redisReply *reply;
@@ -315,9 +332,7 @@ int wk__db_process(wk_processor *self, wk_query *q)
                 retried = true;
                 continue;
             }
-            /* A write that was sent may have run: say so. */
-            if (rc == WK_EIO && wk_effect_is_write(&q->effect))
-                rc = WK_EUNKNOWN;
+            rc = wk__lost_reply_status(q, rc);
             return wk__db_fail(db, rc, "%s: %s%s", q->name, why,
                                rc == WK_EUNKNOWN ? " (the write may or may not have happened)"
                                                  : "");
