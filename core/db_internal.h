@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include <hiredis/hiredis.h>
 
@@ -64,6 +65,14 @@ struct wk_diag {
     wk_db *db;
     const wk_query *query;
 };
+
+/* Copy a NUL-terminated message, truncating to fit `cap`. */
+static inline void wk__copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
 
 /* Set the handle's detail message; returns `status`. */
 int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

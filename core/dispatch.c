@@ -326,8 +326,7 @@ int wk__db_process(wk_processor *self, wk_query *q)
         rc = round_trip(db, &reply);
         if (rc) {
             char why[WK__ERRMSG_MAX / 2];
-            memcpy(why, db->errmsg, sizeof(why) - 1);
-            why[sizeof(why) - 1] = '\0';
+            wk__copy_text(why, sizeof(why), db->errmsg);
             if ((q->flags & WK_QUERY_RETRY_SAFE) && !retried && rc != WK_ETIMEDOUT) {
                 retried = true;
                 continue;
