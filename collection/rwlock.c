@@ -12,7 +12,7 @@
 #define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 
 /* KEYS: w, r. ARGV: token, ttl. */
-static const wk_script try_read_script = {
+const wk_script wk__rwlock_try_read_script = {
     "rwlock.try_read",
     "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n" NOW_MS
     "local ttl = tonumber(ARGV[2])\n"
@@ -22,38 +22,37 @@ static const wk_script try_read_script = {
     "return 1\n"};
 
 /* KEYS: w, r. ARGV: token, ttl. */
-static const wk_script try_write_script = {
+const wk_script wk__rwlock_try_write_script = {
     "rwlock.try_write",
     NOW_MS "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
-    "if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end\n"
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
-    "return 0\n"};
+           "if redis.call('ZCARD', KEYS[2]) > 0 then return 0 end\n"
+           "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+           "return 0\n"};
 
 /* KEYS: r. ARGV: token. Returns 1 if the lease was still running. */
-static const wk_script release_read_script = {
-    "rwlock.release_read",
-    NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "if s and tonumber(s) > now then return 1 end\n"
-    "return 0\n"};
+const wk_script wk__rwlock_release_read_script = {
+    "rwlock.release_read", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                  "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                  "if s and tonumber(s) > now then return 1 end\n"
+                                  "return 0\n"};
 
 /* KEYS: r. ARGV: token, ttl. Renews only a running lease. */
-static const wk_script extend_read_script = {
+const wk_script wk__rwlock_extend_read_script = {
     "rwlock.extend_read",
     NOW_MS "local ttl = tonumber(ARGV[2])\n"
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "if not s or tonumber(s) <= now then return 0 end\n"
-    "redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now + ttl), ARGV[1])\n"
-    "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
-    "return 1\n"};
+           "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+           "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+           "if not s or tonumber(s) <= now then return 0 end\n"
+           "redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now + ttl), ARGV[1])\n"
+           "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
+           "return 1\n"};
 
 /* KEYS: w, r. Returns {writer PTTL, running readers}. Writes nothing. */
-static const wk_script inspect_script = {
+const wk_script wk__rwlock_inspect_script = {
     "rwlock.inspect",
     NOW_MS "return {redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%.0f', now), '+inf')}\n"};
+           "        redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%.0f', now), '+inf')}\n"};
 
 typedef struct keys {
     char w[WK_KEY_MAX], r[WK_KEY_MAX];
@@ -72,8 +71,8 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
 }
 
 /* try_read / try_write: both keys, fresh token, ttl. */
-static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
-                       const wk_entity *e, const wk_name *name, wk_token *token, bool *acquired)
+static int try_acquire(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
+                       const wk_name *name, wk_token *token, bool *acquired)
 {
     keys k;
     int rc = prepare(p, op, e, name, &k, token, acquired);
@@ -100,19 +99,20 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
 int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name, wk_token *token,
                        bool *acquired)
 {
-    return try_acquire(p, "rwlock.try_read", &try_read_script, rwlock, &name, token, acquired);
+    return try_acquire(p, "rwlock.try_read", &wk__rwlock_try_read_script, rwlock, &name, token,
+                       acquired);
 }
 
 int wk_rwlock_try_write(wk_processor *p, const wk_entity *rwlock, wk_name name, wk_token *token,
                         bool *acquired)
 {
-    return try_acquire(p, "rwlock.try_write", &try_write_script, rwlock, &name, token, acquired);
+    return try_acquire(p, "rwlock.try_write", &wk__rwlock_try_write_script, rwlock, &name, token,
+                       acquired);
 }
 
 /* Reader release/extend: the reader set only. */
-static int reader_op(wk_processor *p, const char *op, const wk_script *script,
-                     const wk_entity *e, const wk_name *name, const wk_token *token,
-                     bool with_ttl, bool *out)
+static int reader_op(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
+                     const wk_name *name, const wk_token *token, bool with_ttl, bool *out)
 {
     keys k;
     int rc = prepare(p, op, e, name, &k, token, out);
@@ -125,21 +125,20 @@ static int reader_op(wk_processor *p, const char *op, const wk_script *script,
 int wk_rwlock_release_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
                            const wk_token *token, bool *was_running)
 {
-    return reader_op(p, "rwlock.release_read", &release_read_script, rwlock, &name, token, false,
-                     was_running);
+    return reader_op(p, "rwlock.release_read", &wk__rwlock_release_read_script, rwlock, &name,
+                     token, false, was_running);
 }
 
 int wk_rwlock_extend_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
                           const wk_token *token, bool *extended)
 {
-    return reader_op(p, "rwlock.extend_read", &extend_read_script, rwlock, &name, token, true,
-                     extended);
+    return reader_op(p, "rwlock.extend_read", &wk__rwlock_extend_read_script, rwlock, &name, token,
+                     true, extended);
 }
 
 /* Writer release/extend: the Lock scripts on the writer key. */
-static int writer_op(wk_processor *p, const char *op, const wk_script *script,
-                     const wk_entity *e, const wk_name *name, const wk_token *token,
-                     bool with_ttl, bool *out)
+static int writer_op(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
+                     const wk_name *name, const wk_token *token, bool with_ttl, bool *out)
 {
     keys k;
     int rc = prepare(p, op, e, name, &k, token, out);
@@ -159,8 +158,8 @@ int wk_rwlock_release_write(wk_processor *p, const wk_entity *rwlock, wk_name na
 int wk_rwlock_extend_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                            const wk_token *token, bool *extended)
 {
-    return writer_op(p, "rwlock.extend_write", &wk__lock_extend_script, rwlock, &name, token,
-                     true, extended);
+    return writer_op(p, "rwlock.extend_write", &wk__lock_extend_script, rwlock, &name, token, true,
+                     extended);
 }
 
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -190,7 +189,7 @@ int wk_rwlock_inspect(wk_processor *p, const wk_entity *rwlock, wk_name name,
     wk_query q = {.name = "rwlock.inspect",
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_RETRY_SAFE,
-                  .script = &inspect_script,
+                  .script = &wk__rwlock_inspect_script,
                   .nkeys = 2,
                   .argc = 2,
                   .argv = argv,
