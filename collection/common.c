@@ -8,12 +8,17 @@ int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char 
 {
     if (!p || !p->process)
         return WK_EINVAL;
-    if (!e || wk_entity_check(e) != WK_OK)
-        return wk__processor_fail(p, WK_EINVAL, "%s: invalid entity descriptor%s%s", op,
-                                  e && e->kind ? " of kind " : "", e && e->kind ? e->kind : "");
-    if (strcmp(e->kind, kind) != 0)
-        return wk__processor_fail(p, WK_EINVAL, "%s: entity %s:%s is not a %s", op, e->kind,
-                                  e->ns, kind);
+    /* Kind first (pointer-equal literals skip the strcmp), then the
+     * descriptor's own rules. */
+    if (!e || !e->kind || (e->kind != kind && strcmp(e->kind, kind) != 0)) {
+        if (e && e->kind && e->ns)
+            return wk__processor_fail(p, WK_EINVAL, "%s: entity %s:%s is not a %s", op, e->kind,
+                                      e->ns, kind);
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid entity descriptor", op);
+    }
+    if (wk_entity_check(e) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid %s entity descriptor%s%s", op, kind,
+                                  e->ns ? " for namespace " : "", e->ns ? e->ns : "");
     if (wk_key_build(key, WK_KEY_MAX, key_len, e, name, suffix) != WK_OK)
         return wk__processor_fail(p, WK_EINVAL,
                                   "%s: invalid name for %s:%s (NULL, or longer than %d bytes)", op,

@@ -148,34 +148,41 @@ int wk__buf_reserve(wk__buf *buf, size_t more)
     return WK_OK;
 }
 
-/* Writes "<prefix><n>\r\n"; the caller reserved room. */
-static void put_header(wk__buf *buf, char prefix, size_t n)
+/* Writes "<prefix><n>\r\n" at p; returns the end. The caller reserved room. */
+static inline char *put_header(char *p, char prefix, size_t n)
 {
-    char digits[24];
-    int d = 0;
-    do {
-        digits[d++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    char *p = buf->data + buf->len;
     *p++ = prefix;
-    while (d)
-        *p++ = digits[--d];
+    if (n < 10) {
+        *p++ = (char)('0' + n); /* most headers: short arguments, few of them */
+    } else if (n < 100) {
+        *p++ = (char)('0' + n / 10);
+        *p++ = (char)('0' + n % 10);
+    } else {
+        char digits[24], *d = digits + sizeof(digits);
+        do {
+            *--d = (char)('0' + n % 10);
+            n /= 10;
+        } while (n);
+        size_t len = (size_t)(digits + sizeof(digits) - d);
+        memcpy(p, d, len);
+        p += len;
+    }
     *p++ = '\r';
     *p++ = '\n';
-    buf->len = (size_t)(p - buf->data);
+    return p;
 }
 
 /* Writes one bulk string; returns the offset of its bytes. */
-static size_t put_bulk(wk__buf *buf, const void *data, size_t len)
+static inline size_t put_bulk(wk__buf *buf, const void *data, size_t len)
 {
-    put_header(buf, '$', len);
-    size_t at = buf->len;
+    char *p = put_header(buf->data + buf->len, '$', len);
+    size_t at = (size_t)(p - buf->data);
     if (len)
-        memcpy(buf->data + buf->len, data, len);
-    buf->len += len;
-    buf->data[buf->len++] = '\r';
-    buf->data[buf->len++] = '\n';
+        memcpy(p, data, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    buf->len = (size_t)(p - buf->data);
     return at;
 }
 
@@ -199,7 +206,8 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, w
     wk__conn *conn = db->conn;
     const char *head = NULL;
     size_t head_len = 0;
-    char nkeys[16];
+    char nkeys[24];
+    size_t nkeys_len = 0;
     int extra = 0;
     if (q->script) {
         extra = 3;
@@ -210,7 +218,9 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, w
             head = wk__script_sha(conn, q->script);
             head_len = 40;
         }
-        snprintf(nkeys, sizeof(nkeys), "%d", q->nkeys);
+        /* ":<n>\r\n" minus the framing is the decimal text of n. */
+        nkeys_len = (size_t)(put_header(nkeys, ':', (size_t)q->nkeys) - nkeys) - 3;
+        memmove(nkeys, nkeys + 1, nkeys_len);
     }
     size_t need = 32 + (q->script ? 96 + head_len : 0);
     for (int i = 0; i < q->argc; i++) {
@@ -220,11 +230,11 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, w
     }
     if (wk__buf_reserve(buf, need))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory formatting the command", q->name);
-    put_header(buf, '*', (size_t)(q->argc + extra));
+    buf->len = (size_t)(put_header(buf->data + buf->len, '*', (size_t)(q->argc + extra)) - buf->data);
     if (q->script) {
         put_bulk(buf, as_eval ? "EVAL" : "EVALSHA", as_eval ? 4 : 7);
         put_bulk(buf, head, head_len);
-        put_bulk(buf, nkeys, strlen(nkeys));
+        put_bulk(buf, nkeys, nkeys_len);
     }
     for (int i = 0; i < q->argc; i++) {
         size_t at = put_bulk(buf, q->argv[i], q->argvlen[i]);

@@ -2,13 +2,22 @@
  * core/key.c — building keys in the Rust crate's layout (see wakuwaku/key.h).
  * Pinned byte for byte by tests/core/test_key.c.
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <wakuwaku/key.h>
 
-/* Writes the decimal or verbatim bytes of a name; returns its length or -1. */
+/* Decimal digits of v, written backwards ending at `end`; returns the start. */
+static char *u64_digits(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+/* Writes the decimal or verbatim bytes of a name; returns its length or -1.
+ * (No snprintf: keys are built on every query.) */
 static long name_bytes(const wk_name *name, char digits[24], const char **bytes)
 {
     switch (name->type) {
@@ -24,11 +33,16 @@ static long name_bytes(const wk_name *name, char digits[24], const char **bytes)
         *bytes = name->bytes;
         return (long)name->len;
     case WK_NAME_U64:
-        *bytes = digits;
-        return snprintf(digits, 24, "%" PRIu64, name->u64);
-    case WK_NAME_I64:
-        *bytes = digits;
-        return snprintf(digits, 24, "%" PRId64, name->i64);
+        *bytes = u64_digits(digits + 24, name->u64);
+        return (long)(digits + 24 - *bytes);
+    case WK_NAME_I64: {
+        int64_t v = name->i64;
+        char *p = u64_digits(digits + 24, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+        if (v < 0)
+            *--p = '-';
+        *bytes = p;
+        return (long)(digits + 24 - p);
+    }
     }
     return -1;
 }

@@ -15,7 +15,7 @@ static bool text_ok(const char *s, size_t max)
 
 static bool kind_is(const wk_entity *e, const char *kind)
 {
-    return strcmp(e->kind, kind) == 0;
+    return e->kind == kind || strcmp(e->kind, kind) == 0;
 }
 
 int wk_entity_check(const wk_entity *e)

@@ -1,0 +1,45 @@
+/*
+ * bench/bench_cases.h — what a benchmark case is, and the helpers its raw
+ * hiredis side shares. Cases beyond the locks live in bench_more.c.
+ */
+#ifndef WK_BENCH_CASES_H
+#define WK_BENCH_CASES_H
+
+#include <hiredis/hiredis.h>
+
+#include <wakuwaku/wakuwaku.h>
+
+typedef struct bench_ctx {
+    wk_db *db;
+    wk_batch *batch;
+    redisContext *raw;
+} bench_ctx;
+
+/*
+ * One case: a setup (may be NULL), then one operation with the library
+ * and the same Redis work with raw hiredis, sequentially (argument: the
+ * operation's index) and in a batch of 64 (argument: the first index).
+ */
+typedef struct bench_case {
+    const char *name;
+    void (*setup)(bench_ctx *c);
+    void (*seq_lib)(bench_ctx *c, unsigned i);
+    void (*seq_raw)(bench_ctx *c, unsigned i);
+    void (*batch_lib)(bench_ctx *c, unsigned base);
+    void (*batch_raw)(bench_ctx *c, unsigned base);
+} bench_case;
+
+extern const bench_case bench_more_cases[];
+extern const size_t bench_more_cases_count;
+
+/* Exit with the handle's message unless rc is WK_OK. */
+void bench_check(int rc, bench_ctx *c, const char *what);
+/* Raw hiredis: queue a command, read a reply (exits on error replies). */
+void bench_raw_append(bench_ctx *c, int argc, const char **argv, const size_t *lens);
+redisReply *bench_raw_reply(bench_ctx *c);
+/* SCRIPT LOAD a library script on the raw connection. */
+void bench_raw_load(bench_ctx *c, const wk_script *s, char sha[41]);
+/* The key the library builds for integer name n (suffix NULL: single-key). */
+size_t bench_key(char *buf, const char *kind, const char *ns, unsigned n, const char *suffix);
+
+#endif /* WK_BENCH_CASES_H */

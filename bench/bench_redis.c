@@ -1,0 +1,449 @@
+/*
+ * bench/bench_redis.c — the library against raw hiredis doing exactly the
+ * same Redis work, in one run, on a redis-server this program starts.
+ *
+ * For each case, sequential (one query per round trip) and batched (64
+ * queries per round trip: wk_batch vs hiredis pipelining), it alternates
+ * library and raw runs, takes the median ops/s of REPS repetitions of each,
+ * and prints the ratio library/raw. The raw side builds the same keys,
+ * draws the same random tokens and sends the same commands and scripts.
+ *
+ *   bench_redis                    # start a redis-server, run every case
+ *   bench_redis --url redis://…    # use a running server instead
+ *   bench_redis --reps 7 --quick   # fewer operations per repetition
+ *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
+ *
+ * Not a test: the machines are shared and noisy; read ratios, not times.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+#include <sodium.h>
+
+#include <wakuwaku/wakuwaku.h>
+
+#include "bench/bench_cases.h"
+#include "collection/lock_scripts.h" /* the raw side runs the same Lua */
+
+#define BATCH 64
+
+/* ------------------------------------------------------------------------
+ * Shared state of a run
+ * ---------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, detail);
+    exit(1);
+}
+
+void bench_check(int rc, bench_ctx *c, const char *what)
+{
+    if (rc != WK_OK)
+        die(what, wk_db_errmsg(c->db));
+}
+
+redisReply *bench_raw_reply(bench_ctx *c)
+{
+    redisReply *r = NULL;
+    if (redisGetReply(c->raw, (void **)&r) != REDIS_OK || !r)
+        die("raw reply", c->raw->errstr);
+    if (r->type == REDIS_REPLY_ERROR)
+        die("raw reply", r->str);
+    return r;
+}
+
+void bench_raw_append(bench_ctx *c, int argc, const char **argv, const size_t *lens)
+{
+    if (redisAppendCommandArgv(c->raw, argc, argv, lens) != REDIS_OK)
+        die("raw append", c->raw->errstr);
+}
+
+void bench_raw_load(bench_ctx *c, const wk_script *s, char sha[41])
+{
+    redisReply *r = redisCommand(c->raw, "SCRIPT LOAD %s", s->source);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+        die("SCRIPT LOAD", c->raw->errstr);
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+}
+
+size_t bench_key(char *buf, const char *kind, const char *ns, unsigned n, const char *suffix)
+{
+    if (suffix)
+        return (size_t)sprintf(buf, "@@wakuwaku-entity:%s:{%s:%u}%s", kind, ns, n, suffix);
+    return (size_t)sprintf(buf, "@@wakuwaku-entity:%s:%s:%u", kind, ns, n);
+}
+
+/* ------------------------------------------------------------------------
+ * Lock try + release
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity bench_lock = WK_LOCK_ENTITY("bench", 30000);
+static char release_sha[41];
+
+static void lock_lib(bench_ctx *c, wk_processor *p, unsigned i, wk_token *t, bool *got)
+{
+    bench_check(wk_lock_try(p, &bench_lock, wk_name_u64(i), t, got), c, "lock.try");
+}
+
+static void lock_lib_release(bench_ctx *c, wk_processor *p, unsigned i, wk_token *t, bool *ok)
+{
+    bench_check(wk_lock_release(p, &bench_lock, wk_name_u64(i), t, ok), c, "lock.release");
+}
+
+static void lock_seq_lib(bench_ctx *c, unsigned i)
+{
+    wk_token t;
+    bool got, ok;
+    lock_lib(c, wk_db_processor(c->db), i, &t, &got);
+    lock_lib_release(c, wk_db_processor(c->db), i, &t, &ok);
+    if (!got || !ok)
+        die("lock cycle", "not acquired/released");
+}
+
+static void lock_raw_send(bench_ctx *c, unsigned i, unsigned char tok[16], char *key, size_t *klen)
+{
+    *klen = bench_key(key, "Lock", "bench", i, NULL);
+    randombytes_buf(tok, 16);
+    const char *argv[] = {"SET", key, (const char *)tok, "NX", "PX", "30000"};
+    size_t lens[] = {3, *klen, 16, 2, 2, 5};
+    bench_raw_append(c, 6, argv, lens);
+}
+
+static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], const char *key,
+                                  size_t klen)
+{
+    const char *argv[] = {"EVALSHA", release_sha, "1", key, (const char *)tok};
+    size_t lens[] = {7, 40, 1, klen, 16};
+    bench_raw_append(c, 5, argv, lens);
+}
+
+static void lock_seq_raw(bench_ctx *c, unsigned i)
+{
+    unsigned char tok[16];
+    char key[128];
+    size_t klen;
+    lock_raw_send(c, i, tok, key, &klen);
+    redisReply *r = bench_raw_reply(c);
+    if (r->type != REDIS_REPLY_STATUS)
+        die("raw lock", "not acquired");
+    freeReplyObject(r);
+    lock_raw_release_send(c, tok, key, klen);
+    r = bench_raw_reply(c);
+    if (r->integer != 1)
+        die("raw release", "not released");
+    freeReplyObject(r);
+}
+
+static void lock_batch_lib(bench_ctx *c, unsigned base)
+{
+    wk_token t[BATCH];
+    bool got[BATCH], ok[BATCH];
+    wk_processor *p = wk_batch_processor(c->batch);
+    for (unsigned k = 0; k < BATCH; k++)
+        lock_lib(c, p, base + k, &t[k], &got[k]);
+    bench_check(wk_batch_exec(c->batch), c, "batch lock.try");
+    for (unsigned k = 0; k < BATCH; k++)
+        lock_lib_release(c, p, base + k, &t[k], &ok[k]);
+    bench_check(wk_batch_exec(c->batch), c, "batch lock.release");
+    for (unsigned k = 0; k < BATCH; k++)
+        if (!got[k] || !ok[k])
+            die("batch lock cycle", "not acquired/released");
+}
+
+static void lock_batch_raw(bench_ctx *c, unsigned base)
+{
+    unsigned char tok[BATCH][16];
+    char key[BATCH][128];
+    size_t klen[BATCH];
+    for (unsigned k = 0; k < BATCH; k++)
+        lock_raw_send(c, base + k, tok[k], key[k], &klen[k]);
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(c));
+    for (unsigned k = 0; k < BATCH; k++)
+        lock_raw_release_send(c, tok[k], key[k], klen[k]);
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(c));
+}
+
+/* ------------------------------------------------------------------------
+ * RwLock read acquire + release
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity bench_rw = WK_RWLOCK_ENTITY("bench", 30000);
+static char try_read_sha[41], release_read_sha[41];
+
+static void rw_seq_lib(bench_ctx *c, unsigned i)
+{
+    wk_token t;
+    bool got, ok;
+    wk_processor *p = wk_db_processor(c->db);
+    bench_check(wk_rwlock_try_read(p, &bench_rw, wk_name_u64(i), &t, &got), c, "try_read");
+    bench_check(wk_rwlock_release_read(p, &bench_rw, wk_name_u64(i), &t, &ok), c, "release_read");
+    if (!got || !ok)
+        die("rw cycle", "not acquired/released");
+}
+
+typedef struct rw_raw {
+    unsigned char tok[16];
+    char w[128], r[128];
+    size_t wl, rl;
+} rw_raw;
+
+static void rw_raw_send(bench_ctx *c, unsigned i, rw_raw *s)
+{
+    s->wl = bench_key(s->w, "RwLock", "bench", i, ":w");
+    s->rl = bench_key(s->r, "RwLock", "bench", i, ":r");
+    randombytes_buf(s->tok, 16);
+    const char *argv[] = {"EVALSHA", try_read_sha, "2", s->w, s->r, (const char *)s->tok, "30000"};
+    size_t lens[] = {7, 40, 1, s->wl, s->rl, 16, 5};
+    bench_raw_append(c, 7, argv, lens);
+}
+
+static void rw_raw_release_send(bench_ctx *c, const rw_raw *s)
+{
+    const char *argv[] = {"EVALSHA", release_read_sha, "1", s->r, (const char *)s->tok};
+    size_t lens[] = {7, 40, 1, s->rl, 16};
+    bench_raw_append(c, 5, argv, lens);
+}
+
+static void rw_seq_raw(bench_ctx *c, unsigned i)
+{
+    rw_raw s;
+    rw_raw_send(c, i, &s);
+    freeReplyObject(bench_raw_reply(c));
+    rw_raw_release_send(c, &s);
+    freeReplyObject(bench_raw_reply(c));
+}
+
+static void rw_batch_lib(bench_ctx *c, unsigned base)
+{
+    wk_token t[BATCH];
+    bool got[BATCH], ok[BATCH];
+    wk_processor *p = wk_batch_processor(c->batch);
+    for (unsigned k = 0; k < BATCH; k++)
+        wk_rwlock_try_read(p, &bench_rw, wk_name_u64(base + k), &t[k], &got[k]);
+    bench_check(wk_batch_exec(c->batch), c, "batch try_read");
+    for (unsigned k = 0; k < BATCH; k++)
+        wk_rwlock_release_read(p, &bench_rw, wk_name_u64(base + k), &t[k], &ok[k]);
+    bench_check(wk_batch_exec(c->batch), c, "batch release_read");
+}
+
+static void rw_batch_raw(bench_ctx *c, unsigned base)
+{
+    rw_raw s[BATCH];
+    for (unsigned k = 0; k < BATCH; k++)
+        rw_raw_send(c, base + k, &s[k]);
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(c));
+    for (unsigned k = 0; k < BATCH; k++)
+        rw_raw_release_send(c, &s[k]);
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(c));
+}
+
+static void locks_setup(bench_ctx *c)
+{
+    bench_raw_load(c, &wk__lock_release_script, release_sha);
+    bench_raw_load(c, &wk__rwlock_try_read_script, try_read_sha);
+    bench_raw_load(c, &wk__rwlock_release_read_script, release_read_sha);
+}
+
+static const bench_case lock_cases[] = {
+    {"lock try+release", locks_setup, lock_seq_lib, lock_seq_raw, lock_batch_lib, lock_batch_raw},
+    {"rwlock read acquire+release", NULL, rw_seq_lib, rw_seq_raw, rw_batch_lib, rw_batch_raw},
+};
+
+/* ------------------------------------------------------------------------
+ * The runner
+ * ---------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef void (*op_fn)(bench_ctx *, unsigned);
+
+/* ops/s of `ops` operations done by `fn` in steps of `step`. */
+static double timed(bench_ctx *c, op_fn fn, unsigned ops, unsigned step)
+{
+    double t0 = now_s();
+    for (unsigned i = 0; i < ops; i += step)
+        fn(c, i);
+    return ops / (now_s() - t0);
+}
+
+static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
+                     unsigned batch_ops)
+{
+    if (bc->setup)
+        bc->setup(c);
+    for (int mode = 0; mode < 2; mode++) {
+        op_fn lib = mode ? bc->batch_lib : bc->seq_lib;
+        op_fn raw = mode ? bc->batch_raw : bc->seq_raw;
+        unsigned ops = mode ? batch_ops : seq_ops, step = mode ? BATCH : 1;
+        double lib_rate[32], raw_rate[32];
+        timed(c, lib, ops / 4, step); /* warm-up: scripts loaded, buffers grown */
+        timed(c, raw, ops / 4, step);
+        for (int r = 0; r < reps; r++) {
+            /* Alternate the order so drift on a shared machine hits both. */
+            if (r % 2) {
+                raw_rate[r] = timed(c, raw, ops, step);
+                lib_rate[r] = timed(c, lib, ops, step);
+            } else {
+                lib_rate[r] = timed(c, lib, ops, step);
+                raw_rate[r] = timed(c, raw, ops, step);
+            }
+        }
+        double l = median(lib_rate, reps), w = median(raw_rate, reps);
+        printf("| %-32s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
+               mode ? "batch 64" : "sequential", l, w, l / w);
+        fflush(stdout);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * A private redis-server
+ * ---------------------------------------------------------------------- */
+
+static pid_t server_pid;
+static char server_dir[64];
+
+static void stop_server(void)
+{
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        waitpid(server_pid, NULL, 0);
+        server_pid = 0;
+        rmdir(server_dir);
+    }
+}
+
+static void start_server(char *url, size_t len)
+{
+    snprintf(server_dir, sizeof(server_dir), "/tmp/wk-bench-XXXXXX");
+    if (!mkdtemp(server_dir))
+        die("mkdtemp", "failed");
+    for (int attempt = 0; attempt < 10; attempt++) {
+        int port = 20000 + (int)(randombytes_uniform(30000));
+        char portbuf[16];
+        snprintf(portbuf, sizeof(portbuf), "%d", port);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stdout))
+                _exit(127);
+            execlp("redis-server", "redis-server", "--port", portbuf, "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", server_dir, "--loglevel",
+                   "warning", (char *)NULL);
+            _exit(127);
+        }
+        server_pid = pid;
+        for (int i = 0; i < 100; i++) {
+            struct timeval tv = {0, 100000};
+            redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
+            bool up = rc && !rc->err;
+            if (rc)
+                redisFree(rc);
+            if (up) {
+                snprintf(url, len, "redis://127.0.0.1:%d", port);
+                return;
+            }
+            if (waitpid(pid, NULL, WNOHANG) == pid)
+                break;
+            usleep(20000);
+        }
+        stop_server();
+    }
+    die("redis-server", "could not start one");
+}
+
+int main(int argc, char **argv)
+{
+    char url[128] = "";
+    int reps = 7, callgrind_ops = 0;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--url") && i + 1 < argc)
+            snprintf(url, sizeof(url), "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--callgrind") && i + 1 < argc)
+            callgrind_ops = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else {
+            fprintf(stderr, "usage: %s [--url URL] [--reps N] [--quick] [--callgrind N]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 5 || reps > 32)
+        reps = reps < 5 ? 5 : 32;
+    if (sodium_init() < 0)
+        die("libsodium", "init failed");
+    if (!url[0]) {
+        start_server(url, sizeof(url));
+        atexit(stop_server);
+    }
+
+    bench_ctx c = {0};
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    char err[256];
+    if (wk_db_open(&c.db, &o, err, sizeof(err)) != WK_OK)
+        die("wk_db_open", err);
+    if (wk_batch_open(&c.batch, c.db) != WK_OK)
+        die("wk_batch_open", "failed");
+    wk_url u;
+    wk_url_parse(&u, url, NULL, 0);
+    struct timeval tv = {5, 0};
+    c.raw = redisConnectWithTimeout(u.host, u.port, tv);
+    wk_url_free(&u);
+    if (!c.raw || c.raw->err)
+        die("raw connect", c.raw ? c.raw->errstr : "oom");
+
+    if (callgrind_ops > 0) {
+        /* Only library lock cycles: valgrind counts their instructions. */
+        for (int i = 0; i < callgrind_ops; i++)
+            lock_seq_lib(&c, (unsigned)i);
+    } else {
+        unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
+        printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(), reps);
+        printf("| %-32s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
+               "ratio");
+        printf("|%s|%s|%s|%s|%s|\n", "----------------------------------", "------------",
+               "------------", "------------", "-------");
+        for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
+            run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
+        for (size_t i = 0; i < bench_more_cases_count; i++)
+            run_case(&c, &bench_more_cases[i], reps, seq_ops, batch_ops);
+    }
+    redisFree(c.raw);
+    wk_batch_close(c.batch);
+    wk_db_close(c.db);
+    return 0;
+}
