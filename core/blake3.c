@@ -8,8 +8,9 @@
 ** How the tree is built (specification, sections 2.1 and 5.1):
 **
 **  1. Input is split into 1 KiB chunks. A chunk is compressed block by
-**     block into a chaining value (CV); the last block of the whole input
-**     stays buffered, because it may turn out to be the root.
+**     block into a chaining value (CV). Its last block stays buffered
+**     until more input arrives: it needs the CHUNK_END flag, and if the
+**     chunk is the only one, the ROOT flag too.
 **  2. Finished CVs are pushed on the CV stack. Merging is lazy: before
 **     pushing the CV of the subtree that starts at chunk index `c`, the
 **     stack is merged (pairs replaced by their parent CV) until it holds
@@ -64,8 +65,8 @@ static void output_cv(const wk__b3_impl *impl, const output *o, uint8_t out[32])
 
 /* Root output bytes [0, out_len): output block k is the root compression
 ** with counter k. */
-static void output_root_bytes(const wk__b3_impl *impl, const output *o,
-                              uint8_t *out, size_t out_len)
+static void output_root_bytes(const wk__b3_impl *impl, const output *o, uint8_t *out,
+                              size_t out_len)
 {
     uint8_t buf[WK_BLAKE3_BLOCK_LEN];
     uint64_t k = 0;
@@ -83,8 +84,7 @@ static void output_root_bytes(const wk__b3_impl *impl, const output *o,
 }
 
 /* A parent node of two CVs given as 64 contiguous bytes (left, right). */
-static output parent_output(const uint8_t children[64], const uint32_t key[8],
-                            uint8_t flags)
+static output parent_output(const uint8_t children[64], const uint32_t key[8], uint8_t flags)
 {
     output o;
     memcpy(o.cv, key, sizeof o.cv);
@@ -122,14 +122,13 @@ static void chunk_reset(wk_blake3_hasher *h, uint64_t counter)
 /* Add len bytes to the current chunk; len must fit in it. A full block is
 ** compressed only when more bytes follow it, so the chunk's last block is
 ** always still in h->block when the chunk is finished. */
-static void chunk_update(const wk__b3_impl *impl, wk_blake3_hasher *h,
-                         const uint8_t *in, size_t len)
+static void chunk_update(const wk__b3_impl *impl, wk_blake3_hasher *h, const uint8_t *in,
+                         size_t len)
 {
     assert(len <= WK_BLAKE3_CHUNK_LEN - chunk_len(h));
     while (len > 0) {
         if (h->block_len == WK_BLAKE3_BLOCK_LEN) {
-            impl->compress_in_place(h->cv, h->block, WK_BLAKE3_BLOCK_LEN,
-                                    h->chunk_counter,
+            impl->compress_in_place(h->cv, h->block, WK_BLAKE3_BLOCK_LEN, h->chunk_counter,
                                     (uint8_t)(h->flags | chunk_start_flag(h)));
             h->blocks_compressed++;
             h->block_len = 0;
@@ -193,13 +192,12 @@ static void merge_cv_stack(const wk__b3_impl *impl, wk_blake3_hasher *h, uint64_
 }
 
 /* Push the CV of a subtree that starts at chunk index `counter`. */
-static void push_cv(const wk__b3_impl *impl, wk_blake3_hasher *h,
-                    const uint8_t cv[32], uint64_t counter)
+static void push_cv(const wk__b3_impl *impl, wk_blake3_hasher *h, const uint8_t cv[32],
+                    uint64_t counter)
 {
     merge_cv_stack(impl, h, counter);
     assert(h->cv_stack_len < WK_BLAKE3_MAX_DEPTH);
-    memcpy(h->cv_stack + (size_t)h->cv_stack_len * WK_BLAKE3_OUT_LEN, cv,
-           WK_BLAKE3_OUT_LEN);
+    memcpy(h->cv_stack + (size_t)h->cv_stack_len * WK_BLAKE3_OUT_LEN, cv, WK_BLAKE3_OUT_LEN);
     h->cv_stack_len++;
 }
 
@@ -210,10 +208,10 @@ static void push_cv(const wk__b3_impl *impl, wk_blake3_hasher *h,
 /* Hash the `chunks` whole chunks at `in` (a power of two, at most
 ** SUBTREE_MAX_CHUNKS) whose first has index `counter`. Writes the chunk's
 ** CV to out[0..32) if chunks == 1, else the CVs of the subtree's two
-** children to out[0..64). */
+** children to out[0..64) (the subtree's own node may be the root, so it is
+** left to the caller). */
 static void hash_subtree(const wk__b3_impl *impl, const uint8_t *in, size_t chunks,
-                         const uint32_t key[8], uint64_t counter, uint8_t flags,
-                         uint8_t out[64])
+                         const uint32_t key[8], uint64_t counter, uint8_t flags, uint8_t out[64])
 {
     const uint8_t *inputs[SUBTREE_MAX_CHUNKS];
     uint8_t cvs[2][SUBTREE_MAX_CHUNKS * WK_BLAKE3_OUT_LEN];
@@ -222,8 +220,8 @@ static void hash_subtree(const wk__b3_impl *impl, const uint8_t *in, size_t chun
     inputs[0] = in; /* chunks >= 1; also tells gcc the array is set */
     for (size_t i = 1; i < chunks; i++)
         inputs[i] = in + i * WK_BLAKE3_CHUNK_LEN;
-    impl->hash_many(inputs, chunks, WK__B3_CHUNK_BLOCKS, key, counter, 1, flags,
-                    WK__B3_CHUNK_START, WK__B3_CHUNK_END, cvs[cur]);
+    impl->hash_many(inputs, chunks, WK__B3_CHUNK_BLOCKS, key, counter, 1, flags, WK__B3_CHUNK_START,
+                    WK__B3_CHUNK_END, cvs[cur]);
 
     /* Each level halves the CVs: CV pairs are contiguous, so the parent
     ** blocks are read in place; the result goes to the other buffer. */
@@ -231,8 +229,8 @@ static void hash_subtree(const wk__b3_impl *impl, const uint8_t *in, size_t chun
     while (n > 2) {
         for (size_t i = 0; i < n / 2; i++)
             inputs[i] = cvs[cur] + i * 2 * WK_BLAKE3_OUT_LEN;
-        impl->hash_many(inputs, n / 2, 1, key, 0, 0, (uint8_t)(flags | WK__B3_PARENT),
-                        0, 0, cvs[cur ^ 1]);
+        impl->hash_many(inputs, n / 2, 1, key, 0, 0, (uint8_t)(flags | WK__B3_PARENT), 0, 0,
+                        cvs[cur ^ 1]);
         cur ^= 1;
         n /= 2;
     }

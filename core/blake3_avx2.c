@@ -21,9 +21,9 @@
 
 TARGET static inline __m256i rotr16(__m256i x)
 {
-    return _mm256_shuffle_epi8(
-        x, _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2,
-                           13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2));
+    return _mm256_shuffle_epi8(x, _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3,
+                                                  2, 13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0,
+                                                  3, 2));
 }
 
 TARGET static inline __m256i rotr12(__m256i x)
@@ -33,9 +33,9 @@ TARGET static inline __m256i rotr12(__m256i x)
 
 TARGET static inline __m256i rotr8(__m256i x)
 {
-    return _mm256_shuffle_epi8(
-        x, _mm256_set_epi8(12, 15, 14, 13, 8, 11, 10, 9, 4, 7, 6, 5, 0, 3, 2, 1,
-                           12, 15, 14, 13, 8, 11, 10, 9, 4, 7, 6, 5, 0, 3, 2, 1));
+    return _mm256_shuffle_epi8(x, _mm256_set_epi8(12, 15, 14, 13, 8, 11, 10, 9, 4, 7, 6, 5, 0, 3, 2,
+                                                  1, 12, 15, 14, 13, 8, 11, 10, 9, 4, 7, 6, 5, 0, 3,
+                                                  2, 1));
 }
 
 TARGET static inline __m256i rotr7(__m256i x)
@@ -93,29 +93,29 @@ TARGET static inline void load_msg8(__m256i m[16], const uint8_t *const in[8], s
     transpose8(&m[8]);
 }
 
-#define GV(a, b, c, d, x, y)                                \
-    do {                                                    \
-        v[a] = add3(v[a], v[b], (x));                       \
-        v[d] = rotr16(_mm256_xor_si256(v[d], v[a]));        \
-        v[c] = _mm256_add_epi32(v[c], v[d]);                \
-        v[b] = rotr12(_mm256_xor_si256(v[b], v[c]));        \
-        v[a] = add3(v[a], v[b], (y));                       \
-        v[d] = rotr8(_mm256_xor_si256(v[d], v[a]));         \
-        v[c] = _mm256_add_epi32(v[c], v[d]);                \
-        v[b] = rotr7(_mm256_xor_si256(v[b], v[c]));         \
+#define GV(a, b, c, d, x, y)                                                                       \
+    do {                                                                                           \
+        v[a] = add3(v[a], v[b], (x));                                                              \
+        v[d] = rotr16(_mm256_xor_si256(v[d], v[a]));                                               \
+        v[c] = _mm256_add_epi32(v[c], v[d]);                                                       \
+        v[b] = rotr12(_mm256_xor_si256(v[b], v[c]));                                               \
+        v[a] = add3(v[a], v[b], (y));                                                              \
+        v[d] = rotr8(_mm256_xor_si256(v[d], v[a]));                                                \
+        v[c] = _mm256_add_epi32(v[c], v[d]);                                                       \
+        v[b] = rotr7(_mm256_xor_si256(v[b], v[c]));                                                \
     } while (0)
 
-#define ROUND8(r)                                          \
-    do {                                                   \
-        const uint8_t *s = wk__b3_schedule[r];             \
-        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                 \
-        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                 \
-        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                \
-        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                \
-        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                \
-        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);              \
-        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);               \
-        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);               \
+#define ROUND8(r)                                                                                  \
+    do {                                                                                           \
+        const uint8_t *s = wk__b3_schedule[r];                                                     \
+        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                                                         \
+        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                                                         \
+        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                                                        \
+        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                                                        \
+        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                                                        \
+        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);                                                      \
+        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);                                                       \
+        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);                                                       \
     } while (0)
 
 TARGET static void hash8(const uint8_t *const in[8], size_t blocks, const uint32_t key[8],
@@ -150,8 +150,7 @@ TARGET static void hash8(const uint8_t *const in[8], size_t blocks, const uint32
         ** inputs larger than the cache. */
         if (b + 2 < blocks) {
             for (int lane = 0; lane < 8; lane++)
-                _mm_prefetch((const char *)(in[lane] + off + 2 * WK_BLAKE3_BLOCK_LEN),
-                             _MM_HINT_T0);
+                _mm_prefetch((const char *)(in[lane] + off + 2 * WK_BLAKE3_BLOCK_LEN), _MM_HINT_T0);
         }
         for (int i = 0; i < 8; i++)
             v[i] = h[i];
@@ -182,23 +181,21 @@ TARGET static void hash8(const uint8_t *const in[8], size_t blocks, const uint32
         _mm256_storeu_si256((__m256i *)(void *)(out + 32 * lane), h[lane]);
 }
 
-TARGET void wk__blake3_hash_many_avx2(const uint8_t *const *inputs, size_t n,
-                                      size_t blocks, const uint32_t key[8],
-                                      uint64_t counter, int increment_counter,
-                                      uint8_t flags, uint8_t flags_start,
+TARGET void wk__blake3_hash_many_avx2(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                      const uint32_t key[8], uint64_t counter,
+                                      int increment_counter, uint8_t flags, uint8_t flags_start,
                                       uint8_t flags_end, uint8_t *out)
 {
     while (n >= 8) {
-        hash8(inputs, blocks, key, counter, increment_counter, flags, flags_start,
-              flags_end, out);
+        hash8(inputs, blocks, key, counter, increment_counter, flags, flags_start, flags_end, out);
         inputs += 8;
         n -= 8;
         out += 8 * WK_BLAKE3_OUT_LEN;
         if (increment_counter)
             counter += 8;
     }
-    wk__blake3_hash_many_sse41(inputs, n, blocks, key, counter, increment_counter,
-                               flags, flags_start, flags_end, out);
+    wk__blake3_hash_many_sse41(inputs, n, blocks, key, counter, increment_counter, flags,
+                               flags_start, flags_end, out);
 }
 
 #else /* !WK__B3_X86 */

@@ -60,29 +60,29 @@ TARGET static inline void transpose16(__m512i r[16])
     }
 }
 
-#define GV(a, b, c, d, x, y)                                  \
-    do {                                                      \
-        v[a] = add3(v[a], v[b], (x));                         \
-        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 16); \
-        v[c] = _mm512_add_epi32(v[c], v[d]);                  \
-        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 12); \
-        v[a] = add3(v[a], v[b], (y));                         \
-        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 8); \
-        v[c] = _mm512_add_epi32(v[c], v[d]);                  \
-        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 7); \
+#define GV(a, b, c, d, x, y)                                                                       \
+    do {                                                                                           \
+        v[a] = add3(v[a], v[b], (x));                                                              \
+        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 16);                                 \
+        v[c] = _mm512_add_epi32(v[c], v[d]);                                                       \
+        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 12);                                 \
+        v[a] = add3(v[a], v[b], (y));                                                              \
+        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 8);                                  \
+        v[c] = _mm512_add_epi32(v[c], v[d]);                                                       \
+        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 7);                                  \
     } while (0)
 
-#define ROUND16(r)                                         \
-    do {                                                   \
-        const uint8_t *s = wk__b3_schedule[r];             \
-        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                 \
-        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                 \
-        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                \
-        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                \
-        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                \
-        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);              \
-        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);               \
-        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);               \
+#define ROUND16(r)                                                                                 \
+    do {                                                                                           \
+        const uint8_t *s = wk__b3_schedule[r];                                                     \
+        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                                                         \
+        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                                                         \
+        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                                                        \
+        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                                                        \
+        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                                                        \
+        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);                                                      \
+        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);                                                       \
+        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);                                                       \
     } while (0)
 
 TARGET static void hash16(const uint8_t *const in[16], size_t blocks, const uint32_t key[8],
@@ -117,8 +117,7 @@ TARGET static void hash16(const uint8_t *const in[16], size_t blocks, const uint
         /* As in the AVX2 code: help the prefetcher with 16 streams. */
         if (b + 2 < blocks) {
             for (int lane = 0; lane < 16; lane++)
-                _mm_prefetch((const char *)(in[lane] + off + 2 * WK_BLAKE3_BLOCK_LEN),
-                             _MM_HINT_T0);
+                _mm_prefetch((const char *)(in[lane] + off + 2 * WK_BLAKE3_BLOCK_LEN), _MM_HINT_T0);
         }
 
         for (int i = 0; i < 8; i++)
@@ -150,27 +149,24 @@ TARGET static void hash16(const uint8_t *const in[16], size_t blocks, const uint
         h[i] = _mm512_setzero_si512();
     transpose16(h);
     for (int lane = 0; lane < 16; lane++)
-        _mm256_storeu_si256((__m256i *)(void *)(out + 32 * lane),
-                            _mm512_castsi512_si256(h[lane]));
+        _mm256_storeu_si256((__m256i *)(void *)(out + 32 * lane), _mm512_castsi512_si256(h[lane]));
 }
 
-TARGET void wk__blake3_hash_many_avx512(const uint8_t *const *inputs, size_t n,
-                                        size_t blocks, const uint32_t key[8],
-                                        uint64_t counter, int increment_counter,
-                                        uint8_t flags, uint8_t flags_start,
+TARGET void wk__blake3_hash_many_avx512(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                        const uint32_t key[8], uint64_t counter,
+                                        int increment_counter, uint8_t flags, uint8_t flags_start,
                                         uint8_t flags_end, uint8_t *out)
 {
     while (n >= 16) {
-        hash16(inputs, blocks, key, counter, increment_counter, flags, flags_start,
-               flags_end, out);
+        hash16(inputs, blocks, key, counter, increment_counter, flags, flags_start, flags_end, out);
         inputs += 16;
         n -= 16;
         out += 16 * WK_BLAKE3_OUT_LEN;
         if (increment_counter)
             counter += 16;
     }
-    wk__blake3_hash_many_avx2(inputs, n, blocks, key, counter, increment_counter,
-                              flags, flags_start, flags_end, out);
+    wk__blake3_hash_many_avx2(inputs, n, blocks, key, counter, increment_counter, flags,
+                              flags_start, flags_end, out);
 }
 
 #else /* !WK__B3_X86 */

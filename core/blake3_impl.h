@@ -21,6 +21,7 @@
 #include "wakuwaku/blake3.h"
 
 /* Domain separation flags (specification, table 3). */
+/* clang-format off */
 #define WK__B3_CHUNK_START         (1u << 0) /* first block of a chunk */
 #define WK__B3_CHUNK_END           (1u << 1) /* last block of a chunk */
 #define WK__B3_PARENT              (1u << 2) /* a parent node's block */
@@ -28,6 +29,7 @@
 #define WK__B3_KEYED_HASH          (1u << 4) /* keyed_hash mode */
 #define WK__B3_DERIVE_KEY_CONTEXT  (1u << 5) /* derive_key: the context */
 #define WK__B3_DERIVE_KEY_MATERIAL (1u << 6) /* derive_key: the key material */
+/* clang-format on */
 
 /* Blocks per chunk. */
 #define WK__B3_CHUNK_BLOCKS (WK_BLAKE3_CHUNK_LEN / WK_BLAKE3_BLOCK_LEN)
@@ -54,6 +56,7 @@ static const uint32_t wk__b3_iv[8] = {
 ** {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8}. Precomputing it
 ** lets every implementation index the message directly instead of
 ** permuting it between rounds. */
+/* clang-format off */
 static const uint8_t wk__b3_schedule[7][16] = {
     { 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15},
     { 2,  6,  3, 10,  7,  0,  4, 13,  1, 11, 12,  5,  9, 14, 15,  8},
@@ -63,13 +66,13 @@ static const uint8_t wk__b3_schedule[7][16] = {
     { 9, 14, 11,  5,  8, 12, 15,  1, 13,  3,  0, 10,  2,  6,  4,  7},
     {11, 15,  5,  0,  1,  9,  8,  6, 14, 10,  2, 12,  3,  4,  7, 13},
 };
+/* clang-format on */
 
 /* Little-endian loads and stores that work at any alignment and on any
 ** host byte order; compilers turn them into single moves on x86. */
 static inline uint32_t wk__b3_load32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
-           ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static inline void wk__b3_store32(uint8_t *p, uint32_t w)
@@ -111,17 +114,15 @@ static inline void wk__b3_load_cv(uint32_t cv[8], const uint8_t in[32])
 **   blocks = 16, CHUNK_START/CHUNK_END, incrementing counter; parent nodes
 **   are blocks = 1, PARENT, counter 0. out must not overlap the inputs.
 */
-typedef void wk__b3_compress_in_place_fn(uint32_t cv[8], const uint8_t block[64],
-                                         uint8_t block_len, uint64_t counter,
-                                         uint8_t flags);
+typedef void wk__b3_compress_in_place_fn(uint32_t cv[8], const uint8_t block[64], uint8_t block_len,
+                                         uint64_t counter, uint8_t flags);
 typedef void wk__b3_compress_xof_fn(const uint32_t cv[8], const uint8_t block[64],
-                                    uint8_t block_len, uint64_t counter,
-                                    uint8_t flags, uint8_t out[64]);
-typedef void wk__b3_hash_many_fn(const uint8_t *const *inputs, size_t n,
-                                 size_t blocks, const uint32_t key[8],
-                                 uint64_t counter, int increment_counter,
-                                 uint8_t flags, uint8_t flags_start,
-                                 uint8_t flags_end, uint8_t *out);
+                                    uint8_t block_len, uint64_t counter, uint8_t flags,
+                                    uint8_t out[64]);
+typedef void wk__b3_hash_many_fn(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                 const uint32_t key[8], uint64_t counter, int increment_counter,
+                                 uint8_t flags, uint8_t flags_start, uint8_t flags_end,
+                                 uint8_t *out);
 
 /* One implementation: a name for wk_blake3_implementation() and its
 ** primitives. */
@@ -151,39 +152,33 @@ void wk__blake3_force_portable(int on);
 
 /* core/blake3_portable.c */
 void wk__blake3_compress_in_place_portable(uint32_t cv[8], const uint8_t block[64],
-                                           uint8_t block_len, uint64_t counter,
-                                           uint8_t flags);
+                                           uint8_t block_len, uint64_t counter, uint8_t flags);
 void wk__blake3_compress_xof_portable(const uint32_t cv[8], const uint8_t block[64],
-                                      uint8_t block_len, uint64_t counter,
-                                      uint8_t flags, uint8_t out[64]);
-void wk__blake3_hash_many_portable(const uint8_t *const *inputs, size_t n,
-                                   size_t blocks, const uint32_t key[8],
-                                   uint64_t counter, int increment_counter,
-                                   uint8_t flags, uint8_t flags_start,
-                                   uint8_t flags_end, uint8_t *out);
+                                      uint8_t block_len, uint64_t counter, uint8_t flags,
+                                      uint8_t out[64]);
+void wk__blake3_hash_many_portable(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                   const uint32_t key[8], uint64_t counter, int increment_counter,
+                                   uint8_t flags, uint8_t flags_start, uint8_t flags_end,
+                                   uint8_t *out);
 
 #if WK__B3_X86
 /* core/blake3_sse41.c — call only when the CPU has SSE4.1. */
-void wk__blake3_hash_many_sse41(const uint8_t *const *inputs, size_t n,
-                                size_t blocks, const uint32_t key[8],
-                                uint64_t counter, int increment_counter,
-                                uint8_t flags, uint8_t flags_start,
-                                uint8_t flags_end, uint8_t *out);
+void wk__blake3_hash_many_sse41(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                const uint32_t key[8], uint64_t counter, int increment_counter,
+                                uint8_t flags, uint8_t flags_start, uint8_t flags_end,
+                                uint8_t *out);
 
 /* core/blake3_avx2.c — call only when the CPU has AVX2 and SSE4.1. */
-void wk__blake3_hash_many_avx2(const uint8_t *const *inputs, size_t n,
-                               size_t blocks, const uint32_t key[8],
-                               uint64_t counter, int increment_counter,
-                               uint8_t flags, uint8_t flags_start,
-                               uint8_t flags_end, uint8_t *out);
+void wk__blake3_hash_many_avx2(const uint8_t *const *inputs, size_t n, size_t blocks,
+                               const uint32_t key[8], uint64_t counter, int increment_counter,
+                               uint8_t flags, uint8_t flags_start, uint8_t flags_end, uint8_t *out);
 
 /* core/blake3_avx512.c — call only when the CPU has AVX-512F, AVX2 and
 ** SSE4.1. */
-void wk__blake3_hash_many_avx512(const uint8_t *const *inputs, size_t n,
-                                 size_t blocks, const uint32_t key[8],
-                                 uint64_t counter, int increment_counter,
-                                 uint8_t flags, uint8_t flags_start,
-                                 uint8_t flags_end, uint8_t *out);
+void wk__blake3_hash_many_avx512(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                 const uint32_t key[8], uint64_t counter, int increment_counter,
+                                 uint8_t flags, uint8_t flags_start, uint8_t flags_end,
+                                 uint8_t *out);
 #endif
 
 #endif /* WAKUWAKU_CORE_BLAKE3_IMPL_H */

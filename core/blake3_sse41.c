@@ -27,8 +27,7 @@
 /* Rotations (right) of each 32-bit lane; 16 and 8 are byte shuffles. */
 TARGET static inline __m128i rotr16(__m128i x)
 {
-    return _mm_shuffle_epi8(x, _mm_set_epi8(13, 12, 15, 14, 9, 8, 11, 10,
-                                            5, 4, 7, 6, 1, 0, 3, 2));
+    return _mm_shuffle_epi8(x, _mm_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2));
 }
 
 TARGET static inline __m128i rotr12(__m128i x)
@@ -38,8 +37,7 @@ TARGET static inline __m128i rotr12(__m128i x)
 
 TARGET static inline __m128i rotr8(__m128i x)
 {
-    return _mm_shuffle_epi8(x, _mm_set_epi8(12, 15, 14, 13, 8, 11, 10, 9,
-                                            4, 7, 6, 5, 0, 3, 2, 1));
+    return _mm_shuffle_epi8(x, _mm_set_epi8(12, 15, 14, 13, 8, 11, 10, 9, 4, 7, 6, 5, 0, 3, 2, 1));
 }
 
 TARGET static inline __m128i rotr7(__m128i x)
@@ -71,35 +69,35 @@ TARGET static inline void load_msg4(__m128i m[16], const uint8_t *const in[4], s
     size_t off = block * WK_BLAKE3_BLOCK_LEN;
     for (int q = 0; q < 4; q++) {
         for (int lane = 0; lane < 4; lane++)
-            m[4 * q + lane] = _mm_loadu_si128(
-                (const __m128i *)(const void *)(in[lane] + off + 16 * q));
+            m[4 * q + lane] =
+                _mm_loadu_si128((const __m128i *)(const void *)(in[lane] + off + 16 * q));
         transpose4(&m[4 * q], &m[4 * q + 1], &m[4 * q + 2], &m[4 * q + 3]);
     }
 }
 
-#define GV(a, b, c, d, x, y)                              \
-    do {                                                  \
-        v[a] = add3(v[a], v[b], (x));                     \
-        v[d] = rotr16(_mm_xor_si128(v[d], v[a]));         \
-        v[c] = _mm_add_epi32(v[c], v[d]);                 \
-        v[b] = rotr12(_mm_xor_si128(v[b], v[c]));         \
-        v[a] = add3(v[a], v[b], (y));                     \
-        v[d] = rotr8(_mm_xor_si128(v[d], v[a]));          \
-        v[c] = _mm_add_epi32(v[c], v[d]);                 \
-        v[b] = rotr7(_mm_xor_si128(v[b], v[c]));          \
+#define GV(a, b, c, d, x, y)                                                                       \
+    do {                                                                                           \
+        v[a] = add3(v[a], v[b], (x));                                                              \
+        v[d] = rotr16(_mm_xor_si128(v[d], v[a]));                                                  \
+        v[c] = _mm_add_epi32(v[c], v[d]);                                                          \
+        v[b] = rotr12(_mm_xor_si128(v[b], v[c]));                                                  \
+        v[a] = add3(v[a], v[b], (y));                                                              \
+        v[d] = rotr8(_mm_xor_si128(v[d], v[a]));                                                   \
+        v[c] = _mm_add_epi32(v[c], v[d]);                                                          \
+        v[b] = rotr7(_mm_xor_si128(v[b], v[c]));                                                   \
     } while (0)
 
-#define ROUND4(r)                                          \
-    do {                                                   \
-        const uint8_t *s = wk__b3_schedule[r];             \
-        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                 \
-        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                 \
-        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                \
-        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                \
-        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                \
-        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);              \
-        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);               \
-        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);               \
+#define ROUND4(r)                                                                                  \
+    do {                                                                                           \
+        const uint8_t *s = wk__b3_schedule[r];                                                     \
+        GV(0, 4, 8, 12, m[s[0]], m[s[1]]);                                                         \
+        GV(1, 5, 9, 13, m[s[2]], m[s[3]]);                                                         \
+        GV(2, 6, 10, 14, m[s[4]], m[s[5]]);                                                        \
+        GV(3, 7, 11, 15, m[s[6]], m[s[7]]);                                                        \
+        GV(0, 5, 10, 15, m[s[8]], m[s[9]]);                                                        \
+        GV(1, 6, 11, 12, m[s[10]], m[s[11]]);                                                      \
+        GV(2, 7, 8, 13, m[s[12]], m[s[13]]);                                                       \
+        GV(3, 4, 9, 14, m[s[14]], m[s[15]]);                                                       \
     } while (0)
 
 TARGET static void hash4(const uint8_t *const in[4], size_t blocks, const uint32_t key[8],
@@ -160,15 +158,13 @@ TARGET static void hash4(const uint8_t *const in[4], size_t blocks, const uint32
     }
 }
 
-TARGET void wk__blake3_hash_many_sse41(const uint8_t *const *inputs, size_t n,
-                                       size_t blocks, const uint32_t key[8],
-                                       uint64_t counter, int increment_counter,
-                                       uint8_t flags, uint8_t flags_start,
+TARGET void wk__blake3_hash_many_sse41(const uint8_t *const *inputs, size_t n, size_t blocks,
+                                       const uint32_t key[8], uint64_t counter,
+                                       int increment_counter, uint8_t flags, uint8_t flags_start,
                                        uint8_t flags_end, uint8_t *out)
 {
     while (n >= 4) {
-        hash4(inputs, blocks, key, counter, increment_counter, flags, flags_start,
-              flags_end, out);
+        hash4(inputs, blocks, key, counter, increment_counter, flags, flags_start, flags_end, out);
         inputs += 4;
         n -= 4;
         out += 4 * WK_BLAKE3_OUT_LEN;
@@ -176,8 +172,8 @@ TARGET void wk__blake3_hash_many_sse41(const uint8_t *const *inputs, size_t n,
             counter += 4;
     }
     /* One to three left: one at a time. */
-    wk__blake3_hash_many_portable(inputs, n, blocks, key, counter, increment_counter,
-                                  flags, flags_start, flags_end, out);
+    wk__blake3_hash_many_portable(inputs, n, blocks, key, counter, increment_counter, flags,
+                                  flags_start, flags_end, out);
 }
 
 #else /* !WK__B3_X86 */

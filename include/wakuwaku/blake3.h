@@ -80,15 +80,15 @@ extern "C" {
 ** that was never initialised must not be passed to any other function.
 */
 typedef struct wk_blake3_hasher {
-    uint32_t key[8];               /* private: key words (IV, key or KDF key) */
-    uint32_t cv[8];                /* private: chaining value of the current chunk */
-    uint64_t chunk_counter;        /* private: index of the current chunk */
-    uint8_t  block[WK_BLAKE3_BLOCK_LEN]; /* private: bytes of a partial block */
-    uint8_t  block_len;            /* private: bytes used in block[] */
-    uint8_t  blocks_compressed;    /* private: blocks of the current chunk done */
-    uint8_t  flags;                /* private: mode flags of every compression */
-    uint8_t  cv_stack_len;         /* private: entries in cv_stack[] */
-    uint8_t  cv_stack[WK_BLAKE3_MAX_DEPTH * WK_BLAKE3_OUT_LEN]; /* private */
+    uint32_t key[8];                    /* private: key words (IV, key or KDF key) */
+    uint32_t cv[8];                     /* private: chaining value of the current chunk */
+    uint64_t chunk_counter;             /* private: index of the current chunk */
+    uint8_t block[WK_BLAKE3_BLOCK_LEN]; /* private: bytes of a partial block */
+    uint8_t block_len;                  /* private: bytes used in block[] */
+    uint8_t blocks_compressed;          /* private: blocks of the current chunk done */
+    uint8_t flags;                      /* private: mode flags of every compression */
+    uint8_t cv_stack_len;               /* private: entries in cv_stack[] */
+    uint8_t cv_stack[WK_BLAKE3_MAX_DEPTH * WK_BLAKE3_OUT_LEN]; /* private */
 } wk_blake3_hasher;
 
 /*
@@ -110,8 +110,7 @@ WK_API void wk_blake3_init(wk_blake3_hasher *h);
 ** WARNING: compare MACs with a constant-time function (sodium_memcmp()),
 ** never with memcmp().
 */
-WK_API void wk_blake3_init_keyed(wk_blake3_hasher *h,
-                                 const uint8_t key[WK_BLAKE3_KEY_LEN]);
+WK_API void wk_blake3_init_keyed(wk_blake3_hasher *h, const uint8_t key[WK_BLAKE3_KEY_LEN]);
 
 /*
 ** Begin a key derivation ("derive_key"). The input fed with
@@ -133,8 +132,7 @@ WK_API void wk_blake3_init_derive_key(wk_blake3_hasher *h, const char *context);
 ** `len` bytes at `context` (which may contain NUL bytes). context may be
 ** NULL only when len is 0.
 */
-WK_API void wk_blake3_init_derive_key_raw(wk_blake3_hasher *h,
-                                          const void *context, size_t len);
+WK_API void wk_blake3_init_derive_key_raw(wk_blake3_hasher *h, const void *context, size_t len);
 
 /*
 ** Append `len` bytes at `input` to the message being hashed.

@@ -26,7 +26,7 @@
 #include "core/blake3_impl.h"
 #include "wakuwaku/blake3.h"
 
-#define XOF_LEN 131  /* output length of every vector */
+#define XOF_LEN 131 /* output length of every vector */
 #define MAX_CASES 64
 
 enum mode { MODE_HASH, MODE_KEYED, MODE_DERIVE, MODE_COUNT };
@@ -92,14 +92,15 @@ static void load_vectors(void)
     const char *key = json_string_value(json_object_get(root, "key"));
     const char *context = json_string_value(json_object_get(root, "context_string"));
     cr_assert(key != NULL && strlen(key) == WK_BLAKE3_KEY_LEN, "%s: bad \"key\"", path);
-    cr_assert(context != NULL && strlen(context) < sizeof V.context,
-              "%s: bad \"context_string\"", path);
+    cr_assert(context != NULL && strlen(context) < sizeof V.context, "%s: bad \"context_string\"",
+              path);
     memcpy(V.key, key, WK_BLAKE3_KEY_LEN);
     strcpy(V.context, context);
 
     json_t *cases = json_object_get(root, "cases");
     cr_assert(json_is_array(cases) && json_array_size(cases) > 0 &&
-              json_array_size(cases) <= MAX_CASES, "%s: bad \"cases\"", path);
+                  json_array_size(cases) <= MAX_CASES,
+              "%s: bad \"cases\"", path);
     V.count = json_array_size(cases);
     for (size_t i = 0; i < V.count; i++) {
         json_t *c = json_array_get(cases, i);
@@ -137,8 +138,7 @@ static void hex(char *out, const uint8_t *in, size_t n)
 }
 
 /* Fail with both outputs in hex unless got == want. */
-static void check(const uint8_t *got, const uint8_t *want, size_t n, const char *what,
-                  size_t len)
+static void check(const uint8_t *got, const uint8_t *want, size_t n, const char *what, size_t len)
 {
     if (memcmp(got, want, n) != 0) {
         char g[2 * XOF_LEN + 1], w[2 * XOF_LEN + 1];
@@ -203,8 +203,8 @@ static void check_oneshot(const char *impl)
                 check(out, v->out[m], lens[i], mode_names[m], v->len);
                 /* Nothing written past out_len. */
                 for (size_t j = lens[i]; j < sizeof out; j++)
-                    cr_assert_eq(out[j], 0xAA, "[%s] %s: final wrote past out_len %zu",
-                                 impl, mode_names[m], lens[i]);
+                    cr_assert_eq(out[j], 0xAA, "[%s] %s: final wrote past out_len %zu", impl,
+                                 mode_names[m], lens[i]);
             }
         }
     }
@@ -213,8 +213,8 @@ static void check_oneshot(const char *impl)
 
 /* Feed `in` to a fresh hasher in pieces whose sizes cycle through
 ** pattern[0..n). */
-static void feed(wk_blake3_hasher *h, const uint8_t *in, size_t len,
-                 const size_t *pattern, size_t n)
+static void feed(wk_blake3_hasher *h, const uint8_t *in, size_t len, const size_t *pattern,
+                 size_t n)
 {
     size_t off = 0;
     for (size_t i = 0; off < len; i = (i + 1) % n) {
@@ -238,10 +238,17 @@ static void check_streaming(const char *impl)
         size_t n;
         const char *name;
     } patterns[] = {
-        {p1, 1, "1"},       {p3, 1, "3"},       {p7, 1, "7"},
-        {p63, 1, "63"},     {p64, 1, "64"},     {p65, 1, "65"},
-        {p1023, 1, "1023"}, {p1024, 1, "1024"}, {p1025, 1, "1025"},
-        {p2049, 1, "2049"}, {mix, sizeof mix / sizeof mix[0], "mix"},
+        {p1, 1, "1"},
+        {p3, 1, "3"},
+        {p7, 1, "7"},
+        {p63, 1, "63"},
+        {p64, 1, "64"},
+        {p65, 1, "65"},
+        {p1023, 1, "1023"},
+        {p1024, 1, "1024"},
+        {p1025, 1, "1025"},
+        {p2049, 1, "2049"},
+        {mix, sizeof mix / sizeof mix[0], "mix"},
     };
     use_impl(impl);
     uint8_t *buf = make_input(V.max_len + 1);
@@ -396,13 +403,17 @@ static void check_big(const char *impl)
 ** Tests: every check for every implementation.
 ** --------------------------------------------------------------------- */
 
-#define PER_IMPL(check_fn, impl) \
-    Test(blake3, check_fn##_##impl) { check_fn(#impl); }
+#define PER_IMPL(check_fn, impl)                                                                   \
+    Test(blake3, check_fn##_##impl)                                                                \
+    {                                                                                              \
+        check_fn(#impl);                                                                           \
+    }
 
-#define ALL_IMPLS(check_fn)      \
-    PER_IMPL(check_fn, portable) \
-    PER_IMPL(check_fn, sse41)    \
-    PER_IMPL(check_fn, avx2)
+#define ALL_IMPLS(check_fn)                                                                        \
+    PER_IMPL(check_fn, portable)                                                                   \
+    PER_IMPL(check_fn, sse41)                                                                      \
+    PER_IMPL(check_fn, avx2)                                                                       \
+    PER_IMPL(check_fn, avx512)
 
 ALL_IMPLS(check_oneshot)
 ALL_IMPLS(check_streaming)
@@ -483,7 +494,8 @@ Test(blake3, implementation_selection)
 {
     const char *name = wk_blake3_implementation();
     cr_assert(strcmp(name, "portable") == 0 || strcmp(name, "sse41") == 0 ||
-              strcmp(name, "avx2") == 0, "unexpected implementation %s", name);
+                  strcmp(name, "avx2") == 0 || strcmp(name, "avx512") == 0,
+              "unexpected implementation %s", name);
 
     cr_assert_eq(wk__blake3_force("no-such-impl"), -1);
     cr_assert_str_eq(wk_blake3_implementation(), name, "failed force changed the choice");
@@ -496,9 +508,9 @@ Test(blake3, implementation_selection)
 #if WK__B3_X86
     /* The automatic choice is the widest the CPU supports. */
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("sse4.1"))
-        cr_assert_str_eq(name, "avx2");
-    else if (__builtin_cpu_supports("sse4.1"))
-        cr_assert_str_eq(name, "sse41");
+    int sse41 = __builtin_cpu_supports("sse4.1");
+    int avx2 = sse41 && __builtin_cpu_supports("avx2");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f");
+    cr_assert_str_eq(name, avx512 ? "avx512" : avx2 ? "avx2" : sse41 ? "sse41" : "portable");
 #endif
 }
