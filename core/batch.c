@@ -38,7 +38,7 @@ struct wk_batch {
     wk__buf buf;
     const char **argv;     /* scratch for rebuilt queries */
     size_t *argvlen;
-    size_t argv_cap;
+    size_t argv_cap, argvlen_cap;
     bool executed;         /* statuses belong to the last exec */
     int refused;           /* first refusal; poisons the batch */
     char refusal[WK__ERRMSG_MAX + 32];
@@ -170,13 +170,9 @@ int wk_batch_status(const wk_batch *b, size_t i)
 /* The entry as a query again, its arguments pointing into the buffer. */
 static int rebuild(wk_batch *b, const entry *e, wk_query *q)
 {
-    if (grow((void **)&b->argv, &b->argv_cap, (size_t)e->argc, sizeof(char *)))
+    if (grow((void **)&b->argv, &b->argv_cap, (size_t)e->argc, sizeof(char *)) ||
+        grow((void **)&b->argvlen, &b->argvlen_cap, (size_t)e->argc, sizeof(size_t)))
         return WK_ENOMEM;
-    /* argvlen shares argv's capacity. */
-    size_t *lens = realloc(b->argvlen, b->argv_cap * sizeof(size_t));
-    if (!lens)
-        return WK_ENOMEM;
-    b->argvlen = lens;
     for (int i = 0; i < e->argc; i++) {
         const wk__span *s = &b->spans[e->first_span + (size_t)i];
         b->argv[i] = b->buf.data + s->off;

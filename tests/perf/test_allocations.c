@@ -1,0 +1,198 @@
+/*
+ * tests/perf/test_allocations.c — the hot paths make no heap allocation of
+ * their own: counts, not times.
+ *
+ * The test binary defines malloc/calloc/realloc/free itself (forwarding to
+ * glibc's __libc_* functions), so every allocation in the process — the
+ * library (linked statically into this binary), hiredis (a shared
+ * library) and libc — passes through it. An allocation is charged to
+ * hiredis when its immediate caller lies inside libhiredis.so (hiredis
+ * allocates through its hi_malloc wrappers and sds); everything else in
+ * the counting window is charged to the library. After a warm-up (scripts
+ * loaded, buffers grown), N operations must charge 0 to the library.
+ *
+ * Skipped under AddressSanitizer, which owns malloc.
+ */
+#include <link.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "redis_fixture.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WK_UNDER_ASAN 1
+#else
+#define WK_UNDER_ASAN 0
+#endif
+
+#if !WK_UNDER_ASAN
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+
+static _Thread_local bool counting;
+static _Thread_local bool inside; /* dladdr itself may allocate */
+static _Thread_local long library_allocs, hiredis_allocs;
+static uintptr_t hiredis_lo, hiredis_hi;
+
+static void charge(void *caller)
+{
+    if (!counting || inside)
+        return;
+    inside = true;
+    uintptr_t a = (uintptr_t)caller;
+    if (a >= hiredis_lo && a < hiredis_hi)
+        hiredis_allocs++;
+    else
+        library_allocs++;
+    inside = false;
+}
+
+void *malloc(size_t n)
+{
+    charge(__builtin_return_address(0));
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    charge(__builtin_return_address(0));
+    return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+    charge(__builtin_return_address(0));
+    return __libc_realloc(p, n);
+}
+
+void free(void *p)
+{
+    __libc_free(p);
+}
+
+/* The address range of libhiredis.so's code, from one of its symbols. */
+static int find_range(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t probe = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (probe >= lo && probe < hi) {
+            hiredis_lo = info->dlpi_addr;
+            for (int j = 0; j < info->dlpi_phnum; j++) {
+                const ElfW(Phdr) *q = &info->dlpi_phdr[j];
+                if (q->p_type == PT_LOAD && info->dlpi_addr + q->p_vaddr + q->p_memsz > hiredis_hi)
+                    hiredis_hi = info->dlpi_addr + q->p_vaddr + q->p_memsz;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void locate_hiredis(void)
+{
+    dl_iterate_phdr(find_range, (void *)(uintptr_t)&redisGetReply);
+    cr_assert(hiredis_hi > hiredis_lo, "libhiredis.so not found in the process");
+}
+
+typedef void (*op_fn)(wk_processor *p, unsigned i);
+
+static void count_ops(const char *what, op_fn op, unsigned n)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    locate_hiredis();
+    for (unsigned i = 0; i < 20; i++)
+        op(p, i); /* warm-up: scripts, buffers */
+    library_allocs = hiredis_allocs = 0;
+    counting = true;
+    for (unsigned i = 0; i < n; i++)
+        op(p, 1000 + i);
+    counting = false;
+    fprintf(stderr, "%s: %u operations, library allocations %ld, hiredis allocations %ld\n", what,
+            n, library_allocs, hiredis_allocs);
+    cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations", what,
+                 library_allocs, n);
+    cr_assert_gt(hiredis_allocs, 0, "the counter sees hiredis allocating replies");
+    wk_db_close(db);
+}
+
+static const wk_entity lock = WK_LOCK_ENTITY("alloc", 10000);
+
+static void lock_cycle(wk_processor *p, unsigned i)
+{
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_u64(i), &t, &got), WK_OK);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_u64(i), &t, &ok), WK_OK);
+    cr_assert(got && ok);
+}
+
+Test(allocations, lock_cycle_allocates_nothing_of_its_own)
+{
+    count_ops("lock try+release", lock_cycle, 200);
+}
+
+static const wk_entity rw = WK_RWLOCK_ENTITY("alloc", 10000);
+
+static void rw_cycle(wk_processor *p, unsigned i)
+{
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_u64(i), &t, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_u64(i), &t, &ok), WK_OK);
+}
+
+Test(allocations, rwlock_read_cycle_allocates_nothing_of_its_own)
+{
+    count_ops("rwlock read cycle", rw_cycle, 200);
+}
+
+static void batch_cycle_with(wk_db *db, wk_batch *b, unsigned base)
+{
+    (void)db;
+    wk_token t[64];
+    bool got[64], ok[64];
+    for (unsigned k = 0; k < 64; k++)
+        wk_lock_try(wk_batch_processor(b), &lock, wk_name_u64(base + k), &t[k], &got[k]);
+    cr_assert_eq(wk_batch_exec(b), WK_OK);
+    for (unsigned k = 0; k < 64; k++)
+        wk_lock_release(wk_batch_processor(b), &lock, wk_name_u64(base + k), &t[k], &ok[k]);
+    cr_assert_eq(wk_batch_exec(b), WK_OK);
+}
+
+Test(allocations, batch_in_steady_use_allocates_nothing_of_its_own)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    locate_hiredis();
+    batch_cycle_with(db, b, 0);
+    library_allocs = hiredis_allocs = 0;
+    counting = true;
+    for (unsigned r = 0; r < 10; r++)
+        batch_cycle_with(db, b, 100000 + r * 64);
+    counting = false;
+    fprintf(stderr, "batch of 64 lock cycles x10: library allocations %ld, hiredis %ld\n",
+            library_allocs, hiredis_allocs);
+    cr_assert_eq(library_allocs, 0);
+    wk_batch_close(b);
+    wk_db_close(db);
+}
+
+#include "alloc_more.h"
+
+#else
+
+Test(allocations, skipped_under_asan)
+{
+    cr_skip_test("AddressSanitizer replaces malloc; run the normal build");
+}
+
+#endif
