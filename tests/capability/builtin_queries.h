@@ -1,6 +1,7 @@
 /*
- * tests/capability/builtin_queries.h — rows of the capability table for
- * the collections beyond Lock and RwLock. Each collection keeps its rows
+ * tests/capability/builtin_queries.h — the table of every built-in query:
+ * a runner that performs it on entity kind:ns, and its effect. Used by the
+ * capability test and the reply fuzzer. Each collection keeps its rows
  * in its own file, queries_<collection>.h, which defines runner functions,
  * a macro <COLLECTION>_QUERIES with the rows (each row ends with a comma),
  * and extends builtin_kind_of() through <COLLECTION>_KIND(query).
@@ -9,6 +10,18 @@
 #define WK_TEST_BUILTIN_QUERIES_H
 
 #include <string.h>
+
+#include <wakuwaku/wakuwaku.h>
+
+typedef int (*run_fn)(wk_processor *p, const char *ns);
+
+typedef struct builtin_query {
+    const char *name;
+    wk_mode effect;
+    run_fn run;
+} builtin_query;
+
+#include "queries_lock.h"
 
 #if __has_include("queries_cache.h")
 #include "queries_cache.h"
@@ -31,13 +44,16 @@
 #define SETTINGS_KIND(q) NULL
 #endif
 
-#define MORE_BUILTIN_QUERIES CACHE_QUERIES TOKEN_BUCKET_QUERIES SETTINGS_QUERIES
+static const builtin_query builtin_queries[] = {
+    LOCK_QUERIES CACHE_QUERIES TOKEN_BUCKET_QUERIES SETTINGS_QUERIES
+};
+#define NQUERIES (sizeof(builtin_queries) / sizeof(builtin_queries[0]))
 
 static const char *builtin_kind_of(const char *query)
 {
     const char *k;
     (void)query;
-    if ((k = CACHE_KIND(query)) || (k = TOKEN_BUCKET_KIND(query)) || (k = SETTINGS_KIND(query)))
+    if ((k = LOCK_KIND(query)) || (k = CACHE_KIND(query)) || (k = TOKEN_BUCKET_KIND(query)) || (k = SETTINGS_KIND(query)))
         return k;
     return "?";
 }

@@ -4,7 +4,8 @@
  * refusal sends nothing (counted by the server), per-entity grants, and
  * narrowing never widens.
  *
- * When you add a built-in query, add a row to `builtin_queries`.
+ * When you add a built-in query, add a row to its collection's
+ * queries_<collection>.h (see builtin_queries.h).
  */
 #include <string.h>
 
@@ -13,103 +14,7 @@
 
 #include "support.h"
 
-typedef int (*run_fn)(wk_processor *p, const char *ns);
-
-typedef struct builtin_query {
-    const char *name;
-    wk_mode effect;
-    run_fn run;
-} builtin_query;
-
-static wk_token any_token;
-
-#define LOCK_E(ns) wk_entity e = WK_LOCK_ENTITY(ns, 5000)
-#define RW_E(ns) wk_entity e = WK_RWLOCK_ENTITY(ns, 5000)
-
-static int q_lock_try(wk_processor *p, const char *ns)
-{
-    LOCK_E(ns);
-    bool b;
-    return wk_lock_try(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_lock_release(wk_processor *p, const char *ns)
-{
-    LOCK_E(ns);
-    bool b;
-    return wk_lock_release(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_lock_extend(wk_processor *p, const char *ns)
-{
-    LOCK_E(ns);
-    bool b;
-    return wk_lock_extend(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_lock_inspect(wk_processor *p, const char *ns)
-{
-    LOCK_E(ns);
-    wk_lock_state st;
-    return wk_lock_inspect(p, &e, wk_name_str("n"), &st);
-}
-static int q_rw_try_read(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_try_read(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_try_write(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_try_write(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_release_read(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_release_read(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_extend_read(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_extend_read(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_release_write(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_release_write(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_extend_write(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    bool b;
-    return wk_rwlock_extend_write(p, &e, wk_name_str("n"), &any_token, &b);
-}
-static int q_rw_inspect(wk_processor *p, const char *ns)
-{
-    RW_E(ns);
-    wk_rwlock_state st;
-    return wk_rwlock_inspect(p, &e, wk_name_str("n"), &st);
-}
-
 #include "builtin_queries.h"
-
-static const builtin_query builtin_queries[] = {
-    {"lock.try", WK_WRITE, q_lock_try},
-    {"lock.release", WK_WRITE, q_lock_release},
-    {"lock.extend", WK_WRITE, q_lock_extend},
-    {"lock.inspect", WK_READ, q_lock_inspect},
-    {"rwlock.try_read", WK_WRITE, q_rw_try_read},
-    {"rwlock.try_write", WK_WRITE, q_rw_try_write},
-    {"rwlock.release_read", WK_WRITE, q_rw_release_read},
-    {"rwlock.extend_read", WK_WRITE, q_rw_extend_read},
-    {"rwlock.release_write", WK_WRITE, q_rw_release_write},
-    {"rwlock.extend_write", WK_WRITE, q_rw_extend_write},
-    {"rwlock.inspect", WK_READ, q_rw_inspect},
-    MORE_BUILTIN_QUERIES
-};
-#define NQUERIES (sizeof(builtin_queries) / sizeof(builtin_queries[0]))
 
 /* Every test gets a private server, so the command counters are ours. */
 static wk_test_server server;
@@ -129,10 +34,6 @@ TestSuite(capability, .init = start, .fini = stop, .timeout = 60);
 /* The kind a query's entity has, from its name. */
 static const char *kind_of(const builtin_query *q)
 {
-    if (strncmp(q->name, "lock.", 5) == 0)
-        return WK_KIND_LOCK;
-    if (strncmp(q->name, "rwlock.", 7) == 0)
-        return WK_KIND_RWLOCK;
     return builtin_kind_of(q->name);
 }
 
