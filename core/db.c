@@ -126,6 +126,7 @@ static int conn_open(wk_db *db)
         redisFree(c);
         return rc;
     }
+    c->reader->fn = &wk__reply_functions;
     if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
         wk__db_fail(db, WK_EIO, "cannot set the command timeout: %s", c->errstr);
         redisFree(c);

@@ -86,6 +86,11 @@ void wk__conn_drop(wk__conn *conn);
 int wk__conn_error_status(const redisContext *ctx);
 int64_t wk__now_ms(void);
 
+/* Replies are built by these (core/reply_objects.c): hiredis's objects,
+ * but an array reply longer than this is refused, not allocated. */
+#define WK__REPLY_MAX_ELEMENTS (4 * 1024 * 1024)
+extern redisReplyObjectFunctions wk__reply_functions;
+
 /* The query dispatcher: the handle's process(). */
 int wk__db_process(wk_processor *self, wk_query *query);
 

@@ -337,7 +337,9 @@ int wk__db_process(wk_processor *self, wk_query *q)
         if (rc) {
             char why[WK__ERRMSG_MAX / 2];
             wk__copy_text(why, sizeof(why), db->errmsg);
-            if ((q->flags & WK_QUERY_RETRY_SAFE) && !retried && rc != WK_ETIMEDOUT) {
+            /* Only a lost connection is worth one more try: a timeout may
+             * repeat, and a protocol error is the server's answer. */
+            if ((q->flags & WK_QUERY_RETRY_SAFE) && !retried && rc == WK_EIO) {
                 retried = true;
                 continue;
             }

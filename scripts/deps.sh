@@ -3,8 +3,17 @@
 # is missing. Sourced by demo.sh and test.sh; needs root (or sudo) only
 # when something must be installed.
 wk_install_deps() {
-    local pkgs=(build-essential cmake pkg-config libhiredis-dev libsodium-dev libjansson-dev
-                libcriterion-dev redis-server redis-tools b3sum valgrind)
+    wk_install_packages build-essential cmake pkg-config libhiredis-dev libsodium-dev \
+        libjansson-dev libcriterion-dev redis-server redis-tools b3sum valgrind
+}
+
+# The fuzz targets need clang with libFuzzer (tests/fuzz/run.sh).
+wk_install_fuzz_deps() {
+    wk_install_packages clang libclang-rt-14-dev
+}
+
+wk_install_packages() {
+    local pkgs=("$@")
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,8 +7,10 @@
  * library (linked statically into this binary), hiredis (a shared
  * library) and libc — passes through it. An allocation is charged to
  * hiredis when its immediate caller lies inside libhiredis.so (hiredis
- * allocates through its hi_malloc wrappers and sds); everything else in
- * the counting window is charged to the library. After a warm-up (scripts
+ * allocates through its hi_malloc wrappers and sds) or in the section
+ * wk_reply_code, where core/reply_objects.c builds hiredis's reply objects
+ * on hiredis's behalf; everything else in the counting window is charged
+ * to the library. After a warm-up (scripts
  * loaded, buffers grown), N operations must charge 0 to the library.
  *
  * Skipped under AddressSanitizer, which owns malloc.
@@ -35,6 +37,7 @@ static _Thread_local bool counting;
 static _Thread_local bool inside; /* dladdr itself may allocate */
 static _Thread_local long library_allocs, hiredis_allocs;
 static uintptr_t hiredis_lo, hiredis_hi;
+extern char __start_wk_reply_code[], __stop_wk_reply_code[];
 
 static void charge(void *caller)
 {
@@ -42,7 +45,8 @@ static void charge(void *caller)
         return;
     inside = true;
     uintptr_t a = (uintptr_t)caller;
-    if (a >= hiredis_lo && a < hiredis_hi)
+    if ((a >= hiredis_lo && a < hiredis_hi) ||
+        (a >= (uintptr_t)__start_wk_reply_code && a < (uintptr_t)__stop_wk_reply_code))
         hiredis_allocs++;
     else
         library_allocs++;

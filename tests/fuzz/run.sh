@@ -1,0 +1,41 @@
+#!/bin/bash
+# tests/fuzz/run.sh — build the libFuzzer targets with clang (ASan + UBSan)
+# and run each for a bounded time on its committed seed corpus.
+#
+#   tests/fuzz/run.sh [seconds per target, default 60]
+#
+# New inputs found go to a scratch copy of the corpus (the committed seeds
+# stay as they are); a crash leaves its input in build-fuzz/ and fails.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-60}
+out=build-fuzz
+mkdir -p "$out"
+# version.h comes from CMake's configure step.
+cmake -S . -B "$out/cmake" -DWK_BUILD_TESTS=OFF -DWK_BUILD_BENCH=OFF -DWK_BUILD_EXAMPLES=OFF >/dev/null
+
+flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=undefined -Iinclude -I"$out/cmake/include" -I.)
+lib_sources=(core/*.c entity/*.c capability/*.c collection/*.c)
+libs=(-lhiredis -lsodium -ljansson -lpthread -lm)
+
+status=0
+for target in tests/fuzz/fuzz_*.c; do
+    name=$(basename "$target" .c)
+    clang "${flags[@]}" "$target" "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
+    corpus="$out/corpus-$name"
+    rm -rf "$corpus"
+    mkdir -p "$corpus"
+    cp tests/fuzz/corpus/"${name#fuzz_}"/* "$corpus/" 2>/dev/null || true
+    echo "=== $name: ${seconds}s"
+    if ! (cd "$out" && ./"$name" -max_total_time="$seconds" -print_final_stats=1 \
+            -artifact_prefix="./$name-" "corpus-$name" 2>&1 | tee "$name.log" |
+            grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)"); then
+        :
+    fi
+    if grep -qE "ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer)|runtime error:|deadly signal" "$out/$name.log"; then
+        echo "$name: FAILED (see $out/$name.log)"
+        status=1
+    fi
+done
+exit $status
