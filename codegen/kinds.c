@@ -1,0 +1,160 @@
+/*
+ * codegen/kinds.c — the built-in kinds and, for each, the queries an
+ * entity of that kind gets as typed accessors: the runtime function each
+ * one wraps, its extra parameters and its effect. The effect here decides
+ * which capability handles get the accessor, so it must be the runtime's
+ * (each header documents it; tests/codegen checks the handles against the
+ * runtime's own refusals).
+ *
+ * In `params`/`args`, "BODY" stands for the entity's body type.
+ */
+#include "schema.h"
+
+static const kind_desc kinds[KIND_COUNT] = {
+    [KIND_LOCK] = {"Lock", "WK_KIND_LOCK", "wakuwaku/lock.h", true, false, false},
+    [KIND_RWLOCK] = {"RwLock", "WK_KIND_RWLOCK", "wakuwaku/rwlock.h", true, false, false},
+    [KIND_CACHE] = {"Cache", "WK_KIND_CACHE", "wakuwaku/cache.h", true, false, true},
+    [KIND_HASHED_CACHE] = {"HashedCache", "WK_KIND_HASHED_CACHE", "wakuwaku/hashed_cache.h",
+                           true, false, true},
+    [KIND_TOKEN_BUCKET] = {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "wakuwaku/token_bucket.h",
+                           false, true, false},
+    [KIND_SETTINGS] = {"Settings", "WK_KIND_SETTINGS", "wakuwaku/settings.h", false, false,
+                       false},
+};
+
+const kind_desc *kind_info(kind k)
+{
+    return &kinds[k];
+}
+
+#define OPS(a) (sizeof(a) / sizeof((a)[0]))
+
+static const op_desc lock_ops[] = {
+    {"try", true, "wk_lock_try", "wk_token *token, bool *acquired", "token, acquired",
+     "take the lock if nobody holds it; never waits", NULL},
+    {"release", true, "wk_lock_release", "const wk_token *token, bool *released",
+     "token, released", "release the lock if it still holds token", NULL},
+    {"extend", true, "wk_lock_extend", "const wk_token *token, bool *extended",
+     "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
+    {"inspect", false, "wk_lock_inspect", "wk_lock_state *state", "state",
+     "is it held, and for how much longer", NULL},
+};
+
+static const op_desc rwlock_ops[] = {
+    {"try_read", true, "wk_rwlock_try_read", "wk_token *token, bool *acquired",
+     "token, acquired", "take a reader lease unless a writer holds it", NULL},
+    {"try_write", true, "wk_rwlock_try_write", "wk_token *token, bool *acquired",
+     "token, acquired", "take the writer lease unless anyone holds it", NULL},
+    {"release_read", true, "wk_rwlock_release_read", "const wk_token *token, bool *was_running",
+     "token, was_running", "drop a reader lease", NULL},
+    {"extend_read", true, "wk_rwlock_extend_read", "const wk_token *token, bool *extended",
+     "token, extended", "renew a running reader lease", NULL},
+    {"release_write", true, "wk_rwlock_release_write", "const wk_token *token, bool *released",
+     "token, released", "release the writer lease", NULL},
+    {"extend_write", true, "wk_rwlock_extend_write", "const wk_token *token, bool *extended",
+     "token, extended", "renew the writer lease", NULL},
+    {"inspect", false, "wk_rwlock_inspect", "wk_rwlock_state *state", "state",
+     "whether a writer holds it, and how many readers", NULL},
+};
+
+static const op_desc cache_bytes_ops[] = {
+    {"get", false, "wk_cache_get", "wk_body *body, bool *found", "body, found",
+     "read the body (a heap body: free it with wk_body_free())", NULL},
+    {"put", true, "wk_cache_put", "const void *body, size_t len", "body, len",
+     "store the body with the entity's TTL", NULL},
+    {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
+};
+
+static const op_desc cache_typed_ops[] = {
+    {"get", false, "wk_cache_get_typed", "BODY *body, bool *found", "CODEC, body, found",
+     "read and decode the body (free it with BODY_free())", NULL},
+    {"put", true, "wk_cache_put_typed", "const BODY *body", "CODEC, body",
+     "encode and store the body with the entity's TTL", NULL},
+    {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
+};
+
+static const op_desc hashed_bytes_ops[] = {
+    {"get", false, "wk_hashed_cache_get", "wk_body *body, uint8_t hash[WK_HASH_LEN], bool *found",
+     "body, hash, found", "read body and hash (free the body with wk_body_free())", NULL},
+    {"hash", false, "wk_hashed_cache_hash", "uint8_t hash[WK_HASH_LEN], bool *found",
+     "hash, found", "read only the hash", NULL},
+    {"get_if_changed", false, "wk_hashed_cache_get_if_changed",
+     "const uint8_t known[WK_HASH_LEN], wk_body *body, uint8_t hash[WK_HASH_LEN], "
+     "wk_item_change *outcome",
+     "known, body, hash, outcome", "send the body only if its hash differs from known", NULL},
+    {"put", true, "wk_hashed_cache_put",
+     "const void *body, size_t len, uint8_t hash[WK_HASH_LEN]", "body, len, hash",
+     "store body and hash with the entity's TTL", NULL},
+    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item", NULL},
+};
+
+/* The runtime has no typed HashedCache queries (yet): '@' helpers in the
+ * generated source run the codec around the byte queries (emit_source.c). */
+static const op_desc hashed_typed_ops[] = {
+    {"get", false, "@__hashed_get", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
+     "CODEC, body, hash, found",
+     "read the body and its hash, and decode the body (free it with BODY_free()); needs a "
+     "processor that is not deferred (a batch gives WK_EINVAL)",
+     "wk_hashed_cache_get"},
+    {"hash", false, "wk_hashed_cache_hash", "uint8_t hash[WK_HASH_LEN], bool *found",
+     "hash, found", "read only the hash", NULL},
+    {"get_if_changed", false, "@__hashed_get_if_changed",
+     "const uint8_t known[WK_HASH_LEN], BODY *body, uint8_t hash[WK_HASH_LEN], "
+     "wk_item_change *outcome",
+     "known, CODEC, body, hash, outcome",
+     "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred",
+     "wk_hashed_cache_get_if_changed"},
+    {"put", true, "@__hashed_put", "const BODY *body, uint8_t hash[WK_HASH_LEN]",
+     "CODEC, body, hash", "encode the body, store it and its hash with the entity's TTL",
+     "wk_hashed_cache_put"},
+    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item",
+     NULL},
+};
+
+static const op_desc bucket_ops[] = {
+    {"acquire", true, "wk_token_bucket_acquire", "uint64_t cost, wk_token_bucket_outcome *outcome",
+     "cost, outcome", "refill, then take cost tokens if there", NULL},
+    {"peek", false, "wk_token_bucket_peek", "wk_token_bucket_state *state", "state",
+     "tokens now, without taking any", NULL},
+    {"reset", true, "wk_token_bucket_reset", "bool *was_used", "was_used",
+     "refill at once (delete the key)", NULL},
+};
+
+static const op_desc settings_ops[] = {
+    {"put", true, "wk_settings_put",
+     "const void *key, size_t key_len, const void *value, size_t value_len, int64_t *version",
+     "key, key_len, value, value_len, version", "set key to value, bump the version, publish", NULL},
+    {"remove", true, "wk_settings_remove",
+     "const void *key, size_t key_len, bool *removed, int64_t *version",
+     "key, key_len, removed, version", "delete key, bump the version, publish", NULL},
+    {"snapshot", false, "wk_settings_snapshot", "wk_settings_snapshot **out", "out",
+     "the whole map and its version (free with wk_settings_snapshot_free())", NULL},
+};
+
+const op_desc *kind_ops(const entity *e, size_t *count)
+{
+    switch (e->kind) {
+    case KIND_LOCK:
+        *count = OPS(lock_ops);
+        return lock_ops;
+    case KIND_RWLOCK:
+        *count = OPS(rwlock_ops);
+        return rwlock_ops;
+    case KIND_CACHE:
+        *count = e->body ? OPS(cache_typed_ops) : OPS(cache_bytes_ops);
+        return e->body ? cache_typed_ops : cache_bytes_ops;
+    case KIND_HASHED_CACHE:
+        *count = e->body ? OPS(hashed_typed_ops) : OPS(hashed_bytes_ops);
+        return e->body ? hashed_typed_ops : hashed_bytes_ops;
+    case KIND_TOKEN_BUCKET:
+        *count = OPS(bucket_ops);
+        return bucket_ops;
+    case KIND_SETTINGS:
+        *count = OPS(settings_ops);
+        return settings_ops;
+    case KIND_COUNT:
+        break;
+    }
+    *count = 0;
+    return NULL;
+}
