@@ -58,8 +58,8 @@ static const op_desc rwlock_ops[] = {
 };
 
 static const op_desc cache_bytes_ops[] = {
-    {"get", false, "wk_cache_get", "wk_body *body, bool *found", "body, found",
-     "read the body (a heap body: free it with wk_body_free())", NULL},
+    {"get", false, "wk_cache_get", "wk_body *out", "out",
+     "read the body into out (found, data, len; free it with wk_body_free())", NULL},
     {"put", true, "wk_cache_put", "const void *body, size_t len", "body, len",
      "store the body with the entity's TTL", NULL},
     {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
@@ -67,21 +67,22 @@ static const op_desc cache_bytes_ops[] = {
 
 static const op_desc cache_typed_ops[] = {
     {"get", false, "wk_cache_get_typed", "BODY *body, bool *found", "CODEC, body, found",
-     "read and decode the body (free it with BODY_free())", NULL},
+     "read and decode the body (free it with BODY_free()); needs a processor that is not "
+     "deferred",
+     NULL},
     {"put", true, "wk_cache_put_typed", "const BODY *body", "CODEC, body",
      "encode and store the body with the entity's TTL", NULL},
     {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
 };
 
 static const op_desc hashed_bytes_ops[] = {
-    {"get", false, "wk_hashed_cache_get", "wk_body *body, uint8_t hash[WK_HASH_LEN], bool *found",
-     "body, hash, found", "read body and hash (free the body with wk_body_free())", NULL},
-    {"hash", false, "wk_hashed_cache_hash", "uint8_t hash[WK_HASH_LEN], bool *found",
-     "hash, found", "read only the hash", NULL},
+    {"get", false, "wk_hashed_cache_get", "wk_body *out", "out",
+     "read body and hash into out (free it with wk_body_free())", NULL},
+    {"hash", false, "wk_hashed_cache_hash", "wk_body *out", "out",
+     "read only the hash (out->hash; no body crosses the network)", NULL},
     {"get_if_changed", false, "wk_hashed_cache_get_if_changed",
-     "const uint8_t known[WK_HASH_LEN], wk_body *body, uint8_t hash[WK_HASH_LEN], "
-     "wk_item_change *outcome",
-     "known, body, hash, outcome", "send the body only if its hash differs from known", NULL},
+     "const uint8_t known[WK_HASH_LEN], wk_body *out", "known, out",
+     "send the body only if its hash differs from known (out->change)", NULL},
     {"put", true, "wk_hashed_cache_put",
      "const void *body, size_t len, uint8_t hash[WK_HASH_LEN]", "body, len, hash",
      "store body and hash with the entity's TTL", NULL},
@@ -93,11 +94,11 @@ static const op_desc hashed_bytes_ops[] = {
 static const op_desc hashed_typed_ops[] = {
     {"get", false, "@__hashed_get", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
      "CODEC, body, hash, found",
-     "read the body and its hash, and decode the body (free it with BODY_free()); needs a "
-     "processor that is not deferred (a batch gives WK_EINVAL)",
+     "read the body and its hash (hash may be NULL), and decode the body (free it with "
+     "BODY_free()); needs a processor that is not deferred (a batch gives WK_EINVAL)",
      "wk_hashed_cache_get"},
-    {"hash", false, "wk_hashed_cache_hash", "uint8_t hash[WK_HASH_LEN], bool *found",
-     "hash, found", "read only the hash", NULL},
+    {"hash", false, "wk_hashed_cache_hash", "wk_body *out", "out",
+     "read only the hash (out->hash; no body crosses the network)", NULL},
     {"get_if_changed", false, "@__hashed_get_if_changed",
      "const uint8_t known[WK_HASH_LEN], BODY *body, uint8_t hash[WK_HASH_LEN], "
      "wk_item_change *outcome",

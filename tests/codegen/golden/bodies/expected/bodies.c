@@ -1431,7 +1431,10 @@ static int bodies__hashed_put(wk_processor *p, const wk_entity *e, wk_name name,
     if (rc != WK_OK)
         return rc;
     rc = wk_hashed_cache_put(p, e, name, bytes, len, hash);
-    free(bytes);
+    if (codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
     return rc;
 }
 
@@ -1441,13 +1444,17 @@ static int bodies__hashed_get(wk_processor *p, const wk_entity *e, wk_name name,
 {
     wk_body body = WK_BODY_INIT;
     int rc;
-    if (p && wk_processor_is_deferred(p))
-        return WK_EINVAL;
-    rc = wk_hashed_cache_get(p, e, name, &body, hash, found);
-    if (rc == WK_OK && *found)
-        rc = codec->decode(codec, body.data, body.len, value);
-    if (rc != WK_OK && found)
+    if (found)
         *found = false;
+    if (!found || (p && wk_processor_is_deferred(p)))
+        return WK_EINVAL;
+    rc = wk_hashed_cache_get(p, e, name, &body);
+    if (rc == WK_OK && body.found) {
+        rc = codec->decode(codec, body.data, body.len, value);
+        if (rc == WK_OK && hash)
+            memcpy(hash, body.hash, WK_HASH_LEN);
+        *found = rc == WK_OK;
+    }
     wk_body_free(&body);
     return rc;
 }
@@ -1459,11 +1466,18 @@ static int bodies__hashed_get_if_changed(wk_processor *p, const wk_entity *e, wk
 {
     wk_body body = WK_BODY_INIT;
     int rc;
-    if (p && wk_processor_is_deferred(p))
+    if (outcome)
+        *outcome = WK_ITEM_MISSING;
+    if (!outcome || (p && wk_processor_is_deferred(p)))
         return WK_EINVAL;
-    rc = wk_hashed_cache_get_if_changed(p, e, name, known, &body, hash, outcome);
-    if (rc == WK_OK && *outcome == WK_ITEM_CHANGED)
+    rc = wk_hashed_cache_get_if_changed(p, e, name, known, &body);
+    if (rc == WK_OK && body.change == WK_ITEM_CHANGED)
         rc = codec->decode(codec, body.data, body.len, value);
+    if (rc == WK_OK) {
+        *outcome = body.change;
+        if (hash && body.change != WK_ITEM_MISSING)
+            memcpy(hash, body.hash, WK_HASH_LEN);
+    }
     wk_body_free(&body);
     return rc;
 }
@@ -1492,10 +1506,9 @@ int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_e
                               &bodies_everything_codec, body, hash, found);
 }
 
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, uint8_t hash[WK_HASH_LEN],
-                     bool *found)
+int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
 {
-    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), hash, found);
+    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), out);
 }
 
 int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
@@ -1534,9 +1547,9 @@ int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed)
     return wk_cache_remove(p, &bodies_tree_entity, wk_name_i64(name), removed);
 }
 
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *body, bool *found)
+int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out)
 {
-    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), body, found);
+    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), out);
 }
 
 int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len)
@@ -1617,10 +1630,9 @@ int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
     return bodies_hdoc_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
 }
 
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len,
-                            uint8_t hash[WK_HASH_LEN], bool *found)
+int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out)
 {
-    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, hash, found);
+    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, out);
 }
 
 int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
@@ -1635,9 +1647,9 @@ int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bo
     return bodies_tree_get(h ? h->p : NULL, name, body, found);
 }
 
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *body, bool *found)
+int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out)
 {
-    return bodies_raw_get(h ? h->p : NULL, name, body, found);
+    return bodies_raw_get(h ? h->p : NULL, name, out);
 }
 
 /* Capability "writer" */

@@ -197,8 +197,8 @@ extern const wk_codec bodies_node_codec; /* for wk_cache_*_typed() */
 
 /* doc: Cache */
 /*
- * READ: read and decode the body (free it with bodies_everything_free()). See
- * wk_cache_get_typed().
+ * READ: read and decode the body (free it with bodies_everything_free());
+ * needs a processor that is not deferred. See wk_cache_get_typed().
  */
 int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found);
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
@@ -208,15 +208,14 @@ int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
 
 /* hdoc: HashedCache */
 /*
- * READ: read the body and its hash, and decode the body (free it with
- * bodies_everything_free()); needs a processor that is not deferred (a batch
- * gives WK_EINVAL). See wk_hashed_cache_get().
+ * READ: read the body and its hash (hash may be NULL), and decode the body
+ * (free it with bodies_everything_free()); needs a processor that is not
+ * deferred (a batch gives WK_EINVAL). See wk_hashed_cache_get().
  */
 int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
                     uint8_t hash[WK_HASH_LEN], bool *found);
-/* READ: read only the hash. See wk_hashed_cache_hash(). */
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, uint8_t hash[WK_HASH_LEN],
-                     bool *found);
+/* READ: read only the hash (out->hash; no body crosses the network). See wk_hashed_cache_hash(). */
+int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
 /*
  * READ: decode the body only if its hash differs from known (WK_ITEM_CHANGED);
  * not deferred. See wk_hashed_cache_get_if_changed().
@@ -234,7 +233,10 @@ int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
 int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed);
 
 /* tree: Cache */
-/* READ: read and decode the body (free it with bodies_node_free()). See wk_cache_get_typed(). */
+/*
+ * READ: read and decode the body (free it with bodies_node_free()); needs a
+ * processor that is not deferred. See wk_cache_get_typed().
+ */
 int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found);
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
 int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body);
@@ -242,8 +244,11 @@ int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body);
 int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed);
 
 /* raw: Cache */
-/* READ: read the body (a heap body: free it with wk_body_free()). See wk_cache_get(). */
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *body, bool *found);
+/*
+ * READ: read the body into out (found, data, len; free it with
+ * wk_body_free()). See wk_cache_get().
+ */
+int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out);
 /* WRITE: store the body with the entity's TTL. See wk_cache_put(). */
 int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len);
 /* WRITE: delete the body. See wk_cache_remove(). */
@@ -295,15 +300,14 @@ int bodies_reader_doc_get(bodies_reader *h, const char *title, bodies_everything
 /* hdoc (read): as bodies_hdoc_*(). */
 int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
                            bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found);
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len,
-                            uint8_t hash[WK_HASH_LEN], bool *found);
+int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out);
 int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
                                       const uint8_t known[WK_HASH_LEN], bodies_everything *body,
                                       uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
 /* tree (read): as bodies_tree_*(). */
 int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bool *found);
 /* raw (read): as bodies_raw_*(). */
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *body, bool *found);
+int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out);
 
 /* ------------------------------------------------------------------------
  * Capability "writer": default none; doc write; tree read

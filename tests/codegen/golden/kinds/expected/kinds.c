@@ -97,9 +97,9 @@ int kinds_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *st
     return wk_rwlock_inspect(p, &kinds_catalog_entity, wk_name_str(shop), state);
 }
 
-int kinds_page_get(wk_processor *p, const char *url, wk_body *body, bool *found)
+int kinds_page_get(wk_processor *p, const char *url, wk_body *out)
 {
-    return wk_cache_get(p, &kinds_page_entity, wk_name_str(url), body, found);
+    return wk_cache_get(p, &kinds_page_entity, wk_name_str(url), out);
 }
 
 int kinds_page_put(wk_processor *p, const char *url, const void *body, size_t len)
@@ -112,25 +112,21 @@ int kinds_page_remove(wk_processor *p, const char *url, bool *removed)
     return wk_cache_remove(p, &kinds_page_entity, wk_name_str(url), removed);
 }
 
-int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *body,
-                   uint8_t hash[WK_HASH_LEN], bool *found)
+int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
 {
-    return wk_hashed_cache_get(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), body, hash,
-                               found);
+    return wk_hashed_cache_get(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
 }
 
-int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, uint8_t hash[WK_HASH_LEN],
-                    bool *found)
+int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
 {
-    return wk_hashed_cache_hash(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), hash, found);
+    return wk_hashed_cache_hash(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
 }
 
 int kinds_etag_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                              const uint8_t known[WK_HASH_LEN], wk_body *body,
-                              uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
+                              const uint8_t known[WK_HASH_LEN], wk_body *out)
 {
     return wk_hashed_cache_get_if_changed(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len),
-                                          known, body, hash, outcome);
+                                          known, out);
 }
 
 int kinds_etag_put(wk_processor *p, const void *slug, size_t slug_len, const void *body, size_t len,
@@ -324,9 +320,9 @@ int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop, wk_rwlock_st
     return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
 }
 
-int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *body, bool *found)
+int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *out)
 {
-    return kinds_page_get(h ? h->p : NULL, url, body, found);
+    return kinds_page_get(h ? h->p : NULL, url, out);
 }
 
 int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t cost,
@@ -412,28 +408,25 @@ int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop, wk_rwlock_
     return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
 }
 
-int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *body, bool *found)
+int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *out)
 {
-    return kinds_page_get(h ? h->p : NULL, url, body, found);
+    return kinds_page_get(h ? h->p : NULL, url, out);
 }
 
-int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *body,
-                           uint8_t hash[WK_HASH_LEN], bool *found)
+int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out)
 {
-    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
+    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
 }
 
-int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len,
-                            uint8_t hash[WK_HASH_LEN], bool *found)
+int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out)
 {
-    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, hash, found);
+    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
 }
 
 int kinds_replica_etag_get_if_changed(kinds_replica *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], wk_body *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
+                                      const uint8_t known[WK_HASH_LEN], wk_body *out)
 {
-    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
+    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
 }
 
 int kinds_replica_login_peek(kinds_replica *h, const char *address, wk_token_bucket_state *state)
@@ -613,9 +606,9 @@ int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop, wk_rwlock_stat
     return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
 }
 
-int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *body, bool *found)
+int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *out)
 {
-    return kinds_page_get(h ? h->p : NULL, url, body, found);
+    return kinds_page_get(h ? h->p : NULL, url, out);
 }
 
 int kinds_admin_page_put(kinds_admin *h, const char *url, const void *body, size_t len)
@@ -628,23 +621,20 @@ int kinds_admin_page_remove(kinds_admin *h, const char *url, bool *removed)
     return kinds_page_remove(h ? h->p : NULL, url, removed);
 }
 
-int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *body,
-                         uint8_t hash[WK_HASH_LEN], bool *found)
+int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out)
 {
-    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
+    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
 }
 
-int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len,
-                          uint8_t hash[WK_HASH_LEN], bool *found)
+int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out)
 {
-    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, hash, found);
+    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
 }
 
 int kinds_admin_etag_get_if_changed(kinds_admin *h, const void *slug, size_t slug_len,
-                                    const uint8_t known[WK_HASH_LEN], wk_body *body,
-                                    uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
+                                    const uint8_t known[WK_HASH_LEN], wk_body *out)
 {
-    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
+    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
 }
 
 int kinds_admin_etag_put(kinds_admin *h, const void *slug, size_t slug_len, const void *body,

@@ -99,24 +99,27 @@ int kinds_catalog_extend_write(wk_processor *p, const char *shop, const wk_token
 int kinds_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state);
 
 /* page: Cache */
-/* READ: read the body (a heap body: free it with wk_body_free()). See wk_cache_get(). */
-int kinds_page_get(wk_processor *p, const char *url, wk_body *body, bool *found);
+/*
+ * READ: read the body into out (found, data, len; free it with
+ * wk_body_free()). See wk_cache_get().
+ */
+int kinds_page_get(wk_processor *p, const char *url, wk_body *out);
 /* WRITE: store the body with the entity's TTL. See wk_cache_put(). */
 int kinds_page_put(wk_processor *p, const char *url, const void *body, size_t len);
 /* WRITE: delete the body. See wk_cache_remove(). */
 int kinds_page_remove(wk_processor *p, const char *url, bool *removed);
 
 /* etag: HashedCache */
-/* READ: read body and hash (free the body with wk_body_free()). See wk_hashed_cache_get(). */
-int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *body,
-                   uint8_t hash[WK_HASH_LEN], bool *found);
-/* READ: read only the hash. See wk_hashed_cache_hash(). */
-int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, uint8_t hash[WK_HASH_LEN],
-                    bool *found);
-/* READ: send the body only if its hash differs from known. See wk_hashed_cache_get_if_changed(). */
+/* READ: read body and hash into out (free it with wk_body_free()). See wk_hashed_cache_get(). */
+int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+/* READ: read only the hash (out->hash; no body crosses the network). See wk_hashed_cache_hash(). */
+int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+/*
+ * READ: send the body only if its hash differs from known (out->change). See
+ * wk_hashed_cache_get_if_changed().
+ */
 int kinds_etag_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                              const uint8_t known[WK_HASH_LEN], wk_body *body,
-                              uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+                              const uint8_t known[WK_HASH_LEN], wk_body *out);
 /* WRITE: store body and hash with the entity's TTL. See wk_hashed_cache_put(). */
 int kinds_etag_put(wk_processor *p, const void *slug, size_t slug_len, const void *body, size_t len,
                    uint8_t hash[WK_HASH_LEN]);
@@ -213,7 +216,7 @@ int kinds_worker_catalog_extend_write(kinds_worker *h, const char *shop, const w
                                       bool *extended);
 int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop, wk_rwlock_state *state);
 /* page (read): as kinds_page_*(). */
-int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *body, bool *found);
+int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *out);
 /* login (write): as kinds_login_*(). */
 int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t cost,
                                wk_token_bucket_outcome *outcome);
@@ -265,15 +268,12 @@ int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice, wk_lock_st
 /* catalog (read): as kinds_catalog_*(). */
 int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop, wk_rwlock_state *state);
 /* page (read): as kinds_page_*(). */
-int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *body, bool *found);
+int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *out);
 /* etag (read): as kinds_etag_*(). */
-int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *body,
-                           uint8_t hash[WK_HASH_LEN], bool *found);
-int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len,
-                            uint8_t hash[WK_HASH_LEN], bool *found);
+int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out);
+int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out);
 int kinds_replica_etag_get_if_changed(kinds_replica *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], wk_body *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+                                      const uint8_t known[WK_HASH_LEN], wk_body *out);
 /* login (read): as kinds_login_*(). */
 int kinds_replica_login_peek(kinds_replica *h, const char *address, wk_token_bucket_state *state);
 /* export (read): as kinds_export_*(). */
@@ -382,17 +382,14 @@ int kinds_admin_catalog_extend_write(kinds_admin *h, const char *shop, const wk_
                                      bool *extended);
 int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop, wk_rwlock_state *state);
 /* page (write): as kinds_page_*(). */
-int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *body, bool *found);
+int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *out);
 int kinds_admin_page_put(kinds_admin *h, const char *url, const void *body, size_t len);
 int kinds_admin_page_remove(kinds_admin *h, const char *url, bool *removed);
 /* etag (write): as kinds_etag_*(). */
-int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *body,
-                         uint8_t hash[WK_HASH_LEN], bool *found);
-int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len,
-                          uint8_t hash[WK_HASH_LEN], bool *found);
+int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out);
+int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out);
 int kinds_admin_etag_get_if_changed(kinds_admin *h, const void *slug, size_t slug_len,
-                                    const uint8_t known[WK_HASH_LEN], wk_body *body,
-                                    uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+                                    const uint8_t known[WK_HASH_LEN], wk_body *out);
 int kinds_admin_etag_put(kinds_admin *h, const void *slug, size_t slug_len, const void *body,
                          size_t len, uint8_t hash[WK_HASH_LEN]);
 int kinds_admin_etag_remove(kinds_admin *h, const void *slug, size_t slug_len, bool *removed);
