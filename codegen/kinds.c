@@ -126,10 +126,10 @@ static const op_desc settings_ops[] = {
      "const void *key, size_t key_len, const void *value, size_t value_len, int64_t *version",
      "key, key_len, value, value_len, version", "set key to value, bump the version, publish", NULL},
     {"remove", true, "wk_settings_remove",
-     "const void *key, size_t key_len, bool *removed, int64_t *version",
-     "key, key_len, removed, version", "delete key, bump the version, publish", NULL},
-    {"snapshot", false, "wk_settings_snapshot", "wk_settings_snapshot **out", "out",
-     "the whole map and its version (free with wk_settings_snapshot_free())", NULL},
+     "const void *key, size_t key_len, wk_settings_removal *out", "key, key_len, out",
+     "delete key; if it was there, bump the version and publish", NULL},
+    {"snapshot", false, "wk_settings_snapshot", "wk_settings_map **out", "out",
+     "the whole map and its version (free with wk_settings_map_free())", NULL},
 };
 
 const op_desc *kind_ops(const entity *e, size_t *count)
