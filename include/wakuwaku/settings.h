@@ -24,6 +24,9 @@
  * reconnect, so no change is lost when its subscriber connection drops.
  * Local reads (wk_settings_follower_get()) never touch the network.
  *
+ * Thread-safety: the queries follow the handle's rule (one thread at a
+ * time); a follower's reading functions may be called from any thread.
+ *
  * WARNING: change settings only through wk_settings_put()/_remove(). A
  * direct HSET or DEL on the keys publishes nothing and followers will not
  * see it until they next reload. The version must never go backwards
@@ -55,6 +58,10 @@ extern "C" {
  *   value, value_len  the value, any bytes (NULL allowed when value_len 0).
  *   version    OUT, may be NULL: the version this change got.
  *
+ * OUT parameters are written when the reply is parsed: at once through a
+ * handle, during wk_batch_exec() through a batch (keep them valid until
+ * then).
+ *
  * Every put is a change (a new version and a message), even when the value
  * is the one already stored.
  *
@@ -69,20 +76,24 @@ WK_API int wk_settings_put(wk_processor *p, const wk_entity *settings, wk_name n
                            const void *key, size_t key_len, const void *value, size_t value_len,
                            int64_t *version);
 
+/* What wk_settings_remove() did. */
+typedef struct wk_settings_removal {
+    bool removed;    /* the key was there (and is gone now) */
+    int64_t version; /* the new version when removed, else the current one
+                      * (0 for a map never written) */
+} wk_settings_removal;
+
 /*
  * wk_settings_remove — delete `key` from settings `name`; if it was there,
- * bump the version and publish the removal, in one script.
+ * bump the version and publish the removal, in one script. Removing an
+ * absent key changes nothing and publishes nothing.
  *
- *   removed    OUT, may be NULL: whether the key was there. Removing an
- *              absent key changes nothing and publishes nothing.
- *   version    OUT, may be NULL: the version after the call (the new one
- *              when removed, else the current one; 0 for a map never
- *              written).
+ *   out   OUT, may be NULL: see wk_settings_removal.
  *
  * Returns as wk_settings_put(). WRITE effect; not retry-safe.
  */
 WK_API int wk_settings_remove(wk_processor *p, const wk_entity *settings, wk_name name,
-                              const void *key, size_t key_len, bool *removed, int64_t *version);
+                              const void *key, size_t key_len, wk_settings_removal *out);
 
 /* One key → value pair of a snapshot. Both strings are also NUL-terminated
  * (key[key_len] == '\0'), for convenience with text; they may contain NUL. */
@@ -95,40 +106,41 @@ typedef struct wk_settings_entry {
 
 /*
  * A copy of a whole settings map at one version: one allocation, freed with
- * wk_settings_snapshot_free(). Entries are sorted by key (bytewise, like
+ * wk_settings_map_free(). Entries are sorted by key (bytewise, like
  * memcmp; a prefix sorts first), so two snapshots of equal maps list the
  * same entries in the same order.
  */
-typedef struct wk_settings_snapshot {
+typedef struct wk_settings_map {
     int64_t version; /* 0 for a map never written */
     size_t count;
     const wk_settings_entry *entries;
-} wk_settings_snapshot;
+} wk_settings_map;
 
 /*
  * wk_settings_snapshot — read the map and its version atomically (one
  * read-only script).
  *
  *   out  OUT: a new snapshot, freed by the caller with
- *        wk_settings_snapshot_free(); NULL on failure.
+ *        wk_settings_map_free(); NULL on failure. Set to NULL at once and
+ *        filled when the reply is parsed (in a batch: by wk_batch_exec()).
  *
  * Returns WK_OK; WK_EINVAL; WK_EDENIED; WK_ECORRUPT (the keys hold
  * something else than a hash and a counter); WK_ENOMEM; or a connection /
  * server error. READ effect; retry-safe (re-sent once after a drop).
  */
 WK_API int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name name,
-                                wk_settings_snapshot **out);
+                                wk_settings_map **out);
 
-/* wk_settings_snapshot_free — free a snapshot. NULL is a harmless no-op. */
-WK_API void wk_settings_snapshot_free(wk_settings_snapshot *snap);
+/* wk_settings_map_free — free a snapshot. NULL is a harmless no-op. */
+WK_API void wk_settings_map_free(wk_settings_map *snap);
 
 /*
- * wk_settings_snapshot_find — the entry of `key` (binary search), or NULL
+ * wk_settings_map_find — the entry of `key` (binary search), or NULL
  * when absent or snap is NULL. Borrowed: valid while the snapshot lives.
  * Thread-safe (a snapshot is immutable).
  */
-WK_API const wk_settings_entry *wk_settings_snapshot_find(const wk_settings_snapshot *snap,
-                                                          const void *key, size_t key_len);
+WK_API const wk_settings_entry *wk_settings_map_find(const wk_settings_map *snap,
+                                                     const void *key, size_t key_len);
 
 /* ------------------------------------------------------------------------
  * Change messages
@@ -252,7 +264,9 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * wk_settings_follower_stop — stop the thread (waits for it, and so for a
  * running callback), close its connections and free the follower and its
  * mirror. NULL is a harmless no-op. Call it once, from any thread but the
- * follower's own (never from the change callback).
+ * follower's own (never from the change callback). A thread blocked in
+ * the middle of a reconnect finishes that step first, which takes at most
+ * about the connect plus the command timeout of the options.
  */
 WK_API void wk_settings_follower_stop(wk_settings_follower *f);
 
@@ -289,11 +303,11 @@ WK_API int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key
 /*
  * wk_settings_follower_snapshot — a copy of the whole mirror and its
  * version, in the same form as wk_settings_snapshot() (sorted entries);
- * free it with wk_settings_snapshot_free(). Never touches the network.
+ * free it with wk_settings_map_free(). Never touches the network.
  * Returns WK_OK, WK_EINVAL or WK_ENOMEM (*out NULL on failure).
  * Thread-safe as wk_settings_follower_get().
  */
-WK_API int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_snapshot **out);
+WK_API int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out);
 
 /* wk_settings_follower_version — the mirror's version (0 when the map was
  * never written). Thread-safe; returns -1 for NULL. */
@@ -302,16 +316,18 @@ WK_API int64_t wk_settings_follower_version(wk_settings_follower *f);
 /*
  * wk_settings_follower_wait — wait until the mirror's version is ≥
  * `version`, or `timeout_ms` passed (0: just check; negative: wait
- * without limit). *reached (required) says which. Returns WK_OK or
- * WK_EINVAL. Thread-safe; meant for tests and for read-your-writes
- * (wait for the version your put returned). Do not call it from the change
- * callback (the mirror cannot advance while the callback runs).
+ * without limit). *reached (required) says which; when reached, the
+ * change callbacks of every version up to `version` have returned.
+ * Returns WK_OK or WK_EINVAL. Thread-safe; meant for tests and for
+ * read-your-writes (wait for the version your put returned). Do not call
+ * it from the change callback (the mirror cannot advance while the
+ * callback runs).
  */
 WK_API int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int timeout_ms,
                                      bool *reached);
 
 /* Counters and health of a follower (wk_settings_follower_stats()). */
-typedef struct wk_settings_follower_stats {
+typedef struct wk_settings_stats {
     int64_t version;      /* the mirror's version */
     bool synced;          /* subscribed and mirror loaded; false while
                            * reconnecting (the mirror is then stale) */
@@ -322,7 +338,7 @@ typedef struct wk_settings_follower_stats {
                            * message did not decode */
     uint64_t reconnects;  /* subscriber connections opened after the first */
     int last_status;      /* status of the last failure; WK_OK if none */
-} wk_settings_follower_stats;
+} wk_settings_stats;
 
 /*
  * wk_settings_follower_stats — copy the follower's counters into *stats;
@@ -330,7 +346,7 @@ typedef struct wk_settings_follower_stats {
  * bytes, NUL-terminated; "" if none). Returns WK_OK or WK_EINVAL.
  * Thread-safe.
  */
-WK_API int wk_settings_follower_stats(wk_settings_follower *f, wk_settings_follower_stats *stats,
+WK_API int wk_settings_follower_stats(wk_settings_follower *f, wk_settings_stats *stats,
                                       char *errmsg, size_t errlen);
 
 #ifdef __cplusplus

@@ -20,5 +20,6 @@
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/token_bucket.h>
+#include <wakuwaku/settings.h>
 
 #endif /* WAKUWAKU_H */

@@ -1,0 +1,791 @@
+/*
+ * collection/settings_follower.c — the Settings follower: a local mirror of
+ * one settings map, kept in sync by a thread of its own.
+ *
+ * The follower owns two connections, both made from the caller's options:
+ * a wk_db handle (for snapshots, through dispatch and so through the
+ * capability check) and a subscriber connection (core/subscriber.h). Its
+ * thread runs this loop:
+ *
+ *   1. sync: open the subscriber, SUBSCRIBE and wait for the confirmation,
+ *      then load the snapshot — in that order, so every change newer than
+ *      the snapshot is already on its way to us — and replace the mirror;
+ *   2. read messages: a version ≤ the mirror's is old news (it was already
+ *      in the snapshot) and is ignored; version + 1 is applied; anything
+ *      else (a gap, a message that does not decode) reloads the snapshot;
+ *   3. a dropped subscriber or a failed reload goes back to 1, with a
+ *      backoff between failed attempts.
+ *
+ * The mirror is a hash table (SipHash keyed per follower, so keys cannot be
+ * chosen to collide) guarded by a pthread rwlock: readers on any thread copy
+ * values out under the read lock; only the follower thread writes. Waiting
+ * for a version uses a mutex and a condition variable next to the stats.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "collection/common.h"
+#include "core/subscriber.h"
+
+#include <wakuwaku/settings.h>
+
+/* Defined in collection/settings.c: builds a sorted snapshot in one
+ * allocation from `count` pairs handed out by `pair`. */
+typedef void (*wk__settings_pair_fn)(const void *ctx, size_t i, const char **k, size_t *klen,
+                                     const char **v, size_t *vlen);
+int wk__settings_build(wk_settings_map **out, int64_t version, size_t count,
+                       wk__settings_pair_fn pair, const void *ctx);
+
+#define RETRY_MIN_MS 50
+#define READ_SLICE_MS 60000 /* a stop request wakes the thread before this */
+
+/* ------------------------------------------------------------------------
+ * The mirror: a chained hash table of byte-string keys.
+ * ---------------------------------------------------------------------- */
+
+/* One key → value, in one allocation: key bytes, NUL, value bytes, NUL. */
+typedef struct item {
+    struct item *next;
+    uint64_t hash;
+    size_t key_len, value_len;
+    char data[];
+} item;
+
+static const char *item_key(const item *it)
+{
+    return it->data;
+}
+
+static const char *item_value(const item *it)
+{
+    return it->data + it->key_len + 1;
+}
+
+typedef struct table {
+    item **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t count;
+} table;
+
+static uint64_t hash_key(const unsigned char sipkey[crypto_shorthash_KEYBYTES], const void *key,
+                         size_t len)
+{
+    unsigned char h[crypto_shorthash_BYTES];
+    crypto_shorthash(h, key ? key : (const void *)"", len, sipkey);
+    uint64_t v;
+    memcpy(&v, h, sizeof(v));
+    return v;
+}
+
+static int table_init(table *t, size_t expect)
+{
+    size_t n = 16;
+    while (n < expect && n < (SIZE_MAX / sizeof(item *)) / 2)
+        n *= 2;
+    t->buckets = calloc(n, sizeof(item *));
+    t->nbuckets = t->buckets ? n : 0;
+    t->count = 0;
+    return t->buckets ? WK_OK : WK_ENOMEM;
+}
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        item *it = t->buckets[i];
+        while (it) {
+            item *next = it->next;
+            free(it);
+            it = next;
+        }
+    }
+    free(t->buckets);
+    t->buckets = NULL;
+    t->nbuckets = t->count = 0;
+}
+
+/* The slot holding the pointer to `key`'s item, or to the NULL ending its
+ * chain when absent. */
+static item **table_slot(const table *t, uint64_t hash, const void *key, size_t len)
+{
+    item **slot = &t->buckets[hash & (t->nbuckets - 1)];
+    while (*slot) {
+        item *it = *slot;
+        if (it->hash == hash && it->key_len == len && (!len || memcmp(it->data, key, len) == 0))
+            return slot;
+        slot = &it->next;
+    }
+    return slot;
+}
+
+static const item *table_find(const table *t, uint64_t hash, const void *key, size_t len)
+{
+    return *table_slot(t, hash, key, len);
+}
+
+static void table_grow(table *t)
+{
+    if (t->count < t->nbuckets || t->nbuckets > (SIZE_MAX / sizeof(item *)) / 2)
+        return;
+    size_t n = t->nbuckets * 2;
+    item **b = calloc(n, sizeof(item *));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        item *it = t->buckets[i];
+        while (it) {
+            item *next = it->next;
+            it->next = b[it->hash & (n - 1)];
+            b[it->hash & (n - 1)] = it;
+            it = next;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+/* Insert or replace. WK_OK or WK_ENOMEM (the table is unchanged then). */
+static int table_put(table *t, uint64_t hash, const char *key, size_t klen, const char *value,
+                     size_t vlen)
+{
+    if (klen > SIZE_MAX - sizeof(item) - 2 || vlen > SIZE_MAX - sizeof(item) - 2 - klen)
+        return WK_ENOMEM;
+    item *it = malloc(sizeof(item) + klen + vlen + 2);
+    if (!it)
+        return WK_ENOMEM;
+    it->hash = hash;
+    it->key_len = klen;
+    it->value_len = vlen;
+    if (klen)
+        memcpy(it->data, key, klen);
+    it->data[klen] = '\0';
+    if (vlen)
+        memcpy(it->data + klen + 1, value, vlen);
+    it->data[klen + 1 + vlen] = '\0';
+    item **slot = table_slot(t, hash, key, klen);
+    if (*slot) {
+        it->next = (*slot)->next;
+        free(*slot);
+        *slot = it;
+    } else {
+        it->next = NULL;
+        *slot = it;
+        t->count++;
+        table_grow(t);
+    }
+    return WK_OK;
+}
+
+static void table_remove(table *t, uint64_t hash, const char *key, size_t klen)
+{
+    item **slot = table_slot(t, hash, key, klen);
+    if (*slot) {
+        item *it = *slot;
+        *slot = it->next;
+        free(it);
+        t->count--;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The follower
+ * ---------------------------------------------------------------------- */
+
+struct wk_settings_follower {
+    /* Fixed at start. */
+    wk_entity entity;
+    char *ns;
+    wk_name name;
+    char *name_bytes;
+    char *chan;
+    size_t chan_len;
+    wk_settings_change_fn on_change;
+    void *ctx;
+    int keepalive_ms;
+    int retry_max_ms;
+    unsigned char sipkey[crypto_shorthash_KEYBYTES];
+
+    /* The follower thread's own (and the caller's during start). */
+    wk_db *db;
+    wk__subscriber *sub;
+    pthread_t thread;
+    bool thread_started;
+    bool ever_subscribed;
+    int wake[2]; /* stop writes a byte to wake[1] */
+    atomic_bool stop;
+
+    /* The mirror, under `lock` (written by the follower thread only). */
+    pthread_rwlock_t lock;
+    table mirror;
+    int64_t mirror_version;
+
+    /* Stats and the version waiters see, under `mu`; `cv` on each change. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    wk_settings_stats stats;
+    char errmsg[512];
+    bool locks_ready;
+};
+
+static void record_failure(wk_settings_follower *f, int status, const char *msg)
+{
+    pthread_mutex_lock(&f->mu);
+    f->stats.synced = false;
+    f->stats.last_status = status;
+    snprintf(f->errmsg, sizeof(f->errmsg), "%s", msg);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void notify(wk_settings_follower *f, void (*bump)(wk_settings_stats *),
+                   int64_t version)
+{
+    pthread_mutex_lock(&f->mu);
+    f->stats.version = version;
+    if (bump)
+        bump(&f->stats);
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void bump_applied(wk_settings_stats *s)
+{
+    s->applied++;
+}
+
+static void bump_ignored(wk_settings_stats *s)
+{
+    s->ignored++;
+}
+
+static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, const item *it,
+                   const char *key, size_t klen)
+{
+    if (!f->on_change)
+        return;
+    wk_settings_change c = {.op = op, .version = version};
+    if (it) {
+        c.key = item_key(it);
+        c.key_len = it->key_len;
+        c.value = item_value(it);
+        c.value_len = it->value_len;
+    } else {
+        c.key = key;
+        c.key_len = klen;
+    }
+    f->on_change(f->ctx, &c);
+}
+
+/*
+ * Replace the mirror by a snapshot; report the difference to the callback
+ * (unless `initial`). Returns WK_OK or WK_ENOMEM (mirror unchanged).
+ */
+static int install_snapshot(wk_settings_follower *f, const wk_settings_map *snap,
+                            bool initial)
+{
+    table fresh;
+    if (table_init(&fresh, snap->count + snap->count / 2) != WK_OK)
+        return WK_ENOMEM;
+    for (size_t i = 0; i < snap->count; i++) {
+        const wk_settings_entry *e = &snap->entries[i];
+        if (table_put(&fresh, hash_key(f->sipkey, e->key, e->key_len), e->key, e->key_len,
+                      e->value, e->value_len) != WK_OK) {
+            table_free(&fresh);
+            return WK_ENOMEM;
+        }
+    }
+    pthread_rwlock_wrlock(&f->lock);
+    table old = f->mirror;
+    f->mirror = fresh;
+    f->mirror_version = snap->version;
+    pthread_rwlock_unlock(&f->lock);
+
+    /* Only this thread writes the mirror, so both tables stay stable while
+     * the callback reads them without the lock. */
+    if (!initial && f->on_change) {
+        for (size_t b = 0; b < fresh.nbuckets; b++) {
+            for (const item *it = fresh.buckets[b]; it; it = it->next) {
+                const item *was = table_find(&old, it->hash, item_key(it), it->key_len);
+                if (!was || was->value_len != it->value_len ||
+                    memcmp(item_value(was), item_value(it), it->value_len) != 0)
+                    report(f, WK_SETTINGS_PUT, snap->version, it, NULL, 0);
+            }
+        }
+        for (size_t b = 0; b < old.nbuckets; b++) {
+            for (const item *it = old.buckets[b]; it; it = it->next) {
+                if (!table_find(&fresh, it->hash, item_key(it), it->key_len))
+                    report(f, WK_SETTINGS_REMOVE, snap->version, NULL, item_key(it),
+                           it->key_len);
+            }
+        }
+    }
+    table_free(&old);
+
+    pthread_mutex_lock(&f->mu);
+    f->stats.version = snap->version;
+    f->stats.synced = true;
+    f->stats.snapshots++;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    return WK_OK;
+}
+
+/* Load the snapshot through the follower's handle and install it. */
+static int reload(wk_settings_follower *f, bool initial)
+{
+    wk_settings_map *snap = NULL;
+    int rc = wk_settings_snapshot(wk_db_processor(f->db), &f->entity, f->name, &snap);
+    if (rc) {
+        record_failure(f, rc, wk_db_errmsg(f->db));
+        return rc;
+    }
+    rc = install_snapshot(f, snap, initial);
+    wk_settings_map_free(snap);
+    if (rc)
+        record_failure(f, rc, "settings follower: out of memory installing a snapshot");
+    return rc;
+}
+
+static void drop_subscriber(wk_settings_follower *f)
+{
+    wk__subscriber_close(f->sub);
+    f->sub = NULL;
+    pthread_mutex_lock(&f->mu);
+    f->stats.synced = false;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Step 1 of the loop: subscribe, then load the snapshot. */
+static int sync_mirror(wk_settings_follower *f, bool initial)
+{
+    drop_subscriber(f);
+    char err[256];
+    int rc = wk__subscriber_open(&f->sub, f->db, f->keepalive_ms, err, sizeof(err));
+    if (rc) {
+        record_failure(f, rc, err);
+        return rc;
+    }
+    if (f->ever_subscribed) {
+        pthread_mutex_lock(&f->mu);
+        f->stats.reconnects++;
+        pthread_mutex_unlock(&f->mu);
+    }
+    f->ever_subscribed = true;
+    rc = wk__subscriber_subscribe(f->sub, f->chan, f->chan_len);
+    if (rc) {
+        record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+        drop_subscriber(f);
+        return rc;
+    }
+    rc = reload(f, initial);
+    if (rc)
+        drop_subscriber(f);
+    return rc;
+}
+
+/* Step 2: one message. Returns WK_OK, or a failure after which the
+ * subscriber was dropped (the loop syncs again). */
+static int handle_message(wk_settings_follower *f, const char *msg, size_t len)
+{
+    wk_settings_change c;
+    int64_t current;
+    pthread_rwlock_rdlock(&f->lock);
+    current = f->mirror_version;
+    pthread_rwlock_unlock(&f->lock);
+
+    bool ok = wk_settings_change_decode(msg, len, &c) == WK_OK;
+    if (ok && c.version <= current) {
+        notify(f, bump_ignored, current);
+        return WK_OK;
+    }
+    if (ok && c.version == current + 1) {
+        uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
+        int rc = WK_OK;
+        pthread_rwlock_wrlock(&f->lock);
+        if (c.op == WK_SETTINGS_PUT)
+            rc = table_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len);
+        else
+            table_remove(&f->mirror, h, c.key, c.key_len);
+        if (!rc)
+            f->mirror_version = c.version;
+        pthread_rwlock_unlock(&f->lock);
+        if (rc) {
+            record_failure(f, rc, "settings follower: out of memory applying a change");
+            drop_subscriber(f);
+            return rc;
+        }
+        if (f->on_change)
+            f->on_change(f->ctx, &c);
+        notify(f, bump_applied, c.version);
+        return WK_OK;
+    }
+    /* A gap (we missed a change) or a message we cannot read: the snapshot
+     * is the truth. The subscription stays, so nothing newer is missed. */
+    pthread_mutex_lock(&f->mu);
+    f->stats.gaps++;
+    pthread_mutex_unlock(&f->mu);
+    int rc = reload(f, false);
+    if (rc)
+        drop_subscriber(f);
+    return rc;
+}
+
+/* Sleep up to ms, or until stop is requested. */
+static void pause_ms(wk_settings_follower *f, int ms)
+{
+    struct pollfd p = {.fd = f->wake[0], .events = POLLIN};
+    while (poll(&p, 1, ms) < 0 && errno == EINTR && !atomic_load(&f->stop)) {
+    }
+}
+
+static void *follower_main(void *arg)
+{
+    wk_settings_follower *f = arg;
+    int backoff = RETRY_MIN_MS;
+    while (!atomic_load(&f->stop)) {
+        if (!f->sub) {
+            if (sync_mirror(f, false) != WK_OK) {
+                pause_ms(f, backoff);
+                backoff = backoff > f->retry_max_ms / 2 ? f->retry_max_ms : backoff * 2;
+                continue;
+            }
+            backoff = RETRY_MIN_MS;
+        }
+        const char *msg;
+        size_t len;
+        bool got;
+        int rc = wk__subscriber_next(f->sub, READ_SLICE_MS, f->wake[0], &msg, &len, &got);
+        if (rc) {
+            record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+            drop_subscriber(f);
+            continue; /* reconnect at once; back off only if that fails */
+        }
+        if (got)
+            handle_message(f, msg, len);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Public API
+ * ---------------------------------------------------------------------- */
+
+static int start_fail(char *err, size_t errlen, int rc, const char *msg)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg);
+    return rc;
+}
+
+static void follower_free(wk_settings_follower *f)
+{
+    wk__subscriber_close(f->sub);
+    wk_db_close(f->db);
+    table_free(&f->mirror);
+    if (f->locks_ready) {
+        pthread_rwlock_destroy(&f->lock);
+        pthread_mutex_destroy(&f->mu);
+        pthread_cond_destroy(&f->cv);
+    }
+    if (f->wake[0] >= 0)
+        close(f->wake[0]);
+    if (f->wake[1] >= 0)
+        close(f->wake[1]);
+    free(f->ns);
+    free(f->name_bytes);
+    free(f->chan);
+    free(f);
+}
+
+static int init_locks(wk_settings_follower *f)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return WK_ENOMEM;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int ok = pthread_cond_init(&f->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok)
+        return WK_ENOMEM;
+    if (pthread_mutex_init(&f->mu, NULL) != 0) {
+        pthread_cond_destroy(&f->cv);
+        return WK_ENOMEM;
+    }
+    if (pthread_rwlock_init(&f->lock, NULL) != 0) {
+        pthread_cond_destroy(&f->cv);
+        pthread_mutex_destroy(&f->mu);
+        return WK_ENOMEM;
+    }
+    f->locks_ready = true;
+    return WK_OK;
+}
+
+static int make_pipe(int fds[2])
+{
+    if (pipe(fds) != 0)
+        return WK_EIO;
+    for (int i = 0; i < 2; i++) {
+        fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+    }
+    return WK_OK;
+}
+
+int wk_settings_follower_start(wk_settings_follower **out,
+                               const wk_settings_follower_options *opts, char *err,
+                               size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return start_fail(err, errlen, WK_EINVAL, "settings follower: out is NULL");
+    *out = NULL;
+    if (!opts || !opts->db || !opts->settings)
+        return start_fail(err, errlen, WK_EINVAL,
+                          "settings follower: options, options.db and options.settings are "
+                          "required");
+    if (opts->keepalive_ms < 0 || opts->retry_max_ms <= 0)
+        return start_fail(err, errlen, WK_EINVAL,
+                          "settings follower: keepalive_ms must be >= 0 and retry_max_ms > 0");
+    const wk_entity *e = opts->settings;
+    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, WK_KIND_SETTINGS) != 0)
+        return start_fail(err, errlen, WK_EINVAL,
+                          "settings follower: options.settings is not a valid Settings entity");
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    if (wk_key_build(key, sizeof(key), &key_len, e, &opts->name, ":chan") != WK_OK)
+        return start_fail(err, errlen, WK_EINVAL,
+                          "settings follower: invalid name (NULL, or too long)");
+
+    wk_settings_follower *f = calloc(1, sizeof(*f));
+    if (!f)
+        return start_fail(err, errlen, WK_ENOMEM, "settings follower: out of memory");
+    f->wake[0] = f->wake[1] = -1;
+    atomic_init(&f->stop, false);
+    f->on_change = opts->on_change;
+    f->ctx = opts->ctx;
+    f->keepalive_ms = opts->keepalive_ms;
+    f->retry_max_ms = opts->retry_max_ms < RETRY_MIN_MS ? RETRY_MIN_MS : opts->retry_max_ms;
+    f->ns = strdup(e->ns);
+    f->chan = malloc(key_len + 1);
+    f->name = opts->name;
+    if (opts->name.type == WK_NAME_BYTES) {
+        f->name_bytes = malloc(opts->name.len + 1);
+        if (f->name_bytes) {
+            if (opts->name.len)
+                memcpy(f->name_bytes, opts->name.bytes, opts->name.len);
+            f->name.bytes = f->name_bytes;
+        }
+    }
+    int rc = WK_OK;
+    if (!f->ns || !f->chan || (opts->name.type == WK_NAME_BYTES && !f->name_bytes))
+        rc = start_fail(err, errlen, WK_ENOMEM, "settings follower: out of memory");
+    if (!rc) {
+        memcpy(f->chan, key, key_len);
+        f->chan[key_len] = '\0';
+        f->chan_len = key_len;
+        f->entity = (wk_entity)WK_SETTINGS_ENTITY(f->ns);
+        rc = init_locks(f);
+        if (rc)
+            start_fail(err, errlen, rc, "settings follower: cannot create locks");
+    }
+    if (!rc) {
+        rc = make_pipe(f->wake);
+        if (rc)
+            start_fail(err, errlen, rc, "settings follower: cannot create a pipe");
+    }
+    if (!rc) {
+        rc = table_init(&f->mirror, 16);
+        if (rc)
+            start_fail(err, errlen, rc, "settings follower: out of memory");
+    }
+    if (!rc)
+        rc = wk_db_open(&f->db, opts->db, err, errlen);
+    if (!rc) {
+        randombytes_buf(f->sipkey, sizeof(f->sipkey)); /* sodium_init: wk_db_open */
+        rc = sync_mirror(f, true);
+        if (rc)
+            start_fail(err, errlen, rc, f->errmsg);
+    }
+    if (!rc) {
+        if (pthread_create(&f->thread, NULL, follower_main, f) != 0)
+            rc = start_fail(err, errlen, WK_ENOMEM,
+                            "settings follower: cannot create the follower thread");
+        else
+            f->thread_started = true;
+    }
+    if (rc) {
+        follower_free(f);
+        return rc;
+    }
+    pthread_mutex_lock(&f->mu);
+    f->stats.last_status = WK_OK;
+    f->errmsg[0] = '\0';
+    pthread_mutex_unlock(&f->mu);
+    *out = f;
+    return WK_OK;
+}
+
+void wk_settings_follower_stop(wk_settings_follower *f)
+{
+    if (!f)
+        return;
+    if (f->thread_started) {
+        atomic_store(&f->stop, true);
+        char byte = 1;
+        while (write(f->wake[1], &byte, 1) < 0 && errno == EINTR) {
+        }
+        pthread_join(f->thread, NULL);
+    }
+    follower_free(f);
+}
+
+int wk_settings_follower_get(wk_settings_follower *f, const void *key, size_t key_len, void *buf,
+                             size_t buf_len, size_t *value_len, bool *found)
+{
+    if (value_len)
+        *value_len = 0;
+    if (found)
+        *found = false;
+    if (!f || !found || (!key && key_len) || (!buf && buf_len))
+        return WK_EINVAL;
+    uint64_t h = hash_key(f->sipkey, key, key_len);
+    pthread_rwlock_rdlock(&f->lock);
+    const item *it = table_find(&f->mirror, h, key, key_len);
+    if (it) {
+        *found = true;
+        if (value_len)
+            *value_len = it->value_len;
+        size_t n = it->value_len < buf_len ? it->value_len : buf_len;
+        if (n)
+            memcpy(buf, item_value(it), n);
+    }
+    pthread_rwlock_unlock(&f->lock);
+    return WK_OK;
+}
+
+int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key, size_t key_len,
+                                 char **value, size_t *value_len, bool *found)
+{
+    if (value)
+        *value = NULL;
+    if (value_len)
+        *value_len = 0;
+    if (found)
+        *found = false;
+    if (!f || !value || !found || (!key && key_len))
+        return WK_EINVAL;
+    uint64_t h = hash_key(f->sipkey, key, key_len);
+    int rc = WK_OK;
+    pthread_rwlock_rdlock(&f->lock);
+    const item *it = table_find(&f->mirror, h, key, key_len);
+    if (it) {
+        char *copy = malloc(it->value_len + 1);
+        if (copy) {
+            memcpy(copy, item_value(it), it->value_len + 1); /* with its NUL */
+            *value = copy;
+            *found = true;
+            if (value_len)
+                *value_len = it->value_len;
+        } else {
+            rc = WK_ENOMEM;
+        }
+    }
+    pthread_rwlock_unlock(&f->lock);
+    return rc;
+}
+
+static void items_pair(const void *ctx, size_t i, const char **k, size_t *klen, const char **v,
+                       size_t *vlen)
+{
+    const item *const *items = ctx;
+    *k = item_key(items[i]);
+    *klen = items[i]->key_len;
+    *v = item_value(items[i]);
+    *vlen = items[i]->value_len;
+}
+
+int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out)
+{
+    if (out)
+        *out = NULL;
+    if (!f || !out)
+        return WK_EINVAL;
+    pthread_rwlock_rdlock(&f->lock);
+    size_t n = f->mirror.count;
+    const item **items = malloc((n ? n : 1) * sizeof(*items));
+    int rc = WK_ENOMEM;
+    if (items) {
+        size_t i = 0;
+        for (size_t b = 0; b < f->mirror.nbuckets; b++) {
+            for (const item *it = f->mirror.buckets[b]; it; it = it->next)
+                items[i++] = it;
+        }
+        rc = wk__settings_build(out, f->mirror_version, n, items_pair, items);
+    }
+    pthread_rwlock_unlock(&f->lock);
+    free(items);
+    return rc;
+}
+
+int64_t wk_settings_follower_version(wk_settings_follower *f)
+{
+    if (!f)
+        return -1;
+    pthread_mutex_lock(&f->mu);
+    int64_t v = f->stats.version;
+    pthread_mutex_unlock(&f->mu);
+    return v;
+}
+
+int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int timeout_ms,
+                              bool *reached)
+{
+    if (reached)
+        *reached = false;
+    if (!f || !reached)
+        return WK_EINVAL;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout_ms > 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&f->mu);
+    while (f->stats.version < version && timeout_ms != 0) {
+        int rc = timeout_ms < 0 ? pthread_cond_wait(&f->cv, &f->mu)
+                                : pthread_cond_timedwait(&f->cv, &f->mu, &deadline);
+        if (rc == ETIMEDOUT)
+            break;
+    }
+    *reached = f->stats.version >= version;
+    pthread_mutex_unlock(&f->mu);
+    return WK_OK;
+}
+
+int wk_settings_follower_stats(wk_settings_follower *f, wk_settings_stats *stats,
+                               char *errmsg, size_t errlen)
+{
+    if (errmsg && errlen)
+        errmsg[0] = '\0';
+    if (!f || !stats)
+        return WK_EINVAL;
+    pthread_mutex_lock(&f->mu);
+    *stats = f->stats;
+    if (errmsg && errlen)
+        snprintf(errmsg, errlen, "%s", f->errmsg);
+    pthread_mutex_unlock(&f->mu);
+    return WK_OK;
+}

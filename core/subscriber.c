@@ -1,0 +1,276 @@
+/*
+ * core/subscriber.c — a Pub/Sub subscriber connection opened from a
+ * handle's connection settings (see core/subscriber.h).
+ *
+ * Reading does not block in hiredis: the socket is polled together with an
+ * optional wake descriptor, bytes are fed to the reply reader with
+ * redisBufferRead(), and complete replies are taken out with
+ * redisGetReplyFromReader(). So a stop request or a timeout is noticed at
+ * once, and a killed connection (EOF) is reported as WK_EIO.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db_internal.h"
+#include "core/subscriber.h"
+
+struct wk__subscriber {
+    redisContext *ctx;
+    int command_timeout_ms;
+    int keepalive_ms;
+    int64_t last_rx_ms;   /* monotonic ms of the last bytes received */
+    int64_t ping_sent_ms; /* 0: no keep-alive PING outstanding */
+    redisReply *last;     /* the message handed out by the last next() */
+    char errmsg[256];
+};
+
+static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* The context's error as a status and message. */
+static int ctx_fail(wk__subscriber *s, const char *what)
+{
+    redisContext *c = s->ctx;
+    int rc = wk__conn_error_status(c);
+    if (c && c->err == REDIS_ERR_EOF)
+        rc = WK_EIO;
+    return sub_fail(s, rc, "subscriber: %s: %s", what,
+                    c && c->errstr[0] ? c->errstr : "connection lost");
+}
+
+static int tv_ms(struct timeval tv)
+{
+    return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+}
+
+/* One set-up command (AUTH, CLIENT SETNAME); a Redis error is `refusal`. */
+static int setup(wk__subscriber *s, int refusal, const char *what, int argc, const char **argv)
+{
+    size_t lens[4];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(s->ctx, argc, argv, lens);
+    if (!r)
+        return ctx_fail(s, what);
+    int rc = WK_OK;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = sub_fail(s, refusal, "subscriber: %s refused by the server: %.150s", what, r->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int copy_err(char *err, size_t errlen, const char *msg, int rc)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg);
+    return rc;
+}
+
+int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
+                        size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return copy_err(err, errlen, "subscriber: out is NULL", WK_EINVAL);
+    *out = NULL;
+    if (!db || !db->conn || keepalive_ms < 0)
+        return copy_err(err, errlen, "subscriber: invalid arguments", WK_EINVAL);
+    const wk__conn *conn = db->conn;
+    wk__subscriber *s = calloc(1, sizeof(*s));
+    if (!s)
+        return copy_err(err, errlen, "subscriber: out of memory", WK_ENOMEM);
+    s->command_timeout_ms = tv_ms(conn->command_timeout);
+    s->keepalive_ms = keepalive_ms;
+
+    s->ctx = conn->url.path ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
+                            : redisConnectWithTimeout(conn->url.host, conn->url.port,
+                                                      conn->connect_timeout);
+    int rc = WK_OK;
+    if (!s->ctx)
+        rc = sub_fail(s, WK_ENOMEM, "subscriber: out of memory connecting to Redis");
+    else if (s->ctx->err)
+        rc = ctx_fail(s, "cannot connect to Redis");
+    else if (redisSetTimeout(s->ctx, conn->command_timeout) != REDIS_OK)
+        rc = ctx_fail(s, "cannot set the command timeout");
+    if (!rc)
+        s->ctx->reader->fn = &wk__reply_functions; /* array-length limit, as queries */
+    if (!rc && conn->url.password) {
+        /* Sent, never printed: messages quote only the server's reply. */
+        const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
+        if (conn->url.username)
+            rc = setup(s, WK_EAUTH, "AUTH", 3, argv);
+        else {
+            argv[1] = conn->url.password;
+            rc = setup(s, WK_EAUTH, "AUTH", 2, argv);
+        }
+    }
+    if (!rc && conn->client_name) {
+        const char *argv[3] = {"CLIENT", "SETNAME", conn->client_name};
+        rc = setup(s, WK_EREDIS, "CLIENT SETNAME", 3, argv);
+    }
+    if (rc) {
+        copy_err(err, errlen, s->errmsg, rc);
+        wk__subscriber_close(s);
+        return rc;
+    }
+    s->last_rx_ms = wk__now_ms();
+    *out = s;
+    return WK_OK;
+}
+
+/* Whether `r` is an array whose first element is the string `kind`. */
+static bool push_is(const redisReply *r, const char *kind, size_t min_elements)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < min_elements || r->elements < 1)
+        return false;
+    const redisReply *k = r->element[0];
+    size_t n = strlen(kind);
+    return k->type == REDIS_REPLY_STRING && k->len == n && memcmp(k->str, kind, n) == 0;
+}
+
+int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
+{
+    if (!s || !s->ctx || (!channel && len))
+        return WK_EINVAL;
+    const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
+    size_t lens[2] = {9, len};
+    redisReply *r = redisCommandArgv(s->ctx, 2, argv, lens);
+    if (!r)
+        return ctx_fail(s, "SUBSCRIBE");
+    int rc = WK_OK;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = sub_fail(s, WK_EREDIS, "subscriber: SUBSCRIBE refused: %.150s", r->str);
+    else if (!push_is(r, "subscribe", 3) || r->element[1]->type != REDIS_REPLY_STRING ||
+             r->element[1]->len != len || memcmp(r->element[1]->str, channel, len) != 0)
+        rc = sub_fail(s, WK_EPROTO, "subscriber: unexpected reply to SUBSCRIBE");
+    freeReplyObject(r);
+    if (!rc)
+        s->last_rx_ms = wk__now_ms();
+    return rc;
+}
+
+/* Send a keep-alive PING (allowed in subscribed mode). */
+static int send_ping(wk__subscriber *s)
+{
+    if (redisAppendCommand(s->ctx, "PING") != REDIS_OK)
+        return ctx_fail(s, "PING");
+    int done = 0;
+    while (!done) {
+        if (redisBufferWrite(s->ctx, &done) != REDIS_OK)
+            return ctx_fail(s, "PING");
+    }
+    s->ping_sent_ms = wk__now_ms();
+    return WK_OK;
+}
+
+int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
+                        size_t *len, bool *got)
+{
+    if (!s || !msg || !len || !got)
+        return WK_EINVAL;
+    *got = false;
+    *msg = NULL;
+    *len = 0;
+    if (s->last) {
+        freeReplyObject(s->last);
+        s->last = NULL;
+    }
+    if (!s->ctx || s->ctx->err)
+        return sub_fail(s, WK_EIO, "subscriber: connection is closed");
+    int64_t deadline = wk__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    for (;;) {
+        /* Replies already read come first. */
+        redisReply *r = NULL;
+        if (redisGetReplyFromReader(s->ctx, (void **)&r) != REDIS_OK)
+            return ctx_fail(s, "reading a message");
+        if (r) {
+            if (push_is(r, "message", 3) && r->element[2]->type == REDIS_REPLY_STRING) {
+                s->last = r;
+                *msg = r->element[2]->str;
+                *len = r->element[2]->len;
+                *got = true;
+                return WK_OK;
+            }
+            bool pong = push_is(r, "pong", 1);
+            bool error = r->type == REDIS_REPLY_ERROR;
+            char text[160];
+            if (error)
+                snprintf(text, sizeof(text), "%.150s", r->str);
+            freeReplyObject(r);
+            if (error)
+                return sub_fail(s, WK_EREDIS, "subscriber: Redis replied: %s", text);
+            if (pong)
+                s->ping_sent_ms = 0;
+            continue; /* (un)subscribe confirmations and the like */
+        }
+
+        int64_t now = wk__now_ms();
+        if (s->ping_sent_ms && now - s->ping_sent_ms >= s->command_timeout_ms)
+            return sub_fail(s, WK_ETIMEDOUT, "subscriber: no answer to PING within %d ms",
+                            s->command_timeout_ms);
+        if (!s->ping_sent_ms && s->keepalive_ms && now - s->last_rx_ms >= s->keepalive_ms) {
+            int rc = send_ping(s);
+            if (rc)
+                return rc;
+        }
+        if (now >= deadline)
+            return WK_OK;
+
+        /* Sleep until bytes, a wake-up, the deadline or the next check. */
+        int64_t wait = deadline - now;
+        if (s->ping_sent_ms) {
+            int64_t t = s->ping_sent_ms + s->command_timeout_ms - now;
+            wait = t < wait ? t : wait;
+        } else if (s->keepalive_ms) {
+            int64_t t = s->last_rx_ms + s->keepalive_ms - now;
+            wait = t < wait ? t : wait;
+        }
+        if (wait < 1)
+            wait = 1;
+        struct pollfd fds[2] = {{.fd = s->ctx->fd, .events = POLLIN},
+                                {.fd = wake_fd, .events = POLLIN}};
+        int n = poll(fds, wake_fd >= 0 ? 2 : 1, (int)wait);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return sub_fail(s, WK_EIO, "subscriber: poll failed: %s", strerror(errno));
+        }
+        if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            return WK_OK;
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (redisBufferRead(s->ctx) != REDIS_OK)
+                return ctx_fail(s, "connection lost");
+            s->last_rx_ms = wk__now_ms();
+        }
+    }
+}
+
+const char *wk__subscriber_errmsg(const wk__subscriber *s)
+{
+    return s ? s->errmsg : "no subscriber";
+}
+
+void wk__subscriber_close(wk__subscriber *s)
+{
+    if (!s)
+        return;
+    if (s->last)
+        freeReplyObject(s->last);
+    if (s->ctx)
+        redisFree(s->ctx);
+    free(s);
+}

@@ -1,0 +1,71 @@
+/*
+ * core/subscriber.h — a Pub/Sub subscriber connection for helpers that
+ * follow a channel (the settings follower). Private to the library: the
+ * rest of the library never touches hiredis, so core opens and reads this
+ * connection on their behalf. Not installed.
+ *
+ * A subscriber is a second connection made from a handle's settings (URL,
+ * credentials, timeouts, client name). It is not a query path: it carries
+ * no capability check, so a caller must check its right to read what it
+ * subscribes to with a query on the handle first (the follower loads a
+ * snapshot through dispatch before it trusts any message).
+ *
+ * Thread-safety: a subscriber is used by one thread at a time. The wk_db
+ * passed to wk__subscriber_open() is only read during that call.
+ */
+#ifndef WK_CORE_SUBSCRIBER_H
+#define WK_CORE_SUBSCRIBER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <wakuwaku/db.h>
+
+typedef struct wk__subscriber wk__subscriber;
+
+/*
+ * Open a new connection with the connection settings of `db` (same server,
+ * AUTH, CLIENT SETNAME, connect and command timeouts; no SELECT: Pub/Sub
+ * ignores databases).
+ *
+ *   keepalive_ms  after this long without traffic, wk__subscriber_next()
+ *                 sends a PING and fails with WK_ETIMEDOUT when no answer
+ *                 arrives within the command timeout. 0: never.
+ *
+ * Returns WK_OK, WK_EINVAL, WK_ENOMEM, WK_EIO, WK_ETIMEDOUT or WK_EAUTH;
+ * *out is NULL on failure, with a message in `err` (may be NULL).
+ */
+int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
+                        size_t errlen);
+
+/*
+ * SUBSCRIBE to one channel (binary-safe) and wait for the server's
+ * confirmation: once this returns WK_OK, every message published later on
+ * the channel will be delivered. Returns WK_OK or a connection / protocol
+ * error (the subscriber is then unusable: close it).
+ */
+int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len);
+
+/*
+ * Wait up to `timeout_ms` for the next message on a subscribed channel.
+ *
+ *   wake_fd   a descriptor (a pipe's read end) that, once readable, makes
+ *             the call return at once with *got false; -1: none.
+ *   msg, len  OUT: the payload when *got; borrowed until the next call or
+ *             wk__subscriber_close().
+ *   got       OUT: whether a message was received (false: timeout/wake).
+ *
+ * Returns WK_OK, or WK_EIO (the connection dropped, e.g. killed by the
+ * server), WK_ETIMEDOUT (no answer to a keep-alive PING), WK_EPROTO,
+ * WK_ENOMEM; after a failure the subscriber is unusable: close it.
+ */
+int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
+                        size_t *len, bool *got);
+
+/* The message of the last failure; never NULL. */
+const char *wk__subscriber_errmsg(const wk__subscriber *s);
+
+/* Close the connection and free the subscriber. NULL is a no-op. */
+void wk__subscriber_close(wk__subscriber *s);
+
+#endif /* WK_CORE_SUBSCRIBER_H */
