@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -73,8 +74,12 @@ static int spawn(wk_test_server *s, const char *const *config)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        /* Quiet child: the tests read state through Redis, not its log. */
-        freopen("/dev/null", "w", stdout);
+        /* Quiet child: the tests read state through Redis, not its log;
+         * and it must not hold the test's stdout pipe open. */
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(127);
+        /* A test that dies (failed assertion, crash) takes its server along. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
