@@ -17,6 +17,7 @@
 #include <wakuwaku/query.h>
 #include <wakuwaku/db.h>
 #include <wakuwaku/hooks.h>
+#include <wakuwaku/batch.h>
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/token_bucket.h>
