@@ -50,11 +50,11 @@ Test(faults, restart_under_load_gives_ok_or_io_errors_then_recovers, .timeout = 
     wk_db *db = open_fast(s.url, 300);
     wk_processor *p = wk_db_processor(db);
     int ok = 0, io = 0;
-    for (unsigned i = 0; i < 3000; i++) {
-        if (i == 1000) {
+    for (unsigned i = 0; i < 1500; i++) {
+        if (i == 500) {
             wk_test_server_stop(&s);
         }
-        if (i == 1500)
+        if (i == 600)
             cr_assert_eq(wk_test_server_restart(&s, NULL), 0);
         int64_t t0 = wk_test_now_ms();
         int rc = mixed_op(p, i);
@@ -69,7 +69,7 @@ Test(faults, restart_under_load_gives_ok_or_io_errors_then_recovers, .timeout = 
             io++;
     }
     fprintf(stderr, "restart under load: %d ok, %d connection errors\n", ok, io);
-    cr_assert_gt(io, 0, "the server was down for 500 operations");
+    cr_assert_gt(io, 0, "the server was down for 100 operations");
     cr_assert_eq(mixed_op(p, 0), WK_OK, "works again after the restart: %s", wk_db_errmsg(db));
     wk_db_close(db);
     wk_test_server_stop(&s);
