@@ -226,6 +226,16 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+/* DEL's count as a bool; `out` may be NULL (the caller did not ask). */
+static int parse_del(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to DEL");
+    if (q->out)
+        *(bool *)q->out = wk_reply_integer(r) != 0;
+    return WK_OK;
+}
+
 /* ------------------------------------------------------------------------
  * Queries
  * ---------------------------------------------------------------------- */
@@ -249,7 +259,8 @@ int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name na
     tb_args a;
     int argc = fill_args(&a, bucket, key, key_len, &cost);
     wk_access access = {bucket, WK_WRITE};
-    wk_token_bucket_outcome got = {0};
+    /* The parser writes *outcome (zeroed above until then), so this works
+     * in a batch too. */
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .script = &acquire_script,
@@ -258,11 +269,8 @@ int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name na
                   .argv = a.argv,
                   .argvlen = a.argvlen,
                   .parse = parse_acquire,
-                  .out = &got};
-    rc = wk_process(p, &q);
-    if (rc == WK_OK)
-        *outcome = got;
-    return rc;
+                  .out = outcome};
+    return wk_process(p, &q);
 }
 
 int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
@@ -281,7 +289,6 @@ int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
     tb_args a;
     int argc = fill_args(&a, bucket, key, key_len, NULL);
     wk_access access = {bucket, WK_READ};
-    wk_token_bucket_state got = {0};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_RETRY_SAFE,
@@ -291,11 +298,8 @@ int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
                   .argv = a.argv,
                   .argvlen = a.argvlen,
                   .parse = parse_peek,
-                  .out = &got};
-    rc = wk_process(p, &q);
-    if (rc == WK_OK)
-        *state = got;
-    return rc;
+                  .out = state};
+    return wk_process(p, &q);
 }
 
 int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
@@ -312,16 +316,12 @@ int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name
     const char *argv[2] = {"DEL", key};
     size_t argvlen[2] = {3, key_len};
     wk_access access = {bucket, WK_WRITE};
-    bool existed = false;
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .argc = 2,
                   .argv = argv,
                   .argvlen = argvlen,
-                  .parse = wk__parse_bool_int,
-                  .out = &existed};
-    rc = wk_process(p, &q);
-    if (rc == WK_OK && was_used)
-        *was_used = existed;
-    return rc;
+                  .parse = parse_del,
+                  .out = was_used};
+    return wk_process(p, &q);
 }

@@ -50,6 +50,10 @@
  * hold exactly the primary's numbers; after a failover the new primary's
  * clock takes over under the same rules.
  *
+ * BATCHES: all three work through a batch processor (wk_batch_processor):
+ * the OUT parameters are written by the reply parser, during
+ * wk_batch_exec(), so they must stay valid until it returns.
+ *
  * THREADS: like every query, each call uses the processor's handle from
  * one thread at a time; the entity may be shared by all threads.
  */
@@ -71,17 +75,24 @@ extern "C" {
 /* Times and token counts saturate at 2^53 (about 285,000 years in ms). */
 #define WK_TOKEN_BUCKET_SATURATE (INT64_C(1) << 53)
 
-/* The outcome of wk_token_bucket_acquire(). */
+/*
+ * The outcome of wk_token_bucket_acquire().
+ *
+ *   allowed         the tokens were taken: go ahead.
+ *   remaining       whole tokens left after this call (floor).
+ *   retry_after_ms  allowed: 0. Denied: ms until `cost` tokens will be
+ *                   there, rounded up, so trying again after waiting this
+ *                   long succeeds unless someone else takes them first
+ *                   (e.g. the Retry-After header). WK_TOKEN_BUCKET_NEVER
+ *                   when cost > capacity.
+ *   full_after_ms   ms until the bucket is full again (0: full now); e.g.
+ *                   the RateLimit-Reset header.
+ */
 typedef struct wk_token_bucket_outcome {
-    bool allowed;          /* the tokens were taken: go ahead */
-    int64_t remaining;     /* whole tokens left after this call (floor) */
-    int64_t retry_after_ms;/* allowed: 0. Denied: ms until `cost` tokens
-                            * will be there, rounded up, so trying again
-                            * after waiting this long succeeds unless
-                            * someone else takes them first.
-                            * WK_TOKEN_BUCKET_NEVER when cost > capacity. */
-    int64_t full_after_ms; /* ms until the bucket is full again (0: full);
-                            * e.g. for RateLimit-Reset headers */
+    bool allowed;
+    int64_t remaining;
+    int64_t retry_after_ms;
+    int64_t full_after_ms;
 } wk_token_bucket_outcome;
 
 /*
@@ -92,7 +103,7 @@ typedef struct wk_token_bucket_outcome {
  *   bucket   a TokenBucket entity (capacity, rate, period_ms > 0).
  *   cost     tokens to take, 1..WK_TOKEN_BUCKET_COST_MAX; 0 is WK_EINVAL.
  *   outcome  OUT: allowed or denied, see wk_token_bucket_outcome. Zeroed
- *            (denied) when the call fails.
+ *            (denied) first, so it reads "denied" when the call fails.
  *
  * Returns WK_OK (see outcome->allowed), WK_EINVAL (bad entity or name,
  * cost out of range, NULL outcome), WK_EDENIED (capability), WK_ECORRUPT
@@ -105,12 +116,18 @@ typedef struct wk_token_bucket_outcome {
 WK_API int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name name,
                                    uint64_t cost, wk_token_bucket_outcome *outcome);
 
-/* What wk_token_bucket_peek() saw. */
+/*
+ * What wk_token_bucket_peek() saw.
+ *
+ *   tokens         tokens in the bucket now (may be fractional).
+ *   available      whole tokens now (floor): the largest cost an acquire
+ *                  would allow right now.
+ *   full_after_ms  ms until full (0: full, or never used).
+ */
 typedef struct wk_token_bucket_state {
-    double tokens;         /* tokens in the bucket now (may be fractional) */
-    int64_t available;     /* whole tokens now (floor): the largest cost
-                            * an acquire would allow right now */
-    int64_t full_after_ms; /* ms until full (0: full, or never used) */
+    double tokens;
+    int64_t available;
+    int64_t full_after_ms;
 } wk_token_bucket_state;
 
 /*
@@ -121,7 +138,7 @@ typedef struct wk_token_bucket_state {
  *
  * Returns WK_OK, WK_EINVAL (bad entity or name, NULL state), WK_EDENIED,
  * WK_ECORRUPT (as for acquire) or a connection / server error. *state is
- * zeroed when the call fails.
+ * zeroed first, so it reads all zero when the call fails.
  */
 WK_API int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
                                 wk_token_bucket_state *state);

@@ -1,0 +1,793 @@
+/*
+ * tests/collection/test_token_bucket.c — TokenBucket semantics against a
+ * real redis-server: accuracy under contention across processes, retry
+ * hints that hold, expiry of idle names, a peek that writes nothing,
+ * precision at 100,000 tokens/s and at 1 token/hour, server clock jumps,
+ * corrupted keys and invalid arguments.
+ *
+ * Long waits (an hour of refill) are simulated by moving the stored `ts`
+ * back with a raw HSET, which is exactly what elapsed server time does.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "redis_fixture.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static void bucket_key(char *buf, size_t cap, const char *ns, const char *name)
+{
+    snprintf(buf, cap, "@@wakuwaku-entity:TokenBucket:%s:%s", ns, name);
+}
+
+/* The server's clock in ms. */
+static int64_t server_ms(redisContext *raw)
+{
+    redisReply *r = wk_test_cmd(raw, "TIME");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    int64_t ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* A hash field as a double; NAN when missing. */
+static double field(redisContext *raw, const char *key, const char *name)
+{
+    redisReply *r = wk_test_cmd(raw, "HGET %s %s", key, name);
+    double v = r->type == REDIS_REPLY_STRING ? strtod(r->str, NULL) : NAN;
+    freeReplyObject(r);
+    return v;
+}
+
+static long long integer_cmd(redisContext *raw, const char *fmt, const char *key)
+{
+    redisReply *r = wk_test_cmd(raw, fmt, key);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "%s: %s", fmt,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* INFO persistence: rdb_changes_since_last_save — every write bumps it. */
+static long long dirty(redisContext *raw)
+{
+    redisReply *r = wk_test_cmd(raw, "INFO persistence");
+    const char *p = strstr(r->str, "rdb_changes_since_last_save:");
+    cr_assert(p);
+    long long v = atoll(p + strlen("rdb_changes_since_last_save:"));
+    freeReplyObject(r);
+    return v;
+}
+
+static wk_token_bucket_outcome acquire(wk_db *db, const wk_entity *e, const char *name,
+                                       uint64_t cost)
+{
+    wk_token_bucket_outcome o;
+    int rc = wk_token_bucket_acquire(wk_db_processor(db), e, wk_name_str(name), cost, &o);
+    cr_assert_eq(rc, WK_OK, "acquire: %s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    return o;
+}
+
+static wk_token_bucket_state peek(wk_db *db, const wk_entity *e, const char *name)
+{
+    wk_token_bucket_state st;
+    int rc = wk_token_bucket_peek(wk_db_processor(db), e, wk_name_str(name), &st);
+    cr_assert_eq(rc, WK_OK, "peek: %s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    return st;
+}
+
+/* ---- basics ----------------------------------------------------------- */
+
+Test(token_bucket, starts_full_drains_and_denies_with_retry)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tb"), 5, 1, 10000); /* 1 per 10 s */
+    for (int i = 4; i >= 0; i--) {
+        wk_token_bucket_outcome o = acquire(db, &e, "a", 1);
+        cr_assert(o.allowed, "token %d of a full bucket", 5 - i);
+        cr_assert_eq(o.remaining, i);
+        cr_assert_eq(o.retry_after_ms, 0);
+        /* Refill may have added a few ms worth meanwhile. */
+        cr_assert(o.full_after_ms > (5 - i) * 10000 - 500 && o.full_after_ms <= (5 - i) * 10000,
+                  "full after %lld", (long long)o.full_after_ms);
+    }
+    wk_token_bucket_outcome o = acquire(db, &e, "a", 1);
+    cr_assert_not(o.allowed, "empty bucket must deny");
+    cr_assert_eq(o.remaining, 0);
+    cr_assert(o.retry_after_ms > 9000 && o.retry_after_ms <= 10000, "retry %lld",
+              (long long)o.retry_after_ms);
+    cr_assert(o.full_after_ms > 49000 && o.full_after_ms <= 50000);
+    /* Other names are independent. */
+    o = acquire(db, &e, "b", 5);
+    cr_assert(o.allowed);
+    cr_assert_eq(o.remaining, 0);
+    wk_db_close(db);
+}
+
+Test(token_bucket, key_layout_fields_and_expiry)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tblayout"), 10, 1, 1000);
+    wk_token_bucket_outcome o;
+    cr_assert_eq(wk_token_bucket_acquire(wk_db_processor(db), &e, wk_name_u64(42), 3, &o), WK_OK);
+    cr_assert(o.allowed);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "42");
+    redisReply *r = wk_test_cmd(raw, "TYPE %s", key);
+    cr_assert_str_eq(r->str, "hash");
+    freeReplyObject(r);
+    cr_assert_eq(integer_cmd(raw, "HLEN %s", key), 2, "exactly the fields tokens and ts");
+    double tokens = field(raw, key, "tokens");
+    cr_assert(tokens >= 7 && tokens < 7.1, "tokens %.17g", tokens);
+    int64_t now = server_ms(raw);
+    double ts = field(raw, key, "ts");
+    cr_assert(ts <= (double)now && ts > (double)now - 1000, "ts %.17g vs server %lld", ts,
+              (long long)now);
+    cr_assert_eq(ts, floor(ts), "ts is whole ms");
+    long long pttl = integer_cmd(raw, "PTTL %s", key);
+    cr_assert(pttl > 2500 && pttl <= 3000, "PTTL %lld = time until full (3 tokens at 1/s)", pttl);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+Test(token_bucket, cost_over_capacity_is_denied_for_ever)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbnever"), 5, 1, 1000);
+    wk_token_bucket_outcome o = acquire(db, &e, "x", 6);
+    cr_assert_not(o.allowed);
+    cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+    cr_assert_eq(o.remaining, 5);
+    cr_assert_eq(o.full_after_ms, 0);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "x");
+    cr_assert_eq(integer_cmd(raw, "EXISTS %s", key), 0, "a denial writes nothing");
+    /* Even on a drained bucket: never, not "later". */
+    cr_assert(acquire(db, &e, "x", 5).allowed, "cost == capacity is allowed when full");
+    o = acquire(db, &e, "x", 6);
+    cr_assert_not(o.allowed);
+    cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+    cr_assert(o.full_after_ms > 4000 && o.full_after_ms <= 5000);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+Test(token_bucket, fractional_parameters)
+{
+    wk_db *db = wk_test_open(NULL);
+    /* 2.5 tokens when full, half a token per second. */
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbfrac"), 2.5, 0.5, 1000);
+    wk_token_bucket_outcome o = acquire(db, &e, "f", 3);
+    cr_assert_not(o.allowed);
+    cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+    cr_assert_eq(o.remaining, 2);
+    o = acquire(db, &e, "f", 2);
+    cr_assert(o.allowed);
+    cr_assert_eq(o.remaining, 0, "0.5 left is 0 whole tokens");
+    cr_assert(o.full_after_ms > 3900 && o.full_after_ms <= 4000, "2 tokens at 0.5/s: %lld",
+              (long long)o.full_after_ms);
+    wk_token_bucket_state st = peek(db, &e, "f");
+    cr_assert(st.tokens >= 0.5 && st.tokens < 0.6, "tokens %.17g", st.tokens);
+    cr_assert_eq(st.available, 0);
+    o = acquire(db, &e, "f", 1);
+    cr_assert_not(o.allowed);
+    cr_assert(o.retry_after_ms > 800 && o.retry_after_ms <= 1000, "0.5 missing at 0.5/s: %lld",
+              (long long)o.retry_after_ms);
+    wk_db_close(db);
+}
+
+/* ---- retry-after ------------------------------------------------------ */
+
+Test(token_bucket, retry_after_is_honoured, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    /* One token per 300 ms, cost 2 (600 ms); rate 10/3 s is not a binary
+     * fraction, so rounding is exercised. */
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbretry"), 4, 10, 3000);
+    cr_assert(acquire(db, &e, "r", 4).allowed);
+    for (int round = 0; round < 4; round++) {
+        wk_token_bucket_outcome o = acquire(db, &e, "r", 2);
+        cr_assert_not(o.allowed, "round %d: the bucket was drained", round);
+        int64_t r1 = o.retry_after_ms;
+        int64_t t0 = wk_test_now_ms();
+        cr_assert(r1 > 0 && r1 <= 600, "round %d: retry %lld", round, (long long)r1);
+        /* Waiting notably less (a third) fails, and the new hint counts
+         * down by at least the time waited. */
+        wk_test_sleep_ms((int)(r1 / 3));
+        o = acquire(db, &e, "r", 2);
+        int64_t waited = wk_test_now_ms() - t0;
+        if (waited < r1 - 5) {
+            cr_assert_not(o.allowed, "round %d: allowed after %lld of %lld ms", round,
+                          (long long)waited, (long long)r1);
+            cr_assert(o.retry_after_ms > 0 && o.retry_after_ms <= r1 - r1 / 3 + 1,
+                      "round %d: second hint %lld after waiting %lld of %lld", round,
+                      (long long)o.retry_after_ms, (long long)waited, (long long)r1);
+            /* Wait exactly the new hint: must succeed. */
+            wk_test_sleep_ms((int)o.retry_after_ms);
+        }
+        o = acquire(db, &e, "r", 2);
+        cr_assert(o.allowed, "round %d: denied after waiting the hint (retry %lld)", round,
+                  (long long)o.retry_after_ms);
+    }
+    /* Waiting exactly the first hint succeeds too. */
+    for (int round = 0; round < 4; round++) {
+        wk_token_bucket_outcome o = acquire(db, &e, "r", 2);
+        if (o.allowed)
+            continue; /* the machine stalled long enough to refill */
+        wk_test_sleep_ms((int)o.retry_after_ms);
+        o = acquire(db, &e, "r", 2);
+        cr_assert(o.allowed, "exact wait, round %d: denied, retry %lld", round,
+                  (long long)o.retry_after_ms);
+    }
+    wk_db_close(db);
+}
+
+/* ---- accuracy under contention ------------------------------------------ */
+
+#define WORKERS 4
+#define HAMMER_MS 3000
+#define ACC_CAPACITY 50
+#define ACC_RATE 200 /* per second */
+
+typedef struct worker_report {
+    int64_t allowed, denied, errors;
+    int64_t first_start, first_end, last_start, last_end; /* monotonic ms */
+} worker_report;
+
+static worker_report hammer(const char *ns, int64_t deadline)
+{
+    worker_report rep = {0};
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    wk_db *db;
+    if (wk_db_open(&db, &o, NULL, 0) != WK_OK) {
+        rep.errors = 1;
+        return rep;
+    }
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(ns, ACC_CAPACITY, ACC_RATE, 1000);
+    for (bool first = true;; first = false) {
+        int64_t start = wk_test_now_ms();
+        if (start >= deadline)
+            break;
+        wk_token_bucket_outcome out;
+        int rc = wk_token_bucket_acquire(wk_db_processor(db), &e, wk_name_str("hot"), 1, &out);
+        int64_t end = wk_test_now_ms();
+        if (rc != WK_OK) {
+            rep.errors++;
+            continue;
+        }
+        if (out.allowed)
+            rep.allowed++;
+        else
+            rep.denied++;
+        if (first) {
+            rep.first_start = start;
+            rep.first_end = end;
+        }
+        rep.last_start = start;
+        rep.last_end = end;
+    }
+    wk_db_close(db);
+    return rep;
+}
+
+Test(token_bucket, accuracy_under_contention, .timeout = 120)
+{
+    const char *ns = wk_test_ns("tbacc");
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    int64_t deadline = wk_test_now_ms() + HAMMER_MS;
+    pid_t kids[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0) {
+            close(fds[0]);
+            worker_report rep = hammer(ns, deadline);
+            _exit(write(fds[1], &rep, sizeof(rep)) == (ssize_t)sizeof(rep) ? 0 : 1);
+        }
+    }
+    close(fds[1]);
+    worker_report all[WORKERS];
+    for (int i = 0; i < WORKERS; i++)
+        cr_assert_eq(read(fds[0], &all[i], sizeof(all[i])), (ssize_t)sizeof(all[i]));
+    for (int i = 0; i < WORKERS; i++) {
+        int status;
+        waitpid(kids[i], &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %d: %d", i, status);
+    }
+    close(fds[0]);
+    /* What the workers left in the bucket (plus the little refilled since
+     * they stopped): tokens refilled in a stall just before the deadline
+     * stay there, which is no fault of the limiter. */
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(ns, ACC_CAPACITY, ACC_RATE, 1000);
+    double left = peek(db, &e, "hot").tokens;
+    wk_db_close(db);
+    int64_t allowed = 0, denied = 0, errors = 0;
+    int64_t outer_from = INT64_MAX, outer_to = 0, inner_from = 0, inner_to = INT64_MAX;
+    for (int i = 0; i < WORKERS; i++) {
+        allowed += all[i].allowed;
+        denied += all[i].denied;
+        errors += all[i].errors;
+        if (all[i].first_start < outer_from)
+            outer_from = all[i].first_start;
+        if (all[i].last_end > outer_to)
+            outer_to = all[i].last_end;
+        if (all[i].first_end > inner_from)
+            inner_from = all[i].first_end;
+        if (all[i].last_start < inner_to)
+            inner_to = all[i].last_start;
+    }
+    cr_assert_eq(errors, 0);
+    /* Every acquire ran on the server between outer_from and outer_to, so
+     * no more than capacity + rate × that span can have been allowed; and
+     * while all workers hammered (inner span) every token refilled was
+     * taken or is still in the bucket — none lost to rounding. */
+    double outer = (double)(outer_to - outer_from) / 1000.0;
+    double inner = (double)(inner_to - inner_from) / 1000.0;
+    double upper = ACC_CAPACITY + ACC_RATE * outer + 1;
+    double lower = 0.95 * (ACC_CAPACITY + ACC_RATE * inner);
+    fprintf(stderr,
+            "token bucket accuracy: %lld allowed (+%.1f left), %lld denied in %.3f s "
+            "(inner %.3f s); bounds [%.1f, %.1f]\n",
+            (long long)allowed, left, (long long)denied, outer, inner, lower, upper);
+    cr_assert(denied > allowed, "the workers must outpace the rate for the test to mean anything");
+    cr_assert((double)allowed <= upper, "%lld allowed > %.1f", (long long)allowed, upper);
+    cr_assert((double)allowed + left >= lower, "%lld allowed + %.1f left < %.1f",
+              (long long)allowed, left, lower);
+}
+
+/* ---- expiry ----------------------------------------------------------- */
+
+Test(token_bucket, idle_key_expires_when_full)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    /* Two tokens, one per 150 ms. */
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbexp"), 2, 2, 300);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "idle");
+    int64_t t_before = wk_test_now_ms();
+    wk_token_bucket_outcome o = acquire(db, &e, "idle", 2);
+    cr_assert(o.allowed);
+    cr_assert(o.full_after_ms > 200 && o.full_after_ms <= 300);
+    long long pttl = integer_cmd(raw, "PTTL %s", key);
+    cr_assert(pttl > 0 && pttl <= o.full_after_ms, "PTTL %lld, full after %lld", pttl,
+              (long long)o.full_after_ms);
+    int64_t t0 = wk_test_now_ms();
+    while (integer_cmd(raw, "EXISTS %s", key) == 1 && wk_test_now_ms() - t0 < 5000)
+        wk_test_sleep_ms(20);
+    int64_t gone_after = wk_test_now_ms() - t0;
+    cr_assert_lt(gone_after, 5000, "the key of an idle, full bucket must expire");
+    /* The key lives at least until the bucket is full again. */
+    int64_t lived = wk_test_now_ms() - t_before;
+    cr_assert_geq(lived, o.full_after_ms - 2, "gone %lld ms after the acquire, full after %lld",
+                  (long long)lived, (long long)o.full_after_ms);
+    wk_token_bucket_state st = peek(db, &e, "idle");
+    cr_assert_eq(st.tokens, 2.0, "an expired key is a full bucket");
+    cr_assert_eq(st.available, 2);
+    cr_assert_eq(st.full_after_ms, 0);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* ---- peek writes nothing ---------------------------------------------- */
+
+/* A private server, so the write counters are ours alone; .fini stops it
+ * even when an assertion fails. */
+static wk_test_server private_server;
+
+static void private_start(void)
+{
+    cr_assert_eq(wk_test_server_start(&private_server, NULL), 0, "redis-server did not start");
+}
+
+static void private_stop(void)
+{
+    wk_test_server_stop(&private_server);
+}
+
+Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_start,
+     .fini = private_stop, .timeout = 60)
+{
+    const wk_test_server *server = &private_server;
+    wk_db *rw = wk_test_open_url(server->url, NULL);
+    wk_db *ro = wk_test_open_url(server->url, wk_cap_read_only());
+    redisContext *raw = wk_test_raw(server->url);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY("peek", 10, 1, 1000);
+    char key[256];
+    bucket_key(key, sizeof(key), "peek", "p");
+
+    /* Never used: full, and peeking creates nothing. */
+    long long d0 = dirty(raw);
+    wk_token_bucket_state st = peek(ro, &e, "p");
+    cr_assert_eq(st.tokens, 10.0);
+    cr_assert_eq(st.available, 10);
+    cr_assert_eq(st.full_after_ms, 0);
+    cr_assert_eq(integer_cmd(raw, "EXISTS %s", key), 0);
+    cr_assert_eq(dirty(raw), d0);
+
+    cr_assert(acquire(rw, &e, "p", 3).allowed);
+    cr_assert_gt(dirty(raw), d0, "an allowed acquire writes (the counter works)");
+    redisReply *before = wk_test_cmd(raw, "HGETALL %s", key);
+    long long pttl_before = integer_cmd(raw, "PTTL %s", key);
+    long long d1 = dirty(raw);
+    long long writes1 = wk_test_cmd_calls(raw, "hset") + wk_test_cmd_calls(raw, "pexpire") +
+                        wk_test_cmd_calls(raw, "del");
+    long long scripts1 = wk_test_cmd_calls(raw, "evalsha") + wk_test_cmd_calls(raw, "eval");
+    wk_test_sleep_ms(30);
+    for (int i = 0; i < 5; i++) {
+        st = peek(ro, &e, "p");
+        cr_assert(st.tokens > 7 && st.tokens < 8, "tokens %.17g", st.tokens);
+        cr_assert_eq(st.available, 7);
+        cr_assert(st.full_after_ms > 2000 && st.full_after_ms < 3000);
+    }
+    cr_assert_eq(dirty(raw), d1, "peek changed the dataset");
+    cr_assert_eq(wk_test_cmd_calls(raw, "hset") + wk_test_cmd_calls(raw, "pexpire") +
+                     wk_test_cmd_calls(raw, "del"),
+                 writes1, "peek ran a write command");
+    cr_assert_eq(wk_test_cmd_calls(raw, "evalsha") + wk_test_cmd_calls(raw, "eval"), scripts1 + 5,
+                 "the peeks ran as scripts (the check above is meaningful)");
+    redisReply *after = wk_test_cmd(raw, "HGETALL %s", key);
+    cr_assert_eq(after->elements, before->elements);
+    for (size_t i = 0; i < after->elements; i++)
+        cr_assert_str_eq(after->element[i]->str, before->element[i]->str);
+    freeReplyObject(before);
+    freeReplyObject(after);
+    cr_assert_leq(integer_cmd(raw, "PTTL %s", key), pttl_before, "peek must not extend expiry");
+
+    /* A denial writes nothing either: the stored state still holds. */
+    wk_token_bucket_outcome denied = acquire(rw, &e, "p", 8);
+    cr_assert_not(denied.allowed);
+    cr_assert_eq(dirty(raw), d1, "a denied acquire wrote");
+
+    /* Even when the stored ts is in the future (the clock went back), peek
+     * writes nothing — only acquire repairs ts. */
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
+    long long d2 = dirty(raw);
+    st = peek(ro, &e, "p");
+    cr_assert_eq(st.available, 7);
+    cr_assert_eq(dirty(raw), d2);
+
+    /* The read-only handle may not acquire or reset. */
+    wk_token_bucket_outcome o;
+    cr_assert_eq(wk_token_bucket_acquire(wk_db_processor(ro), &e, wk_name_str("p"), 1, &o),
+                 WK_EDENIED);
+    cr_assert_eq(wk_token_bucket_reset(wk_db_processor(ro), &e, wk_name_str("p"), NULL),
+                 WK_EDENIED);
+    cr_assert_eq(dirty(raw), d2);
+
+    redisFree(raw);
+    wk_db_close(ro);
+    wk_db_close(rw);
+}
+
+/* ---- precision at both ends --------------------------------------------- */
+
+Test(token_bucket, high_rate_100k_per_second)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbfast"), 100000, 100000, 1000);
+    int64_t t0 = wk_test_now_ms();
+    wk_token_bucket_outcome o = acquire(db, &e, "f", 100000);
+    cr_assert(o.allowed);
+    cr_assert_lt(o.remaining, 100000);
+    cr_assert_leq(o.full_after_ms, 1000);
+    wk_test_sleep_ms(10);
+    wk_token_bucket_state st = peek(db, &e, "f");
+    int64_t t1 = wk_test_now_ms();
+    /* 100 tokens per ms: at least 9 whole server ms passed (the server
+     * clock is read in whole ms), at most t1 - t0 + 1. */
+    double hi = 100.0 * (double)(t1 - t0 + 2);
+    cr_assert(st.tokens >= 900 && st.tokens <= hi, "after 10 ms at 100k/s: %.17g tokens (≤ %.0f)",
+              st.tokens, hi);
+    cr_assert_eq(st.available, (int64_t)floor(st.tokens + 1e-6));
+    cr_assert(st.full_after_ms > 0 && st.full_after_ms <= 1000);
+    o = acquire(db, &e, "f", 900);
+    cr_assert(o.allowed, "900 of the refilled tokens");
+    /* Many small acquires: every one of 200 cost-1 acquires in a row is
+     * served from the refill — no starvation from rounding. */
+    int allowed = 0;
+    for (int i = 0; i < 200; i++) {
+        o = acquire(db, &e, "f", 1);
+        allowed += o.allowed;
+        if (!o.allowed)
+            cr_assert(o.retry_after_ms == 1, "a missing token at 100/ms is 1 ms away, not %lld",
+                      (long long)o.retry_after_ms);
+    }
+    cr_assert_gt(allowed, 0);
+    /* The hint for a whole bucket is exact to the ms (unless the machine
+     * stalled long enough for the bucket to fill on its own). */
+    o = acquire(db, &e, "f", 100000);
+    if (!o.allowed) {
+        cr_assert(o.retry_after_ms >= 1 && o.retry_after_ms <= 1000, "retry %lld",
+                  (long long)o.retry_after_ms);
+        wk_test_sleep_ms((int)o.retry_after_ms);
+        o = acquire(db, &e, "f", 100000);
+        cr_assert(o.allowed, "a full bucket after the hint (retry %lld)",
+                  (long long)o.retry_after_ms);
+    }
+    wk_db_close(db);
+}
+
+Test(token_bucket, low_rate_one_per_hour)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbslow"), 1, 1, 3600000);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "s");
+    wk_token_bucket_outcome o = acquire(db, &e, "s", 1);
+    cr_assert(o.allowed);
+    cr_assert_eq(o.remaining, 0);
+    cr_assert(o.full_after_ms > 3599000 && o.full_after_ms <= 3600000);
+    long long pttl = integer_cmd(raw, "PTTL %s", key);
+    cr_assert(pttl > 3590000 && pttl <= 3600000, "PTTL %lld", pttl);
+    o = acquire(db, &e, "s", 1);
+    cr_assert_not(o.allowed);
+    cr_assert(o.retry_after_ms > 3599000 && o.retry_after_ms <= 3600000, "retry %lld",
+              (long long)o.retry_after_ms);
+    /* 20 ms at 1/hour is 5.6e-6 tokens: kept, not rounded away. */
+    wk_test_sleep_ms(20);
+    wk_token_bucket_state st = peek(db, &e, "s");
+    cr_assert(st.tokens > 4e-6 && st.tokens < 1e-3, "tokens %.17g", st.tokens);
+    cr_assert_eq(st.available, 0);
+    /* Simulate 59 min 59 s of refill: about one second left. */
+    double ts = field(raw, key, "ts");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %.0f", key, ts - 3599000));
+    o = acquire(db, &e, "s", 1);
+    cr_assert_not(o.allowed);
+    cr_assert(o.retry_after_ms >= 1 && o.retry_after_ms <= 1000, "retry %lld",
+              (long long)o.retry_after_ms);
+    st = peek(db, &e, "s");
+    cr_assert(st.tokens > 0.9997 && st.tokens < 1, "tokens %.17g", st.tokens);
+    /* A fractional deficit: 0.3 tokens at ts0, so 0.7 missing = 2,520,000
+     * ms. Moving ts back by exactly the hint makes the acquire succeed. */
+    int64_t ts0 = server_ms(raw);
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0.3 ts %lld", key, (long long)ts0));
+    o = acquire(db, &e, "s", 1);
+    cr_assert_not(o.allowed);
+    cr_assert(o.retry_after_ms > 2519000 && o.retry_after_ms <= 2520000, "retry %lld",
+              (long long)o.retry_after_ms);
+    cr_assert_eq(field(raw, key, "ts"), (double)ts0, "a denial writes nothing");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)(ts0 - o.retry_after_ms)));
+    o = acquire(db, &e, "s", 1);
+    cr_assert(o.allowed, "allowed once the hinted time has passed");
+    /* A full hour since the last acquire: the token is there. */
+    ts = field(raw, key, "ts");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0", key));
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %.0f", key, ts - 3600000));
+    o = acquire(db, &e, "s", 1);
+    cr_assert(o.allowed, "one token after an hour");
+    cr_assert_eq(o.remaining, 0);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* ---- server clock jumps ------------------------------------------------- */
+
+Test(token_bucket, clock_jumps)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbclock"), 3, 1, 200); /* 1 per 200 ms */
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "c");
+
+    /* Backward: the stored ts is a minute ahead of the server. */
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts %lld", key,
+                                (long long)server_ms(raw) + 60000));
+    wk_token_bucket_outcome o = acquire(db, &e, "c", 1);
+    cr_assert_not(o.allowed, "no refill from a clock that went back");
+    cr_assert(o.retry_after_ms > 0 && o.retry_after_ms <= 200, "retry %lld",
+              (long long)o.retry_after_ms);
+    double ts = field(raw, key, "ts");
+    cr_assert_leq(ts, (double)server_ms(raw), "acquire restarts refill from the server's now");
+    cr_assert_gt(integer_cmd(raw, "PTTL %s", key), 0, "the repaired key still expires");
+    wk_test_sleep_ms((int)o.retry_after_ms);
+    o = acquire(db, &e, "c", 1);
+    cr_assert(o.allowed, "refill resumed at the normal pace, not after the minute");
+
+    /* Forward (a ts far in the past): never more than capacity. */
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts 0", key));
+    o = acquire(db, &e, "c", 1);
+    cr_assert(o.allowed);
+    cr_assert_eq(o.remaining, 2, "refill is capped at capacity");
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* Hints are rounded UP to whole ms. A ts ahead of the server clock makes
+ * the elapsed time 0, so the numbers are exact and known in advance. */
+Test(token_bucket, hints_round_up)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbceil"), 7, 7, 1000); /* 7 per s */
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "h");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0.25 ts %lld", key,
+                                (long long)server_ms(raw) + 60000));
+    wk_token_bucket_state st = peek(db, &e, "h");
+    cr_assert_eq(st.tokens, 0.25, "tokens read back exactly: %.17g", st.tokens);
+    cr_assert_eq(st.available, 0);
+    cr_assert_eq(st.full_after_ms, 965, "6.75 tokens at 7/s = 964.29 ms → 965, not %lld",
+                 (long long)st.full_after_ms);
+    wk_token_bucket_outcome o = acquire(db, &e, "h", 1);
+    cr_assert_not(o.allowed);
+    cr_assert_eq(o.retry_after_ms, 108, "0.75 tokens at 7/s = 107.14 ms → 108, not %lld",
+                 (long long)o.retry_after_ms);
+    cr_assert_eq(o.full_after_ms, 965);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* ---- reset -------------------------------------------------------------- */
+
+Test(token_bucket, reset_refills_and_reports_use)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbreset"), 2, 1, 60000);
+    bool used = true;
+    cr_assert_eq(wk_token_bucket_reset(p, &e, wk_name_str("z"), &used), WK_OK);
+    cr_assert_not(used, "a fresh bucket was not used");
+    cr_assert(acquire(db, &e, "z", 2).allowed);
+    cr_assert_not(acquire(db, &e, "z", 1).allowed);
+    cr_assert_eq(wk_token_bucket_reset(p, &e, wk_name_str("z"), &used), WK_OK);
+    cr_assert(used);
+    wk_token_bucket_state st = peek(db, &e, "z");
+    cr_assert_eq(st.tokens, 2.0);
+    cr_assert(acquire(db, &e, "z", 2).allowed, "full again after reset");
+    cr_assert_eq(wk_token_bucket_reset(p, &e, wk_name_str("z"), NULL), WK_OK, "was_used optional");
+    wk_db_close(db);
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+Test(token_bucket, works_in_a_batch)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbbatch"), 3, 1, 60000);
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_processor *bp = wk_batch_processor(b);
+    wk_token_bucket_outcome o[4];
+    wk_token_bucket_state st;
+    bool used = false;
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(wk_token_bucket_acquire(bp, &e, wk_name_str("q"), 1, &o[i]), WK_OK);
+    cr_assert_eq(wk_token_bucket_peek(bp, &e, wk_name_str("q"), &st), WK_OK);
+    cr_assert_eq(wk_token_bucket_reset(bp, &e, wk_name_str("q"), &used), WK_OK);
+    cr_assert_not(o[0].allowed, "nothing is written before exec");
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(o[i].allowed, "acquire %d of 3", i);
+        cr_assert_eq(o[i].remaining, 2 - i);
+    }
+    cr_assert_not(o[3].allowed);
+    cr_assert(o[3].retry_after_ms > 59000 && o[3].retry_after_ms <= 60000);
+    cr_assert(st.tokens >= 0 && st.tokens < 0.01, "peek after the drain: %.17g", st.tokens);
+    cr_assert(used);
+    cr_assert_eq(peek(db, &e, "q").available, 3, "reset in the batch refilled it");
+    wk_batch_close(b);
+    wk_db_close(db);
+}
+
+/* ---- corrupted keys ------------------------------------------------------ */
+
+static void expect_corrupt(wk_db *db, const wk_entity *e, const char *name, const char *why)
+{
+    wk_token_bucket_outcome o = {.allowed = true};
+    int rc = wk_token_bucket_acquire(wk_db_processor(db), e, wk_name_str(name), 1, &o);
+    cr_assert_eq(rc, WK_ECORRUPT, "%s: acquire gave %s (%s)", why, wk_err_name(rc),
+                 wk_db_errmsg(db));
+    cr_assert_not(o.allowed);
+    char key[256];
+    bucket_key(key, sizeof(key), e->ns, name);
+    cr_assert(strstr(wk_db_errmsg(db), key), "%s: message \"%s\" does not name the key", why,
+              wk_db_errmsg(db));
+    cr_assert(strstr(wk_db_errmsg(db), why), "%s: message \"%s\"", why, wk_db_errmsg(db));
+    wk_token_bucket_state st;
+    rc = wk_token_bucket_peek(wk_db_processor(db), e, wk_name_str(name), &st);
+    cr_assert_eq(rc, WK_ECORRUPT, "%s: peek gave %s", why, wk_err_name(rc));
+}
+
+Test(token_bucket, corrupted_keys_are_reported)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbbad"), 5, 1, 1000);
+    char key[256];
+
+    bucket_key(key, sizeof(key), e.ns, "string");
+    freeReplyObject(wk_test_cmd(raw, "SET %s hello", key));
+    expect_corrupt(db, &e, "string", "WRONGTYPE");
+    redisReply *r = wk_test_cmd(raw, "GET %s", key);
+    cr_assert_str_eq(r->str, "hello", "a corrupted key is left alone");
+    freeReplyObject(r);
+
+    bucket_key(key, sizeof(key), e.ns, "text");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens abc ts 1", key));
+    expect_corrupt(db, &e, "text", "tokens");
+
+    bucket_key(key, sizeof(key), e.ns, "negative");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens -1 ts 1", key));
+    expect_corrupt(db, &e, "negative", "tokens");
+
+    bucket_key(key, sizeof(key), e.ns, "nan");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens nan ts 1", key));
+    expect_corrupt(db, &e, "nan", "tokens");
+
+    bucket_key(key, sizeof(key), e.ns, "nots");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 1", key));
+    expect_corrupt(db, &e, "nots", "ts");
+
+    bucket_key(key, sizeof(key), e.ns, "badts");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 1 ts soon", key));
+    expect_corrupt(db, &e, "badts", "ts");
+
+    bucket_key(key, sizeof(key), e.ns, "foreign");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s other 1", key));
+    expect_corrupt(db, &e, "foreign", "without the fields");
+
+    /* reset repairs it. */
+    bool used = false;
+    cr_assert_eq(wk_token_bucket_reset(wk_db_processor(db), &e, wk_name_str("string"), &used),
+                 WK_OK);
+    cr_assert(used);
+    cr_assert(acquire(db, &e, "string", 1).allowed);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* ---- invalid arguments ---------------------------------------------------- */
+
+Test(token_bucket, invalid_arguments)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity good = WK_TOKEN_BUCKET_ENTITY("tbinval", 5, 1, 1000);
+    wk_entity no_cap = WK_TOKEN_BUCKET_ENTITY("tbinval", 0, 1, 1000);
+    wk_entity no_rate = WK_TOKEN_BUCKET_ENTITY("tbinval", 5, 0, 1000);
+    wk_entity nan_rate = WK_TOKEN_BUCKET_ENTITY("tbinval", 5, NAN, 1000);
+    wk_entity no_period = WK_TOKEN_BUCKET_ENTITY("tbinval", 5, 1, 0);
+    wk_entity lock = WK_LOCK_ENTITY("tbinval", 1000);
+    wk_token_bucket_outcome o = {.allowed = true};
+    wk_token_bucket_state st;
+    bool used;
+    wk_name n = wk_name_str("a");
+
+    cr_assert_eq(wk_token_bucket_acquire(p, &good, n, 0, &o), WK_EINVAL, "cost 0");
+    cr_assert_not(o.allowed);
+    cr_assert(strstr(wk_db_errmsg(db), "cost"), "%s", wk_db_errmsg(db));
+    cr_assert_eq(wk_token_bucket_acquire(p, &good, n, WK_TOKEN_BUCKET_COST_MAX + 1, &o),
+                 WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &good, n, 1, NULL), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &no_cap, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &no_rate, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &nan_rate, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &no_period, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &lock, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, NULL, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(NULL, &good, n, 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_acquire(p, &good, wk_name_str(NULL), 1, &o), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_peek(p, &good, n, NULL), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_peek(p, &lock, n, &st), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_peek(p, &good, wk_name_str(NULL), &st), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_reset(p, &no_rate, n, &used), WK_EINVAL);
+    cr_assert_eq(wk_token_bucket_reset(NULL, &good, n, &used), WK_EINVAL);
+    /* The largest cost is accepted (and denied: it exceeds the capacity). */
+    cr_assert_eq(wk_token_bucket_acquire(p, &good, n, WK_TOKEN_BUCKET_COST_MAX, &o), WK_OK);
+    cr_assert_not(o.allowed);
+    cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+    wk_db_close(db);
+}
