@@ -20,6 +20,8 @@
 #include <wakuwaku/batch.h>
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
+#include <wakuwaku/cache.h>
+#include <wakuwaku/hashed_cache.h>
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
 

@@ -1,0 +1,339 @@
+/*
+ * collection/cache.c — Cache: one string key per name. GET to read, SET PX
+ * to replace with a fresh TTL, UNLINK to remove; typed wrappers that run a
+ * codec around them. Also the body and message helpers HashedCache shares
+ * (collection/cache_private.h).
+ */
+#include <stdlib.h>
+
+#include "collection/cache_private.h"
+
+/* ------------------------------------------------------------------------
+ * Shared helpers
+ * ---------------------------------------------------------------------- */
+
+void wk_body_free(wk_body *body)
+{
+    if (!body)
+        return;
+    free(body->data);
+    *body = (wk_body)WK_BODY_INIT;
+}
+
+int wk__body_copy(wk_body *body, const void *src, size_t len)
+{
+    if (len == SIZE_MAX)
+        return WK_ENOMEM;
+    uint8_t *data = malloc(len + 1);
+    if (!data)
+        return WK_ENOMEM;
+    if (len)
+        memcpy(data, src, len);
+    data[len] = '\0';
+    body->data = data;
+    body->len = len;
+    return WK_OK;
+}
+
+int wk__no_deferred(wk_processor *p, const char *op)
+{
+    if (wk_processor_is_deferred(p))
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s needs its outcome at once: not through a batch", op);
+    return WK_OK;
+}
+
+void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *src = key;
+    size_t o = 0;
+    for (size_t k = 0; k < len; k++) {
+        /* Room for one escaped byte, "..." and the NUL. */
+        if (o + 4 + 3 + 1 > cap) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        unsigned char c = src[k];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[c >> 4];
+            dst[o++] = hex[c & 15];
+        }
+    }
+    dst[o] = '\0';
+}
+
+void wk__query_key(const wk_query *q, char *dst, size_t cap)
+{
+    int i = q->script ? 0 : 1;
+    dst[0] = '\0';
+    if ((q->script && q->nkeys < 1) || q->argc <= i || !q->argv[i])
+        return;
+    wk__render_key(dst, cap, q->argv[i], q->argvlen[i]);
+}
+
+int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected)
+{
+    size_t len;
+    const char *text = wk_reply_str(r, &len);
+    char key[WK__KEY_TEXT_MAX];
+    wk__query_key(q, key, sizeof(key));
+    if (text && len >= 9 && memcmp(text, "WRONGTYPE", 9) == 0)
+        return wk_diag_fail(d, WK_ECORRUPT, "key \"%s\" holds another Redis type, not %s", key,
+                            expected);
+    return wk_diag_fail(d, WK_EREDIS, "on \"%s\": Redis replied: %.*s", key,
+                        (int)(len > 200 ? 200 : len), text ? text : "");
+}
+
+/* ------------------------------------------------------------------------
+ * get
+ * ---------------------------------------------------------------------- */
+
+/* Heap mode: q->out is the caller's wk_body. */
+static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_body *out = q->out;
+    size_t len;
+    const char *s;
+    switch (wk_reply_get_type(r)) {
+    case WK_REPLY_NIL:
+        return WK_OK;
+    case WK_REPLY_STRING:
+        s = wk_reply_str(r, &len);
+        if (wk__body_copy(out, s, len) != WK_OK)
+            return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", len);
+        out->found = true;
+        out->change = WK_ITEM_CHANGED;
+        return WK_OK;
+    case WK_REPLY_ERROR:
+        return wk__parse_error_reply(q, r, d, "a Cache string");
+    default:
+        return wk_diag_fail(d, WK_EPROTO, "expected a string or nil reply to GET");
+    }
+}
+
+/* Buffer mode: q->out is the caller's wk_buffer. */
+static int parse_get_into(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_buffer *out = q->out;
+    size_t len;
+    const char *s;
+    switch (wk_reply_get_type(r)) {
+    case WK_REPLY_NIL:
+        return WK_OK;
+    case WK_REPLY_STRING:
+        s = wk_reply_str(r, &len);
+        out->found = true;
+        out->len = len;
+        if (len > out->cap)
+            return wk_diag_fail(d, WK_EINVAL,
+                                "the body of %zu bytes does not fit a buffer of %zu", len,
+                                out->cap);
+        if (len)
+            memcpy(out->data, s, len);
+        return WK_OK;
+    case WK_REPLY_ERROR:
+        return wk__parse_error_reply(q, r, d, "a Cache string");
+    default:
+        return wk_diag_fail(d, WK_EPROTO, "expected a string or nil reply to GET");
+    }
+}
+
+/* GET `key` (already built); the parser writes to `out`. */
+static int get_key(wk_processor *p, const wk_entity *cache, const char *key, size_t key_len,
+                   wk_parse_fn parse, void *out)
+{
+    const char *argv[2] = {"GET", key};
+    size_t argvlen[2] = {3, key_len};
+    wk_access access = {cache, WK_READ};
+    wk_query q = {.name = "cache.get",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                  .argc = 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+int wk_cache_get(wk_processor *p, const wk_entity *cache, wk_name name, wk_body *out)
+{
+    if (out)
+        wk_body_free(out);
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "cache.get: out is required");
+    return get_key(p, cache, key, key_len, parse_get, out);
+}
+
+int wk_cache_get_into(wk_processor *p, const wk_entity *cache, wk_name name, wk_buffer *buf)
+{
+    if (buf) {
+        buf->len = 0;
+        buf->found = false;
+    }
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!buf || (!buf->data && buf->cap))
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "cache.get: buf is required, with data when cap > 0");
+    return get_key(p, cache, key, key_len, parse_get_into, buf);
+}
+
+/* ------------------------------------------------------------------------
+ * put, remove
+ * ---------------------------------------------------------------------- */
+
+static int put_key(wk_processor *p, const wk_entity *cache, const char *key, size_t key_len,
+                   const void *body, size_t len)
+{
+    char ttl[24];
+    const char *argv[5] = {"SET", key, len ? (const char *)body : "", "PX", ttl};
+    size_t argvlen[5] = {3, key_len, len, 2, wk__fmt_i64(ttl, cache->ttl_ms)};
+    wk_access access = {cache, WK_WRITE};
+    wk_query q = {.name = "cache.put",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .argc = 5,
+                  .argv = argv,
+                  .argvlen = argvlen};
+    return wk_process(p, &q);
+}
+
+int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const void *body,
+                 size_t len)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.put", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!body && len)
+        return wk__processor_fail(p, WK_EINVAL, "cache.put: body is NULL but len is %zu", len);
+    if (len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "cache.put: a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
+                                  WK_BODY_MAX);
+    return put_key(p, cache, key, key_len, body, len);
+}
+
+int wk__unlink(wk_processor *p, const char *op, const wk_entity *e, const char *key,
+               size_t key_len, bool *removed)
+{
+    const char *argv[2] = {"UNLINK", key};
+    size_t argvlen[2] = {6, key_len};
+    wk_access access = {e, WK_WRITE};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .argc = 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  /* No OUT wanted: any integer reply is success. */
+                  .parse = removed ? wk__parse_bool_int : NULL,
+                  .out = removed};
+    return wk_process(p, &q);
+}
+
+int wk_cache_remove(wk_processor *p, const wk_entity *cache, wk_name name, bool *removed)
+{
+    if (removed)
+        *removed = false;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.remove", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    return wk__unlink(p, "cache.remove", cache, key, key_len, removed);
+}
+
+/* ------------------------------------------------------------------------
+ * Typed bodies
+ * ---------------------------------------------------------------------- */
+
+static bool codec_ok(const wk_codec *codec)
+{
+    return codec && codec->encode && codec->decode;
+}
+
+int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
+                       const wk_codec *codec, void *value, bool *found)
+{
+    if (found)
+        *found = false;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!codec_ok(codec) || !value || !found)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "cache.get: a codec with encode and decode, value and found "
+                                  "are required");
+    if ((rc = wk__no_deferred(p, "cache.get (typed)")))
+        return rc;
+    wk_body body = WK_BODY_INIT;
+    rc = get_key(p, cache, key, key_len, parse_get, &body);
+    if (rc || !body.found) {
+        wk_body_free(&body);
+        return rc;
+    }
+    rc = codec->decode(codec, body.data, body.len, value);
+    wk_body_free(&body);
+    if (rc) {
+        char text[WK__KEY_TEXT_MAX];
+        wk__render_key(text, sizeof(text), key, key_len);
+        return wk__processor_fail(p, rc, "cache.get: the body of \"%s\" does not decode as %s (%s)",
+                                  text, codec->name ? codec->name : "the codec's type",
+                                  wk_err_name(rc));
+    }
+    *found = true;
+    return WK_OK;
+}
+
+int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
+                       const wk_codec *codec, const void *value)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "cache.put", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!codec_ok(codec) || !value)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "cache.put: a codec with encode and decode, and value are "
+                                  "required");
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    rc = codec->encode(codec, value, &bytes, &len);
+    if (rc)
+        return wk__processor_fail(p, rc, "cache.put: encoding %s failed (%s)",
+                                  codec->name ? codec->name : "the value", wk_err_name(rc));
+    if (!bytes && len)
+        rc = wk__processor_fail(p, WK_EINVAL, "cache.put: the encoder returned NULL bytes");
+    else if (len > WK_BODY_MAX)
+        rc = wk__processor_fail(p, WK_EINVAL,
+                                "cache.put: an encoded body of %zu bytes exceeds WK_BODY_MAX",
+                                len);
+    else
+        rc = put_key(p, cache, key, key_len, bytes, len);
+    if (bytes) {
+        if (codec->free_bytes)
+            codec->free_bytes(codec, bytes);
+        else
+            free(bytes);
+    }
+    return rc;
+}

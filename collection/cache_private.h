@@ -1,0 +1,43 @@
+/*
+ * collection/cache_private.h — helpers shared by Cache (cache.c) and
+ * HashedCache (hashed_cache.c): copying reply bytes into heap bodies and
+ * naming a query's key in corruption messages. Not installed.
+ */
+#ifndef WK_COLLECTION_CACHE_PRIVATE_H
+#define WK_COLLECTION_CACHE_PRIVATE_H
+
+#include <wakuwaku/cache.h>
+
+#include "collection/common.h"
+
+/* Copy `len` bytes into a new heap body (len + 1 bytes, NUL-terminated,
+ * data never NULL). Returns WK_OK or WK_ENOMEM (body untouched). */
+int wk__body_copy(wk_body *body, const void *src, size_t len);
+
+/* `len` bytes of a key rendered printable into dst (non-printable bytes
+ * as \xNN, long keys cut with "..."). `cap` ≥ 16. */
+void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
+
+/* The key of `q` (a script's first key, a command's first argument)
+ * rendered with wk__render_key(); "" when the query has none. */
+void wk__query_key(const wk_query *q, char *dst, size_t cap);
+
+/* WK_EINVAL with a message when `p` is deferred (a batch): for helpers
+ * that need an outcome at once. */
+int wk__no_deferred(wk_processor *p, const char *op);
+
+/* UNLINK `key` as a WRITE of `e`; *removed (may be NULL) gets whether it
+ * existed, written by the parser. */
+int wk__unlink(wk_processor *p, const char *op, const wk_entity *e, const char *key,
+               size_t key_len, bool *removed);
+
+/* Room for a rendered key in messages: short enough that a message naming
+ * it fits the handle's detail buffer. */
+#define WK__KEY_TEXT_MAX 160
+
+/* Parse an error reply of a query sent with WK_QUERY_PARSE_ERRORS:
+ * WRONGTYPE becomes WK_ECORRUPT naming the key and `expected` (e.g. "a
+ * Cache string"); any other error WK_EREDIS with the server's text. */
+int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected);
+
+#endif /* WK_COLLECTION_CACHE_PRIVATE_H */

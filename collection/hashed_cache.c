@@ -1,0 +1,345 @@
+/*
+ * collection/hashed_cache.c — HashedCache: one hash key per name with the
+ * fields `body` and `hash` (BLAKE3 of the body, 32 raw bytes), written
+ * together with the expiry by one script.
+ *
+ * The read scripts check the key's type first, so a key of another type is
+ * reported as corrupted rather than as a Redis error, and they never write.
+ * Every shape check (fields present, hash length, body matching its hash)
+ * happens here, on the client, in the parsers.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <wakuwaku/hashed_cache.h>
+
+#include "collection/cache_private.h"
+
+/* ------------------------------------------------------------------------
+ * Scripts
+ *
+ * Every read script returns nil when the key does not exist and the key's
+ * type name (a string) when it is not a hash.
+ * ---------------------------------------------------------------------- */
+
+#define TYPE_CHECK                                          \
+    "local t = redis.call('TYPE', KEYS[1])['ok']\n"         \
+    "if t == 'none' then return false end\n"                \
+    "if t ~= 'hash' then return t end\n"
+
+/* KEYS: key. Returns {body|nil, hash|nil}. */
+static const wk_script get_script = {
+    "hashed_cache.get",
+    TYPE_CHECK "return redis.call('HMGET', KEYS[1], 'body', 'hash')\n"};
+
+/* KEYS: key. Returns {hash|nil, body field exists (1/0)}; the body stays. */
+static const wk_script hash_script = {
+    "hashed_cache.hash",
+    TYPE_CHECK "return {redis.call('HGET', KEYS[1], 'hash'),\n"
+    "        redis.call('HEXISTS', KEYS[1], 'body')}\n"};
+
+/* KEYS: key. ARGV: known hash ("" for none). Returns {0, body field exists}
+ * when the stored hash equals the known one — the body is not sent — else
+ * {1, hash|nil, body|nil}. */
+static const wk_script get_if_changed_script = {
+    "hashed_cache.get_if_changed",
+    TYPE_CHECK "local h = redis.call('HGET', KEYS[1], 'hash')\n"
+    "if h and ARGV[1] ~= '' and h == ARGV[1] then\n"
+    "  return {0, redis.call('HEXISTS', KEYS[1], 'body')}\n"
+    "end\n"
+    "return {1, h, redis.call('HGET', KEYS[1], 'body')}\n"};
+
+/* KEYS: key. ARGV: body, hash, ttl ms. Replaces whatever the key held
+ * (any type, stray fields) so the item is exactly {body, hash} + expiry. */
+static const wk_script put_script = {
+    "hashed_cache.put",
+    "redis.call('UNLINK', KEYS[1])\n"
+    "redis.call('HSET', KEYS[1], 'body', ARGV[1], 'hash', ARGV[2])\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "return 1\n"};
+
+/* ------------------------------------------------------------------------
+ * Parsing helpers
+ * ---------------------------------------------------------------------- */
+
+_Static_assert(WK_HASH_LEN == WK_BLAKE3_OUT_LEN, "the stored hash is a BLAKE3 hash");
+
+/* Fail with WK_ECORRUPT naming the query's key and what is wrong. */
+static int corrupt(const wk_query *q, wk_diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int corrupt(const wk_query *q, wk_diag *d, const char *fmt, ...)
+{
+    char key[WK__KEY_TEXT_MAX], what[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    wk__query_key(q, key, sizeof(key));
+    return wk_diag_fail(d, WK_ECORRUPT, "HashedCache item \"%s\" is corrupted: %s", key, what);
+}
+
+/* The reply is nil (no key) or a type name (wrong type)? Then it decides
+ * the outcome: returns 1 with *rc set, or 0 to go on with an array. */
+static int common_shapes(const wk_query *q, const wk_reply *r, wk_diag *d, int *rc)
+{
+    switch (wk_reply_get_type(r)) {
+    case WK_REPLY_NIL:
+        *rc = WK_OK;
+        return 1;
+    case WK_REPLY_STRING: {
+        size_t len;
+        const char *type = wk_reply_str(r, &len);
+        char key[WK__KEY_TEXT_MAX];
+        wk__query_key(q, key, sizeof(key));
+        *rc = wk_diag_fail(d, WK_ECORRUPT,
+                           "key \"%s\" holds a Redis %.*s, not a HashedCache hash", key,
+                           (int)(len > 32 ? 32 : len), type);
+        return 1;
+    }
+    case WK_REPLY_ARRAY:
+        return 0;
+    default:
+        *rc = wk_diag_fail(d, WK_EPROTO, "unexpected reply type from the script");
+        return 1;
+    }
+}
+
+/* Check a stored hash element: present and 32 bytes. */
+static int check_hash(const wk_query *q, const wk_reply *h, wk_diag *d, uint8_t out[WK_HASH_LEN])
+{
+    if (wk_reply_get_type(h) == WK_REPLY_NIL)
+        return corrupt(q, d, "the hash field is missing");
+    size_t len;
+    const char *s = wk_reply_str(h, &len);
+    if (wk_reply_get_type(h) != WK_REPLY_STRING)
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply type for the hash field");
+    if (len != WK_HASH_LEN)
+        return corrupt(q, d, "the hash field has %zu bytes, not %d", len, WK_HASH_LEN);
+    memcpy(out, s, WK_HASH_LEN);
+    return WK_OK;
+}
+
+/* Check a body element against out->hash and copy it into out. */
+static int take_body(const wk_query *q, const wk_reply *b, wk_diag *d, wk_body *out)
+{
+    if (wk_reply_get_type(b) == WK_REPLY_NIL)
+        return corrupt(q, d, "the body field is missing");
+    if (wk_reply_get_type(b) != WK_REPLY_STRING)
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply type for the body field");
+    size_t len;
+    const char *s = wk_reply_str(b, &len);
+    uint8_t actual[WK_HASH_LEN];
+    wk_blake3(s, len, actual);
+    if (memcmp(actual, out->hash, WK_HASH_LEN) != 0)
+        return corrupt(q, d, "the body does not match its BLAKE3 hash");
+    if (wk__body_copy(out, s, len) != WK_OK)
+        return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", len);
+    return WK_OK;
+}
+
+/* Check a "body field exists" integer element. */
+static int check_body_exists(const wk_query *q, const wk_reply *e, wk_diag *d)
+{
+    if (wk_reply_get_type(e) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply type for the body check");
+    if (wk_reply_integer(e) != 1)
+        return corrupt(q, d, "the body field is missing");
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Parsers
+ * ---------------------------------------------------------------------- */
+
+/* {body|nil, hash|nil} */
+static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_body *out = q->out;
+    int rc;
+    if (common_shapes(q, r, d, &rc))
+        return rc;
+    if (wk_reply_count(r) != 2)
+        return wk_diag_fail(d, WK_EPROTO, "expected 2 elements from the script");
+    const wk_reply *b = wk_reply_at(r, 0), *h = wk_reply_at(r, 1);
+    if ((rc = check_hash(q, h, d, out->hash)) || (rc = take_body(q, b, d, out)))
+        return rc;
+    out->found = true;
+    out->change = WK_ITEM_CHANGED;
+    return WK_OK;
+}
+
+/* {hash|nil, body exists} */
+static int parse_hash(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_body *out = q->out;
+    int rc;
+    if (common_shapes(q, r, d, &rc))
+        return rc;
+    if (wk_reply_count(r) != 2)
+        return wk_diag_fail(d, WK_EPROTO, "expected 2 elements from the script");
+    if ((rc = check_hash(q, wk_reply_at(r, 0), d, out->hash)) ||
+        (rc = check_body_exists(q, wk_reply_at(r, 1), d)))
+        return rc;
+    out->found = true;
+    out->change = WK_ITEM_CHANGED;
+    return WK_OK;
+}
+
+/* {0, body exists} or {1, hash|nil, body|nil} */
+static int parse_get_if_changed(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_body *out = q->out;
+    int rc;
+    if (common_shapes(q, r, d, &rc))
+        return rc;
+    const wk_reply *tag = wk_reply_at(r, 0);
+    if (wk_reply_get_type(tag) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected a tag from the script");
+    if (wk_reply_integer(tag) == 0 && wk_reply_count(r) == 2) {
+        if ((rc = check_body_exists(q, wk_reply_at(r, 1), d)))
+            return rc;
+        out->found = true;
+        out->change = WK_ITEM_UNCHANGED;
+        return WK_OK;
+    }
+    if (wk_reply_integer(tag) != 1 || wk_reply_count(r) != 3)
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply shape from the script");
+    if ((rc = check_hash(q, wk_reply_at(r, 1), d, out->hash)) ||
+        (rc = take_body(q, wk_reply_at(r, 2), d, out)))
+        return rc;
+    out->found = true;
+    out->change = WK_ITEM_CHANGED;
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * ---------------------------------------------------------------------- */
+
+/* Runs a read script on the key with ARGV `arg` (NULL: none); the parser
+ * writes to the caller's `out`. */
+static int run_read(wk_processor *p, const char *op, const wk_script *script,
+                    const wk_entity *e, const char *key, size_t key_len, const void *arg,
+                    size_t arg_len, wk_parse_fn parse, wk_body *out)
+{
+    const char *argv[2] = {key, arg ? (const char *)arg : ""};
+    size_t argvlen[2] = {key_len, arg_len};
+    wk_access access = {e, WK_READ};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .script = script,
+                  .nkeys = 1,
+                  .argc = arg ? 2 : 1,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+/* Shared start of the reads: reset *out, check arguments, build the key. */
+static int prepare_read(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
+                        wk_body *out, char *key, size_t *key_len)
+{
+    if (out)
+        wk_body_free(out);
+    int rc = wk__prepare(p, op, e, WK_KIND_HASHED_CACHE, name, NULL, key, key_len);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "%s: out is required", op);
+    return WK_OK;
+}
+
+int wk_hashed_cache_get(wk_processor *p, const wk_entity *hcache, wk_name name, wk_body *out)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = prepare_read(p, "hashed_cache.get", hcache, &name, out, key, &key_len);
+    if (rc)
+        return rc;
+    return run_read(p, "hashed_cache.get", &get_script, hcache, key, key_len, NULL, 0, parse_get,
+                    out);
+}
+
+int wk_hashed_cache_hash(wk_processor *p, const wk_entity *hcache, wk_name name, wk_body *out)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = prepare_read(p, "hashed_cache.hash", hcache, &name, out, key, &key_len);
+    if (rc)
+        return rc;
+    return run_read(p, "hashed_cache.hash", &hash_script, hcache, key, key_len, NULL, 0,
+                    parse_hash, out);
+}
+
+int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                   const uint8_t known[WK_HASH_LEN], wk_body *out)
+{
+    /* `known` may point into *out, which is reset below. */
+    uint8_t held[WK_HASH_LEN];
+    if (known)
+        memcpy(held, known, WK_HASH_LEN);
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = prepare_read(p, "hashed_cache.get_if_changed", hcache, &name, out, key, &key_len);
+    if (rc)
+        return rc;
+    /* Unchanged leaves this as the output hash; changed overwrites it. */
+    if (known)
+        memcpy(out->hash, held, WK_HASH_LEN);
+    return run_read(p, "hashed_cache.get_if_changed", &get_if_changed_script, hcache, key,
+                    key_len, known ? (const void *)held : "", known ? WK_HASH_LEN : 0,
+                    parse_get_if_changed, out);
+}
+
+int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, const void *body,
+                        size_t len, uint8_t hash[WK_HASH_LEN])
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "hashed_cache.put", hcache, WK_KIND_HASHED_CACHE, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    if (!body && len)
+        return wk__processor_fail(p, WK_EINVAL, "hashed_cache.put: body is NULL but len is %zu",
+                                  len);
+    if (len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "hashed_cache.put: a body of %zu bytes exceeds WK_BODY_MAX (%zu)",
+                                  len, WK_BODY_MAX);
+    uint8_t digest[WK_HASH_LEN];
+    wk_blake3(len ? body : NULL, len, digest);
+    char ttl[24];
+    const char *argv[4] = {key, len ? (const char *)body : "", (const char *)digest, ttl};
+    size_t argvlen[4] = {key_len, len, WK_HASH_LEN, wk__fmt_i64(ttl, hcache->ttl_ms)};
+    wk_access access = {hcache, WK_WRITE};
+    wk_query q = {.name = "hashed_cache.put",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .script = &put_script,
+                  .nkeys = 1,
+                  .argc = 4,
+                  .argv = argv,
+                  .argvlen = argvlen};
+    if (hash)
+        memcpy(hash, digest, WK_HASH_LEN);
+    return wk_process(p, &q);
+}
+
+int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name name,
+                           bool *removed)
+{
+    if (removed)
+        *removed = false;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "hashed_cache.remove", hcache, WK_KIND_HASHED_CACHE, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    return wk__unlink(p, "hashed_cache.remove", hcache, key, key_len, removed);
+}

@@ -1,0 +1,196 @@
+/*
+ * wakuwaku/hashed_cache.h — HashedCache: a body per name stored with its
+ * BLAKE3 hash, so a replica holding a copy can ask "has it changed?"
+ * without downloading the body again (the ETag pattern).
+ *
+ * Redis layout: one hash key @@wakuwaku-entity:HashedCache:<ns>:<name>
+ * with exactly two fields, written together with the expiry (the entity's
+ * ttl_ms) by one script:
+ *
+ *   body   the body, verbatim (any bytes, may be empty)
+ *   hash   the 32 raw bytes of BLAKE3(body)
+ *
+ *   wk_hashed_cache_get             body + hash               READ
+ *   wk_hashed_cache_hash            hash only (no body sent)  READ
+ *   wk_hashed_cache_get_if_changed  missing / unchanged /     READ
+ *                                   changed(body, hash); the body is sent
+ *                                   only when it changed
+ *   wk_hashed_cache_put             replace body + hash, restart the TTL;
+ *                                   outputs the hash          WRITE
+ *   wk_hashed_cache_remove          whether it was there      WRITE
+ *
+ * Each is one round trip. CORRUPTION: an item that lacks a field, whose
+ * hash is not 32 bytes, whose body does not hash to the stored hash (on
+ * get and on a changed get-if-changed), or whose key has another Redis type
+ * is reported as WK_ECORRUPT with the key in the handle's message
+ * (wk_db_errmsg) — never as a miss. A put replaces such an item.
+ *
+ * Reads fill a wk_body (see cache.h): found, change, the body as a heap
+ * buffer the caller frees with wk_body_free(), and the hash. All five
+ * calls are single queries and work through a batch processor; the local
+ * copy and fill-once helpers need their outcome at once and refuse one.
+ */
+#ifndef WAKUWAKU_HASHED_CACHE_H
+#define WAKUWAKU_HASHED_CACHE_H
+
+#include <wakuwaku/blake3.h>
+#include <wakuwaku/cache.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * wk_hashed_cache_get — read body and hash of `name`, and check that the
+ * body hashes to the stored hash.
+ *
+ *   hcache  a HashedCache entity (ttl_ms > 0).
+ *   out     OUT (see wk_body in cache.h): found; on a hit data, len and
+ *           hash. Its previous data is freed first; free it with
+ *           wk_body_free().
+ *
+ * Returns WK_OK (see out->found), WK_EINVAL, WK_EDENIED, WK_ECORRUPT (see
+ * the banner), WK_ENOMEM, or a connection / server error; on failure
+ * out->found is false. READ effect; retry-safe. Same thread rule as the
+ * handle.
+ */
+WK_API int wk_hashed_cache_get(wk_processor *p, const wk_entity *hcache, wk_name name,
+                               wk_body *out);
+
+/*
+ * wk_hashed_cache_hash — read only the hash of `name` (the body stays on
+ * the server; only its presence is checked).
+ *
+ *   out  OUT: found, and hash when found; data stays NULL.
+ *
+ * Returns as wk_hashed_cache_get() (no BLAKE3 check of the body: it is not
+ * read). READ effect; retry-safe.
+ */
+WK_API int wk_hashed_cache_hash(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                wk_body *out);
+
+/*
+ * wk_hashed_cache_get_if_changed — compare the stored hash with `known`
+ * on the server, in one round trip, and send the body only if it differs.
+ *
+ *   known  the hash of the copy you hold (32 bytes), or NULL when you hold
+ *          none (then any item is "changed"). Copied before anything else
+ *          is done, so it may point into `out` (e.g. out->hash).
+ *   out    OUT: change is the outcome —
+ *            WK_ITEM_MISSING    no item (found false);
+ *            WK_ITEM_UNCHANGED  found; hash = known; data NULL (no body
+ *                               crossed the network);
+ *            WK_ITEM_CHANGED    found; data, len and hash are the item's.
+ *          Its previous data is freed first (so keep the copy you hold in
+ *          another body — wk_local_copy does this); free it with
+ *          wk_body_free().
+ *
+ * Returns WK_OK (see out->change), WK_EINVAL, WK_EDENIED, WK_ECORRUPT (a
+ * changed body is checked against its hash; an unchanged item must still
+ * have its body field), WK_ENOMEM, or a connection / server error. READ
+ * effect; retry-safe.
+ */
+WK_API int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcache,
+                                          wk_name name, const uint8_t known[WK_HASH_LEN],
+                                          wk_body *out);
+
+/*
+ * wk_hashed_cache_put — store `len` bytes at `body` and their BLAKE3 hash
+ * (computed here, on the client) under `name`, with the entity's TTL,
+ * atomically replacing whatever the key held (any type, any fields).
+ * `body` may be NULL only when len is 0. The bytes are borrowed for the
+ * call (a batch copies them when the query is queued).
+ *
+ *   hash  OUT, may be NULL: the 32-byte hash that is stored (written
+ *         before the query is sent, also in a batch).
+ *
+ * Returns WK_OK, WK_EINVAL (bad argument, len > WK_BODY_MAX), WK_EDENIED,
+ * or a connection / server error. WRITE effect; retry-safe (idempotent).
+ */
+WK_API int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name,
+                               const void *body, size_t len, uint8_t hash[WK_HASH_LEN]);
+
+/*
+ * wk_hashed_cache_remove — delete the item of `name` (UNLINK).
+ *
+ *   removed  OUT, may be NULL: whether there was an item.
+ *
+ * Returns WK_OK, WK_EINVAL, WK_EDENIED, or a connection / server error.
+ * WRITE effect; not retry-safe.
+ */
+WK_API int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                  bool *removed);
+
+/*
+ * wk_hashed_cache_fill_once — wk_cache_fill_once() for a HashedCache:
+ * same steps, options, outcomes, ownership and guarantees (see cache.h);
+ * `lock` is a Lock entity with the same namespace as `hcache`. Whenever a
+ * body is returned, body->hash is its hash.
+ *
+ * Effects: READ of `hcache`; on a miss WRITE of `hcache` and `lock`.
+ */
+WK_API int wk_hashed_cache_fill_once(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                     const wk_entity *lock, wk_fill_fn fill, void *arg,
+                                     const wk_fill_options *opts, wk_body *body,
+                                     wk_fill_outcome *outcome);
+
+/* ------------------------------------------------------------------------
+ * Local copy: keep a replica-local copy of one item fresh cheaply
+ * ---------------------------------------------------------------------- */
+
+/*
+ * A local copy of one HashedCache item: the body this replica holds, with
+ * its hash. Initialise with WK_LOCAL_COPY_INIT (or wk_local_copy_init()),
+ * refresh it whenever you want it current, release it with
+ * wk_local_copy_clear().
+ *
+ *   body  the held item: body.found says whether the copy holds one;
+ *         body.data / body.len / body.hash are the body and its hash.
+ *         Owned by the copy: read it, do not free it.
+ *
+ * OWNERSHIP: a pointer into body.data stays valid until the next refresh
+ * that reports WK_ITEM_CHANGED or WK_ITEM_MISSING, or
+ * wk_local_copy_clear(); an unchanged refresh or a failed one keeps it.
+ *
+ * THREADS: no locking inside. One thread at a time may use a copy (and the
+ * processor's handle); readers on other threads need your own lock (e.g.
+ * a pthread_rwlock_t taken for writing around refresh, for reading around
+ * reads).
+ */
+typedef struct wk_local_copy {
+    wk_body body;
+} wk_local_copy;
+
+#define WK_LOCAL_COPY_INIT {WK_BODY_INIT}
+
+/* wk_local_copy_init — set *copy to the empty copy (holds nothing; frees
+ * nothing). NULL is a harmless no-op. */
+WK_API void wk_local_copy_init(wk_local_copy *copy);
+
+/* wk_local_copy_clear — free the held body and empty the copy. NULL is a
+ * harmless no-op; the copy can be refreshed again afterwards. */
+WK_API void wk_local_copy_clear(wk_local_copy *copy);
+
+/*
+ * wk_local_copy_refresh — bring the copy up to date with one
+ * get-if-changed round trip, sending the held hash (none when empty).
+ *
+ *   outcome  OUT, may be NULL: what happened to the copy:
+ *     WK_ITEM_UNCHANGED  kept as is (no body crossed the network);
+ *     WK_ITEM_CHANGED    the new body and hash replaced the old ones;
+ *     WK_ITEM_MISSING    the item is gone; the copy is emptied, so it
+ *                        mirrors the server (keep your own copy first if
+ *                        you want to serve stale data).
+ *
+ * Returns as wk_hashed_cache_get_if_changed(), plus WK_EINVAL for a NULL
+ * copy or a deferred (batch) processor; on any failure the copy is
+ * unchanged. READ effect; retry-safe.
+ */
+WK_API int wk_local_copy_refresh(wk_local_copy *copy, wk_processor *p, const wk_entity *hcache,
+                                 wk_name name, wk_item_change *outcome);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_HASHED_CACHE_H */
