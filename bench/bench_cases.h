@@ -42,4 +42,16 @@ void bench_raw_load(bench_ctx *c, const wk_script *s, char sha[41]);
 /* The key the library builds for integer name n (suffix NULL: single-key). */
 size_t bench_key(char *buf, const char *kind, const char *ns, unsigned n, const char *suffix);
 
+/* A script call of the library, learned from the slow log (bench_more.c). */
+typedef struct bench_learned {
+    char sha[41];
+    int nkeys, argc;
+    char args[8][64];
+    size_t lens[8];
+} bench_learned;
+
+void bench_learn(bench_ctx *c, void (*op)(bench_ctx *, unsigned), bench_learned *out);
+/* Send the learned call on one key (nkeys must be 1). */
+void bench_learned_send(bench_ctx *c, const bench_learned *l, const char *key, size_t klen);
+
 #endif /* WK_BENCH_CASES_H */

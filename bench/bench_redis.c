@@ -319,7 +319,7 @@ static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_
             }
         }
         double l = median(lib_rate, reps), w = median(raw_rate, reps);
-        printf("| %-32s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
+        printf("| %-36s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
                mode ? "batch 64" : "sequential", l, w, l / w);
         fflush(stdout);
     }
@@ -433,9 +433,9 @@ int main(int argc, char **argv)
     } else {
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
         printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(), reps);
-        printf("| %-32s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
+        printf("| %-36s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
                "ratio");
-        printf("|%s|%s|%s|%s|%s|\n", "----------------------------------", "------------",
+        printf("|%s|%s|%s|%s|%s|\n", "--------------------------------------", "------------",
                "------------", "------------", "-------");
         for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
             run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
