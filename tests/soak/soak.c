@@ -7,6 +7,7 @@
  *   mutual exclusion    never two holders of one lock name;
  *   reader/writer       never a writer with readers or another writer;
  *   limiter bound       allowed ≤ capacity + rate × elapsed + 1;
+ *   cache integrity     every HashedCache body hashes to its stored hash;
  *   data integrity      no corrupt or malformed reply (WK_ECORRUPT,
  *                       WK_EPROTO) and no status outside the table.
  *
@@ -44,7 +45,7 @@ typedef struct shared {
     atomic_int readers[RW_NAMES], writers[RW_NAMES];
     atomic_long ops, conn_errors, other_errors, violations;
     atomic_long limiter_allowed;
-    atomic_long per_kind[8];
+    atomic_long cache_checks;
     char last_violation[256];
 } shared;
 
@@ -226,6 +227,7 @@ int main(int argc, char **argv)
     if (S == MAP_FAILED)
         return 2;
     memset(S, 0, sizeof(*S));
+    soak_cache_checks = &S->cache_checks;
     wk_test_server server;
     if (wk_test_server_start(&server, NULL) != 0) {
         fprintf(stderr, "cannot start redis-server\n");
