@@ -1,6 +1,6 @@
 /*
- * tests/soak/soak.c — 8 processes mixing lock, RwLock, limiter (and cache,
- * where built) queries against one redis-server while a fault injector
+ * tests/soak/soak.c — 8 processes mixing lock, RwLock, limiter and
+ * HashedCache queries against one redis-server while a fault injector
  * kills connections, flushes scripts and stalls the server. Invariants are
  * checked throughout in memory shared by the workers, independent of Redis:
  *
