@@ -43,40 +43,6 @@ int wk__no_deferred(wk_processor *p, const char *op)
     return WK_OK;
 }
 
-void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *src = key;
-    size_t o = 0;
-    for (size_t k = 0; k < len; k++) {
-        /* Room for one escaped byte, "..." and the NUL. */
-        if (o + 4 + 3 + 1 > cap) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        unsigned char c = src[k];
-        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-            dst[o++] = (char)c;
-        } else {
-            dst[o++] = '\\';
-            dst[o++] = 'x';
-            dst[o++] = hex[c >> 4];
-            dst[o++] = hex[c & 15];
-        }
-    }
-    dst[o] = '\0';
-}
-
-void wk__query_key(const wk_query *q, char *dst, size_t cap)
-{
-    int i = q->script ? 0 : 1;
-    dst[0] = '\0';
-    if ((q->script && q->nkeys < 1) || q->argc <= i || !q->argv[i])
-        return;
-    wk__render_key(dst, cap, q->argv[i], q->argvlen[i]);
-}
-
 int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected)
 {
     size_t len;

@@ -14,14 +14,6 @@
  * data never NULL). Returns WK_OK or WK_ENOMEM (body untouched). */
 int wk__body_copy(wk_body *body, const void *src, size_t len);
 
-/* `len` bytes of a key rendered printable into dst (non-printable bytes
- * as \xNN, long keys cut with "..."). `cap` ≥ 16. */
-void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
-
-/* The key of `q` (a script's first key, a command's first argument)
- * rendered with wk__render_key(); "" when the query has none. */
-void wk__query_key(const wk_query *q, char *dst, size_t cap);
-
 /* WK_EINVAL with a message when `p` is deferred (a batch): for helpers
  * that need an outcome at once. */
 int wk__no_deferred(wk_processor *p, const char *op);

@@ -140,30 +140,6 @@ static int fill_args(tb_args *a, const wk_entity *e, const char *key, size_t key
     return n + 1;
 }
 
-/* Printable rendering of a possibly binary key for messages. */
-static void render_key(char *dst, size_t cap, const char *src, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (o + 8 >= cap) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        unsigned char c = (unsigned char)src[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-            dst[o++] = (char)c;
-        } else {
-            dst[o++] = '\\';
-            dst[o++] = 'x';
-            dst[o++] = hex[c >> 4];
-            dst[o++] = hex[c & 15];
-        }
-    }
-    dst[o] = '\0';
-}
-
 /* {'corrupt', why} from a script: WK_ECORRUPT naming the key.
  * Returns WK_OK when `r` is not such a reply. */
 static int check_corrupt(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -174,7 +150,7 @@ static int check_corrupt(const wk_query *q, const wk_reply *r, wk_diag *d)
     size_t why_len = 0;
     const char *why = wk_reply_str(wk_reply_at(r, 1), &why_len);
     char key[200];
-    render_key(key, sizeof(key), q->argv[0], q->argvlen[0]);
+    wk__render_key(key, sizeof(key), q->argv[0], q->argvlen[0]);
     return wk_diag_fail(d, WK_ECORRUPT, "TokenBucket key \"%s\" is corrupted: %.*s", key,
                         why ? (int)(why_len > 160 ? 160 : why_len) : 0, why ? why : "");
 }

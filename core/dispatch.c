@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/db_internal.h"
+#include "core/private.h"
 
 /* ------------------------------------------------------------------------
  * Replies: wk_reply is an opaque view of a hiredis reply.
@@ -83,13 +84,19 @@ const wk_reply *wk_reply_at(const wk_reply *reply, size_t i)
  * Admission: shape and capability, before anything is sent.
  * ---------------------------------------------------------------------- */
 
-/* Printable rendering of a possibly binary key for messages. */
-static void render_bytes(char *dst, size_t cap, const char *src, size_t len)
+void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *src = key;
     size_t o = 0;
-    for (size_t i = 0; i < len && o + 5 < cap; i++) {
-        unsigned char c = (unsigned char)src[i];
+    for (size_t k = 0; k < len; k++) {
+        /* Room for one escaped byte, "..." and the NUL. */
+        if (o + 4 + 3 + 1 > cap) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        unsigned char c = src[k];
         if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
             dst[o++] = (char)c;
         } else {
@@ -98,13 +105,17 @@ static void render_bytes(char *dst, size_t cap, const char *src, size_t len)
             dst[o++] = hex[c >> 4];
             dst[o++] = hex[c & 15];
         }
-        if (i + 1 < len && o + 8 >= cap) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
     }
     dst[o] = '\0';
+}
+
+void wk__query_key(const wk_query *q, char *dst, size_t cap)
+{
+    int i = q->script ? 0 : 1;
+    dst[0] = '\0';
+    if ((q->script && q->nkeys < 1) || q->argc <= i || !q->argv[i])
+        return;
+    wk__render_key(dst, cap, q->argv[i], q->argvlen[i]);
 }
 
 int wk__db_admit(wk_db *db, const wk_query *q)
@@ -256,23 +267,11 @@ bool wk__reply_is_noscript(const redisReply *reply)
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
-/* The key a query works on, for messages: a script's first key, or a
- * command's first argument. */
-static void query_key(const wk_query *q, char *dst, size_t cap)
-{
-    int i = q->script ? 0 : 1;
-    if ((q->script && q->nkeys < 1) || q->argc <= i) {
-        dst[0] = '\0';
-        return;
-    }
-    render_bytes(dst, cap, q->argv[i], q->argvlen[i]);
-}
-
 int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
 {
     if (reply->type == REDIS_REPLY_ERROR && !(q->flags & WK_QUERY_PARSE_ERRORS)) {
         char key[160];
-        query_key(q, key, sizeof(key));
+        wk__query_key(q, key, sizeof(key));
         return wk__db_fail(db, WK_EREDIS, "%s%s%s%s: Redis replied: %.300s", q->name,
                            key[0] ? " on \"" : "", key, key[0] ? "\"" : "", reply->str);
     }

@@ -12,4 +12,12 @@
 int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* `len` bytes of a key rendered printable into dst (non-printable bytes
+ * as \xNN, long keys cut with "..."), for messages. `cap` ≥ 16. */
+void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
+
+/* The key of `q` (a script's first key, a command's first argument)
+ * rendered with wk__render_key(); "" when the query has none. */
+void wk__query_key(const wk_query *q, char *dst, size_t cap);
+
 #endif /* WK_CORE_PRIVATE_H */
