@@ -24,5 +24,8 @@
 #include <wakuwaku/hashed_cache.h>
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
+#include <wakuwaku/deadline.h>
+#include <wakuwaku/lease_keeper.h>
+#include <wakuwaku/cron.h>
 
 #endif /* WAKUWAKU_H */

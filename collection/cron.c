@@ -1,0 +1,672 @@
+/*
+ * collection/cron.c — the cron runtime: one scheduler thread deciding when
+ * each job is due (at-least / after-finish / after-start), one thread per
+ * run, shutdown that waits for running jobs; and the once-per-interval
+ * wrapper (wk_lock_try a lease shorter than the interval, never release,
+ * optionally under a lease keeper).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include <wakuwaku/cron.h>
+#include <wakuwaku/deadline.h>
+#include <wakuwaku/lock.h>
+
+#define NAME_MAX_BYTES 127
+#define NEVER INT64_MAX
+
+/* ------------------------------------------------------------------------
+ * State
+ * ---------------------------------------------------------------------- */
+
+typedef struct job {
+    struct job *next;
+    char *name;
+    wk_cron_kind kind;
+    int64_t interval_ms;
+    wk_cron_fn fn;
+    void *arg;
+    /* Schedule, under the runtime's mutex. */
+    int64_t next_at; /* monotonic ms when the next run is due; 0: at once */
+    int running;     /* runs in progress */
+    uint64_t launched;
+    /* wk_cron_add_once(): the lease, and how to connect. */
+    bool once;
+    bool keep_alive;
+    wk_entity lock;
+    char *lock_ns;
+    wk_name lock_name;
+    void *lock_name_bytes;
+    wk_db_options db_opts; /* its strings and capability below are ours */
+    char *url, *username, *password, *client_name;
+    wk_cap *cap;
+    wk_db *idle_db; /* one connection kept between runs; under the mutex */
+} job;
+
+struct wk_cron_ctx {
+    wk_cron *cron;
+    job *job;
+    uint64_t number;
+    int64_t started_ms;
+    wk_lease_keeper *lease;
+};
+
+typedef struct run {
+    struct run *next;
+    pthread_t thread;
+    bool done; /* under the mutex: the job returned and was accounted for */
+    wk_cron_ctx ctx;
+} run;
+
+struct wk_cron {
+    wk_cron_options opts;
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
+    job *jobs;           /* registration order */
+    run *runs;           /* launched, not yet joined */
+    bool started, stopping, stopped;
+    atomic_bool stop_flag; /* the jobs' view of `stopping`, lock-free */
+    pthread_t thread;
+    char errmsg[256];
+};
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------- */
+
+const char *wk_log_level_name(wk_log_level level)
+{
+    switch (level) {
+    case WK_LOG_DEBUG:
+        return "debug";
+    case WK_LOG_INFO:
+        return "info";
+    case WK_LOG_WARN:
+        return "warn";
+    case WK_LOG_ERROR:
+        return "error";
+    }
+    return "?";
+}
+
+static void vlog_msg(wk_cron *c, wk_log_level level, const char *prefix, const char *fmt,
+                     va_list ap)
+{
+    if (!c->opts.log || level < c->opts.log_level)
+        return;
+    char msg[512];
+    int n = prefix ? snprintf(msg, sizeof(msg), "cron job \"%s\": ", prefix) : 0;
+    if (n < 0 || (size_t)n >= sizeof(msg))
+        n = 0;
+    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    c->opts.log(c->opts.log_ctx, level, msg);
+}
+
+static void log_msg(wk_cron *c, wk_log_level level, const char *job_name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void log_msg(wk_cron *c, wk_log_level level, const char *job_name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_msg(c, level, job_name, fmt, ap);
+    va_end(ap);
+}
+
+static int fail(wk_cron *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(wk_cron *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Wait on the runtime's condition until `when` (monotonic ms; NEVER: no
+ * limit) or a broadcast. The mutex is held. */
+static void wait_until(wk_cron *c, int64_t when)
+{
+    if (when == NEVER) {
+        pthread_cond_wait(&c->cond, &c->mu);
+        return;
+    }
+    struct timespec ts = {(time_t)(when / 1000), (long)(when % 1000) * 1000000L};
+    pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+static void job_free(job *j)
+{
+    if (!j)
+        return;
+    wk_db_close(j->idle_db);
+    free(j->name);
+    free(j->lock_ns);
+    free(j->lock_name_bytes);
+    free(j->url);
+    free(j->username);
+    if (j->password) {
+        sodium_memzero(j->password, strlen(j->password));
+        free(j->password);
+    }
+    free(j->client_name);
+    wk_cap_free(j->cap);
+    free(j);
+}
+
+/* ------------------------------------------------------------------------
+ * Runs
+ * ---------------------------------------------------------------------- */
+
+/* A connection for a once-run: the job's idle one, or a new one. */
+static int take_db(wk_cron_ctx *ctx, wk_db **db)
+{
+    wk_cron *c = ctx->cron;
+    job *j = ctx->job;
+    pthread_mutex_lock(&c->mu);
+    *db = j->idle_db;
+    j->idle_db = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (*db)
+        return WK_OK;
+    char err[256];
+    int rc = wk_db_open(db, &j->db_opts, err, sizeof(err));
+    if (rc != WK_OK)
+        log_msg(c, WK_LOG_ERROR, j->name, "cannot connect: %s", err);
+    return rc;
+}
+
+static void give_back_db(wk_cron_ctx *ctx, wk_db *db)
+{
+    wk_cron *c = ctx->cron;
+    job *j = ctx->job;
+    pthread_mutex_lock(&c->mu);
+    if (!j->idle_db) {
+        j->idle_db = db;
+        db = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    wk_db_close(db); /* a second connection (overlapping runs) is not kept */
+}
+
+/* wk_cron_add_once(): take the lease (never wait), run, never release. */
+static int run_once(wk_cron_ctx *ctx)
+{
+    wk_cron *c = ctx->cron;
+    job *j = ctx->job;
+    if (atomic_load(&c->stop_flag))
+        return WK_OK; /* shutting down: do not take a lease we will not use */
+    wk_db *db;
+    int rc = take_db(ctx, &db);
+    if (rc != WK_OK)
+        return rc;
+    wk_token token;
+    bool acquired = false;
+    rc = wk_lock_try(wk_db_processor(db), &j->lock, j->lock_name, &token, &acquired);
+    if (rc != WK_OK)
+        log_msg(c, WK_LOG_ERROR, j->name, "lock.try failed: %s", wk_db_errmsg(db));
+    give_back_db(ctx, db);
+    if (rc != WK_OK)
+        return rc;
+    if (!acquired) {
+        log_msg(c, WK_LOG_DEBUG, j->name,
+                "run %llu skipped: the lease is held (the job ran less than a lease ago)",
+                (unsigned long long)ctx->number);
+        return WK_OK;
+    }
+
+    wk_lease_keeper *keeper = NULL;
+    if (j->keep_alive) {
+        wk_lease_keeper_options ko = WK_LEASE_KEEPER_OPTIONS_INIT;
+        ko.db = &j->db_opts;
+        ko.kind = WK_LEASE_LOCK;
+        ko.entity = &j->lock;
+        ko.name = j->lock_name;
+        ko.token = token;
+        ko.release = false; /* the lease must run out, not be released */
+        char err[256];
+        rc = wk_lease_keeper_start(&keeper, &ko, err, sizeof(err));
+        if (rc != WK_OK) {
+            log_msg(c, WK_LOG_ERROR, j->name, "cannot keep the lease alive, run skipped: %s",
+                    err);
+            return rc;
+        }
+        if (wk_lease_keeper_lost(keeper)) {
+            wk_lease_keeper_stop(keeper, NULL);
+            log_msg(c, WK_LOG_WARN, j->name, "lease lost right after it was taken; run skipped");
+            return WK_OK;
+        }
+        ctx->lease = keeper;
+    }
+
+    int64_t t0 = wk_monotonic_ms();
+    rc = j->fn(ctx, j->arg);
+    int64_t took = wk_monotonic_ms() - t0;
+    if (keeper) {
+        ctx->lease = NULL;
+        wk_lease_outcome out;
+        wk_lease_keeper_stop(keeper, &out);
+        if (out.lost)
+            log_msg(c, WK_LOG_WARN, j->name, "the lease was lost during run %llu: %s",
+                    (unsigned long long)ctx->number,
+                    out.lost_status == WK_OK ? "another holder or the key was deleted"
+                                             : wk_strerror(out.lost_status));
+    } else if (took >= j->lock.ttl_ms) {
+        log_msg(c, WK_LOG_WARN, j->name,
+                "run %llu took %lld ms, longer than the lease (%lld ms): another replica may "
+                "have started the job meanwhile (use keep_alive)",
+                (unsigned long long)ctx->number, (long long)took, (long long)j->lock.ttl_ms);
+    }
+    return rc;
+}
+
+static void *run_main(void *arg)
+{
+    run *r = arg;
+    wk_cron_ctx *ctx = &r->ctx;
+    wk_cron *c = ctx->cron;
+    job *j = ctx->job;
+    log_msg(c, WK_LOG_DEBUG, j->name, "run %llu started", (unsigned long long)ctx->number);
+    int rc = j->once ? run_once(ctx) : j->fn(ctx, j->arg);
+    int64_t finished = wk_monotonic_ms();
+    if (rc != WK_OK)
+        log_msg(c, WK_LOG_ERROR, j->name, "run %llu failed: %s (%s)",
+                (unsigned long long)ctx->number, wk_err_name(rc), wk_strerror(rc));
+    else
+        log_msg(c, WK_LOG_DEBUG, j->name, "run %llu finished after %lld ms",
+                (unsigned long long)ctx->number, (long long)(finished - ctx->started_ms));
+    pthread_mutex_lock(&c->mu);
+    j->running--;
+    if (j->kind == WK_CRON_AFTER_FINISH)
+        j->next_at = finished + j->interval_ms;
+    r->done = true;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Scheduler (all under the mutex)
+ * ---------------------------------------------------------------------- */
+
+static void launch(wk_cron *c, job *j, int64_t now)
+{
+    j->launched++;
+    /* The next start: an interval from this start (at-least waits in
+     * addition for this run to end: see can_launch), or, for after-finish,
+     * decided when this run ends. */
+    j->next_at = j->kind == WK_CRON_AFTER_FINISH ? NEVER : now + j->interval_ms;
+    run *r = calloc(1, sizeof(*r));
+    if (r) {
+        r->ctx = (wk_cron_ctx){.cron = c, .job = j, .number = j->launched, .started_ms = now};
+        j->running++;
+        if (pthread_create(&r->thread, NULL, run_main, r) == 0) {
+            r->next = c->runs;
+            c->runs = r;
+            return;
+        }
+        j->running--;
+        free(r);
+    }
+    /* Keep the schedule: try again an interval later. */
+    j->next_at = now + j->interval_ms;
+    log_msg(c, WK_LOG_ERROR, j->name, "run %llu not started: cannot create a thread",
+            (unsigned long long)j->launched);
+}
+
+static bool can_launch(const job *j)
+{
+    return j->kind == WK_CRON_AFTER_START || j->running == 0;
+}
+
+/* Join the runs that are done (they no longer need the mutex). */
+static void reap(wk_cron *c)
+{
+    for (run **pp = &c->runs; *pp;) {
+        run *r = *pp;
+        if (!r->done) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        pthread_join(r->thread, NULL);
+        free(r);
+    }
+}
+
+static void *scheduler(void *arg)
+{
+    wk_cron *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stopping) {
+        reap(c);
+        int64_t now = wk_monotonic_ms();
+        int64_t wake = NEVER;
+        for (job *j = c->jobs; j; j = j->next) {
+            if (can_launch(j) && now >= j->next_at)
+                launch(c, j, now);
+            if (can_launch(j) && j->next_at < wake)
+                wake = j->next_at;
+        }
+        wait_until(c, wake);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Public: the runtime
+ * ---------------------------------------------------------------------- */
+
+int wk_cron_new(wk_cron **out, const wk_cron_options *opts)
+{
+    static const wk_cron_options defaults = WK_CRON_OPTIONS_INIT;
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    wk_cron *c = calloc(1, sizeof(*c));
+    if (!c)
+        return WK_ENOMEM;
+    c->opts = opts ? *opts : defaults;
+    atomic_init(&c->stop_flag, false);
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) {
+        free(c);
+        return WK_ENOMEM;
+    }
+    bool ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+              pthread_cond_init(&c->cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok) {
+        free(c);
+        return WK_ENOMEM;
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        pthread_cond_destroy(&c->cond);
+        free(c);
+        return WK_ENOMEM;
+    }
+    *out = c;
+    return WK_OK;
+}
+
+static int check_job(wk_cron *c, const wk_cron_job *spec)
+{
+    c->errmsg[0] = '\0';
+    if (!spec || !spec->name || !spec->name[0] || strlen(spec->name) > NAME_MAX_BYTES)
+        return fail(c, WK_EINVAL, "cron: a job needs a name of 1..%d bytes", NAME_MAX_BYTES);
+    if (spec->kind != WK_CRON_AT_LEAST && spec->kind != WK_CRON_AFTER_FINISH &&
+        spec->kind != WK_CRON_AFTER_START)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": unknown kind %d", spec->name,
+                    (int)spec->kind);
+    if (spec->interval_ms <= 0)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": the interval must be > 0 ms", spec->name);
+    if (!spec->fn)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": no function", spec->name);
+    return WK_OK;
+}
+
+static job *job_new(const wk_cron_job *spec)
+{
+    job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->name = strdup(spec->name);
+    if (!j->name) {
+        free(j);
+        return NULL;
+    }
+    j->kind = spec->kind;
+    j->interval_ms = spec->interval_ms;
+    j->fn = spec->fn;
+    j->arg = spec->arg;
+    return j;
+}
+
+static int add(wk_cron *c, job *j)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        job_free(j);
+        return fail(c, WK_EINVAL, "cron: the runtime is stopped");
+    }
+    job **pp = &c->jobs;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = j;
+    pthread_cond_broadcast(&c->cond); /* a running scheduler launches it */
+    pthread_mutex_unlock(&c->mu);
+    return WK_OK;
+}
+
+int wk_cron_add(wk_cron *c, const wk_cron_job *spec)
+{
+    if (!c)
+        return WK_EINVAL;
+    int rc = check_job(c, spec);
+    if (rc != WK_OK)
+        return rc;
+    job *j = job_new(spec);
+    if (!j)
+        return fail(c, WK_ENOMEM, "cron: out of memory");
+    return add(c, j);
+}
+
+int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_options *once)
+{
+    if (!c)
+        return WK_EINVAL;
+    int rc = check_job(c, spec);
+    if (rc != WK_OK)
+        return rc;
+    if (!once || !once->db || !once->db->capability || !once->lock)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": once needs db options (with a capability) "
+                                  "and a Lock entity",
+                    spec->name);
+    const wk_entity *e = once->lock;
+    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, WK_KIND_LOCK) != 0)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": the lease needs a valid Lock entity",
+                    spec->name);
+    if (e->ttl_ms >= spec->interval_ms)
+        return fail(c, WK_EINVAL,
+                    "cron: job \"%s\": the lease (%lld ms, Lock:%s) must be shorter than the "
+                    "interval (%lld ms)",
+                    spec->name, (long long)e->ttl_ms, e->ns, (long long)spec->interval_ms);
+    if (once->name.type == WK_NAME_BYTES && !once->name.bytes && once->name.len)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": lock name bytes are NULL", spec->name);
+
+    job *j = job_new(spec);
+    if (!j)
+        return fail(c, WK_ENOMEM, "cron: out of memory");
+    bool oom = false;
+    j->once = true;
+    j->keep_alive = once->keep_alive;
+    j->lock_ns = dup_or_null(e->ns, &oom);
+    j->lock = (wk_entity){.kind = WK_KIND_LOCK, .ns = j->lock_ns, .ttl_ms = e->ttl_ms};
+    j->lock_name = once->name;
+    const void *bytes = once->name.bytes;
+    size_t len = once->name.len;
+    if (once->name.type == WK_NAME_BYTES && !bytes) {
+        bytes = j->name; /* default: the job's name */
+        len = strlen(j->name);
+        j->lock_name.len = len;
+    }
+    if (once->name.type == WK_NAME_BYTES) {
+        j->lock_name_bytes = malloc(len ? len : 1);
+        if (j->lock_name_bytes)
+            memcpy(j->lock_name_bytes, bytes, len);
+        else
+            oom = true;
+        j->lock_name.bytes = j->lock_name_bytes;
+    }
+    const wk_db_options *o = once->db;
+    j->db_opts = *o;
+    j->url = dup_or_null(o->url, &oom);
+    j->username = dup_or_null(o->username, &oom);
+    j->password = dup_or_null(o->password, &oom);
+    j->client_name = dup_or_null(o->client_name, &oom);
+    j->db_opts.url = j->url;
+    j->db_opts.username = j->username;
+    j->db_opts.password = j->password;
+    j->db_opts.client_name = j->client_name;
+    /* A private copy of the capability: the caller's may be freed. */
+    rc = wk_cap_intersect(&j->cap, o->capability, o->capability, NULL);
+    j->db_opts.capability = j->cap;
+    if (oom || rc != WK_OK) {
+        job_free(j);
+        return fail(c, rc == WK_OK || rc == WK_ENOMEM ? WK_ENOMEM : rc,
+                    "cron: job \"%s\": cannot copy the options", spec->name);
+    }
+    return add(c, j);
+}
+
+int wk_cron_start(wk_cron *c)
+{
+    if (!c)
+        return WK_EINVAL;
+    c->errmsg[0] = '\0';
+    pthread_mutex_lock(&c->mu);
+    int rc = WK_OK;
+    if (c->started || c->stopping)
+        rc = fail(c, WK_EINVAL, "cron: already %s", c->started ? "started" : "stopped");
+    else if (pthread_create(&c->thread, NULL, scheduler, c) != 0)
+        rc = fail(c, WK_ENOMEM, "cron: cannot create the scheduler thread");
+    else
+        c->started = true;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int wk_cron_stop(wk_cron *c)
+{
+    if (!c)
+        return WK_OK;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&c->mu);
+    bool own = c->started && pthread_equal(self, c->thread);
+    for (run *r = c->runs; r && !own; r = r->next)
+        own = pthread_equal(self, r->thread);
+    if (own || c->stopped) {
+        pthread_mutex_unlock(&c->mu);
+        return own ? WK_EINVAL : WK_OK;
+    }
+    c->stopping = true;
+    atomic_store(&c->stop_flag, true);
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+
+    if (c->started)
+        pthread_join(c->thread, NULL); /* no run is launched after this */
+    pthread_mutex_lock(&c->mu);
+    run *runs = c->runs;
+    c->runs = NULL;
+    pthread_mutex_unlock(&c->mu);
+    /* Wait for every running job (they see the stop flag). */
+    while (runs) {
+        run *r = runs;
+        runs = r->next;
+        pthread_join(r->thread, NULL);
+        free(r);
+    }
+    pthread_mutex_lock(&c->mu);
+    c->stopped = true;
+    pthread_mutex_unlock(&c->mu);
+    return WK_OK;
+}
+
+void wk_cron_free(wk_cron *c)
+{
+    if (!c)
+        return;
+    if (wk_cron_stop(c) != WK_OK)
+        return; /* called from a job: freeing now would pull the floor away */
+    while (c->jobs) {
+        job *j = c->jobs;
+        c->jobs = j->next;
+        job_free(j);
+    }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+const char *wk_cron_errmsg(const wk_cron *c)
+{
+    return c ? c->errmsg : "";
+}
+
+/* ------------------------------------------------------------------------
+ * Public: for jobs
+ * ---------------------------------------------------------------------- */
+
+bool wk_cron_stopping(wk_cron_ctx *ctx)
+{
+    if (!ctx)
+        return true;
+    if (atomic_load(&ctx->cron->stop_flag))
+        return true;
+    return ctx->lease && wk_lease_keeper_lost(ctx->lease);
+}
+
+bool wk_cron_sleep(wk_cron_ctx *ctx, int64_t ms)
+{
+    if (!ctx)
+        return false;
+    wk_cron *c = ctx->cron;
+    int64_t until = wk_monotonic_ms() + (ms > 0 ? ms : 0);
+    pthread_mutex_lock(&c->mu);
+    while (!atomic_load(&c->stop_flag) && wk_monotonic_ms() < until)
+        wait_until(c, until);
+    bool stopped = atomic_load(&c->stop_flag);
+    pthread_mutex_unlock(&c->mu);
+    return !stopped;
+}
+
+const char *wk_cron_job_name(const wk_cron_ctx *ctx)
+{
+    return ctx ? ctx->job->name : "";
+}
+
+uint64_t wk_cron_run_number(const wk_cron_ctx *ctx)
+{
+    return ctx ? ctx->number : 0;
+}
+
+int64_t wk_cron_started_ms(const wk_cron_ctx *ctx)
+{
+    return ctx ? ctx->started_ms : 0;
+}
+
+wk_lease_keeper *wk_cron_lease(wk_cron_ctx *ctx)
+{
+    return ctx ? ctx->lease : NULL;
+}
+
+void wk_cron_log(wk_cron_ctx *ctx, wk_log_level level, const char *fmt, ...)
+{
+    if (!ctx || !fmt)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_msg(ctx->cron, level, ctx->job->name, fmt, ap);
+    va_end(ap);
+}

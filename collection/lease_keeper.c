@@ -1,0 +1,385 @@
+/*
+ * collection/lease_keeper.c — the lease keeper: a heartbeat thread with its
+ * own wk_db that extends a Lock / RwLock token every period, and the
+ * lost-lease rule of lease_keeper.h (a sticky atomic flag plus a
+ * conservative `valid_until` that the poll checks against the clock).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <wakuwaku/deadline.h>
+#include <wakuwaku/lease_keeper.h>
+#include <wakuwaku/rwlock.h>
+
+/* Marks lost_status as not yet decided (status codes are ≤ 0). */
+#define STATUS_UNSET 1
+
+struct wk_lease_keeper {
+    /* Set up by start, read-only afterwards. */
+    wk_db *db; /* used by the heartbeat thread, then by stop after join */
+    wk_lease_kind kind;
+    wk_entity entity;
+    char *ns;
+    wk_name name;
+    void *name_bytes;
+    wk_token token;
+    int64_t ttl_ms, period_ms, retry_ms, drift_ms;
+    int64_t first_sent; /* when the extension made by start was sent */
+    bool release;
+    wk_lease_lost_fn on_lost;
+    void *ctx;
+
+    /* Shared with any thread, lock-free. */
+    atomic_bool lost;
+    atomic_int lost_status;       /* STATUS_UNSET until decided */
+    atomic_int last_error;        /* last connection error of an extension, WK_OK after a success */
+    atomic_int_least64_t valid_until;
+    atomic_uint_least64_t extensions;
+
+    /* The heartbeat thread and its wake-up. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool stopping; /* under mu */
+    bool has_thread;
+    pthread_t thread;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Decide the loss once; the first caller's status wins. */
+static void mark_lost(wk_lease_keeper *k, int status)
+{
+    int expected = STATUS_UNSET;
+    atomic_compare_exchange_strong(&k->lost_status, &expected, status);
+    atomic_store(&k->lost, true);
+}
+
+/* The status to report when the lease ran out of time rather than being
+ * refused: the error that kept extensions from succeeding, if any. */
+static int timeout_status(const wk_lease_keeper *k)
+{
+    int e = atomic_load(&k->last_error);
+    return e != WK_OK ? e : WK_ETIMEDOUT;
+}
+
+bool wk_lease_keeper_lost(wk_lease_keeper *k)
+{
+    if (!k)
+        return true;
+    if (atomic_load(&k->lost))
+        return true;
+    if (wk_monotonic_ms() >= atomic_load(&k->valid_until)) {
+        mark_lost(k, timeout_status(k));
+        return true;
+    }
+    return false;
+}
+
+int wk_lease_keeper_status(const wk_lease_keeper *k)
+{
+    if (!k || !atomic_load(&k->lost))
+        return WK_OK;
+    int s = atomic_load(&k->lost_status);
+    return s == STATUS_UNSET ? WK_OK : s;
+}
+
+int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k)
+{
+    if (wk_lease_keeper_lost(k))
+        return 0;
+    return atomic_load(&k->valid_until);
+}
+
+static int extend(wk_lease_keeper *k, bool *extended)
+{
+    wk_processor *p = wk_db_processor(k->db);
+    switch (k->kind) {
+    case WK_LEASE_LOCK:
+        return wk_lock_extend(p, &k->entity, k->name, &k->token, extended);
+    case WK_LEASE_WRITE:
+        return wk_rwlock_extend_write(p, &k->entity, k->name, &k->token, extended);
+    case WK_LEASE_READ:
+        return wk_rwlock_extend_read(p, &k->entity, k->name, &k->token, extended);
+    }
+    return WK_EINVAL;
+}
+
+static int release(wk_lease_keeper *k, bool *released)
+{
+    wk_processor *p = wk_db_processor(k->db);
+    switch (k->kind) {
+    case WK_LEASE_LOCK:
+        return wk_lock_release(p, &k->entity, k->name, &k->token, released);
+    case WK_LEASE_WRITE:
+        return wk_rwlock_release_write(p, &k->entity, k->name, &k->token, released);
+    case WK_LEASE_READ:
+        return wk_rwlock_release_read(p, &k->entity, k->name, &k->token, released);
+    }
+    return WK_EINVAL;
+}
+
+/* Wait on the keeper's condition until `when` (monotonic ms) or a signal. */
+static void wait_until(wk_lease_keeper *k, int64_t when)
+{
+    struct timespec ts = {(time_t)(when / 1000), (long)(when % 1000) * 1000000L};
+    pthread_cond_timedwait(&k->cond, &k->mu, &ts);
+}
+
+static void *heartbeat(void *arg)
+{
+    wk_lease_keeper *k = arg;
+    int64_t next = k->first_sent + k->period_ms;
+    pthread_mutex_lock(&k->mu);
+    while (!k->stopping && !wk_lease_keeper_lost(k)) {
+        int64_t vu = atomic_load(&k->valid_until);
+        int64_t wake = next < vu ? next : vu;
+        if (wk_monotonic_ms() < wake) {
+            wait_until(k, wake);
+            continue; /* re-check stop, loss and the time */
+        }
+        /* Time to extend. The handle is this thread's alone; stop() only
+         * touches it after joining us, so no lock is needed around it. */
+        pthread_mutex_unlock(&k->mu);
+        bool extended = false;
+        int64_t sent = wk_monotonic_ms();
+        int rc = extend(k, &extended);
+        int64_t now = wk_monotonic_ms();
+        pthread_mutex_lock(&k->mu);
+        if (now >= vu) {
+            /* The reply came after the lease could have run out: whatever
+             * it says, "held" would have been a guess for a while. */
+            if (rc != WK_OK && wk_is_connection_error(rc))
+                atomic_store(&k->last_error, rc);
+            mark_lost(k, rc == WK_OK && !extended ? WK_OK : timeout_status(k));
+        } else if (rc == WK_OK && extended) {
+            atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+            atomic_store(&k->last_error, WK_OK);
+            atomic_fetch_add(&k->extensions, 1);
+            next = sent + k->period_ms;
+        } else if (rc == WK_OK) {
+            mark_lost(k, WK_OK); /* the key is gone or holds another token */
+        } else if (wk_is_connection_error(rc)) {
+            atomic_store(&k->last_error, rc);
+            next = now + k->retry_ms; /* retry while the lease may still run */
+        } else {
+            mark_lost(k, rc); /* denied, Redis error, …: retrying will not help */
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    if (atomic_load(&k->lost) && k->on_lost)
+        k->on_lost(k->ctx, wk_lease_keeper_status(k));
+    return NULL;
+}
+
+static void keeper_free(wk_lease_keeper *k)
+{
+    if (!k)
+        return;
+    wk_db_close(k->db);
+    free(k->ns);
+    free(k->name_bytes);
+    free(k);
+}
+
+int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts, char *err,
+                          size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    if (!opts || !opts->db || !opts->entity) {
+        set_err(err, errlen, "lease keeper: options, db and entity are required");
+        return WK_EINVAL;
+    }
+    const wk_entity *e = opts->entity;
+    const char *kind = opts->kind == WK_LEASE_LOCK ? WK_KIND_LOCK
+                       : opts->kind == WK_LEASE_WRITE || opts->kind == WK_LEASE_READ
+                           ? WK_KIND_RWLOCK
+                           : NULL;
+    if (!kind) {
+        set_err(err, errlen, "lease keeper: unknown lease kind %d", (int)opts->kind);
+        return WK_EINVAL;
+    }
+    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, kind) != 0) {
+        set_err(err, errlen, "lease keeper: the entity must be a valid %s entity", kind);
+        return WK_EINVAL;
+    }
+    int64_t period = opts->period_ms ? opts->period_ms : e->ttl_ms / 3;
+    if (period < 1)
+        period = 1;
+    if (opts->period_ms < 0 || period >= e->ttl_ms) {
+        set_err(err, errlen, "lease keeper: period %lld ms must be shorter than the TTL (%lld ms)",
+                (long long)period, (long long)e->ttl_ms);
+        return WK_EINVAL;
+    }
+    if (opts->name.type == WK_NAME_BYTES && !opts->name.bytes && opts->name.len) {
+        set_err(err, errlen, "lease keeper: name bytes are NULL");
+        return WK_EINVAL;
+    }
+
+    wk_lease_keeper *k = calloc(1, sizeof(*k));
+    if (!k)
+        return WK_ENOMEM;
+    k->kind = opts->kind;
+    k->entity = (wk_entity){.kind = kind, .ttl_ms = e->ttl_ms};
+    k->ns = strdup(e->ns);
+    k->name = opts->name;
+    if (opts->name.type == WK_NAME_BYTES && opts->name.bytes) {
+        k->name_bytes = malloc(opts->name.len ? opts->name.len : 1);
+        if (k->name_bytes)
+            memcpy(k->name_bytes, opts->name.bytes, opts->name.len);
+        k->name.bytes = k->name_bytes;
+    }
+    if (!k->ns || (opts->name.type == WK_NAME_BYTES && opts->name.bytes && !k->name_bytes)) {
+        keeper_free(k);
+        return WK_ENOMEM;
+    }
+    k->entity.ns = k->ns;
+    k->token = opts->token;
+    k->ttl_ms = e->ttl_ms;
+    k->period_ms = period;
+    k->retry_ms = period / 4 > 10 ? period / 4 : 10;
+    k->drift_ms = e->ttl_ms / 100 + 2;
+    k->release = opts->release;
+    k->on_lost = opts->on_lost;
+    k->ctx = opts->ctx;
+    atomic_init(&k->lost, false);
+    atomic_init(&k->lost_status, STATUS_UNSET);
+    atomic_init(&k->last_error, WK_OK);
+    atomic_init(&k->valid_until, 0);
+    atomic_init(&k->extensions, 0);
+
+    /* One stuck command must not hold the heartbeat up past a period. */
+    wk_db_options o = *opts->db;
+    int cap = period > 50 ? (period > 1000000 ? 1000000 : (int)period) : 50;
+    if (o.command_timeout_ms > cap)
+        o.command_timeout_ms = cap;
+    if (o.connect_timeout_ms > cap)
+        o.connect_timeout_ms = cap;
+    int rc = wk_db_open(&k->db, &o, err, errlen);
+    if (rc != WK_OK) {
+        keeper_free(k);
+        return rc;
+    }
+
+    /* The first extension: proves the token still holds the lease and
+     * starts the valid_until clock from a send time we know. */
+    bool extended = false;
+    int64_t sent = wk_monotonic_ms();
+    rc = extend(k, &extended);
+    if (rc != WK_OK) {
+        set_err(err, errlen, "lease keeper: first extension failed: %s", wk_db_errmsg(k->db));
+        keeper_free(k);
+        return rc;
+    }
+    if (!extended) {
+        mark_lost(k, WK_OK);
+        *out = k;
+        return WK_OK;
+    }
+    k->first_sent = sent;
+    atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+    atomic_store(&k->extensions, 1);
+
+    pthread_condattr_t ca;
+    bool cond_ok = pthread_condattr_init(&ca) == 0;
+    if (cond_ok) {
+        cond_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+                  pthread_cond_init(&k->cond, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!cond_ok) {
+        keeper_free(k);
+        return WK_ENOMEM;
+    }
+    if (pthread_mutex_init(&k->mu, NULL) != 0) {
+        pthread_cond_destroy(&k->cond);
+        keeper_free(k);
+        return WK_ENOMEM;
+    }
+    if (pthread_create(&k->thread, NULL, heartbeat, k) != 0) {
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cond);
+        set_err(err, errlen, "lease keeper: cannot start the heartbeat thread");
+        keeper_free(k);
+        return WK_ENOMEM;
+    }
+    k->has_thread = true;
+    *out = k;
+    return WK_OK;
+}
+
+int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome)
+{
+    if (outcome)
+        memset(outcome, 0, sizeof(*outcome));
+    if (!k)
+        return WK_OK;
+    if (k->has_thread) {
+        if (pthread_equal(pthread_self(), k->thread))
+            return WK_EINVAL;
+        pthread_mutex_lock(&k->mu);
+        k->stopping = true;
+        pthread_cond_signal(&k->cond);
+        pthread_mutex_unlock(&k->mu);
+        pthread_join(k->thread, NULL);
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cond);
+    }
+    /* Judge the lease as of now, before a release ends it on purpose. */
+    bool lost = wk_lease_keeper_lost(k);
+    int rc = WK_OK;
+    bool released = false;
+    if (k->release)
+        rc = release(k, &released);
+    if (outcome) {
+        outcome->lost = lost;
+        outcome->lost_status = wk_lease_keeper_status(k);
+        outcome->extensions = atomic_load(&k->extensions);
+        outcome->released = rc == WK_OK && released;
+    }
+    keeper_free(k);
+    return rc;
+}
+
+int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn work, void *arg,
+                        wk_lease_outcome *outcome, char *err, size_t errlen)
+{
+    if (!outcome || !work) {
+        set_err(err, errlen, "lease keeper: work and outcome are required");
+        return WK_EINVAL;
+    }
+    memset(outcome, 0, sizeof(*outcome));
+    wk_lease_keeper *k;
+    int rc = wk_lease_keeper_start(&k, opts, err, errlen);
+    if (rc != WK_OK)
+        return rc;
+    bool ran = false;
+    int work_status = WK_OK;
+    if (!wk_lease_keeper_lost(k)) {
+        ran = true;
+        work_status = work(k, arg);
+    }
+    rc = wk_lease_keeper_stop(k, outcome);
+    outcome->ran = ran;
+    outcome->work_status = work_status;
+    return rc;
+}

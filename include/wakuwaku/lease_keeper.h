@@ -1,0 +1,205 @@
+/*
+ * wakuwaku/lease_keeper.h — keep a lease alive while work runs ("while
+ * held"), and tell the work at once when the lease is lost.
+ *
+ * A lease keeper holds a token of a Lock, of an RwLock writer or of an
+ * RwLock reader, and extends it every TTL/3 from a thread and a connection
+ * of its own (a wk_db opened from the wk_db_options you give, with their
+ * capability). As soon as an extension reports that the token no longer
+ * holds the lease, or the lease could have run out for want of a
+ * successful extension, the keeper marks the lease lost:
+ *
+ *   - wk_lease_keeper_lost() returns true from then on (an atomic flag the
+ *     work polls; lock-free, from any thread), and
+ *   - the optional `on_lost` callback runs once on the keeper's thread.
+ *
+ * No new query: the keeper sends lock.extend / rwlock.extend_write /
+ * rwlock.extend_read (and the matching release when asked), all WRITE, so
+ * its capability must grant WRITE on the entity.
+ *
+ * When the lease counts as lost — the rule, conservatively:
+ *   1. An extension replies false (the key is gone, or holds another
+ *      token): lost at once; status WK_OK.
+ *   2. An extension fails with a connection error (wk_is_connection_error:
+ *      WK_EIO, WK_ETIMEDOUT, WK_EUNKNOWN): the keeper retries (every
+ *      period/4, at least 10 ms) for as long as the lease may still run.
+ *      The lease surely runs until `valid_until` = the moment the last
+ *      *successful* extension was sent + TTL − a clock-drift allowance
+ *      (TTL/100 + 2 ms, as Redlock): the server restarted the TTL no
+ *      earlier than that send. At valid_until the lease counts as lost
+ *      (status: the last connection error, or WK_ETIMEDOUT if the keeper's
+ *      thread just did not get to run). wk_lease_keeper_lost() checks the
+ *      clock itself, so it never reports "held" past valid_until even if
+ *      the keeper's thread is stuck in a slow command.
+ *   3. Any other failure (WK_EDENIED, WK_EREDIS, …) cannot heal by
+ *      retrying: lost at once, with that status.
+ * Once lost, always lost: the keeper stops extending, even if a later
+ * extension would have found the token still there.
+ *
+ * Timeouts: the keeper's connection uses the given timeouts capped at
+ * max(period, 50 ms), so one stuck command cannot hold the heartbeat up
+ * for longer than a period.
+ *
+ * WARNING: the keeper tells; it cannot stop the work. Work that writes to a
+ * shared resource must poll wk_lease_keeper_lost() (or react to the
+ * callback) before each step, and should still fence its writes (see
+ * lock.h): a process paused between its check and its write can act on a
+ * lease that just ran out.
+ *
+ * THREADS: the keeper's own wk_db is used only by its thread (and by
+ * wk_lease_keeper_stop() after that thread ended). wk_lease_keeper_lost(),
+ * _status() and _valid_until() are lock-free and safe from any thread,
+ * concurrently with everything else. wk_lease_keeper_stop() is called
+ * once, from any thread but the keeper's own (never from on_lost).
+ */
+#ifndef WAKUWAKU_LEASE_KEEPER_H
+#define WAKUWAKU_LEASE_KEEPER_H
+
+#include <wakuwaku/db.h>
+#include <wakuwaku/lock.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which lease a token holds. */
+typedef enum wk_lease_kind {
+    WK_LEASE_LOCK = 0,  /* a Lock token: wk_lock_extend / wk_lock_release */
+    WK_LEASE_WRITE = 1, /* an RwLock writer token: wk_rwlock_extend_write / _release_write */
+    WK_LEASE_READ = 2   /* an RwLock reader token: wk_rwlock_extend_read / _release_read */
+} wk_lease_kind;
+
+typedef struct wk_lease_keeper wk_lease_keeper;
+
+/*
+ * The lost-lease callback: runs once, on the keeper's thread, right after
+ * wk_lease_keeper_lost() started returning true. `status` is WK_OK when an
+ * extension found the lease gone, else the failure that kept it from being
+ * renewed (see the rule above). Keep it short; it must not call
+ * wk_lease_keeper_stop(). It is not called when wk_lease_keeper_start()
+ * itself found the lease gone.
+ */
+typedef void (*wk_lease_lost_fn)(void *ctx, int status);
+
+/*
+ * Options of wk_lease_keeper_start(). Start from
+ * WK_LEASE_KEEPER_OPTIONS_INIT.
+ *
+ *   db         required: how the keeper connects, and with what capability
+ *              (WRITE on the entity). Copied during the call.
+ *   kind       which lease `token` holds.
+ *   entity     required: the Lock or RwLock entity; its ttl_ms is the
+ *              lease. Copied.
+ *   name       the item; its bytes are copied.
+ *   token      the token holding the lease (from wk_lock_try, …).
+ *   period_ms  time between extensions; 0: ttl_ms / 3 (at least 1 ms).
+ *              Must be < ttl_ms.
+ *   release    wk_lease_keeper_stop() releases the lease (token-checked)
+ *              after the heartbeat ended. false leaves it to run out.
+ *   on_lost    optional callback (see wk_lease_lost_fn), with `ctx`.
+ */
+typedef struct wk_lease_keeper_options {
+    const wk_db_options *db;
+    wk_lease_kind kind;
+    const wk_entity *entity;
+    wk_name name;
+    wk_token token;
+    int64_t period_ms;
+    bool release;
+    wk_lease_lost_fn on_lost;
+    void *ctx;
+} wk_lease_keeper_options;
+
+#define WK_LEASE_KEEPER_OPTIONS_INIT                                                          \
+    {.db = NULL, .kind = WK_LEASE_LOCK, .entity = NULL, .name = {WK_NAME_BYTES, NULL, 0, 0, 0}, \
+     .token = {{0}}, .period_ms = 0, .release = false, .on_lost = NULL, .ctx = NULL}
+
+/* What a keeper saw, from wk_lease_keeper_stop() / wk_lease_keeper_run(). */
+typedef struct wk_lease_outcome {
+    bool lost;           /* the lease was lost (or could have run out) before stop */
+    int lost_status;     /* why (see the rule above); WK_OK when not lost */
+    uint64_t extensions; /* successful extensions, the one at start included */
+    bool released;       /* `release` asked and the lease was still ours to release */
+    bool ran;            /* wk_lease_keeper_run(): the work was called */
+    int work_status;     /* wk_lease_keeper_run(): what the work returned (WK_OK if !ran) */
+} wk_lease_outcome;
+
+/*
+ * wk_lease_keeper_start — open the keeper's connection, extend the lease
+ * once right away (this also proves the token still holds it and starts
+ * the valid_until clock), then start the heartbeat thread.
+ *
+ *   out   OUT: the keeper; NULL on failure.
+ *   opts  see wk_lease_keeper_options.
+ *   err   OUT, may be NULL: a message on failure (at most errlen bytes,
+ *         NUL-terminated; passwords never appear).
+ *
+ * Returns WK_OK — check wk_lease_keeper_lost(): if that first extension
+ * found the lease gone the keeper starts lost (no thread, no callback);
+ * WK_EINVAL (bad options, entity, kind or name; period ≥ TTL); WK_EDENIED
+ * (the capability does not grant WRITE); a connection error (cannot
+ * connect, or the first extension failed: the lease may or may not still
+ * run; nothing was started); WK_ENOMEM. Stop it with wk_lease_keeper_stop().
+ */
+WK_API int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts,
+                                 char *err, size_t errlen);
+
+/*
+ * wk_lease_keeper_lost — true once the lease is lost or could have run
+ * out; then true for good. Lock-free, from any thread. NULL: true.
+ */
+WK_API bool wk_lease_keeper_lost(wk_lease_keeper *k);
+
+/* wk_lease_keeper_status — why it was lost (WK_OK: an extension found it
+ * gone, or not lost yet). Lock-free, from any thread. */
+WK_API int wk_lease_keeper_status(const wk_lease_keeper *k);
+
+/*
+ * wk_lease_keeper_valid_until — the wk_monotonic_ms() moment until which
+ * the lease surely runs (as of the last successful extension); 0 once
+ * lost. Work can use it to avoid starting a step that would outlast it.
+ * Lock-free, from any thread.
+ */
+WK_API int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k);
+
+/*
+ * wk_lease_keeper_stop — end the heartbeat (waits for the thread, and so
+ * for a running on_lost), release the lease if options.release, close the
+ * connection and free the keeper.
+ *
+ *   outcome  OUT, may be NULL: what the keeper saw.
+ *
+ * Returns WK_OK, the release's error (the keeper is freed anyway), or
+ * WK_EINVAL when called from the keeper's own thread (from on_lost:
+ * nothing is done). NULL is a harmless no-op (WK_OK).
+ */
+WK_API int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome);
+
+/*
+ * The work run by wk_lease_keeper_run(): poll wk_lease_keeper_lost(keeper)
+ * and stop soon after it turns true. Runs on the caller's thread.
+ */
+typedef int (*wk_lease_work_fn)(wk_lease_keeper *keeper, void *arg);
+
+/*
+ * wk_lease_keeper_run — "while held": start a keeper, run `work(keeper,
+ * arg)` on the calling thread while the keeper extends the lease, then stop
+ * the keeper (releasing the lease if opts->release).
+ *
+ *   outcome  OUT, required: lost / lost_status (the work was told),
+ *            extensions, released, and ran / work_status. When the lease
+ *            was already gone at start, the work is not run (ran false,
+ *            lost true).
+ *
+ * Returns WK_OK (see *outcome) or the error of wk_lease_keeper_start()
+ * (the work was not run) or of the release. WRITE effect (extensions).
+ * The caller's own handles are not used: the keeper has its own.
+ */
+WK_API int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn work,
+                               void *arg, wk_lease_outcome *outcome, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_LEASE_KEEPER_H */

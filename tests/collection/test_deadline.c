@@ -1,0 +1,353 @@
+/*
+ * tests/collection/test_deadline.c — acquire with a deadline (Lock and
+ * RwLock read/write) against a real redis-server: never gives up before
+ * the deadline, never sleeps much past it, acquires soon after a release,
+ * refuses batches, stops at the first error, and keeps exclusion when
+ * several processes wait for the same lock.
+ *
+ * Capability table: these helpers add no Redis query of their own; every
+ * try is lock.try / rwlock.try_read / rwlock.try_write, whose rows are
+ * already in tests/capability (the read-only refusal is checked here too).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <wakuwaku/deadline.h>
+
+#include "redis_fixture.h"
+
+/* One timeout for the whole suite: criterion's runner leaks (LeakSanitizer)
+ * when tests with different timeouts run side by side. */
+TestSuite(deadline, .timeout = 120);
+
+/* Wake-up latency allowed past a deadline, and after a release beyond the
+ * backoff cap. Generous: the machine is small and shared; the bugs these
+ * catch (sleeping a whole backoff of up to 2 s past the deadline, waiting
+ * for the deadline instead of retrying) are far larger. */
+#define MARGIN_MS 150
+
+Test(deadline, lock_times_out_at_the_deadline_not_before_nor_much_after)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("dl"), 30000);
+    wk_token held, t;
+    bool got;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &held, &got), WK_OK);
+    cr_assert(got);
+
+    /* A large cap: a sleep that ignored the deadline would overshoot by up
+     * to two seconds. */
+    wk_backoff wide = {.initial_ms = 5, .max_ms = 2000};
+    const int timeouts[] = {1, 50, 130, 270, 400, 610, 900};
+    for (size_t i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
+        for (int b = 0; b < 2; b++) {
+            int64_t deadline = wk_deadline_in(timeouts[i]);
+            got = true;
+            int rc = wk_lock_acquire(p, &lock, wk_name_str("x"), deadline, b ? &wide : NULL, &t,
+                                     &got);
+            int64_t end = wk_monotonic_ms();
+            cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+            cr_assert_not(got, "a held lock was acquired");
+            cr_assert_geq(end, deadline, "gave up %lld ms before the deadline",
+                          (long long)(deadline - end));
+            cr_assert_leq(end - deadline, MARGIN_MS, "returned %lld ms after the deadline",
+                          (long long)(end - deadline));
+        }
+    }
+    wk_db_close(db);
+}
+
+Test(deadline, past_deadline_makes_exactly_one_try)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("dlpast"), 30000);
+    wk_token t1, t2;
+    bool got = false;
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(-5), NULL, &t1, &got),
+                 WK_OK);
+    cr_assert(got, "a free lock is taken even with a deadline already past");
+    int64_t t0 = wk_monotonic_ms();
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), t0 - 1000, NULL, &t2, &got), WK_OK);
+    cr_assert_not(got);
+    cr_assert_lt(wk_monotonic_ms() - t0, 1000, "a past deadline must not wait");
+    bool released;
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("x"), &t1, &released), WK_OK);
+    cr_assert(released, "the token from wk_lock_acquire holds the lock");
+    wk_db_close(db);
+}
+
+/* ---- a holder on another thread (own handle) releasing after a while */
+
+typedef struct holder {
+    const char *ns;
+    int kind; /* 0 lock, 1 rwlock writer, 2 rwlock reader */
+    int hold_ms;
+    int64_t before_release, after_release;
+    bool ok;
+    int ready[2];
+} holder;
+
+static void *holder_main(void *arg)
+{
+    holder *h = arg;
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    wk_db *db;
+    char c = 'n';
+    if (wk_db_open(&db, &o, NULL, 0) != WK_OK) {
+        (void)!write(h->ready[1], &c, 1);
+        return NULL;
+    }
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(h->ns, 30000);
+    wk_entity rw = WK_RWLOCK_ENTITY(h->ns, 30000);
+    wk_token t;
+    bool got = false, released = false;
+    if (h->kind == 0)
+        wk_lock_try(p, &lock, wk_name_str("x"), &t, &got);
+    else if (h->kind == 1)
+        wk_rwlock_try_write(p, &rw, wk_name_str("x"), &t, &got);
+    else
+        wk_rwlock_try_read(p, &rw, wk_name_str("x"), &t, &got);
+    c = got ? 'y' : 'n';
+    (void)!write(h->ready[1], &c, 1);
+    wk_test_sleep_ms(h->hold_ms);
+    h->before_release = wk_monotonic_ms();
+    if (h->kind == 0)
+        wk_lock_release(p, &lock, wk_name_str("x"), &t, &released);
+    else if (h->kind == 1)
+        wk_rwlock_release_write(p, &rw, wk_name_str("x"), &t, &released);
+    else
+        wk_rwlock_release_read(p, &rw, wk_name_str("x"), &t, &released);
+    h->after_release = wk_monotonic_ms();
+    h->ok = got && released;
+    wk_db_close(db);
+    return NULL;
+}
+
+/* kind of holder vs waiter: 0 lock/lock, 1 writer/read, 2 reader/write */
+static void acquires_soon_after_release(int kind)
+{
+    holder h = {.ns = wk_test_ns("dlrel"), .kind = kind, .hold_ms = 600};
+    cr_assert_eq(pipe(h.ready), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, holder_main, &h), 0);
+    char c = 0;
+    cr_assert_eq(read(h.ready[0], &c, 1), 1);
+    cr_assert_eq(c, 'y', "holder could not take the lock");
+
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(h.ns, 30000);
+    wk_entity rw = WK_RWLOCK_ENTITY(h.ns, 30000);
+    wk_token t;
+    bool got = false;
+    int64_t deadline = wk_deadline_in(20000);
+    int rc = kind == 0   ? wk_lock_acquire(p, &lock, wk_name_str("x"), deadline, NULL, &t, &got)
+             : kind == 1 ? wk_rwlock_acquire_read(p, &rw, wk_name_str("x"), deadline, NULL, &t, &got)
+                         : wk_rwlock_acquire_write(p, &rw, wk_name_str("x"), deadline, NULL, &t,
+                                                   &got);
+    int64_t end = wk_monotonic_ms();
+    pthread_join(th, NULL);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert(h.ok, "holder failed");
+    cr_assert(got, "not acquired although released long before the deadline");
+    cr_assert_geq(end, h.before_release, "acquired before the holder released");
+    /* The next try comes at most one backoff cap (200 ms) after the release. */
+    cr_assert_leq(end - h.after_release, 200 + MARGIN_MS, "acquired %lld ms after the release",
+                  (long long)(end - h.after_release));
+    wk_db_close(db);
+}
+
+Test(deadline, lock_acquired_soon_after_release)
+{
+    acquires_soon_after_release(0);
+}
+
+Test(deadline, rwlock_read_acquired_soon_after_writer_releases)
+{
+    acquires_soon_after_release(1);
+}
+
+Test(deadline, rwlock_write_acquired_soon_after_reader_releases)
+{
+    acquires_soon_after_release(2);
+}
+
+Test(deadline, rwlock_read_and_write_time_out)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("dlrw"), 30000);
+    wk_token w, r1, r2, t;
+    bool got;
+    /* A writer holds "a": readers time out. */
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("a"), &w, &got), WK_OK);
+    cr_assert(got);
+    int64_t deadline = wk_deadline_in(300);
+    cr_assert_eq(wk_rwlock_acquire_read(p, &rw, wk_name_str("a"), deadline, NULL, &t, &got),
+                 WK_OK);
+    cr_assert_not(got);
+    cr_assert_geq(wk_monotonic_ms(), deadline);
+    /* A reader holds "b": another reader gets in at once, a writer times out. */
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("b"), &r1, &got), WK_OK);
+    cr_assert(got);
+    cr_assert_eq(wk_rwlock_acquire_read(p, &rw, wk_name_str("b"), wk_deadline_in(5000), NULL,
+                                        &r2, &got),
+                 WK_OK);
+    cr_assert(got, "readers share");
+    deadline = wk_deadline_in(300);
+    cr_assert_eq(wk_rwlock_acquire_write(p, &rw, wk_name_str("b"), deadline, NULL, &t, &got),
+                 WK_OK);
+    int64_t end = wk_monotonic_ms();
+    cr_assert_not(got, "a writer got in while readers hold the lock");
+    cr_assert_geq(end, deadline);
+    cr_assert_leq(end - deadline, MARGIN_MS);
+    wk_db_close(db);
+}
+
+Test(deadline, refuses_a_batch_and_bad_arguments)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("dlinv"), 1000);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("dlinv"), 1000);
+    wk_token t;
+    bool got = true;
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_processor *bp = wk_batch_processor(b);
+    int64_t d = wk_deadline_in(1000);
+    cr_assert_eq(wk_lock_acquire(bp, &lock, wk_name_str("x"), d, NULL, &t, &got), WK_EINVAL);
+    cr_assert_not(got);
+    cr_assert_eq(wk_rwlock_acquire_read(bp, &rw, wk_name_str("x"), d, NULL, &t, &got), WK_EINVAL);
+    cr_assert_eq(wk_rwlock_acquire_write(bp, &rw, wk_name_str("x"), d, NULL, &t, &got),
+                 WK_EINVAL);
+    cr_assert_eq(wk_batch_count(b), 0, "nothing may be queued");
+    cr_assert(strstr(wk_db_errmsg(db), "deferred") != NULL, "message: %s", wk_db_errmsg(db));
+    wk_batch_close(b);
+
+    wk_processor *p = wk_db_processor(db);
+    wk_backoff bad = {.initial_ms = 0, .max_ms = 10};
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), d, &bad, &t, &got), WK_EINVAL);
+    bad = (wk_backoff){.initial_ms = 50, .max_ms = 10};
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), d, &bad, &t, &got), WK_EINVAL);
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), d, NULL, NULL, &got), WK_EINVAL);
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), d, NULL, &t, NULL), WK_EINVAL);
+    cr_assert_eq(wk_lock_acquire(NULL, &lock, wk_name_str("x"), d, NULL, &t, &got), WK_EINVAL);
+    cr_assert_eq(wk_lock_acquire(p, &rw, wk_name_str("x"), d, NULL, &t, &got), WK_EINVAL,
+                 "an RwLock entity is not a Lock");
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str(NULL), d, NULL, &t, &got), WK_EINVAL);
+    wk_db_close(db);
+}
+
+Test(deadline, an_error_ends_the_wait_at_once_and_sends_nothing_when_denied)
+{
+    wk_db *ro = wk_test_open(wk_cap_read_only());
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("dlro"), 1000);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("dlro"), 1000);
+    wk_token t;
+    bool got = true;
+    redisContext *raw = wk_test_raw(wk_test_url());
+    int64_t t0 = wk_monotonic_ms();
+    cr_assert_eq(wk_lock_acquire(wk_db_processor(ro), &lock, wk_name_str("x"),
+                                 wk_deadline_in(10000), NULL, &t, &got),
+                 WK_EDENIED);
+    cr_assert_eq(wk_rwlock_acquire_read(wk_db_processor(ro), &rw, wk_name_str("x"),
+                                        wk_deadline_in(10000), NULL, &t, &got),
+                 WK_EDENIED);
+    cr_assert_eq(wk_rwlock_acquire_write(wk_db_processor(ro), &rw, wk_name_str("x"),
+                                         wk_deadline_in(10000), NULL, &t, &got),
+                 WK_EDENIED);
+    cr_assert_lt(wk_monotonic_ms() - t0, 5000, "a refusal must not wait for the deadline");
+    cr_assert_not(got);
+    cr_assert(strstr(wk_db_errmsg(ro), "may not WRITE") != NULL, "%s", wk_db_errmsg(ro));
+    /* Other suites run in parallel on the shared server, so only this
+     * suite's own names are checked: nothing was stored. */
+    redisReply *r = wk_test_cmd(raw, "EXISTS @@wakuwaku-entity:Lock:%s:x", lock.ns);
+    cr_assert_eq(r->integer, 0);
+    freeReplyObject(r);
+    redisFree(raw);
+
+    /* A dead server: the connection error comes back, not a time-out. */
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db *db = wk_test_open_url(s.url, NULL);
+    wk_test_server_stop(&s);
+    t0 = wk_monotonic_ms();
+    int rc = wk_lock_acquire(wk_db_processor(db), &lock, wk_name_str("x"), wk_deadline_in(10000),
+                             NULL, &t, &got);
+    cr_assert(wk_is_connection_error(rc), "got %s", wk_err_name(rc));
+    cr_assert_lt(wk_monotonic_ms() - t0, 5000, "a connection error must not wait for the deadline");
+    wk_db_close(db);
+    wk_db_close(ro);
+}
+
+/* ---- several processes waiting for one lock: each gets it in turn */
+
+#define PROCS 4
+#define ROUNDS 15
+
+static int waiter(const char *ns)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    wk_db *db;
+    if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+        return 2;
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity lock = WK_LOCK_ENTITY(ns, 10000);
+    for (int i = 0; i < ROUNDS; i++) {
+        wk_token t;
+        bool got = false, released = false;
+        int rc = wk_lock_acquire(wk_db_processor(db), &lock, wk_name_str("hot"),
+                                 wk_deadline_in(30000), NULL, &t, &got);
+        if (rc != WK_OK)
+            return 3;
+        if (!got)
+            return 4;
+        /* Read, hold a while, write: only the lock keeps updates. */
+        redisReply *r = redisCommand(raw, "GET %s:counter", ns);
+        long v = r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+        freeReplyObject(r);
+        usleep(5000);
+        freeReplyObject(redisCommand(raw, "SET %s:counter %ld", ns, v + 1));
+        if (wk_lock_release(wk_db_processor(db), &lock, wk_name_str("hot"), &t, &released) !=
+                WK_OK ||
+            !released)
+            return 5;
+    }
+    redisFree(raw);
+    wk_db_close(db);
+    return 0;
+}
+
+Test(deadline, processes_waiting_for_one_lock_take_turns)
+{
+    const char *ns = wk_test_ns("dlproc");
+    pid_t kids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0)
+            _exit(waiter(ns));
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int status;
+        waitpid(kids[i], &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter %d failed (%d)", i,
+                  status);
+    }
+    redisContext *raw = wk_test_raw(wk_test_url());
+    redisReply *r = wk_test_cmd(raw, "GET %s:counter", ns);
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert_eq(atol(r->str), PROCS * ROUNDS, "lost updates: %s of %d", r->str, PROCS * ROUNDS);
+    freeReplyObject(r);
+    redisFree(raw);
+}
