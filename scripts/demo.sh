@@ -37,4 +37,4 @@ if [ -z "${WK_REDIS_URL:-}" ]; then
     export WK_REDIS_URL="redis://127.0.0.1:$port"
     echo "started redis-server (pid $server_pid) at $WK_REDIS_URL"
 fi
-./build/examples/wk_lock_race "$WK_REDIS_URL"
+./build/examples/wk_billing_replicas "$WK_REDIS_URL"
