@@ -220,3 +220,49 @@ Test(faults, allkeys_lru_can_evict_a_held_lock, .timeout = 60)
     wk_db_close(db);
     wk_test_server_stop(&s);
 }
+
+Test(faults, stalled_server_lease_keeper_reports_lost_not_held, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = s.url;
+    o.capability = wk_cap_read_write();
+    o.connect_timeout_ms = 200;
+    o.command_timeout_ms = 200;
+    wk_db *db;
+    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    const wk_entity lease = WK_LOCK_ENTITY("stall-lease", 900);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lease, wk_name_str("job"), &t, &got), WK_OK);
+    cr_assert(got);
+    wk_lease_keeper_options ko = WK_LEASE_KEEPER_OPTIONS_INIT;
+    ko.db = &o;
+    ko.entity = &lease;
+    ko.name = wk_name_str("job");
+    ko.token = t;
+    wk_lease_keeper *k;
+    char err[256];
+    cr_assert_eq(wk_lease_keeper_start(&k, &ko, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_not(wk_lease_keeper_lost(k));
+    /* Stall the server far past the lease: no extension can succeed. */
+    int64_t stalled_at = wk_test_now_ms();
+    kill(s.pid, SIGSTOP);
+    bool lost = false;
+    while (!lost && wk_test_now_ms() - stalled_at < 3000) {
+        wk_test_sleep_ms(10);
+        lost = wk_lease_keeper_lost(k);
+    }
+    int64_t told_after = wk_test_now_ms() - stalled_at;
+    kill(s.pid, SIGCONT);
+    cr_assert(lost, "the keeper must report the lease lost while the server is stalled");
+    /* It may not claim the lease past the point where it could have run out. */
+    cr_assert_leq(told_after, 900 + 100, "told %lld ms into a stall, lease 900 ms",
+                  (long long)told_after);
+    wk_lease_outcome out;
+    wk_lease_keeper_stop(k, &out);
+    cr_assert(out.lost);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
