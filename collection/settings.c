@@ -13,6 +13,8 @@
 
 #include <wakuwaku/settings.h>
 
+#include "collection/settings_internal.h"
+
 /* ------------------------------------------------------------------------
  * Scripts. KEYS: map, version. Errors the C side reports as WK_ECORRUPT
  * start with "WKCORRUPT".
@@ -197,20 +199,9 @@ static int entry_cmp(const void *x, const void *y)
     return key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
-/*
- * Builds a snapshot from `count` pairs handed out by `pair(ctx, i, …)`, in
- * one allocation: the struct, the entries, then every key and value with a
- * NUL after each. Shared with the follower through wk__settings_build()
- * (declared there).
- */
-typedef void (*pair_fn)(const void *ctx, size_t i, const char **k, size_t *klen,
-                        const char **v, size_t *vlen);
-
-int wk__settings_build(wk_settings_map **out, int64_t version, size_t count, pair_fn pair,
-                       const void *ctx);
-
-int wk__settings_build(wk_settings_map **out, int64_t version, size_t count, pair_fn pair,
-                       const void *ctx)
+/* See collection/settings_internal.h. */
+int wk__settings_build(wk_settings_map **out, int64_t version, size_t count,
+                       wk__settings_pair_fn pair, const void *ctx)
 {
     *out = NULL;
     size_t bytes = sizeof(wk_settings_map);

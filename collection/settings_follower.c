@@ -38,12 +38,7 @@
 
 #include <wakuwaku/settings.h>
 
-/* Defined in collection/settings.c: builds a sorted snapshot in one
- * allocation from `count` pairs handed out by `pair`. */
-typedef void (*wk__settings_pair_fn)(const void *ctx, size_t i, const char **k, size_t *klen,
-                                     const char **v, size_t *vlen);
-int wk__settings_build(wk_settings_map **out, int64_t version, size_t count,
-                       wk__settings_pair_fn pair, const void *ctx);
+#include "collection/settings_internal.h"
 
 #define RETRY_MIN_MS 50
 #define READ_SLICE_MS 60000 /* a stop request wakes the thread before this */

@@ -104,6 +104,9 @@ typedef int (*wk_parse_fn)(const wk_query *query, const wk_reply *reply, wk_diag
  *
  *   name      short dotted name for messages and hooks ("lock.try").
  *   effect    the entities it touches and how; checked before sending.
+ *             An empty effect touches no entity and every capability
+ *             allows it: use it only for commands that touch no data
+ *             (PING, CLIENT …), never to get around a capability.
  *   flags     WK_QUERY_* above.
  *   script    NULL: argv is a full command ("SET", key, …).
  *             non-NULL: argv is the script's keys then its arguments, and
