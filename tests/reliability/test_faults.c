@@ -266,3 +266,77 @@ Test(faults, stalled_server_lease_keeper_reports_lost_not_held, .timeout = 60)
     wk_db_close(db);
     wk_test_server_stop(&s);
 }
+
+static int parse_id(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer");
+    *(long long *)q->out = wk_reply_integer(r);
+    return WK_OK;
+}
+
+typedef struct killer {
+    const char *url;
+    long long id;
+} killer;
+
+/* Kills client `id` from another connection once the batch is blocked. */
+static void *kill_later(void *arg)
+{
+    killer *k = arg;
+    wk_test_sleep_ms(300);
+    redisContext *raw = wk_test_raw(k->url);
+    freeReplyObject(wk_test_cmd(raw, "CLIENT KILL ID %lld", k->id));
+    redisFree(raw);
+    return NULL;
+}
+
+Test(faults, client_kill_during_a_batch, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db *db = open_fast(s.url, 3000);
+    long long id = 0;
+    const char *id_argv[] = {"CLIENT", "ID"};
+    size_t id_lens[] = {6, 2};
+    wk_query who = {.name = "client.id", .argc = 2, .argv = id_argv, .argvlen = id_lens,
+                    .parse = parse_id, .out = &id};
+    cr_assert_eq(wk_process(wk_db_processor(db), &who), WK_OK);
+    /* A batch that blocks halfway (BLPOP on an empty list) while another
+     * connection kills this one: the server ran the first half only. */
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_processor *p = wk_batch_processor(b);
+    wk_token t[4];
+    bool got[4] = {false, false, false, false};
+    wk_lock_try(p, &lock, wk_name_str("k0"), &t[0], &got[0]);
+    wk_lock_try(p, &lock, wk_name_str("k1"), &t[1], &got[1]);
+    const char *block_argv[] = {"BLPOP", "nothing-here", "2"};
+    size_t block_lens[] = {5, 12, 1};
+    wk_query block = {.name = "blpop", .argc = 3, .argv = block_argv, .argvlen = block_lens};
+    cr_assert_eq(wk_process(p, &block), WK_OK);
+    wk_lock_try(p, &lock, wk_name_str("k2"), &t[2], &got[2]);
+    wk_lock_try(p, &lock, wk_name_str("k3"), &t[3], &got[3]);
+    killer k = {s.url, id};
+    pthread_t th;
+    pthread_create(&th, NULL, kill_later, &k);
+    int rc = wk_batch_exec(b);
+    pthread_join(th, NULL);
+    cr_assert(wk_is_connection_error(rc), "got %s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_eq(wk_batch_status(b, 0), WK_OK);
+    cr_assert_eq(wk_batch_status(b, 1), WK_OK);
+    cr_assert(got[0] && got[1]);
+    cr_assert_eq(wk_batch_status(b, 2), WK_EIO, "a read without reply: I/O error");
+    cr_assert_eq(wk_batch_status(b, 3), WK_EUNKNOWN, "a write without reply: outcome unknown");
+    cr_assert_eq(wk_batch_status(b, 4), WK_EUNKNOWN);
+    cr_assert_not(got[2] || got[3]);
+    /* The server never ran them; the handle reconnects. */
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), &lock, wk_name_str("k3"), &st), WK_OK);
+    cr_assert_not(st.held);
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), &lock, wk_name_str("k1"), &st), WK_OK);
+    cr_assert(st.held);
+    wk_batch_close(b);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
