@@ -27,8 +27,9 @@ static wk_db *open_fast(const char *url, int timeout_ms)
 
 static const wk_entity lock = WK_LOCK_ENTITY("faults", 5000);
 static const wk_entity bucket = WK_TOKEN_BUCKET_ENTITY("faults", 1000, 1000, 1000);
+static const wk_entity cache = WK_CACHE_ENTITY("faults", 60000);
 
-/* One mixed operation; returns its worst status. */
+/* One mixed lock / limiter / cache operation; returns its first failure. */
 static int mixed_op(wk_processor *p, unsigned i)
 {
     wk_token t;
@@ -39,6 +40,17 @@ static int mixed_op(wk_processor *p, unsigned i)
     if (rc == WK_OK) {
         wk_token_bucket_outcome o;
         rc = wk_token_bucket_acquire(p, &bucket, wk_name_u64(i % 4), 1, &o);
+    }
+    if (rc == WK_OK)
+        rc = wk_cache_put(p, &cache, wk_name_u64(i % 8), "body", 4);
+    if (rc == WK_OK) {
+        char back[16];
+        wk_buffer buf = {back, sizeof(back), 0, false};
+        rc = wk_cache_get_into(p, &cache, wk_name_u64(i % 8), &buf);
+        /* After FLUSHALL or a restart the item may be gone: a miss, never
+         * a wrong body. */
+        if (rc == WK_OK && buf.found && (buf.len != 4 || memcmp(back, "body", 4) != 0))
+            rc = WK_ECORRUPT;
     }
     return rc;
 }
