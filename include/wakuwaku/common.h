@@ -38,8 +38,7 @@ extern "C" {
     XX(ENOMEM, -7, "out of memory")                                           \
     XX(EPROTO, -8, "unexpected reply from the server")                        \
     XX(EAUTH, -9, "authentication with the server failed")                    \
-    XX(ECLOSED, -10, "handle is closed or unusable")                          \
-    XX(EUNKNOWN, -11, "outcome unknown: the connection dropped after sending")
+    XX(EUNKNOWN, -10, "outcome unknown: the connection dropped after sending")
 
 typedef enum wk_status {
     WK_OK = 0,
