@@ -92,43 +92,57 @@ static const char *where(const wk__conn *conn, char *buf, size_t len)
     return buf;
 }
 
+/* Write a message to msg (msglen bytes); returns `status`. */
+static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 /* Run one set-up command; a Redis error becomes `refusal`. */
-static int setup_command(wk_db *db, redisContext *c, int refusal, const char *what, int argc,
-                         const char **argv)
+static int setup_command(redisContext *c, char *msg, size_t msglen, int refusal, const char *what,
+                         int argc, const char **argv)
 {
     size_t lens[4];
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
     if (!r)
-        return wk__db_fail(db, wk__conn_error_status(c), "%s failed: %s", what, c->errstr);
+        return msg_fail(msg, msglen, wk__conn_error_status(c), "%s failed: %s", what, c->errstr);
     int rc = WK_OK;
     if (r->type == REDIS_REPLY_ERROR)
-        rc = wk__db_fail(db, refusal, "%s refused by the server: %.200s", what, r->str);
+        rc = msg_fail(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
     freeReplyObject(r);
     return rc;
 }
 
-static int conn_open(wk_db *db)
+int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *msg,
+                size_t msglen)
 {
-    wk__conn *conn = db->conn;
     char addr[300];
+    *out = NULL;
     redisContext *c = conn->url.path
                           ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
                           : redisConnectWithTimeout(conn->url.host, conn->url.port,
                                                     conn->connect_timeout);
     if (!c)
-        return wk__db_fail(db, WK_ENOMEM, "out of memory connecting to Redis");
+        return msg_fail(msg, msglen, WK_ENOMEM, "out of memory connecting to Redis");
     if (c->err) {
-        int rc = wk__conn_error_status(c);
-        wk__db_fail(db, rc, "cannot connect to Redis at %s: %s",
-                    where(conn, addr, sizeof(addr)), c->errstr);
+        int rc = msg_fail(msg, msglen, wk__conn_error_status(c),
+                          "cannot connect to Redis at %s: %s", where(conn, addr, sizeof(addr)),
+                          c->errstr);
         redisFree(c);
         return rc;
     }
     c->reader->fn = &wk__reply_functions;
     if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
-        wk__db_fail(db, WK_EIO, "cannot set the command timeout: %s", c->errstr);
+        msg_fail(msg, msglen, WK_EIO, "cannot set the command timeout: %s", c->errstr);
         redisFree(c);
         return WK_EIO;
     }
@@ -138,29 +152,37 @@ static int conn_open(wk_db *db)
          * reply, which does not echo it. */
         const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
         if (conn->url.username)
-            rc = setup_command(db, c, WK_EAUTH, "AUTH", 3, argv);
+            rc = setup_command(c, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
         else {
             argv[1] = conn->url.password;
-            rc = setup_command(db, c, WK_EAUTH, "AUTH", 2, argv);
+            rc = setup_command(c, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
         }
     }
-    if (!rc && conn->url.database) {
+    if (!rc && select_db && conn->url.database) {
         char num[16];
         snprintf(num, sizeof(num), "%d", conn->url.database);
         const char *argv[2] = {"SELECT", num};
-        rc = setup_command(db, c, WK_EREDIS, "SELECT", 2, argv);
+        rc = setup_command(c, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
     }
     if (!rc && conn->client_name) {
         const char *argv[3] = {"CLIENT", "SETNAME", conn->client_name};
-        rc = setup_command(db, c, WK_EREDIS, "CLIENT SETNAME", 3, argv);
+        rc = setup_command(c, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, argv);
     }
     if (rc) {
         redisFree(c);
         return rc;
     }
-    conn->ctx = c;
-    conn->last_io_ms = wk__now_ms();
+    *out = c;
     return WK_OK;
+}
+
+static int conn_open(wk_db *db)
+{
+    wk__conn *conn = db->conn;
+    int rc = wk__connect(conn, true, &conn->ctx, db->errmsg, sizeof(db->errmsg));
+    if (rc == WK_OK)
+        conn->last_io_ms = wk__now_ms();
+    return rc;
 }
 
 /*

@@ -78,6 +78,16 @@ static inline void wk__copy_text(char *dst, size_t cap, const char *src)
 int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
 
+/*
+ * Open a hiredis connection with conn's settings: connect (connect
+ * timeout), command timeout, the reply limits below, AUTH, SELECT (when
+ * `select_db`) and CLIENT SETNAME. Shared by the handle and the Pub/Sub
+ * subscriber. On failure *out is NULL and msg (msglen bytes) says why —
+ * never quoting the password.
+ */
+int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *msg,
+                size_t msglen);
+
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);
 /* Close the connection after a failure; the next query reconnects. */

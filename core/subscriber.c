@@ -56,22 +56,6 @@ static int tv_ms(struct timeval tv)
     return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
 }
 
-/* One set-up command (AUTH, CLIENT SETNAME); a Redis error is `refusal`. */
-static int setup(wk__subscriber *s, int refusal, const char *what, int argc, const char **argv)
-{
-    size_t lens[4];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    redisReply *r = redisCommandArgv(s->ctx, argc, argv, lens);
-    if (!r)
-        return ctx_fail(s, what);
-    int rc = WK_OK;
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = sub_fail(s, refusal, "subscriber: %s refused by the server: %.150s", what, r->str);
-    freeReplyObject(r);
-    return rc;
-}
-
 static int copy_err(char *err, size_t errlen, const char *msg, int rc)
 {
     if (err && errlen)
@@ -96,32 +80,12 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
     s->command_timeout_ms = tv_ms(conn->command_timeout);
     s->keepalive_ms = keepalive_ms;
 
-    s->ctx = conn->url.path ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
-                            : redisConnectWithTimeout(conn->url.host, conn->url.port,
-                                                      conn->connect_timeout);
-    int rc = WK_OK;
-    if (!s->ctx)
-        rc = sub_fail(s, WK_ENOMEM, "subscriber: out of memory connecting to Redis");
-    else if (s->ctx->err)
-        rc = ctx_fail(s, "cannot connect to Redis");
-    else if (redisSetTimeout(s->ctx, conn->command_timeout) != REDIS_OK)
-        rc = ctx_fail(s, "cannot set the command timeout");
-    if (!rc)
-        s->ctx->reader->fn = &wk__reply_functions; /* array-length limit, as queries */
-    if (!rc && conn->url.password) {
-        /* Sent, never printed: messages quote only the server's reply. */
-        const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
-        if (conn->url.username)
-            rc = setup(s, WK_EAUTH, "AUTH", 3, argv);
-        else {
-            argv[1] = conn->url.password;
-            rc = setup(s, WK_EAUTH, "AUTH", 2, argv);
-        }
-    }
-    if (!rc && conn->client_name) {
-        const char *argv[3] = {"CLIENT", "SETNAME", conn->client_name};
-        rc = setup(s, WK_EREDIS, "CLIENT SETNAME", 3, argv);
-    }
+    /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
+     * channels do not belong to a database). */
+    char why[sizeof(s->errmsg) - 16];
+    int rc = wk__connect(conn, false, &s->ctx, why, sizeof(why));
+    if (rc)
+        sub_fail(s, rc, "subscriber: %s", why);
     if (rc) {
         copy_err(err, errlen, s->errmsg, rc);
         wk__subscriber_close(s);
