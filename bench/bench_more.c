@@ -108,11 +108,7 @@ static void tb_setup(bench_ctx *c)
     bench_learn(c, tb_seq_lib, &tb_learned);
 }
 
-#if __has_include("bench/bench_cache.h")
 #include "bench/bench_cache.h"
-#else
-#define BENCH_CACHE_CASES
-#endif
 
 const bench_case bench_more_cases[] = {
     {"token bucket acquire", tb_setup, tb_seq_lib, tb_seq_raw, tb_batch_lib, tb_batch_raw},

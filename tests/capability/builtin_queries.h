@@ -23,26 +23,9 @@ typedef struct builtin_query {
 
 #include "queries_lock.h"
 
-#if __has_include("queries_cache.h")
 #include "queries_cache.h"
-#else
-#define CACHE_QUERIES
-#define CACHE_KIND(q) NULL
-#endif
-
-#if __has_include("queries_token_bucket.h")
-#include "queries_token_bucket.h"
-#else
-#define TOKEN_BUCKET_QUERIES
-#define TOKEN_BUCKET_KIND(q) NULL
-#endif
-
-#if __has_include("queries_settings.h")
 #include "queries_settings.h"
-#else
-#define SETTINGS_QUERIES
-#define SETTINGS_KIND(q) NULL
-#endif
+#include "queries_token_bucket.h"
 
 static const builtin_query builtin_queries[] = {
     LOCK_QUERIES CACHE_QUERIES TOKEN_BUCKET_QUERIES SETTINGS_QUERIES
@@ -59,3 +42,4 @@ static const char *builtin_kind_of(const char *query)
 }
 
 #endif
+

@@ -17,9 +17,6 @@
 
 #include "redis_fixture.h"
 
-/* The golden code needs the runtime's Cache API; until the tree has it,
- * this suite is empty (test_codegen.c still checks the golden bytes). */
-#if __has_include(<wakuwaku/hashed_cache.h>)
 #include "tests/codegen/golden/bodies/expected/bodies.c"
 
 /* ------------------------------------------------------------------------
@@ -494,4 +491,3 @@ Test(codegen_roundtrip, encode_errors)
     wk_db_close(db);
 }
 
-#endif /* __has_include(<wakuwaku/hashed_cache.h>) */

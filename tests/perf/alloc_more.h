@@ -16,6 +16,4 @@ Test(allocations, limiter_acquire_allocates_nothing_of_its_own)
     count_ops("token bucket acquire", bucket_acquire, 200);
 }
 
-#if __has_include("alloc_cache.h")
 #include "alloc_cache.h"
-#endif
