@@ -15,12 +15,9 @@
  *
  * Not a test: the machines are shared and noisy; read ratios, not times.
  */
-#define _GNU_SOURCE
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +27,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "bench/bench_cases.h"
+#include "support.h" /* tests/support: a private redis-server */
 #include "collection/lock_scripts.h" /* the raw side runs the same Lua */
 
 #define BATCH 64
@@ -325,61 +323,6 @@ static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_
     }
 }
 
-/* ------------------------------------------------------------------------
- * A private redis-server
- * ---------------------------------------------------------------------- */
-
-static pid_t server_pid;
-static char server_dir[64];
-
-static void stop_server(void)
-{
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
-        server_pid = 0;
-        rmdir(server_dir);
-    }
-}
-
-static void start_server(char *url, size_t len)
-{
-    snprintf(server_dir, sizeof(server_dir), "/tmp/wk-bench-XXXXXX");
-    if (!mkdtemp(server_dir))
-        die("mkdtemp", "failed");
-    for (int attempt = 0; attempt < 10; attempt++) {
-        int port = 20000 + (int)(randombytes_uniform(30000));
-        char portbuf[16];
-        snprintf(portbuf, sizeof(portbuf), "%d", port);
-        pid_t pid = fork();
-        if (pid == 0) {
-            if (!freopen("/dev/null", "w", stdout))
-                _exit(127);
-            execlp("redis-server", "redis-server", "--port", portbuf, "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "no", "--dir", server_dir, "--loglevel",
-                   "warning", (char *)NULL);
-            _exit(127);
-        }
-        server_pid = pid;
-        for (int i = 0; i < 100; i++) {
-            struct timeval tv = {0, 100000};
-            redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
-            bool up = rc && !rc->err;
-            if (rc)
-                redisFree(rc);
-            if (up) {
-                snprintf(url, len, "redis://127.0.0.1:%d", port);
-                return;
-            }
-            if (waitpid(pid, NULL, WNOHANG) == pid)
-                break;
-            usleep(20000);
-        }
-        stop_server();
-    }
-    die("redis-server", "could not start one");
-}
-
 int main(int argc, char **argv)
 {
     char url[128] = "";
@@ -404,9 +347,12 @@ int main(int argc, char **argv)
         reps = reps < 5 ? 5 : 32;
     if (sodium_init() < 0)
         die("libsodium", "init failed");
+    wk_test_server server = {0};
     if (!url[0]) {
-        start_server(url, sizeof(url));
-        atexit(stop_server);
+        /* The same private-server helper the tests use (tests/support). */
+        if (wk_test_server_start(&server, NULL) != 0)
+            die("redis-server", "could not start one");
+        snprintf(url, sizeof(url), "%s", server.url);
     }
 
     bench_ctx c = {0};
@@ -445,5 +391,6 @@ int main(int argc, char **argv)
     redisFree(c.raw);
     wk_batch_close(c.batch);
     wk_db_close(c.db);
+    wk_test_server_stop(&server);
     return 0;
 }

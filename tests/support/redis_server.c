@@ -1,6 +1,7 @@
 /*
  * tests/support/redis_server.c — start and stop a private redis-server on
  * a free 127.0.0.1 port. Servers are stopped by pid, never by name.
+ * Needs no criterion, so the soak and the benchmarks use it too.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -137,4 +139,18 @@ void wk_test_server_stop(wk_test_server *s)
         unlink(path);
         rmdir(s->dir);
     }
+}
+
+void wk_test_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+int64_t wk_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -92,17 +92,3 @@ const char *wk_test_ns(const char *prefix)
     snprintf(s, sizeof(slots[0]), "%s-%d-%d", prefix, (int)getpid(), next);
     return s;
 }
-
-void wk_test_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-int64_t wk_test_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
