@@ -63,8 +63,13 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
                    keys *k, const void *arg, const void *out)
 {
     int rc = wk__prepare(p, op, e, WK_KIND_RWLOCK, name, ":w", k->w, &k->w_len);
-    if (!rc)
-        rc = wk__prepare(p, op, e, WK_KIND_RWLOCK, name, ":r", k->r, &k->r_len);
+    if (!rc) {
+        /* The reader key differs from the writer key in its last byte only
+         * ("…}:w" / "…}:r"): copy it rather than validate and build twice. */
+        memcpy(k->r, k->w, k->w_len + 1);
+        k->r[k->w_len - 1] = 'r';
+        k->r_len = k->w_len;
+    }
     if (!rc && (!arg || !out))
         rc = wk__processor_fail(p, WK_EINVAL, "%s: token and outcome are required", op);
     return rc;
