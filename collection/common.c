@@ -64,11 +64,3 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected OK or nil");
     }
 }
-
-int wk__parse_int(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply");
-    *(int64_t *)q->out = wk_reply_integer(r);
-    return WK_OK;
-}

@@ -29,7 +29,6 @@ size_t wk__fmt_i64(char *buf, int64_t v);
 /* Parsers. `out` of the query points at the type named. */
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */
-int wk__parse_int(const wk_query *q, const wk_reply *r, wk_diag *d);       /* int64_t */
 
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})
