@@ -317,9 +317,10 @@ int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, 
     const char *argv[4] = {key, len ? (const char *)body : "", (const char *)digest, ttl};
     size_t argvlen[4] = {key_len, len, WK_HASH_LEN, wk__fmt_i64(ttl, hcache->ttl_ms)};
     wk_access access = {hcache, WK_WRITE};
+    /* Not retry-safe, like cache.put: a blind re-send could undo another
+     * client's newer put or remove. */
     wk_query q = {.name = "hashed_cache.put",
                   .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
                   .script = &put_script,
                   .nkeys = 1,
                   .argc = 4,
