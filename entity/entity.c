@@ -74,7 +74,7 @@ static bool kind_is(const wk_entity *e, const char *kind)
     return e->kind == kind || strcmp(e->kind, kind) == 0;
 }
 
-/* A finite number > 0; the negated comparison also refuses NaN. */
+/* A finite number > 0 (NaN compares false, so it is refused too). */
 static bool positive_finite(double v)
 {
     return v > 0 && isfinite(v);
