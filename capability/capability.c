@@ -12,6 +12,8 @@
 
 #include <wakuwaku/capability.h>
 
+#include "core/private.h"
+
 struct wk_cap {
     const char *name;
     wk_grant default_grant;
@@ -90,8 +92,11 @@ int wk_cap_new(wk_cap **out, const char *name, wk_grant default_grant,
     size_t text = strlen(name) + 1;
     for (size_t i = 0; i < count; i++) {
         const wk_cap_entry *e = &entries[i];
-        if (!text_ok(e->kind, WK_KIND_MAX) || !text_ok(e->ns, WK_NAMESPACE_MAX) ||
-            !grant_ok(e->grant))
+        /* The naming rules of descriptors: a row for a namespace no query
+         * accepts (one with ':', '{' or '}') would protect nothing, and
+         * for Lock:jobs:billing the key belongs to Lock:jobs. */
+        wk_entity named = WK_CUSTOM_ENTITY(e->kind, e->ns);
+        if (wk__entity_names_check(&named, NULL, 0) != WK_OK || !grant_ok(e->grant))
             return WK_EINVAL;
         text += strlen(e->kind) + strlen(e->ns) + 2;
     }

@@ -12,7 +12,9 @@
  *     no two constructs generating the same C name;
  *   - kinds, name types, field types known; records exist;
  *   - TTL and period > 0; capacity and rate > 0 and finite;
- *   - no two entities of one kind in one namespace (they would share keys);
+ *   - namespaces without ':', '{' or '}' (they would alias other
+ *     namespaces' keys), and no two entities of one kind in one namespace
+ *     (they would share keys);
  *   - no record containing itself by value;
  *   - grants name existing entities.
  */
@@ -651,8 +653,19 @@ static void parse_entity(ctx *c, const json_value *v, const char *path, entity *
         e->ns_pos = m->value->pos;
         const char *np = path_key(c, path, "namespace");
         e->ns = get_string(c, m->value, np, "namespace");
+        const char *sep = e->ns ? strpbrk(e->ns, ":{}") : NULL;
         if (e->ns && (e->ns[0] == '\0' || strlen(e->ns) > 128)) {
             diag_error(c->d, m->value->pos, np, "namespace must be 1 to 128 bytes long");
+            e->ns = NULL;
+        } else if (sep) {
+            /* The runtime's rule and words (wk_entity_check_msg): with a
+             * ':' Lock "jobs:billing" + "daily" would be Lock "jobs" +
+             * "billing:daily", so a capability on one namespace could
+             * reach the other's items. */
+            diag_error(c->d, m->value->pos, np,
+                       "namespace \"%s\" contains '%c' (':', '{' and '}' separate the parts "
+                       "of a key, so such a namespace would share keys with another one)",
+                       e->ns, *sep);
             e->ns = NULL;
         }
     }

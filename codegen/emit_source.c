@@ -856,6 +856,9 @@ static void emit_encode_decode(const schema *s, const record *r, outbuf *o)
 static void emit_codec(const schema *s, const record *r, outbuf *o)
 {
     const char *svc = s->service;
+    /* Failures go through wk_codec_fail(), so the typed calls can say in
+     * the handle's message where and why ("$.title: missing required
+     * field"). */
     out_printf(o, "/* %s as a cache body: its JSON text. */\n", r->c_type);
     out_declf(o,
               "static int %s__%s_codec_encode(const wk_codec *codec, const void *value, "
@@ -863,11 +866,11 @@ static void emit_codec(const schema *s, const record *r, outbuf *o)
               svc, r->id);
     out_printf(o,
                "{\n"
-               "    char *json = NULL;\n"
-               "    int rc = %s_encode(value, &json, len, NULL, 0);\n"
+               "    char *json = NULL, err[WK_CODEC_MSG_MAX];\n"
+               "    int rc = %s_encode(value, &json, len, err, sizeof(err));\n"
                "    (void)codec;\n"
                "    *bytes = (uint8_t *)json;\n"
-               "    return rc;\n"
+               "    return rc == WK_OK ? rc : wk_codec_fail(rc, \"%%s\", err);\n"
                "}\n\n",
                r->fn_prefix);
     out_declf(o,
@@ -876,8 +879,10 @@ static void emit_codec(const schema *s, const record *r, outbuf *o)
               svc, r->id);
     out_printf(o,
                "{\n"
+               "    char err[WK_CODEC_MSG_MAX];\n"
+               "    int rc = %s_decode((const char *)bytes, len, value, err, sizeof(err));\n"
                "    (void)codec;\n"
-               "    return %s_decode((const char *)bytes, len, value, NULL, 0);\n"
+               "    return rc == WK_OK ? rc : wk_codec_fail(rc, \"%%s\", err);\n"
                "}\n\n",
                r->fn_prefix);
     out_printf(o, "const wk_codec %s = {\n    ", r->codec);
@@ -934,87 +939,9 @@ static void emit_signature(outbuf *o, const schema *s, const entity *e, const op
     free(t.data);
 }
 
-static const char helpers_hashed[] =
-    "/*\n"
-    " * Typed HashedCache bodies: the runtime's byte queries with the codec run\n"
-    " * around them. A get decodes the body after the reply, so it needs the\n"
-    " * outcome at once and refuses a deferred processor (a batch) with\n"
-    " * WK_EINVAL. A body that does not decode gives the codec's status\n"
-    " * (WK_ECORRUPT); <record>_decode() on the raw body tells why.\n"
-    " */\n"
-    "static int @__hashed_put(wk_processor *p, const wk_entity *e, wk_name name, const "
-    "wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN])\n"
-    "{\n"
-    "    uint8_t *bytes = NULL;\n"
-    "    size_t len = 0;\n"
-    "    int rc = codec->encode(codec, value, &bytes, &len);\n"
-    "    if (rc != WK_OK)\n"
-    "        return rc;\n"
-    "    rc = wk_hashed_cache_put(p, e, name, bytes, len, hash);\n"
-    "    if (codec->free_bytes)\n"
-    "        codec->free_bytes(codec, bytes);\n"
-    "    else\n"
-    "        free(bytes);\n"
-    "    return rc;\n"
-    "}\n"
-    "\n"
-    "static int @__hashed_get(wk_processor *p, const wk_entity *e, wk_name name, const "
-    "wk_codec *codec, void *value, uint8_t hash[WK_HASH_LEN], bool *found)\n"
-    "{\n"
-    "    wk_body body = WK_BODY_INIT;\n"
-    "    int rc;\n"
-    "    if (found)\n"
-    "        *found = false;\n"
-    "    if (!found || (p && wk_processor_is_deferred(p)))\n"
-    "        return WK_EINVAL;\n"
-    "    rc = wk_hashed_cache_get(p, e, name, &body);\n"
-    "    if (rc == WK_OK && body.found) {\n"
-    "        rc = codec->decode(codec, body.data, body.len, value);\n"
-    "        if (rc == WK_OK && hash)\n"
-    "            memcpy(hash, body.hash, WK_HASH_LEN);\n"
-    "        *found = rc == WK_OK;\n"
-    "    }\n"
-    "    wk_body_free(&body);\n"
-    "    return rc;\n"
-    "}\n"
-    "\n"
-    "static int @__hashed_get_if_changed(wk_processor *p, const wk_entity *e, wk_name name, "
-    "const uint8_t known[WK_HASH_LEN], const wk_codec *codec, void *value, uint8_t "
-    "hash[WK_HASH_LEN], wk_item_change *outcome)\n"
-    "{\n"
-    "    wk_body body = WK_BODY_INIT;\n"
-    "    int rc;\n"
-    "    if (outcome)\n"
-    "        *outcome = WK_ITEM_MISSING;\n"
-    "    if (!outcome || (p && wk_processor_is_deferred(p)))\n"
-    "        return WK_EINVAL;\n"
-    "    rc = wk_hashed_cache_get_if_changed(p, e, name, known, &body);\n"
-    "    if (rc == WK_OK && body.change == WK_ITEM_CHANGED)\n"
-    "        rc = codec->decode(codec, body.data, body.len, value);\n"
-    "    if (rc == WK_OK) {\n"
-    "        *outcome = body.change;\n"
-    "        if (hash && body.change != WK_ITEM_MISSING)\n"
-    "            memcpy(hash, body.hash, WK_HASH_LEN);\n"
-    "    }\n"
-    "    wk_body_free(&body);\n"
-    "    return rc;\n"
-    "}\n"
-    "\n";
-
-static bool has_typed_hashed(const schema *s)
-{
-    for (size_t i = 0; i < s->nentities; i++) {
-        if (s->entities[i].kind == KIND_HASHED_CACHE && s->entities[i].body)
-            return true;
-    }
-    return false;
-}
-
 static void emit_accessors(const schema *s, outbuf *o)
 {
     emit_section(o, "Typed accessors");
-    if (has_typed_hashed(s))
-        emit_template(o, s, helpers_hashed);
     for (size_t i = 0; i < s->nentities; i++) {
         const entity *e = &s->entities[i];
         size_t nops;

@@ -89,25 +89,23 @@ static const op_desc hashed_bytes_ops[] = {
     {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item", NULL},
 };
 
-/* The runtime has no typed HashedCache queries (yet): '@' helpers in the
- * generated source run the codec around the byte queries (emit_source.c). */
 static const op_desc hashed_typed_ops[] = {
-    {"get", false, "@__hashed_get", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
+    {"get", false, "wk_hashed_cache_get_typed", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
      "CODEC, body, hash, found",
      "read the body and its hash (hash may be NULL), and decode the body (free it with "
      "BODY_free()); needs a processor that is not deferred (a batch gives WK_EINVAL)",
-     "wk_hashed_cache_get"},
+     NULL},
     {"hash", false, "wk_hashed_cache_hash", "wk_body *out", "out",
      "read only the hash (out->hash; no body crosses the network)", NULL},
-    {"get_if_changed", false, "@__hashed_get_if_changed",
+    {"get_if_changed", false, "wk_hashed_cache_get_if_changed_typed",
      "const uint8_t known[WK_HASH_LEN], BODY *body, uint8_t hash[WK_HASH_LEN], "
      "wk_item_change *outcome",
      "known, CODEC, body, hash, outcome",
      "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred",
-     "wk_hashed_cache_get_if_changed"},
-    {"put", true, "@__hashed_put", "const BODY *body, uint8_t hash[WK_HASH_LEN]",
+     NULL},
+    {"put", true, "wk_hashed_cache_put_typed", "const BODY *body, uint8_t hash[WK_HASH_LEN]",
      "CODEC, body, hash", "encode the body, store it and its hash with the entity's TTL",
-     "wk_hashed_cache_put"},
+     NULL},
     {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item",
      NULL},
 };

@@ -4,6 +4,8 @@
  * codec around them. Also the body and message helpers HashedCache shares
  * (collection/cache_private.h).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collection/cache_private.h"
@@ -230,9 +232,58 @@ int wk_cache_remove(wk_processor *p, const wk_entity *cache, wk_name name, bool 
  * Typed bodies
  * ---------------------------------------------------------------------- */
 
-static bool codec_ok(const wk_codec *codec)
+bool wk__codec_ok(const wk_codec *codec)
 {
     return codec && codec->encode && codec->decode;
+}
+
+/*
+ * Where wk_codec_fail() writes: a buffer of the typed call running a codec
+ * callback on this thread, NULL otherwise. Set around each callback and
+ * restored after it, so a callback that itself runs typed calls (on
+ * another handle, say) leaves the outer record alone.
+ */
+static _Thread_local char *codec_msg;
+
+int wk_codec_fail(int status, const char *fmt, ...)
+{
+    if (codec_msg && fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(codec_msg, WK_CODEC_MSG_MAX, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, const char *key,
+                     size_t key_len, const uint8_t *bytes, size_t len, void *value)
+{
+    char why[WK_CODEC_MSG_MAX] = "", *outer = codec_msg;
+    codec_msg = why;
+    int rc = codec->decode(codec, bytes, len, value);
+    codec_msg = outer;
+    if (rc == WK_OK)
+        return WK_OK;
+    char text[WK__KEY_TEXT_MAX];
+    wk__render_key(text, sizeof(text), key, key_len);
+    return wk__processor_fail(p, rc, "%s: the body of \"%s\" does not decode as %s%s%s (%s)", op,
+                              text, codec->name ? codec->name : "the codec's type",
+                              why[0] ? ": " : "", why, wk_err_name(rc));
+}
+
+int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len)
+{
+    char why[WK_CODEC_MSG_MAX] = "", *outer = codec_msg;
+    codec_msg = why;
+    int rc = codec->encode(codec, value, bytes, len);
+    codec_msg = outer;
+    if (rc == WK_OK)
+        return WK_OK;
+    return wk__processor_fail(p, rc, "%s: encoding %s failed%s%s (%s)", op,
+                              codec->name ? codec->name : "the value", why[0] ? ": " : "", why,
+                              wk_err_name(rc));
 }
 
 int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
@@ -245,7 +296,7 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
     if (rc)
         return rc;
-    if (!codec_ok(codec) || !value || !found)
+    if (!wk__codec_ok(codec) || !value || !found)
         return wk__processor_fail(p, WK_EINVAL,
                                   "cache.get: a codec with encode and decode, value and found "
                                   "are required");
@@ -257,15 +308,10 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
         wk_body_free(&body);
         return rc;
     }
-    rc = codec->decode(codec, body.data, body.len, value);
+    rc = wk__codec_decode(p, "cache.get", codec, key, key_len, body.data, body.len, value);
     wk_body_free(&body);
-    if (rc) {
-        char text[WK__KEY_TEXT_MAX];
-        wk__render_key(text, sizeof(text), key, key_len);
-        return wk__processor_fail(p, rc, "cache.get: the body of \"%s\" does not decode as %s (%s)",
-                                  text, codec->name ? codec->name : "the codec's type",
-                                  wk_err_name(rc));
-    }
+    if (rc)
+        return rc;
     *found = true;
     return WK_OK;
 }
@@ -278,16 +324,15 @@ int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     int rc = wk__prepare(p, "cache.put", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
     if (rc)
         return rc;
-    if (!codec_ok(codec) || !value)
+    if (!wk__codec_ok(codec) || !value)
         return wk__processor_fail(p, WK_EINVAL,
                                   "cache.put: a codec with encode and decode, and value are "
                                   "required");
     uint8_t *bytes = NULL;
     size_t len = 0;
-    rc = codec->encode(codec, value, &bytes, &len);
+    rc = wk__codec_encode(p, "cache.put", codec, value, &bytes, &len);
     if (rc)
-        return wk__processor_fail(p, rc, "cache.put: encoding %s failed (%s)",
-                                  codec->name ? codec->name : "the value", wk_err_name(rc));
+        return rc;
     if (!bytes && len)
         rc = wk__processor_fail(p, WK_EINVAL, "cache.put: the encoder returned NULL bytes");
     else if (len > WK_BODY_MAX)

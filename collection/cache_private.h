@@ -32,4 +32,20 @@ int wk__unlink(wk_processor *p, const char *op, const wk_entity *e, const char *
  * Cache string"); any other error WK_EREDIS with the server's text. */
 int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected);
 
+/* A codec the typed calls can use: encode and decode. */
+bool wk__codec_ok(const wk_codec *codec);
+
+/* Decode the body stored at `key` with the codec; on failure record
+ * "<op>: the body of "<key>" does not decode as <codec>[: <what the
+ * decoder gave wk_codec_fail()>] (<status>)" on the handle and return the
+ * decoder's status. */
+int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, const char *key,
+                     size_t key_len, const uint8_t *bytes, size_t len, void *value);
+
+/* Encode `value` with the codec; on failure record "<op>: encoding
+ * <codec> failed[: <why>] (<status>)" and return the encoder's status
+ * (*bytes then holds nothing to free). */
+int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len);
+
 #endif /* WK_COLLECTION_CACHE_PRIVATE_H */

@@ -1,28 +1,48 @@
 /*
  * collection/common.c — argument checks, key building and shared parsers.
  */
+#include <stdio.h>
+
 #include "collection/common.h"
+
+/* "Kind:ns" of an entity that passed the naming rules, printable. */
+static void entity_text(char *dst, size_t cap, const wk_entity *e)
+{
+    char raw[WK_KIND_MAX + 1 + WK_NAMESPACE_MAX + 1];
+    int n = snprintf(raw, sizeof(raw), "%s:%s", e->kind, e->ns);
+    wk__render_key(dst, cap, raw, n < 0 ? 0 : (size_t)n);
+}
+
+/* Why wk__prepare() refuses its arguments: the message on the handle. */
+static int refuse(wk_processor *p, const char *op, const wk_entity *e, const char *kind,
+                  const wk_name *name)
+{
+    char why[WK_ENTITY_MSG_MAX], text[2 * (WK_KIND_MAX + WK_NAMESPACE_MAX)];
+    if (wk__entity_names_check(e, why, sizeof(why)) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid %s entity: %s", op, kind, why);
+    entity_text(text, sizeof(text), e);
+    if (e->kind != kind && strcmp(e->kind, kind) != 0)
+        return wk__processor_fail(p, WK_EINVAL, "%s: entity %s is not a %s", op, text, kind);
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid entity %s: %s", op, text, why);
+    if (wk__name_check(name, why, sizeof(why)) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid name for %s: %s", op, text, why);
+    return wk__processor_fail(p, WK_EINVAL, "%s: cannot build the key of a name of %s", op,
+                              text);
+}
 
 int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char *kind,
                 const wk_name *name, const char *suffix, char *key, size_t *key_len)
 {
     if (!p || !p->process)
         return WK_EINVAL;
-    /* Kind first (pointer-equal literals skip the strcmp), then the
-     * descriptor's own rules. */
-    if (!e || !e->kind || (e->kind != kind && strcmp(e->kind, kind) != 0)) {
-        if (e && e->kind && e->ns)
-            return wk__processor_fail(p, WK_EINVAL, "%s: entity %s:%s is not a %s", op, e->kind,
-                                      e->ns, kind);
-        return wk__processor_fail(p, WK_EINVAL, "%s: invalid entity descriptor", op);
-    }
-    if (wk_entity_check(e) != WK_OK)
-        return wk__processor_fail(p, WK_EINVAL, "%s: invalid %s entity descriptor%s%s", op, kind,
-                                  e->ns ? " for namespace " : "", e->ns ? e->ns : "");
-    if (wk_key_build(key, WK_KEY_MAX, key_len, e, name, suffix) != WK_OK)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: invalid name for %s:%s (NULL, or longer than %d bytes)", op,
-                                  e->kind, e->ns, WK_NAME_MAX);
+    /* The common case in one pass: the kind (pointer-equal literals skip
+     * the strcmp), the descriptor's rules, the key. Only a refusal spends
+     * time on saying why. */
+    if (!e || !e->kind || (e->kind != kind && strcmp(e->kind, kind) != 0) ||
+        wk_entity_check(e) != WK_OK || !name ||
+        wk_key_build(key, WK_KEY_MAX, key_len, e, name, suffix) != WK_OK)
+        return refuse(p, op, e, kind, name);
     return WK_OK;
 }
 

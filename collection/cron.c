@@ -483,7 +483,11 @@ int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_opt
                                   "and a Lock entity",
                     spec->name);
     const wk_entity *e = once->lock;
-    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, WK_KIND_LOCK) != 0)
+    char why[WK_ENTITY_MSG_MAX];
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK)
+        return fail(c, WK_EINVAL, "cron: job \"%s\": invalid Lock entity for the lease: %s",
+                    spec->name, why);
+    if (strcmp(e->kind, WK_KIND_LOCK) != 0)
         return fail(c, WK_EINVAL, "cron: job \"%s\": the lease needs a valid Lock entity",
                     spec->name);
     if (e->ttl_ms >= spec->interval_ms)

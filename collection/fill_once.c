@@ -145,8 +145,13 @@ static int fill_once(const fill_ops *ops, wk_processor *p, const wk_entity *cach
     if (!cache || !lock || !fill || !body || !outcome)
         return wk__processor_fail(p, WK_EINVAL,
                                   "%s: cache, lock, fill, body and outcome are required", ops->op);
-    if (wk_entity_check(cache) != WK_OK || strcmp(cache->kind, ops->kind) != 0 ||
-        wk_entity_check(lock) != WK_OK || strcmp(lock->kind, WK_KIND_LOCK) != 0)
+    char why[WK_ENTITY_MSG_MAX];
+    if (wk_entity_check_msg(cache, why, sizeof(why)) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid %s entity: %s", ops->op, ops->kind,
+                                  why);
+    if (wk_entity_check_msg(lock, why, sizeof(why)) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: invalid Lock entity: %s", ops->op, why);
+    if (strcmp(cache->kind, ops->kind) != 0 || strcmp(lock->kind, WK_KIND_LOCK) != 0)
         return wk__processor_fail(p, WK_EINVAL,
                                   "%s: needs a valid %s entity and a valid Lock entity", ops->op,
                                   ops->kind);

@@ -10,6 +10,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <wakuwaku/hashed_cache.h>
 
@@ -349,4 +350,117 @@ int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name nam
     if (rc)
         return rc;
     return wk__unlink(p, "hashed_cache.remove", hcache, key, key_len, removed);
+}
+
+/* ------------------------------------------------------------------------
+ * Typed bodies: the byte queries with the codec run around them
+ * ---------------------------------------------------------------------- */
+
+/* Shared start of the typed reads: the byte read's checks, then the codec,
+ * the outputs and an immediate processor. */
+static int prepare_typed_read(wk_processor *p, const char *op, const wk_entity *e,
+                              const wk_name *name, const wk_codec *codec, const void *value,
+                              const void *outcome, wk_body *body, char *key, size_t *key_len)
+{
+    int rc = prepare_read(p, op, e, name, body, key, key_len);
+    if (rc)
+        return rc;
+    if (!wk__codec_ok(codec) || !value || !outcome)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: a codec with encode and decode, value and an outcome are "
+                                  "required",
+                                  op);
+    return wk__no_deferred(p, op);
+}
+
+int wk_hashed_cache_get_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                              const wk_codec *codec, void *value, uint8_t hash[WK_HASH_LEN],
+                              bool *found)
+{
+    static const char op[] = "hashed_cache.get";
+    if (found)
+        *found = false;
+    wk_body body = WK_BODY_INIT;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = prepare_typed_read(p, op, hcache, &name, codec, value, found, &body, key, &key_len);
+    if (rc)
+        return rc;
+    rc = run_read(p, op, &get_script, hcache, key, key_len, NULL, 0, parse_get, &body);
+    if (rc == WK_OK && body.found) {
+        rc = wk__codec_decode(p, op, codec, key, key_len, body.data, body.len, value);
+        if (rc == WK_OK) {
+            if (hash)
+                memcpy(hash, body.hash, WK_HASH_LEN);
+            *found = true;
+        }
+    }
+    wk_body_free(&body);
+    return rc;
+}
+
+int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                         const uint8_t known[WK_HASH_LEN], const wk_codec *codec,
+                                         void *value, uint8_t hash[WK_HASH_LEN],
+                                         wk_item_change *outcome)
+{
+    static const char op[] = "hashed_cache.get_if_changed";
+    if (outcome)
+        *outcome = WK_ITEM_MISSING;
+    /* `known` may point at `hash`, written below. */
+    uint8_t held[WK_HASH_LEN];
+    if (known)
+        memcpy(held, known, WK_HASH_LEN);
+    wk_body body = WK_BODY_INIT;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc =
+        prepare_typed_read(p, op, hcache, &name, codec, value, outcome, &body, key, &key_len);
+    if (rc)
+        return rc;
+    if (known)
+        memcpy(body.hash, held, WK_HASH_LEN);
+    rc = run_read(p, op, &get_if_changed_script, hcache, key, key_len,
+                  known ? (const void *)held : "", known ? WK_HASH_LEN : 0, parse_get_if_changed,
+                  &body);
+    if (rc == WK_OK && body.change == WK_ITEM_CHANGED)
+        rc = wk__codec_decode(p, op, codec, key, key_len, body.data, body.len, value);
+    if (rc == WK_OK) {
+        *outcome = body.change;
+        if (hash && body.change != WK_ITEM_MISSING)
+            memcpy(hash, body.hash, WK_HASH_LEN);
+    }
+    wk_body_free(&body);
+    return rc;
+}
+
+int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                              const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN])
+{
+    static const char op[] = "hashed_cache.put";
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, op, hcache, WK_KIND_HASHED_CACHE, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!wk__codec_ok(codec) || !value)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: a codec with encode and decode, and value are required",
+                                  op);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    rc = wk__codec_encode(p, op, codec, value, &bytes, &len);
+    if (rc)
+        return rc;
+    if (!bytes && len)
+        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
+    else
+        rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
+    if (bytes) {
+        if (codec->free_bytes)
+            codec->free_bytes(codec, bytes);
+        else
+            free(bytes);
+    }
+    return rc;
 }

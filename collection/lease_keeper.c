@@ -218,7 +218,12 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
         set_err(err, errlen, "lease keeper: unknown lease kind %d", (int)opts->kind);
         return WK_EINVAL;
     }
-    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, kind) != 0) {
+    char why[WK_ENTITY_MSG_MAX];
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK) {
+        set_err(err, errlen, "lease keeper: invalid %s entity: %s", kind, why);
+        return WK_EINVAL;
+    }
+    if (strcmp(e->kind, kind) != 0) {
         set_err(err, errlen, "lease keeper: the entity must be a valid %s entity", kind);
         return WK_EINVAL;
     }

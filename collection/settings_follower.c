@@ -551,7 +551,12 @@ int wk_settings_follower_start(wk_settings_follower **out,
         return start_fail(err, errlen, WK_EINVAL,
                           "settings follower: keepalive_ms must be >= 0 and retry_max_ms > 0");
     const wk_entity *e = opts->settings;
-    if (wk_entity_check(e) != WK_OK || strcmp(e->kind, WK_KIND_SETTINGS) != 0)
+    char why[WK_ENTITY_MSG_MAX], msg[WK_ENTITY_MSG_MAX + 48];
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK) {
+        snprintf(msg, sizeof(msg), "settings follower: invalid Settings entity: %s", why);
+        return start_fail(err, errlen, WK_EINVAL, msg);
+    }
+    if (strcmp(e->kind, WK_KIND_SETTINGS) != 0)
         return start_fail(err, errlen, WK_EINVAL,
                           "settings follower: options.settings is not a valid Settings entity");
     char key[WK_KEY_MAX];

@@ -1,10 +1,15 @@
 /*
- * core/key.c — building keys in the Rust crate's layout (see wakuwaku/key.h).
- * Pinned byte for byte by tests/core/test_key.c.
+ * core/key.c — building keys in the Rust crate's layout (see wakuwaku/key.h),
+ * and the check of item names. Pinned byte for byte by tests/core/test_key.c,
+ * which also shows that no two (kind, namespace, name) triples build the
+ * same key.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <wakuwaku/key.h>
+
+#include "core/private.h"
 
 /* Decimal digits of v, written backwards ending at `end`; returns the start. */
 static char *u64_digits(char *end, uint64_t v)
@@ -16,19 +21,51 @@ static char *u64_digits(char *end, uint64_t v)
     return end;
 }
 
+int wk__name_check(const wk_name *name, char *msg, size_t len)
+{
+    const char *why = NULL;
+    char text[80];
+    if (!name) {
+        why = "name is NULL";
+    } else {
+        switch (name->type) {
+        case WK_NAME_BYTES:
+            if (!name->bytes && name->len == 0) {
+                /* wk_name_str(NULL) — a missing name, not an empty one. */
+                why = "name is NULL";
+            } else if (!name->bytes) {
+                snprintf(text, sizeof(text), "name bytes are NULL but its length is %zu",
+                         name->len);
+                why = text;
+            } else if (name->len > WK_NAME_MAX) {
+                snprintf(text, sizeof(text), "name is %zu bytes, more than WK_NAME_MAX (%d)",
+                         name->len, WK_NAME_MAX);
+                why = text;
+            }
+            break;
+        case WK_NAME_U64:
+        case WK_NAME_I64:
+            break;
+        default:
+            snprintf(text, sizeof(text), "name has an unknown type (%d)", (int)name->type);
+            why = text;
+        }
+    }
+    if (!why)
+        return WK_OK;
+    if (msg && len)
+        snprintf(msg, len, "%s", why);
+    return WK_EINVAL;
+}
+
 /* Writes the decimal or verbatim bytes of a name; returns its length or -1.
  * (No snprintf: keys are built on every query.) */
 static long name_bytes(const wk_name *name, char digits[24], const char **bytes)
 {
     switch (name->type) {
     case WK_NAME_BYTES:
-        if (!name->bytes && name->len)
-            return -1;
-        if (!name->bytes && name->len == 0) {
-            /* wk_name_str(NULL) — a missing name, not an empty one. */
-            return -1;
-        }
-        if (name->len > WK_NAME_MAX)
+        /* NULL bytes: missing (len 0) or inconsistent; see wk__name_check. */
+        if (!name->bytes || name->len > WK_NAME_MAX)
             return -1;
         *bytes = name->bytes;
         return (long)name->len;
@@ -58,14 +95,15 @@ int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity,
 {
     if (!buf || !len || !entity || !name)
         return WK_EINVAL;
-    const char *kind = entity->kind, *ns = entity->ns;
-    if (!kind || !ns)
+    /* Kind and namespace free of separators: see wakuwaku/entity.h. */
+    if (wk__entity_names_check(entity, NULL, 0) != WK_OK)
         return WK_EINVAL;
-    size_t kind_len = strnlen(kind, WK_KIND_MAX + 1);
-    size_t ns_len = strnlen(ns, WK_NAMESPACE_MAX + 1);
+    const char *kind = entity->kind, *ns = entity->ns;
+    size_t kind_len = strlen(kind), ns_len = strlen(ns);
     size_t suffix_len = suffix ? strnlen(suffix, WK_KEY_SUFFIX_MAX + 1) : 0;
-    if (!kind_len || kind_len > WK_KIND_MAX || !ns_len || ns_len > WK_NAMESPACE_MAX ||
-        suffix_len > WK_KEY_SUFFIX_MAX)
+    /* A '}' in a suffix would let two names meet: "x}:a" + ":b" and "x" +
+     * ":a}:b" both end in "x}:a}:b". */
+    if (suffix_len > WK_KEY_SUFFIX_MAX || (suffix && memchr(suffix, '}', suffix_len)))
         return WK_EINVAL;
     char digits[24];
     const char *nb = NULL;

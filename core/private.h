@@ -20,4 +20,15 @@ void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
  * rendered with wk__render_key(); "" when the query has none. */
 void wk__query_key(const wk_query *q, char *dst, size_t cap);
 
+/* The naming rules of wk_entity_check_msg() alone (entity present; kind
+ * and namespace present, within their limits, free of ':', '{' and '}'),
+ * as wk_key_build() needs them. Same message and return convention; msg
+ * may be NULL. Defined in entity/entity.c. */
+int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
+
+/* Checks an item name for wk_key_build(): WK_OK, or WK_EINVAL with "name
+ * is NULL", "name is N bytes, more than WK_NAME_MAX (2048)", … in msg
+ * (may be NULL). Defined in core/key.c. */
+int wk__name_check(const wk_name *name, char *msg, size_t len);
+
 #endif /* WK_CORE_PRIVATE_H */

@@ -188,6 +188,9 @@ typedef struct wk_codec wk_codec;
  *               after which `value` holds nothing to release.
  *   free_bytes  releases what encode made; NULL means free().
  *
+ * To say *why* decode or encode fails, return through wk_codec_fail()
+ * (below): the typed calls put that text in the handle's detail message.
+ *
  * Releasing a decoded value (its strings, arrays) is the value type's
  * business, e.g. the generated <type>_clear() function.
  */
@@ -198,17 +201,44 @@ struct wk_codec {
     void (*free_bytes)(const wk_codec *codec, uint8_t *bytes);
 };
 
+/* The longest text wk_codec_fail() keeps, NUL included. */
+#define WK_CODEC_MSG_MAX 256
+
+/*
+ * wk_codec_fail — called by a codec's decode or encode callback while the
+ * library runs it: records why the callback fails and returns `status`, so
+ * a decoder ends with
+ *
+ *     return wk_codec_fail(WK_ECORRUPT, "$.title: missing required field");
+ *
+ * The typed calls (wk_cache_get_typed(), wk_cache_put_typed(), the
+ * HashedCache ones) add the text to the handle's detail message, e.g.
+ * `cache.get: the body of "<key>" does not decode as profile: $.title:
+ * missing required field (WK_ECORRUPT)`. printf-style; cut to
+ * WK_CODEC_MSG_MAX - 1 bytes. Called at any other time (no callback of
+ * the library running on this thread) it only returns `status`. A codec
+ * that never calls it works as before: its failures name only the status.
+ *
+ * Why not a new member of wk_codec: codecs written for the four members
+ * keep compiling (also under -Wmissing-field-initializers) and keep their
+ * binary layout. Thread-safe: each thread has its own record.
+ */
+WK_API int wk_codec_fail(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /*
  * wk_cache_get_typed — wk_cache_get() then codec->decode into `value`.
  *
  *   codec  encode and decode required.
  *   value  OUT: storage for the decoded value; untouched on a miss.
- *   found  OUT: whether the name had a body.
+ *   found  OUT: whether the name had a body (false when it did not decode).
  *
  * A body that does not decode gives the decoder's status (WK_ECORRUPT)
- * with a message naming the key and the codec. Refuses a deferred (batch)
- * processor with WK_EINVAL. Other returns as wk_cache_get(). READ effect;
- * retry-safe.
+ * with a message naming the key, the codec and what the decoder gave
+ * wk_codec_fail(): `cache.get: the body of "<key>" does not decode as
+ * profile: $.title: missing required field (WK_ECORRUPT)`. Refuses a
+ * deferred (batch) processor with WK_EINVAL. Other returns as
+ * wk_cache_get(). READ effect; retry-safe.
  */
 WK_API int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                               const wk_codec *codec, void *value, bool *found);

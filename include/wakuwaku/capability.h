@@ -50,6 +50,10 @@ typedef struct wk_cap wk_cap;
  *   default_grant  grant for entities not in `entries`.
  *   entries        `count` rows (may be NULL when count is 0); strings
  *                  are copied. A later row for the same kind:ns wins.
+ *                  Kinds and namespaces follow the rules of entity
+ *                  descriptors (wakuwaku/entity.h): a row for a namespace
+ *                  holding ':', '{' or '}' is refused, since no query can
+ *                  use it and its keys would be another namespace's.
  *
  * Returns WK_OK, WK_EINVAL (bad name, grant, kind or namespace) or
  * WK_ENOMEM.

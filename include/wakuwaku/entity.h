@@ -42,8 +42,9 @@ extern "C" {
  * zero. Use the WK_*_ENTITY() initialisers below.
  *
  *   kind       "Lock", "RwLock", … or a kind of your own (custom queries);
- *              1..WK_KIND_MAX bytes, no NUL.
- *   ns         the namespace, 1..WK_NAMESPACE_MAX bytes, no NUL.
+ *              1..WK_KIND_MAX bytes, no ':', '{' or '}'.
+ *   ns         the namespace, 1..WK_NAMESPACE_MAX bytes, no ':', '{' or
+ *              '}' (any other byte but NUL).
  *   ttl_ms     Lock / RwLock: lease length; Cache / HashedCache: expiry of
  *              a put. Must be > 0 for those kinds.
  *   capacity   TokenBucket: tokens when full (> 0).
@@ -71,9 +72,59 @@ typedef struct wk_entity {
 #define WK_CUSTOM_ENTITY(kind_, ns_) {.kind = (kind_), .ns = (ns_)}
 
 /*
- * wk_entity_check — validate a descriptor for use by queries of its kind.
- * Returns WK_OK, or WK_EINVAL (NULL, empty or over-long kind or namespace,
- * a missing parameter of a built-in kind). Thread-safe.
+ * Why a namespace (or a kind) may not contain ':', '{' or '}'.
+ *
+ * Keys are "@@wakuwaku-entity:<Kind>:<namespace>:<name>" and, for items of
+ * several keys, "@@wakuwaku-entity:<Kind>:{<namespace>:<name>}<suffix>"
+ * (wakuwaku/key.h), and a name may hold any byte. With a ':' in namespaces,
+ * Lock "jobs:billing" + name "daily" and Lock "jobs" + name "billing:daily"
+ * would be the same key — but capabilities grant per kind + namespace, so a
+ * handle refused on Lock:jobs:billing could take that lock through
+ * Lock:jobs. A '{' would let a single-key item spell a multi-key one
+ * ("{a" + "b}:w" is "{a:b}:w"), and braces would move the cluster hash
+ * tag. Without these bytes in kinds and namespaces (and without '}' in
+ * suffixes), the first ':' after the kind ends the namespace, and no two
+ * (kind, namespace, name) triples build the same key: each key belongs to
+ * exactly one entity, the one whose grant the capability checks.
+ *
+ * The Rust crate builds keys the same way without checking; every
+ * namespace legal here gives the same bytes there.
+ */
+
+/* A buffer this big holds every message of wk_entity_check_msg(). */
+#define WK_ENTITY_MSG_MAX 256
+
+/*
+ * wk_entity_check_msg — validate a descriptor for use by queries of its
+ * kind, and say what is wrong.
+ *
+ *   msg, len  OUT, may be NULL / 0: on WK_EINVAL, a NUL-terminated message
+ *             naming the field and the rule (cut to fit `len`; see
+ *             WK_ENTITY_MSG_MAX); "" on WK_OK. For example:
+ *               entity is NULL
+ *               namespace is NULL / namespace is empty
+ *               namespace is 129 bytes, more than WK_NAMESPACE_MAX (128)
+ *               namespace "jobs:billing" contains ':' (':', '{' and '}'
+ *                 separate the parts of a key, so such a namespace would
+ *                 share keys with another one)
+ *               kind … (the same rules, with WK_KIND_MAX)
+ *               ttl_ms must be > 0 (got 0)             Lock, RwLock, Cache,
+ *                                                      HashedCache
+ *               capacity must be a finite number > 0 (got nan)  TokenBucket
+ *               rate must be a finite number > 0 (got 0)        TokenBucket
+ *               period_ms must be > 0 (got -5)                  TokenBucket
+ *
+ * The built-in queries put this message in the handle's detail message
+ * (wk_db_errmsg()) when they refuse a descriptor. Returns WK_OK or
+ * WK_EINVAL. Thread-safe.
+ */
+WK_API int wk_entity_check_msg(const wk_entity *entity, char *msg, size_t len);
+
+/*
+ * wk_entity_check — wk_entity_check_msg() without the message. Returns
+ * WK_OK, or WK_EINVAL (NULL entity; NULL, empty, over-long kind or
+ * namespace, or one holding ':', '{' or '}'; a missing or out-of-range
+ * parameter of a built-in kind). Thread-safe.
  */
 WK_API int wk_entity_check(const wk_entity *entity);
 

@@ -122,6 +122,62 @@ WK_API int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name
 WK_API int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name name,
                                   bool *removed);
 
+/* ------------------------------------------------------------------------
+ * Typed bodies (codecs: see wk_codec in cache.h)
+ * ---------------------------------------------------------------------- */
+
+/*
+ * wk_hashed_cache_get_typed — wk_hashed_cache_get(), then decode the body
+ * with `codec` into `value`.
+ *
+ *   codec  encode, and decode or decode_msg, required.
+ *   value  OUT: storage for the decoded value; untouched on a miss.
+ *   hash   OUT, may be NULL: the body's hash, on a hit that decoded.
+ *   found  OUT: whether the name had a body that decoded.
+ *
+ * A body that does not decode gives the decoder's status (WK_ECORRUPT)
+ * with a message naming the key, the codec and — with decode_msg — where
+ * and why (as wk_cache_get_typed()). Refuses a deferred (batch) processor
+ * with WK_EINVAL. Other returns as wk_hashed_cache_get(). READ effect;
+ * retry-safe.
+ */
+WK_API int wk_hashed_cache_get_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                     const wk_codec *codec, void *value,
+                                     uint8_t hash[WK_HASH_LEN], bool *found);
+
+/*
+ * wk_hashed_cache_get_if_changed_typed — wk_hashed_cache_get_if_changed(),
+ * decoding the body into `value` only when it changed.
+ *
+ *   known    as wk_hashed_cache_get_if_changed() (copied first, so it may
+ *            point at `hash`).
+ *   value    OUT: the decoded body on WK_ITEM_CHANGED; untouched
+ *            otherwise.
+ *   hash     OUT, may be NULL: the item's hash unless it is missing.
+ *   outcome  OUT: WK_ITEM_MISSING, _UNCHANGED or _CHANGED (MISSING on
+ *            failure).
+ *
+ * Decoding failures and deferred processors as wk_hashed_cache_get_typed();
+ * other returns as wk_hashed_cache_get_if_changed(). READ effect;
+ * retry-safe.
+ */
+WK_API int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcache,
+                                                wk_name name, const uint8_t known[WK_HASH_LEN],
+                                                const wk_codec *codec, void *value,
+                                                uint8_t hash[WK_HASH_LEN],
+                                                wk_item_change *outcome);
+
+/*
+ * wk_hashed_cache_put_typed — codec->encode `value`, then
+ * wk_hashed_cache_put() the bytes (released through the codec before
+ * returning; a batch has copied them). An encoder failure is returned as
+ * is, with a message, and nothing is sent. `hash` as wk_hashed_cache_put().
+ * WRITE effect; retry-safe.
+ */
+WK_API int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
+                                     const wk_codec *codec, const void *value,
+                                     uint8_t hash[WK_HASH_LEN]);
+
 /*
  * wk_hashed_cache_fill_once — wk_cache_fill_once() for a HashedCache:
  * same steps, options, outcomes, ownership and guarantees (see cache.h);

@@ -7,7 +7,9 @@
  *
  * Names appear verbatim (strings and byte strings, any byte) or in decimal
  * (integers). The braces of a multi-key item make all its keys share one
- * cluster hash slot.
+ * cluster hash slot. Kinds and namespaces hold no ':', '{' or '}', and
+ * suffixes no '}', so no two (kind, namespace, name) triples build the same
+ * key (see wakuwaku/entity.h).
  */
 #ifndef WAKUWAKU_KEY_H
 #define WAKUWAKU_KEY_H
@@ -28,12 +30,15 @@ extern "C" {
  * wk_key_build — write the key of item `name` of `entity` into `buf`.
  *
  *   suffix  NULL: single-key layout. Non-NULL (≤ WK_KEY_SUFFIX_MAX bytes,
- *           may be ""): multi-key layout with this suffix after the '}'.
+ *           may be "", no '}'): multi-key layout with this suffix after
+ *           the '}'.
  *   len     OUT: the key's length (the key may contain NUL; it is also
  *           NUL-terminated when it fits).
  *
- * Returns WK_OK, or WK_EINVAL (invalid entity kind/namespace, name NULL or
- * longer than WK_NAME_MAX, buffer too small). Thread-safe.
+ * Returns WK_OK, or WK_EINVAL (kind or namespace failing the naming rules
+ * of wk_entity_check_msg() — other fields are not looked at —, name NULL or
+ * longer than WK_NAME_MAX, suffix too long or holding '}', buffer too
+ * small). Thread-safe.
  */
 WK_API int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity,
                         const wk_name *name, const char *suffix);

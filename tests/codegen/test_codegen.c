@@ -244,6 +244,13 @@ static const struct bad {
     {"name_collision.json",
      "4:5: error: $.entities[0]: the generated name bad_a_try (accessor) is already generated "
      "for $.records[0] (record type, line 8:5); rename one of them"},
+    {"namespace_colon.json",
+     "5:52: error: $.entities[1].namespace: namespace \"jobs:billing\" contains ':' (':', '{' "
+     "and '}' separate the parts of a key, so such a namespace would share keys with another "
+     "one)"},
+    {"namespace_brace.json",
+     "4:55: error: $.entities[0].namespace: namespace \"{api}\" contains '{' (':', '{' and '}' "
+     "separate the parts of a key, so such a namespace would share keys with another one)"},
     {"shared_namespace.json",
      "5:53: error: $.entities[1].namespace: entities invoice2 and invoice (entities[0]) are "
      "both Lock:invoice: they would share Redis keys"},

@@ -485,9 +485,79 @@ Test(codegen_roundtrip, encode_errors)
     v = sparse_value();
     v.title = NULL;
     cr_assert_eq(bodies_doc_put(wk_db_processor(db), name, &v), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "cache.put: encoding everything failed: $.title: the "
+                                       "string is NULL (WK_EINVAL)");
     bool found;
     cr_assert_eq(bodies_doc_get(wk_db_processor(db), name, &v, &found), WK_OK);
     cr_assert_not(found);
+    v = sparse_value();
+    v.ratio = INFINITY;
+    cr_assert_eq(bodies_hdoc_put(wk_db_processor(db), name, strlen(name), &v, NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "hashed_cache.put: encoding everything failed: $.ratio: "
+                                       "not a finite number (JSON has no NaN or infinity) "
+                                       "(WK_EINVAL)");
     wk_db_close(db);
 }
 
+
+/* A body without its required "title", stored by someone else: the typed
+ * get fails with WK_ECORRUPT and the handle's message says where and why,
+ * as the decoder does. */
+#define BODY_WITHOUT_TITLE                                                                   \
+    "{\"flag\":false,\"small\":0,\"big\":0,\"count\":0,\"huge\":0,\"ratio\":0,"             \
+    "\"blob\":\"\",\"flags\":[],\"smalls\":[],\"bigs\":[],\"counts\":[],\"huges\":[],"      \
+    "\"ratios\":[],\"titles\":[],\"blobs\":[],\"origin\":{\"x\":0,\"y\":0},\"default\":0,"  \
+    "\"points\":[]}"
+
+Test(codegen_roundtrip, typed_get_of_an_undecodable_body_names_the_field)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    const char *name = wk_test_ns("untitled");
+    freeReplyObject(wk_test_cmd(raw, "SET @@wakuwaku-entity:Cache:doc:%s %s", name,
+                                BODY_WITHOUT_TITLE));
+    bodies_everything out;
+    bodies_everything_init(&out);
+    bool found = true;
+    cr_assert_eq(bodies_doc_get(wk_db_processor(db), name, &out, &found), WK_ECORRUPT);
+    cr_assert_not(found);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "cache.get: the body of \"@@wakuwaku-entity:Cache:doc:%s\" does not decode as "
+             "everything: $.title: missing required field (WK_ECORRUPT)",
+             name);
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+    cr_assert_null(out.title, "nothing to free after a failed decode");
+
+    /* The same through the typed HashedCache get, and deeper paths. */
+    freeReplyObject(wk_test_cmd(raw, "DEL @@wakuwaku-entity:HashedCache:hdoc:%s", name));
+    uint8_t hash[WK_HASH_LEN];
+    const char *bad_point =
+        BODY_HEAD "\"points\":[{\"x\":1,\"y\":2},{\"x\":\"1\",\"y\":2}]}";
+    cr_assert_eq(wk_hashed_cache_put(wk_db_processor(db),
+                                     &(wk_entity)WK_HASHED_CACHE_ENTITY("hdoc", 60000),
+                                     wk_name_str(name), bad_point, strlen(bad_point), hash),
+                 WK_OK);
+    cr_assert_eq(bodies_hdoc_get(wk_db_processor(db), name, strlen(name), &out, NULL, &found),
+                 WK_ECORRUPT);
+    cr_assert_not(found);
+    snprintf(want, sizeof(want),
+             "hashed_cache.get: the body of \"@@wakuwaku-entity:HashedCache:hdoc:%s\" does not "
+             "decode as everything: $.points[1].x: expected a number, got a string "
+             "(WK_ECORRUPT)",
+             name);
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+    wk_item_change change;
+    cr_assert_eq(bodies_hdoc_get_if_changed(wk_db_processor(db), name, strlen(name), NULL, &out,
+                                            NULL, &change),
+                 WK_ECORRUPT);
+    cr_assert_eq(change, WK_ITEM_MISSING);
+    snprintf(want, sizeof(want),
+             "hashed_cache.get_if_changed: the body of \"@@wakuwaku-entity:HashedCache:hdoc:%s\" "
+             "does not decode as everything: $.points[1].x: expected a number, got a string "
+             "(WK_ECORRUPT)",
+             name);
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+    redisFree(raw);
+    wk_db_close(db);
+}

@@ -385,6 +385,85 @@ Test(cache, typed_bodies_through_a_codec)
     wk_db_close(db);
 }
 
+/* A hand-written decoder that says why, through wk_codec_fail(). */
+static int reasoned_decode(const wk_codec *codec, const uint8_t *bytes, size_t len, void *value)
+{
+    (void)codec;
+    (void)value;
+    if (!memchr(bytes, '|', len))
+        return wk_codec_fail(WK_ECORRUPT, "no '|' in %zu bytes", len);
+    return WK_OK;
+}
+
+static const wk_codec reasoned_codec = {"reasoned", profile_encode, reasoned_decode, NULL};
+
+/* A decoder that records its reason, then runs a typed call of its own
+ * whose decoder records another: its own reason must survive. */
+static wk_processor *nested_p;
+static const wk_entity *nested_cache;
+
+static int nesting_decode(const wk_codec *codec, const uint8_t *bytes, size_t len, void *value)
+{
+    (void)codec;
+    (void)bytes;
+    (void)len;
+    int rc = wk_codec_fail(WK_ECORRUPT, "the outer reason");
+    bool found;
+    profile inner;
+    cr_assert_eq(wk_cache_get_typed(nested_p, nested_cache, wk_name_u64(8), &reasoned_codec,
+                                    &inner, &found),
+                 WK_ECORRUPT);
+    (void)value;
+    return rc;
+}
+
+static const wk_codec nesting_codec = {"nesting", profile_encode, nesting_decode, NULL};
+
+Test(cache, decoder_reasons_reach_wk_db_errmsg)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity c = WK_CACHE_ENTITY(wk_test_ns("creason"), 10000);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    freeReplyObject(wk_test_cmd(raw, "SET %s garbage", cache_key(&c, "8")));
+    profile out = {0, ""};
+    bool found = true;
+    char want[1024];
+
+    /* A codec that says nothing: the status only, as before. */
+    cr_assert_eq(wk_cache_get_typed(p, &c, wk_name_u64(8), &profile_codec, &out, &found),
+                 WK_ECORRUPT);
+    snprintf(want, sizeof(want), "cache.get: the body of \"%s\" does not decode as profile "
+                                 "(WK_ECORRUPT)",
+             cache_key(&c, "8"));
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+
+    /* A codec that says why. */
+    cr_assert_eq(wk_cache_get_typed(p, &c, wk_name_u64(8), &reasoned_codec, &out, &found),
+                 WK_ECORRUPT);
+    cr_assert_not(found);
+    snprintf(want, sizeof(want), "cache.get: the body of \"%s\" does not decode as reasoned: "
+                                 "no '|' in 7 bytes (WK_ECORRUPT)",
+             cache_key(&c, "8"));
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+
+    /* Nested typed calls keep each reason with its own call. */
+    nested_p = p;
+    nested_cache = &c;
+    cr_assert_eq(wk_cache_get_typed(p, &c, wk_name_u64(8), &nesting_codec, &out, &found),
+                 WK_ECORRUPT);
+    snprintf(want, sizeof(want), "cache.get: the body of \"%s\" does not decode as nesting: "
+                                 "the outer reason (WK_ECORRUPT)",
+             cache_key(&c, "8"));
+    cr_assert_str_eq(wk_db_errmsg(db), want);
+
+    /* Outside a codec callback it only returns the status. */
+    cr_assert_eq(wk_codec_fail(WK_ECORRUPT, "nobody listens"), WK_ECORRUPT);
+    cr_assert_eq(wk_codec_fail(WK_OK, NULL), WK_OK);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
 Test(cache, invalid_arguments)
 {
     wk_db *db = wk_test_open(NULL);

@@ -119,3 +119,73 @@ Test(edges, namespaces_and_kinds_at_their_limits)
     cr_assert_eq(wk_token_bucket_acquire(p, &nan_bucket, wk_name_str("a"), 1, &o), WK_EINVAL);
     wk_db_close(db);
 }
+
+/*
+ * Issue 10: Lock:jobs:billing + "daily" and Lock:jobs + "billing:daily"
+ * were the same Redis key, so a handle refused on Lock:jobs:billing took
+ * that lock through Lock:jobs (and likewise reset TokenBucket:api:strict
+ * through TokenBucket:api). Namespaces holding ':' are now refused, so the
+ * key can only be reached as Lock:jobs's item, and the capability row that
+ * meant to protect it is refused instead of silently protecting nothing.
+ */
+Test(edges, namespace_with_colon_cannot_alias_another_namespace)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    redisContext *raw = wk_test_raw(s.url);
+
+    wk_cap_entry rows[] = {{WK_KIND_LOCK, "jobs:billing", WK_GRANT_NONE},
+                           {WK_KIND_TOKEN_BUCKET, "api:strict", WK_GRANT_NONE}};
+    wk_cap *cap = (wk_cap *)1;
+    cr_assert_eq(wk_cap_new(&cap, "worker", WK_GRANT_WRITE, rows, 1), WK_EINVAL,
+                 "a grant on Lock:jobs:billing cannot be honoured: refused");
+    cr_assert_null(cap);
+    cr_assert_eq(wk_cap_new(&cap, "worker", WK_GRANT_WRITE, rows + 1, 1), WK_EINVAL);
+    cr_assert_null(cap);
+
+    /* Even a read-write handle cannot use the namespace: refused, nothing
+     * sent, with a message naming the rule. */
+    wk_db *db = wk_test_open_url(s.url, wk_cap_read_write());
+    wk_processor *p = wk_db_processor(db);
+    long long before = wk_test_total_calls(raw);
+    wk_entity billing = WK_LOCK_ENTITY("jobs:billing", 5000);
+    wk_token t;
+    bool got = true;
+    cr_assert_eq(wk_lock_try(p, &billing, wk_name_str("daily"), &t, &got), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db),
+                     "lock.try: invalid Lock entity: namespace \"jobs:billing\" contains ':' "
+                     "(':', '{' and '}' separate the parts of a key, so such a namespace "
+                     "would share keys with another one)");
+    wk_entity strict = WK_TOKEN_BUCKET_ENTITY("api:strict", 5, 1, 1000);
+    bool was_used;
+    cr_assert_eq(wk_token_bucket_reset(p, &strict, wk_name_str("10.0.0.1"), &was_used),
+                 WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "namespace \"api:strict\" contains ':'"), "%s",
+              wk_db_errmsg(db));
+    wk_entity braces = WK_LOCK_ENTITY("{jobs}", 5000);
+    cr_assert_eq(wk_lock_try(p, &braces, wk_name_str("daily"), &t, &got), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "namespace \"{jobs}\" contains '{'"), "%s",
+              wk_db_errmsg(db));
+    cr_assert_eq(wk_test_total_calls(raw), before, "nothing was sent");
+    redisReply *r = wk_test_cmd(raw, "EXISTS @@wakuwaku-entity:Lock:jobs:billing:daily");
+    cr_assert_eq(r->integer, 0);
+    freeReplyObject(r);
+    wk_db_close(db);
+
+    /* The key is Lock:jobs's item "billing:daily", and a capability
+     * refusing Lock:jobs refuses it. */
+    wk_cap_entry jobs_row = {WK_KIND_LOCK, "jobs", WK_GRANT_NONE};
+    cr_assert_eq(wk_cap_new(&cap, "worker", WK_GRANT_WRITE, &jobs_row, 1), WK_OK);
+    db = wk_test_open_url(s.url, cap);
+    wk_cap_free(cap);
+    wk_entity jobs = WK_LOCK_ENTITY("jobs", 5000);
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &jobs, wk_name_str("billing:daily"), &t, &got),
+                 WK_EDENIED);
+    r = wk_test_cmd(raw, "EXISTS @@wakuwaku-entity:Lock:jobs:billing:daily");
+    cr_assert_eq(r->integer, 0);
+    freeReplyObject(r);
+    wk_db_close(db);
+
+    redisFree(raw);
+    wk_test_server_stop(&s);
+}

@@ -1234,18 +1234,20 @@ int bodies_everything_decode(const char *json, size_t len, bodies_everything *v,
 static int bodies__everything_codec_encode(const wk_codec *codec, const void *value,
                                            uint8_t **bytes, size_t *len)
 {
-    char *json = NULL;
-    int rc = bodies_everything_encode(value, &json, len, NULL, 0);
+    char *json = NULL, err[WK_CODEC_MSG_MAX];
+    int rc = bodies_everything_encode(value, &json, len, err, sizeof(err));
     (void)codec;
     *bytes = (uint8_t *)json;
-    return rc;
+    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
 }
 
 static int bodies__everything_codec_decode(const wk_codec *codec, const uint8_t *bytes, size_t len,
                                            void *value)
 {
+    char err[WK_CODEC_MSG_MAX];
+    int rc = bodies_everything_decode((const char *)bytes, len, value, err, sizeof(err));
     (void)codec;
-    return bodies_everything_decode((const char *)bytes, len, value, NULL, 0);
+    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
 }
 
 const wk_codec bodies_everything_codec = {
@@ -1390,18 +1392,20 @@ int bodies_node_decode(const char *json, size_t len, bodies_node *v, char *err, 
 static int bodies__node_codec_encode(const wk_codec *codec, const void *value, uint8_t **bytes,
                                      size_t *len)
 {
-    char *json = NULL;
-    int rc = bodies_node_encode(value, &json, len, NULL, 0);
+    char *json = NULL, err[WK_CODEC_MSG_MAX];
+    int rc = bodies_node_encode(value, &json, len, err, sizeof(err));
     (void)codec;
     *bytes = (uint8_t *)json;
-    return rc;
+    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
 }
 
 static int bodies__node_codec_decode(const wk_codec *codec, const uint8_t *bytes, size_t len,
                                      void *value)
 {
+    char err[WK_CODEC_MSG_MAX];
+    int rc = bodies_node_decode((const char *)bytes, len, value, err, sizeof(err));
     (void)codec;
-    return bodies_node_decode((const char *)bytes, len, value, NULL, 0);
+    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
 }
 
 const wk_codec bodies_node_codec = {
@@ -1414,73 +1418,6 @@ const wk_codec bodies_node_codec = {
 /* ------------------------------------------------------------------------
  * Typed accessors
  * ---------------------------------------------------------------------- */
-
-/*
- * Typed HashedCache bodies: the runtime's byte queries with the codec run
- * around them. A get decodes the body after the reply, so it needs the
- * outcome at once and refuses a deferred processor (a batch) with
- * WK_EINVAL. A body that does not decode gives the codec's status
- * (WK_ECORRUPT); <record>_decode() on the raw body tells why.
- */
-static int bodies__hashed_put(wk_processor *p, const wk_entity *e, wk_name name,
-                              const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN])
-{
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc = codec->encode(codec, value, &bytes, &len);
-    if (rc != WK_OK)
-        return rc;
-    rc = wk_hashed_cache_put(p, e, name, bytes, len, hash);
-    if (codec->free_bytes)
-        codec->free_bytes(codec, bytes);
-    else
-        free(bytes);
-    return rc;
-}
-
-static int bodies__hashed_get(wk_processor *p, const wk_entity *e, wk_name name,
-                              const wk_codec *codec, void *value, uint8_t hash[WK_HASH_LEN],
-                              bool *found)
-{
-    wk_body body = WK_BODY_INIT;
-    int rc;
-    if (found)
-        *found = false;
-    if (!found || (p && wk_processor_is_deferred(p)))
-        return WK_EINVAL;
-    rc = wk_hashed_cache_get(p, e, name, &body);
-    if (rc == WK_OK && body.found) {
-        rc = codec->decode(codec, body.data, body.len, value);
-        if (rc == WK_OK && hash)
-            memcpy(hash, body.hash, WK_HASH_LEN);
-        *found = rc == WK_OK;
-    }
-    wk_body_free(&body);
-    return rc;
-}
-
-static int bodies__hashed_get_if_changed(wk_processor *p, const wk_entity *e, wk_name name,
-                                         const uint8_t known[WK_HASH_LEN], const wk_codec *codec,
-                                         void *value, uint8_t hash[WK_HASH_LEN],
-                                         wk_item_change *outcome)
-{
-    wk_body body = WK_BODY_INIT;
-    int rc;
-    if (outcome)
-        *outcome = WK_ITEM_MISSING;
-    if (!outcome || (p && wk_processor_is_deferred(p)))
-        return WK_EINVAL;
-    rc = wk_hashed_cache_get_if_changed(p, e, name, known, &body);
-    if (rc == WK_OK && body.change == WK_ITEM_CHANGED)
-        rc = codec->decode(codec, body.data, body.len, value);
-    if (rc == WK_OK) {
-        *outcome = body.change;
-        if (hash && body.change != WK_ITEM_MISSING)
-            memcpy(hash, body.hash, WK_HASH_LEN);
-    }
-    wk_body_free(&body);
-    return rc;
-}
 
 int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found)
 {
@@ -1502,8 +1439,8 @@ int bodies_doc_remove(wk_processor *p, const char *title, bool *removed)
 int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
                     uint8_t hash[WK_HASH_LEN], bool *found)
 {
-    return bodies__hashed_get(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                              &bodies_everything_codec, body, hash, found);
+    return wk_hashed_cache_get_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash, found);
 }
 
 int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
@@ -1515,15 +1452,16 @@ int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_le
                                const uint8_t known[WK_HASH_LEN], bodies_everything *body,
                                uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
 {
-    return bodies__hashed_get_if_changed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                                         known, &bodies_everything_codec, body, hash, outcome);
+    return wk_hashed_cache_get_if_changed_typed(p, &bodies_hdoc_entity,
+                                                wk_name_bytes(slug, slug_len), known,
+                                                &bodies_everything_codec, body, hash, outcome);
 }
 
 int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
                     const bodies_everything *body, uint8_t hash[WK_HASH_LEN])
 {
-    return bodies__hashed_put(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                              &bodies_everything_codec, body, hash);
+    return wk_hashed_cache_put_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash);
 }
 
 int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed)

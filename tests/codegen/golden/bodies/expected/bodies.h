@@ -210,7 +210,7 @@ int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
 /*
  * READ: read the body and its hash (hash may be NULL), and decode the body
  * (free it with bodies_everything_free()); needs a processor that is not
- * deferred (a batch gives WK_EINVAL). See wk_hashed_cache_get().
+ * deferred (a batch gives WK_EINVAL). See wk_hashed_cache_get_typed().
  */
 int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
                     uint8_t hash[WK_HASH_LEN], bool *found);
@@ -218,14 +218,14 @@ int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_e
 int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
 /*
  * READ: decode the body only if its hash differs from known (WK_ITEM_CHANGED);
- * not deferred. See wk_hashed_cache_get_if_changed().
+ * not deferred. See wk_hashed_cache_get_if_changed_typed().
  */
 int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
                                const uint8_t known[WK_HASH_LEN], bodies_everything *body,
                                uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
 /*
  * WRITE: encode the body, store it and its hash with the entity's TTL. See
- * wk_hashed_cache_put().
+ * wk_hashed_cache_put_typed().
  */
 int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
                     const bodies_everything *body, uint8_t hash[WK_HASH_LEN]);
