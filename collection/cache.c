@@ -170,9 +170,10 @@ static int put_key(wk_processor *p, const wk_entity *cache, const char *key, siz
     const char *argv[5] = {"SET", key, len ? (const char *)body : "", "PX", ttl};
     size_t argvlen[5] = {3, key_len, len, 2, wk__fmt_i64(ttl, cache->ttl_ms)};
     wk_access access = {cache, WK_WRITE};
+    /* Not retry-safe: a re-send after a lost reply could overwrite what
+     * another client wrote in between (docs/GUARANTEES.md, "Outcomes"). */
     wk_query q = {.name = "cache.put",
                   .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
                   .argc = 5,
                   .argv = argv,
                   .argvlen = argvlen};

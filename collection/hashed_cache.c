@@ -3,8 +3,8 @@
  * fields `body` and `hash` (BLAKE3 of the body, 32 raw bytes), written
  * together with the expiry by one script.
  *
- * The read scripts check the key's type first, so a key of another type is
- * reported as corrupted rather than as a Redis error, and they never write.
+ * The read scripts tell a key of another type apart (reported as corrupted
+ * rather than as a Redis error), and they never write.
  * Every shape check (fields present, hash length, body matching its hash)
  * happens here, on the client, in the parsers.
  */
@@ -22,31 +22,37 @@
  * type name (a string) when it is not a hash.
  * ---------------------------------------------------------------------- */
 
-#define TYPE_CHECK                                          \
-    "local t = redis.call('TYPE', KEYS[1])['ok']\n"         \
-    "if t == 'none' then return false end\n"                \
-    "if t ~= 'hash' then return t end\n"
+/* The common case costs one call: the read itself, with pcall, so a key
+ * of another type (WRONGTYPE) is told apart afterwards, and EXISTS only
+ * when the fields read are nil (a miss, or a hash missing its fields). */
+#define WRONG_TYPE_IF_ERROR(v) \
+    "if type(" v ") == 'table' and " v ".err then return redis.call('TYPE', KEYS[1])['ok'] end\n"
+#define MISS_IF_NO_KEY "if redis.call('EXISTS', KEYS[1]) == 0 then return false end\n"
 
 /* KEYS: key. Returns {body|nil, hash|nil}. */
 static const wk_script get_script = {
     "hashed_cache.get",
-    TYPE_CHECK "return redis.call('HMGET', KEYS[1], 'body', 'hash')\n"};
+    "local r = redis.pcall('HMGET', KEYS[1], 'body', 'hash')\n" WRONG_TYPE_IF_ERROR("r")
+    "if not r[1] and not r[2] then\n  " MISS_IF_NO_KEY "end\n"
+    "return r\n"};
 
 /* KEYS: key. Returns {hash|nil, body field exists (1/0)}; the body stays. */
 static const wk_script hash_script = {
     "hashed_cache.hash",
-    TYPE_CHECK "return {redis.call('HGET', KEYS[1], 'hash'),\n"
-    "        redis.call('HEXISTS', KEYS[1], 'body')}\n"};
+    "local h = redis.pcall('HGET', KEYS[1], 'hash')\n" WRONG_TYPE_IF_ERROR("h")
+    "if not h then\n  " MISS_IF_NO_KEY "end\n"
+    "return {h, redis.call('HEXISTS', KEYS[1], 'body')}\n"};
 
 /* KEYS: key. ARGV: known hash ("" for none). Returns {0, body field exists}
  * when the stored hash equals the known one — the body is not sent — else
  * {1, hash|nil, body|nil}. */
 static const wk_script get_if_changed_script = {
     "hashed_cache.get_if_changed",
-    TYPE_CHECK "local h = redis.call('HGET', KEYS[1], 'hash')\n"
+    "local h = redis.pcall('HGET', KEYS[1], 'hash')\n" WRONG_TYPE_IF_ERROR("h")
     "if h and ARGV[1] ~= '' and h == ARGV[1] then\n"
     "  return {0, redis.call('HEXISTS', KEYS[1], 'body')}\n"
     "end\n"
+    "if not h then\n  " MISS_IF_NO_KEY "end\n"
     "return {1, h, redis.call('HGET', KEYS[1], 'body')}\n"};
 
 /* KEYS: key. ARGV: body, hash, ttl ms. Replaces whatever the key held
@@ -317,9 +323,10 @@ int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, 
     const char *argv[4] = {key, len ? (const char *)body : "", (const char *)digest, ttl};
     size_t argvlen[4] = {key_len, len, WK_HASH_LEN, wk__fmt_i64(ttl, hcache->ttl_ms)};
     wk_access access = {hcache, WK_WRITE};
+    /* Not retry-safe, like cache.put: a blind re-send could undo another
+     * client's newer put or remove. */
     wk_query q = {.name = "hashed_cache.put",
                   .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
                   .script = &put_script,
                   .nkeys = 1,
                   .argc = 4,

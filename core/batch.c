@@ -3,15 +3,16 @@
  *
  * Queuing admits the query (shape, capability) and formats its command
  * into the batch's own RESP buffer at once, recording where each argument
- * landed; the caller's stack can then go away. exec writes the whole
- * buffer, reads one reply per query, and hands each parser a query whose
- * argv points back into the buffer (so messages can still name keys).
+ * landed; the caller's stack can then go away. exec runs the queries as
+ * one exchange (core/exchange.c, the mechanism single queries use too),
+ * handing it the formatted buffer and, per query, a query whose argv
+ * points back into the buffer (so parsers and messages still see keys).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/db_internal.h"
+#include "core/exchange.h"
 
 #include <wakuwaku/batch.h>
 
@@ -23,26 +24,24 @@ typedef struct entry {
     size_t first_span;     /* index into batch->spans */
     wk_parse_fn parse;
     void *out;
-    bool writes;
-    bool needs_eval;       /* answered NOSCRIPT: re-send as EVAL */
-    int status;
 } entry;
 
 struct wk_batch {
     wk_processor proc;     /* first member */
     wk_db *db;
     entry *entries;
-    size_t count, cap;
+    wk__slot *slots;       /* state and status per entry */
+    size_t count, cap, slots_cap;
     wk__span *spans;
     size_t nspans, spans_cap;
     wk__buf buf;
-    const char **argv;     /* scratch for rebuilt queries */
+    wk_query scratch;      /* an entry rebuilt as a query */
+    const char **argv;     /* its arguments, pointing into buf */
     size_t *argvlen;
     size_t argv_cap, argvlen_cap;
     bool executed;         /* statuses belong to the last exec */
     int refused;           /* first refusal; poisons the batch */
     char refusal[WK__ERRMSG_MAX + 32];
-    char first_failure[WK__ERRMSG_MAX / 2]; /* detail of the first failed query */
 };
 
 static void reset(wk_batch *b)
@@ -53,7 +52,6 @@ static void reset(wk_batch *b)
     b->executed = false;
     b->refused = WK_OK;
     b->refusal[0] = '\0';
-    b->first_failure[0] = '\0';
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
@@ -90,8 +88,12 @@ static int batch_process(wk_processor *self, wk_query *q)
         }
         return rc;
     }
+    /* Room for everything exec needs, so exec itself cannot run out. */
     if (grow((void **)&b->entries, &b->cap, b->count + 1, sizeof(entry)) ||
-        grow((void **)&b->spans, &b->spans_cap, b->nspans + (size_t)q->argc, sizeof(wk__span)))
+        grow((void **)&b->slots, &b->slots_cap, b->count + 1, sizeof(wk__slot)) ||
+        grow((void **)&b->spans, &b->spans_cap, b->nspans + (size_t)q->argc, sizeof(wk__span)) ||
+        grow((void **)&b->argv, &b->argv_cap, (size_t)q->argc, sizeof(char *)) ||
+        grow((void **)&b->argvlen, &b->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory queuing", q->name);
     size_t mark = b->buf.len;
     rc = wk__format_query(db, &b->buf, q, false, b->spans + b->nspans);
@@ -99,6 +101,9 @@ static int batch_process(wk_processor *self, wk_query *q)
         b->buf.len = mark;
         return rc;
     }
+    b->slots[b->count] = (wk__slot){.state = WK__UNSENT,
+                                    .writes = wk_effect_is_write(&q->effect),
+                                    .end = b->buf.len};
     entry *e = &b->entries[b->count++];
     *e = (entry){.name = q->name,
                  .flags = q->flags,
@@ -107,9 +112,7 @@ static int batch_process(wk_processor *self, wk_query *q)
                  .argc = q->argc,
                  .first_span = b->nspans,
                  .parse = q->parse,
-                 .out = q->out,
-                 .writes = wk_effect_is_write(&q->effect),
-                 .status = WK_OK};
+                 .out = q->out};
     b->nspans += (size_t)q->argc;
     return WK_OK;
 }
@@ -137,6 +140,7 @@ void wk_batch_close(wk_batch *b)
     if (!b)
         return;
     free(b->entries);
+    free(b->slots);
     free(b->spans);
     free(b->buf.data);
     free(b->argv);
@@ -164,114 +168,30 @@ int wk_batch_status(const wk_batch *b, size_t i)
 {
     if (!b || i >= b->count)
         return WK_EINVAL;
-    return b->entries[i].status;
+    return b->slots[i].status;
 }
 
-/* The entry as a query again, its arguments pointing into the buffer. */
-static int rebuild(wk_batch *b, const entry *e, wk_query *q)
+/* Entry i as a query again, its arguments pointing into the buffer (room
+ * for them was made when it was queued). */
+static const wk_query *rebuild(void *ctx, size_t i)
 {
-    if (grow((void **)&b->argv, &b->argv_cap, (size_t)e->argc, sizeof(char *)) ||
-        grow((void **)&b->argvlen, &b->argvlen_cap, (size_t)e->argc, sizeof(size_t)))
-        return WK_ENOMEM;
-    for (int i = 0; i < e->argc; i++) {
-        const wk__span *s = &b->spans[e->first_span + (size_t)i];
-        b->argv[i] = b->buf.data + s->off;
-        b->argvlen[i] = s->len;
+    wk_batch *b = ctx;
+    const entry *e = &b->entries[i];
+    for (int k = 0; k < e->argc; k++) {
+        const wk__span *s = &b->spans[e->first_span + (size_t)k];
+        b->argv[k] = b->buf.data + s->off;
+        b->argvlen[k] = s->len;
     }
-    *q = (wk_query){.name = e->name,
-                    .flags = e->flags,
-                    .script = e->script,
-                    .nkeys = e->nkeys,
-                    .argc = e->argc,
-                    .argv = b->argv,
-                    .argvlen = b->argvlen,
-                    .parse = e->parse,
-                    .out = e->out};
-    return WK_OK;
-}
-
-/* Parse one reply into its entry; NOSCRIPT marks it for a re-send. */
-static void settle(wk_batch *b, entry *e, redisReply *reply, bool allow_noscript)
-{
-    if (allow_noscript && e->script && wk__reply_is_noscript(reply)) {
-        e->needs_eval = true;
-        return;
-    }
-    wk_query q;
-    e->status = rebuild(b, e, &q);
-    if (e->status == WK_OK)
-        e->status = wk__parse_reply(b->db, &q, reply);
-    if (e->status != WK_OK && !b->first_failure[0])
-        wk__copy_text(b->first_failure, sizeof(b->first_failure), b->db->errmsg);
-}
-
-/* Entries [from, count) in `wanted` lost their replies. */
-static void lose_rest(wk_batch *b, size_t from, bool only_eval, int conn_status)
-{
-    for (size_t j = from; j < b->count; j++) {
-        entry *e = &b->entries[j];
-        if (only_eval && !e->needs_eval)
-            continue;
-        e->needs_eval = false;
-        e->status = e->writes && conn_status == WK_EIO ? WK_EUNKNOWN : conn_status;
-    }
-}
-
-/* Write `data` and read one reply per entry (all, or only needs_eval). */
-static int pipeline(wk_batch *b, const char *data, size_t len, bool only_eval)
-{
-    wk__conn *conn = b->db->conn;
-    redisContext *c = conn->ctx;
-    if (redisAppendFormattedCommand(c, data, len) != REDIS_OK) {
-        lose_rest(b, 0, only_eval, WK_ENOMEM);
-        return WK_ENOMEM;
-    }
-    for (size_t i = 0; i < b->count; i++) {
-        entry *e = &b->entries[i];
-        if (only_eval && !e->needs_eval)
-            continue;
-        redisReply *reply = NULL;
-        if (redisGetReply(c, (void **)&reply) != REDIS_OK || !reply) {
-            int rc = wk__conn_error_status(c);
-            wk__db_fail(b->db, rc, "batch: connection lost at query %zu (%s): %s", i, e->name,
-                        c->errstr[0] ? c->errstr : "no reply");
-            wk__conn_drop(conn);
-            lose_rest(b, i, only_eval, rc);
-            return rc;
-        }
-        if (only_eval)
-            e->needs_eval = false;
-        settle(b, e, reply, !only_eval);
-        freeReplyObject(reply);
-    }
-    conn->last_io_ms = wk__now_ms();
-    return WK_OK;
-}
-
-/* Re-send the queries that met NOSCRIPT as EVAL, which loads the script. */
-static int resend_as_eval(wk_batch *b)
-{
-    wk__conn *conn = b->db->conn;
-    conn->out.len = 0;
-    bool any = false;
-    for (size_t i = 0; i < b->count; i++) {
-        entry *e = &b->entries[i];
-        if (!e->needs_eval)
-            continue;
-        wk_query q;
-        int rc = rebuild(b, e, &q);
-        if (!rc)
-            rc = wk__format_query(b->db, &conn->out, &q, true, NULL);
-        if (rc) {
-            e->needs_eval = false;
-            e->status = rc;
-            continue;
-        }
-        any = true;
-    }
-    if (!any)
-        return WK_OK;
-    return pipeline(b, conn->out.data, conn->out.len, true);
+    b->scratch = (wk_query){.name = e->name,
+                            .flags = e->flags,
+                            .script = e->script,
+                            .nkeys = e->nkeys,
+                            .argc = e->argc,
+                            .argv = b->argv,
+                            .argvlen = b->argvlen,
+                            .parse = e->parse,
+                            .out = e->out};
+    return &b->scratch;
 }
 
 int wk_batch_exec(wk_batch *b)
@@ -285,28 +205,17 @@ int wk_batch_exec(wk_batch *b)
     if (b->refused) {
         /* Nothing was sent: every queued query is refused with the batch. */
         for (size_t i = 0; i < b->count; i++)
-            b->entries[i].status = b->refused;
+            b->slots[i] = (wk__slot){.state = WK__REPLIED, .status = b->refused};
         return wk__db_fail(db, b->refused, "%s", b->refusal);
     }
     if (b->count == 0)
         return WK_OK;
-    int rc = wk__conn_ensure(db);
-    if (rc) {
-        for (size_t i = 0; i < b->count; i++)
-            b->entries[i].status = rc;
-        return rc;
-    }
-    rc = pipeline(b, b->buf.data, b->buf.len, false);
-    if (rc == WK_OK)
-        rc = resend_as_eval(b);
-    if (rc != WK_OK)
-        return rc; /* the connection failed: its message is on the handle */
-    /* Otherwise the first failed query decides the result. */
-    for (size_t i = 0; i < b->count; i++) {
-        int st = b->entries[i].status;
-        if (st != WK_OK)
-            return wk__db_fail(db, st, "batch query %zu failed: %s", i,
-                               b->first_failure[0] ? b->first_failure : wk_strerror(st));
-    }
-    return WK_OK;
+    wk__exchange x = {.db = db,
+                      .slots = b->slots,
+                      .count = b->count,
+                      .query = rebuild,
+                      .ctx = b,
+                      .prepared = b->buf.data,
+                      .prepared_len = b->buf.len};
+    return wk__exchange_run(&x);
 }

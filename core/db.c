@@ -105,27 +105,140 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
     return status;
 }
 
-/* Run one set-up command; a Redis error becomes `refusal`. */
-static int setup_command(redisContext *c, char *msg, size_t msglen, int refusal, const char *what,
-                         int argc, const char **argv)
+/* The oldest Redis that keeps the library's promises: HELLO (the open
+ * check below) and scripts whose writes replicate as effects after TIME
+ * (on by default since 5.0, the only mode since 7.0). */
+#define MIN_MAJOR 6
+#define MIN_VERSION "6.0"
+
+/* Send one set-up command (at most 6 arguments) and read its reply through
+ * the same socket code as queries (core/wire.c). */
+static int setup_round_trip(redisContext *c, const wk__conn *conn, int argc, const char **argv,
+                            redisReply **reply)
 {
-    size_t lens[4];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    if (!r)
-        return msg_fail(msg, msglen, wk__conn_error_status(c), "%s failed: %s", what, c->errstr);
-    int rc = WK_OK;
+    char buf[1024];
+    size_t len = (size_t)snprintf(buf, sizeof(buf), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = strlen(argv[i]);
+        int w = snprintf(buf + len, sizeof(buf) - len, "$%zu\r\n", n);
+        if (w < 0 || len + (size_t)w + n + 2 > sizeof(buf))
+            return WK_EINVAL;
+        len += (size_t)w;
+        memcpy(buf + len, argv[i], n);
+        len += n;
+        memcpy(buf + len, "\r\n", 2);
+        len += 2;
+    }
+    size_t written;
+    int rc = wk__wire_write(c, buf, len, conn->command_timeout, &written);
+    if (!rc)
+        rc = wk__wire_read(c, conn->command_timeout, reply);
+    return rc;
+}
+
+/* What a failed set-up round trip means at `addr`. */
+static int setup_failure(char *msg, size_t msglen, int rc, const char *what, const char *addr,
+                         const redisContext *c)
+{
+    if (rc == WK_EINVAL)
+        return msg_fail(msg, msglen, rc, "%s: an argument is too long", what);
+    if (rc == WK_EPROTO)
+        return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)", addr,
+                        what, c->errstr);
+    if (rc == WK_ETIMEDOUT)
+        return msg_fail(msg, msglen, rc, "%s did not answer %s in time (is it a Redis server?)",
+                        addr, what);
+    return msg_fail(msg, msglen, rc, "%s failed at %s: %s", what, addr, c->errstr);
+}
+
+/* Run one set-up command; a Redis error becomes `refusal`. */
+static int setup_command(redisContext *c, const wk__conn *conn, const char *addr, char *msg,
+                         size_t msglen, int refusal, const char *what, int argc,
+                         const char **argv)
+{
+    redisReply *r;
+    int rc = setup_round_trip(c, conn, argc, argv, &r);
+    if (rc)
+        return setup_failure(msg, msglen, rc, what, addr, c);
     if (r->type == REDIS_REPLY_ERROR)
         rc = msg_fail(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
     freeReplyObject(r);
     return rc;
 }
 
+/* The value after `field` in a HELLO reply (RESP2: field, value, …). */
+static const redisReply *hello_field(const redisReply *r, const char *field)
+{
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        if (k->type == REDIS_REPLY_STRING && strcmp(k->str, field) == 0)
+            return r->element[i + 1];
+    }
+    return NULL;
+}
+
+/*
+ * The open check: one round trip (HELLO 2, with SETNAME when asked) that
+ * fails at once for what is not Redis, a missing password, or a Redis too
+ * old. A user whose ACL forbids HELLO gets PING (and CLIENT SETNAME)
+ * instead; the version is then not checked.
+ */
+static int check_server(redisContext *c, const wk__conn *conn, const char *addr, char *msg,
+                        size_t msglen)
+{
+    const char *argv[4] = {"HELLO", "2", "SETNAME", conn->client_name};
+    redisReply *r;
+    int rc = setup_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
+    if (rc)
+        return setup_failure(msg, msglen, rc, "HELLO", addr, c);
+    if (r->type == REDIS_REPLY_ERROR) {
+        char text[200];
+        wk__copy_text(text, sizeof(text), r->str);
+        freeReplyObject(r);
+        if (strncmp(text, "NOAUTH", 6) == 0)
+            return msg_fail(msg, msglen, WK_EAUTH,
+                            "%s requires a password (%s); set it in the URL or in "
+                            "options.password",
+                            addr, text);
+        if (strncmp(text, "NOPERM", 6) == 0) {
+            const char *ping[1] = {"PING"};
+            rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
+            if (!rc && conn->client_name) {
+                const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
+                rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3,
+                                   name);
+            }
+            return rc;
+        }
+        if (strstr(text, "unknown command"))
+            return msg_fail(msg, msglen, WK_EPROTO,
+                            "%s is older than Redis " MIN_VERSION
+                            " (it does not know HELLO); wakuwaku needs Redis >= " MIN_VERSION,
+                            addr);
+        return msg_fail(msg, msglen, WK_EREDIS, "HELLO refused by the server: %s", text);
+    }
+    const redisReply *v = hello_field(r, "version");
+    if (!v || v->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return msg_fail(msg, msglen, WK_EPROTO,
+                        "%s is not a Redis server (HELLO answered without a version)", addr);
+    }
+    char version[32];
+    wk__copy_text(version, sizeof(version), v->str);
+    freeReplyObject(r);
+    if (atoi(version) < MIN_MAJOR)
+        return msg_fail(msg, msglen, WK_EPROTO,
+                        "%s runs Redis %s; wakuwaku needs Redis >= " MIN_VERSION
+                        " (scripts that read TIME must replicate their effects)",
+                        addr, version);
+    return WK_OK;
+}
+
 int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *msg,
                 size_t msglen)
 {
     char addr[300];
+    where(conn, addr, sizeof(addr));
     *out = NULL;
     redisContext *c = conn->url.path
                           ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
@@ -135,8 +248,7 @@ int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *
         return msg_fail(msg, msglen, WK_ENOMEM, "out of memory connecting to Redis");
     if (c->err) {
         int rc = msg_fail(msg, msglen, wk__conn_error_status(c),
-                          "cannot connect to Redis at %s: %s", where(conn, addr, sizeof(addr)),
-                          c->errstr);
+                          "cannot connect to Redis at %s: %s", addr, c->errstr);
         redisFree(c);
         return rc;
     }
@@ -152,21 +264,19 @@ int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *
          * reply, which does not echo it. */
         const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
         if (conn->url.username)
-            rc = setup_command(c, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
+            rc = setup_command(c, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
         else {
             argv[1] = conn->url.password;
-            rc = setup_command(c, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
+            rc = setup_command(c, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
         }
     }
+    if (!rc)
+        rc = check_server(c, conn, addr, msg, msglen);
     if (!rc && select_db && conn->url.database) {
         char num[16];
         snprintf(num, sizeof(num), "%d", conn->url.database);
         const char *argv[2] = {"SELECT", num};
-        rc = setup_command(c, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
-    }
-    if (!rc && conn->client_name) {
-        const char *argv[3] = {"CLIENT", "SETNAME", conn->client_name};
-        rc = setup_command(c, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, argv);
+        rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
     }
     if (rc) {
         redisFree(c);

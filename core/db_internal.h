@@ -114,8 +114,17 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eva
                      wk__span *spans);
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
-/* The status for a query whose reply never came: writes may have run. */
-int wk__lost_reply_status(const wk_query *query, int conn_status);
+/*
+ * The socket (core/wire.c): the only writer of commands and the only
+ * reader of replies. wk__wire_write sends `len` bytes and says in
+ * *written how many the kernel took; wk__wire_read returns one parsed
+ * reply. Both wait at most `timeout` for progress, return WK_OK,
+ * WK_EIO, WK_ETIMEDOUT, WK_EPROTO or WK_ENOMEM, and leave the reason in
+ * c->errstr; after a failure the connection must be dropped.
+ */
+int wk__wire_write(redisContext *c, const char *data, size_t len, struct timeval timeout,
+                   size_t *written);
+int wk__wire_read(redisContext *c, struct timeval timeout, redisReply **reply);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
  * WK_EREDIS unless the query wants them. */
 int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);

@@ -1,21 +1,22 @@
 /*
- * core/dispatch.c — the handle's processor: the one place where queries
- * become Redis commands.
+ * core/dispatch.c — the handle's processor: where queries become Redis
+ * commands.
  *
  *   1. admit: the query is well formed and the capability covers its
  *      effect; otherwise fail before anything is sent;
- *   2. make sure a connection is open (reconnect after a failure);
- *   3. write the command as RESP into the connection's reusable buffer
- *      (scripts as EVALSHA), send it, read the reply;
- *   4. NOSCRIPT: the script did not run, so send it again as EVAL, which
- *      also loads it;
- *   5. error replies become WK_EREDIS; anything else goes to the parser.
+ *   2. format it as RESP into the connection's reusable buffer (scripts as
+ *      EVALSHA);
+ *   3. run it as an exchange of one (core/exchange.c), the mechanism
+ *      batches use too: send, read the reply, NOSCRIPT → EVAL, the outcome
+ *      rule for a lost reply;
+ *   4. error replies become WK_EREDIS; anything else goes to the parser.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/db_internal.h"
+#include "core/exchange.h"
 #include "core/private.h"
 
 /* ------------------------------------------------------------------------
@@ -282,32 +283,13 @@ int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
 }
 
 /* ------------------------------------------------------------------------
- * The round trip
+ * A single query: an exchange of one (core/exchange.c)
  * ---------------------------------------------------------------------- */
 
-/* Send conn->out and read one reply; on failure drop the connection. */
-static int round_trip(wk_db *db, redisReply **reply)
+static const wk_query *the_query(void *ctx, size_t i)
 {
-    wk__conn *conn = db->conn;
-    redisContext *c = conn->ctx;
-    *reply = NULL;
-    if (redisAppendFormattedCommand(c, conn->out.data, conn->out.len) != REDIS_OK ||
-        redisGetReply(c, (void **)reply) != REDIS_OK || !*reply) {
-        int rc = wk__conn_error_status(c);
-        wk__db_fail(db, rc, "%s", c->errstr[0] ? c->errstr : "connection lost");
-        wk__conn_drop(conn);
-        return rc;
-    }
-    conn->last_io_ms = wk__now_ms();
-    return WK_OK;
-}
-
-int wk__lost_reply_status(const wk_query *q, int conn_status)
-{
-    /* A write that was sent may have run: say so. */
-    if (conn_status == WK_EIO && wk_effect_is_write(&q->effect))
-        return WK_EUNKNOWN;
-    return conn_status;
+    (void)i;
+    return ctx;
 }
 
 int wk__db_process(wk_processor *self, wk_query *q)
@@ -321,42 +303,9 @@ int wk__db_process(wk_processor *self, wk_query *q)
     int rc = wk__db_admit(db, q);
     if (rc)
         return rc;
-
-    bool retried = false, as_eval = false;
-    for (;;) {
-        rc = wk__conn_ensure(db);
-        if (rc)
-            return rc;
-        db->conn->out.len = 0;
-        rc = wk__format_query(db, &db->conn->out, q, as_eval, NULL);
-        if (rc)
-            return rc;
-        redisReply *reply;
-        rc = round_trip(db, &reply);
-        if (rc) {
-            char why[WK__ERRMSG_MAX / 2];
-            wk__copy_text(why, sizeof(why), db->errmsg);
-            /* Only a lost connection is worth one more try: a timeout may
-             * repeat, and a protocol error is the server's answer. */
-            if ((q->flags & WK_QUERY_RETRY_SAFE) && !retried && rc == WK_EIO) {
-                retried = true;
-                continue;
-            }
-            rc = wk__lost_reply_status(q, rc);
-            return wk__db_fail(db, rc, "%s: %s%s", q->name, why,
-                               rc == WK_EUNKNOWN ? " (the write may or may not have happened)"
-                                                 : "");
-        }
-        if (q->script && !as_eval && wk__reply_is_noscript(reply)) {
-            /* The script did not run; EVAL runs it and caches it. */
-            freeReplyObject(reply);
-            as_eval = true;
-            continue;
-        }
-        rc = wk__parse_reply(db, q, reply);
-        freeReplyObject(reply);
-        return rc;
-    }
+    wk__slot slot = {.state = WK__UNSENT, .writes = wk_effect_is_write(&q->effect)};
+    wk__exchange x = {.db = db, .slots = &slot, .count = 1, .query = the_query, .ctx = q};
+    return wk__exchange_run(&x);
 }
 
 bool wk_processor_is_deferred(const wk_processor *processor)

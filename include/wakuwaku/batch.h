@@ -31,9 +31,14 @@
  *     replies the batch loads the script by re-sending exactly those queries
  *     as EVAL (a second round trip). Nothing runs twice, but those queries
  *     run after the rest of the batch.
- *  5. If the connection drops midway, queries whose reply was read keep
- *     their outcome; the others get WK_EUNKNOWN (writes: may or may not have
- *     run) or WK_EIO (reads). Nothing is re-sent.
+ *  5. Outcomes follow the handle's rule (wakuwaku/db.h, OUTCOMES): if the
+ *     connection drops or times out midway, queries whose reply was read
+ *     keep their outcome; writes sent without a reply get WK_EUNKNOWN (may
+ *     or may not have run); writes never sent — or answered NOSCRIPT and
+ *     cut off before the re-send — get WK_EIO / WK_ETIMEDOUT (did not run).
+ *     After a dropped connection (not a timeout) the batch reconnects once
+ *     and sends again what never ran and the retry-safe reads whose reply
+ *     was lost; writes sent without a reply are never re-sent.
  *  6. After wk_batch_exec() the statuses stay readable until the next query
  *     is queued, which starts a new batch; buffers are reused, so a batch
  *     in steady use allocates nothing of its own.

@@ -145,8 +145,11 @@ WK_API int wk_cache_get_into(wk_processor *p, const wk_entity *cache, wk_name na
  * (a batch copies them when the query is queued).
  *
  * Returns WK_OK, WK_EINVAL (bad argument, len > WK_BODY_MAX), WK_EDENIED,
- * or a connection / server error. WRITE effect; retry-safe (setting the
- * same value twice is the same as once).
+ * or a connection / server error. WRITE effect; NOT retry-safe: if the
+ * reply is lost the call returns WK_EUNKNOWN and re-sends nothing, since
+ * another client may have written (or removed) the key in between and a
+ * blind re-send would undo that. Put again yourself if no one else writes
+ * this name.
  */
 WK_API int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const void *body,
                         size_t len);
@@ -214,7 +217,7 @@ WK_API int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name n
  * wk_cache_put_typed — codec->encode `value`, then wk_cache_put() the
  * bytes (released through the codec before returning; a batch has copied
  * them). An encoder failure is returned as is and nothing is sent. WRITE
- * effect; retry-safe.
+ * effect; not retry-safe (as wk_cache_put()).
  */
 WK_API int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                               const wk_codec *codec, const void *value);

@@ -7,13 +7,38 @@
  * Give each thread its own wk_db_open(); helpers that need a thread of their
  * own open their own connection from the same options.
  *
- * CONNECTIONS: wk_db_open() connects at once. A connection that breaks
- * (I/O error, timeout, server restart) is closed, and the next query
- * reconnects (with AUTH and SELECT again). A connection idle for a second
- * or more is probed before use, so a server restart between queries costs
- * a reconnect, not a failed query. A query that fails after it was sent is
- * re-sent once only if it is retry-safe (WK_QUERY_RETRY_SAFE; pure reads
- * and cache puts); otherwise it fails with WK_EUNKNOWN.
+ * CONNECTIONS: wk_db_open() connects at once and checks the server in the
+ * same step (HELLO, after AUTH; SELECT after it): a port that is not Redis,
+ * a server that wants a password you did not give, or a Redis older than
+ * 6.0 fails the open, not your first query. A connection that breaks (I/O
+ * error, timeout, server restart) is closed, and the next query reconnects
+ * (with AUTH, HELLO and SELECT again). A connection idle for a second or
+ * more is probed before use, so a server restart between queries costs a
+ * reconnect, not a failed query.
+ *
+ * OUTCOMES — what a failed call means for your write (single queries and
+ * batches alike; docs/GUARANTEES.md, "Outcomes"):
+ *   WK_OK          it ran; OUT parameters hold its outcome.
+ *   WK_EUNKNOWN    a WRITE was sent and its reply never came (the
+ *                  connection dropped, or the server did not answer within
+ *                  command_timeout_ms): it may or may not have run, and
+ *                  nothing was re-sent. Treat it as possibly done: a lock
+ *                  acquire may hold the lock with the token it wrote to
+ *                  your OUT parameter (release with that token once the
+ *                  connection is back, or let the lease run out); a
+ *                  limiter acquire may have spent its tokens; a put may
+ *                  have replaced the body.
+ *   WK_EIO, WK_ETIMEDOUT
+ *                  for a WRITE: it was not sent (or met NOSCRIPT and was
+ *                  cut off before its re-send), so it did not run. For a
+ *                  READ: no result (the read may have been sent).
+ *   other codes    the server answered: WK_EREDIS (an error reply),
+ *                  WK_ECORRUPT / WK_EPROTO (a reply that does not parse).
+ * Re-sending: a query answered NOSCRIPT did not run and is re-sent as EVAL;
+ * a retry-safe query (WK_QUERY_RETRY_SAFE: pure reads) whose reply was lost
+ * to a dropped connection is re-sent once on a new connection; writes are
+ * never re-sent, because a second execution could undo what another client
+ * wrote in between.
  */
 #ifndef WAKUWAKU_DB_H
 #define WAKUWAKU_DB_H
@@ -65,8 +90,13 @@ typedef struct wk_db_options {
  *         (at most errlen bytes, NUL-terminated). Passwords never appear.
  *
  * Returns WK_OK; WK_EINVAL (bad URL or option), WK_EIO (cannot connect),
- * WK_ETIMEDOUT, WK_EAUTH (AUTH refused), WK_EREDIS (SELECT refused),
- * WK_ENOMEM. Close the handle with wk_db_close().
+ * WK_ETIMEDOUT (connected, but no answer in time), WK_EAUTH (AUTH refused,
+ * or the server requires a password and none was given), WK_EPROTO (the
+ * peer is not a Redis server, or runs Redis older than 6.0 — the message
+ * names the version), WK_EREDIS (SELECT or CLIENT SETNAME refused),
+ * WK_ENOMEM. A user whose ACL forbids HELLO is checked with PING instead
+ * (its server's version is then not checked). Close the handle with
+ * wk_db_close().
  */
 WK_API int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
 

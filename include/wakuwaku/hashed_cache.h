@@ -105,7 +105,8 @@ WK_API int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcac
  *         before the query is sent, also in a batch).
  *
  * Returns WK_OK, WK_EINVAL (bad argument, len > WK_BODY_MAX), WK_EDENIED,
- * or a connection / server error. WRITE effect; retry-safe (idempotent).
+ * or a connection / server error. WRITE effect; NOT retry-safe (as
+ * wk_cache_put(): a lost reply is WK_EUNKNOWN, nothing is re-sent).
  */
 WK_API int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name,
                                const void *body, size_t len, uint8_t hash[WK_HASH_LEN]);

@@ -96,7 +96,7 @@ typedef struct wk_query wk_query;
 typedef int (*wk_parse_fn)(const wk_query *query, const wk_reply *reply, wk_diag *diag);
 
 /* Query flags */
-#define WK_QUERY_RETRY_SAFE (1u << 0)   /* may be re-sent once after the connection drops */
+#define WK_QUERY_RETRY_SAFE (1u << 0)   /* may be re-sent once after a dropped connection */
 #define WK_QUERY_PARSE_ERRORS (1u << 1) /* error replies go to the parser, not WK_EREDIS */
 
 /*
@@ -118,10 +118,12 @@ typedef int (*wk_parse_fn)(const wk_query *query, const wk_reply *reply, wk_diag
  *             query's business).
  *
  * Retry safety: a query may be sent twice only if a second execution
- * cannot change the outcome or the data: pure READs, and writes that set
- * the same value again (cache put). Lock acquire, release, extend and
- * limiter acquire are NOT retry-safe: after a drop in the middle they
- * report WK_EUNKNOWN ("the outcome is unknown") instead.
+ * cannot change the data or another client's view of it: pure READs. No
+ * built-in write is retry-safe — not even a cache put, since a re-send
+ * after a lost reply could overwrite a newer value another client wrote in
+ * between. A write whose reply is lost reports WK_EUNKNOWN ("the outcome
+ * is unknown"); see wakuwaku/db.h, OUTCOMES. Setting the flag on your own
+ * write is a promise that a second run is harmless whatever others did.
  */
 struct wk_query {
     const char *name;

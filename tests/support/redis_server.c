@@ -42,7 +42,9 @@ static bool answers_ping(int port)
     bool ok = false;
     if (c && !c->err) {
         redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
+        /* A server with requirepass answers NOAUTH: it is up. */
+        ok = r && (r->type == REDIS_REPLY_STATUS ||
+                   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
         if (r)
             freeReplyObject(r);
     }

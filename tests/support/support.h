@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
@@ -52,6 +53,39 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd);
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
  * (up to 16 live). */
 const char *wk_test_ns(const char *prefix);
+
+/* A loopback TCP proxy in front of a redis-server (tests/support/proxy.c),
+ * to lose a reply at an exact point. */
+typedef struct wk_test_proxy wk_test_proxy;
+/* Start a proxy to 127.0.0.1:target_port on a free port; 0 or -1. */
+int wk_test_proxy_start(wk_test_proxy **out, int target_port);
+void wk_test_proxy_stop(wk_test_proxy *p);
+/* "redis://127.0.0.1:<proxy port>" */
+const char *wk_test_proxy_url(const wk_test_proxy *p);
+/* The next bytes the server sends (a reply to a command that reached it
+ * and ran) are discarded; then on_drop(arg) runs (may be NULL) on the
+ * proxy's thread, and that connection is closed on both sides. */
+void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), void *arg);
+/* How many replies were dropped so far. */
+int wk_test_proxy_drops(const wk_test_proxy *p);
+
+/* A fake peer that is not Redis (tests/support/fake_peer.c): the first
+ * command read gets `first` (NULL: `reply`), every later one `reply`. */
+typedef struct wk_test_peer {
+    int listen_fd;
+    char url[64];
+    const char *first, *reply;
+    size_t first_len, reply_len;
+    pthread_t thread;
+} wk_test_peer;
+int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, const char *reply,
+                       size_t reply_len);
+void wk_test_peer_stop(wk_test_peer *p);
+/* What Redis 7.0 answers to HELLO 2: the handshake of wk_db_open. */
+#define WK_TEST_HELLO_REPLY                                                                  \
+    "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"          \
+    "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"        \
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
 
 /* Sleep for ms milliseconds. */
 void wk_test_sleep_ms(int ms);

@@ -1,0 +1,59 @@
+/*
+ * core/exchange.h — the one mechanism every query goes through: a single
+ * query is an exchange of one, a batch an exchange of many. Not installed.
+ *
+ * Each query has one state, and the state alone decides what its status
+ * means (docs/GUARANTEES.md, "Outcomes"):
+ *
+ *   UNSENT   not written — or answered NOSCRIPT, so it did not run. It may
+ *            be sent (again) on this or a new connection; if the exchange
+ *            ends first, its status is the connection's (WK_EIO,
+ *            WK_ETIMEDOUT, …): it did not run.
+ *   SENT     written (the kernel took all its bytes), no reply yet.
+ *   REPLIED  its reply was parsed, or it was refused before sending: the
+ *            status is the query's own outcome.
+ *   LOST     written, and the reply never came (connection lost, timeout,
+ *            garbage). A write is WK_EUNKNOWN: it may or may not have run.
+ *            A read has the connection's status — and a retry-safe query is
+ *            sent once more on a new connection after a dropped one (not
+ *            after a timeout: a stalled server would only stall again).
+ */
+#ifndef WK_CORE_EXCHANGE_H
+#define WK_CORE_EXCHANGE_H
+
+#include "core/db_internal.h"
+
+typedef enum wk__qstate { WK__UNSENT, WK__SENT, WK__REPLIED, WK__LOST } wk__qstate;
+
+typedef struct wk__slot {
+    unsigned char state; /* wk__qstate */
+    bool writes;         /* its effect writes (set by the owner) */
+    bool as_eval;        /* answered NOSCRIPT: send as EVAL, which loads it */
+    bool resent;         /* re-sent once already after a lost reply */
+    int status;
+    size_t end;          /* where its command ends in the bytes being written */
+} wk__slot;
+
+typedef struct wk__exchange {
+    wk_db *db;
+    wk__slot *slots;
+    size_t count;
+    /* The query of slot i; valid until the next call (a batch rebuilds it
+     * over its own buffer). */
+    const wk_query *(*query)(void *ctx, size_t i);
+    void *ctx;
+    /* The first round's commands, already formatted (a batch formats them
+     * while queuing; slot.end set), or NULL to format here. */
+    const char *prepared;
+    size_t prepared_len;
+} wk__exchange;
+
+/*
+ * Run every slot to REPLIED or a final status. Returns WK_OK when every
+ * query succeeded; otherwise the status of the first query the connection
+ * failed (LOST or not sent) if any, else of the first failed query, with
+ * the detail on the handle.
+ */
+int wk__exchange_run(wk__exchange *x);
+
+#endif /* WK_CORE_EXCHANGE_H */
