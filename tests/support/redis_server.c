@@ -83,7 +83,7 @@ static int spawn(wk_test_server *s, const char *const *config)
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(127);
         /* A test that dies (failed assertion, crash) takes its server along. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* SIGTERM stays pending in a SIGSTOPped server */
         execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
