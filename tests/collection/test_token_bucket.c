@@ -930,8 +930,8 @@ static tb_params random_params(uint64_t *s)
     p.capacity = floor(pow(10, decades));
     if (p.capacity < 1)
         p.capacity = 1;
-    if (rng_below(s, 8) == 0)
-        p.capacity += 0.5;
+    if (rng_below(s, 8) == 0 && p.capacity < 0x1p49)
+        p.capacity += 0.5; /* still n / 2^k with n ≤ 2^50 */
     if (rng_below(s, 4) == 0)
         p.period_ms = (int64_t)rng_below(s, 10000000) + 1;
     else
@@ -1127,5 +1127,129 @@ Test(token_bucket, unrepresentable_parameters_are_refused)
         wk_token_bucket_outcome o = acquire(db, &e, "x", 1);
         cr_assert_eq(o.allowed, good[i].capacity >= 1, "case %zu", i);
     }
+    wk_db_close(db);
+}
+
+/* 10^15 tokens at 1 per 3 ms: capacity × 3 exceeds 2^50, so the refill
+ * comes as 1 whole token every 3 ms counted from the stored ts. The hints
+ * stay exact on those steps, and the stored state still means "tokens at
+ * ts" to a reader that refills continuously (the Rust crate). */
+Test(token_bucket, stepped_refill_keeps_hints_exact)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbstep"), 1e15, 1, 3);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "s");
+    cr_assert(acquire(db, &e, "s", 1000000000000000).allowed);
+    /* Park ts a minute ahead: no refill, so the numbers are known. */
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
+    wk_token_bucket_outcome o = acquire(db, &e, "s", 1);
+    cr_assert_not(o.allowed, "a drained bucket of 10^15 has no token to give");
+    cr_assert_eq(o.retry_after_ms, 3, "one token is one step: %lld", (long long)o.retry_after_ms);
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
+    cr_assert_eq(acquire(db, &e, "s", 5).retry_after_ms, 15);
+    /* 2 ms into a step: nothing yet (when the server's ms did not move on
+     * meanwhile, which the check afterwards tells). */
+    int64_t now = server_ms(raw);
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts %lld", key, (long long)now - 2));
+    o = acquire(db, &e, "s", 1);
+    if (server_ms(raw) == now)
+        cr_assert_not(o.allowed, "2 ms of a 3 ms step give nothing yet");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts %lld", key, (long long)server_ms(raw) - 30));
+    o = acquire(db, &e, "s", 10);
+    cr_assert(o.allowed, "30 ms = 10 steps = 10 tokens");
+    /* A continuous reader's view of the stored state: at least ours, less
+     * than one step more. */
+    wk_token_bucket_state st = peek(db, &e, "s");
+    double tokens = field(raw, key, "tokens");
+    double ts = field(raw, key, "ts");
+    int64_t t = server_ms(raw);
+    cr_assert_eq(tokens, floor(tokens), "whole tokens at a step boundary: %.17g", tokens);
+    cr_assert_leq(ts, (double)t);
+    double continuous = tokens + ((double)t - ts) / 3;
+    cr_assert(continuous >= st.tokens && continuous < st.tokens + 1 + ((double)t - ts) / 3,
+              "continuous %.17g vs stepped %.17g", continuous, st.tokens);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* What the Rust crate's acquire does, written for this test from its
+ * documented behaviour: continuous refill in doubles, tokens and ts = now
+ * always written back, expiry = time until full. ARGV: capacity, tokens
+ * per period, period in µs, cost. Returns {allowed, retry_ms, floor}. */
+static const char crate_acquire[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local cap, per, us, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),"
+    " tonumber(ARGV[4])\n"
+    "local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')\n"
+    "local tokens, ts = tonumber(s[1]), tonumber(s[2])\n"
+    "if not tokens or not ts then tokens, ts = cap, now end\n"
+    "tokens = math.min(cap, tokens + math.max(now - ts, 0) * 1000 * per / us)\n"
+    "if cost > cap then return {0, -1, math.floor(tokens)} end\n"
+    "local ok, retry = 0, 0\n"
+    "if tokens >= cost then tokens = tokens - cost; ok = 1\n"
+    "else retry = math.ceil((cost - tokens) * us / per / 1000) end\n"
+    "redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)\n"
+    "redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((cap - tokens) * us / per / 1000), 1))\n"
+    "return {ok, retry, math.floor(tokens)}\n";
+
+static long long crate_call(redisContext *raw, const char *key, long long cost, long long *retry)
+{
+    /* capacity 10, 1 token per 100 ms */
+    redisReply *r = wk_test_cmd(raw, "EVAL %s 1 %s 10 1 100000 %lld", crate_acquire, key, cost);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    long long ok = r->element[0]->integer;
+    *retry = r->element[1]->integer;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* A C and a Rust service sharing one bucket: each reads what the other
+ * wrote, neither sees a corrupted key, and together they stay inside the
+ * bucket's bound. */
+Test(token_bucket, shares_a_bucket_with_the_rust_crate)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbrust"), 10, 1, 100);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "shared");
+    int64_t t0 = server_ms(raw);
+    long long given = 0, retry;
+    wk_token_bucket_outcome o = acquire(db, &e, "shared", 4);
+    cr_assert(o.allowed);
+    given += 4;
+    cr_assert(crate_call(raw, key, 3, &retry), "the crate reads our 6 tokens");
+    given += 3;
+    /* The crate wrote a refilled, fractional count at its own now. */
+    double rust_tokens = field(raw, key, "tokens");
+    cr_assert(rust_tokens >= 3 && rust_tokens < 4, "crate left %.17g", rust_tokens);
+    wk_token_bucket_state st = peek(db, &e, "shared");
+    cr_assert(st.tokens >= 3 && st.tokens < 3.5, "we read the crate's %.17g as %.17g", rust_tokens,
+              st.tokens);
+    o = acquire(db, &e, "shared", 3);
+    cr_assert(o.allowed);
+    given += 3;
+    o = acquire(db, &e, "shared", 2);
+    cr_assert_not(o.allowed, "about 0.x tokens left");
+    cr_assert(o.retry_after_ms > 100 && o.retry_after_ms <= 200, "retry %lld",
+              (long long)o.retry_after_ms);
+    cr_assert_not(crate_call(raw, key, 2, &retry), "the crate agrees");
+    cr_assert(retry > 100 && retry <= 200, "the crate's retry %lld", retry);
+    /* Take turns until both are refused, then check the bound. */
+    for (int i = 0; i < 40; i++) {
+        wk_test_sleep_ms(10);
+        if (i % 2)
+            given += crate_call(raw, key, 1, &retry);
+        else
+            given += acquire(db, &e, "shared", 1).allowed;
+    }
+    int64_t t1 = server_ms(raw);
+    double bound = 10 + (double)(t1 - t0) / 100 + 1;
+    cr_assert((double)given <= bound, "%lld given in %lld ms, bound %.2f", given,
+              (long long)(t1 - t0), bound);
+    redisFree(raw);
     wk_db_close(db);
 }
