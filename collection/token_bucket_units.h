@@ -44,6 +44,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define WK__TB_CAP_MAX (UINT64_C(1) << 50)   /* capacity × unit */
 #define WK__TB_EXACT_MAX (UINT64_C(1) << 53) /* largest integer every double below holds */
@@ -75,6 +76,18 @@ static inline uint64_t wk__tb_gcd(uint64_t a, uint64_t b)
     return a;
 }
 
+/* The shortest "%g" spelling of x that reads back as x ("0.1", not
+ * "0.10000000000000001"), for messages. */
+static inline const char *wk__tb_num_text(double x, char buf[32])
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    return buf;
+}
+
 /* x (> 0, finite) = *m × 2^*e exactly, *m odd. */
 static inline void wk__tb_split(double x, uint64_t *m, int *e)
 {
@@ -99,13 +112,14 @@ static inline int wk__tb_units_derive(double capacity, double rate, int64_t peri
     /* capacity = cw / 2^sc, cw whole ≤ 2^50 */
     uint64_t mc, cw;
     int ec;
+    char text[32];
     wk__tb_split(capacity, &mc, &ec);
     unsigned sc = ec < 0 ? (unsigned)-ec : 0;
     if (ec >= 0 ? (ec > 50 || mc > (WK__TB_CAP_MAX >> ec)) : (sc > 50 || mc > WK__TB_CAP_MAX)) {
         snprintf(why, why_len,
-                 "capacity %.17g is not n/2^k with whole n <= 2^50 and k <= 50: use a whole "
+                 "capacity %s is not n/2^k with whole n <= 2^50 and k <= 50: use a whole "
                  "number up to 2^50 = 1125899906842624 or a binary fraction such as 2.5",
-                 capacity);
+                 wk__tb_num_text(capacity, text));
         return WK__TB_BAD_CAPACITY;
     }
     cw = ec >= 0 ? mc << ec : mc;
@@ -138,10 +152,10 @@ static inline int wk__tb_units_derive(double capacity, double rate, int64_t peri
     uint64_t n = num / g, d = den / g;
     if (!num || !den || d > WK__TB_EXACT_MAX) {
         snprintf(why, why_len,
-                 "rate %.17g per %lld ms is not exact: rate / period_ms must reduce to n/d "
+                 "rate %s per %lld ms is not exact: rate / period_ms must reduce to n/d "
                  "tokens per ms with d <= 2^53 (use a whole number or a binary fraction, e.g. "
                  "rate 1 per period 10000 ms for 0.1 per 1000 ms)",
-                 rate, (long long)period_ms);
+                 wk__tb_num_text(rate, text), (long long)period_ms);
         return WK__TB_BAD_RATE;
     }
 
