@@ -3,7 +3,10 @@
  * real redis-server: accuracy under contention across processes, retry
  * hints that hold, expiry of idle names, a peek that writes nothing,
  * precision at 100,000 tokens/s and at 1 token/hour, server clock jumps,
- * corrupted keys and invalid arguments.
+ * corrupted keys and invalid arguments; exactness (no admission creates
+ * tokens: a seeded property test over capacities up to 10^15), the
+ * parameters the exact arithmetic refuses, and a bucket shared with the
+ * Rust crate.
  *
  * Long waits (an hour of refill) are simulated by moving the stored `ts`
  * back with a raw HSET, which is exactly what elapsed server time does.
@@ -15,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collection/token_bucket_units.h" /* private: the units, for known answers */
 #include "redis_fixture.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -1252,4 +1256,59 @@ Test(token_bucket, shares_a_bucket_with_the_rust_crate)
               (long long)(t1 - t0), bound);
     redisFree(raw);
     wk_db_close(db);
+}
+
+/* ---- the units of the exact arithmetic (known answers) -------------------- */
+
+/* Worked by hand from the rule in collection/token_bucket_units.h. */
+Test(token_bucket, exact_units_known_answers)
+{
+    static const struct {
+        double capacity, rate;
+        int64_t period_ms;
+        uint64_t unit, cap, step_units, step_ms;
+    } kat[] = {
+        /* 1/3000 per ms: units of 1/3000 token, 1 per ms */
+        {20, 1, 3000, 3000, 60000, 1, 1},
+        /* 2.5 = 5/2, 0.5/1000 = 1/2000 per ms */
+        {2.5, 0.5, 1000, 2000, 5000, 1, 1},
+        /* 0.5 = 1/2, 2.5/250 = 1/100 per ms */
+        {0.5, 2.5, 250, 100, 50, 1, 1},
+        {7, 7, 1000, 1000, 7000, 7, 1},
+        {1, 1, 3600000, 3600000, 3600000, 1, 1},
+        /* 100 per ms: whole tokens */
+        {100000, 100000, 1000, 1, 100000, 100, 1},
+        /* 10^15 × 3 > 2^50: whole tokens, 1 every 3 ms */
+        {1e15, 1, 3, 1, 1000000000000000, 1, 3},
+        {1e15, 7, 1000, 1, 1000000000000000, 7, 1000},
+        /* 2^50 tokens, (2^50 - 1) per hour = 375299968947541 per 1.2e6 ms */
+        {1125899906842624.0, 1125899906842623.0, 3600000, 1, 1125899906842624,
+         375299968947541, 1200000},
+        /* two buckets per ms or more: full after every ms */
+        {5, 1e300, 1, 1, 5, 5, 1},
+        {0x1p-50, 1, 1000, UINT64_C(1) << 50, 1, 1, 1},
+        /* 2^49 + 0.5 = (2^50 + 1) / 2 > 2^50 units: refused below */
+    };
+    for (size_t i = 0; i < sizeof(kat) / sizeof(kat[0]); i++) {
+        wk__tb_units u;
+        char why[300] = "";
+        int rc = wk__tb_units_derive(kat[i].capacity, kat[i].rate, kat[i].period_ms, &u, why,
+                                     sizeof(why));
+        cr_assert_eq(rc, WK__TB_OK, "case %zu: %s", i, why);
+        cr_assert(u.unit == kat[i].unit && u.cap == kat[i].cap &&
+                      u.step_units == kat[i].step_units && u.step_ms == kat[i].step_ms,
+                  "case %zu: got unit %llu cap %llu step %llu per %llu ms", i,
+                  (unsigned long long)u.unit, (unsigned long long)u.cap,
+                  (unsigned long long)u.step_units, (unsigned long long)u.step_ms);
+        /* cap is capacity × unit exactly (the product is a whole number
+         * ≤ 2^50, so the double multiplication is exact when it holds). */
+        cr_assert_eq(kat[i].capacity * (double)u.unit, (double)u.cap, "case %zu", i);
+    }
+    wk__tb_units u;
+    char why[300];
+    cr_assert_eq(wk__tb_units_derive(562949953421312.5, 1, 1000, &u, why, sizeof(why)),
+                 WK__TB_BAD_CAPACITY);
+    cr_assert(strstr(why, "capacity 562949953421312.5"), "%s", why);
+    cr_assert_eq(wk__tb_units_derive(10, 0.1, 1000, &u, why, sizeof(why)), WK__TB_BAD_RATE);
+    cr_assert(strstr(why, "rate 0.1 per 1000 ms"), "%s", why);
 }
