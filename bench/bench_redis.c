@@ -13,6 +13,7 @@
  *   bench_redis --reps 7 --quick   # fewer operations per repetition
  *   bench_redis --scripts          # only the server-time table per script
  *   bench_redis --no-scripts       # only the library/raw table
+ *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
  *
  * Then, per Lua script of the library, the server's own time per call
@@ -300,9 +301,13 @@ static double timed(bench_ctx *c, op_fn fn, unsigned ops, unsigned step)
     return ops / (now_s() - t0);
 }
 
+static const char *case_filter; /* --case: a substring of the names to run */
+
 static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
                      unsigned batch_ops)
 {
+    if (case_filter && !strstr(bc->name, case_filter))
+        return;
     if (bc->setup)
         bc->setup(c);
     for (int mode = 0; mode < 2; mode++) {
@@ -347,10 +352,12 @@ int main(int argc, char **argv)
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
             scripts = false;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            case_filter = argv[++i];
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--callgrind N]\n",
+                    "[--case NAME] [--callgrind N]\n",
                     argv[0]);
             return 2;
         }
@@ -406,7 +413,7 @@ int main(int argc, char **argv)
             printf("\n");
         }
         if (scripts)
-            bench_scripts_run(&c, reps, quick ? 64 * 10 : 64 * 25);
+            bench_scripts_run(&c, reps, quick ? 64 * 10 : 64 * 25, case_filter);
     }
     redisFree(c.raw);
     wk_batch_close(c.batch);

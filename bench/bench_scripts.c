@@ -759,7 +759,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void bench_scripts_run(bench_ctx *c, int reps, unsigned n)
+void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter)
 {
     printf("Server time per script call (INFO commandstats: cmdstat_evalsha usec / calls,\n"
            "%u calls in batches of 64 after CONFIG RESETSTAT, median of %d runs per side)\n\n",
@@ -771,7 +771,9 @@ void bench_scripts_run(bench_ctx *c, int reps, unsigned n)
     for (size_t i = 0; i < sizeof(script_cases) / sizeof(script_cases[0]); i++) {
         const script_case *sc = &script_cases[i];
         if (sc->setup)
-            sc->setup(c);
+            sc->setup(c); /* always: later cases rely on their group's setup */
+        if (filter && !strstr(sc->script, filter))
+            continue;
         server_usec(c, sc, true, n); /* warm-up: scripts loaded, keys there */
         server_usec(c, sc, false, n);
         double lib[32], min[32];

@@ -36,9 +36,8 @@
  * Shared prologue. KEYS[1] = the bucket. ARGV[1..4] = unit, cap, step
  * units, step ms (token_bucket_units.h). Leaves `now` (server ms), `x`
  * (units in the bucket now), `ts` (the step boundary x counts from: now
- * when full or when the clock went back), `back` (the server clock is
- * behind the stored ts) and `full` (ms until full, saturating at 2^53).
- * A corrupted key returns {'corrupt', why}.
+ * when full or when the clock went back) and `back` (the server clock is
+ * behind the stored ts). A corrupted key returns {'corrupt', why}.
  */
 #define TB_PROLOGUE                                                                        \
     "local U, CU, A, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), "        \
@@ -72,7 +71,7 @@
     "  return {'corrupt', 'a hash without the fields tokens and ts'}\n"                    \
     "end\n"
 
-/* full = ms until x reaches CU; appended once x is final. */
+/* full = ms until x reaches CU (saturating at 2^53), once x is final. */
 #define TB_FULL                                                                            \
     "local full = 0\n"                                                                     \
     "if x < CU then\n"                                                                     \

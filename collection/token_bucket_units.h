@@ -58,12 +58,16 @@ enum { WK__TB_OK = 0, WK__TB_BAD_CAPACITY = 1, WK__TB_BAD_RATE = 2 };
 
 static inline unsigned wk__tb_ctz(uint64_t x) /* x != 0 */
 {
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(x);
+#else
     unsigned n = 0;
     while (!(x & 1)) {
         x >>= 1;
         n++;
     }
     return n;
+#endif
 }
 
 static inline uint64_t wk__tb_gcd(uint64_t a, uint64_t b)
