@@ -31,6 +31,15 @@ typedef struct bench_case {
 
 extern const bench_case bench_more_cases[];
 extern const size_t bench_more_cases_count;
+/* The limiter and hashed revalidation against raw hiredis sending the
+ * smallest scripts doing the same job (bench_scripts.c). */
+extern const bench_case bench_minimal_cases[];
+extern const size_t bench_minimal_cases_count;
+
+/* The server-time table: every library script next to its minimal
+ * counterpart, `n` calls per run, median of `reps` (bench_scripts.c);
+ * `filter` (may be NULL): only scripts whose name contains it. */
+void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter);
 
 /* Exit with the handle's message unless rc is WK_OK. */
 void bench_check(int rc, bench_ctx *c, const char *what);

@@ -11,7 +11,14 @@
  *   bench_redis                    # start a redis-server, run every case
  *   bench_redis --url redis://…    # use a running server instead
  *   bench_redis --reps 7 --quick   # fewer operations per repetition
+ *   bench_redis --scripts          # only the server-time table per script
+ *   bench_redis --no-scripts       # only the library/raw table
+ *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
+ *
+ * Then, per Lua script of the library, the server's own time per call
+ * (INFO commandstats) next to the smallest script doing the same job
+ * (bench_scripts.c).
  *
  * Not a test: the machines are shared and noisy; read ratios, not times.
  */
@@ -294,9 +301,13 @@ static double timed(bench_ctx *c, op_fn fn, unsigned ops, unsigned step)
     return ops / (now_s() - t0);
 }
 
+static const char *case_filter; /* --case: a substring of the names to run */
+
 static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
                      unsigned batch_ops)
 {
+    if (case_filter && !strstr(bc->name, case_filter))
+        return;
     if (bc->setup)
         bc->setup(c);
     for (int mode = 0; mode < 2; mode++) {
@@ -317,7 +328,7 @@ static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_
             }
         }
         double l = median(lib_rate, reps), w = median(raw_rate, reps);
-        printf("| %-36s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
+        printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
                mode ? "batch 64" : "sequential", l, w, l / w);
         fflush(stdout);
     }
@@ -327,7 +338,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false;
+    bool quick = false, table = true, scripts = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -337,8 +348,16 @@ int main(int argc, char **argv)
             callgrind_ops = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--scripts"))
+            table = false;
+        else if (!strcmp(argv[i], "--no-scripts"))
+            scripts = false;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            case_filter = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--url URL] [--reps N] [--quick] [--callgrind N]\n",
+            fprintf(stderr,
+                    "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
+                    "[--case NAME] [--callgrind N]\n",
                     argv[0]);
             return 2;
         }
@@ -378,15 +397,23 @@ int main(int argc, char **argv)
             lock_seq_lib(&c, (unsigned)i);
     } else {
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
-        printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(), reps);
-        printf("| %-36s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
-               "ratio");
-        printf("|%s|%s|%s|%s|%s|\n", "--------------------------------------", "------------",
-               "------------", "------------", "-------");
-        for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
-            run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
-        for (size_t i = 0; i < bench_more_cases_count; i++)
-            run_case(&c, &bench_more_cases[i], reps, seq_ops, batch_ops);
+        if (table) {
+            printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
+                   reps);
+            printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
+                   "ratio");
+            printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------",
+                   "------------", "------------", "------------", "-------");
+            for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
+                run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
+            for (size_t i = 0; i < bench_more_cases_count; i++)
+                run_case(&c, &bench_more_cases[i], reps, seq_ops, batch_ops);
+            for (size_t i = 0; i < bench_minimal_cases_count; i++)
+                run_case(&c, &bench_minimal_cases[i], reps, seq_ops, batch_ops);
+            printf("\n");
+        }
+        if (scripts)
+            bench_scripts_run(&c, reps, quick ? 64 * 10 : 64 * 25, case_filter);
     }
     redisFree(c.raw);
     wk_batch_close(c.batch);

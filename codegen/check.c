@@ -11,7 +11,8 @@
  *   - identifiers valid, keywords escaped (names.h); no duplicate ids;
  *     no two constructs generating the same C name;
  *   - kinds, name types, field types known; records exist;
- *   - TTL and period > 0; capacity and rate > 0 and finite;
+ *   - TTL and period > 0; capacity and rate > 0 and finite, and exactly
+ *     representable by the limiter (collection/token_bucket_units.h);
  *   - namespaces without ':', '{' or '}' (they would alias other
  *     namespaces' keys), and no two entities of one kind in one namespace
  *     (they would share keys);
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../collection/token_bucket_units.h"
 #include "names.h"
 #include "schema.h"
 
@@ -716,19 +718,31 @@ static void parse_entity(ctx *c, const json_value *v, const char *path, entity *
     if (kind_ok && kind_info(e->kind)->has_ttl && (m = member(v, "ttl")))
         good = get_duration(c, m->value, path_key(c, path, "ttl"), "ttl", &e->ttl_ms) && good;
     if (kind_ok && kind_info(e->kind)->has_bucket) {
-        if ((m = member(v, "capacity")))
-            good = get_positive(c, m->value, path_key(c, path, "capacity"), "capacity",
-                                &e->capacity, &e->capacity_text) &&
-                   good;
-        if ((m = member(v, "rate")))
-            good = get_positive(c, m->value, path_key(c, path, "rate"), "rate", &e->rate,
-                                &e->rate_text) &&
-                   good;
+        const json_member *mcap = member(v, "capacity"), *mrate = member(v, "rate");
+        bool cap_ok = mcap && get_positive(c, mcap->value, path_key(c, path, "capacity"),
+                                           "capacity", &e->capacity, &e->capacity_text);
+        bool rate_ok = mrate && get_positive(c, mrate->value, path_key(c, path, "rate"), "rate",
+                                             &e->rate, &e->rate_text);
+        bool period_ok = true;
         e->period_ms = 1000;
         if ((m = member(v, "period")))
-            good = get_duration(c, m->value, path_key(c, path, "period"), "period",
-                                &e->period_ms) &&
-                   good;
+            period_ok = get_duration(c, m->value, path_key(c, path, "period"), "period",
+                                     &e->period_ms);
+        good = good && (cap_ok || !mcap) && (rate_ok || !mrate) && period_ok;
+        /* The limiter's exact arithmetic refuses what it cannot represent
+         * (collection/token_bucket_units.h): so does the generator. */
+        if (cap_ok && rate_ok && period_ok) {
+            wk__tb_units units;
+            char why[300];
+            int bad = wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &units, why,
+                                          sizeof(why));
+            if (bad) {
+                bool cap = bad == WK__TB_BAD_CAPACITY;
+                diag_error(c->d, (cap ? mcap : mrate)->value->pos,
+                           path_key(c, path, cap ? "capacity" : "rate"), "%s", why);
+                good = false;
+            }
+        }
     }
     *ok = good;
 }

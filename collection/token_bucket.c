@@ -2,135 +2,148 @@
  * collection/token_bucket.c — TokenBucket: a rate limiter in one Redis hash
  * {tokens, ts}, refilled by the server clock inside Lua scripts.
  *
- * Numbers cross the wire without decimal text in either direction, so
- * neither precision nor the process's locale can bend them: a double goes
- * as two integers, a 53-bit mantissa and a binary exponent (frexp/ldexp
- * on both sides), and every integer the scripts return is ≤ 2^53, which
- * Redis converts from a Lua number to an integer reply exactly. Only the
- * stored `tokens` field is decimal ("%.17g", formatted by the server), as
- * the Rust crate reads it.
+ * EXACT ARITHMETIC. The scripts count in whole units of 1/unit token and
+ * whole ms, with every value an integer ≤ 2^53 (exact in Lua's doubles),
+ * so no admission rounds anything up and none creates tokens
+ * (collection/token_bucket_units.h derives the units and says which
+ * parameters are accepted). Refill arrives as step_units every step_ms,
+ * counted from the stored ts: step_ms is 1 — refill exact to the ms —
+ * unless capacity × (denominator of rate/period) exceeds 2^50, and then
+ * the smallest whole number of ms that refills a whole number of units.
+ * An update stores ts at the last step boundary (≤ now) rather than at
+ * now, so the refill of the part-step since is kept, not rounded away.
+ *
+ * THE FIELDS stay what the Rust crate reads and writes: `tokens` is the
+ * token count (units / unit, written by the server as "%.17g", so it
+ * reads back as exactly the double nearest units / unit, which the
+ * script turns back into the same units) and `ts` the whole server ms it
+ * was counted at. A value not of that form (written by the crate or with
+ * other parameters) is rounded DOWN to whole units. Integers cross the
+ * wire in decimal and are ≤ 2^53 both ways; no double does.
  */
 #include <math.h>
 
 #include <wakuwaku/token_bucket.h>
 
 #include "collection/common.h"
+#include "collection/token_bucket_units.h"
 
 /* ------------------------------------------------------------------------
  * Scripts
  * ---------------------------------------------------------------------- */
 
 /*
- * Shared prologue. KEYS[1] = the bucket. ARGV[1..5] = capacity (mantissa,
- * exponent), rate (mantissa, exponent), period ms. Leaves `now`, the
- * refilled `tokens`, `back` (the server clock went back since ts), `eps`,
- * and helpers: ms(n) = ms until n more tokens (ceil, saturating), whole(n)
- * = floor of n tokens (tolerating eps), and ret(n) = n as {mantissa,
- * exponent}. A corrupted key returns {'corrupt', why}.
+ * Shared prologue. KEYS[1] = the bucket. ARGV[1..4] = unit, cap, step
+ * units, step ms (token_bucket_units.h). Leaves `now` (server ms), `x`
+ * (units in the bucket now), `ts` (the step boundary x counts from: now
+ * when full or when the clock went back) and `back` (the server clock is
+ * behind the stored ts). A corrupted key returns {'corrupt', why}.
  */
 #define TB_PROLOGUE                                                                        \
-    "local cap = math.ldexp(tonumber(ARGV[1]), tonumber(ARGV[2]))\n"                       \
-    "local rate = math.ldexp(tonumber(ARGV[3]), tonumber(ARGV[4]))\n"                      \
-    "local period = tonumber(ARGV[5])\n"                                                   \
-    "local SAT = 9007199254740992\n"                                                       \
+    "local U, CU, A, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), "        \
+    "tonumber(ARGV[4])\n"                                                                  \
     "local t = redis.call('TIME')\n"                                                       \
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"              \
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                  \
     "local h = redis.pcall('HMGET', KEYS[1], 'tokens', 'ts')\n"                            \
     "if h.err then return {'corrupt', h.err} end\n"                                        \
-    "local tokens, ts = cap, now\n"                                                        \
+    "local x, ts, back = CU, now, false\n"                                                 \
     "if h[1] or h[2] then\n"                                                               \
-    "  tokens, ts = tonumber(h[1]), tonumber(h[2])\n"                                      \
-    "  if not tokens or tokens ~= tokens or tokens < 0 or tokens == math.huge then\n"      \
+    "  local v, s = tonumber(h[1]), tonumber(h[2])\n"                                      \
+    "  if not (v and v >= 0 and v < math.huge) then\n"                                     \
     "    return {'corrupt', 'field tokens is missing or not a number >= 0'}\n"             \
     "  end\n"                                                                              \
-    "  if not ts or ts ~= ts or ts == math.huge or ts == -math.huge then\n"                \
+    "  if not (s and s > -math.huge and s < math.huge) then\n"                             \
     "    return {'corrupt', 'field ts is missing or not a finite number'}\n"               \
     "  end\n"                                                                              \
+    /* ours: exactly the double nearest x / U; anything else: round down */                \
+    "  x = math.floor(v * U + 0.5)\n"                                                      \
+    "  if x / U ~= v then x = math.floor(v * U) end\n"                                     \
+    "  ts = math.ceil(s)\n"                                                                \
+    "  if now < ts then back = true; ts = now\n"                                           \
+    "  elseif x < CU then\n"                                                               \
+    "    local e = now - ts\n"                                                             \
+    "    local n = math.floor(e / B)\n"                                                    \
+    "    if e >= 9007199254740992 or n >= math.ceil((CU - x) / A) then x = CU\n"          \
+    "    else x = x + n * A; ts = ts + n * B end\n"                                        \
+    "  end\n"                                                                              \
+    "  if x >= CU then x = CU; ts = now end\n"                                             \
     "elseif redis.call('EXISTS', KEYS[1]) == 1 then\n"                                     \
     "  return {'corrupt', 'a hash without the fields tokens and ts'}\n"                    \
-    "end\n"                                                                                \
-    "local back = now < ts\n"                                                              \
-    "if not back then tokens = math.min(cap, tokens + (now - ts) * rate / period) end\n"   \
-    "if tokens > cap then tokens = cap end\n"                                              \
-    "local eps = cap * 1e-13\n"                                                            \
-    "local function ms(n)\n"                                                               \
-    "  if n <= 0 then return 0 end\n"                                                      \
-    "  local v = math.ceil(n * period / rate)\n"                                           \
-    "  if v > SAT then v = SAT end\n"                                                      \
-    "  return v\n"                                                                         \
-    "end\n"                                                                                \
-    "local function whole(n)\n"                                                            \
-    "  local v = math.floor(n + eps)\n"                                                    \
-    "  if v > cap then v = math.floor(cap) end\n"                                          \
-    "  if v > SAT then v = SAT end\n"                                                      \
-    "  return v\n"                                                                         \
+    "end\n"
+
+/* full = ms until x reaches CU (saturating at 2^53), once x is final. */
+#define TB_FULL                                                                            \
+    "local full = 0\n"                                                                     \
+    "if x < CU then\n"                                                                     \
+    "  full = math.ceil((CU - x) / A) * B\n"                                               \
+    "  if full >= 9007199254740992 then full = 9007199254740992 else full = full - (now - ts) end\n" \
     "end\n"
 
 /*
- * acquire: ARGV[6] = cost. Returns {allowed, remaining, retry_ms, full_ms,
- * tokens mantissa, tokens exponent}. Writes only when it takes tokens or
- * when the clock went back (to restart refill from now); a bucket left
- * full loses its key.
+ * acquire: ARGV[5] = cost in units, -1 when it exceeds the capacity.
+ * Returns {allowed, whole tokens left, retry_ms, full_ms}. Writes only
+ * when it takes tokens or when the clock went back (to restart refill
+ * from now); a bucket left full loses its key, and the key expires at the
+ * server time the bucket is full again (PEXPIREAT: the same clock as
+ * TIME, never earlier).
  */
 static const wk_script acquire_script = {
     "token_bucket.acquire",
     TB_PROLOGUE
-    "local cost = tonumber(ARGV[6])\n"
+    "local cost = tonumber(ARGV[5])\n"
     "local allowed, retry = 0, 0\n"
-    "if cost > cap then retry = -1\n"
-    "elseif tokens + eps >= cost then allowed = 1; tokens = math.max(0, tokens - cost)\n"
-    "else retry = math.max(1, ms(cost - tokens)) end\n"
-    "local full = ms(cap - tokens)\n"
+    "if cost < 0 then retry = -1\n"
+    "elseif x >= cost then allowed = 1; x = x - cost\n"
+    "else\n"
+    "  retry = math.ceil((cost - x) / A) * B\n"
+    "  if retry >= 9007199254740992 then retry = 9007199254740992 else retry = retry - (now - ts) end\n"
+    "end\n"
+    TB_FULL
     "if allowed == 1 or back then\n"
     "  if full > 0 then\n"
-    "    redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens),\n"
-    "               'ts', string.format('%.0f', now))\n"
-    "    redis.call('PEXPIRE', KEYS[1], string.format('%.0f', full))\n"
+    "    redis.call('HSET', KEYS[1], 'tokens', x / U, 'ts', ts)\n"
+    "    redis.call('PEXPIREAT', KEYS[1], now + full)\n"
     "  else\n"
     "    redis.call('DEL', KEYS[1])\n"
     "  end\n"
     "end\n"
-    "local m, e = math.frexp(tokens)\n"
-    "return {allowed, whole(tokens), retry, full, m * SAT, e - 53}\n"};
+    "return {allowed, math.floor(x / U), retry, full}\n"};
 
-/* peek: writes nothing. Returns {available, full_ms, tokens mantissa,
- * tokens exponent}. */
+/* peek: writes nothing. Returns {whole tokens, full_ms, units, unit}. */
 static const wk_script peek_script = {
     "token_bucket.peek",
-    TB_PROLOGUE
-    "local m, e = math.frexp(tokens)\n"
-    "return {whole(tokens), ms(cap - tokens), m * SAT, e - 53}\n"};
+    TB_PROLOGUE TB_FULL
+    "return {math.floor(x / U), full, x, U}\n"};
 
 /* ------------------------------------------------------------------------
  * Arguments and replies
  * ---------------------------------------------------------------------- */
 
-/* x = mantissa × 2^exponent exactly, the mantissa an integer < 2^53. */
-static void split_double(double x, int64_t *mantissa, int64_t *exponent)
-{
-    int e = 0;
-    double f = frexp(x, &e); /* x = f × 2^e, 0.5 ≤ f < 1 (or 0) */
-    *mantissa = (int64_t)ldexp(f, 53);
-    *exponent = (int64_t)e - 53;
-}
-
-/* The script arguments after the key: capacity, rate, period (and the
- * cost for acquire), as integers in caller-provided buffers. */
+/* The script arguments after the key (unit, cap, step units, step ms and,
+ * for acquire, the cost in units) as decimal integers in caller-provided
+ * buffers. */
 typedef struct tb_args {
-    char num[6][24];
-    const char *argv[7];
-    size_t argvlen[7];
+    char num[5][24];
+    const char *argv[6];
+    size_t argvlen[6];
 } tb_args;
 
-static int fill_args(tb_args *a, const wk_entity *e, const char *key, size_t key_len,
-                     const uint64_t *cost)
+/* Derive the units (WK_EINVAL naming the parameter when the bucket's
+ * parameters cannot be represented exactly) and fill the arguments.
+ * Returns argc, or a negative status. */
+static int fill_args(wk_processor *p, const char *op, tb_args *a, const wk_entity *e,
+                     const char *key, size_t key_len, const uint64_t *cost)
 {
-    int64_t v[6];
-    split_double(e->capacity, &v[0], &v[1]);
-    split_double(e->rate, &v[2], &v[3]);
-    v[4] = e->period_ms;
-    v[5] = cost ? (int64_t)*cost : 0;
-    int n = cost ? 6 : 5;
+    wk__tb_units u;
+    char why[300];
+    if (wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &u, why, sizeof(why)))
+        return wk__processor_fail(p, WK_EINVAL, "%s: TokenBucket %s: %s", op, e->ns, why);
+    int64_t v[5] = {(int64_t)u.unit, (int64_t)u.cap, (int64_t)u.step_units, (int64_t)u.step_ms,
+                    -1};
+    /* cost ≤ capacity ⇒ cost × unit ≤ cap ≤ 2^50: no overflow. */
+    if (cost && (double)*cost <= e->capacity)
+        v[4] = (int64_t)(*cost * u.unit);
+    int n = cost ? 5 : 4;
     a->argv[0] = key;
     a->argvlen[0] = key_len;
     for (int i = 0; i < n; i++) {
@@ -174,9 +187,9 @@ static int parse_acquire(const wk_query *q, const wk_reply *r, wk_diag *d)
     int rc = check_corrupt(q, r, d);
     if (rc)
         return rc;
-    long long v[6];
-    if (wk_reply_count(r) != 6 || !read_ints(r, 0, 6, v))
-        return wk_diag_fail(d, WK_EPROTO, "expected 6 integers");
+    long long v[4];
+    if (wk_reply_count(r) != 4 || !read_ints(r, 0, 4, v))
+        return wk_diag_fail(d, WK_EPROTO, "expected 4 integers");
     wk_token_bucket_outcome *o = q->out;
     o->allowed = v[0] == 1;
     o->remaining = v[1];
@@ -193,12 +206,13 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
     if (rc)
         return rc;
     long long v[4];
-    if (wk_reply_count(r) != 4 || !read_ints(r, 0, 4, v))
+    if (wk_reply_count(r) != 4 || !read_ints(r, 0, 4, v) || v[3] < 1)
         return wk_diag_fail(d, WK_EPROTO, "expected 4 integers");
     wk_token_bucket_state *st = q->out;
     st->available = v[0];
     st->full_after_ms = v[1];
-    st->tokens = ldexp((double)v[2], (int)v[3]);
+    /* Both ≤ 2^53, so exact as doubles; one correctly rounded division. */
+    st->tokens = (double)v[2] / (double)v[3];
     return WK_OK;
 }
 
@@ -233,7 +247,9 @@ int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name na
         return wk__processor_fail(p, WK_EINVAL, "%s: cost %llu is not in 1..2^53", op,
                                   (unsigned long long)cost);
     tb_args a;
-    int argc = fill_args(&a, bucket, key, key_len, &cost);
+    int argc = fill_args(p, op, &a, bucket, key, key_len, &cost);
+    if (argc < 0)
+        return argc;
     wk_access access = {bucket, WK_WRITE};
     /* The parser writes *outcome (zeroed above until then), so this works
      * in a batch too. */
@@ -263,7 +279,9 @@ int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
     if (!state)
         return wk__processor_fail(p, WK_EINVAL, "%s: state is required", op);
     tb_args a;
-    int argc = fill_args(&a, bucket, key, key_len, NULL);
+    int argc = fill_args(p, op, &a, bucket, key, key_len, NULL);
+    if (argc < 0)
+        return argc;
     wk_access access = {bucket, WK_READ};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),

@@ -5,11 +5,12 @@
  * Redis layout (byte-compatible with the Rust wakuwaku crate): one hash key
  *   @@wakuwaku-entity:TokenBucket:<ns>:<name>
  * with the fields
- *   tokens   tokens in the bucket at `ts`; may be fractional, written with
- *            17 significant digits ("%.17g") so it reads back exactly.
- *   ts       server time of that update, whole ms since the epoch.
- * A missing key is a FULL bucket. The key's expiry is the time until the
- * bucket is full again, so idle names cost no memory.
+ *   tokens   tokens in the bucket at `ts`; may be fractional, written by
+ *            the server with 17 significant digits ("%.17g") so it reads
+ *            back exactly.
+ *   ts       server time of that count, whole ms since the epoch (≤ now).
+ * A missing key is a FULL bucket. The key expires (PEXPIREAT, server
+ * time) when the bucket is full again, so idle names cost no memory.
  *
  * Parameters come from the entity (WK_TOKEN_BUCKET_ENTITY): `capacity`
  * (tokens when full), `rate` tokens added per `period_ms`, continuously:
@@ -22,21 +23,45 @@
  *
  * "Rate limited" is an outcome (allowed = false), not an error.
  *
- * ALGORITHM (one Lua script, atomic on the server):
+ * ALGORITHM (one Lua script, atomic on the server), in EXACT integers:
+ *   The script counts whole units of 1/unit token and whole ms; every
+ *   number it handles is an integer ≤ 2^53, which Lua's doubles hold
+ *   exactly, so nothing is ever rounded up: no admission creates tokens,
+ *   at any capacity, rate or cost accepted.
  *   1. now = the server's TIME in whole ms.
- *   2. Read tokens and ts (missing key: tokens = capacity).
- *   3. elapsed = max(0, now - ts);
- *      tokens = min(capacity, tokens + elapsed * rate / period_ms).
+ *   2. Read tokens and ts (missing key: full).
+ *   3. Refill from ts to now (none if now < ts), capped at capacity.
  *   4. acquire: if cost > capacity → denied, retry never.
- *      Else if tokens ≥ cost → allowed, tokens -= cost, write {tokens, ts =
- *      now} and PEXPIRE the key by the time until full.
- *      Else → denied, retry after ceil((cost - tokens) * period_ms / rate)
- *      ms. A denial writes nothing (the stored state still describes the
- *      bucket exactly), so being refused does not delay the refill.
- * Arithmetic is in doubles of ms and tokens; the comparison tolerates a
- * rounding error of 1e-13 × capacity, so waiting retry_after_ms and trying
- * again succeeds (when nobody else took the tokens meanwhile). Precision
- * is exact enough from 1 token per hour to millions of tokens per second.
+ *      Else if tokens ≥ cost → allowed, tokens -= cost, write {tokens, ts}
+ *      and the expiry. Else → denied, retry after the exact time until
+ *      `cost` tokens are there, rounded up to whole ms. A denial writes
+ *      nothing (the stored state still describes the bucket exactly), so
+ *      being refused does not delay the refill.
+ * Refill is exact to the ms — rate × elapsed / period_ms, nothing lost —
+ * whenever capacity × (the denominator of rate / period_ms in lowest
+ * terms) ≤ 2^50: e.g. 1 per hour with capacity ≤ 3 × 10^8, 100,000 per
+ * second at any capacity, 1 per 3 s with capacity ≤ 3.7 × 10^11. Beyond
+ * that it comes in exact steps: the smallest whole number of ms that
+ * refills a whole number of units (10^15 tokens at 1 per 3 ms: 1 token
+ * every 3 ms, counted from ts). Either way the tokens handed out never
+ * exceed capacity + rate × elapsed / period_ms, waiting retry_after_ms
+ * and trying again succeeds (when nobody else took the tokens meanwhile),
+ * and `ts` is written at the last step boundary, so the refill of a part
+ * step is kept, not rounded away. A `tokens` value written by someone
+ * else (the Rust crate, other parameters) is rounded DOWN to whole units.
+ *
+ * ACCEPTED PARAMETERS (anything else is WK_EINVAL from acquire and peek,
+ * with a message naming the parameter and the limit; nothing is sent):
+ *   capacity  n / 2^k for whole numbers n ≤ 2^50 and k ≤ 50: any whole
+ *             number up to 2^50 = 1,125,899,906,842,624, or a binary
+ *             fraction such as 2.5 or 0.75. Not 0.1 (no double is 0.1).
+ *   rate      rate / period_ms must reduce to n / d tokens per ms with
+ *             d ≤ 2^53: any whole number or binary fraction (2.5, 0.25)
+ *             at any period up to 2^53 ms. Not 0.1 or 1/3: write "0.1 per
+ *             1000 ms" as rate 1, period 10000. A rate refilling two
+ *             whole buckets per ms or more is always accepted.
+ *   cost      1..WK_TOKEN_BUCKET_COST_MAX; above the capacity is denied
+ *             for ever.
  *
  * SERVER CLOCK: only the Redis server's clock counts; client clocks never
  * matter. If the server clock jumps FORWARD by J, the bucket gains up to
@@ -72,7 +97,7 @@ extern "C" {
 /* The largest cost (2^53): every cost up to it is exact in a double. */
 #define WK_TOKEN_BUCKET_COST_MAX (UINT64_C(1) << 53)
 
-/* Times and token counts saturate at 2^53 (about 285,000 years in ms). */
+/* Times saturate at 2^53 ms (about 285,000 years). */
 #define WK_TOKEN_BUCKET_SATURATE (INT64_C(1) << 53)
 
 /*
@@ -106,6 +131,7 @@ typedef struct wk_token_bucket_outcome {
  *            (denied) first, so it reads "denied" when the call fails.
  *
  * Returns WK_OK (see outcome->allowed), WK_EINVAL (bad entity or name,
+ * parameters the exact arithmetic cannot hold — see ACCEPTED PARAMETERS —,
  * cost out of range, NULL outcome), WK_EDENIED (capability), WK_ECORRUPT
  * (the key is not a hash, or its tokens / ts fields are missing or not
  * numbers; the message names the key — wk_token_bucket_reset() repairs
@@ -119,7 +145,8 @@ WK_API int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_
 /*
  * What wk_token_bucket_peek() saw.
  *
- *   tokens         tokens in the bucket now (may be fractional).
+ *   tokens         tokens in the bucket now (may be fractional): the
+ *                  exact count, correctly rounded to a double.
  *   available      whole tokens now (floor): the largest cost an acquire
  *                  would allow right now.
  *   full_after_ms  ms until full (0: full, or never used).
@@ -136,7 +163,8 @@ typedef struct wk_token_bucket_state {
  * nothing: READ effect, so a read-only handle may use it, and it is
  * retry-safe. A name never used (or idle until full) reads as full.
  *
- * Returns WK_OK, WK_EINVAL (bad entity or name, NULL state), WK_EDENIED,
+ * Returns WK_OK, WK_EINVAL (bad entity or name, parameters as for acquire,
+ * NULL state), WK_EDENIED,
  * WK_ECORRUPT (as for acquire) or a connection / server error. *state is
  * zeroed first, so it reads all zero when the call fails.
  */
@@ -147,7 +175,8 @@ WK_API int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_nam
  * wk_token_bucket_reset — refill the bucket `name` at once by deleting its
  * key (DEL). *was_used (may be NULL) gets whether the key existed, i.e.
  * whether the bucket was short of full. Also removes a corrupted key.
- * WRITE effect, not retry-safe (a re-send would report false).
+ * WRITE effect, not retry-safe (a re-send would report false). Needs no
+ * arithmetic, so it also works for parameters acquire refuses.
  * Returns WK_OK, WK_EINVAL, WK_EDENIED or a connection / server error.
  */
 WK_API int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,

@@ -266,6 +266,12 @@ static const struct bad {
      "4:73: error: $.entities[0].ttl: invalid ttl \"30 sec\": write a whole number with a unit"},
     {"rate_zero.json", "4:96: error: $.entities[0].rate: rate must be > 0 (got 0)"},
     {"capacity_zero.json", "4:85: error: $.entities[0].capacity: capacity must be > 0 (got 0)"},
+    {"capacity_inexact.json",
+     "4:85: error: $.entities[0].capacity: capacity 0.1 is not n/2^k with whole n <= 2^50 and k "
+     "<= 50: use a whole number up to 2^50 = 1125899906842624 or a binary fraction such as 2.5"},
+    {"rate_inexact.json",
+     "4:96: error: $.entities[0].rate: rate 0.1 per 1000 ms is not exact: rate / period_ms must "
+     "reduce to n/d tokens per ms with d <= 2^53"},
     {"record_cycle.json",
      "8:50: error: $.records[1].fields[0].type: record q holds record p by value, which holds q "
      "again"},

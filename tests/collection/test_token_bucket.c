@@ -3,7 +3,10 @@
  * real redis-server: accuracy under contention across processes, retry
  * hints that hold, expiry of idle names, a peek that writes nothing,
  * precision at 100,000 tokens/s and at 1 token/hour, server clock jumps,
- * corrupted keys and invalid arguments.
+ * corrupted keys and invalid arguments; exactness (no admission creates
+ * tokens: a seeded property test over capacities up to 10^15), the
+ * parameters the exact arithmetic refuses, and a bucket shared with the
+ * Rust crate.
  *
  * Long waits (an hour of refill) are simulated by moving the stored `ts`
  * back with a raw HSET, which is exactly what elapsed server time does.
@@ -12,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "collection/token_bucket_units.h" /* private: the units, for known answers */
 #include "redis_fixture.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -790,4 +795,520 @@ Test(token_bucket, invalid_arguments)
     cr_assert_not(o.allowed);
     cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
     wk_db_close(db);
+}
+
+/* ---- exactness: no admission creates tokens ------------------------------ */
+
+/* Move the stored ts back by `ms` if the key exists: exactly what `ms` of
+ * elapsed server time does. Returns whether the key existed. */
+static bool rewind_ts(redisContext *raw, const char *key, long long ms)
+{
+    redisReply *r = wk_test_cmd(raw,
+                                "EVAL %s 1 %s %lld",
+                                "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
+                                "redis.call('HINCRBY', KEYS[1], 'ts', -tonumber(ARGV[1]))\n"
+                                "return 1",
+                                key, ms);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "rewind: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    bool existed = r->integer == 1;
+    freeReplyObject(r);
+    return existed;
+}
+
+/* Issue 10, first example: a drained bucket of 10^13 tokens refilling at
+ * 1 token/s must not hand out 1000 cost-1 admissions in a moment. */
+Test(token_bucket, drained_large_bucket_creates_no_tokens)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbbig"), 1e13, 1, 1000);
+    int64_t t0 = server_ms(raw);
+    cr_assert(acquire(db, &e, "d", 10000000000000).allowed, "the whole bucket, when full");
+    int allowed = 0;
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    for (int round = 0; round < 10; round++) {
+        wk_token_bucket_outcome o[100];
+        for (int i = 0; i < 100; i++)
+            cr_assert_eq(wk_token_bucket_acquire(wk_batch_processor(b), &e, wk_name_str("d"), 1,
+                                                 &o[i]),
+                         WK_OK);
+        cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+        for (int i = 0; i < 100; i++)
+            allowed += o[i].allowed;
+    }
+    wk_batch_close(b);
+    int64_t t1 = server_ms(raw);
+    /* 1 token per 1000 ms of server time, plus the +1 of whole ms. */
+    double bound = (double)(t1 - t0) / 1000.0 + 1;
+    cr_assert((double)allowed <= bound, "%d of 1000 cost-1 acquires allowed in %lld ms (bound %.3f)",
+              allowed, (long long)(t1 - t0), bound);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* Issue 10, second example: 3·10^12 tokens at 0.1 token/ms. The refill of
+ * each simulated ms is fractional; an admission must not round it up. */
+Test(token_bucket, fractional_refill_creates_no_tokens, .timeout = 120)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbfracbig"), 3e12, 1, 10);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "f");
+    int64_t t0 = server_ms(raw);
+    cr_assert(acquire(db, &e, "f", 3000000000000).allowed);
+    const int steps = 600;
+    int allowed = 0;
+    for (int i = 0; i < steps; i++) {
+        cr_assert(rewind_ts(raw, key, 1), "step %d: the drained bucket's key is there", i);
+        allowed += acquire(db, &e, "f", 1).allowed;
+    }
+    int64_t t1 = server_ms(raw);
+    /* 0.1 token per ms, simulated (steps) and real (t1 - t0). */
+    double bound = 0.1 * (double)(steps + (t1 - t0)) + 1;
+    cr_assert((double)allowed <= bound, "%d allowed over %d simulated + %lld real ms (bound %.1f)",
+              allowed, steps, (long long)(t1 - t0), bound);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* splitmix64: a small, seeded, reproducible stream. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) * 0x1p-53;
+}
+
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return n ? rng_next(s) % n : 0;
+}
+
+typedef struct tb_params {
+    double capacity, rate;
+    int64_t period_ms;
+} tb_params;
+
+/* Edge cases first: the ends of the accepted range, refill slower than a
+ * token per hour or faster than the whole bucket per ms, periods with
+ * factors of 3 and 7 (refill not a binary fraction), binary fractions. */
+static const tb_params edge_params[] = {
+    {1, 1, 3600000},
+    {1, 1, 1},
+    {2, 1, 3},
+    {7, 7, 1000},
+    {2.5, 0.5, 1000},
+    {0.5, 2.5, 250},
+    {1e13, 1, 1000},
+    {3e12, 1, 10},
+    {1e15, 1, 1000},
+    {1e15, 7, 1000},
+    {1e15, 1, 3},
+    {1e15, 1e12, 1000},
+    {1e15, 3, 86400000},
+    {1e15, 1e15, 1},
+    {1e15, 1e18, 7},
+    {999999999999999, 999999999999997, 3},
+    {1125899906842624, 1, 1},
+    {1125899906842624, 1125899906842623, 3600000},
+    {1125899906842623, 3, 7},
+    {123456789012345.5, 0.25, 7},
+};
+
+static tb_params random_params(uint64_t *s)
+{
+    static const int64_t periods[] = {1, 2, 3, 7, 10, 60, 250, 1000, 3000, 60000, 3600000, 86400000};
+    tb_params p;
+    /* 1..10^15, a third of them from 10^12 up, where a relative rounding
+     * error would be worth whole tokens. */
+    double decades = rng_below(s, 3) == 0 ? 12 + rng_unit(s) * 3 : rng_unit(s) * 15;
+    p.capacity = floor(pow(10, decades));
+    if (p.capacity < 1)
+        p.capacity = 1;
+    if (rng_below(s, 8) == 0 && p.capacity < 0x1p49)
+        p.capacity += 0.5; /* still n / 2^k with n ≤ 2^50 */
+    if (rng_below(s, 4) == 0)
+        p.period_ms = (int64_t)rng_below(s, 10000000) + 1;
+    else
+        p.period_ms = periods[rng_below(s, sizeof(periods) / sizeof(periods[0]))];
+    /* Refill per ms from 10^-7 tokens to ten buckets. */
+    double per_ms = pow(10, -7 + rng_unit(s) * (log10(p.capacity) + 8));
+    p.rate = floor(per_ms * (double)p.period_ms);
+    if (rng_below(s, 5) == 0)
+        p.rate = floor(per_ms * (double)p.period_ms * 4) / 4; /* quarters */
+    if (p.rate < 0.25)
+        p.rate = 1;
+    if (p.rate > 0x1p53)
+        p.rate = 0x1p53;
+    return p;
+}
+
+static uint64_t random_cost(uint64_t *s, double capacity)
+{
+    uint64_t whole = (uint64_t)floor(capacity);
+    switch (rng_below(s, 10)) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+        return 1;
+    case 4:
+    case 5:
+        return 1 + rng_below(s, 10);
+    case 6:
+        return 1 + rng_below(s, whole / 100 + 1);
+    case 7:
+        return 1 + rng_below(s, whole ? whole : 1);
+    case 8:
+        return whole ? whole : 1;
+    default:
+        return whole + 1; /* more than the bucket: denied for ever */
+    }
+}
+
+/* Simulated time between two rounds: nothing, a ms or a few, about the
+ * time of one token, or a share of the time to refill the bucket. */
+static long long random_wait(uint64_t *s, const tb_params *p)
+{
+    double token_ms = (double)p->period_ms / p->rate;
+    double d;
+    switch (rng_below(s, 5)) {
+    case 0:
+        return 0;
+    case 1:
+        return 1 + (long long)rng_below(s, 5);
+    case 2:
+        d = ceil(token_ms * (double)(1 + rng_below(s, 3)));
+        break;
+    case 3:
+        d = floor(token_ms * rng_unit(s) * 3);
+        break;
+    default:
+        d = ceil(token_ms * p->capacity * rng_unit(s) / 4);
+        break;
+    }
+    return d > 0x1p40 ? (long long)0x1p40 : (long long)d;
+}
+
+/*
+ * The admission bound as a property: from a full bucket, whatever the
+ * parameters and costs, the tokens handed out never exceed
+ *   capacity + rate × elapsed / period (+1),
+ * where elapsed counts the server time around the calls plus the simulated
+ * time (ts moved back). Seeded: WK_TB_SEED=<seed> repeats a run,
+ * WK_TB_CASES=<n> runs more random cases.
+ */
+Test(token_bucket, admission_bound_property, .timeout = 600)
+{
+    uint64_t seed = getenv("WK_TB_SEED") ? strtoull(getenv("WK_TB_SEED"), NULL, 0)
+                                         : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    int ncases = getenv("WK_TB_CASES") ? atoi(getenv("WK_TB_CASES")) : 120;
+    fprintf(stderr, "token bucket property: seed %llu (WK_TB_SEED=%llu repeats it), %d cases\n",
+            (unsigned long long)seed, (unsigned long long)seed, ncases);
+    uint64_t s = seed;
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    const char *ns = wk_test_ns("tbprop");
+    size_t nedge = sizeof(edge_params) / sizeof(edge_params[0]);
+    for (int c = 0; c < (int)nedge + ncases; c++) {
+        tb_params p = c < (int)nedge ? edge_params[c] : random_params(&s);
+        wk_entity e = WK_TOKEN_BUCKET_ENTITY(ns, p.capacity, p.rate, p.period_ms);
+        char name[32], key[256];
+        snprintf(name, sizeof(name), "case%d", c);
+        bucket_key(key, sizeof(key), ns, name);
+        long double given = 0, waited = 0;
+        int64_t t0 = server_ms(raw);
+        for (int round = 0; round < 4; round++) {
+            if (round > 0) {
+                long long w = random_wait(&s, &p);
+                if (w > 0 && rewind_ts(raw, key, w))
+                    waited += w;
+            }
+            enum { N = 32 };
+            wk_token_bucket_outcome o[N];
+            uint64_t cost[N];
+            for (int i = 0; i < N; i++) {
+                /* Drain first, often: the bound is tightest from empty. */
+                cost[i] = round == 0 && i == 0 && rng_below(&s, 4) ? (uint64_t)floor(p.capacity)
+                                                                    : random_cost(&s, p.capacity);
+                if (cost[i] == 0)
+                    cost[i] = 1;
+                int rc = wk_token_bucket_acquire(wk_batch_processor(b), &e, wk_name_str(name),
+                                                 cost[i], &o[i]);
+                cr_assert_eq(rc, WK_OK, "case %d (seed %llu): capacity %.17g rate %.17g per %lld: %s",
+                             c, (unsigned long long)seed, p.capacity, p.rate,
+                             (long long)p.period_ms, wk_db_errmsg(db));
+            }
+            cr_assert_eq(wk_batch_exec(b), WK_OK, "case %d: %s", c, wk_db_errmsg(db));
+            for (int i = 0; i < N; i++) {
+                bool never = (double)cost[i] > p.capacity;
+                if (o[i].allowed) {
+                    cr_assert_not(never);
+                    cr_assert_eq(o[i].retry_after_ms, 0);
+                    given += cost[i];
+                } else if (never) {
+                    cr_assert_eq(o[i].retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+                } else {
+                    cr_assert_geq(o[i].retry_after_ms, 1, "case %d: a denial hints a wait", c);
+                }
+                cr_assert(o[i].remaining >= 0 && (double)o[i].remaining <= p.capacity);
+            }
+        }
+        int64_t t1 = server_ms(raw);
+        long double bound = (long double)p.capacity +
+                            (long double)p.rate * (waited + (long double)(t1 - t0)) /
+                                (long double)p.period_ms +
+                            1;
+        cr_assert(given <= bound,
+                  "case %d (seed %llu): capacity %.17g, rate %.17g per %lld ms: %.0Lf tokens "
+                  "given in %lld ms + %.0Lf simulated, bound %.3Lf (over by %.3Lf)",
+                  c, (unsigned long long)seed, p.capacity, p.rate, (long long)p.period_ms, given,
+                  (long long)(t1 - t0), waited, bound, given - bound);
+    }
+    wk_batch_close(b);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* Parameters the exact arithmetic cannot represent are refused with a
+ * message naming the parameter and its limit; nothing is sent. */
+Test(token_bucket, unrepresentable_parameters_are_refused)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    static const struct {
+        double capacity, rate;
+        int64_t period_ms;
+        const char *param, *limit;
+    } bad[] = {
+        {0.1, 1, 1000, "capacity", "2^50"},
+        {1e16, 1, 1000, "capacity", "2^50"},
+        {2251799813685248.0 /* 2^51 */, 1, 1000, "capacity", "2^50"},
+        {1125899906842624.5, 1, 1000, "capacity", "2^50"}, /* 2^50 + 0.5 */
+        {3.3, 1, 1000, "capacity", "2^50"},
+        {10, 0.1, 1000, "rate", "2^53"},
+        {10, 1.0 / 3.0, 1000, "rate", "2^53"},
+        {10, 0x1p-60, 1, "rate", "2^53"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wk_entity e = WK_TOKEN_BUCKET_ENTITY("tbexact", bad[i].capacity, bad[i].rate,
+                                             bad[i].period_ms);
+        wk_token_bucket_outcome o = {.allowed = true};
+        int rc = wk_token_bucket_acquire(p, &e, wk_name_str("x"), 1, &o);
+        cr_assert_eq(rc, WK_EINVAL, "capacity %.17g rate %.17g per %lld: %s", bad[i].capacity,
+                     bad[i].rate, (long long)bad[i].period_ms, wk_err_name(rc));
+        cr_assert_not(o.allowed);
+        const char *msg = wk_db_errmsg(db);
+        cr_assert(strstr(msg, bad[i].param) && strstr(msg, bad[i].limit),
+                  "message \"%s\" must name %s and %s", msg, bad[i].param, bad[i].limit);
+        wk_token_bucket_state st;
+        cr_assert_eq(wk_token_bucket_peek(p, &e, wk_name_str("x"), &st), WK_EINVAL);
+    }
+    /* The ends of the accepted range work. */
+    static const tb_params good[] = {
+        {1125899906842624.0, 1, 1000}, /* 2^50 */
+        {0x1p-50, 1, 1000},
+        {0.75, 0.125, 3},
+        {5, 1e300, 1}, /* refills the whole bucket every ms */
+        {5, 1, INT64_C(9007199254740992)}, /* one token per 2^53 ms */
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbexactok"), good[i].capacity,
+                                             good[i].rate, good[i].period_ms);
+        wk_token_bucket_state st = peek(db, &e, "x");
+        cr_assert_eq(st.tokens, good[i].capacity);
+        wk_token_bucket_outcome o = acquire(db, &e, "x", 1);
+        cr_assert_eq(o.allowed, good[i].capacity >= 1, "case %zu", i);
+    }
+    wk_db_close(db);
+}
+
+/* 10^15 tokens at 1 per 3 ms: capacity × 3 exceeds 2^50, so the refill
+ * comes as 1 whole token every 3 ms counted from the stored ts. The hints
+ * stay exact on those steps, and the stored state still means "tokens at
+ * ts" to a reader that refills continuously (the Rust crate). */
+Test(token_bucket, stepped_refill_keeps_hints_exact)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbstep"), 1e15, 1, 3);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "s");
+    cr_assert(acquire(db, &e, "s", 1000000000000000).allowed);
+    /* Park ts a minute ahead: no refill, so the numbers are known. */
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
+    wk_token_bucket_outcome o = acquire(db, &e, "s", 1);
+    cr_assert_not(o.allowed, "a drained bucket of 10^15 has no token to give");
+    cr_assert_eq(o.retry_after_ms, 3, "one token is one step: %lld", (long long)o.retry_after_ms);
+    freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
+    cr_assert_eq(acquire(db, &e, "s", 5).retry_after_ms, 15);
+    /* 2 ms into a step: nothing yet (when the server's ms did not move on
+     * meanwhile, which the check afterwards tells). */
+    int64_t now = server_ms(raw);
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts %lld", key, (long long)now - 2));
+    o = acquire(db, &e, "s", 1);
+    if (server_ms(raw) == now)
+        cr_assert_not(o.allowed, "2 ms of a 3 ms step give nothing yet");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s tokens 0 ts %lld", key, (long long)server_ms(raw) - 30));
+    o = acquire(db, &e, "s", 10);
+    cr_assert(o.allowed, "30 ms = 10 steps = 10 tokens");
+    /* A continuous reader's view of the stored state: at least ours, less
+     * than one step more. */
+    wk_token_bucket_state st = peek(db, &e, "s");
+    double tokens = field(raw, key, "tokens");
+    double ts = field(raw, key, "ts");
+    int64_t t = server_ms(raw);
+    cr_assert_eq(tokens, floor(tokens), "whole tokens at a step boundary: %.17g", tokens);
+    cr_assert_leq(ts, (double)t);
+    double continuous = tokens + ((double)t - ts) / 3;
+    cr_assert(continuous >= st.tokens && continuous < st.tokens + 1 + ((double)t - ts) / 3,
+              "continuous %.17g vs stepped %.17g", continuous, st.tokens);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* What the Rust crate's acquire does, written for this test from its
+ * documented behaviour: continuous refill in doubles, tokens and ts = now
+ * always written back, expiry = time until full. ARGV: capacity, tokens
+ * per period, period in µs, cost. Returns {allowed, retry_ms, floor}. */
+static const char crate_acquire[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local cap, per, us, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),"
+    " tonumber(ARGV[4])\n"
+    "local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')\n"
+    "local tokens, ts = tonumber(s[1]), tonumber(s[2])\n"
+    "if not tokens or not ts then tokens, ts = cap, now end\n"
+    "tokens = math.min(cap, tokens + math.max(now - ts, 0) * 1000 * per / us)\n"
+    "if cost > cap then return {0, -1, math.floor(tokens)} end\n"
+    "local ok, retry = 0, 0\n"
+    "if tokens >= cost then tokens = tokens - cost; ok = 1\n"
+    "else retry = math.ceil((cost - tokens) * us / per / 1000) end\n"
+    "redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)\n"
+    "redis.call('PEXPIRE', KEYS[1], math.max(math.ceil((cap - tokens) * us / per / 1000), 1))\n"
+    "return {ok, retry, math.floor(tokens)}\n";
+
+static long long crate_call(redisContext *raw, const char *key, long long cost, long long *retry)
+{
+    /* capacity 10, 1 token per 100 ms */
+    redisReply *r = wk_test_cmd(raw, "EVAL %s 1 %s 10 1 100000 %lld", crate_acquire, key, cost);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    long long ok = r->element[0]->integer;
+    *retry = r->element[1]->integer;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* A C and a Rust service sharing one bucket: each reads what the other
+ * wrote, neither sees a corrupted key, and together they stay inside the
+ * bucket's bound. */
+Test(token_bucket, shares_a_bucket_with_the_rust_crate)
+{
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_entity e = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tbrust"), 10, 1, 100);
+    char key[256];
+    bucket_key(key, sizeof(key), e.ns, "shared");
+    int64_t t0 = server_ms(raw);
+    long long given = 0, retry;
+    wk_token_bucket_outcome o = acquire(db, &e, "shared", 4);
+    cr_assert(o.allowed);
+    given += 4;
+    cr_assert(crate_call(raw, key, 3, &retry), "the crate reads our 6 tokens");
+    given += 3;
+    /* The crate wrote a refilled, fractional count at its own now. */
+    double rust_tokens = field(raw, key, "tokens");
+    cr_assert(rust_tokens >= 3 && rust_tokens < 4, "crate left %.17g", rust_tokens);
+    wk_token_bucket_state st = peek(db, &e, "shared");
+    cr_assert(st.tokens >= 3 && st.tokens < 3.5, "we read the crate's %.17g as %.17g", rust_tokens,
+              st.tokens);
+    o = acquire(db, &e, "shared", 3);
+    cr_assert(o.allowed);
+    given += 3;
+    o = acquire(db, &e, "shared", 2);
+    cr_assert_not(o.allowed, "about 0.x tokens left");
+    cr_assert(o.retry_after_ms > 100 && o.retry_after_ms <= 200, "retry %lld",
+              (long long)o.retry_after_ms);
+    cr_assert_not(crate_call(raw, key, 2, &retry), "the crate agrees");
+    cr_assert(retry > 100 && retry <= 200, "the crate's retry %lld", retry);
+    /* Take turns until both are refused, then check the bound. */
+    for (int i = 0; i < 40; i++) {
+        wk_test_sleep_ms(10);
+        if (i % 2)
+            given += crate_call(raw, key, 1, &retry);
+        else
+            given += acquire(db, &e, "shared", 1).allowed;
+    }
+    int64_t t1 = server_ms(raw);
+    double bound = 10 + (double)(t1 - t0) / 100 + 1;
+    cr_assert((double)given <= bound, "%lld given in %lld ms, bound %.2f", given,
+              (long long)(t1 - t0), bound);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* ---- the units of the exact arithmetic (known answers) -------------------- */
+
+/* Worked by hand from the rule in collection/token_bucket_units.h. */
+Test(token_bucket, exact_units_known_answers)
+{
+    static const struct {
+        double capacity, rate;
+        int64_t period_ms;
+        uint64_t unit, cap, step_units, step_ms;
+    } kat[] = {
+        /* 1/3000 per ms: units of 1/3000 token, 1 per ms */
+        {20, 1, 3000, 3000, 60000, 1, 1},
+        /* 2.5 = 5/2, 0.5/1000 = 1/2000 per ms */
+        {2.5, 0.5, 1000, 2000, 5000, 1, 1},
+        /* 0.5 = 1/2, 2.5/250 = 1/100 per ms */
+        {0.5, 2.5, 250, 100, 50, 1, 1},
+        {7, 7, 1000, 1000, 7000, 7, 1},
+        {1, 1, 3600000, 3600000, 3600000, 1, 1},
+        /* 100 per ms: whole tokens */
+        {100000, 100000, 1000, 1, 100000, 100, 1},
+        /* 10^15 × 3 > 2^50: whole tokens, 1 every 3 ms */
+        {1e15, 1, 3, 1, 1000000000000000, 1, 3},
+        {1e15, 7, 1000, 1, 1000000000000000, 7, 1000},
+        /* 2^50 tokens, (2^50 - 1) per hour = 375299968947541 per 1.2e6 ms */
+        {1125899906842624.0, 1125899906842623.0, 3600000, 1, 1125899906842624,
+         375299968947541, 1200000},
+        /* two buckets per ms or more: full after every ms */
+        {5, 1e300, 1, 1, 5, 5, 1},
+        {0x1p-50, 1, 1000, UINT64_C(1) << 50, 1, 1, 1},
+        /* 2^49 + 0.5 = (2^50 + 1) / 2 > 2^50 units: refused below */
+    };
+    for (size_t i = 0; i < sizeof(kat) / sizeof(kat[0]); i++) {
+        wk__tb_units u;
+        char why[300] = "";
+        int rc = wk__tb_units_derive(kat[i].capacity, kat[i].rate, kat[i].period_ms, &u, why,
+                                     sizeof(why));
+        cr_assert_eq(rc, WK__TB_OK, "case %zu: %s", i, why);
+        cr_assert(u.unit == kat[i].unit && u.cap == kat[i].cap &&
+                      u.step_units == kat[i].step_units && u.step_ms == kat[i].step_ms,
+                  "case %zu: got unit %llu cap %llu step %llu per %llu ms", i,
+                  (unsigned long long)u.unit, (unsigned long long)u.cap,
+                  (unsigned long long)u.step_units, (unsigned long long)u.step_ms);
+        /* cap is capacity × unit exactly (the product is a whole number
+         * ≤ 2^50, so the double multiplication is exact when it holds). */
+        cr_assert_eq(kat[i].capacity * (double)u.unit, (double)u.cap, "case %zu", i);
+    }
+    wk__tb_units u;
+    char why[300];
+    cr_assert_eq(wk__tb_units_derive(562949953421312.5, 1, 1000, &u, why, sizeof(why)),
+                 WK__TB_BAD_CAPACITY);
+    cr_assert(strstr(why, "capacity 562949953421312.5"), "%s", why);
+    cr_assert_eq(wk__tb_units_derive(10, 0.1, 1000, &u, why, sizeof(why)), WK__TB_BAD_RATE);
+    cr_assert(strstr(why, "rate 0.1 per 1000 ms"), "%s", why);
 }
