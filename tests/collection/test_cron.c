@@ -5,9 +5,11 @@
  * the schedule kept, shutdown waiting for running jobs, and 4 replica
  * processes running a job exactly once per interval.
  *
- * Capability table: cron adds no Redis query; the once-per-interval helper
- * sends lock.try and (keep_alive) lock.extend, whose rows are already in
- * tests/capability (a read-only runtime is refused here too).
+ * Capability table: the once-per-interval helper sends lock.try and
+ * (keep_alive) lock.extend, whose rows are already in tests/capability,
+ * and with keep_alive two internal scripts, cron.lease_end (READ) and
+ * cron.lease_cut (WRITE), which no public call reaches; their refusal
+ * goes with lock.try's (a read-only runtime is refused here too).
  */
 #include <math.h>
 #include <pthread.h>
