@@ -619,6 +619,11 @@ int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_opt
                     spec->name, (long long)e->ttl_ms, e->ns, (long long)spec->interval_ms);
     if (once->name.type == WK_NAME_BYTES && !once->name.bytes && once->name.len)
         return fail(c, WK_EINVAL, "cron: job \"%s\": lock name bytes are NULL", spec->name);
+    if (once->keep_alive && e->ttl_ms < 4)
+        return fail(c, WK_EINVAL,
+                    "cron: job \"%s\": a lease of %lld ms is too short to keep alive (≥ 4 ms, "
+                    "see lease_keeper.h)",
+                    spec->name, (long long)e->ttl_ms);
 
     job *j = job_new(spec);
     if (!j)

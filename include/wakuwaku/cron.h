@@ -210,8 +210,8 @@ WK_API int wk_cron_add(wk_cron *cron, const wk_cron_job *job);
  * runs `job->fn` only if it got it, and never releases it.
  *
  * Returns WK_OK; WK_EINVAL (as wk_cron_add, or: missing db or lock, not a
- * Lock entity, a lease not shorter than the interval — see
- * wk_cron_errmsg()); WK_ENOMEM. Errors of a run (cannot connect, lock.try
+ * Lock entity, a lease not shorter than the interval, keep_alive with a
+ * lease under 4 ms — see wk_cron_errmsg()); WK_ENOMEM. Errors of a run (cannot connect, lock.try
  * denied or failed, the job's own) are logged at WK_LOG_ERROR and the
  * schedule goes on. A run that did not get the lease is logged at
  * WK_LOG_DEBUG and is not an error.

@@ -445,6 +445,13 @@ Test(cron, once_refuses_a_lease_not_shorter_than_the_interval)
     cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_EINVAL);
     cr_assert_eq(wk_cron_add_once(c, &j, NULL), WK_EINVAL);
     once.db = &dbo;
+    wk_entity tiny = WK_LOCK_ENTITY("cronrefuse", 3);
+    once.lock = &tiny;
+    once.keep_alive = true; /* no lease keeper can keep 3 ms */
+    cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_EINVAL);
+    cr_assert(strstr(wk_cron_errmsg(c), "too short to keep alive") != NULL, "%s",
+              wk_cron_errmsg(c));
+    once.lock = &shorter;
     cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_OK, "%s", wk_cron_errmsg(c));
     cr_assert_str_eq(wk_cron_errmsg(c), "");
     wk_cron_free(c); /* never started: nothing ran */
