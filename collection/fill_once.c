@@ -3,8 +3,8 @@
  * stampede protection): on a miss, the replica that takes a Lock lease on
  * the same namespace and name computes and puts the body; the others wait
  * for it (polling with jittered sleeps on the library's clock, never past
- * their deadline) or step aside at once. Works for Cache and HashedCache through a small table of
- * operations.
+ * their deadline) or step aside at once. Works for Cache and HashedCache
+ * through a small table of operations.
  */
 #include <stdio.h>
 #include <stdlib.h>

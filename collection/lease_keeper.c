@@ -192,7 +192,7 @@ static void *heartbeat(void *arg)
                 atomic_store(&k->last_error, rc);
             mark_lost(k, rc == WK_OK && !extended ? WK_OK : timeout_status(k));
         } else if (rc == WK_OK && extended) {
-            atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+            atomic_store(&k->valid_until, wk__add_ms(sent, k->ttl_ms - k->drift_ms));
             atomic_store(&k->last_error, WK_OK);
             atomic_fetch_add(&k->extensions, 1);
             next = sent + k->period_ms;
@@ -343,7 +343,7 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
         return WK_OK;
     }
     k->first_sent = sent;
-    atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+    atomic_store(&k->valid_until, wk__add_ms(sent, k->ttl_ms - k->drift_ms));
     atomic_store(&k->extensions, 1);
 
     pthread_condattr_t ca;
