@@ -3,7 +3,8 @@
  * each job is due (at-least / after-finish / after-start), one thread per
  * run, shutdown that waits for running jobs; and the once-per-interval
  * wrapper (wk_lock_try a lease shorter than the interval, never release,
- * optionally under a lease keeper).
+ * optionally under a lease keeper — and then cut back to its tick's end
+ * when the run is over). Times are on the library's clock (core/clock.c).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,8 +17,9 @@
 #include <sodium.h>
 
 #include <wakuwaku/cron.h>
-#include <wakuwaku/deadline.h>
 #include <wakuwaku/lock.h>
+
+#include "collection/common.h"
 
 #define NAME_MAX_BYTES 127
 #define NEVER INT64_MAX
@@ -34,7 +36,7 @@ typedef struct job {
     wk_cron_fn fn;
     void *arg;
     /* Schedule, under the runtime's mutex. */
-    int64_t next_at; /* monotonic ms when the next run is due; 0: at once */
+    int64_t next_at; /* wk__boot_ms() when the next run is due; 0: at once */
     int running;     /* runs in progress */
     uint64_t launched;
     /* wk_cron_add_once(): the lease, and how to connect. */
@@ -68,7 +70,7 @@ typedef struct run {
 struct wk_cron {
     wk_cron_options opts;
     pthread_mutex_t mu;
-    pthread_cond_t cond; /* CLOCK_MONOTONIC; broadcast on every change */
+    pthread_cond_t cond; /* CLOCK_MONOTONIC (see wait_until); broadcast on every change */
     job *jobs;           /* registration order */
     run *runs;           /* launched, not yet joined */
     bool started, stopping, stopped;
@@ -131,15 +133,18 @@ static int fail(wk_cron *c, int status, const char *fmt, ...)
     return status;
 }
 
-/* Wait on the runtime's condition until `when` (monotonic ms; NEVER: no
- * limit) or a broadcast. The mutex is held. */
+/* Wait on the runtime's condition until `when` (wk__boot_ms(); NEVER: no
+ * limit) or a broadcast. The mutex is held. The condition's clock is
+ * CLOCK_MONOTONIC, so across a suspend this wakes late, never early;
+ * callers re-read the clock. */
 static void wait_until(wk_cron *c, int64_t when)
 {
     if (when == NEVER) {
         pthread_cond_wait(&c->cond, &c->mu);
         return;
     }
-    struct timespec ts = {(time_t)(when / 1000), (long)(when % 1000) * 1000000L};
+    struct timespec ts;
+    wk__cond_abstime(when, &ts);
     pthread_cond_timedwait(&c->cond, &c->mu, &ts);
 }
 
@@ -207,6 +212,102 @@ static void give_back_db(wk_cron_ctx *ctx, wk_db *db)
     wk_db_close(db); /* a second connection (overlapping runs) is not kept */
 }
 
+/* ------------------------------------------------------------------------
+ * The lease of a once-run kept alive: where it would have ended
+ * ---------------------------------------------------------------------- */
+
+/*
+ * With keep_alive the keeper extends the lease one TTL from each
+ * extension, so when the run ends the lease would outlive its tick + TTL
+ * and the next tick, an interval later, could find it held and skip. So:
+ * right after taking the lease, read where it ends on the server's clock
+ * (cron.lease_end), and when the run is over set the expiry back there
+ * (cron.lease_cut: PEXPIREAT, which deletes the key if that moment has
+ * passed). Both act only while the key holds our token. The server's
+ * clock decides both ends, so no client clock is compared with it.
+ */
+
+/* KEYS[1] = the lock key; ARGV[1] = token. The lease's end (server ms
+ * since the epoch), or -1 if the key does not hold the token with a TTL. */
+static const wk_script lease_end_script = {
+    "cron.lease_end",
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end\n"
+    "local ttl = redis.call('PTTL', KEYS[1])\n"
+    "if ttl < 0 then return -1 end\n"
+    "local t = redis.call('TIME')\n"
+    "return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl\n"};
+
+/* KEYS[1] = the lock key; ARGV[1] = token, ARGV[2] = the end (server ms).
+ * Returns 1 if the key held the token (now expiring then, or deleted if
+ * that moment has passed), else 0. */
+static const wk_script lease_cut_script = {
+    "cron.lease_cut",
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('PEXPIREAT', KEYS[1], ARGV[2])\n"
+    "return 1\n"};
+
+static int parse_i64(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to %s", q->name);
+    *(int64_t *)q->out = wk_reply_integer(r);
+    return WK_OK;
+}
+
+/* Run one of the two scripts on the job's lock. `end` NULL: lease_end
+ * (READ, into *out_end); else lease_cut to *end (WRITE, into *cut). */
+static int lease_script(wk_db *db, const job *j, const wk_token *token, const int64_t *end,
+                        int64_t *out_end, bool *cut)
+{
+    wk_processor *p = wk_db_processor(db);
+    const char *op = end ? lease_cut_script.name : lease_end_script.name;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, op, &j->lock, WK_KIND_LOCK, &j->lock_name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    char at[24];
+    const char *argv[3] = {key, (const char *)token->bytes, at};
+    size_t argvlen[3] = {key_len, WK_TOKEN_LEN, end ? wk__fmt_i64(at, *end) : 0};
+    wk_access access = {&j->lock, end ? WK_WRITE : WK_READ};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = end ? 0 : WK_QUERY_RETRY_SAFE,
+                  .script = end ? &lease_cut_script : &lease_end_script,
+                  .nkeys = 1,
+                  .argc = end ? 3 : 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = end ? wk__parse_bool_int : parse_i64,
+                  .out = end ? (void *)cut : (void *)out_end};
+    return wk_process(p, &q);
+}
+
+/* The run is over: end the lease where it would have ended without the
+ * keeper's extensions. A failure is logged; the lease then runs until one
+ * TTL after the last extension. */
+static void cut_lease(wk_cron_ctx *ctx, const wk_token *token, int64_t end)
+{
+    wk_cron *c = ctx->cron;
+    job *j = ctx->job;
+    wk_db *db;
+    if (take_db(ctx, &db) != WK_OK) {
+        log_msg(c, WK_LOG_WARN, j->name,
+                "run %llu: cannot end the lease at its tick's end (no connection): it runs "
+                "until %lld ms after its last extension, and the next tick may skip",
+                (unsigned long long)ctx->number, (long long)j->lock.ttl_ms);
+        return;
+    }
+    bool cut = false;
+    int rc = lease_script(db, j, token, &end, NULL, &cut);
+    if (rc != WK_OK)
+        log_msg(c, WK_LOG_WARN, j->name,
+                "run %llu: cannot end the lease at its tick's end (%s): it runs until %lld ms "
+                "after its last extension, and the next tick may skip",
+                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.ttl_ms);
+    give_back_db(ctx, db);
+}
+
 /* wk_cron_add_once(): take the lease (never wait), run, never release. */
 static int run_once(wk_cron_ctx *ctx)
 {
@@ -221,8 +322,25 @@ static int run_once(wk_cron_ctx *ctx)
     wk_token token;
     bool acquired = false;
     rc = wk_lock_try(wk_db_processor(db), &j->lock, j->lock_name, &token, &acquired);
-    if (rc != WK_OK)
+    if (rc == WK_EUNKNOWN)
+        /* Sent, reply lost: the lease may be ours. Not running is the safe
+         * side; a lease taken runs out before the next tick (TTL <
+         * interval), as every once-lease does. */
+        log_msg(c, WK_LOG_ERROR, j->name,
+                "run %llu skipped: lock.try's outcome is unknown (%s); if it took the lease, "
+                "that runs out after %lld ms",
+                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.ttl_ms);
+    else if (rc != WK_OK)
         log_msg(c, WK_LOG_ERROR, j->name, "lock.try failed: %s", wk_db_errmsg(db));
+    int64_t end = -1;
+    if (rc == WK_OK && acquired && j->keep_alive) {
+        rc = lease_script(db, j, &token, NULL, &end, NULL);
+        if (rc != WK_OK)
+            log_msg(c, WK_LOG_ERROR, j->name,
+                    "run %llu skipped: cannot read where the lease ends, so it could not be "
+                    "cut back after a kept-alive run (it runs out by itself): %s",
+                    (unsigned long long)ctx->number, wk_db_errmsg(db));
+    }
     give_back_db(ctx, db);
     if (rc != WK_OK)
         return rc;
@@ -235,6 +353,10 @@ static int run_once(wk_cron_ctx *ctx)
 
     wk_lease_keeper *keeper = NULL;
     if (j->keep_alive) {
+        if (end < 0) {
+            log_msg(c, WK_LOG_WARN, j->name, "lease lost right after it was taken; run skipped");
+            return WK_OK;
+        }
         wk_lease_keeper_options ko = WK_LEASE_KEEPER_OPTIONS_INIT;
         ko.db = &j->db_opts;
         ko.kind = WK_LEASE_LOCK;
@@ -247,6 +369,7 @@ static int run_once(wk_cron_ctx *ctx)
         if (rc != WK_OK) {
             log_msg(c, WK_LOG_ERROR, j->name, "cannot keep the lease alive, run skipped: %s",
                     err);
+            cut_lease(ctx, &token, end); /* its first extension may have gone through */
             return rc;
         }
         if (wk_lease_keeper_lost(keeper)) {
@@ -257,9 +380,9 @@ static int run_once(wk_cron_ctx *ctx)
         ctx->lease = keeper;
     }
 
-    int64_t t0 = wk_monotonic_ms();
+    int64_t t0 = wk__boot_ms();
     rc = j->fn(ctx, j->arg);
-    int64_t took = wk_monotonic_ms() - t0;
+    int64_t took = wk__boot_ms() - t0;
     if (keeper) {
         ctx->lease = NULL;
         wk_lease_outcome out;
@@ -269,6 +392,9 @@ static int run_once(wk_cron_ctx *ctx)
                     (unsigned long long)ctx->number,
                     out.lost_status == WK_OK ? "another holder or the key was deleted"
                                              : wk_strerror(out.lost_status));
+        /* Its extensions are over (stop joined the keeper's thread): end
+         * the lease where it would have ended without them. */
+        cut_lease(ctx, &token, end);
     } else if (took >= j->lock.ttl_ms) {
         log_msg(c, WK_LOG_WARN, j->name,
                 "run %llu took %lld ms, longer than the lease (%lld ms): another replica may "
@@ -286,7 +412,7 @@ static void *run_main(void *arg)
     job *j = ctx->job;
     log_msg(c, WK_LOG_DEBUG, j->name, "run %llu started", (unsigned long long)ctx->number);
     int rc = j->once ? run_once(ctx) : j->fn(ctx, j->arg);
-    int64_t finished = wk_monotonic_ms();
+    int64_t finished = wk__boot_ms();
     if (rc != WK_OK)
         log_msg(c, WK_LOG_ERROR, j->name, "run %llu failed: %s (%s)",
                 (unsigned long long)ctx->number, wk_err_name(rc), wk_strerror(rc));
@@ -296,7 +422,7 @@ static void *run_main(void *arg)
     pthread_mutex_lock(&c->mu);
     j->running--;
     if (j->kind == WK_CRON_AFTER_FINISH)
-        j->next_at = finished + j->interval_ms;
+        j->next_at = wk__add_ms(finished, j->interval_ms); /* INT64_MAX: never again */
     r->done = true;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
@@ -313,7 +439,7 @@ static void launch(wk_cron *c, job *j, int64_t now)
     /* The next start: an interval from this start (at-least waits in
      * addition for this run to end: see can_launch), or, for after-finish,
      * decided when this run ends. */
-    j->next_at = j->kind == WK_CRON_AFTER_FINISH ? NEVER : now + j->interval_ms;
+    j->next_at = j->kind == WK_CRON_AFTER_FINISH ? NEVER : wk__add_ms(now, j->interval_ms);
     run *r = calloc(1, sizeof(*r));
     if (r) {
         r->ctx = (wk_cron_ctx){.cron = c, .job = j, .number = j->launched, .started_ms = now};
@@ -327,7 +453,7 @@ static void launch(wk_cron *c, job *j, int64_t now)
         free(r);
     }
     /* Keep the schedule: try again an interval later. */
-    j->next_at = now + j->interval_ms;
+    j->next_at = wk__add_ms(now, j->interval_ms);
     log_msg(c, WK_LOG_ERROR, j->name, "run %llu not started: cannot create a thread",
             (unsigned long long)j->launched);
 }
@@ -358,7 +484,7 @@ static void *scheduler(void *arg)
     pthread_mutex_lock(&c->mu);
     while (!c->stopping) {
         reap(c);
-        int64_t now = wk_monotonic_ms();
+        int64_t now = wk__boot_ms();
         int64_t wake = NEVER;
         for (job *j = c->jobs; j; j = j->next) {
             if (can_launch(j) && now >= j->next_at)
@@ -497,6 +623,11 @@ int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_opt
                     spec->name, (long long)e->ttl_ms, e->ns, (long long)spec->interval_ms);
     if (once->name.type == WK_NAME_BYTES && !once->name.bytes && once->name.len)
         return fail(c, WK_EINVAL, "cron: job \"%s\": lock name bytes are NULL", spec->name);
+    if (once->keep_alive && e->ttl_ms < 4)
+        return fail(c, WK_EINVAL,
+                    "cron: job \"%s\": a lease of %lld ms is too short to keep alive (≥ 4 ms, "
+                    "see lease_keeper.h)",
+                    spec->name, (long long)e->ttl_ms);
 
     job *j = job_new(spec);
     if (!j)
@@ -636,9 +767,9 @@ bool wk_cron_sleep(wk_cron_ctx *ctx, int64_t ms)
     if (!ctx)
         return false;
     wk_cron *c = ctx->cron;
-    int64_t until = wk_monotonic_ms() + (ms > 0 ? ms : 0);
+    int64_t until = wk__add_ms(wk__boot_ms(), ms > 0 ? ms : 0); /* INT64_MAX: until shutdown */
     pthread_mutex_lock(&c->mu);
-    while (!atomic_load(&c->stop_flag) && wk_monotonic_ms() < until)
+    while (!atomic_load(&c->stop_flag) && wk__boot_ms() < until)
         wait_until(c, until);
     bool stopped = atomic_load(&c->stop_flag);
     pthread_mutex_unlock(&c->mu);

@@ -1,11 +1,9 @@
 /*
  * collection/deadline.c — acquire with a deadline: the non-waiting
  * acquires of Lock and RwLock retried with capped, decorrelated-jitter
- * backoff, sleeping on CLOCK_MONOTONIC and never past the deadline.
+ * backoff, sleeping on the library's clock (core/clock.c: CLOCK_BOOTTIME)
+ * and never past the deadline.
  */
-#include <errno.h>
-#include <time.h>
-
 #include <sodium.h>
 
 #include <wakuwaku/deadline.h>
@@ -14,23 +12,12 @@
 
 int64_t wk_monotonic_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return wk__boot_ms();
 }
 
 int64_t wk_deadline_in(int64_t timeout_ms)
 {
-    return wk_monotonic_ms() + timeout_ms;
-}
-
-/* Sleep until `when` (monotonic ms), absolute so that an interrupted or
- * late-started sleep never adds up to more than the time asked. */
-static void sleep_until(int64_t when)
-{
-    struct timespec ts = {(time_t)(when / 1000), (long)(when % 1000) * 1000000L};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
+    return wk__add_ms(wk__boot_ms(), timeout_ms);
 }
 
 /* The next sleep after `prev` (decorrelated jitter): uniform in
@@ -67,17 +54,19 @@ static int acquire(const char *op, try_fn try_once, wk_processor *p, const wk_en
                                   op);
     int64_t sleep_ms = 0;
     for (;;) {
-        /* The outcome lands in *acquired (written by the parser). */
+        /* The outcome lands in *acquired (written by the parser). On an
+         * error the wait ends; *token is the failed try's, which may hold
+         * the lock after WK_EUNKNOWN (see deadline.h). */
         int rc = try_once(p, e, name, token, acquired);
         if (rc != WK_OK || *acquired)
             return rc;
-        int64_t now = wk_monotonic_ms();
+        int64_t now = wk__boot_ms();
         if (now >= deadline)
             return WK_OK; /* timed out: the last try was at or after the deadline */
         sleep_ms = sleep_ms ? next_backoff(b, sleep_ms) : b->initial_ms;
-        int64_t wake = now + sleep_ms;
+        int64_t wake = now + sleep_ms; /* sleep_ms ≤ INT_MAX: cannot overflow */
         /* Never sleep past the deadline; the loop then makes a last try. */
-        sleep_until(wake < deadline ? wake : deadline);
+        wk__sleep_until_ms(wake < deadline ? wake : deadline);
     }
 }
 

@@ -2,13 +2,12 @@
  * collection/fill_once.c — fill a cache item once across replicas (cache
  * stampede protection): on a miss, the replica that takes a Lock lease on
  * the same namespace and name computes and puts the body; the others wait
- * for it (polling with jittered sleeps, never past their deadline) or step
- * aside at once. Works for Cache and HashedCache through a small table of
- * operations.
+ * for it (polling with jittered sleeps on the library's clock, never past
+ * their deadline) or step aside at once. Works for Cache and HashedCache
+ * through a small table of operations.
  */
-#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <sodium.h>
 
@@ -37,24 +36,6 @@ static int hcache_put(wk_processor *p, const wk_entity *e, wk_name name, wk_body
 static const fill_ops cache_ops = {"cache.fill_once", WK_KIND_CACHE, wk_cache_get, cache_put};
 static const fill_ops hcache_ops = {"hashed_cache.fill_once", WK_KIND_HASHED_CACHE,
                                     wk_hashed_cache_get, hcache_put};
-
-/* ------------------------------------------------------------------------
- * Time
- * ---------------------------------------------------------------------- */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* ------------------------------------------------------------------------
  * The filler's side: holding the lease
@@ -122,6 +103,33 @@ static int fill_holding(wk_processor *p, const fill_ops *ops, const wk_entity *c
     return rc;
 }
 
+/*
+ * lock.try was sent and its reply never came (`status` WK_EUNKNOWN): the
+ * server may have given us the lease under `token`. Left alone it would
+ * keep every replica from filling for the lock's TTL, so release it
+ * (token-checked: harmless if the try did not run) and fail with
+ * `status`. If that release cannot be sent either, the lease runs out.
+ */
+static int give_back_unknown(wk_processor *p, const fill_ops *ops, const wk_entity *lock,
+                             wk_name name, const wk_token *token, int status)
+{
+    char cause[200];
+    snprintf(cause, sizeof(cause), "%s", wk_processor_errmsg(p));
+    bool released = false;
+    int rc = wk_lock_release(p, lock, name, token, &released);
+    if (rc == WK_OK)
+        return wk__processor_fail(p, status,
+                                  "%s: lock.try's outcome is unknown (%s); the lease it may have "
+                                  "taken was released%s",
+                                  ops->op, cause[0] ? cause : wk_strerror(status),
+                                  released ? "" : " (it had not been taken)");
+    return wk__processor_fail(p, status,
+                              "%s: lock.try's outcome is unknown (%s); the lease it may have "
+                              "taken could not be released (%s) and runs out after %lld ms",
+                              ops->op, cause[0] ? cause : wk_strerror(status), wk_err_name(rc),
+                              (long long)lock->ttl_ms);
+}
+
 /* ------------------------------------------------------------------------
  * The call
  * ---------------------------------------------------------------------- */
@@ -165,7 +173,8 @@ static int fill_once(const fill_ops *ops, wk_processor *p, const wk_entity *cach
                                   "poll_max_ms",
                                   ops->op);
 
-    int64_t deadline = mono_ms() + opts->wait_ms;
+    /* Saturated: a huge wait_ms means "no deadline", not an overflow. */
+    int64_t deadline = wk__add_ms(wk__boot_ms(), opts->wait_ms);
     bool waited = false, acquired = false, filled = false;
     wk_token token;
 
@@ -181,7 +190,7 @@ static int fill_once(const fill_ops *ops, wk_processor *p, const wk_entity *cach
         /* 2. A miss: whoever takes the lease fills. */
         rc = wk_lock_try(p, lock, name, &token, &acquired);
         if (rc)
-            return rc;
+            return rc == WK_EUNKNOWN ? give_back_unknown(p, ops, lock, name, &token, rc) : rc;
         if (acquired) {
             rc = fill_holding(p, ops, cache, name, lock, &token, fill, arg, body, &filled);
             if (rc)
@@ -190,14 +199,15 @@ static int fill_once(const fill_ops *ops, wk_processor *p, const wk_entity *cach
             return WK_OK;
         }
         /* 3. Someone else fills: wait for the body, up to the deadline. */
-        int64_t left = deadline - mono_ms();
-        if (left <= 0) {
+        int64_t now = wk__boot_ms();
+        if (now >= deadline) {
             *outcome = WK_FILL_BUSY;
             return WK_OK;
         }
         int64_t span = (int64_t)opts->poll_max_ms - opts->poll_min_ms + 1;
         int64_t nap = opts->poll_min_ms + (int64_t)randombytes_uniform((uint32_t)span);
-        sleep_ms(nap < left ? nap : left);
+        int64_t wake = now + nap; /* nap ≤ INT_MAX: cannot overflow */
+        wk__sleep_until_ms(wake < deadline ? wake : deadline);
         waited = true;
         rc = ops->get(p, cache, name, body);
         if (rc)

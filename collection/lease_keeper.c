@@ -2,9 +2,9 @@
  * collection/lease_keeper.c — the lease keeper: a heartbeat thread with its
  * own wk_db that extends a Lock / RwLock token every period, and the
  * lost-lease rule of lease_keeper.h (a sticky atomic flag plus a
- * conservative `valid_until` that the poll checks against the clock).
+ * conservative `valid_until` that the poll checks against the clock — the
+ * library's CLOCK_BOOTTIME clock, core/clock.c, so a suspend counts).
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -13,12 +13,33 @@
 #include <string.h>
 #include <time.h>
 
-#include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/rwlock.h>
 
+#include "core/private.h"
+
 /* Marks lost_status as not yet decided (status codes are ≤ 0). */
 #define STATUS_UNSET 1
+
+/* The loss rule's allowances for a TTL (lease_keeper.h): the clock drift
+ * between us and the server, and the least time left for an extension's
+ * reply between its send and valid_until. */
+static int64_t drift_for(int64_t ttl)
+{
+    return ttl / 100 + 2;
+}
+
+static int64_t reply_allowance_for(int64_t ttl)
+{
+    int64_t r = ttl / 10;
+    return r > 50 ? 50 : r < 1 ? 1 : r;
+}
+
+/* The longest period whose extensions the rule can confirm in time. */
+static int64_t max_period_for(int64_t ttl)
+{
+    return ttl - drift_for(ttl) - reply_allowance_for(ttl);
+}
 
 struct wk_lease_keeper {
     /* Set up by start, read-only afterwards. */
@@ -85,7 +106,7 @@ bool wk_lease_keeper_lost(wk_lease_keeper *k)
         return true;
     if (atomic_load(&k->lost))
         return true;
-    if (wk_monotonic_ms() >= atomic_load(&k->valid_until)) {
+    if (wk__boot_ms() >= atomic_load(&k->valid_until)) {
         mark_lost(k, timeout_status(k));
         return true;
     }
@@ -135,10 +156,12 @@ static int release(wk_lease_keeper *k, bool *released)
     return WK_EINVAL;
 }
 
-/* Wait on the keeper's condition until `when` (monotonic ms) or a signal. */
+/* Wait on the keeper's condition until `when` (wk__boot_ms) or a signal.
+ * Across a suspend it wakes late; lost() does not depend on this thread. */
 static void wait_until(wk_lease_keeper *k, int64_t when)
 {
-    struct timespec ts = {(time_t)(when / 1000), (long)(when % 1000) * 1000000L};
+    struct timespec ts;
+    wk__cond_abstime(when, &ts);
     pthread_cond_timedwait(&k->cond, &k->mu, &ts);
 }
 
@@ -150,7 +173,7 @@ static void *heartbeat(void *arg)
     while (!k->stopping && !wk_lease_keeper_lost(k)) {
         int64_t vu = atomic_load(&k->valid_until);
         int64_t wake = next < vu ? next : vu;
-        if (wk_monotonic_ms() < wake) {
+        if (wk__boot_ms() < wake) {
             wait_until(k, wake);
             continue; /* re-check stop, loss and the time */
         }
@@ -158,9 +181,9 @@ static void *heartbeat(void *arg)
          * touches it after joining us, so no lock is needed around it. */
         pthread_mutex_unlock(&k->mu);
         bool extended = false;
-        int64_t sent = wk_monotonic_ms();
+        int64_t sent = wk__boot_ms();
         int rc = extend(k, &extended);
-        int64_t now = wk_monotonic_ms();
+        int64_t now = wk__boot_ms();
         pthread_mutex_lock(&k->mu);
         if (now >= vu) {
             /* The reply came after the lease could have run out: whatever
@@ -169,13 +192,15 @@ static void *heartbeat(void *arg)
                 atomic_store(&k->last_error, rc);
             mark_lost(k, rc == WK_OK && !extended ? WK_OK : timeout_status(k));
         } else if (rc == WK_OK && extended) {
-            atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+            atomic_store(&k->valid_until, wk__add_ms(sent, k->ttl_ms - k->drift_ms));
             atomic_store(&k->last_error, WK_OK);
             atomic_fetch_add(&k->extensions, 1);
             next = sent + k->period_ms;
         } else if (rc == WK_OK) {
             mark_lost(k, WK_OK); /* the key is gone or holds another token */
         } else if (wk_is_connection_error(rc)) {
+            /* WK_EUNKNOWN: the extension may have restarted the TTL, or
+             * not; valid_until stays at the last confirmed one. */
             atomic_store(&k->last_error, rc);
             next = now + k->retry_ms; /* retry while the lease may still run */
         } else {
@@ -227,12 +252,29 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
         set_err(err, errlen, "lease keeper: the entity must be a valid %s entity", kind);
         return WK_EINVAL;
     }
-    int64_t period = opts->period_ms ? opts->period_ms : e->ttl_ms / 3;
+    int64_t ttl = e->ttl_ms, limit = max_period_for(ttl);
+    if (limit < 1) {
+        set_err(err, errlen,
+                "lease keeper: ttl_ms %lld is too short to keep alive: an extension must be "
+                "confirmed within ttl − drift (%lld ms) − %lld ms for its reply",
+                (long long)ttl, (long long)drift_for(ttl), (long long)reply_allowance_for(ttl));
+        return WK_EINVAL;
+    }
+    if (opts->period_ms < 0) {
+        set_err(err, errlen, "lease keeper: period_ms %lld must be ≥ 0 (0: ttl_ms / 3)",
+                (long long)opts->period_ms);
+        return WK_EINVAL;
+    }
+    int64_t period = opts->period_ms ? opts->period_ms : ttl / 3;
     if (period < 1)
         period = 1;
-    if (opts->period_ms < 0 || period >= e->ttl_ms) {
-        set_err(err, errlen, "lease keeper: period %lld ms must be shorter than the TTL (%lld ms)",
-                (long long)period, (long long)e->ttl_ms);
+    if (period > limit) {
+        set_err(err, errlen,
+                "lease keeper: period_ms %lld must be ≤ %lld for ttl_ms %lld (ttl − drift %lld "
+                "ms − %lld ms for the extension's reply: a later extension could not be "
+                "confirmed before the lease may have run out)",
+                (long long)period, (long long)limit, (long long)ttl, (long long)drift_for(ttl),
+                (long long)reply_allowance_for(ttl));
         return WK_EINVAL;
     }
     if (opts->name.type == WK_NAME_BYTES && !opts->name.bytes && opts->name.len) {
@@ -262,7 +304,7 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
     k->ttl_ms = e->ttl_ms;
     k->period_ms = period;
     k->retry_ms = period / 4 > 10 ? period / 4 : 10;
-    k->drift_ms = e->ttl_ms / 100 + 2;
+    k->drift_ms = drift_for(e->ttl_ms);
     k->release = opts->release;
     k->on_lost = opts->on_lost;
     k->ctx = opts->ctx;
@@ -272,9 +314,14 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
     atomic_init(&k->valid_until, 0);
     atomic_init(&k->extensions, 0);
 
-    /* One stuck command must not hold the heartbeat up past a period. */
+    /* One stuck command must not hold the heartbeat up past a period, nor
+     * past the moment its reply would come too late to count (an
+     * extension sent on time must be confirmed before valid_until); but
+     * a command always gets 50 ms. */
     wk_db_options o = *opts->db;
-    int cap = period > 50 ? (period > 1000000 ? 1000000 : (int)period) : 50;
+    int64_t budget = ttl - k->drift_ms - period; /* ≥ the reply allowance */
+    int64_t cap64 = period < budget ? period : budget;
+    int cap = cap64 > 50 ? (cap64 > 1000000 ? 1000000 : (int)cap64) : 50;
     if (o.command_timeout_ms > cap)
         o.command_timeout_ms = cap;
     if (o.connect_timeout_ms > cap)
@@ -288,7 +335,7 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
     /* The first extension: proves the token still holds the lease and
      * starts the valid_until clock from a send time we know. */
     bool extended = false;
-    int64_t sent = wk_monotonic_ms();
+    int64_t sent = wk__boot_ms();
     rc = extend(k, &extended);
     if (rc != WK_OK) {
         set_err(err, errlen, "lease keeper: first extension failed: %s", wk_db_errmsg(k->db));
@@ -301,7 +348,7 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
         return WK_OK;
     }
     k->first_sent = sent;
-    atomic_store(&k->valid_until, sent + k->ttl_ms - k->drift_ms);
+    atomic_store(&k->valid_until, wk__add_ms(sent, k->ttl_ms - k->drift_ms));
     atomic_store(&k->extensions, 1);
 
     pthread_condattr_t ca;

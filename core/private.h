@@ -5,6 +5,9 @@
 #ifndef WK_CORE_PRIVATE_H
 #define WK_CORE_PRIVATE_H
 
+#include <stdint.h>
+#include <time.h>
+
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>
 
@@ -30,5 +33,28 @@ int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
  * is NULL", "name is N bytes, more than WK_NAME_MAX (2048)", … in msg
  * (may be NULL). Defined in core/key.c. */
 int wk__name_check(const wk_name *name, char *msg, size_t len);
+
+/* ------------------------------------------------------------------------
+ * The clock of leases and deadlines (core/clock.c). Thread-safe.
+ * ---------------------------------------------------------------------- */
+
+/* Milliseconds on CLOCK_BOOTTIME (counts time spent suspended, like the
+ * server's lease clock), or CLOCK_MONOTONIC where the system has no
+ * CLOCK_BOOTTIME. Arbitrary origin; never goes back. Every lease validity
+ * and every deadline of the helpers is measured on it. */
+int64_t wk__boot_ms(void);
+
+/* t + ms, saturated at INT64_MAX / INT64_MIN instead of overflowing. */
+int64_t wk__add_ms(int64_t t, int64_t ms);
+
+/* Sleep until wk__boot_ms() >= when (at once if it is already). Signals
+ * do not cut it short. */
+void wk__sleep_until_ms(int64_t when);
+
+/* The CLOCK_MONOTONIC time at which a wk__boot_ms() deadline `when` falls
+ * as of now, for pthread_cond_timedwait() on a condition whose clock is
+ * CLOCK_MONOTONIC (conditions cannot use CLOCK_BOOTTIME). After a suspend
+ * the wait wakes late, never early: re-read wk__boot_ms() after waking. */
+void wk__cond_abstime(int64_t when, struct timespec *ts);
 
 #endif /* WK_CORE_PRIVATE_H */

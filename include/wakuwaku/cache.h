@@ -283,7 +283,9 @@ typedef enum wk_fill_outcome {
  *   wait_ms      how long a call that finds someone else filling waits for
  *                the body: 0 returns WK_FILL_BUSY at once; > 0 polls until
  *                this many ms after the call started, never sleeping past
- *                that deadline.
+ *                that deadline (on wk_monotonic_ms()'s clock, which counts
+ *                a suspend; the deadline saturates, so INT64_MAX waits
+ *                without limit).
  *   poll_min_ms  shortest sleep between polls (≥ 1);
  *   poll_max_ms  longest (≥ poll_min_ms). Each sleep is drawn uniformly
  *                between them, so waiting replicas do not poll in step.
@@ -333,7 +335,12 @@ typedef struct wk_fill_options {
  * queries. On every failure the lease this call took has been released (a
  * failed release leaves a lease that runs out after the lock's TTL). A
  * release that fails after a successful put is ignored: the body is cached
- * and returned, and the lease runs out.
+ * and returned, and the lease runs out. WK_EUNKNOWN (or WK_ETIMEDOUT) from
+ * the lease's lock.try — sent, reply lost — means the lease may have been
+ * taken: the call releases it with its token before returning that status
+ * (the message says whether the release got through; if it could not be
+ * sent either, the lease runs out after the lock's TTL and blocks fills of
+ * this name until then).
  *
  * Effects: READ of `cache`, and on a miss WRITE of `cache` and `lock`; a
  * read-only handle gets hits and WK_EDENIED on a miss. Not retry-safe as a

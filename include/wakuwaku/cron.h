@@ -20,9 +20,12 @@
  *
  * Every job runs once as soon as the runtime starts (or as soon as it is
  * added to a running runtime), then on its schedule. Times are measured on
- * CLOCK_MONOTONIC (wk_monotonic_ms()); a "start" is the moment the runtime
- * launched the run (wk_cron_started_ms()), a "finish" the moment the job
- * function returned.
+ * the library's clock (wk_monotonic_ms(): CLOCK_BOOTTIME where the system
+ * has it, so time spent suspended counts; after a resume, due jobs run);
+ * a "start" is the moment the runtime launched the run
+ * (wk_cron_started_ms()), a "finish" the moment the job function returned.
+ * An interval so large that the next start would overflow (INT64_MAX)
+ * means "never again": the job runs once.
  *
  * A job returns a status: anything but WK_OK (0) is logged at
  * WK_LOG_ERROR through the runtime's log callback, and the schedule goes
@@ -57,11 +60,25 @@
  *   A run longer than the lease would let another replica start the job
  *   while it still runs; set keep_alive to run it under a lease keeper
  *   (lease_keeper.h) that extends the lease for as long as it runs; the job
- *   then sees wk_cron_stopping() turn true if the lease is lost.
+ *   then sees wk_cron_stopping() turn true if the lease is lost. When a
+ *   kept-alive run ends, the lease is set back to end where it would have
+ *   ended without the extensions — its tick's lock.try + the lease, on the
+ *   server's clock — or deleted if that moment has passed, so the
+ *   extensions never make the next tick (of any replica) find it held. A
+ *   run that ends within the lease therefore behaves as without
+ *   keep_alive; a longer one frees the lock as it ends. (If that cut-back
+ *   fails — connection lost — it is logged at WK_LOG_WARN and the lease
+ *   runs until one TTL after its last extension.)
+ *   If lock.try's reply is lost (WK_EUNKNOWN), the run is skipped and
+ *   logged at WK_LOG_ERROR; a lease it may have taken runs out within the
+ *   TTL, before the next tick.
  *
- * No new Redis query: the helper sends lock.try (WRITE) and, with
- * keep_alive, lock.extend (WRITE), under the capability of the
- * wk_db_options it is given.
+ * Redis queries: the helper sends lock.try (WRITE) and, with keep_alive,
+ * lock.extend (WRITE, from the keeper) plus two token-checked scripts of
+ * its own on the lock: cron.lease_end (READ: where the lease just taken
+ * ends, from the server's TIME and PTTL) and cron.lease_cut (WRITE:
+ * PEXPIREAT back to that end after the run). All under the capability of
+ * the wk_db_options it is given.
  *
  * THREADS: the runtime has one scheduler thread and starts one thread per
  * run. wk_cron_new/_add/_add_once/_start/_stop/_free/_errmsg are called
@@ -158,8 +175,10 @@ typedef struct wk_cron_job {
  *               job's name. Bytes copied.
  *   keep_alive  run the job under a lease keeper (extends the lease every
  *               TTL/3 on a connection of its own) because a run may outlast
- *               the lease. Without it, a run longer than the lease is
- *               logged at WK_LOG_WARN.
+ *               the lease; when the run ends, the lease is cut back to its
+ *               tick's end (see above). Needs a lease the keeper accepts
+ *               (lease_keeper.h: TTL ≥ 4 ms). Without it, a run longer
+ *               than the lease is logged at WK_LOG_WARN.
  */
 typedef struct wk_cron_once_options {
     const wk_db_options *db;
@@ -191,8 +210,8 @@ WK_API int wk_cron_add(wk_cron *cron, const wk_cron_job *job);
  * runs `job->fn` only if it got it, and never releases it.
  *
  * Returns WK_OK; WK_EINVAL (as wk_cron_add, or: missing db or lock, not a
- * Lock entity, a lease not shorter than the interval — see
- * wk_cron_errmsg()); WK_ENOMEM. Errors of a run (cannot connect, lock.try
+ * Lock entity, a lease not shorter than the interval, keep_alive with a
+ * lease under 4 ms — see wk_cron_errmsg()); WK_ENOMEM. Errors of a run (cannot connect, lock.try
  * denied or failed, the job's own) are logged at WK_LOG_ERROR and the
  * schedule goes on. A run that did not get the lease is logged at
  * WK_LOG_DEBUG and is not an error.
@@ -238,8 +257,9 @@ WK_API bool wk_cron_stopping(wk_cron_ctx *ctx);
 
 /*
  * wk_cron_sleep — sleep `ms` milliseconds, waking early when the runtime
- * shuts down. Returns false if it woke early because of shutdown, true
- * otherwise. (A lost lease does not wake it; poll wk_cron_stopping().)
+ * shuts down (INT64_MAX: until shutdown). Returns false if it woke early
+ * because of shutdown, true otherwise. (A lost lease does not wake it;
+ * poll wk_cron_stopping().)
  */
 WK_API bool wk_cron_sleep(wk_cron_ctx *ctx, int64_t ms);
 

@@ -20,13 +20,27 @@
  * using libsodium's randombytes_uniform), so contenders spread out instead
  * of retrying in lock-step. A sleep never goes past the deadline: it lasts
  * min(backoff, time left), and when the deadline comes one last try is
- * made at it. Deadlines are points on a monotonic clock
- * (CLOCK_MONOTONIC, wk_monotonic_ms()), so changing the wall clock does
- * not stretch or cut a wait.
+ * made at it. Deadlines are points on the library's clock
+ * (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it), so changing
+ * the wall clock does not stretch or cut a wait, and a deadline that
+ * passes while the system is suspended has passed when it resumes.
  *
  * Outcomes: WK_OK with *acquired true (acquired), WK_OK with *acquired
  * false (timed out: the deadline passed while somebody else held it), or a
  * negative status (error; the wait ends at once, see below).
+ *
+ * WARNING — WK_EUNKNOWN: a try was sent and its reply never came (the
+ * connection was lost, or the reply did not arrive within the command
+ * timeout; see wakuwaku/db.h, OUTCOMES). The server may have run it, so the lock MAY be held — by the
+ * token left in *token, while *acquired is false. Do not treat it as
+ * acquired and do not discard the token; either
+ *   - release with that token once the connection is back
+ *     (wk_lock_release / wk_rwlock_release_write / _release_read: safe
+ *     either way, it acts only if that token holds the lease), or
+ *   - let the lease run out: it ends at most one TTL after the server ran
+ *     the try, and blocks every other acquirer until then.
+ * Retrying the acquire instead would wait for (or run alongside) your own
+ * possible lease.
  */
 #ifndef WAKUWAKU_DEADLINE_H
 #define WAKUWAKU_DEADLINE_H
@@ -52,12 +66,20 @@ typedef struct wk_backoff {
 
 #define WK_BACKOFF_INIT {.initial_ms = 5, .max_ms = 200}
 
-/* wk_monotonic_ms — milliseconds on CLOCK_MONOTONIC (arbitrary origin,
- * never goes back, unaffected by wall-clock changes). Thread-safe. */
+/*
+ * wk_monotonic_ms — milliseconds on the clock of every deadline and lease
+ * of the library (cron, lease keeper, fill-once included): CLOCK_BOOTTIME
+ * where the system has it (Linux), else CLOCK_MONOTONIC. Arbitrary origin
+ * (compare its values only with each other), never goes back, unaffected
+ * by wall-clock changes; unlike CLOCK_MONOTONIC it keeps counting while the
+ * system is suspended, as the server's lease clock does. (The name is kept
+ * from when it read CLOCK_MONOTONIC.) Thread-safe.
+ */
 WK_API int64_t wk_monotonic_ms(void);
 
 /* wk_deadline_in — the deadline `timeout_ms` from now: wk_monotonic_ms() +
- * timeout_ms (a negative timeout gives a deadline already past: one try).
+ * timeout_ms, saturated at INT64_MAX (a huge timeout: no deadline) and
+ * INT64_MIN; a negative timeout gives a deadline already past: one try.
  * Thread-safe. */
 WK_API int64_t wk_deadline_in(int64_t timeout_ms);
 
@@ -72,17 +94,20 @@ WK_API int64_t wk_deadline_in(int64_t timeout_ms);
  *             wk_deadline_in(2000). A deadline already past still makes
  *             exactly one try.
  *   backoff   NULL for WK_BACKOFF_INIT; else initial_ms 1..max_ms.
- *   token     OUT: the token of the last try; it holds the lock only when
- *             *acquired is true.
- *   acquired  OUT: true once acquired; false when the deadline passed.
+ *   token     OUT: the token of the last try. It holds the lock when
+ *             *acquired is true, never after WK_OK with *acquired false,
+ *             and MAY hold it after WK_EUNKNOWN (see the WARNING above).
+ *   acquired  OUT: true once acquired; false when the deadline passed or
+ *             on any error.
  *
  * Returns WK_OK (see *acquired); WK_EINVAL (bad argument, deferred
  * processor, bad backoff); or the first error of a try (WK_EDENIED, a
  * connection or server error), which ends the wait at once — it never
- * returns an error later than the deadline plus one round trip.
- * After WK_EUNKNOWN the last try may have taken the lock under *token
- * (until its TTL runs out); wk_lock_release() with that token is safe
- * either way.
+ * returns an error later than the deadline plus one command timeout.
+ * WK_EUNKNOWN: the last try may have taken the lock under *token, until its TTL
+ * runs out; release with that token once the connection is back (safe
+ * either way), or let it run out. WK_EDENIED, WK_EINVAL: nothing was
+ * sent.
  *
  * Never returns WK_OK with *acquired false before the deadline; never
  * sleeps past the deadline (the only overrun is the scheduler's wake-up

@@ -3,7 +3,8 @@
  * held"), and tell the work at once when the lease is lost.
  *
  * A lease keeper holds a token of a Lock, of an RwLock writer or of an
- * RwLock reader, and extends it every TTL/3 from a thread and a connection
+ * RwLock reader, and extends it every period (default TTL/3; see the
+ * period rule below) from a thread and a connection
  * of its own (a wk_db opened from the wk_db_options you give, with their
  * capability). As soon as an extension reports that the token no longer
  * holds the lease, or the lease could have run out for want of a
@@ -24,21 +25,49 @@
  *      WK_EIO, WK_ETIMEDOUT, WK_EUNKNOWN): the keeper retries (every
  *      period/4, at least 10 ms) for as long as the lease may still run.
  *      The lease surely runs until `valid_until` = the moment the last
- *      *successful* extension was sent + TTL − a clock-drift allowance
- *      (TTL/100 + 2 ms, as Redlock): the server restarted the TTL no
- *      earlier than that send. At valid_until the lease counts as lost
- *      (status: the last connection error, or WK_ETIMEDOUT if the keeper's
- *      thread just did not get to run). wk_lease_keeper_lost() checks the
- *      clock itself, so it never reports "held" past valid_until even if
- *      the keeper's thread is stuck in a slow command.
+ *      *confirmed* extension was sent + TTL − a clock-drift allowance
+ *      (drift = TTL/100 + 2 ms, as Redlock): the server restarted the TTL
+ *      no earlier than that send. An extension with an unknown outcome
+ *      (WK_EUNKNOWN: sent, reply lost) may or may not have restarted it,
+ *      so it does not move valid_until. At valid_until the lease counts as
+ *      lost (status: the last connection error, or WK_ETIMEDOUT if the
+ *      keeper's thread just did not get to run). wk_lease_keeper_lost()
+ *      checks the clock itself, so it never reports "held" past
+ *      valid_until even if the keeper's thread is stuck in a slow command.
+ *      A reply that arrives at or after valid_until does not count either:
+ *      "held" would have been a guess in between.
  *   3. Any other failure (WK_EDENIED, WK_EREDIS, …) cannot heal by
  *      retrying: lost at once, with that status.
  * Once lost, always lost: the keeper stops extending, even if a later
  * extension would have found the token still there.
  *
- * Timeouts: the keeper's connection uses the given timeouts capped at
- * max(period, 50 ms), so one stuck command cannot hold the heartbeat up
- * for longer than a period.
+ * The period rule — what the loss rule needs of the period. An extension
+ * sent on time, one period after the last confirmed one, must get its
+ * reply before valid_until, i.e. within TTL − drift − period. The keeper
+ * leaves at least `reply` = TTL/10 (at most 50 ms, at least 1 ms) for it,
+ * so wk_lease_keeper_start() refuses (WK_EINVAL, naming the limit)
+ *
+ *     period_ms > TTL − drift − reply      e.g. TTL 1000: period ≤ 938
+ *                                               TTL 3000: period ≤ 2918
+ *
+ * and a TTL for which that limit is < 1 ms (TTL ≤ 3). A longer period
+ * would lose a healthy lease at its first heartbeat. Within the limit the
+ * margin is the user's choice: with period = TTL/3 (the default) a lease
+ * survives an outage of about 2/3 TTL; near the limit, any reply or
+ * wake-up of the keeper's thread later than the margin counts as a loss.
+ *
+ * Clock: valid_until and every time of the keeper are on the library's
+ * clock (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it),
+ * which keeps counting while the system is suspended, as the server's TTL
+ * does: after a resume past valid_until, wk_lease_keeper_lost() is true at
+ * once. (The keeper's thread sleeps on CLOCK_MONOTONIC, which stops during
+ * a suspend, so after a resume on_lost may come up to one period late;
+ * wk_lease_keeper_lost() does not wait for it.)
+ *
+ * Timeouts: the keeper's connection uses the given connect and command
+ * timeouts capped at max(50 ms, min(period, TTL − drift − period)), so one
+ * stuck command cannot hold the heartbeat up for longer than a period, nor
+ * much past the moment its reply could still count.
  *
  * WARNING: the keeper tells; it cannot stop the work. Work that writes to a
  * shared resource must poll wk_lease_keeper_lost() (or react to the
@@ -93,7 +122,8 @@ typedef void (*wk_lease_lost_fn)(void *ctx, int status);
  *   name       the item; its bytes are copied.
  *   token      the token holding the lease (from wk_lock_try, …).
  *   period_ms  time between extensions; 0: ttl_ms / 3 (at least 1 ms).
- *              Must be < ttl_ms.
+ *              At most ttl_ms − drift − reply (the period rule above: 938
+ *              for ttl_ms 1000); negative is refused.
  *   release    wk_lease_keeper_stop() releases the lease (token-checked)
  *              after the heartbeat ended. false leaves it to run out.
  *   on_lost    optional callback (see wk_lease_lost_fn), with `ctx`.
@@ -136,10 +166,13 @@ typedef struct wk_lease_outcome {
  *
  * Returns WK_OK — check wk_lease_keeper_lost(): if that first extension
  * found the lease gone the keeper starts lost (no thread, no callback);
- * WK_EINVAL (bad options, entity, kind or name; period ≥ TTL); WK_EDENIED
- * (the capability does not grant WRITE); a connection error (cannot
- * connect, or the first extension failed: the lease may or may not still
- * run; nothing was started); WK_ENOMEM. Stop it with wk_lease_keeper_stop().
+ * WK_EINVAL (bad options, entity, kind or name; a period or TTL the
+ * period rule refuses — `err` names the limit); WK_EDENIED (the
+ * capability does not grant WRITE); a connection error (cannot connect, or
+ * the first extension failed: nothing was started; the lease still runs
+ * until its TTL from the last extension that reached the server — after
+ * WK_EUNKNOWN that may be this first one); WK_ENOMEM. Stop it with
+ * wk_lease_keeper_stop().
  */
 WK_API int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts,
                                  char *err, size_t errlen);
@@ -155,9 +188,9 @@ WK_API bool wk_lease_keeper_lost(wk_lease_keeper *k);
 WK_API int wk_lease_keeper_status(const wk_lease_keeper *k);
 
 /*
- * wk_lease_keeper_valid_until — the wk_monotonic_ms() moment until which
- * the lease surely runs (as of the last successful extension); 0 once
- * lost. Work can use it to avoid starting a step that would outlast it.
+ * wk_lease_keeper_valid_until — the wk_monotonic_ms() moment (a clock
+ * that counts suspend) until which the lease surely runs (as of the last
+ * confirmed extension); 0 once lost. Work can use it to avoid starting a step that would outlast it.
  * Lock-free, from any thread.
  */
 WK_API int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k);
@@ -169,9 +202,11 @@ WK_API int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k);
  *
  *   outcome  OUT, may be NULL: what the keeper saw.
  *
- * Returns WK_OK, the release's error (the keeper is freed anyway), or
- * WK_EINVAL when called from the keeper's own thread (from on_lost:
- * nothing is done). NULL is a harmless no-op (WK_OK).
+ * Returns WK_OK, the release's error (the keeper is freed anyway; after
+ * WK_EUNKNOWN the release may or may not have happened — if not, the lease
+ * runs out one TTL after the last extension), or WK_EINVAL when called
+ * from the keeper's own thread (from on_lost: nothing is done). NULL is a
+ * harmless no-op (WK_OK).
  */
 WK_API int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome);
 

@@ -5,9 +5,11 @@
  * the schedule kept, shutdown waiting for running jobs, and 4 replica
  * processes running a job exactly once per interval.
  *
- * Capability table: cron adds no Redis query; the once-per-interval helper
- * sends lock.try and (keep_alive) lock.extend, whose rows are already in
- * tests/capability (a read-only runtime is refused here too).
+ * Capability table: the once-per-interval helper sends lock.try and
+ * (keep_alive) lock.extend, whose rows are already in tests/capability,
+ * and with keep_alive two internal scripts, cron.lease_end (READ) and
+ * cron.lease_cut (WRITE), which no public call reaches; their refusal
+ * goes with lock.try's (a read-only runtime is refused here too).
  */
 #include <math.h>
 #include <pthread.h>
@@ -443,6 +445,13 @@ Test(cron, once_refuses_a_lease_not_shorter_than_the_interval)
     cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_EINVAL);
     cr_assert_eq(wk_cron_add_once(c, &j, NULL), WK_EINVAL);
     once.db = &dbo;
+    wk_entity tiny = WK_LOCK_ENTITY("cronrefuse", 3);
+    once.lock = &tiny;
+    once.keep_alive = true; /* no lease keeper can keep 3 ms */
+    cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_EINVAL);
+    cr_assert(strstr(wk_cron_errmsg(c), "too short to keep alive") != NULL, "%s",
+              wk_cron_errmsg(c));
+    once.lock = &shorter;
     cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_OK, "%s", wk_cron_errmsg(c));
     cr_assert_str_eq(wk_cron_errmsg(c), "");
     wk_cron_free(c); /* never started: nothing ran */
@@ -584,6 +593,202 @@ Test(cron, once_without_keep_alive_a_long_run_is_warned_about)
     /* The lease ran out while a's first run went on, so b started too. */
     cr_assert_geq(atomic_load(&o.max_running), 2);
     cr_assert(logged(&l, "longer than the lease"));
+}
+
+/* ---- keep_alive must not push the lease into the next tick */
+
+static int count_logged(logs *l, const char *needle)
+{
+    int n = 0;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < l->n; i++)
+        n += strstr(l->lines[i], needle) != NULL;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+static int sleep_350_fn(wk_cron_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    wk_test_sleep_ms(350);
+    return WK_OK;
+}
+
+Test(cron, once_keep_alive_runs_every_tick_when_runs_end_within_the_lease)
+{
+    /* Interval 1000, lease 800, runs of 350 ms under keep_alive. The
+     * keeper extended the lease (one TTL from each extension) and nothing
+     * shortened it, so it outlived the run into the next tick, which found
+     * it held and skipped: 4 runs in 7 ticks. After a run the lease must
+     * end where it would have ended without extensions (the run's tick +
+     * the lease, 800 ms), before the next tick. */
+    const char *ns = wk_test_ns("cronevery");
+    wk_db_options dbo = shared_db(NULL);
+    wk_entity lease = WK_LOCK_ENTITY(ns, 800);
+    atomic_int runs = 0;
+    logs l;
+    wk_cron *c = new_cron(&l);
+    wk_cron_job j = WK_CRON_JOB_INIT;
+    j.name = "every";
+    j.interval_ms = 1000;
+    j.fn = sleep_350_fn;
+    j.arg = &runs;
+    wk_cron_once_options once = WK_CRON_ONCE_OPTIONS_INIT;
+    once.db = &dbo;
+    once.lock = &lease;
+    once.keep_alive = true;
+    cr_assert_eq(wk_cron_add_once(c, &j, &once), WK_OK, "%s", wk_cron_errmsg(c));
+    cr_assert_eq(wk_cron_start(c), WK_OK);
+    wk_test_sleep_ms(6 * 1000 + 600); /* ticks at 0, 1, …, 6 s */
+    wk_cron_free(c);
+    int n = atomic_load(&runs);
+    int skipped = count_logged(&l, "skipped: the lease is held");
+    cr_log_info("%d runs, %d skipped ticks", n, skipped);
+    cr_assert_geq(n + skipped, 7, "only %d ticks", n + skipped);
+    cr_assert_geq(n, 6, "%d runs in %d ticks: the kept-alive lease outlived its runs", n,
+                  n + skipped);
+    cr_assert_leq(skipped, 1, "%d ticks skipped", skipped);
+    cr_assert_eq(l.warnings, 0, "%s", l.lines[0]);
+}
+
+typedef struct long_then_short {
+    pthread_mutex_t mu;
+    int n;
+    int64_t start[32], end[32];
+    atomic_int running, max_running;
+    atomic_bool told_lost;
+} long_then_short;
+
+static int long_then_short_fn(wk_cron_ctx *ctx, void *arg)
+{
+    long_then_short *s = arg;
+    int cur = atomic_fetch_add(&s->running, 1) + 1;
+    int max = atomic_load(&s->max_running);
+    while (cur > max && !atomic_compare_exchange_weak(&s->max_running, &max, cur)) {
+    }
+    pthread_mutex_lock(&s->mu);
+    int i = s->n < 32 ? s->n++ : 31;
+    s->start[i] = wk_monotonic_ms();
+    pthread_mutex_unlock(&s->mu);
+    /* The first run lasts 2.3 s: past two ticks and far past its lease. */
+    int64_t until = wk_monotonic_ms() + (i == 0 ? 2300 : 50);
+    while (wk_monotonic_ms() < until) {
+        if (wk_cron_stopping(ctx)) {
+            atomic_store(&s->told_lost, wk_lease_keeper_lost(wk_cron_lease(ctx)));
+            break;
+        }
+        wk_test_sleep_ms(10);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->end[i] = wk_monotonic_ms();
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_sub(&s->running, 1);
+    return WK_OK;
+}
+
+Test(cron, once_keep_alive_long_run_keeps_others_out_and_frees_the_lease_at_its_end)
+{
+    /* Two replicas, interval 1000, lease 800, keep_alive. Replica a's first
+     * run lasts 2.3 s: b's ticks at 0.1, 1.1 and 2.1 s find the lease kept
+     * alive and skip. When the run ends its tick + lease is long past, so
+     * the lease must end with it: a's tick, due since 1 s, then takes it
+     * at once. (Before, the last extension kept it ≥ 530 ms past the run,
+     * so that tick skipped and the next run came ~0.8 s later.) */
+    const char *ns = wk_test_ns("cronlongka");
+    wk_db_options dbo = shared_db(NULL);
+    wk_entity lease = WK_LOCK_ENTITY(ns, 800);
+    long_then_short s;
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    logs la;
+    wk_cron *a = new_cron(&la), *b = new_cron(NULL);
+    wk_cron_job j = WK_CRON_JOB_INIT;
+    j.name = "longka";
+    j.interval_ms = 1000;
+    j.fn = long_then_short_fn;
+    j.arg = &s;
+    wk_cron_once_options once = WK_CRON_ONCE_OPTIONS_INIT;
+    once.db = &dbo;
+    once.lock = &lease;
+    once.keep_alive = true;
+    cr_assert_eq(wk_cron_add_once(a, &j, &once), WK_OK);
+    cr_assert_eq(wk_cron_add_once(b, &j, &once), WK_OK);
+    cr_assert_eq(wk_cron_start(a), WK_OK);
+    wk_test_sleep_ms(100); /* a wins the first run */
+    cr_assert_eq(wk_cron_start(b), WK_OK);
+    wk_test_sleep_ms(3800);
+    wk_cron_free(a);
+    wk_cron_free(b);
+    cr_assert_eq(atomic_load(&s.max_running), 1, "replicas ran the job at the same time");
+    cr_assert_not(atomic_load(&s.told_lost), "the long run lost its lease");
+    cr_assert_geq(s.n, 2, "%d runs", s.n);
+    cr_assert_geq(s.end[0] - s.start[0], 2300, "the long run was cut short");
+    int64_t gap = s.start[1] - s.end[0];
+    cr_assert_geq(gap, 0);
+    cr_assert_leq(gap, 400, "the next run began %lld ms after the long run ended: its lease "
+                            "outlived it", (long long)gap);
+    cr_assert_eq(la.warnings, 0, "%s", la.lines[0]);
+}
+
+/* ---- intervals and sleeps far away saturate instead of overflowing */
+
+Test(cron, a_huge_interval_runs_once_and_waits)
+{
+    atomic_int runs = 0;
+    wk_cron *c = new_cron(NULL);
+    wk_cron_job j = WK_CRON_JOB_INIT;
+    j.name = "huge";
+    j.interval_ms = INT64_MAX;
+    j.fn = quick_fn;
+    j.arg = &runs;
+    cr_assert_eq(wk_cron_add(c, &j), WK_OK);
+    j.name = "huge-after-start";
+    j.kind = WK_CRON_AFTER_START;
+    cr_assert_eq(wk_cron_add(c, &j), WK_OK);
+    j.name = "huge-after-finish";
+    j.kind = WK_CRON_AFTER_FINISH;
+    cr_assert_eq(wk_cron_add(c, &j), WK_OK);
+    cr_assert_eq(wk_cron_start(c), WK_OK);
+    /* The start-up run, then nothing: now + INT64_MAX overflowed (UB) into
+     * the past, and the job ran again at once, over and over. */
+    wk_test_sleep_ms(500);
+    wk_cron_free(c);
+    cr_assert_eq(atomic_load(&runs), 3, "%d runs of 3 jobs", atomic_load(&runs));
+}
+
+typedef struct long_sleep {
+    atomic_bool entered, returned, result;
+} long_sleep;
+
+static int long_sleep_fn(wk_cron_ctx *ctx, void *arg)
+{
+    long_sleep *s = arg;
+    atomic_store(&s->entered, true);
+    atomic_store(&s->result, wk_cron_sleep(ctx, INT64_MAX));
+    atomic_store(&s->returned, true);
+    return WK_OK;
+}
+
+Test(cron, a_huge_sleep_waits_until_shutdown)
+{
+    long_sleep s = {0};
+    wk_cron *c = new_cron(NULL);
+    wk_cron_job j = WK_CRON_JOB_INIT;
+    j.name = "sleeps";
+    j.interval_ms = 100000;
+    j.fn = long_sleep_fn;
+    j.arg = &s;
+    cr_assert_eq(wk_cron_add(c, &j), WK_OK);
+    cr_assert_eq(wk_cron_start(c), WK_OK);
+    while (!atomic_load(&s.entered))
+        wk_test_sleep_ms(5);
+    wk_test_sleep_ms(300);
+    cr_assert_not(atomic_load(&s.returned), "wk_cron_sleep(INT64_MAX) returned at once");
+    cr_assert_eq(wk_cron_stop(c), WK_OK);
+    cr_assert(atomic_load(&s.returned));
+    cr_assert_not(atomic_load(&s.result), "woken by shutdown: false");
+    wk_cron_free(c);
 }
 
 /* ---- 4 replica processes, once per interval */

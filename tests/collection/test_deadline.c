@@ -10,6 +10,7 @@
  * already in tests/capability (the read-only refusal is checked here too).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -286,6 +287,101 @@ Test(deadline, an_error_ends_the_wait_at_once_and_sends_nothing_when_denied)
     cr_assert_lt(wk_monotonic_ms() - t0, 5000, "a connection error must not wait for the deadline");
     wk_db_close(db);
     wk_db_close(ro);
+}
+
+/* ---- a try whose reply is lost: the token that may hold the lock is left */
+
+/* kind: 0 lock, 1 rwlock writer, 2 rwlock reader */
+static int acquire_kind(wk_processor *p, int kind, const char *ns, int64_t deadline, wk_token *t,
+                        bool *got)
+{
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    wk_entity rw = WK_RWLOCK_ENTITY(ns, 30000);
+    return kind == 0   ? wk_lock_acquire(p, &lock, wk_name_str("x"), deadline, NULL, t, got)
+           : kind == 1 ? wk_rwlock_acquire_write(p, &rw, wk_name_str("x"), deadline, NULL, t, got)
+                       : wk_rwlock_acquire_read(p, &rw, wk_name_str("x"), deadline, NULL, t, got);
+}
+
+static int release_kind(wk_processor *p, int kind, const char *ns, const wk_token *t,
+                        bool *released)
+{
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    wk_entity rw = WK_RWLOCK_ENTITY(ns, 30000);
+    return kind == 0   ? wk_lock_release(p, &lock, wk_name_str("x"), t, released)
+           : kind == 1 ? wk_rwlock_release_write(p, &rw, wk_name_str("x"), t, released)
+                       : wk_rwlock_release_read(p, &rw, wk_name_str("x"), t, released);
+}
+
+Test(deadline, lost_reply_leaves_the_token_that_may_hold_the_lock)
+{
+    /* A private server, stopped (SIGSTOP) while a try is in flight: the
+     * write reaches its socket, the reply does not come within the command
+     * timeout. Once it runs again the server applies the write, so the
+     * lock IS held — by the token the call left in its OUT parameter. */
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = s.url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    wk_db *db;
+    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_processor *p = wk_db_processor(db);
+    for (int kind = 0; kind < 3; kind++) {
+        /* Load the kind's script first (EVALSHA would find it missing on
+         * the server, and the retry with the script's text would never be
+         * sent): the lost try then surely runs once the server resumes. */
+        const char *warm = wk_test_ns("dlwarm");
+        wk_token t;
+        bool got = false, released = false;
+        cr_assert_eq(acquire_kind(p, kind, warm, wk_deadline_in(5000), &t, &got), WK_OK);
+        cr_assert(got);
+        cr_assert_eq(release_kind(p, kind, warm, &t, &released), WK_OK);
+        const char *ns = wk_test_ns("dllost");
+        memset(&t, 0, sizeof(t));
+        got = true;
+        cr_assert_eq(kill(s.pid, SIGSTOP), 0);
+        int rc = acquire_kind(p, kind, ns, wk_deadline_in(5000), &t, &got);
+        cr_assert_eq(kill(s.pid, SIGCONT), 0);
+        /* WK_EUNKNOWN: the outcome of a write whose reply did not arrive. */
+        cr_assert_eq(rc, WK_EUNKNOWN, "kind %d: got %s", kind, wk_err_name(rc));
+        cr_assert_not(got, "kind %d: an unknown outcome is not an acquisition", kind);
+        /* The connection is back: the token releases what the lost try
+         * took (the server ran the write after SIGCONT). */
+        released = false;
+        for (int i = 0; i < 50 && !released; i++) {
+            rc = release_kind(p, kind, ns, &t, &released);
+            if (rc != WK_OK || !released)
+                wk_test_sleep_ms(20);
+        }
+        cr_assert_eq(rc, WK_OK, "kind %d: release: %s", kind, wk_err_name(rc));
+        cr_assert(released, "kind %d: the OUT token does not hold the lock the lost try took",
+                  kind);
+    }
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
+
+/* ---- deadlines far away saturate instead of overflowing */
+
+Test(deadline, huge_timeouts_saturate)
+{
+    int64_t now = wk_monotonic_ms();
+    /* now + INT64_MAX overflowed: undefined behaviour (the ASan+UBSan
+     * build halts), a deadline in the past elsewhere. */
+    cr_assert_eq(wk_deadline_in(INT64_MAX), INT64_MAX);
+    cr_assert_geq(wk_deadline_in(INT64_MAX - 5), now);
+    cr_assert_leq(wk_deadline_in(INT64_MIN), now, "a negative timeout is a deadline past");
+    cr_assert_geq(wk_deadline_in(0), now);
+    /* A far deadline still acquires a free lock at once. */
+    wk_db *db = wk_test_open(NULL);
+    wk_token t;
+    bool got = false;
+    cr_assert_eq(acquire_kind(wk_db_processor(db), 0, wk_test_ns("dlhuge"),
+                              wk_deadline_in(INT64_MAX), &t, &got),
+                 WK_OK);
+    cr_assert(got);
+    wk_db_close(db);
 }
 
 /* ---- several processes waiting for one lock: each gets it in turn */

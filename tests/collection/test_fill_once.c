@@ -422,3 +422,122 @@ Test(fill_once, invalid_arguments)
     cr_assert_eq(arg.runs, 0);
     wk_db_close(db);
 }
+
+/* ---- huge waits: the deadline saturates instead of overflowing -------- */
+
+Test(fill_once, huge_waits_saturate_and_still_wait_for_the_body)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const char *ns = wk_test_ns("fhuge");
+    wk_entity cache = WK_CACHE_ENTITY(ns, 10000);
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    wk_token held;
+    bool got;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("a"), &held, &got), WK_OK);
+    cr_assert(got, "the test plays a replica that is filling");
+    /* now + INT64_MAX overflowed (undefined behaviour: the ASan+UBSan build
+     * halts; elsewhere the deadline wrapped into the past and the call
+     * returned BUSY at once instead of waiting). */
+    const int64_t waits[] = {INT64_MAX, INT64_MAX - 1, INT64_MAX / 2 + 1, INT32_MAX};
+    for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+        redisContext *raw = wk_test_raw(wk_test_url());
+        freeReplyObject(wk_test_cmd(raw, "DEL @@wakuwaku-entity:Cache:%s:a", ns));
+        redisFree(raw);
+        pid_t kid = fork();
+        cr_assert_geq(kid, 0);
+        if (kid == 0) {
+            /* No criterion assertion here: the kid must exit whatever
+             * happens to its parent. */
+            wk_test_sleep_ms(200);
+            wk_db_options o = WK_DB_OPTIONS_INIT;
+            o.url = wk_test_url();
+            o.capability = wk_cap_read_write();
+            wk_db *other;
+            if (wk_db_open(&other, &o, NULL, 0) != WK_OK)
+                _exit(2);
+            int rc = wk_cache_put(wk_db_processor(other), &cache, wk_name_str("a"), "late", 4);
+            wk_db_close(other);
+            _exit(rc == WK_OK ? 0 : 1);
+        }
+        fill_arg arg = {.body = "mine"};
+        wk_fill_options opts = WK_FILL_OPTIONS_INIT;
+        opts.wait_ms = waits[i];
+        wk_body b = WK_BODY_INIT;
+        wk_fill_outcome outcome = WK_FILL_HIT;
+        int rc = wk_cache_fill_once(p, &cache, wk_name_str("a"), &lock, fill_fn, &arg, &opts, &b,
+                                    &outcome);
+        int status;
+        waitpid(kid, &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        cr_assert_eq(rc, WK_OK, "wait_ms %lld: %s", (long long)waits[i], wk_err_name(rc));
+        cr_assert_eq(outcome, WK_FILL_WAITED, "wait_ms %lld: outcome %d (3 = BUSY at once)",
+                     (long long)waits[i], (int)outcome);
+        cr_assert_str_eq((char *)b.data, "late");
+        cr_assert_eq(arg.runs, 0);
+        wk_body_free(&b);
+    }
+    wk_db_close(db);
+}
+
+/* ---- the lease's acquire has an unknown outcome ---------------------- */
+
+/* A processor that runs `drop`'s first query on the server and then
+ * reports its reply lost (WK_EUNKNOWN) without running the parser, as the
+ * handle does when the connection goes after a write was sent. */
+typedef struct lossy {
+    wk_processor base;
+    wk_processor *inner;
+    const char *drop;
+    int dropped;
+} lossy;
+
+static int lossy_process(wk_processor *self, wk_query *q)
+{
+    lossy *l = (lossy *)self;
+    if (l->dropped || strcmp(q->name, l->drop) != 0)
+        return wk_process(l->inner, q);
+    l->dropped++;
+    bool ignored; /* lock.try's outcome: never reaches the caller */
+    wk_query applied = *q;
+    applied.out = &ignored;
+    wk_process(l->inner, &applied);
+    return WK_EUNKNOWN;
+}
+
+static lossy lossy_over(wk_processor *inner, const char *drop)
+{
+    return (lossy){.base = {.process = lossy_process, .db = inner->db, .flags = inner->flags},
+                   .inner = inner,
+                   .drop = drop};
+}
+
+Test(fill_once, unknown_outcome_of_the_lease_releases_it)
+{
+    wk_db *db = wk_test_open(NULL);
+    const char *ns = wk_test_ns("funknown");
+    wk_entity cache = WK_CACHE_ENTITY(ns, 10000);
+    wk_entity hcache = WK_HASHED_CACHE_ENTITY(ns, 10000);
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    for (int hashed = 0; hashed < 2; hashed++) {
+        lossy l = lossy_over(wk_db_processor(db), "lock.try");
+        fill_arg arg = {.body = "x"};
+        wk_body b = WK_BODY_INIT;
+        wk_fill_outcome outcome;
+        const char *name = hashed ? "h" : "c";
+        int rc = hashed ? wk_hashed_cache_fill_once(&l.base, &hcache, wk_name_str(name), &lock,
+                                                    fill_fn, &arg, NULL, &b, &outcome)
+                        : wk_cache_fill_once(&l.base, &cache, wk_name_str(name), &lock, fill_fn,
+                                             &arg, NULL, &b, &outcome);
+        cr_assert_eq(l.dropped, 1, "lock.try was not sent");
+        cr_assert_eq(rc, WK_EUNKNOWN, "got %s", wk_err_name(rc));
+        cr_assert_eq(arg.runs, 0, "filled without knowing it held the lease");
+        cr_assert_null(b.data);
+        /* The SET NX went through: the lease was ours, under a token only
+         * the call knew. Left behind, it would keep every replica from
+         * filling for the lock's TTL (30 s). */
+        cr_assert_not(lock_key_exists(ns, name), "the lease was left behind (hashed %d)", hashed);
+        cr_assert(strstr(wk_db_errmsg(db), "lock.try") != NULL, "message: %s", wk_db_errmsg(db));
+    }
+    wk_db_close(db);
+}

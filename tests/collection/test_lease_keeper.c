@@ -459,7 +459,9 @@ Test(lease_keeper, invalid_options_and_denied_capability)
     o.db = &dbo;
     o.period_ms = 900;
     cr_assert_eq(wk_lease_keeper_start(&k, &o, err, sizeof(err)), WK_EINVAL);
-    cr_assert(strstr(err, "shorter") != NULL, "%s", err);
+    cr_assert(strstr(err, "period_ms 900 must be ≤") != NULL, "%s", err);
+    o.period_ms = -1;
+    cr_assert_eq(wk_lease_keeper_start(&k, &o, err, sizeof(err)), WK_EINVAL);
     o.period_ms = 0;
     o.kind = WK_LEASE_READ; /* an RwLock kind on a Lock entity */
     cr_assert_eq(wk_lease_keeper_start(&k, &o, err, sizeof(err)), WK_EINVAL);
@@ -479,4 +481,71 @@ Test(lease_keeper, invalid_options_and_denied_capability)
     cr_assert_eq(wk_lease_keeper_run(&o, NULL, NULL, &out, NULL, 0), WK_EINVAL);
     cr_assert_eq(wk_lease_keeper_stop(NULL, &out), WK_OK);
     cr_assert(wk_lease_keeper_lost(NULL));
+}
+
+/* ---- the period must leave an extension time to be confirmed */
+
+Test(lease_keeper, period_the_loss_rule_cannot_honour_is_refused)
+{
+    /* TTL 1000: drift 12 ms, 50 ms allowed for the extension's reply, so
+     * the last extension that can be confirmed before valid_until goes out
+     * 938 ms after the previous one. A period of 995 used to be accepted
+     * and then lose a healthy lease at its first heartbeat (lost, and the
+     * lock lapsed). */
+    wk_db *db = wk_test_open(NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lkperiod"), 1000);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("job"), &t, &got), WK_OK);
+    cr_assert(got);
+    wk_db_options dbo = options_for(wk_test_url());
+    wk_lease_keeper_options o = WK_LEASE_KEEPER_OPTIONS_INIT;
+    o.db = &dbo;
+    o.entity = &lock;
+    o.name = wk_name_str("job");
+    o.token = t;
+    char err[256];
+    const int64_t refused[] = {995, 939, 988, 999};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        wk_lease_keeper *k = (wk_lease_keeper *)&o;
+        o.period_ms = refused[i];
+        int rc = wk_lease_keeper_start(&k, &o, err, sizeof(err));
+        if (rc == WK_OK) {
+            /* What it used to do: show the loss it causes. */
+            wk_test_sleep_ms(1100);
+            wk_lease_outcome out;
+            wk_lease_keeper_stop(k, &out);
+            cr_assert_fail("period %lld accepted for ttl 1000: lost=%d after 1.1 s", (long long)refused[i],
+                    out.lost);
+        }
+        cr_assert_eq(rc, WK_EINVAL, "period %lld: %s", (long long)refused[i], wk_err_name(rc));
+        cr_assert_null(k);
+        char want[64];
+        snprintf(want, sizeof(want), "period_ms %lld must be ≤ 938 for ttl_ms 1000",
+                 (long long)refused[i]);
+        cr_assert(strstr(err, want) != NULL, "message: %s", err);
+    }
+    /* At the limit it starts, and the lease is still ours. */
+    o.period_ms = 938;
+    wk_lease_keeper *k;
+    cr_assert_eq(wk_lease_keeper_start(&k, &o, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_not(wk_lease_keeper_lost(k));
+    cr_assert_eq(wk_lease_keeper_stop(k, NULL), WK_OK);
+    /* Tiny TTLs keep their default period (ttl/3) … */
+    const int64_t ttls[] = {4, 10, 30, 100};
+    for (size_t i = 0; i < sizeof(ttls) / sizeof(ttls[0]); i++) {
+        wk_entity small = WK_LOCK_ENTITY(wk_test_ns("lktiny"), ttls[i]);
+        o.entity = &small;
+        o.period_ms = 0;
+        wk_lease_keeper *kk;
+        int rc = wk_lease_keeper_start(&kk, &o, err, sizeof(err));
+        cr_assert_eq(rc, WK_OK, "ttl %lld: %s (%s)", (long long)ttls[i], wk_err_name(rc), err);
+        wk_lease_keeper_stop(kk, NULL); /* the random token held nothing: lost at start */
+    }
+    /* … and a TTL no extension can keep is refused whatever the period. */
+    wk_entity too_short = WK_LOCK_ENTITY(wk_test_ns("lktiny"), 3);
+    o.entity = &too_short;
+    cr_assert_eq(wk_lease_keeper_start(&k, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "ttl_ms 3") != NULL, "message: %s", err);
+    wk_db_close(db);
 }
