@@ -104,9 +104,9 @@ WK_API int64_t wk_deadline_in(int64_t timeout_ms);
  * processor, bad backoff); or the first error of a try (WK_EDENIED, a
  * connection or server error), which ends the wait at once — it never
  * returns an error later than the deadline plus one command timeout.
- * WK_EUNKNOWN: the last try may have taken the lock under *token, until its TTL
- * runs out; release with that token once the connection is back (safe
- * either way), or let it run out. WK_EDENIED, WK_EINVAL: nothing was
+ * WK_EUNKNOWN: the last try may have taken the lock under *token, until
+ * its TTL runs out; release with that token once the connection is back
+ * (safe either way), or let it run out. WK_EDENIED, WK_EINVAL: nothing was
  * sent.
  *
  * Never returns WK_OK with *acquired false before the deadline; never
