@@ -466,6 +466,17 @@ static int parse_chunk(const wk_query *q, const wk_reply *r, wk_diag *d)
     return rc;
 }
 
+static int read_chunk(wk_processor *p, const wk_entity *e, const keys *k, const char *cursor,
+                      wk__settings_head *head, char *next, wk__settings_entry_fn fn, void *ctx)
+{
+    char count[24];
+    size_t count_len = wk__fmt_i64(count, WK__SETTINGS_CHUNK);
+    const char *argv[4] = {k->map, k->version, cursor, count};
+    size_t argvlen[4] = {k->map_len, k->version_len, strlen(cursor), count_len};
+    chunk_out o = {head, next, fn, ctx};
+    return run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+}
+
 int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,
                        const char *cursor, wk__settings_head *head, char *next,
                        wk__settings_entry_fn fn, void *ctx)
@@ -474,12 +485,7 @@ int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,
     int rc = prepare(p, "settings.snapshot", e, name, &k, false);
     if (rc)
         return rc;
-    char count[24];
-    size_t count_len = wk__fmt_i64(count, WK__SETTINGS_CHUNK);
-    const char *argv[4] = {k.map, k.version, cursor, count};
-    size_t argvlen[4] = {k.map_len, k.version_len, strlen(cursor), count_len};
-    chunk_out o = {head, next, fn, ctx};
-    return run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+    return read_chunk(p, e, &k, cursor, head, next, fn, ctx);
 }
 
 /* --- the head alone --- */
@@ -620,7 +626,7 @@ static bool same_head(const wk__settings_head *a, const wk__settings_head *b)
  * a reset makes a new random epoch), so the pairs are the map at that
  * version. Otherwise start over, at most WK__SETTINGS_ATTEMPTS times.
  */
-static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const wk_name *name,
+static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const keys *k,
                               wk_settings_map **out)
 {
     gathered g = {0};
@@ -631,7 +637,7 @@ static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const wk_name
         char cursor[24] = "0", next[24];
         bool changed = false;
         for (bool more = true; more && !changed;) {
-            rc = wk__settings_chunk(p, e, name, cursor, &head, next, gather, &g);
+            rc = read_chunk(p, e, k, cursor, &head, next, gather, &g);
             if (rc)
                 goto done;
             if (strcmp(cursor, "0") == 0)
@@ -672,7 +678,7 @@ int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name nam
     if (!out)
         return wk__processor_fail(p, WK_EINVAL, "settings.snapshot: out is NULL");
     if (!wk_processor_is_deferred(p))
-        return snapshot_in_chunks(p, settings, &name, out);
+        return snapshot_in_chunks(p, settings, &k, out);
     /* A batch parses replies only after sending everything: one command
      * that reads the whole map, refused by the script for big maps. */
     char max[24];
