@@ -408,11 +408,12 @@ static int load_entry(void *ctx, const wk__settings_head *head, const char *k, s
 /*
  * Bring the scanned table from the versions its chunks were read at to
  * version `last`, with the queued changes of `epoch` in (first, last]
- * (waiting for those not received yet). Messages from before `first`, of
- * another epoch or undecodable ones met on the way were published before
- * the last chunk was read, which already shows their effect or lack of
- * it: they are dropped. The first message beyond `last` and all after it
- * stay queued for the normal rules. *again: a change is missing.
+ * (waiting for those not received yet). Changes up to `last` are dropped
+ * once used (or when the scan already had them); messages of another
+ * epoch or undecodable ones met before `last` was reached were published
+ * before the last chunk was read, which already shows their effect or
+ * lack of it: dropped too. What comes after stays queued for the normal
+ * rules. *again: a change is missing.
  */
 static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, int64_t first,
                     int64_t last, bool *again)
@@ -443,14 +444,16 @@ static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, in
         wk_settings_change c;
         bool ours =
             wk_settings_change_decode(q->data, q->len, &c) == WK_OK && strcmp(c.epoch, epoch) == 0;
-        if (!ours || c.version < expected) {
-            if (expected > last)
-                return WK_OK; /* for the normal rules */
+        if (ours && c.version < expected) { /* in the table already */
             free(queue_pop(f));
             continue;
         }
         if (expected > last)
-            return WK_OK;
+            return WK_OK; /* the rest is for the normal rules */
+        if (!ours) {
+            free(queue_pop(f));
+            continue;
+        }
         if (c.version > expected) {
             *again = true;
             char msg[160];
@@ -533,7 +536,7 @@ static int load_once(wk_settings_follower *f, bool initial, bool *again)
         record_failure(f, WK_ENOMEM, "settings follower: out of memory loading the map");
         return WK_ENOMEM;
     }
-    wk__settings_head first = {"", 0}, head;
+    wk__settings_head first = {"", 0}, prev = {"", 0}, head;
     char cursor[24] = "0", next[24];
     int rc;
     do {
@@ -549,13 +552,15 @@ static int load_once(wk_settings_follower *f, bool initial, bool *again)
             goto fail;
         }
         if (strcmp(cursor, "0") == 0) {
-            first = head;
-        } else if (strcmp(head.epoch, first.epoch) != 0) {
+            first = prev = head;
+        } else if (strcmp(head.epoch, first.epoch) != 0 || head.version < prev.version) {
+            /* A reset, or an older copy of the version key restored. */
             *again = true;
             rc = WK_ETIMEDOUT;
             record_failure(f, rc, "settings follower: the map was reset during a load");
             goto fail;
         }
+        prev = head;
         rc = receive(f, 0); /* keep the server's buffer for us short */
         if (rc)
             goto fail;

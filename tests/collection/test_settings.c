@@ -1199,6 +1199,13 @@ static void assert_converges(wk_settings_follower *f, wk_db *db, const wk_entity
     }
 }
 
+static wk_settings_stats stats_of(wk_settings_follower *f)
+{
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    return st;
+}
+
 static void put_str(wk_db *db, const wk_entity *e, const char *name, const char *k,
                     const char *v, int64_t want_version)
 {
@@ -1250,6 +1257,9 @@ Test(settings, follower_on_db1_ignores_db0_and_follows_db1)
     bool found;
     cr_assert_eq(wk_settings_follower_get(f, "other", 5, NULL, 0, NULL, &found), WK_OK);
     cr_assert_not(found, "db 0's key reached db 1's mirror");
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign + st.gaps + st.ignored, 0, "db 0's changes arrived at all");
+    cr_assert_eq(st.applied, 2);
     wk_settings_follower_stop(f);
     wk_db_close(db0);
     wk_db_close(db1);
@@ -1271,6 +1281,7 @@ Test(settings, flushall_then_new_puts_converge, .init = start_private, .fini = s
     put_str(db, &e, "n", "x", "new", 1);
     put_str(db, &e, "n", "y", "new", 2);
     assert_converges(f, db, &e, "n", "after FLUSHALL and two puts");
+    cr_assert_geq(stats_of(f).resets, 1);
     redisFree(raw);
     wk_settings_follower_stop(f);
     wk_db_close(db);
@@ -1293,7 +1304,11 @@ Test(settings, flushall_without_later_changes_converges_by_the_periodic_check,
     cr_assert_eq(wk_settings_follower_snapshot(f, &mine), WK_OK);
     cr_assert_eq(mine->count, 0);
     cr_assert_eq(mine->version, 0);
+    cr_assert_str_eq(mine->epoch, "");
     wk_settings_map_free(mine);
+    wk_settings_stats st = stats_of(f);
+    cr_assert_geq(st.checks, 1);
+    cr_assert_geq(st.resets, 1);
     redisFree(raw);
     wk_settings_follower_stop(f);
     wk_db_close(db);
@@ -1315,6 +1330,7 @@ Test(settings, deleted_version_key_then_puts_converge)
     freeReplyObject(r);
     put_str(db, &e, "n", "d", "4", 1); /* the counter starts again */
     assert_converges(f, db, &e, "n", "after the version key was deleted");
+    cr_assert_geq(stats_of(f).resets, 1);
     redisFree(raw);
     wk_settings_follower_stop(f);
     wk_db_close(db);
@@ -1344,6 +1360,7 @@ Test(settings, version_restored_from_an_older_dump_then_puts_converge)
     freeReplyObject(dump);
     put_str(db, &e, "n", "f", "6", 3);
     assert_converges(f, db, &e, "n", "after an older version key came back");
+    cr_assert_geq(stats_of(f).resets, 1);
     redisFree(raw);
     wk_settings_follower_stop(f);
     wk_db_close(db);
@@ -1384,6 +1401,9 @@ Test(settings, forged_messages_are_not_applied)
     cr_assert_not(found, "a forged change reached the mirror");
     cr_assert_eq(wk_settings_follower_get(f, "evil2", 5, NULL, 0, NULL, &found), WK_OK);
     cr_assert_not(found, "a forged change reached the mirror");
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign, 1, "the made-up epoch was seen as foreign");
+    cr_assert_eq(st.resets, 0, "and the check found the mirror current");
     redisFree(raw);
     wk_settings_follower_stop(f);
     wk_db_close(db);
@@ -1418,6 +1438,10 @@ Test(settings, another_deployment_cannot_confuse_a_follower, .init = start_priva
     bool found;
     wk_settings_follower_get(f, "mode", 4, buf, sizeof(buf), &len, &found);
     cr_assert(found && len == 2 && memcmp(buf, "A2", 2) == 0, "mode is %.*s", (int)len, buf);
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign, 1);
+    cr_assert_eq(st.snapshots, 1, "B's change cost a check, not a reload");
+    cr_assert_eq(st.applied, 1);
     redisFree(sub_b);
     redisFree(raw_a);
     wk_settings_follower_stop(f);
