@@ -40,7 +40,10 @@
  *
  * WARNING: change settings only through wk_settings_put()/_remove(). A
  * direct HSET or HDEL on the map publishes nothing and bumps no version:
- * followers will not see it until they next reload.
+ * followers will not see it until they next reload. Likewise, removing the
+ * map key alone (DEL, or eviction under an allkeys-* maxmemory policy)
+ * leaves followers with its entries; the keys have no TTL, so noeviction
+ * and volatile-* policies never evict them.
  */
 #ifndef WAKUWAKU_SETTINGS_H
 #define WAKUWAKU_SETTINGS_H
