@@ -285,13 +285,14 @@ static void record_failure(wk_settings_follower *f, int status, const char *msg)
 }
 
 /* Counters bumped under `mu`. */
-enum counter { C_APPLIED, C_IGNORED, C_GAPS, C_FOREIGN, C_CHECKS, C_RESETS };
+enum counter { C_APPLIED, C_IGNORED, C_GAPS, C_FOREIGN, C_CHECKS, C_RESETS, C_CAUGHT_UP };
 
 static void count(wk_settings_follower *f, enum counter c)
 {
     pthread_mutex_lock(&f->mu);
     wk_settings_stats *s = &f->stats;
-    uint64_t *n[] = {&s->applied, &s->ignored, &s->gaps, &s->foreign, &s->checks, &s->resets};
+    uint64_t *n[] = {&s->applied, &s->ignored, &s->gaps,     &s->foreign,
+                     &s->checks,  &s->resets,  &s->caught_up};
     (*n[c])++;
     pthread_mutex_unlock(&f->mu);
 }
@@ -478,6 +479,7 @@ static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, in
             }
         }
         expected++;
+        count(f, C_CAUGHT_UP);
         free(queue_pop(f));
     }
 }

@@ -423,6 +423,8 @@ typedef struct wk_settings_stats {
     uint64_t resets;      /* reloads because the server's epoch or version
                            * was no longer the mirror's (a reset, FLUSHALL,
                            * a restored version key) */
+    uint64_t caught_up;   /* changes made during loads, applied to them
+                           * from the queued messages */
 } wk_settings_stats;
 
 /*

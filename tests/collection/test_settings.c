@@ -1673,12 +1673,19 @@ typedef struct history {
     const wk_entity *e;
     atomic_int done; /* ops the writer has made */
     atomic_bool failed;
+    atomic_bool quiet; /* the writer pauses between ops while set … */
+    atomic_bool idle;  /* … and says so */
 } history;
 
 static void *history_writer(void *p)
 {
     history *h = p;
     for (int j = HIST_POOL; j < HIST_POOL + HIST_OPS; j++) {
+        while (atomic_load(&h->quiet)) {
+            atomic_store(&h->idle, true);
+            wk_test_sleep_ms(1);
+        }
+        atomic_store(&h->idle, false);
         char k[24], v[24];
         int kl = snprintf(k, sizeof(k), "k%d", h->key[j]);
         int64_t got = 0;
@@ -1768,6 +1775,8 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     h.e = &e;
     atomic_init(&h.done, 0);
     atomic_init(&h.failed, false);
+    atomic_init(&h.quiet, false);
+    atomic_init(&h.idle, false);
     redisContext *raw = wk_test_raw(private_server.url);
     long long hscans = wk_test_cmd_calls(raw, "hscan");
 
@@ -1776,18 +1785,29 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     while (atomic_load(&h.done) < 50 && !atomic_load(&h.failed))
         wk_test_sleep_ms(1);
     wk_settings_follower *f = follow(private_server.url, NULL, &e, "n", NULL);
-    int snapshots = 0, busy = 0, mirrors = 0, kills = 0;
+    int snapshots = 0, busy = 0, quiet = 0, mirrors = 0, kills = 0;
     char why[160];
     while (atomic_load(&h.done) < HIST_OPS && !atomic_load(&h.failed)) {
+        /* Every third round the writer pauses (between two of its ops), so
+         * a snapshot must succeed: mid-history, not only at the end. */
+        bool pause = mirrors % 3 == 2;
+        if (pause) {
+            atomic_store(&h.quiet, true);
+            while (!atomic_load(&h.idle) && atomic_load(&h.done) < HIST_OPS &&
+                   !atomic_load(&h.failed))
+                wk_test_sleep_ms(1);
+        }
         wk_settings_map *m = NULL;
         int rc = wk_settings_snapshot(wk_db_processor(reader), &e, wk_name_str("n"), &m);
-        if (rc == WK_ETIMEDOUT) {
+        if (rc == WK_ETIMEDOUT && !pause) {
             busy++; /* changed during every attempt: allowed, documented */
         } else {
             cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(reader));
             cr_assert(history_matches(&h, m, why, sizeof(why)), "snapshot: %s", why);
             snapshots++;
+            quiet += pause;
         }
+        atomic_store(&h.quiet, false);
         wk_settings_map_free(m);
         m = NULL;
         cr_assert_eq(wk_settings_follower_snapshot(f, &m), WK_OK);
@@ -1807,8 +1827,13 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     wk_settings_map_free(m);
     wk_settings_stats st;
     wk_settings_follower_stats(f, &st, NULL, 0);
-    cr_log_info("%d snapshots, %d busy, %d mirror states checked, %d kills, %llu loads",
-                snapshots, busy, mirrors, kills, (unsigned long long)st.snapshots);
+    cr_log_info("%d snapshots (%d in pauses), %d busy, %d mirror states checked, %d kills, "
+                "%llu loads, %llu changes caught up",
+                snapshots, quiet, busy, mirrors, kills, (unsigned long long)st.snapshots,
+                (unsigned long long)st.caught_up);
+    cr_assert_gt(quiet, 0, "snapshots succeeded mid-history");
+    cr_assert_gt(st.snapshots, 1, "the follower reloaded during the writes");
+    cr_assert_gt(st.caught_up, 0, "some load was repaired with the changes made during it");
     cr_assert_gt(wk_test_cmd_calls(raw, "hscan") - hscans, 20, "read in chunks");
     wk_settings_follower_stop(f);
     redisFree(raw);
