@@ -1,7 +1,8 @@
 /*
  * collection/settings.c — Settings queries: put and remove (hash + version
- * counter + PUBLISH in one script), snapshot (one read-only script), and
- * the decoder of the published change messages.
+ * and epoch + PUBLISH in one script), snapshots read in bounded chunks
+ * (HSCAN, each chunk with the version and epoch, started over when they
+ * change), and the decoder of the published change messages.
  *
  * The scripts check the shape of both keys before writing anything, so a
  * corrupted item fails with WK_ECORRUPT and never leaves a half-made
@@ -9,7 +10,10 @@
  */
 #include <stdlib.h>
 
+#include <sodium.h>
+
 #include "collection/common.h"
+#include "core/subscriber.h"
 
 #include <wakuwaku/settings.h>
 
@@ -20,51 +24,84 @@
  * start with "WKCORRUPT".
  * ---------------------------------------------------------------------- */
 
-/* Shape check shared by every script: the map is a hash (or absent), the
- * version a decimal counter (or absent). Versions stay below 10^15 so Lua
- * numbers (doubles) hold them exactly. */
+/* Shape check shared by every script: the map is a hash (or absent); the
+ * version key a hash with a decimal `version` and a 32-hex-digit `epoch`
+ * (or absent), or — the layout before epochs — a decimal counter, which
+ * the writers turn into the hash. It sets `cur` (the version, decimal; '0'
+ * when absent), `epoch` ('' when absent) and `legacy`. Versions stay below
+ * 10^15 so Lua numbers (doubles) hold them exactly. */
 #define CHECK_SHAPE                                                                        \
     "local t = redis.call('TYPE', KEYS[1]).ok\n"                                           \
     "if t ~= 'none' and t ~= 'hash' then\n"                                                \
     "  return redis.error_reply('WKCORRUPT the map is a ' .. t .. ', not a hash')\n"       \
     "end\n"                                                                                \
-    "local cur = redis.call('TYPE', KEYS[2]).ok\n"                                         \
-    "if cur == 'none' then cur = '0'\n"                                                    \
-    "elseif cur ~= 'string' then\n"                                                        \
-    "  return redis.error_reply('WKCORRUPT the version is a ' .. cur .. ', not a counter')\n" \
-    "else\n"                                                                               \
-    "  cur = redis.call('GET', KEYS[2])\n"                                                 \
-    "  if not string.match(cur, '^%d+$') or string.len(cur) > 15 then\n"                  \
-    "    return redis.error_reply('WKCORRUPT the version is not a counter')\n"             \
+    "local cur, epoch, legacy = '0', '', false\n"                                          \
+    "local vt = redis.call('TYPE', KEYS[2]).ok\n"                                          \
+    "if vt == 'hash' then\n"                                                               \
+    "  local f = redis.call('HMGET', KEYS[2], 'version', 'epoch')\n"                       \
+    "  cur, epoch = f[1], f[2]\n"                                                          \
+    "  if type(cur) ~= 'string' or type(epoch) ~= 'string' or string.len(epoch) ~= 32\n"  \
+    "     or string.find(epoch, '[^0-9a-f]') then\n"                                       \
+    "    return redis.error_reply('WKCORRUPT the version key lacks a version or an epoch')\n" \
     "  end\n"                                                                              \
+    "elseif vt == 'string' then\n"                                                         \
+    "  cur, legacy = redis.call('GET', KEYS[2]), true\n"                                   \
+    "elseif vt ~= 'none' then\n"                                                           \
+    "  return redis.error_reply('WKCORRUPT the version is a ' .. vt .. ', not a hash')\n"  \
+    "end\n"                                                                                \
+    "if not string.match(cur, '^%d+$') or string.len(cur) > 15 then\n"                    \
+    "  return redis.error_reply('WKCORRUPT the version is not a counter')\n"               \
     "end\n"
 
 /* A netstring: "<length>:<bytes>," (lengths below 10^14 print exactly). */
 #define NETSTRING "local function ns(s) return string.len(s) .. ':' .. s .. ',' end\n"
 
-/* ARGV: channel, key, value. Returns the new version. */
+/* The next version, with the epoch made when missing: ARGV[2] is 32 fresh
+ * random hex digits from the client (libsodium), so the script itself
+ * stays deterministic. Sets `v` (decimal). */
+#define BUMP                                                                               \
+    "if epoch == '' then epoch = ARGV[2] end\n"                                            \
+    "if legacy then redis.call('DEL', KEYS[2]) end\n"                                      \
+    "local v = string.format('%d', tonumber(cur) + 1)\n"                                   \
+    "redis.call('HSET', KEYS[2], 'version', v, 'epoch', epoch)\n"
+
+/* ARGV: channel, new epoch, key, value. Returns the new version. */
 static const wk_script put_script = {
     "settings.put",
-    CHECK_SHAPE NETSTRING
-    "local v = redis.call('INCR', KEYS[2])\n"
-    "redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])\n"
-    "redis.call('PUBLISH', ARGV[1], 'P' .. ns(string.format('%d', v)) .. ns(ARGV[2]) .. ns(ARGV[3]))\n"
-    "return v\n"};
+    CHECK_SHAPE NETSTRING BUMP
+    "redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])\n"
+    "redis.call('PUBLISH', ARGV[1], 'P' .. ns(epoch) .. ns(v) .. ns(ARGV[3]) .. ns(ARGV[4]))\n"
+    "return tonumber(v)\n"};
 
-/* ARGV: channel, key. Returns {removed, version}. */
+/* ARGV: channel, new epoch, key. Returns {removed, version}. */
 static const wk_script remove_script = {
     "settings.remove",
     CHECK_SHAPE NETSTRING
-    "if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return {0, tonumber(cur)} end\n"
-    "local v = redis.call('INCR', KEYS[2])\n"
-    "redis.call('HDEL', KEYS[1], ARGV[2])\n"
-    "redis.call('PUBLISH', ARGV[1], 'R' .. ns(string.format('%d', v)) .. ns(ARGV[2]))\n"
-    "return {1, v}\n"};
+    "if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then return {0, tonumber(cur)} end\n"
+    BUMP
+    "redis.call('HDEL', KEYS[1], ARGV[3])\n"
+    "redis.call('PUBLISH', ARGV[1], 'R' .. ns(epoch) .. ns(v) .. ns(ARGV[3]))\n"
+    "return {1, tonumber(v)}\n"};
 
-/* Returns {version (string), {k1, v1, k2, v2, …}}. Writes nothing. */
-static const wk_script snapshot_script = {
+/* ARGV: cursor, count. Returns {epoch, version, next cursor, {k1, v1, …}}.
+ * Writes nothing; one HSCAN, so it runs in time bounded by the count. */
+static const wk_script chunk_script = {
     "settings.snapshot",
-    CHECK_SHAPE "return {cur, redis.call('HGETALL', KEYS[1])}\n"};
+    CHECK_SHAPE
+    "local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])\n"
+    "return {epoch, cur, r[1], r[2]}\n"};
+
+/* ARGV: the most entries to read. The whole map in one reply shaped like a
+ * chunk's (for batches, which cannot continue a scan), or WKTOOBIG. */
+static const wk_script whole_script = {
+    "settings.snapshot",
+    CHECK_SHAPE
+    "local n = redis.call('HLEN', KEYS[1])\n"
+    "if n > tonumber(ARGV[1]) then return redis.error_reply('WKTOOBIG ' .. n) end\n"
+    "return {epoch, cur, '0', redis.call('HGETALL', KEYS[1])}\n"};
+
+/* Returns {epoch, version}. */
+static const wk_script head_script = {"settings.head", CHECK_SHAPE "return {epoch, cur}\n"};
 
 /* ------------------------------------------------------------------------
  * Keys
@@ -75,6 +112,22 @@ typedef struct keys {
     size_t map_len, version_len, chan_len;
 } keys;
 
+/* ":chan:<db>" (at most 16 bytes: WK_KEY_SUFFIX_MAX). */
+static void chan_suffix(char out[32], wk_db *db)
+{
+    int n = wk__subscriber_database(db);
+    memcpy(out, ":chan:", 6);
+    out[6 + wk__fmt_i64(out + 6, n < 0 ? 0 : n)] = '\0';
+}
+
+int wk__settings_channel(wk_db *db, const wk_entity *e, const wk_name *name, char *out,
+                         size_t cap, size_t *len)
+{
+    char suffix[32];
+    chan_suffix(suffix, db);
+    return wk_key_build(out, cap, len, e, name, suffix);
+}
+
 static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
                    keys *k, bool with_chan)
 {
@@ -82,12 +135,24 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     if (!rc)
         rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, ":version", k->version,
                          &k->version_len);
-    if (!rc && with_chan)
-        rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, ":chan", k->chan, &k->chan_len);
+    if (!rc && with_chan) {
+        char suffix[32];
+        chan_suffix(suffix, p->db);
+        rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, suffix, k->chan, &k->chan_len);
+    }
     return rc;
 }
 
-/* Error replies: the scripts' WKCORRUPT → WK_ECORRUPT, others WK_EREDIS. */
+/* 32 random hex digits: the epoch a script takes if the map has none. */
+static void new_epoch(char out[WK_SETTINGS_EPOCH_LEN + 1])
+{
+    unsigned char raw[WK_SETTINGS_EPOCH_LEN / 2];
+    randombytes_buf(raw, sizeof(raw));
+    sodium_bin2hex(out, WK_SETTINGS_EPOCH_LEN + 1, raw, sizeof(raw));
+}
+
+/* Error replies: the scripts' WKCORRUPT → WK_ECORRUPT, WKTOOBIG (a batch
+ * asked for a big map) → WK_EINVAL, others WK_EREDIS. */
 static int script_error(const wk_reply *r, wk_diag *d)
 {
     size_t len;
@@ -95,6 +160,12 @@ static int script_error(const wk_reply *r, wk_diag *d)
     if (len >= 10 && memcmp(s, "WKCORRUPT ", 10) == 0)
         return wk_diag_fail(d, WK_ECORRUPT, "%.*s", (int)(len - 10 > 200 ? 200 : len - 10),
                             s + 10);
+    if (len >= 9 && memcmp(s, "WKTOOBIG ", 9) == 0)
+        return wk_diag_fail(d, WK_EINVAL,
+                            "settings.snapshot: the map has %.*s entries, more than the %d a "
+                            "batch reads in its one command; take this snapshot through a "
+                            "handle, which reads it in chunks",
+                            (int)(len - 9 > 20 ? 20 : len - 9), s + 9, WK__SETTINGS_CHUNK);
     return wk_diag_fail(d, WK_EREDIS, "Redis replied: %.*s", (int)(len > 300 ? 300 : len), s);
 }
 
@@ -122,8 +193,11 @@ int wk_settings_put(wk_processor *p, const wk_entity *settings, wk_name name, co
         return rc;
     if ((!key && key_len) || (!value && value_len))
         return wk__processor_fail(p, WK_EINVAL, "settings.put: key or value is NULL");
-    const char *argv[5] = {k.map, k.version, k.chan, key ? key : "", value ? value : ""};
-    size_t argvlen[5] = {k.map_len, k.version_len, k.chan_len, key_len, value_len};
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
+    new_epoch(epoch);
+    const char *argv[6] = {k.map, k.version, k.chan, epoch, key ? key : "", value ? value : ""};
+    size_t argvlen[6] = {k.map_len,           k.version_len, k.chan_len,
+                         WK_SETTINGS_EPOCH_LEN, key_len,       value_len};
     wk_access access = {settings, WK_WRITE};
     /* The parser writes the caller's *version (batches parse later). */
     wk_query q = {.name = "settings.put",
@@ -131,7 +205,7 @@ int wk_settings_put(wk_processor *p, const wk_entity *settings, wk_name name, co
                   .flags = WK_QUERY_PARSE_ERRORS,
                   .script = &put_script,
                   .nkeys = 2,
-                  .argc = 5,
+                  .argc = 6,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse_put,
@@ -164,15 +238,17 @@ int wk_settings_remove(wk_processor *p, const wk_entity *settings, wk_name name,
         return rc;
     if (!key && key_len)
         return wk__processor_fail(p, WK_EINVAL, "settings.remove: key is NULL");
-    const char *argv[4] = {k.map, k.version, k.chan, key ? key : ""};
-    size_t argvlen[4] = {k.map_len, k.version_len, k.chan_len, key_len};
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
+    new_epoch(epoch);
+    const char *argv[5] = {k.map, k.version, k.chan, epoch, key ? key : ""};
+    size_t argvlen[5] = {k.map_len, k.version_len, k.chan_len, WK_SETTINGS_EPOCH_LEN, key_len};
     wk_access access = {settings, WK_WRITE};
     wk_query q = {.name = "settings.remove",
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_PARSE_ERRORS,
                   .script = &remove_script,
                   .nkeys = 2,
-                  .argc = 4,
+                  .argc = 5,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse_remove,
@@ -193,14 +269,19 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
     return alen < blen ? -1 : alen > blen;
 }
 
+/* By key; equal keys in the order they were handed out (their bytes lie
+ * in that order in the block), so the last one can be kept. */
 static int entry_cmp(const void *x, const void *y)
 {
     const wk_settings_entry *a = x, *b = y;
-    return key_cmp(a->key, a->key_len, b->key, b->key_len);
+    int c = key_cmp(a->key, a->key_len, b->key, b->key_len);
+    if (c)
+        return c;
+    return a->key < b->key ? -1 : a->key > b->key;
 }
 
 /* See collection/settings_internal.h. */
-int wk__settings_build(wk_settings_map **out, int64_t version, size_t count,
+int wk__settings_build(wk_settings_map **out, const char *epoch, int64_t version, size_t count,
                        wk__settings_pair_fn pair, const void *ctx)
 {
     *out = NULL;
@@ -239,10 +320,22 @@ int wk__settings_build(wk_settings_map **out, int64_t version, size_t count,
         entries[i].value_len = vl;
         data += vl + 1;
     }
-    if (count > 1)
+    size_t kept = count;
+    if (count > 1) {
         qsort(entries, count, sizeof(*entries), entry_cmp);
+        kept = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (i + 1 < count && key_cmp(entries[i].key, entries[i].key_len, entries[i + 1].key,
+                                         entries[i + 1].key_len) == 0)
+                continue; /* a later copy of this key follows */
+            entries[kept++] = entries[i];
+        }
+    }
+    memset(s->epoch, 0, sizeof(s->epoch));
+    size_t elen = strnlen(epoch, WK_SETTINGS_EPOCH_LEN);
+    memcpy(s->epoch, epoch, elen);
     s->version = version;
-    s->count = count;
+    s->count = kept;
     s->entries = entries;
     *out = s;
     return WK_OK;
@@ -291,6 +384,148 @@ static bool parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out
     return true;
 }
 
+/* A chunk-shaped reply, {epoch, version, cursor, {k1, v1, …}}, checked:
+ * the head and cursor are written, *pairs is the array. */
+static int parse_chunk_reply(const wk_reply *r, wk_diag *d, wk__settings_head *head,
+                             char *cursor, const wk_reply **pairs)
+{
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return script_error(r, d);
+    const wk_reply *epoch = wk_reply_at(r, 0), *version = wk_reply_at(r, 1),
+                   *next = wk_reply_at(r, 2), *map = wk_reply_at(r, 3);
+    if (wk_reply_count(r) != 4 || wk_reply_get_type(epoch) != WK_REPLY_STRING ||
+        wk_reply_get_type(version) != WK_REPLY_STRING ||
+        wk_reply_get_type(next) != WK_REPLY_STRING || wk_reply_get_type(map) != WK_REPLY_ARRAY ||
+        wk_reply_count(map) % 2 != 0)
+        return wk_diag_fail(d, WK_EPROTO, "expected {epoch, version, cursor, {key, value, …}}");
+    size_t elen, vlen, clen;
+    const char *es = wk_reply_str(epoch, &elen), *vs = wk_reply_str(version, &vlen),
+               *cs = wk_reply_str(next, &clen);
+    uint64_t v, c;
+    if (!parse_decimal(vs, vlen, INT64_MAX, &v))
+        return wk_diag_fail(d, WK_ECORRUPT, "the version is not a counter");
+    if (elen != 0 && elen != WK_SETTINGS_EPOCH_LEN)
+        return wk_diag_fail(d, WK_EPROTO, "expected an epoch of %d characters",
+                            WK_SETTINGS_EPOCH_LEN);
+    if (!parse_decimal(cs, clen, UINT64_MAX, &c))
+        return wk_diag_fail(d, WK_EPROTO, "expected an HSCAN cursor");
+    for (size_t i = 0; i < wk_reply_count(map); i++) {
+        if (wk_reply_get_type(wk_reply_at(map, i)) != WK_REPLY_STRING)
+            return wk_diag_fail(d, WK_EPROTO, "expected strings in HSCAN");
+    }
+    if (elen)
+        memcpy(head->epoch, es, elen);
+    head->epoch[elen] = '\0';
+    head->version = (int64_t)v;
+    memcpy(cursor, cs, clen);
+    cursor[clen] = '\0';
+    *pairs = map;
+    return WK_OK;
+}
+
+static int run_read(wk_processor *p, const wk_entity *e, const char *op, const wk_script *script,
+                    const char *const *argv, const size_t *argvlen, int argc, wk_parse_fn parse,
+                    void *out)
+{
+    wk_access access = {e, WK_READ};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                  .script = script,
+                  .nkeys = 2,
+                  .argc = argc,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+/* --- one chunk (wk__settings_chunk) --- */
+
+typedef struct chunk_out {
+    wk__settings_head *head;
+    char *next;
+    wk__settings_entry_fn fn;
+    void *ctx;
+} chunk_out;
+
+static int parse_chunk(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    chunk_out *o = q->out;
+    const wk_reply *map;
+    int rc = parse_chunk_reply(r, d, o->head, o->next, &map);
+    for (size_t i = 0; !rc && i < wk_reply_count(map); i += 2) {
+        size_t kl, vl;
+        const char *k = wk_reply_str(wk_reply_at(map, i), &kl);
+        const char *v = wk_reply_str(wk_reply_at(map, i + 1), &vl);
+        rc = o->fn(o->ctx, o->head, k, kl, v, vl);
+        if (rc)
+            rc = wk_diag_fail(d, rc, "settings.snapshot: out of memory copying entries");
+    }
+    return rc;
+}
+
+static int read_chunk(wk_processor *p, const wk_entity *e, const keys *k, const char *cursor,
+                      wk__settings_head *head, char *next, wk__settings_entry_fn fn, void *ctx)
+{
+    char count[24];
+    size_t count_len = wk__fmt_i64(count, WK__SETTINGS_CHUNK);
+    const char *argv[4] = {k->map, k->version, cursor, count};
+    size_t argvlen[4] = {k->map_len, k->version_len, strlen(cursor), count_len};
+    chunk_out o = {head, next, fn, ctx};
+    return run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+}
+
+int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,
+                       const char *cursor, wk__settings_head *head, char *next,
+                       wk__settings_entry_fn fn, void *ctx)
+{
+    keys k;
+    int rc = prepare(p, "settings.snapshot", e, name, &k, false);
+    if (rc)
+        return rc;
+    return read_chunk(p, e, &k, cursor, head, next, fn, ctx);
+}
+
+/* --- the head alone --- */
+
+static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return script_error(r, d);
+    wk__settings_head *head = q->out;
+    const wk_reply *epoch = wk_reply_at(r, 0), *version = wk_reply_at(r, 1);
+    size_t elen = 0, vlen = 0;
+    const char *es = wk_reply_str(epoch, &elen), *vs = wk_reply_str(version, &vlen);
+    uint64_t v;
+    if (wk_reply_count(r) != 2 || wk_reply_get_type(epoch) != WK_REPLY_STRING ||
+        wk_reply_get_type(version) != WK_REPLY_STRING ||
+        (elen != 0 && elen != WK_SETTINGS_EPOCH_LEN))
+        return wk_diag_fail(d, WK_EPROTO, "expected {epoch, version}");
+    if (!parse_decimal(vs, vlen, INT64_MAX, &v))
+        return wk_diag_fail(d, WK_ECORRUPT, "the version is not a counter");
+    if (elen)
+        memcpy(head->epoch, es, elen);
+    head->epoch[elen] = '\0';
+    head->version = (int64_t)v;
+    return WK_OK;
+}
+
+int wk__settings_read_head(wk_processor *p, const wk_entity *e, const wk_name *name,
+                           wk__settings_head *head)
+{
+    keys k;
+    int rc = prepare(p, "settings.head", e, name, &k, false);
+    if (rc)
+        return rc;
+    const char *argv[2] = {k.map, k.version};
+    size_t argvlen[2] = {k.map_len, k.version_len};
+    return run_read(p, e, "settings.head", &head_script, argv, argvlen, 2, parse_head, head);
+}
+
+/* --- the whole map in one command (batches) --- */
+
 static void reply_pair(const void *ctx, size_t i, const char **k, size_t *klen, const char **v,
                        size_t *vlen)
 {
@@ -299,29 +534,136 @@ static void reply_pair(const void *ctx, size_t i, const char **k, size_t *klen, 
     *v = wk_reply_str(wk_reply_at(map, 2 * i + 1), vlen);
 }
 
-static int parse_snapshot(const wk_query *q, const wk_reply *r, wk_diag *d)
+static int parse_whole(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
-        return script_error(r, d);
-    const wk_reply *version = wk_reply_at(r, 0), *map = wk_reply_at(r, 1);
-    if (wk_reply_count(r) != 2 || wk_reply_get_type(version) != WK_REPLY_STRING ||
-        wk_reply_get_type(map) != WK_REPLY_ARRAY || wk_reply_count(map) % 2 != 0)
-        return wk_diag_fail(d, WK_EPROTO, "expected {version, {key, value, …}}");
-    size_t vlen;
-    const char *vs = wk_reply_str(version, &vlen);
-    uint64_t v;
-    if (!parse_decimal(vs, vlen, INT64_MAX, &v))
-        return wk_diag_fail(d, WK_ECORRUPT, "the version is not a counter");
+    wk__settings_head head;
+    char cursor[24];
+    const wk_reply *map;
+    int rc = parse_chunk_reply(r, d, &head, cursor, &map);
+    if (rc)
+        return rc;
     size_t count = wk_reply_count(map) / 2;
-    for (size_t i = 0; i < 2 * count; i++) {
-        if (wk_reply_get_type(wk_reply_at(map, i)) != WK_REPLY_STRING)
-            return wk_diag_fail(d, WK_EPROTO, "expected strings in HGETALL");
-    }
     /* Written only on success; the caller set it to NULL before sending. */
-    int rc = wk__settings_build(q->out, (int64_t)v, count, reply_pair, map);
+    rc = wk__settings_build(q->out, head.epoch, head.version, count, reply_pair, map);
     if (rc)
         return wk_diag_fail(d, rc, "out of memory copying %zu entries", count);
     return WK_OK;
+}
+
+/* --- the whole map in chunks (handles) --- */
+
+/* The pairs read so far: their bytes in one growing buffer. */
+typedef struct gathered {
+    char *bytes;
+    size_t len, cap;
+    struct gathered_pair {
+        size_t key, key_len, value, value_len; /* offsets into bytes */
+    } *pairs;
+    size_t count, pairs_cap;
+} gathered;
+
+static bool grow(void **p, size_t *cap, size_t need, size_t unit)
+{
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / unit)
+            return false;
+        n *= 2;
+    }
+    void *q = realloc(*p, n * unit);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+static int gather(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
+                  const char *v, size_t vlen)
+{
+    (void)head;
+    gathered *g = ctx;
+    if (klen > SIZE_MAX - g->len || vlen > SIZE_MAX - g->len - klen ||
+        !grow((void **)&g->bytes, &g->cap, g->len + klen + vlen, 1) ||
+        !grow((void **)&g->pairs, &g->pairs_cap, g->count + 1, sizeof(*g->pairs)))
+        return WK_ENOMEM;
+    struct gathered_pair *pr = &g->pairs[g->count++];
+    pr->key = g->len;
+    pr->key_len = klen;
+    if (klen)
+        memcpy(g->bytes + g->len, k, klen);
+    g->len += klen;
+    pr->value = g->len;
+    pr->value_len = vlen;
+    if (vlen)
+        memcpy(g->bytes + g->len, v, vlen);
+    g->len += vlen;
+    return WK_OK;
+}
+
+static void gathered_pair(const void *ctx, size_t i, const char **k, size_t *klen,
+                          const char **v, size_t *vlen)
+{
+    const gathered *g = ctx;
+    const struct gathered_pair *pr = &g->pairs[i];
+    *k = g->bytes + pr->key;
+    *klen = pr->key_len;
+    *v = g->bytes + pr->value;
+    *vlen = pr->value_len;
+}
+
+static bool same_head(const wk__settings_head *a, const wk__settings_head *b)
+{
+    return a->version == b->version && strcmp(a->epoch, b->epoch) == 0;
+}
+
+/*
+ * Read the map chunk by chunk; every chunk also reads the version and
+ * epoch, in the same script. If all chunks saw the same ones, nothing
+ * changed between the first and the last (every change bumps the version;
+ * a reset makes a new random epoch), so the pairs are the map at that
+ * version. Otherwise start over, at most WK__SETTINGS_ATTEMPTS times.
+ */
+static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const keys *k,
+                              wk_settings_map **out)
+{
+    gathered g = {0};
+    int rc = WK_OK;
+    for (int attempt = 0; attempt < WK__SETTINGS_ATTEMPTS; attempt++) {
+        g.len = g.count = 0;
+        wk__settings_head first = {"", 0}, head;
+        char cursor[24] = "0", next[24];
+        bool changed = false;
+        for (bool more = true; more && !changed;) {
+            rc = read_chunk(p, e, k, cursor, &head, next, gather, &g);
+            if (rc)
+                goto done;
+            if (strcmp(cursor, "0") == 0)
+                first = head;
+            else
+                changed = !same_head(&first, &head);
+            more = strcmp(next, "0") != 0;
+            memcpy(cursor, next, sizeof(cursor));
+        }
+        if (!changed) {
+            rc = wk__settings_build(out, first.epoch, first.version, g.count, gathered_pair, &g);
+            if (rc)
+                rc = wk__processor_fail(p, rc, "settings.snapshot: out of memory copying %zu "
+                                               "entries",
+                                        g.count);
+            goto done;
+        }
+    }
+    rc = wk__processor_fail(p, WK_ETIMEDOUT,
+                            "settings.snapshot: the map changed during each of %d attempts to "
+                            "read it in chunks; try again, or keep a follower's mirror",
+                            WK__SETTINGS_ATTEMPTS);
+done:
+    free(g.bytes);
+    free(g.pairs);
+    return rc;
 }
 
 int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name name,
@@ -335,20 +677,16 @@ int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name nam
         return rc;
     if (!out)
         return wk__processor_fail(p, WK_EINVAL, "settings.snapshot: out is NULL");
-    const char *argv[2] = {k.map, k.version};
-    size_t argvlen[2] = {k.map_len, k.version_len};
-    wk_access access = {settings, WK_READ};
-    wk_query q = {.name = "settings.snapshot",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .script = &snapshot_script,
-                  .nkeys = 2,
-                  .argc = 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_snapshot,
-                  .out = out};
-    return wk_process(p, &q);
+    if (!wk_processor_is_deferred(p))
+        return snapshot_in_chunks(p, settings, &k, out);
+    /* A batch parses replies only after sending everything: one command
+     * that reads the whole map, refused by the script for big maps. */
+    char max[24];
+    size_t max_len = wk__fmt_i64(max, WK__SETTINGS_CHUNK);
+    const char *argv[3] = {k.map, k.version, max};
+    size_t argvlen[3] = {k.map_len, k.version_len, max_len};
+    return run_read(p, settings, "settings.snapshot", &whole_script, argv, argvlen, 3,
+                    parse_whole, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -381,9 +719,15 @@ int wk_settings_change_decode(const void *msg, size_t len, wk_settings_change *c
     const char *m = msg;
     if (!m || len < 1 || (m[0] != 'P' && m[0] != 'R'))
         return WK_ECORRUPT;
-    size_t pos = 1, vlen;
-    const char *vs;
+    size_t pos = 1, vlen, elen;
+    const char *vs, *es;
     uint64_t version;
+    if (!netstring(m, len, &pos, &es, &elen) || elen != WK_SETTINGS_EPOCH_LEN)
+        goto corrupt;
+    for (size_t i = 0; i < elen; i++) {
+        if (!((es[i] >= '0' && es[i] <= '9') || (es[i] >= 'a' && es[i] <= 'f')))
+            goto corrupt;
+    }
     if (!netstring(m, len, &pos, &vs, &vlen) || !parse_decimal(vs, vlen, INT64_MAX, &version) ||
         version < 1 || !netstring(m, len, &pos, &change->key, &change->key_len))
         goto corrupt;
@@ -393,6 +737,8 @@ int wk_settings_change_decode(const void *msg, size_t len, wk_settings_change *c
         goto corrupt;
     change->op = m[0] == 'P' ? WK_SETTINGS_PUT : WK_SETTINGS_REMOVE;
     change->version = (int64_t)version;
+    memcpy(change->epoch, es, elen);
+    change->epoch[elen] = '\0';
     return WK_OK;
 corrupt:
     memset(change, 0, sizeof(*change));

@@ -3,18 +3,37 @@
  * one settings map, kept in sync by a thread of its own.
  *
  * The follower owns two connections, both made from the caller's options:
- * a wk_db handle (for snapshots, through dispatch and so through the
- * capability check) and a subscriber connection (core/subscriber.h). Its
- * thread runs this loop:
+ * a wk_db handle (for loads and checks, through dispatch and so through
+ * the capability check) and a subscriber connection (core/subscriber.h) on
+ * the channel of its database. Its thread runs this loop:
  *
  *   1. sync: open the subscriber, SUBSCRIBE and wait for the confirmation,
- *      then load the snapshot — in that order, so every change newer than
- *      the snapshot is already on its way to us — and replace the mirror;
- *   2. read messages: a version ≤ the mirror's is old news (it was already
- *      in the snapshot) and is ignored; version + 1 is applied; anything
- *      else (a gap, a message that does not decode) reloads the snapshot;
- *   3. a dropped subscriber or a failed reload goes back to 1, with a
+ *      then load the map — in that order, so every change newer than the
+ *      load is already on its way to us — and replace the mirror;
+ *   2. read messages: of the mirror's epoch, version + 1 is applied, a
+ *      version further ahead (a gap) or a message that does not decode
+ *      reloads; another epoch, or a version ≤ the mirror's, is never
+ *      applied and makes the follower check the version and epoch, which
+ *      reloads if they are not the mirror's (a reset, FLUSHALL, a restored
+ *      version key) and otherwise ignores the message (forged, relayed from
+ *      another deployment, or old news from before the last load);
+ *   3. every check_ms, the same check, and a reload if the server's
+ *      version stayed ahead of the mirror's since the previous one;
+ *   4. a dropped subscriber or a failed load goes back to 1, with a
  *      backoff between failed attempts.
+ *
+ * A load reads the map in chunks (wk__settings_chunk: HSCAN plus version
+ * and epoch, atomically) into a fresh table, tagging each entry with the
+ * version of the chunk it came from, while the messages published
+ * meanwhile queue up. The chunks may come from different versions v1 ≤ …
+ * ≤ vN; every change in (v1, vN] is in the queue, in order (we subscribed
+ * before the first chunk). Applying each change at version u to its key,
+ * unless the key was read at a version ≥ u, gives exactly the map at vN:
+ * a key read at version s is right at s, and every later change to it is
+ * applied; a key absent from the scan was absent at some moment of it (HSCAN
+ * returns every key present throughout), so each change that made it what
+ * it is at vN is after v1 and applied. Only an epoch change between chunks
+ * or a missing message starts a load over.
  *
  * The mirror is a hash table (SipHash keyed per follower, so keys cannot be
  * chosen to collide) guarded by a pthread rwlock: readers on any thread copy
@@ -42,6 +61,7 @@
 
 #define RETRY_MIN_MS 50
 #define READ_SLICE_MS 60000 /* a stop request wakes the thread before this */
+#define LOAD_ATTEMPTS 4     /* loads started over before the sync fails */
 
 /* ------------------------------------------------------------------------
  * The mirror: a chained hash table of byte-string keys.
@@ -51,6 +71,7 @@
 typedef struct item {
     struct item *next;
     uint64_t hash;
+    int64_t version; /* during a load: the version it was read or set at */
     size_t key_len, value_len;
     char data[];
 } item;
@@ -150,7 +171,7 @@ static void table_grow(table *t)
 
 /* Insert or replace. WK_OK or WK_ENOMEM (the table is unchanged then). */
 static int table_put(table *t, uint64_t hash, const char *key, size_t klen, const char *value,
-                     size_t vlen)
+                     size_t vlen, int64_t version)
 {
     if (klen > SIZE_MAX - sizeof(item) - 2 || vlen > SIZE_MAX - sizeof(item) - 2 - klen)
         return WK_ENOMEM;
@@ -158,6 +179,7 @@ static int table_put(table *t, uint64_t hash, const char *key, size_t klen, cons
     if (!it)
         return WK_ENOMEM;
     it->hash = hash;
+    it->version = version;
     it->key_len = klen;
     it->value_len = vlen;
     if (klen)
@@ -195,6 +217,13 @@ static void table_remove(table *t, uint64_t hash, const char *key, size_t klen)
  * The follower
  * ---------------------------------------------------------------------- */
 
+/* A message taken from the subscriber but not handled yet (FIFO). */
+typedef struct queued {
+    struct queued *next;
+    size_t len;
+    char data[];
+} queued;
+
 struct wk_settings_follower {
     /* Fixed at start. */
     wk_entity entity;
@@ -207,6 +236,8 @@ struct wk_settings_follower {
     void *ctx;
     int keepalive_ms;
     int retry_max_ms;
+    int check_ms;
+    int command_timeout_ms;
     unsigned char sipkey[crypto_shorthash_KEYBYTES];
 
     /* The follower thread's own (and the caller's during start). */
@@ -217,11 +248,17 @@ struct wk_settings_follower {
     bool ever_subscribed;
     int wake[2]; /* stop writes a byte to wake[1] */
     atomic_bool stop;
+    queued *queue_head, *queue_tail; /* messages read during a load */
+    int64_t next_check_ms;           /* monotonic ms of the next check */
+    int64_t behind;                  /* server version seen ahead of the
+                                      * mirror at the last check; 0: none */
 
-    /* The mirror, under `lock` (written by the follower thread only). */
+    /* The mirror, under `lock` (written by the follower thread only, so
+     * that thread reads it without the lock). */
     pthread_rwlock_t lock;
     table mirror;
     int64_t mirror_version;
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
 
     /* Stats and the version waiters see, under `mu`; `cv` on each change. */
     pthread_mutex_t mu;
@@ -230,6 +267,13 @@ struct wk_settings_follower {
     char errmsg[512];
     bool locks_ready;
 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void record_failure(wk_settings_follower *f, int status, const char *msg)
 {
@@ -240,25 +284,26 @@ static void record_failure(wk_settings_follower *f, int status, const char *msg)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void notify(wk_settings_follower *f, void (*bump)(wk_settings_stats *),
-                   int64_t version)
+/* Counters bumped under `mu`. */
+enum counter { C_APPLIED, C_IGNORED, C_GAPS, C_FOREIGN, C_CHECKS, C_RESETS, C_CAUGHT_UP };
+
+static void count(wk_settings_follower *f, enum counter c)
 {
     pthread_mutex_lock(&f->mu);
-    f->stats.version = version;
-    if (bump)
-        bump(&f->stats);
-    pthread_cond_broadcast(&f->cv);
+    wk_settings_stats *s = &f->stats;
+    uint64_t *n[] = {&s->applied, &s->ignored, &s->gaps,     &s->foreign,
+                     &s->checks,  &s->resets,  &s->caught_up};
+    (*n[c])++;
     pthread_mutex_unlock(&f->mu);
 }
 
-static void bump_applied(wk_settings_stats *s)
+/* The mirror reached `version` (waiters wake up). */
+static void notify(wk_settings_follower *f, int64_t version)
 {
-    s->applied++;
-}
-
-static void bump_ignored(wk_settings_stats *s)
-{
-    s->ignored++;
+    pthread_mutex_lock(&f->mu);
+    f->stats.version = version;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
 }
 
 static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, const item *it,
@@ -267,6 +312,7 @@ static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, 
     if (!f->on_change)
         return;
     wk_settings_change c = {.op = op, .version = version};
+    memcpy(c.epoch, f->epoch, sizeof(c.epoch));
     if (it) {
         c.key = item_key(it);
         c.key_len = it->key_len;
@@ -279,73 +325,270 @@ static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, 
     f->on_change(f->ctx, &c);
 }
 
-/*
- * Replace the mirror by a snapshot; report the difference to the callback
- * (unless `initial`). Returns WK_OK or WK_ENOMEM (mirror unchanged).
- */
-static int install_snapshot(wk_settings_follower *f, const wk_settings_map *snap,
-                            bool initial)
+/* --- the queue of messages read during a load --- */
+
+static int queue_push(wk_settings_follower *f, const char *msg, size_t len)
 {
-    table fresh;
-    if (table_init(&fresh, snap->count + snap->count / 2) != WK_OK)
+    if (len > SIZE_MAX - sizeof(queued))
         return WK_ENOMEM;
-    for (size_t i = 0; i < snap->count; i++) {
-        const wk_settings_entry *e = &snap->entries[i];
-        if (table_put(&fresh, hash_key(f->sipkey, e->key, e->key_len), e->key, e->key_len,
-                      e->value, e->value_len) != WK_OK) {
-            table_free(&fresh);
+    queued *q = malloc(sizeof(queued) + len);
+    if (!q)
+        return WK_ENOMEM;
+    q->next = NULL;
+    q->len = len;
+    if (len)
+        memcpy(q->data, msg, len);
+    if (f->queue_tail)
+        f->queue_tail->next = q;
+    else
+        f->queue_head = q;
+    f->queue_tail = q;
+    return WK_OK;
+}
+
+/* Take the first message off the queue; the caller frees it. */
+static queued *queue_pop(wk_settings_follower *f)
+{
+    queued *q = f->queue_head;
+    if (q) {
+        f->queue_head = q->next;
+        if (!f->queue_head)
+            f->queue_tail = NULL;
+    }
+    return q;
+}
+
+static void queue_clear(wk_settings_follower *f)
+{
+    queued *q;
+    while ((q = queue_pop(f)))
+        free(q);
+}
+
+/* Move what the subscriber already received to the queue, or wait up to
+ * timeout_ms for one message (0: no waiting). On failure the reason is
+ * recorded. */
+static int receive(wk_settings_follower *f, int timeout_ms)
+{
+    for (;;) {
+        const char *msg;
+        size_t len;
+        bool got;
+        int rc = wk__subscriber_next(f->sub, timeout_ms, f->wake[0], &msg, &len, &got);
+        if (rc) {
+            record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+            return rc;
+        }
+        if (!got)
+            return WK_OK;
+        if (queue_push(f, msg, len) != WK_OK) {
+            record_failure(f, WK_ENOMEM, "settings follower: out of memory queueing a change");
             return WK_ENOMEM;
         }
+        if (timeout_ms > 0)
+            return WK_OK;
     }
+}
+
+/* --- loading --- */
+
+typedef struct loading {
+    wk_settings_follower *f;
+    table fresh;
+} loading;
+
+static int load_entry(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
+                      const char *v, size_t vlen)
+{
+    loading *l = ctx;
+    /* Chunks come in order, so a later copy of a key is as new or newer. */
+    return table_put(&l->fresh, hash_key(l->f->sipkey, k, klen), k, klen, v, vlen,
+                     head->version);
+}
+
+/*
+ * Bring the scanned table from the versions its chunks were read at to
+ * version `last`, with the queued changes of `epoch` in (first, last]
+ * (waiting for those not received yet). Changes up to `last` are dropped
+ * once used (or when the scan already had them); messages of another
+ * epoch or undecodable ones met before `last` was reached were published
+ * before the last chunk was read, which already shows their effect or
+ * lack of it: dropped too. What comes after stays queued for the normal
+ * rules. *again: a change is missing.
+ */
+static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, int64_t first,
+                    int64_t last, bool *again)
+{
+    int64_t expected = first + 1;
+    int64_t deadline = now_ms() + f->command_timeout_ms;
+    for (;;) {
+        queued *q = f->queue_head;
+        if (!q) {
+            if (expected > last)
+                return WK_OK;
+            int64_t left = deadline - now_ms();
+            if (left <= 0 || atomic_load(&f->stop)) {
+                *again = !atomic_load(&f->stop);
+                char msg[160];
+                snprintf(msg, sizeof(msg),
+                         "settings follower: the change of version %lld never arrived during "
+                         "a load",
+                         (long long)expected);
+                record_failure(f, WK_ETIMEDOUT, msg);
+                return WK_ETIMEDOUT;
+            }
+            int rc = receive(f, (int)left);
+            if (rc)
+                return rc;
+            continue;
+        }
+        wk_settings_change c;
+        bool ours =
+            wk_settings_change_decode(q->data, q->len, &c) == WK_OK && strcmp(c.epoch, epoch) == 0;
+        if (ours && c.version < expected) { /* in the table already */
+            free(queue_pop(f));
+            continue;
+        }
+        if (expected > last)
+            return WK_OK; /* the rest is for the normal rules */
+        if (!ours) {
+            free(queue_pop(f));
+            continue;
+        }
+        if (c.version > expected) {
+            *again = true;
+            char msg[160];
+            snprintf(msg, sizeof(msg),
+                     "settings follower: the change of version %lld is missing (got %lld) "
+                     "during a load",
+                     (long long)expected, (long long)c.version);
+            record_failure(f, WK_ETIMEDOUT, msg);
+            return WK_ETIMEDOUT;
+        }
+        uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
+        const item *it = table_find(fresh, h, c.key, c.key_len);
+        if (!it || it->version < c.version) {
+            if (c.op == WK_SETTINGS_PUT) {
+                if (table_put(fresh, h, c.key, c.key_len, c.value, c.value_len, c.version)) {
+                    record_failure(f, WK_ENOMEM,
+                                   "settings follower: out of memory applying a change");
+                    return WK_ENOMEM;
+                }
+            } else if (it) {
+                table_remove(fresh, h, c.key, c.key_len);
+            }
+        }
+        expected++;
+        count(f, C_CAUGHT_UP);
+        free(queue_pop(f));
+    }
+}
+
+/*
+ * Replace the mirror by `fresh` (taken over) at epoch/version; report the
+ * difference to the callback (unless `initial`).
+ */
+static void install(wk_settings_follower *f, table *fresh, const char *epoch, int64_t version,
+                    bool initial)
+{
     pthread_rwlock_wrlock(&f->lock);
     table old = f->mirror;
-    f->mirror = fresh;
-    f->mirror_version = snap->version;
+    f->mirror = *fresh;
+    f->mirror_version = version;
+    snprintf(f->epoch, sizeof(f->epoch), "%s", epoch);
     pthread_rwlock_unlock(&f->lock);
+    f->behind = 0;
 
     /* Only this thread writes the mirror, so both tables stay stable while
      * the callback reads them without the lock. */
+    const table *now = &f->mirror;
     if (!initial && f->on_change) {
-        for (size_t b = 0; b < fresh.nbuckets; b++) {
-            for (const item *it = fresh.buckets[b]; it; it = it->next) {
+        for (size_t b = 0; b < now->nbuckets; b++) {
+            for (const item *it = now->buckets[b]; it; it = it->next) {
                 const item *was = table_find(&old, it->hash, item_key(it), it->key_len);
                 if (!was || was->value_len != it->value_len ||
                     memcmp(item_value(was), item_value(it), it->value_len) != 0)
-                    report(f, WK_SETTINGS_PUT, snap->version, it, NULL, 0);
+                    report(f, WK_SETTINGS_PUT, version, it, NULL, 0);
             }
         }
         for (size_t b = 0; b < old.nbuckets; b++) {
             for (const item *it = old.buckets[b]; it; it = it->next) {
-                if (!table_find(&fresh, it->hash, item_key(it), it->key_len))
-                    report(f, WK_SETTINGS_REMOVE, snap->version, NULL, item_key(it),
-                           it->key_len);
+                if (!table_find(now, it->hash, item_key(it), it->key_len))
+                    report(f, WK_SETTINGS_REMOVE, version, NULL, item_key(it), it->key_len);
             }
         }
     }
     table_free(&old);
 
     pthread_mutex_lock(&f->mu);
-    f->stats.version = snap->version;
+    f->stats.version = version;
     f->stats.synced = true;
     f->stats.snapshots++;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
-    return WK_OK;
 }
 
-/* Load the snapshot through the follower's handle and install it. */
+/* One load: scan in chunks, catch up, install. *again: worth starting
+ * over (the epoch changed under the scan, or a change is missing). */
+static int load_once(wk_settings_follower *f, bool initial, bool *again)
+{
+    *again = false;
+    loading l = {.f = f};
+    if (table_init(&l.fresh, 16) != WK_OK) {
+        record_failure(f, WK_ENOMEM, "settings follower: out of memory loading the map");
+        return WK_ENOMEM;
+    }
+    wk__settings_head first = {"", 0}, prev = {"", 0}, head;
+    char cursor[24] = "0", next[24];
+    int rc;
+    do {
+        if (atomic_load(&f->stop)) {
+            rc = WK_EIO;
+            record_failure(f, rc, "settings follower: stopped during a load");
+            goto fail;
+        }
+        rc = wk__settings_chunk(wk_db_processor(f->db), &f->entity, &f->name, cursor, &head, next,
+                                load_entry, &l);
+        if (rc) {
+            record_failure(f, rc, wk_db_errmsg(f->db));
+            goto fail;
+        }
+        if (strcmp(cursor, "0") == 0) {
+            first = prev = head;
+        } else if (strcmp(head.epoch, first.epoch) != 0 || head.version < prev.version) {
+            /* A reset, or an older copy of the version key restored. */
+            *again = true;
+            rc = WK_ETIMEDOUT;
+            record_failure(f, rc, "settings follower: the map was reset during a load");
+            goto fail;
+        }
+        prev = head;
+        rc = receive(f, 0); /* keep the server's buffer for us short */
+        if (rc)
+            goto fail;
+        memcpy(cursor, next, sizeof(cursor));
+    } while (strcmp(cursor, "0") != 0);
+    rc = catch_up(f, &l.fresh, first.epoch, first.version, head.version, again);
+    if (rc)
+        goto fail;
+    install(f, &l.fresh, first.epoch, head.version, initial);
+    return WK_OK;
+fail:
+    table_free(&l.fresh);
+    return rc;
+}
+
+/* Load the map, starting over a few times if the epoch changes under the
+ * load or a change goes missing. On failure the reason is recorded. */
 static int reload(wk_settings_follower *f, bool initial)
 {
-    wk_settings_map *snap = NULL;
-    int rc = wk_settings_snapshot(wk_db_processor(f->db), &f->entity, f->name, &snap);
-    if (rc) {
-        record_failure(f, rc, wk_db_errmsg(f->db));
-        return rc;
+    int rc = WK_OK;
+    for (int i = 0; i < LOAD_ATTEMPTS; i++) {
+        bool again;
+        rc = load_once(f, initial, &again);
+        if (!rc || !again)
+            break;
     }
-    rc = install_snapshot(f, snap, initial);
-    wk_settings_map_free(snap);
-    if (rc)
-        record_failure(f, rc, "settings follower: out of memory installing a snapshot");
     return rc;
 }
 
@@ -358,10 +601,21 @@ static void drop_subscriber(wk_settings_follower *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-/* Step 1 of the loop: subscribe, then load the snapshot. */
+/* A reload while subscribed; a failure drops the subscriber (the loop
+ * syncs again). */
+static int reload_or_drop(wk_settings_follower *f)
+{
+    int rc = reload(f, false);
+    if (rc)
+        drop_subscriber(f);
+    return rc;
+}
+
+/* Step 1 of the loop: subscribe, then load. */
 static int sync_mirror(wk_settings_follower *f, bool initial)
 {
     drop_subscriber(f);
+    queue_clear(f); /* the load covers whatever an old subscription left */
     char err[256];
     int rc = wk__subscriber_open(&f->sub, f->db, f->keepalive_ms, err, sizeof(err));
     if (rc) {
@@ -383,7 +637,40 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
     rc = reload(f, initial);
     if (rc)
         drop_subscriber(f);
+    f->next_check_ms = now_ms() + f->check_ms;
     return rc;
+}
+
+/*
+ * Compare the server's version and epoch with the mirror's: reload when
+ * the epoch differs or the version went down (a reset or a restore), or —
+ * `periodic` only — when the server's version was already ahead at the
+ * last check and the mirror has not caught up since (a change without a
+ * message). Returns WK_OK, or a failure after which the subscriber was
+ * dropped.
+ */
+static int check(wk_settings_follower *f, bool periodic)
+{
+    count(f, C_CHECKS);
+    wk__settings_head head;
+    int rc = wk__settings_read_head(wk_db_processor(f->db), &f->entity, &f->name, &head);
+    if (rc) {
+        record_failure(f, rc, wk_db_errmsg(f->db));
+        drop_subscriber(f);
+        return rc;
+    }
+    if (strcmp(head.epoch, f->epoch) != 0 || head.version < f->mirror_version) {
+        count(f, C_RESETS);
+        return reload_or_drop(f);
+    }
+    if (periodic) {
+        if (f->behind && f->mirror_version < f->behind) {
+            count(f, C_GAPS);
+            return reload_or_drop(f);
+        }
+        f->behind = head.version > f->mirror_version ? head.version : 0;
+    }
+    return WK_OK;
 }
 
 /* Step 2: one message. Returns WK_OK, or a failure after which the
@@ -391,46 +678,45 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
 static int handle_message(wk_settings_follower *f, const char *msg, size_t len)
 {
     wk_settings_change c;
-    int64_t current;
-    pthread_rwlock_rdlock(&f->lock);
-    current = f->mirror_version;
+    if (wk_settings_change_decode(msg, len, &c) != WK_OK) {
+        /* Not ours to read: the map is the truth. The subscription stays,
+         * so nothing newer is missed. */
+        count(f, C_GAPS);
+        return reload_or_drop(f);
+    }
+    if (strcmp(c.epoch, f->epoch) != 0) {
+        count(f, C_FOREIGN);
+        return check(f, false);
+    }
+    int64_t current = f->mirror_version;
+    if (c.version <= current) {
+        count(f, C_IGNORED);
+        return check(f, false);
+    }
+    if (c.version > current + 1) {
+        count(f, C_GAPS); /* we missed a change */
+        return reload_or_drop(f);
+    }
+    uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
+    int rc = WK_OK;
+    pthread_rwlock_wrlock(&f->lock);
+    if (c.op == WK_SETTINGS_PUT)
+        rc = table_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len, c.version);
+    else
+        table_remove(&f->mirror, h, c.key, c.key_len);
+    if (!rc)
+        f->mirror_version = c.version;
     pthread_rwlock_unlock(&f->lock);
-
-    bool ok = wk_settings_change_decode(msg, len, &c) == WK_OK;
-    if (ok && c.version <= current) {
-        notify(f, bump_ignored, current);
-        return WK_OK;
-    }
-    if (ok && c.version == current + 1) {
-        uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
-        int rc = WK_OK;
-        pthread_rwlock_wrlock(&f->lock);
-        if (c.op == WK_SETTINGS_PUT)
-            rc = table_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len);
-        else
-            table_remove(&f->mirror, h, c.key, c.key_len);
-        if (!rc)
-            f->mirror_version = c.version;
-        pthread_rwlock_unlock(&f->lock);
-        if (rc) {
-            record_failure(f, rc, "settings follower: out of memory applying a change");
-            drop_subscriber(f);
-            return rc;
-        }
-        if (f->on_change)
-            f->on_change(f->ctx, &c);
-        notify(f, bump_applied, c.version);
-        return WK_OK;
-    }
-    /* A gap (we missed a change) or a message we cannot read: the snapshot
-     * is the truth. The subscription stays, so nothing newer is missed. */
-    pthread_mutex_lock(&f->mu);
-    f->stats.gaps++;
-    pthread_mutex_unlock(&f->mu);
-    int rc = reload(f, false);
-    if (rc)
+    if (rc) {
+        record_failure(f, rc, "settings follower: out of memory applying a change");
         drop_subscriber(f);
-    return rc;
+        return rc;
+    }
+    if (f->on_change)
+        f->on_change(f->ctx, &c);
+    count(f, C_APPLIED);
+    notify(f, c.version);
+    return WK_OK;
 }
 
 /* Sleep up to ms, or until stop is requested. */
@@ -454,17 +740,32 @@ static void *follower_main(void *arg)
             }
             backoff = RETRY_MIN_MS;
         }
+        queued *q = queue_pop(f);
+        if (q) { /* left by a load */
+            handle_message(f, q->data, q->len);
+            free(q);
+            continue;
+        }
+        int timeout = READ_SLICE_MS;
+        if (f->check_ms) {
+            int64_t left = f->next_check_ms - now_ms();
+            timeout = left < 0 ? 0 : left < timeout ? (int)left : timeout;
+        }
         const char *msg;
         size_t len;
         bool got;
-        int rc = wk__subscriber_next(f->sub, READ_SLICE_MS, f->wake[0], &msg, &len, &got);
+        int rc = wk__subscriber_next(f->sub, timeout, f->wake[0], &msg, &len, &got);
         if (rc) {
             record_failure(f, rc, wk__subscriber_errmsg(f->sub));
             drop_subscriber(f);
             continue; /* reconnect at once; back off only if that fails */
         }
-        if (got)
-            handle_message(f, msg, len);
+        if (got && handle_message(f, msg, len) != WK_OK)
+            continue;
+        if (f->sub && f->check_ms && now_ms() >= f->next_check_ms) {
+            check(f, true);
+            f->next_check_ms = now_ms() + f->check_ms;
+        }
     }
     return NULL;
 }
@@ -482,6 +783,7 @@ static int start_fail(char *err, size_t errlen, int rc, const char *msg)
 
 static void follower_free(wk_settings_follower *f)
 {
+    queue_clear(f);
     wk__subscriber_close(f->sub);
     wk_db_close(f->db);
     table_free(&f->mirror);
@@ -547,9 +849,10 @@ int wk_settings_follower_start(wk_settings_follower **out,
         return start_fail(err, errlen, WK_EINVAL,
                           "settings follower: options, options.db and options.settings are "
                           "required");
-    if (opts->keepalive_ms < 0 || opts->retry_max_ms <= 0)
+    if (opts->keepalive_ms < 0 || opts->retry_max_ms <= 0 || opts->check_ms < 0)
         return start_fail(err, errlen, WK_EINVAL,
-                          "settings follower: keepalive_ms must be >= 0 and retry_max_ms > 0");
+                          "settings follower: keepalive_ms and check_ms must be >= 0 and "
+                          "retry_max_ms > 0");
     const wk_entity *e = opts->settings;
     char why[WK_ENTITY_MSG_MAX], msg[WK_ENTITY_MSG_MAX + 48];
     if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK) {
@@ -561,7 +864,9 @@ int wk_settings_follower_start(wk_settings_follower **out,
                           "settings follower: options.settings is not a valid Settings entity");
     char key[WK_KEY_MAX];
     size_t key_len;
-    if (wk_key_build(key, sizeof(key), &key_len, e, &opts->name, ":chan") != WK_OK)
+    /* The longest suffix the channel can get (the real one needs the
+     * database, known once connected). */
+    if (wk_key_build(key, sizeof(key), &key_len, e, &opts->name, ":chan:2147483647") != WK_OK)
         return start_fail(err, errlen, WK_EINVAL,
                           "settings follower: invalid name (NULL, or too long)");
 
@@ -574,8 +879,10 @@ int wk_settings_follower_start(wk_settings_follower **out,
     f->ctx = opts->ctx;
     f->keepalive_ms = opts->keepalive_ms;
     f->retry_max_ms = opts->retry_max_ms < RETRY_MIN_MS ? RETRY_MIN_MS : opts->retry_max_ms;
+    f->check_ms = opts->check_ms;
+    f->command_timeout_ms = opts->db->command_timeout_ms > 0 ? opts->db->command_timeout_ms : 2000;
     f->ns = strdup(e->ns);
-    f->chan = malloc(key_len + 1);
+    f->chan = malloc(WK_KEY_MAX);
     f->name = opts->name;
     if (opts->name.type == WK_NAME_BYTES) {
         f->name_bytes = malloc(opts->name.len + 1);
@@ -589,9 +896,6 @@ int wk_settings_follower_start(wk_settings_follower **out,
     if (!f->ns || !f->chan || (opts->name.type == WK_NAME_BYTES && !f->name_bytes))
         rc = start_fail(err, errlen, WK_ENOMEM, "settings follower: out of memory");
     if (!rc) {
-        memcpy(f->chan, key, key_len);
-        f->chan[key_len] = '\0';
-        f->chan_len = key_len;
         f->entity = (wk_entity)WK_SETTINGS_ENTITY(f->ns);
         rc = init_locks(f);
         if (rc)
@@ -609,6 +913,9 @@ int wk_settings_follower_start(wk_settings_follower **out,
     }
     if (!rc)
         rc = wk_db_open(&f->db, opts->db, err, errlen);
+    if (!rc && wk__settings_channel(f->db, &f->entity, &f->name, f->chan, WK_KEY_MAX,
+                                    &f->chan_len) != WK_OK)
+        rc = start_fail(err, errlen, WK_EINVAL, "settings follower: invalid name");
     if (!rc) {
         randombytes_buf(f->sipkey, sizeof(f->sipkey)); /* sodium_init: wk_db_open */
         rc = sync_mirror(f, true);
@@ -729,7 +1036,7 @@ int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out
             for (const item *it = f->mirror.buckets[b]; it; it = it->next)
                 items[i++] = it;
         }
-        rc = wk__settings_build(out, f->mirror_version, n, items_pair, items);
+        rc = wk__settings_build(out, f->epoch, f->mirror_version, n, items_pair, items);
     }
     pthread_rwlock_unlock(&f->lock);
     free(items);

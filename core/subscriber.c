@@ -156,6 +156,7 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
     if (!s->ctx || s->ctx->err)
         return sub_fail(s, WK_EIO, "subscriber: connection is closed");
     int64_t deadline = wk__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    bool polled = false; /* the socket was looked at once at least */
     for (;;) {
         /* Replies already read come first. */
         redisReply *r = NULL;
@@ -191,10 +192,11 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             if (rc)
                 return rc;
         }
-        if (now >= deadline)
+        if (now >= deadline && (timeout_ms > 0 || polled))
             return WK_OK;
 
-        /* Sleep until bytes, a wake-up, the deadline or the next check. */
+        /* Sleep until bytes, a wake-up, the deadline or the next check
+         * (with timeout 0: look once, without sleeping). */
         int64_t wait = deadline - now;
         if (s->ping_sent_ms) {
             int64_t t = s->ping_sent_ms + s->command_timeout_ms - now;
@@ -203,8 +205,11 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             int64_t t = s->last_rx_ms + s->keepalive_ms - now;
             wait = t < wait ? t : wait;
         }
-        if (wait < 1)
+        if (timeout_ms <= 0)
+            wait = 0;
+        else if (wait < 1)
             wait = 1;
+        polled = true;
         struct pollfd fds[2] = {{.fd = s->ctx->fd, .events = POLLIN},
                                 {.fd = wake_fd, .events = POLLIN}};
         int n = poll(fds, wake_fd >= 0 ? 2 : 1, (int)wait);
@@ -221,6 +226,11 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             s->last_rx_ms = wk__now_ms();
         }
     }
+}
+
+int wk__subscriber_database(const wk_db *db)
+{
+    return db && db->conn ? db->conn->url.database : 0;
 }
 
 const char *wk__subscriber_errmsg(const wk__subscriber *s)

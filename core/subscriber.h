@@ -47,7 +47,8 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len);
 
 /*
- * Wait up to `timeout_ms` for the next message on a subscribed channel.
+ * Wait up to `timeout_ms` for the next message on a subscribed channel;
+ * 0 takes only what has already arrived, without waiting.
  *
  *   wake_fd   a descriptor (a pipe's read end) that, once readable, makes
  *             the call return at once with *got false; -1: none.
@@ -61,6 +62,11 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
  */
 int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
                         size_t *len, bool *got);
+
+/* The database `db`'s connection selects (0 by default). Pub/Sub channels
+ * are server-wide, so whoever publishes for one database and whoever
+ * subscribes for it put this number in the channel name. */
+int wk__subscriber_database(const wk_db *db);
 
 /* The message of the last failure; never NULL. */
 const char *wk__subscriber_errmsg(const wk__subscriber *s);

@@ -3,35 +3,47 @@
  * byte-string values, kept in Redis and mirrored by every replica.
  *
  * Redis layout (one cluster slot per settings name):
- *   @@wakuwaku-entity:Settings:{<ns>:<name>}:map      hash: the master copy
- *   @@wakuwaku-entity:Settings:{<ns>:<name>}:version  integer: bumped by
- *                                                     every change
- *   @@wakuwaku-entity:Settings:{<ns>:<name>}:chan     Pub/Sub channel (a
- *                                                     channel name, not a key)
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:map        hash: the master copy
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:version    hash: `version` (a
+ *                          decimal counter bumped by every change) and
+ *                          `epoch` (32 random hex digits, made by the first
+ *                          change after the key was missing)
+ *   @@wakuwaku-entity:Settings:{<ns>:<name>}:chan:<db>  Pub/Sub channel (a
+ *                          channel name, not a key); <db> is the database
+ *                          number, as Pub/Sub is server-wide
  *
  *   wk_settings_put       set key → value, bump, publish (one script)  WRITE
  *   wk_settings_remove    delete key, bump, publish (one script)       WRITE
- *   wk_settings_snapshot  map + version, read atomically              READ
+ *   wk_settings_snapshot  map + version, read consistently in chunks  READ
  *
  * Keys and values are byte strings: any byte, NUL and ':' included, any
  * length from 0 up to Redis's bulk limit (512 MB).
  *
- * Every change is published on the channel as one binary message (see
- * wk_settings_change_decode()). A *follower* (wk_settings_follower_start())
- * keeps a local mirror of one settings map on a thread and connections of
- * its own: it subscribes first, then loads the snapshot, applies changes in
- * version order, and reloads the snapshot after any version gap or
- * reconnect, so no change is lost when its subscriber connection drops.
- * Local reads (wk_settings_follower_get()) never touch the network.
+ * The epoch names one history of the version counter. Whatever resets the
+ * counter — FLUSHALL, a deleted or evicted version key, a new server —
+ * also loses the epoch, and the next change makes a new one; an older
+ * copy of the key coming back (a restored backup) brings back a version
+ * below the one followers reached. Versions compare only within an epoch.
+ *
+ * Every change is published on the channel as one binary message carrying
+ * the epoch (see wk_settings_change_decode()). A *follower*
+ * (wk_settings_follower_start()) keeps a local mirror of one settings map
+ * on a thread and connections of its own: it subscribes first, then loads
+ * the snapshot, applies changes of its epoch in version order, and
+ * reloads after any gap, reconnect or reset (see the follower's rules
+ * below), so no change is lost when its subscriber connection drops and
+ * no other database's or deployment's change is applied. Local reads
+ * (wk_settings_follower_get()) never touch the network.
  *
  * Thread-safety: the queries follow the handle's rule (one thread at a
  * time); a follower's reading functions may be called from any thread.
  *
  * WARNING: change settings only through wk_settings_put()/_remove(). A
- * direct HSET or DEL on the keys publishes nothing and followers will not
- * see it until they next reload. The version must never go backwards
- * (FLUSHALL, deleting the version key): followers ignore changes whose
- * version is not above their mirror's until their next reconnect.
+ * direct HSET or HDEL on the map publishes nothing and bumps no version:
+ * followers will not see it until they next reload. Likewise, removing the
+ * map key alone (DEL, or eviction under an allkeys-* maxmemory policy)
+ * leaves followers with its entries; the keys have no TTL, so noeviction
+ * and volatile-* policies never evict them.
  */
 #ifndef WAKUWAKU_SETTINGS_H
 #define WAKUWAKU_SETTINGS_H
@@ -95,6 +107,9 @@ typedef struct wk_settings_removal {
 WK_API int wk_settings_remove(wk_processor *p, const wk_entity *settings, wk_name name,
                               const void *key, size_t key_len, wk_settings_removal *out);
 
+/* Length of an epoch: 32 lowercase hex digits (16 random bytes). */
+#define WK_SETTINGS_EPOCH_LEN 32
+
 /* One key → value pair of a snapshot. Both strings are also NUL-terminated
  * (key[key_len] == '\0'), for convenience with text; they may contain NUL. */
 typedef struct wk_settings_entry {
@@ -114,19 +129,37 @@ typedef struct wk_settings_map {
     int64_t version; /* 0 for a map never written */
     size_t count;
     const wk_settings_entry *entries;
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1]; /* the version's epoch; "" for a
+                                            * map never written */
 } wk_settings_map;
 
 /*
- * wk_settings_snapshot — read the map and its version atomically (one
- * read-only script).
+ * wk_settings_snapshot — read the map, its version and epoch: the map as
+ * it was at that version.
+ *
+ * Through a handle (or wrappers around one) the map is read in chunks of
+ * about 1000 entries, one short read-only script each (HSCAN plus the
+ * version and epoch), so no single command holds the server up for long,
+ * whatever the map's size. If a chunk sees another version or epoch than
+ * the first one, the map changed meanwhile and the read starts over; after
+ * 8 such attempts it fails with WK_ETIMEDOUT. A map read in one chunk
+ * (small maps) cannot fail that way. A follower's load does not start
+ * over: it repairs a changing read with the change messages.
+ *
+ * Through a batch (WK_PROCESSOR_DEFERRED) there is one command, so the
+ * whole map is read by it — only for a map of at most 1000 entries; a
+ * bigger one fails with WK_EINVAL (in wk_batch_exec()) rather than block
+ * the server.
  *
  *   out  OUT: a new snapshot, freed by the caller with
  *        wk_settings_map_free(); NULL on failure. Set to NULL at once and
  *        filled when the reply is parsed (in a batch: by wk_batch_exec()).
  *
  * Returns WK_OK; WK_EINVAL; WK_EDENIED; WK_ECORRUPT (the keys hold
- * something else than a hash and a counter); WK_ENOMEM; or a connection /
- * server error. READ effect; retry-safe (re-sent once after a drop).
+ * something else than a hash and a version); WK_ETIMEDOUT (the map
+ * changed during every attempt); WK_ENOMEM; or a connection / server
+ * error. READ effect; every chunk is retry-safe (re-sent once after a
+ * drop). Each query the processor sees is named "settings.snapshot".
  */
 WK_API int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name name,
                                 wk_settings_map **out);
@@ -160,6 +193,7 @@ typedef struct wk_settings_change {
     size_t key_len;
     const char *value; /* NULL for WK_SETTINGS_REMOVE */
     size_t value_len;
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1]; /* the epoch of `version` */
 } wk_settings_change;
 
 /*
@@ -168,14 +202,21 @@ typedef struct wk_settings_change {
  * The format (binary, unambiguous for any bytes) is an op byte followed by
  * netstrings ("<decimal length>:<bytes>,"):
  *
- *     'P' netstring(version) netstring(key) netstring(value)     put
- *     'R' netstring(version) netstring(key)                      remove
+ *     'P' netstring(epoch) netstring(version) netstring(key) netstring(value)
+ *     'R' netstring(epoch) netstring(version) netstring(key)
  *
- * e.g. put "a:b" = "x\0y" at version 7 is  P1:7,3:a:b,3:x\0y,
- * The version is decimal digits (≥ 1); lengths have no leading zeros.
+ * e.g. put "a:b" = "x\0y" at version 7 of epoch 0123…cdef is
+ *     P32:0123456789abcdef0123456789abcdef,1:7,3:a:b,3:x\0y,
+ * The epoch is 32 lowercase hex digits; the version is decimal digits
+ * (≥ 1); lengths have no leading zeros. A message applies to a map only
+ * if its epoch is the map's (compare with wk_settings_map.epoch): the
+ * epoch is not a secret (every message shows it), so it tells histories
+ * apart but does not authenticate a publisher — restrict PUBLISH on the
+ * channels with Redis ACLs for that.
  *
  *   msg, len   the message (NULL only with len 0).
- *   change     OUT: key and value point into `msg` (borrowed from it).
+ *   change     OUT: key and value point into `msg` (borrowed from it);
+ *              the epoch is copied.
  *
  * Returns WK_OK, or WK_ECORRUPT for anything not exactly in this format
  * (trailing bytes included); WK_EINVAL if change is NULL. Thread-safe; no
@@ -195,8 +236,9 @@ typedef struct wk_settings_follower wk_settings_follower;
  * sees the change). `change` and its bytes are borrowed for the duration of
  * the call only. When a snapshot is (re)loaded, the callback receives the
  * difference with the previous mirror as PUT/REMOVE changes carrying the
- * snapshot's version (nothing for keys whose value did not change); the
- * first load at start-up reports no changes.
+ * snapshot's version and epoch (nothing for keys whose value did not
+ * change); the first load at start-up reports no changes. After a reset
+ * the versions start again from a lower number with a new epoch.
  *
  * WARNING: the callback runs on the follower thread and holds it up: keep it
  * short, never block on something that waits for the follower, and never
@@ -221,6 +263,15 @@ typedef void (*wk_settings_change_fn)(void *ctx, const wk_settings_change *chang
  *                 a dropped connection. 0 disables; default 5000.
  *   retry_max_ms  reconnect attempts back off from 50 ms, doubling up to
  *                 this (> 0; default 2000).
+ *   check_ms      every this long the follower reads the map's version and
+ *                 epoch (one O(1) read-only script) and reloads if they
+ *                 are not the mirror's: a reset that no change follows
+ *                 (FLUSHALL, a deleted or restored version key) shows no
+ *                 message, so this bounds how long the mirror can serve a
+ *                 wiped map. It also reloads when the server's version
+ *                 stayed ahead of the mirror's from one check to the next
+ *                 (a version bumped without a message). 0 disables;
+ *                 default 5000.
  */
 typedef struct wk_settings_follower_options {
     const wk_db_options *db;
@@ -230,14 +281,37 @@ typedef struct wk_settings_follower_options {
     void *ctx;
     int keepalive_ms;
     int retry_max_ms;
+    int check_ms;
 } wk_settings_follower_options;
 
 #define WK_SETTINGS_FOLLOWER_OPTIONS_INIT                                                  \
     {.db = NULL, .settings = NULL, .name = {WK_NAME_BYTES, NULL, 0, 0, 0}, .on_change = NULL, \
-     .ctx = NULL, .keepalive_ms = 5000, .retry_max_ms = 2000}
+     .ctx = NULL, .keepalive_ms = 5000, .retry_max_ms = 2000, .check_ms = 5000}
 
 /*
  * wk_settings_follower_start — start following one settings map.
+ *
+ * The follower's rules, for a message on its channel (the channel carries
+ * its database's number, so other databases' changes never arrive):
+ *   - of the mirror's epoch and version + 1: applied;
+ *   - of the mirror's epoch, version further ahead (a change was missed),
+ *     or not decodable: reload;
+ *   - of another epoch (a reset, another deployment's message relayed to
+ *     this server, a forged one), or of a version the mirror already has:
+ *     never applied; the follower reads the version and epoch (O(1)) and
+ *     reloads if they are not the mirror's (the map was reset or restored),
+ *     else ignores the message.
+ * Besides, every check_ms it compares the version and epoch (see the
+ * options). So a reset followed by a change is noticed at that change; a
+ * reset alone within check_ms (plus one load).
+ *
+ * A load reads the map in chunks of about 1000 entries (each with the
+ * version and epoch, as wk_settings_snapshot()) while the subscription
+ * buffers the changes made meanwhile; chunks read at different versions
+ * are then brought to the last chunk's version with those changes, so a
+ * load completes even while writers keep changing the map. A load starts
+ * over (up to 4 times, then the follower backs off and syncs again) only
+ * when the epoch changed under it or a change message is missing.
  *
  * Before returning, on the caller's thread, it connects, subscribes and
  * loads the first snapshot, so the mirror is complete when it returns and
@@ -310,7 +384,8 @@ WK_API int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key
 WK_API int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out);
 
 /* wk_settings_follower_version — the mirror's version (0 when the map was
- * never written). Thread-safe; returns -1 for NULL. */
+ * never written). It goes down when the map was reset (a new epoch).
+ * Thread-safe; returns -1 for NULL. */
 WK_API int64_t wk_settings_follower_version(wk_settings_follower *f);
 
 /*
@@ -319,7 +394,9 @@ WK_API int64_t wk_settings_follower_version(wk_settings_follower *f);
  * without limit). *reached (required) says which; when reached, the
  * change callbacks of every version up to `version` have returned.
  * Returns WK_OK or WK_EINVAL. Thread-safe; meant for tests and for
- * read-your-writes (wait for the version your put returned). Do not call
+ * read-your-writes (wait for the version your put returned). Versions
+ * compare within one epoch: if the map is reset meanwhile, the mirror may
+ * stay below `version` and the wait times out. Do not call
  * it from the change callback (the mirror cannot advance while the
  * callback runs).
  */
@@ -333,11 +410,21 @@ typedef struct wk_settings_stats {
                            * reconnecting (the mirror is then stale) */
     uint64_t snapshots;   /* snapshots loaded, the first one included */
     uint64_t applied;     /* changes applied from messages */
-    uint64_t ignored;     /* messages with a version ≤ the mirror's */
-    uint64_t gaps;        /* reloads because a version was skipped or a
-                           * message did not decode */
+    uint64_t ignored;     /* messages of the mirror's epoch with a version
+                           * ≤ the mirror's */
+    uint64_t gaps;        /* reloads because a version was skipped, a
+                           * message did not decode, or the server's
+                           * version stayed ahead of the mirror's */
     uint64_t reconnects;  /* subscriber connections opened after the first */
     int last_status;      /* status of the last failure; WK_OK if none */
+    uint64_t foreign;     /* messages of another epoch (never applied) */
+    uint64_t checks;      /* reads of the version and epoch (periodic, or
+                           * after a message that was not applied) */
+    uint64_t resets;      /* reloads because the server's epoch or version
+                           * was no longer the mirror's (a reset, FLUSHALL,
+                           * a restored version key) */
+    uint64_t caught_up;   /* changes made during loads, applied to them
+                           * from the queued messages */
 } wk_settings_stats;
 
 /*

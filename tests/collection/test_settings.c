@@ -275,8 +275,14 @@ Test(settings, binary_put_remove_snapshot_round_trip)
     cr_assert_eq(r->integer, 4);
     freeReplyObject(r);
     item_key(key, sizeof(key), e.ns, "app", ":version");
-    r = wk_test_cmd(raw, "GET %s", key);
+    r = wk_test_cmd(raw, "HGET %s version", key);
     cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "7") == 0);
+    freeReplyObject(r);
+    r = wk_test_cmd(raw, "HGET %s epoch", key);
+    cr_assert(r->type == REDIS_REPLY_STRING && r->len == WK_SETTINGS_EPOCH_LEN);
+    m = master(db, &e, "app");
+    cr_assert_str_eq(m->epoch, r->str, "the snapshot carries the epoch");
+    wk_settings_map_free(m);
     freeReplyObject(r);
     redisFree(raw);
 
@@ -379,6 +385,24 @@ Test(settings, corrupted_items_are_reported_and_left_alone)
     freeReplyObject(wk_test_cmd(raw, "DEL %s", ver));
     freeReplyObject(wk_test_cmd(raw, "RPUSH %s x", ver));
     cr_assert_eq(wk_settings_snapshot(p, &e, wk_name_str("n"), &m), WK_ECORRUPT);
+
+    /* A version hash without its epoch, or with a malformed one. */
+    static const char *const bad_versions[] = {"version 3", "version 3 epoch short",
+                                               "epoch 0123456789abcdef0123456789abcdef",
+                                               "version x epoch 0123456789abcdef0123456789abcdef"};
+    for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]); i++) {
+        freeReplyObject(wk_test_cmd(raw, "DEL %s", ver));
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "HSET %s %s", ver, bad_versions[i]);
+        freeReplyObject(wk_test_cmd(raw, cmd));
+        cr_assert_eq(wk_settings_put(p, &e, wk_name_str("n"), "k", 1, "v", 1, &v), WK_ECORRUPT,
+                     "%s", bad_versions[i]);
+        cr_assert_eq(wk_settings_snapshot(p, &e, wk_name_str("n"), &m), WK_ECORRUPT, "%s",
+                     bad_versions[i]);
+        r = wk_test_cmd(raw, "EXISTS %s", map);
+        cr_assert_eq(r->integer, 0, "a failed put must not write the map");
+        freeReplyObject(r);
+    }
     redisFree(raw);
     wk_db_close(db);
 }
@@ -402,16 +426,23 @@ Test(settings, published_messages_carry_every_byte)
     wk_processor *p = wk_db_processor(db);
     wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("msg"));
     char chan[256];
-    item_key(chan, sizeof(chan), e.ns, "n", ":chan");
+    item_key(chan, sizeof(chan), e.ns, "n", ":chan:0"); /* the database is in the name */
     redisContext *sub = wk_test_raw(wk_test_url());
     redisReply *r = wk_test_cmd(sub, "SUBSCRIBE %s", chan);
     freeReplyObject(r);
 
     cr_assert_eq(wk_settings_put(p, &e, wk_name_str("n"), "a:b", 3, "x\0y", 3, NULL), WK_OK);
     r = next_message(sub);
-    static const char want[] = "P1:1,3:a:b,3:x\0y,";
-    cr_assert_eq(r->element[2]->len, sizeof(want) - 1);
-    cr_assert(memcmp(r->element[2]->str, want, sizeof(want) - 1) == 0, "exact encoding");
+    wk_settings_map *m = master(db, &e, "n");
+    cr_assert_eq(strlen(m->epoch), WK_SETTINGS_EPOCH_LEN, "the first change made an epoch");
+    for (size_t i = 0; i < WK_SETTINGS_EPOCH_LEN; i++)
+        cr_assert(strchr("0123456789abcdef", m->epoch[i]), "epoch %s", m->epoch);
+    char want[128];
+    int wl = snprintf(want, sizeof(want), "P32:%s,1:1,3:a:b,3:x", m->epoch);
+    memcpy(want + wl, "\0y,", 3);
+    wl += 3;
+    cr_assert_eq(r->element[2]->len, (size_t)wl);
+    cr_assert(memcmp(r->element[2]->str, want, (size_t)wl) == 0, "exact encoding");
     freeReplyObject(r);
 
     /* Random keys and values, including every awkward byte, decode back. */
@@ -439,6 +470,7 @@ Test(settings, published_messages_carry_every_byte)
         cr_assert_eq(wk_settings_change_decode(r->element[2]->str, r->element[2]->len, &c),
                      WK_OK);
         cr_assert_eq(c.version, version);
+        cr_assert_str_eq(c.epoch, m->epoch, "every change carries the map's epoch");
         cr_assert_eq(c.op, remove ? WK_SETTINGS_REMOVE : WK_SETTINGS_PUT);
         cr_assert_eq(c.key_len, kl);
         cr_assert(memcmp(c.key, k, kl) == 0);
@@ -450,47 +482,56 @@ Test(settings, published_messages_carry_every_byte)
         }
         freeReplyObject(r);
     }
+    wk_settings_map_free(m);
     redisFree(sub);
     wk_db_close(db);
 }
 
+/* An epoch netstring, for hand-made messages. */
+#define EP "32:0123456789abcdef0123456789abcdef,"
+
 Test(settings, decode_rejects_anything_malformed)
 {
-    static const struct {
-        const char *msg;
-        size_t len;
-    } bad[] = {
-        {"", 0},
-        {"X1:1,1:k,", 9},
-        {"P1:1,1:k,", 9},          /* put without value */
-        {"R1:1,1:k,1:v,", 13},     /* remove with value */
-        {"R1:0,1:k,", 9},          /* version 0 */
-        {"R2:01,1:k,", 10},        /* leading zero */
-        {"R1:1,01:k,", 10},        /* leading zero length */
-        {"R1:1,2:k,", 9},          /* length beyond the data */
-        {"R1:1,1:k;", 9},          /* no comma */
-        {"R1:1,1:k,x", 10},        /* trailing bytes */
-        {"R1:x,1:k,", 9},          /* version not digits */
-        {"R-1:1,1:k,", 10},
-        {"R1:1,1:k", 8},
-        {"R1:1,", 5},
-        {"R20:99999999999999999999,1:k,", 30}, /* version overflow */
-        {"R1:1,99999999999999999999999:k,", 31},
+    static const char *const bad[] = {
+        "",
+        "X" EP "1:1,1:k,",
+        "P" EP "1:1,1:k,",      /* put without value */
+        "R" EP "1:1,1:k,1:v,",  /* remove with value */
+        "R" EP "1:0,1:k,",      /* version 0 */
+        "R" EP "2:01,1:k,",     /* leading zero */
+        "R" EP "1:1,01:k,",     /* leading zero length */
+        "R" EP "1:1,2:k,",      /* length beyond the data */
+        "R" EP "1:1,1:k;",      /* no comma */
+        "R" EP "1:1,1:k,x",     /* trailing bytes */
+        "R" EP "1:x,1:k,",      /* version not digits */
+        "R" EP "-1:1,1:k,",
+        "R" EP "1:1,1:k",
+        "R" EP "1:1,",
+        "R" EP "20:99999999999999999999,1:k,", /* version overflow */
+        "R" EP "1:1,99999999999999999999999:k,",
+        "R1:9,0:,",                                      /* no epoch (the old format) */
+        "P1:1,1:k,1:v,",                                 /* no epoch */
+        "R31:0123456789abcdef0123456789abcde,1:9,0:,",   /* epoch too short */
+        "R33:0123456789abcdef0123456789abcdef0,1:9,0:,", /* epoch too long */
+        "R32:0123456789ABCDEF0123456789abcdef,1:9,0:,",  /* not lowercase hex */
+        "R32:0123456789abcdeg0123456789abcdef,1:9,0:,",  /* not hex */
+        "R0:,1:9,0:,",                                   /* empty epoch */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         wk_settings_change c;
-        cr_assert_eq(wk_settings_change_decode(bad[i].msg, bad[i].len, &c), WK_ECORRUPT,
-                     "case %zu must be rejected", i);
+        cr_assert_eq(wk_settings_change_decode(bad[i], strlen(bad[i]), &c), WK_ECORRUPT,
+                     "case %zu (%s) must be rejected", i, bad[i]);
     }
     wk_settings_change c;
-    cr_assert_eq(wk_settings_change_decode("R1:9,0:,", 8, &c), WK_OK);
+    cr_assert_eq(wk_settings_change_decode("R" EP "1:9,0:,", 44, &c), WK_OK);
     cr_assert_eq(c.op, WK_SETTINGS_REMOVE);
     cr_assert_eq(c.version, 9);
     cr_assert_eq(c.key_len, 0);
-    cr_assert_eq(wk_settings_change_decode("P2:12,1:,,1::,", 14, &c), WK_OK);
+    cr_assert_str_eq(c.epoch, "0123456789abcdef0123456789abcdef");
+    cr_assert_eq(wk_settings_change_decode("P" EP "2:12,1:,,1::,", 50, &c), WK_OK);
     cr_assert_eq(c.version, 12);
     cr_assert(c.key_len == 1 && c.key[0] == ',' && c.value_len == 1 && c.value[0] == ':');
-    cr_assert_eq(wk_settings_change_decode("P1:1,0:,0:,", 11, NULL), WK_EINVAL);
+    cr_assert_eq(wk_settings_change_decode("P" EP "1:1,0:,0:,", 47, NULL), WK_EINVAL);
 }
 
 /* ------------------------------------------------------------------------
@@ -719,7 +760,8 @@ static void converge(const char *url, int ops, int kill_every)
         f[i] = follow(url, i == 2 ? wk_cap_read_only() : NULL, &e, "n", &replays[i]);
     /* The first load reports nothing; replay it from the snapshot. */
     for (int i = 0; i < 3; i++) {
-        wk_settings_change c = {WK_SETTINGS_PUT, 1, "pre", 3, "1", 1};
+        wk_settings_change c = {.op = WK_SETTINGS_PUT, .version = 1, .key = "pre",
+                                .key_len = 3, .value = "1", .value_len = 1};
         on_change(&replays[i], &c);
     }
     atomic_bool stop;
@@ -879,8 +921,12 @@ Test(settings, gaps_and_garbage_reload_stale_messages_are_ignored)
     memset(&r, 0, sizeof(r));
     wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", &r);
     char chan[256];
-    item_key(chan, sizeof(chan), e.ns, "n", ":chan");
+    item_key(chan, sizeof(chan), e.ns, "n", ":chan:0");
     redisContext *raw = wk_test_raw(wk_test_url());
+    wk_settings_map *m = master(db, &e, "n");
+    char epoch[WK_SETTINGS_EPOCH_LEN + 1], msg[128];
+    memcpy(epoch, m->epoch, sizeof(epoch));
+    wk_settings_map_free(m);
 
     /* A change the follower never saw: version 2 written behind its back,
      * then a message for version 3 shows the gap. */
@@ -888,10 +934,11 @@ Test(settings, gaps_and_garbage_reload_stale_messages_are_ignored)
     item_key(map, sizeof(map), e.ns, "n", ":map");
     item_key(ver, sizeof(ver), e.ns, "n", ":version");
     freeReplyObject(wk_test_cmd(raw, "HSET %s b 2", map));
-    freeReplyObject(wk_test_cmd(raw, "SET %s 3", ver));
-    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, "R1:3,1:z,", (size_t)9));
+    freeReplyObject(wk_test_cmd(raw, "HSET %s version 3", ver));
+    int ml = snprintf(msg, sizeof(msg), "R32:%s,1:3,1:z,", epoch);
+    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, msg, (size_t)ml));
     wait_stats(f, one_gap, "a reload after a gap");
-    wk_settings_map *m = master(db, &e, "n");
+    m = master(db, &e, "n");
     assert_mirror_equals(f, m, 0);
     wk_settings_map_free(m);
     cr_assert_eq(r.calls, 1, "the reload reported the one difference (b = 2)");
@@ -902,8 +949,10 @@ Test(settings, gaps_and_garbage_reload_stale_messages_are_ignored)
     freeReplyObject(wk_test_cmd(raw, "PUBLISH %s garbage", chan));
     wait_stats(f, two_gaps, "a reload after garbage");
 
-    /* A stale message (version 2 ≤ 3) changes nothing. */
-    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, "P1:2,1:s,1:s,", (size_t)13));
+    /* A stale message (version 2 ≤ 3) changes nothing (and the check it
+     * makes finds the mirror current). */
+    ml = snprintf(msg, sizeof(msg), "P32:%s,1:2,1:s,1:s,", epoch);
+    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, msg, (size_t)ml));
     wait_stats(f, one_ignored, "a stale message");
     bool found;
     cr_assert_eq(wk_settings_follower_get(f, "s", 1, NULL, 0, NULL, &found), WK_OK);
@@ -920,6 +969,8 @@ Test(settings, gaps_and_garbage_reload_stale_messages_are_ignored)
     wk_settings_stats st;
     wk_settings_follower_stats(f, &st, NULL, 0);
     cr_assert_eq(st.applied, 1);
+    cr_assert_eq(st.resets, 0, "the stale message was not taken for a reset");
+    cr_assert_geq(st.checks, 1);
     redisFree(raw);
     wk_settings_follower_stop(f);
     replay_free(&r);
@@ -1106,5 +1157,686 @@ Test(settings, follower_authenticates_both_connections, .init = start_private,
     cr_assert_eq(wk_settings_follower_start(&f, &fo, err, sizeof(err)), WK_EAUTH, "%s", err);
     cr_assert_null(f);
     cr_assert_null(strstr(err, "wrong-pass"), "%s", err);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Scope: other databases, resets, forged and foreign messages (issue 10)
+ * ---------------------------------------------------------------------- */
+
+/* Wait (up to 30 s) until the follower's mirror equals the master copy,
+ * version and entries. Versions may go down after a reset, so this
+ * compares contents rather than waiting for a version. */
+static void assert_converges(wk_settings_follower *f, wk_db *db, const wk_entity *e,
+                             const char *name, const char *what)
+{
+    int64_t until = wk_test_now_ms() + 30000;
+    char why[160] = "";
+    for (;;) {
+        wk_settings_map *m = master(db, e, name), *mine = NULL;
+        cr_assert_eq(wk_settings_follower_snapshot(f, &mine), WK_OK);
+        bool same = false;
+        if (mine->version != m->version)
+            snprintf(why, sizeof(why), "mirror at version %lld, master at %lld",
+                     (long long)mine->version, (long long)m->version);
+        else
+            same = same_entries(mine, m, why, sizeof(why));
+        wk_settings_map_free(mine);
+        wk_settings_map_free(m);
+        if (same)
+            return;
+        if (wk_test_now_ms() > until) {
+            wk_settings_stats st;
+            char err[256];
+            wk_settings_follower_stats(f, &st, err, sizeof(err));
+            cr_assert_fail("%s: the mirror never matched the master: %s (synced %d, snapshots "
+                           "%llu, applied %llu, ignored %llu, gaps %llu; last error: %s)",
+                           what, why, st.synced, (unsigned long long)st.snapshots,
+                           (unsigned long long)st.applied, (unsigned long long)st.ignored,
+                           (unsigned long long)st.gaps, err);
+        }
+        wk_test_sleep_ms(10);
+    }
+}
+
+static wk_settings_stats stats_of(wk_settings_follower *f)
+{
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    return st;
+}
+
+static void put_str(wk_db *db, const wk_entity *e, const char *name, const char *k,
+                    const char *v, int64_t want_version)
+{
+    int64_t got = -1;
+    int rc = wk_settings_put(wk_db_processor(db), e, wk_name_str(name), k, strlen(k), v,
+                             strlen(v), &got);
+    cr_assert_eq(rc, WK_OK, "put %s: %s: %s", k, wk_err_name(rc), wk_db_errmsg(db));
+    if (want_version)
+        cr_assert_eq(got, want_version, "put %s got version %lld", k, (long long)got);
+}
+
+/* The one channel the server knows for settings `name` of ns (the
+ * follower's subscription), found without assuming its layout. */
+static void follower_channel(redisContext *raw, const char *ns, const char *name, char *out,
+                             size_t cap)
+{
+    char pattern[256];
+    snprintf(pattern, sizeof(pattern), "*{%s:%s}*", ns, name);
+    redisReply *r = wk_test_cmd(raw, "PUBSUB CHANNELS %s", pattern);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 1, "one channel subscribed for %s", pattern);
+    snprintf(out, cap, "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
+static void url_with_db(char *out, size_t cap, const char *url, int n)
+{
+    snprintf(out, cap, "%s/%d", url, n);
+}
+
+/* Pub/Sub ignores databases: db 0's changes must not reach db 1's mirror,
+ * and must not make it ignore db 1's own changes afterwards. */
+Test(settings, follower_on_db1_ignores_db0_and_follows_db1)
+{
+    char url0[96], url1[96];
+    url_with_db(url0, sizeof(url0), wk_test_url(), 0);
+    url_with_db(url1, sizeof(url1), wk_test_url(), 1);
+    wk_db *db0 = wk_test_open_url(url0, NULL), *db1 = wk_test_open_url(url1, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("dbs"));
+    put_str(db0, &e, "n", "other", "db0 only", 1);
+    put_str(db1, &e, "n", "mode", "PROD", 1);
+    wk_settings_follower *f = follow(url1, NULL, &e, "n", NULL);
+    /* db 0's version 2 looks like db 1's next change … */
+    put_str(db0, &e, "n", "mode", "STAGING", 2);
+    /* … and db 1's real versions 2 and 3 come after it. */
+    put_str(db1, &e, "n", "mode", "PROD2", 2);
+    put_str(db1, &e, "n", "extra", "1", 3);
+    assert_converges(f, db1, &e, "n", "follower on db 1");
+    bool found;
+    cr_assert_eq(wk_settings_follower_get(f, "other", 5, NULL, 0, NULL, &found), WK_OK);
+    cr_assert_not(found, "db 0's key reached db 1's mirror");
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign + st.gaps + st.ignored, 0, "db 0's changes arrived at all");
+    cr_assert_eq(st.applied, 2);
+    wk_settings_follower_stop(f);
+    wk_db_close(db0);
+    wk_db_close(db1);
+}
+
+Test(settings, flushall_then_new_puts_converge, .init = start_private, .fini = stop_private,
+     .timeout = 120)
+{
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("flush"));
+    put_str(db, &e, "n", "a", "1", 1);
+    put_str(db, &e, "n", "b", "2", 2);
+    put_str(db, &e, "n", "c", "3", 3);
+    put_str(db, &e, "n", "d", "4", 4);
+    wk_settings_follower *f = follow(private_server.url, NULL, &e, "n", NULL);
+    redisContext *raw = wk_test_raw(private_server.url);
+    freeReplyObject(wk_test_cmd(raw, "FLUSHALL"));
+    /* A new history whose versions (1, 2) are below the mirror's (4). */
+    put_str(db, &e, "n", "x", "new", 1);
+    put_str(db, &e, "n", "y", "new", 2);
+    assert_converges(f, db, &e, "n", "after FLUSHALL and two puts");
+    cr_assert_geq(stats_of(f).resets, 1);
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+/* No change follows the FLUSHALL, so no message tells the follower: only
+ * its periodic check can. */
+Test(settings, flushall_without_later_changes_converges_by_the_periodic_check,
+     .init = start_private, .fini = stop_private, .timeout = 120)
+{
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("wiped"));
+    put_str(db, &e, "n", "a", "1", 1);
+    put_str(db, &e, "n", "b", "2", 2);
+    wk_settings_follower *f = follow(private_server.url, NULL, &e, "n", NULL);
+    redisContext *raw = wk_test_raw(private_server.url);
+    freeReplyObject(wk_test_cmd(raw, "FLUSHALL"));
+    assert_converges(f, db, &e, "n", "after FLUSHALL alone");
+    wk_settings_map *mine = NULL;
+    cr_assert_eq(wk_settings_follower_snapshot(f, &mine), WK_OK);
+    cr_assert_eq(mine->count, 0);
+    cr_assert_eq(mine->version, 0);
+    cr_assert_str_eq(mine->epoch, "");
+    wk_settings_map_free(mine);
+    wk_settings_stats st = stats_of(f);
+    cr_assert_geq(st.checks, 1);
+    cr_assert_geq(st.resets, 1);
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+Test(settings, deleted_version_key_then_puts_converge)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("delver"));
+    put_str(db, &e, "n", "a", "1", 1);
+    put_str(db, &e, "n", "b", "2", 2);
+    put_str(db, &e, "n", "c", "3", 3);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    char ver[256];
+    item_key(ver, sizeof(ver), e.ns, "n", ":version");
+    redisReply *r = wk_test_cmd(raw, "DEL %s", ver);
+    cr_assert_eq(r->integer, 1);
+    freeReplyObject(r);
+    put_str(db, &e, "n", "d", "4", 1); /* the counter starts again */
+    assert_converges(f, db, &e, "n", "after the version key was deleted");
+    cr_assert_geq(stats_of(f).resets, 1);
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+/* An older copy of the version key comes back (a restored backup, a
+ * replica promoted with old data): the next change's version is one the
+ * mirror already passed. */
+Test(settings, version_restored_from_an_older_dump_then_puts_converge)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("restore"));
+    put_str(db, &e, "n", "a", "1", 1);
+    put_str(db, &e, "n", "b", "2", 2);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    char ver[256];
+    item_key(ver, sizeof(ver), e.ns, "n", ":version");
+    redisReply *dump = wk_test_cmd(raw, "DUMP %s", ver);
+    cr_assert_eq(dump->type, REDIS_REPLY_STRING);
+    put_str(db, &e, "n", "c", "3", 3);
+    put_str(db, &e, "n", "d", "4", 4);
+    put_str(db, &e, "n", "e", "5", 5);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    redisReply *r = wk_test_cmd(raw, "RESTORE %s 0 %b REPLACE", ver, dump->str, dump->len);
+    cr_assert_eq(r->type, REDIS_REPLY_STATUS, "%s", r->str);
+    freeReplyObject(r);
+    freeReplyObject(dump);
+    put_str(db, &e, "n", "f", "6", 3);
+    assert_converges(f, db, &e, "n", "after an older version key came back");
+    cr_assert_geq(stats_of(f).resets, 1);
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+static bool handled_one(const wk_settings_stats *s)
+{
+    return s->applied + s->gaps + s->ignored >= 1;
+}
+
+/* Someone PUBLISHes on the follower's channel a change with the next
+ * version: in the old format (no epoch), then in the current one with a
+ * made-up epoch. Neither may reach the mirror. */
+Test(settings, forged_messages_are_not_applied)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("forge"));
+    put_str(db, &e, "n", "k", "real", 1);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    char chan[256];
+    follower_channel(raw, e.ns, "n", chan, sizeof(chan));
+
+    static const char old_format[] = "P1:2,4:evil,1:1,";
+    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, old_format, sizeof(old_format) - 1));
+    wait_stats(f, handled_one, "the forged message handled");
+    put_str(db, &e, "n", "k", "real2", 2);
+    assert_converges(f, db, &e, "n", "after a forged message without epoch");
+
+    /* Handled in order: if it were applied, the real version 3 after it
+     * would look old. */
+    static const char new_format[] = "P32:0123456789abcdef0123456789abcdef,1:3,5:evil2,1:2,";
+    freeReplyObject(wk_test_cmd(raw, "PUBLISH %s %b", chan, new_format, sizeof(new_format) - 1));
+    put_str(db, &e, "n", "k", "real3", 3);
+    assert_converges(f, db, &e, "n", "after a forged message with a made-up epoch");
+    bool found;
+    cr_assert_eq(wk_settings_follower_get(f, "evil", 4, NULL, 0, NULL, &found), WK_OK);
+    cr_assert_not(found, "a forged change reached the mirror");
+    cr_assert_eq(wk_settings_follower_get(f, "evil2", 5, NULL, 0, NULL, &found), WK_OK);
+    cr_assert_not(found, "a forged change reached the mirror");
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign, 1, "the made-up epoch was seen as foreign");
+    cr_assert_eq(st.resets, 0, "and the check found the mirror current");
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+/* Another deployment uses the same namespace and name on another server;
+ * its messages reach our channel (a Pub/Sub bridge, a shared proxy). Its
+ * versions run alongside ours, so today they look like our next change. */
+Test(settings, another_deployment_cannot_confuse_a_follower, .init = start_private,
+     .fini = stop_private)
+{
+    wk_db *a = wk_test_open(NULL), *b = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("deploy"));
+    put_str(a, &e, "n", "mode", "A1", 1);
+    put_str(b, &e, "n", "mode", "B1", 1);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    redisContext *raw_a = wk_test_raw(wk_test_url());
+    char chan[256];
+    follower_channel(raw_a, e.ns, "n", chan, sizeof(chan));
+    /* Relay B's change (same channel name: same layout on B) to A. */
+    redisContext *sub_b = wk_test_raw(private_server.url);
+    freeReplyObject(wk_test_cmd(sub_b, "SUBSCRIBE %s", chan));
+    put_str(b, &e, "n", "mode", "B2", 2);
+    redisReply *msg = next_message(sub_b);
+    freeReplyObject(wk_test_cmd(raw_a, "PUBLISH %s %b", chan, msg->element[2]->str,
+                                msg->element[2]->len));
+    freeReplyObject(msg);
+    put_str(a, &e, "n", "mode", "A2", 2);
+    assert_converges(f, a, &e, "n", "with B's change relayed");
+    char buf[8];
+    size_t len;
+    bool found;
+    wk_settings_follower_get(f, "mode", 4, buf, sizeof(buf), &len, &found);
+    cr_assert(found && len == 2 && memcmp(buf, "A2", 2) == 0, "mode is %.*s", (int)len, buf);
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.foreign, 1);
+    cr_assert_eq(st.snapshots, 1, "B's change cost a check, not a reload");
+    cr_assert_eq(st.applied, 1);
+    redisFree(sub_b);
+    redisFree(raw_a);
+    wk_settings_follower_stop(f);
+    wk_db_close(a);
+    wk_db_close(b);
+}
+
+/* The layout before epochs kept the version as a plain counter: it reads
+ * as that version (no epoch), and the next change turns it into the hash,
+ * version continued. */
+Test(settings, a_counter_of_the_layout_before_epochs_is_taken_over)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("legacy"));
+    redisContext *raw = wk_test_raw(wk_test_url());
+    char map[256], ver[256];
+    item_key(map, sizeof(map), e.ns, "n", ":map");
+    item_key(ver, sizeof(ver), e.ns, "n", ":version");
+    freeReplyObject(wk_test_cmd(raw, "HSET %s a 1", map));
+    freeReplyObject(wk_test_cmd(raw, "SET %s 41", ver));
+    wk_settings_map *m = master(db, &e, "n");
+    cr_assert_eq(m->version, 41);
+    cr_assert_str_eq(m->epoch, "");
+    cr_assert_eq(m->count, 1);
+    wk_settings_map_free(m);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    cr_assert_eq(wk_settings_follower_version(f), 41);
+    wk_settings_removal rm;
+    cr_assert_eq(wk_settings_remove(p, &e, wk_name_str("n"), "nope", 4, &rm), WK_OK);
+    cr_assert(!rm.removed && rm.version == 41, "removing nothing converts nothing");
+    redisReply *r = wk_test_cmd(raw, "TYPE %s", ver);
+    cr_assert_str_eq(r->str, "string");
+    freeReplyObject(r);
+    put_str(db, &e, "n", "b", "2", 42);
+    r = wk_test_cmd(raw, "HGET %s version", ver);
+    cr_assert_str_eq(r->str, "42");
+    freeReplyObject(r);
+    m = master(db, &e, "n");
+    cr_assert_eq(strlen(m->epoch), WK_SETTINGS_EPOCH_LEN);
+    cr_assert_eq(m->count, 2);
+    wk_settings_map_free(m);
+    assert_converges(f, db, &e, "n", "after the layout changed");
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Snapshots in chunks (issue 10)
+ * ---------------------------------------------------------------------- */
+
+/* Settings `name` gets keys "k<i>" = "v<i>" for i in [0, n), through
+ * batches of puts (versions 1..n on a fresh map). */
+static void fill(wk_db *db, const wk_entity *e, const char *name, int n)
+{
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    for (int i = 0; i < n; i++) {
+        char k[24], v[24];
+        int kl = snprintf(k, sizeof(k), "k%d", i), vl = snprintf(v, sizeof(v), "v%d", i);
+        cr_assert_eq(wk_settings_put(wk_batch_processor(b), e, wk_name_str(name), k,
+                                     (size_t)kl, v, (size_t)vl, NULL),
+                     WK_OK);
+        if (i % 1000 == 999 || i == n - 1)
+            cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    }
+    wk_batch_close(b);
+}
+
+/* The map holds exactly "k<i>" = "v<i>" for i in [0, n). */
+static void assert_filled(const wk_settings_map *m, int n)
+{
+    cr_assert_eq(m->count, (size_t)n, "%zu entries, want %d", m->count, n);
+    for (int i = 0; i < n; i++) {
+        char k[24], v[24];
+        int kl = snprintf(k, sizeof(k), "k%d", i), vl = snprintf(v, sizeof(v), "v%d", i);
+        const wk_settings_entry *x = wk_settings_map_find(m, k, (size_t)kl);
+        cr_assert(x, "%s missing", k);
+        cr_assert(x->value_len == (size_t)vl && memcmp(x->value, v, (size_t)vl) == 0,
+                  "%s has the wrong value", k);
+    }
+}
+
+Test(settings, snapshot_of_50k_keys_is_read_in_chunks, .init = start_private,
+     .fini = stop_private, .timeout = 240)
+{
+    enum { N = 50000 };
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("big"));
+    fill(db, &e, "n", N);
+    redisContext *raw = wk_test_raw(private_server.url);
+
+    long long before = wk_test_cmd_calls(raw, "hscan");
+    wk_settings_map *m = master(db, &e, "n");
+    long long chunks = wk_test_cmd_calls(raw, "hscan") - before;
+    cr_assert_eq(m->version, N);
+    assert_filled(m, N);
+    cr_assert_geq(chunks, 10, "a 50k-key snapshot took %lld HSCAN calls", chunks);
+
+    /* The follower loads its mirror in chunks too. */
+    before = wk_test_cmd_calls(raw, "hscan");
+    wk_settings_follower *f = follow(private_server.url, NULL, &e, "n", NULL);
+    chunks = wk_test_cmd_calls(raw, "hscan") - before;
+    cr_assert_geq(chunks, 10, "the follower's load took %lld HSCAN calls", chunks);
+    wk_settings_map *mine = NULL;
+    cr_assert_eq(wk_settings_follower_snapshot(f, &mine), WK_OK);
+    cr_assert_eq(mine->version, N);
+    assert_filled(mine, N);
+    wk_settings_map_free(mine);
+    wk_settings_follower_stop(f);
+    wk_settings_map_free(m);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* A processor wrapper that makes a change through another handle just
+ * before chosen snapshot queries reach Redis: a change between two chunks,
+ * deterministically. */
+typedef struct injector {
+    wk_processor proc; /* first member */
+    wk_processor *inner;
+    wk_db *writer;
+    const wk_entity *e;
+    int seen;      /* settings.snapshot queries seen */
+    int inject_at; /* inject before this one (1-based); 0: never */
+    bool every;    /* inject before every one from inject_at on */
+    int injected;
+} injector;
+
+static int inject_process(wk_processor *self, wk_query *q)
+{
+    injector *in = (injector *)(void *)self;
+    if (strcmp(q->name, "settings.snapshot") == 0) {
+        in->seen++;
+        if (in->inject_at &&
+            (in->seen == in->inject_at || (in->every && in->seen > in->inject_at))) {
+            char v[24];
+            int vl = snprintf(v, sizeof(v), "changed %d", in->injected);
+            if (wk_settings_put(wk_db_processor(in->writer), in->e, wk_name_str("n"), "k17", 3,
+                                v, (size_t)vl, NULL) == WK_OK)
+                in->injected++;
+        }
+    }
+    return in->inner->process(in->inner, q);
+}
+
+static injector make_injector(wk_db *reader, wk_db *writer, const wk_entity *e)
+{
+    wk_processor *inner = wk_db_processor(reader);
+    injector in = {.proc = {inject_process, inner->db, inner->flags},
+                   .inner = inner,
+                   .writer = writer,
+                   .e = e};
+    return in;
+}
+
+Test(settings, snapshot_restarts_when_the_map_changes_between_chunks, .init = start_private,
+     .fini = stop_private, .timeout = 120)
+{
+    enum { N = 5000 };
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_db *writer = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("restart"));
+    fill(db, &e, "n", N);
+
+    /* One change before the third chunk: the read starts over and returns
+     * the map as it is after the change. */
+    injector in = make_injector(db, writer, &e);
+    in.inject_at = 3;
+    wk_settings_map *m = NULL;
+    int rc = wk_settings_snapshot(&in.proc, &e, wk_name_str("n"), &m);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_eq(in.injected, 1, "the snapshot was read in %d queries", in.seen);
+    cr_assert_eq(m->version, N + 1, "the snapshot must include the change made during it");
+    const wk_settings_entry *x = wk_settings_map_find(m, "k17", 3);
+    cr_assert(x && x->value_len == 9 && memcmp(x->value, "changed 0", 9) == 0);
+    cr_assert_eq(m->count, (size_t)N);
+    cr_assert_gt(in.seen, 3, "it started over after the change");
+    wk_settings_map_free(m);
+
+    /* A change before every chunk: a bounded number of attempts, then a
+     * clear failure, nothing returned. */
+    in = make_injector(db, writer, &e);
+    in.inject_at = 2;
+    in.every = true;
+    m = (wk_settings_map *)&in;
+    rc = wk_settings_snapshot(&in.proc, &e, wk_name_str("n"), &m);
+    cr_assert_eq(rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_null(m);
+    cr_assert(strstr(wk_db_errmsg(db), "changed"), "%s", wk_db_errmsg(db));
+    cr_assert_lt(in.seen, 100, "attempts are bounded (%d queries)", in.seen);
+    wk_db_close(writer);
+    wk_db_close(db);
+}
+
+/* A batch cannot read a map in several round trips: a small map is read
+ * whole, a big one is refused rather than read by one long command. */
+Test(settings, snapshot_of_a_big_map_in_a_batch_is_refused)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("bigbatch"));
+    fill(db, &e, "n", 20000);
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_settings_map *m = NULL;
+    cr_assert_eq(wk_settings_snapshot(wk_batch_processor(b), &e, wk_name_str("n"), &m), WK_OK);
+    int rc = wk_batch_exec(b);
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_null(m);
+    cr_assert(strstr(wk_db_errmsg(db), "batch"), "%s", wk_db_errmsg(db));
+    wk_batch_close(b);
+    wk_db_close(db);
+}
+
+/*
+ * Writers change a 20k-key map while snapshots are taken and a follower
+ * loads (and, its subscriber killed, reloads) its mirror. The history is
+ * fixed in advance (every op bumps the version once), so the state at any
+ * version is known: every snapshot and every mirror state seen must be the
+ * master's state at its version.
+ */
+enum { HIST_POOL = 20000, HIST_OPS = 4000 };
+
+typedef struct history {
+    int key[HIST_POOL + HIST_OPS];   /* version i+1 changed key[i] … */
+    int value[HIST_POOL + HIST_OPS]; /* … to "v<value>", or removed it (-1) */
+    wk_db *db;
+    const wk_entity *e;
+    atomic_int done; /* ops the writer has made */
+    atomic_bool failed;
+    atomic_bool quiet; /* the writer pauses between ops while set … */
+    atomic_bool idle;  /* … and says so */
+} history;
+
+static void *history_writer(void *p)
+{
+    history *h = p;
+    for (int j = HIST_POOL; j < HIST_POOL + HIST_OPS; j++) {
+        while (atomic_load(&h->quiet)) {
+            atomic_store(&h->idle, true);
+            wk_test_sleep_ms(1);
+        }
+        atomic_store(&h->idle, false);
+        char k[24], v[24];
+        int kl = snprintf(k, sizeof(k), "k%d", h->key[j]);
+        int64_t got = 0;
+        int rc;
+        if (h->value[j] < 0) {
+            wk_settings_removal rm = {false, 0};
+            rc = wk_settings_remove(wk_db_processor(h->db), h->e, wk_name_str("n"), k,
+                                    (size_t)kl, &rm);
+            got = rm.removed ? rm.version : -1;
+        } else {
+            int vl = snprintf(v, sizeof(v), "v%d", h->value[j]);
+            rc = wk_settings_put(wk_db_processor(h->db), h->e, wk_name_str("n"), k, (size_t)kl,
+                                 v, (size_t)vl, &got);
+        }
+        if (rc || got != j + 1) {
+            atomic_store(&h->failed, true);
+            break;
+        }
+        atomic_fetch_add(&h->done, 1);
+    }
+    return NULL;
+}
+
+/* Whether m is the state after version m->version; why says otherwise. */
+static bool history_matches(const history *h, const wk_settings_map *m, char *why, size_t cap)
+{
+    static int cur[HIST_POOL];
+    if (m->version < HIST_POOL || m->version > HIST_POOL + HIST_OPS) {
+        snprintf(why, cap, "version %lld outside the history", (long long)m->version);
+        return false;
+    }
+    for (int i = 0; i < HIST_POOL; i++)
+        cur[i] = -1;
+    size_t present = 0;
+    for (int64_t i = 0; i < m->version; i++) {
+        if (cur[h->key[i]] >= 0)
+            present--;
+        cur[h->key[i]] = h->value[i];
+        if (h->value[i] >= 0)
+            present++;
+    }
+    if (m->count != present) {
+        snprintf(why, cap, "version %lld: %zu entries, the master had %zu",
+                 (long long)m->version, m->count, present);
+        return false;
+    }
+    for (size_t i = 0; i < m->count; i++) {
+        const wk_settings_entry *x = &m->entries[i];
+        char v[24];
+        int k = atoi(x->key + 1);
+        int vl = k >= 0 && k < HIST_POOL && cur[k] >= 0 ? snprintf(v, sizeof(v), "v%d", cur[k])
+                                                        : -1;
+        if (vl < 0 || x->value_len != (size_t)vl || memcmp(x->value, v, (size_t)vl) != 0) {
+            snprintf(why, cap, "version %lld: %s differs from the master's",
+                     (long long)m->version, x->key);
+            return false;
+        }
+    }
+    return true;
+}
+
+Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_had,
+     .init = start_private, .fini = stop_private, .timeout = 240)
+{
+    static history h;
+    static bool present[HIST_POOL];
+    uint64_t seed = 0x5eed;
+    for (int i = 0; i < HIST_POOL; i++) {
+        h.key[i] = i;
+        h.value[i] = i;
+        present[i] = true;
+    }
+    for (int j = HIST_POOL; j < HIST_POOL + HIST_OPS; j++) {
+        int k = (int)(rnd(&seed) % 200); /* a hot set, so changes overlap */
+        if (rnd(&seed) % 2)
+            k = (int)(rnd(&seed) % HIST_POOL);
+        bool remove = present[k] && rnd(&seed) % 10 < 3;
+        h.key[j] = k;
+        h.value[j] = remove ? -1 : j;
+        present[k] = !remove;
+    }
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_db *reader = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("hist"));
+    fill(db, &e, "n", HIST_POOL);
+    h.db = db;
+    h.e = &e;
+    atomic_init(&h.done, 0);
+    atomic_init(&h.failed, false);
+    atomic_init(&h.quiet, false);
+    atomic_init(&h.idle, false);
+    redisContext *raw = wk_test_raw(private_server.url);
+    long long hscans = wk_test_cmd_calls(raw, "hscan");
+
+    pthread_t writer;
+    cr_assert_eq(pthread_create(&writer, NULL, history_writer, &h), 0);
+    while (atomic_load(&h.done) < 50 && !atomic_load(&h.failed))
+        wk_test_sleep_ms(1);
+    wk_settings_follower *f = follow(private_server.url, NULL, &e, "n", NULL);
+    int snapshots = 0, busy = 0, quiet = 0, mirrors = 0, kills = 0;
+    char why[160];
+    while (atomic_load(&h.done) < HIST_OPS && !atomic_load(&h.failed)) {
+        /* Every third round the writer pauses (between two of its ops), so
+         * a snapshot must succeed: mid-history, not only at the end. */
+        bool pause = mirrors % 3 == 2;
+        if (pause) {
+            atomic_store(&h.quiet, true);
+            while (!atomic_load(&h.idle) && atomic_load(&h.done) < HIST_OPS &&
+                   !atomic_load(&h.failed))
+                wk_test_sleep_ms(1);
+        }
+        wk_settings_map *m = NULL;
+        int rc = wk_settings_snapshot(wk_db_processor(reader), &e, wk_name_str("n"), &m);
+        if (rc == WK_ETIMEDOUT && !pause) {
+            busy++; /* changed during every attempt: allowed, documented */
+        } else {
+            cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(reader));
+            cr_assert(history_matches(&h, m, why, sizeof(why)), "snapshot: %s", why);
+            snapshots++;
+            quiet += pause;
+        }
+        atomic_store(&h.quiet, false);
+        wk_settings_map_free(m);
+        m = NULL;
+        cr_assert_eq(wk_settings_follower_snapshot(f, &m), WK_OK);
+        cr_assert(history_matches(&h, m, why, sizeof(why)), "mirror: %s", why);
+        wk_settings_map_free(m);
+        mirrors++;
+        if (mirrors % 5 == 0) { /* make it reload while the writes go on */
+            freeReplyObject(wk_test_cmd(raw, "CLIENT KILL TYPE pubsub"));
+            kills++;
+        }
+    }
+    pthread_join(writer, NULL);
+    cr_assert_not(atomic_load(&h.failed), "the writer failed");
+    wk_settings_map *m = master(db, &e, "n");
+    assert_mirror_equals(f, m, 0);
+    cr_assert(history_matches(&h, m, why, sizeof(why)), "final: %s", why);
+    wk_settings_map_free(m);
+    wk_settings_stats st;
+    wk_settings_follower_stats(f, &st, NULL, 0);
+    cr_log_info("%d snapshots (%d in pauses), %d busy, %d mirror states checked, %d kills, "
+                "%llu loads, %llu changes caught up",
+                snapshots, quiet, busy, mirrors, kills, (unsigned long long)st.snapshots,
+                (unsigned long long)st.caught_up);
+    cr_assert_gt(quiet, 0, "snapshots succeeded mid-history");
+    cr_assert_gt(st.snapshots, 1, "the follower reloaded during the writes");
+    cr_assert_gt(st.caught_up, 0, "some load was repaired with the changes made during it");
+    cr_assert_gt(wk_test_cmd_calls(raw, "hscan") - hscans, 20, "read in chunks");
+    wk_settings_follower_stop(f);
+    redisFree(raw);
+    wk_db_close(reader);
     wk_db_close(db);
 }
