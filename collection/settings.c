@@ -474,7 +474,14 @@ static int read_chunk(wk_processor *p, const wk_entity *e, const keys *k, const 
     const char *argv[4] = {k->map, k->version, cursor, count};
     size_t argvlen[4] = {k->map_len, k->version_len, strlen(cursor), count_len};
     chunk_out o = {head, next, fn, ctx};
-    return run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+    next[0] = '\0'; /* the parser writes a cursor; "" means it never ran */
+    int rc = run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+    if (rc == WK_OK && next[0] == '\0')
+        /* A processor that answered WK_OK without running the query (a
+         * wrapper of your own?): stop rather than loop on an unset cursor. */
+        return wk__processor_fail(p, WK_EPROTO, "settings.snapshot: the chunk's reply was "
+                                                "never parsed");
+    return rc;
 }
 
 int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,

@@ -206,7 +206,7 @@ Test(lock, mutual_exclusion_under_contention, .timeout = 120)
 
 /* ---- a holder killed with SIGKILL blocks others for at most its TTL */
 
-Test(lock, killed_holder_blocks_at_most_ttl, .timeout = 30)
+Test(lock, killed_holder_blocks_at_most_ttl, .timeout = 120)
 {
     const char *ns = wk_test_ns("killed");
     const int ttl = 800;

@@ -983,7 +983,7 @@ static bool reconnected(const wk_settings_stats *s)
 }
 
 Test(settings, follower_resyncs_after_a_server_restart, .init = start_private,
-     .fini = stop_private, .timeout = 120)
+     .fini = stop_private, .timeout = 240)
 {
     wk_test_server *s = &private_server;
     wk_db *db = wk_test_open_url(s->url, NULL);
@@ -1096,7 +1096,7 @@ static bool resynced_after_timeout(const wk_settings_stats *s)
 
 /* A server that stops answering (not closing) is found by the keep-alive. */
 Test(settings, keepalive_detects_a_stalled_server, .init = start_private, .fini = stop_private,
-     .timeout = 120)
+     .timeout = 240)
 {
     wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("stall"));
     wk_settings_follower *f = follow_keepalive(private_server.url, &e, NULL, 100, 300);
@@ -1266,7 +1266,7 @@ Test(settings, follower_on_db1_ignores_db0_and_follows_db1)
 }
 
 Test(settings, flushall_then_new_puts_converge, .init = start_private, .fini = stop_private,
-     .timeout = 120)
+     .timeout = 240)
 {
     wk_db *db = wk_test_open_url(private_server.url, NULL);
     wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("flush"));
@@ -1290,7 +1290,7 @@ Test(settings, flushall_then_new_puts_converge, .init = start_private, .fini = s
 /* No change follows the FLUSHALL, so no message tells the follower: only
  * its periodic check can. */
 Test(settings, flushall_without_later_changes_converges_by_the_periodic_check,
-     .init = start_private, .fini = stop_private, .timeout = 120)
+     .init = start_private, .fini = stop_private, .timeout = 240)
 {
     wk_db *db = wk_test_open_url(private_server.url, NULL);
     wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("wiped"));
@@ -1600,7 +1600,7 @@ static injector make_injector(wk_db *reader, wk_db *writer, const wk_entity *e)
 }
 
 Test(settings, snapshot_restarts_when_the_map_changes_between_chunks, .init = start_private,
-     .fini = stop_private, .timeout = 120)
+     .fini = stop_private, .timeout = 240)
 {
     enum { N = 5000 };
     wk_db *db = wk_test_open_url(private_server.url, NULL);
@@ -1675,13 +1675,20 @@ typedef struct history {
     atomic_bool failed;
     atomic_bool quiet; /* the writer pauses between ops while set … */
     atomic_bool idle;  /* … and says so */
+    atomic_int rounds; /* rounds the reader finished: the writer waits for
+                        * them, so a slow reader (sanitizers, a busy CI
+                        * machine) still sees the history mid-way */
 } history;
+
+/* The writer makes at most this many ops per reader round. */
+#define HIST_OPS_PER_ROUND (HIST_OPS / 24)
 
 static void *history_writer(void *p)
 {
     history *h = p;
     for (int j = HIST_POOL; j < HIST_POOL + HIST_OPS; j++) {
-        while (atomic_load(&h->quiet)) {
+        while (atomic_load(&h->quiet) ||
+               (j - HIST_POOL) / HIST_OPS_PER_ROUND > atomic_load(&h->rounds) + 1) {
             atomic_store(&h->idle, true);
             wk_test_sleep_ms(1);
         }
@@ -1777,6 +1784,7 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     atomic_init(&h.failed, false);
     atomic_init(&h.quiet, false);
     atomic_init(&h.idle, false);
+    atomic_init(&h.rounds, 0);
     redisContext *raw = wk_test_raw(private_server.url);
     long long hscans = wk_test_cmd_calls(raw, "hscan");
 
@@ -1818,6 +1826,7 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
             freeReplyObject(wk_test_cmd(raw, "CLIENT KILL TYPE pubsub"));
             kills++;
         }
+        atomic_fetch_add(&h.rounds, 1);
     }
     pthread_join(writer, NULL);
     cr_assert_not(atomic_load(&h.failed), "the writer failed");
@@ -1827,8 +1836,8 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     wk_settings_map_free(m);
     wk_settings_stats st;
     wk_settings_follower_stats(f, &st, NULL, 0);
-    cr_log_info("%d snapshots (%d in pauses), %d busy, %d mirror states checked, %d kills, "
-                "%llu loads, %llu changes caught up",
+    fprintf(stderr, "%d snapshots (%d in pauses), %d busy, %d mirror states checked, %d kills, "
+                "%llu loads, %llu changes caught up\n",
                 snapshots, quiet, busy, mirrors, kills, (unsigned long long)st.snapshots,
                 (unsigned long long)st.caught_up);
     cr_assert_gt(quiet, 0, "snapshots succeeded mid-history");

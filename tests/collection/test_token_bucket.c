@@ -189,7 +189,7 @@ Test(token_bucket, fractional_parameters)
 
 /* ---- retry-after ------------------------------------------------------ */
 
-Test(token_bucket, retry_after_is_honoured, .timeout = 60)
+Test(token_bucket, retry_after_is_honoured, .timeout = 600)
 {
     wk_db *db = wk_test_open(NULL);
     /* One token per 300 ms, cost 2 (600 ms); rate 10/3 s is not a binary
@@ -283,7 +283,7 @@ static worker_report hammer(const char *ns, int64_t deadline)
     return rep;
 }
 
-Test(token_bucket, accuracy_under_contention, .timeout = 120)
+Test(token_bucket, accuracy_under_contention, .timeout = 600)
 {
     const char *ns = wk_test_ns("tbacc");
     int fds[2];
@@ -401,7 +401,7 @@ static void private_stop(void)
 }
 
 Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_start,
-     .fini = private_stop, .timeout = 60)
+     .fini = private_stop, .timeout = 600)
 {
     const wk_test_server *server = &private_server;
     wk_db *rw = wk_test_open_url(server->url, NULL);
@@ -850,7 +850,7 @@ Test(token_bucket, drained_large_bucket_creates_no_tokens)
 
 /* Issue 10, second example: 3·10^12 tokens at 0.1 token/ms. The refill of
  * each simulated ms is fractional; an admission must not round it up. */
-Test(token_bucket, fractional_refill_creates_no_tokens, .timeout = 120)
+Test(token_bucket, fractional_refill_creates_no_tokens, .timeout = 600)
 {
     wk_db *db = wk_test_open(NULL);
     redisContext *raw = wk_test_raw(wk_test_url());
