@@ -69,6 +69,24 @@ WK_API int wk_cap_new(wk_cap **out, const char *name, wk_grant default_grant,
  */
 WK_API int wk_cap_intersect(wk_cap **out, const wk_cap *a, const wk_cap *b, const char *name);
 
+/*
+ * A capability written as data: what wk_cap_new() takes, in one struct, so
+ * it can be a `static const` table (the code generator writes one per
+ * schema capability). wk_cap_new_table() builds it; wk_db_open_granted()
+ * and wk_db_narrow_granted() (wakuwaku/db.h) open or narrow a handle with
+ * it.
+ */
+typedef struct wk_cap_table {
+    const char *name;
+    wk_grant default_grant;
+    const wk_cap_entry *entries; /* count rows; may be NULL when count is 0 */
+    size_t count;
+} wk_cap_table;
+
+/* wk_cap_new_table — wk_cap_new(out, t->name, t->default_grant,
+ * t->entries, t->count). NULL t is WK_EINVAL (*out NULL). */
+WK_API int wk_cap_new_table(wk_cap **out, const wk_cap_table *t);
+
 /* wk_cap_free — free a capability. NULL and the built-ins are no-ops. */
 WK_API void wk_cap_free(wk_cap *cap);
 

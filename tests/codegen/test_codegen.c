@@ -433,9 +433,9 @@ static int compile(const char *dir, const char *service, const char *main_src, b
     if (link)
         snprintf(cmd, sizeof(cmd),
                  "cd '%s' && '%s' " WARNINGS " %s -I'%s/include' -I'%s/include' -I. %s.c main.c "
-                 "'%s/libwakuwaku.a' -lhiredis -lsodium -ljansson -lpthread -lm -o prog && "
-                 "./prog",
-                 dir, cc, extra, src_dir(), bin_dir(), service, bin_dir());
+                 "'%s/codec/libwakuwaku_codec.a' '%s/libwakuwaku.a' -lhiredis -lsodium -ljansson "
+                 "-lpthread -lm -o prog && ./prog",
+                 dir, cc, extra, src_dir(), bin_dir(), service, bin_dir(), bin_dir());
     else
         snprintf(cmd, sizeof(cmd),
                  "cd '%s' && '%s' " WARNINGS " %s -I'%s/include' -I'%s/include' -I. -c main.c "

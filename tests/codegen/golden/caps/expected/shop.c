@@ -7,9 +7,6 @@
  *
  * Golden schema: typed handles per capability (no caches).
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "shop.h"
 
 /* ------------------------------------------------------------------------
@@ -116,46 +113,25 @@ static const wk_cap_entry shop__worker_grants[2] = {
     {WK_KIND_RWLOCK, "catalog", WK_GRANT_READ},
 };
 
+static const wk_cap_table shop__worker_cap = {"worker", WK_GRANT_NONE, shop__worker_grants, 2};
+
 int shop_worker_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "worker", WK_GRANT_NONE, shop__worker_grants, 2);
+    return wk_cap_new_table(out, &shop__worker_cap);
 }
 
 int shop_worker_open(shop_worker *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__worker_cap, err, errlen);
 }
 
 int shop_worker_narrow(shop_worker *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__worker_cap);
 }
 
 void shop_worker_close(shop_worker *h)
@@ -196,46 +172,25 @@ int shop_worker_catalog_inspect(shop_worker *h, const char *shop, wk_rwlock_stat
 
 /* Capability "replica" */
 
+static const wk_cap_table shop__replica_cap = {"replica", WK_GRANT_READ, NULL, 0};
+
 int shop_replica_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "replica", WK_GRANT_READ, NULL, 0);
+    return wk_cap_new_table(out, &shop__replica_cap);
 }
 
 int shop_replica_open(shop_replica *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__replica_cap, err, errlen);
 }
 
 int shop_replica_narrow(shop_replica *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__replica_cap);
 }
 
 void shop_replica_close(shop_replica *h)
@@ -264,46 +219,25 @@ int shop_replica_login_peek(shop_replica *h, const char *address, wk_token_bucke
 
 /* Capability "nothing" */
 
+static const wk_cap_table shop__nothing_cap = {"nothing", WK_GRANT_NONE, NULL, 0};
+
 int shop_nothing_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "nothing", WK_GRANT_NONE, NULL, 0);
+    return wk_cap_new_table(out, &shop__nothing_cap);
 }
 
 int shop_nothing_open(shop_nothing *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__nothing_cap, err, errlen);
 }
 
 int shop_nothing_narrow(shop_nothing *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__nothing_cap);
 }
 
 void shop_nothing_close(shop_nothing *h)

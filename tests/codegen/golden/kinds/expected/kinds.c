@@ -7,9 +7,6 @@
  *
  * Golden schema: one entity of every kind, every name type, and capabilities.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "kinds.h"
 
 /* ------------------------------------------------------------------------
@@ -206,46 +203,25 @@ static const wk_cap_entry kinds__worker_grants[4] = {
     {WK_KIND_TOKEN_BUCKET, "login", WK_GRANT_WRITE},
 };
 
+static const wk_cap_table kinds__worker_cap = {"worker", WK_GRANT_NONE, kinds__worker_grants, 4};
+
 int kinds_worker_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "worker", WK_GRANT_NONE, kinds__worker_grants, 4);
+    return wk_cap_new_table(out, &kinds__worker_cap);
 }
 
 int kinds_worker_open(kinds_worker *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__worker_cap, err, errlen);
 }
 
 int kinds_worker_narrow(kinds_worker *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__worker_cap);
 }
 
 void kinds_worker_close(kinds_worker *h)
@@ -347,46 +323,25 @@ static const wk_cap_entry kinds__replica_grants[1] = {
     {WK_KIND_LOCK, "we\"ird\\ns/*?\?*/ \303\251", WK_GRANT_NONE},
 };
 
+static const wk_cap_table kinds__replica_cap = {"replica", WK_GRANT_READ, kinds__replica_grants, 1};
+
 int kinds_replica_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "replica", WK_GRANT_READ, kinds__replica_grants, 1);
+    return wk_cap_new_table(out, &kinds__replica_cap);
 }
 
 int kinds_replica_open(kinds_replica *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__replica_cap, err, errlen);
 }
 
 int kinds_replica_narrow(kinds_replica *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__replica_cap);
 }
 
 void kinds_replica_close(kinds_replica *h)
@@ -441,46 +396,25 @@ int kinds_replica_export_peek(kinds_replica *h, int64_t int_, wk_token_bucket_st
 
 /* Capability "nothing" */
 
+static const wk_cap_table kinds__nothing_cap = {"nothing", WK_GRANT_NONE, NULL, 0};
+
 int kinds_nothing_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "nothing", WK_GRANT_NONE, NULL, 0);
+    return wk_cap_new_table(out, &kinds__nothing_cap);
 }
 
 int kinds_nothing_open(kinds_nothing *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__nothing_cap, err, errlen);
 }
 
 int kinds_nothing_narrow(kinds_nothing *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__nothing_cap);
 }
 
 void kinds_nothing_close(kinds_nothing *h)
@@ -494,46 +428,25 @@ void kinds_nothing_close(kinds_nothing *h)
 
 /* Capability "admin" */
 
+static const wk_cap_table kinds__admin_cap = {"admin", WK_GRANT_WRITE, NULL, 0};
+
 int kinds_admin_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "admin", WK_GRANT_WRITE, NULL, 0);
+    return wk_cap_new_table(out, &kinds__admin_cap);
 }
 
 int kinds_admin_open(kinds_admin *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_admin_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__admin_cap, err, errlen);
 }
 
 int kinds_admin_narrow(kinds_admin *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_admin_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__admin_cap);
 }
 
 void kinds_admin_close(kinds_admin *h)

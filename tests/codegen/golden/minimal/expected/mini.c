@@ -5,9 +5,6 @@
  * and regenerate (wk-codegen schema.json -o DIR), or let CMake's
  * wakuwaku_generate() do it.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "mini.h"
 
 /* ------------------------------------------------------------------------
