@@ -935,16 +935,18 @@ static void claim_names(ctx *c, const bool *entity_ok)
                         cap->pos, "capability function");
         for (size_t ei = 0; ei < s->nentities; ei++) {
             entity *e = &s->entities[ei];
-            if (!entity_ok[ei] || cap->grants[ei] == GRANT_NONE || repeats_entity(s, ei))
+            if (!entity_ok[ei] || repeats_entity(s, ei))
                 continue;
+            /* a query the capability does not grant is a macro of the same
+             * name (a compile error when called), so it claims the name too */
             size_t nops;
             const op_desc *ops = kind_ops(e, &nops);
             for (size_t k = 0; k < nops; k++) {
-                if (ops[k].write && cap->grants[ei] != GRANT_WRITE)
-                    continue;
+                bool granted = cap->grants[ei] == GRANT_WRITE ||
+                               (cap->grants[ei] == GRANT_READ && !ops[k].write);
                 names_claim(c->names, c->d,
                             pool_printf(c->pl, "%s_%s_%s", cap->c_type, e->id, ops[k].op), p,
-                            cap->pos, "handle function");
+                            cap->pos, granted ? "handle function" : "ungranted handle function");
             }
         }
     }

@@ -1,6 +1,8 @@
 /*
  * codegen/emit.c — spellings shared by the header and source emitters.
  */
+#include <stdlib.h>
+
 #include "emit.h"
 
 #include <string.h>
@@ -208,4 +210,17 @@ bool schema_has_kind(const schema *s, kind k)
             return true;
     }
     return false;
+}
+
+void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
+                       const char *first, const char *fn, const char *end)
+{
+    outbuf t = {0};
+    out_printf(&t, "int %s_%s(%s, ", fn, op->op, first);
+    emit_name_params(&t, e);
+    out_puts(&t, ", ");
+    emit_op_text(&t, s, op->params, e);
+    out_printf(&t, ")%s", end);
+    out_declf(o, "%s", t.data ? t.data : "");
+    free(t.data);
 }

@@ -23,6 +23,12 @@ void emit_name_value(outbuf *o, const entity *e);
 /* The C type of names, for comments: "uint64_t", "string", "bytes". */
 const char *name_type_text(name_type t);
 
+/* The signature of an accessor: "int <fn>_<op>(<first>, <name params>,
+ * <op params>)" then `end` (";\n" for a prototype, "\n" for a definition),
+ * wrapped past 100 columns. */
+void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
+                       const char *first, const char *fn, const char *end);
+
 /* An op's text with BODY, CODEC and @ (the service) filled in. */
 void emit_op_text(outbuf *o, const schema *s, const char *text, const entity *e);
 

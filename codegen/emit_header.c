@@ -150,19 +150,6 @@ static void emit_records(const schema *s, outbuf *o)
         emit_record(s, s->record_order[i], o);
 }
 
-static void emit_op_prototype(outbuf *o, const schema *s, const entity *e, const op_desc *op,
-                              const char *first, const char *prefix)
-{
-    outbuf t = {0};
-    out_printf(&t, "int %s_%s(%s, ", prefix, op->op, first);
-    emit_name_params(&t, e);
-    out_puts(&t, ", ");
-    emit_op_text(&t, s, op->params, e);
-    out_puts(&t, ");\n");
-    out_declf(o, "%s", t.data ? t.data : "");
-    free(t.data);
-}
-
 static void emit_accessors(const schema *s, outbuf *o)
 {
     emit_section(o, "Typed accessors: thin wrappers over the runtime, one per query of each "
@@ -185,7 +172,7 @@ static void emit_accessors(const schema *s, outbuf *o)
             out_printf(&t, ". See %s().", ops[k].see ? ops[k].see : ops[k].runtime);
             out_note(o, "", t.data);
             free(t.data);
-            emit_op_prototype(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix);
+            emit_op_signature(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix, ";\n");
         }
         out_puts(o, "\n");
     }
@@ -194,6 +181,37 @@ static void emit_accessors(const schema *s, outbuf *o)
 static const char *grant_text(grant g)
 {
     return g == GRANT_WRITE ? "write" : g == GRANT_READ ? "read" : "none";
+}
+
+/* Each query the capability does not grant, as a macro that fails the
+ * compile (WK_NOT_GRANTED, wakuwaku/capability.h) with a message naming
+ * the function and the grant. */
+static void emit_not_granted(const schema *s, const capability *c, outbuf *o)
+{
+    bool first = true;
+    for (size_t i = 0; i < s->nentities; i++) {
+        const entity *e = &s->entities[i];
+        size_t nops;
+        const op_desc *ops = kind_ops(e, &nops);
+        for (size_t k = 0; k < nops; k++) {
+            if (c->grants[i] == GRANT_WRITE || (c->grants[i] == GRANT_READ && !ops[k].write))
+                continue;
+            if (first)
+                out_printf(o, "\n/* Not granted by \"%s\": calling one of these does not "
+                              "compile. */\n",
+                           c->id);
+            first = false;
+            out_printf(o, "#define %s_%s_%s(...) \\\n", c->c_type, e->id, ops[k].op);
+            out_printf(o, "    WK_NOT_GRANTED(\"%s_%s_%s: capability \\\"%s\\\" \" \\\n",
+                       c->c_type, e->id, ops[k].op, c->id);
+            if (c->grants[i] == GRANT_NONE)
+                out_printf(o, "                   \"grants nothing on %s\")\n", e->id);
+            else
+                out_printf(o, "                   \"grants only read on %s, and %s is a WRITE "
+                              "query\")\n",
+                           e->id, ops[k].op);
+        }
+    }
 }
 
 static void emit_capability(const schema *s, const capability *c, outbuf *o)
@@ -224,9 +242,9 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
                "/*\n"
                " * A handle that can do only what \"%s\" grants: the functions below\n"
                " * exist only for the queries it grants (READ queries need read, WRITE\n"
-               " * queries write), so a call it does not grant does not compile. The\n"
-               " * handle's capability is the runtime's second line of defence: dispatch\n"
-               " * checks every query again.\n"
+               " * queries write); each query it does not grant is a macro that stops\n"
+               " * the compile (WK_NOT_GRANTED). The handle's capability is the\n"
+               " * runtime's second line of defence: dispatch checks every query again.\n"
                " *\n"
                " *   db  the handle, opened or narrowed with \"%s\"; owned, closed by\n"
                " *       %s_close().\n"
@@ -273,13 +291,14 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
             snprintf(first, sizeof(first), "%s *h", c->c_type);
             outbuf tmp = {0};
             out_printf(&tmp, "%s_%s", c->c_type, e->id);
-            emit_op_prototype(o, s, e, &ops[k], first, tmp.data);
+            emit_op_signature(o, s, e, &ops[k], first, tmp.data, ";\n");
             free(tmp.data);
             any = true;
         }
     }
     if (!any)
         out_printf(o, "/* \"%s\" grants no query on this service's entities. */\n", c->id);
+    emit_not_granted(s, c, o);
     out_puts(o, "\n");
 }
 

@@ -228,19 +228,6 @@ static void emit_records(const schema *s, outbuf *o)
  * Accessors and capabilities
  * ---------------------------------------------------------------------- */
 
-static void emit_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
-                           const char *first, const char *fn)
-{
-    outbuf t = {0};
-    out_printf(&t, "int %s_%s(%s, ", fn, op->op, first);
-    emit_name_params(&t, e);
-    out_puts(&t, ", ");
-    emit_op_text(&t, s, op->params, e);
-    out_puts(&t, ")\n");
-    out_declf(o, "%s", t.data ? t.data : "");
-    free(t.data);
-}
-
 static void emit_accessors(const schema *s, outbuf *o)
 {
     emit_section(o, "Typed accessors");
@@ -249,7 +236,7 @@ static void emit_accessors(const schema *s, outbuf *o)
         size_t nops;
         const op_desc *ops = kind_ops(e, &nops);
         for (size_t k = 0; k < nops; k++) {
-            emit_signature(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix);
+            emit_op_signature(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix, "\n");
             outbuf t = {0};
             out_puts(&t, "    return ");
             emit_op_text(&t, s, ops[k].runtime, e);
@@ -334,7 +321,7 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
             outbuf first = {0}, fn = {0};
             out_printf(&first, "%s *h", t);
             out_printf(&fn, "%s_%s", t, e->id);
-            emit_signature(o, s, e, &ops[k], first.data, fn.data);
+            emit_op_signature(o, s, e, &ops[k], first.data, fn.data, "\n");
             free(first.data);
             free(fn.data);
             outbuf call = {0};

@@ -40,6 +40,17 @@ typedef struct wk_cap_entry {
 
 typedef struct wk_cap wk_cap;
 
+/*
+ * WK_NOT_GRANTED(why) — an expression that fails the compile with the
+ * message `why` (a string literal), through a C11 _Static_assert: an error
+ * in every C11 compiler, with no flags needed. The code generator defines
+ * each query a capability does not grant as a macro over it, so
+ * `billing_replica_invoice_try(&h, …)` stops the build with "static
+ * assertion failed: …" instead of compiling (the handle's runtime
+ * capability would refuse it anyway). Not for use in C++.
+ */
+#define WK_NOT_GRANTED(why) ((int)sizeof(struct { _Static_assert(0, why); int wk_not_granted; }))
+
 #define WK_CAP_NAME_MAX 64
 
 /*

@@ -268,9 +268,9 @@ int bodies_reader_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "reader" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "reader"; owned, closed by
  *       bodies_reader_close().
@@ -309,6 +309,32 @@ int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bo
 /* raw (read): as bodies_raw_*(). */
 int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out);
 
+/* Not granted by "reader": calling one of these does not compile. */
+#define bodies_reader_doc_put(...) \
+    WK_NOT_GRANTED("bodies_reader_doc_put: capability \"reader\" " \
+                   "grants only read on doc, and put is a WRITE query")
+#define bodies_reader_doc_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_doc_remove: capability \"reader\" " \
+                   "grants only read on doc, and remove is a WRITE query")
+#define bodies_reader_hdoc_put(...) \
+    WK_NOT_GRANTED("bodies_reader_hdoc_put: capability \"reader\" " \
+                   "grants only read on hdoc, and put is a WRITE query")
+#define bodies_reader_hdoc_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_hdoc_remove: capability \"reader\" " \
+                   "grants only read on hdoc, and remove is a WRITE query")
+#define bodies_reader_tree_put(...) \
+    WK_NOT_GRANTED("bodies_reader_tree_put: capability \"reader\" " \
+                   "grants only read on tree, and put is a WRITE query")
+#define bodies_reader_tree_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_tree_remove: capability \"reader\" " \
+                   "grants only read on tree, and remove is a WRITE query")
+#define bodies_reader_raw_put(...) \
+    WK_NOT_GRANTED("bodies_reader_raw_put: capability \"reader\" " \
+                   "grants only read on raw, and put is a WRITE query")
+#define bodies_reader_raw_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_raw_remove: capability \"reader\" " \
+                   "grants only read on raw, and remove is a WRITE query")
+
 /* ------------------------------------------------------------------------
  * Capability "writer": default none; doc write; tree read
  * ---------------------------------------------------------------------- */
@@ -323,9 +349,9 @@ int bodies_writer_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "writer" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "writer"; owned, closed by
  *       bodies_writer_close().
@@ -356,6 +382,38 @@ int bodies_writer_doc_put(bodies_writer *h, const char *title, const bodies_ever
 int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed);
 /* tree (read): as bodies_tree_*(). */
 int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body, bool *found);
+
+/* Not granted by "writer": calling one of these does not compile. */
+#define bodies_writer_hdoc_get(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_get: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_hash(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_hash: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_get_if_changed(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_get_if_changed: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_put(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_put: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_remove: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_tree_put(...) \
+    WK_NOT_GRANTED("bodies_writer_tree_put: capability \"writer\" " \
+                   "grants only read on tree, and put is a WRITE query")
+#define bodies_writer_tree_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_tree_remove: capability \"writer\" " \
+                   "grants only read on tree, and remove is a WRITE query")
+#define bodies_writer_raw_get(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_get: capability \"writer\" " \
+                   "grants nothing on raw")
+#define bodies_writer_raw_put(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_put: capability \"writer\" " \
+                   "grants nothing on raw")
+#define bodies_writer_raw_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_remove: capability \"writer\" " \
+                   "grants nothing on raw")
 
 #ifdef __cplusplus
 }

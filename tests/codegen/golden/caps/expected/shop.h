@@ -108,9 +108,9 @@ int shop_worker_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "worker" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "worker"; owned, closed by
  *       shop_worker_close().
@@ -144,6 +144,35 @@ int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice, wk_lock_state 
 /* catalog (read): as shop_catalog_*(). */
 int shop_worker_catalog_inspect(shop_worker *h, const char *shop, wk_rwlock_state *state);
 
+/* Not granted by "worker": calling one of these does not compile. */
+#define shop_worker_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_try_read: capability \"worker\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define shop_worker_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_try_write: capability \"worker\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define shop_worker_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_release_read: capability \"worker\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define shop_worker_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_extend_read: capability \"worker\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define shop_worker_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_release_write: capability \"worker\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define shop_worker_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_extend_write: capability \"worker\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_worker_login_acquire(...) \
+    WK_NOT_GRANTED("shop_worker_login_acquire: capability \"worker\" " \
+                   "grants nothing on login")
+#define shop_worker_login_peek(...) \
+    WK_NOT_GRANTED("shop_worker_login_peek: capability \"worker\" " \
+                   "grants nothing on login")
+#define shop_worker_login_reset(...) \
+    WK_NOT_GRANTED("shop_worker_login_reset: capability \"worker\" " \
+                   "grants nothing on login")
+
 /* ------------------------------------------------------------------------
  * Capability "replica": default read
  * ---------------------------------------------------------------------- */
@@ -158,9 +187,9 @@ int shop_replica_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "replica" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "replica"; owned, closed by
  *       shop_replica_close().
@@ -191,6 +220,41 @@ int shop_replica_catalog_inspect(shop_replica *h, const char *shop, wk_rwlock_st
 /* login (read): as shop_login_*(). */
 int shop_replica_login_peek(shop_replica *h, const char *address, wk_token_bucket_state *state);
 
+/* Not granted by "replica": calling one of these does not compile. */
+#define shop_replica_invoice_try(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_try: capability \"replica\" " \
+                   "grants only read on invoice, and try is a WRITE query")
+#define shop_replica_invoice_release(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_release: capability \"replica\" " \
+                   "grants only read on invoice, and release is a WRITE query")
+#define shop_replica_invoice_extend(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_extend: capability \"replica\" " \
+                   "grants only read on invoice, and extend is a WRITE query")
+#define shop_replica_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_try_read: capability \"replica\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define shop_replica_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_try_write: capability \"replica\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define shop_replica_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_release_read: capability \"replica\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define shop_replica_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_extend_read: capability \"replica\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define shop_replica_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_release_write: capability \"replica\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define shop_replica_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_extend_write: capability \"replica\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_replica_login_acquire(...) \
+    WK_NOT_GRANTED("shop_replica_login_acquire: capability \"replica\" " \
+                   "grants only read on login, and acquire is a WRITE query")
+#define shop_replica_login_reset(...) \
+    WK_NOT_GRANTED("shop_replica_login_reset: capability \"replica\" " \
+                   "grants only read on login, and reset is a WRITE query")
+
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
  * ---------------------------------------------------------------------- */
@@ -205,9 +269,9 @@ int shop_nothing_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "nothing" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "nothing"; owned, closed by
  *       shop_nothing_close().
@@ -232,6 +296,50 @@ int shop_nothing_narrow(shop_nothing *h, wk_db *db);
 void shop_nothing_close(shop_nothing *h);
 
 /* "nothing" grants no query on this service's entities. */
+
+/* Not granted by "nothing": calling one of these does not compile. */
+#define shop_nothing_invoice_try(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_try: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_release(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_extend(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_extend: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_inspect(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_inspect: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_try_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_try_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_release_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_extend_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_release_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_inspect(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_inspect: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_login_acquire(...) \
+    WK_NOT_GRANTED("shop_nothing_login_acquire: capability \"nothing\" " \
+                   "grants nothing on login")
+#define shop_nothing_login_peek(...) \
+    WK_NOT_GRANTED("shop_nothing_login_peek: capability \"nothing\" " \
+                   "grants nothing on login")
+#define shop_nothing_login_reset(...) \
+    WK_NOT_GRANTED("shop_nothing_login_reset: capability \"nothing\" " \
+                   "grants nothing on login")
 
 #ifdef __cplusplus
 }

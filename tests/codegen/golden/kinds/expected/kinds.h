@@ -168,9 +168,9 @@ int kinds_worker_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "worker" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "worker"; owned, closed by
  *       kinds_worker_close().
@@ -223,6 +223,50 @@ int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t co
 int kinds_worker_login_peek(kinds_worker *h, const char *address, wk_token_bucket_state *state);
 int kinds_worker_login_reset(kinds_worker *h, const char *address, bool *was_used);
 
+/* Not granted by "worker": calling one of these does not compile. */
+#define kinds_worker_page_put(...) \
+    WK_NOT_GRANTED("kinds_worker_page_put: capability \"worker\" " \
+                   "grants only read on page, and put is a WRITE query")
+#define kinds_worker_page_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_page_remove: capability \"worker\" " \
+                   "grants only read on page, and remove is a WRITE query")
+#define kinds_worker_etag_get(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_get: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_hash(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_hash: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_get_if_changed(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_get_if_changed: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_put(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_put: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_remove: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_worker_export_acquire: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_export_peek(...) \
+    WK_NOT_GRANTED("kinds_worker_export_peek: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_export_reset(...) \
+    WK_NOT_GRANTED("kinds_worker_export_reset: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_weird_try(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_try: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_release(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_release: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_extend: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_inspect: capability \"worker\" " \
+                   "grants nothing on weird")
+
 /* ------------------------------------------------------------------------
  * Capability "replica": default read; weird none
  * ---------------------------------------------------------------------- */
@@ -237,9 +281,9 @@ int kinds_replica_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "replica" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "replica"; owned, closed by
  *       kinds_replica_close().
@@ -279,6 +323,71 @@ int kinds_replica_login_peek(kinds_replica *h, const char *address, wk_token_buc
 /* export (read): as kinds_export_*(). */
 int kinds_replica_export_peek(kinds_replica *h, int64_t int_, wk_token_bucket_state *state);
 
+/* Not granted by "replica": calling one of these does not compile. */
+#define kinds_replica_invoice_try(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
+                   "grants only read on invoice, and try is a WRITE query")
+#define kinds_replica_invoice_release(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_release: capability \"replica\" " \
+                   "grants only read on invoice, and release is a WRITE query")
+#define kinds_replica_invoice_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_extend: capability \"replica\" " \
+                   "grants only read on invoice, and extend is a WRITE query")
+#define kinds_replica_catalog_try_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_try_read: capability \"replica\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define kinds_replica_catalog_try_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_try_write: capability \"replica\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define kinds_replica_catalog_release_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_release_read: capability \"replica\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define kinds_replica_catalog_extend_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_extend_read: capability \"replica\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define kinds_replica_catalog_release_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_release_write: capability \"replica\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define kinds_replica_catalog_extend_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_extend_write: capability \"replica\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define kinds_replica_page_put(...) \
+    WK_NOT_GRANTED("kinds_replica_page_put: capability \"replica\" " \
+                   "grants only read on page, and put is a WRITE query")
+#define kinds_replica_page_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_page_remove: capability \"replica\" " \
+                   "grants only read on page, and remove is a WRITE query")
+#define kinds_replica_etag_put(...) \
+    WK_NOT_GRANTED("kinds_replica_etag_put: capability \"replica\" " \
+                   "grants only read on etag, and put is a WRITE query")
+#define kinds_replica_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_etag_remove: capability \"replica\" " \
+                   "grants only read on etag, and remove is a WRITE query")
+#define kinds_replica_login_acquire(...) \
+    WK_NOT_GRANTED("kinds_replica_login_acquire: capability \"replica\" " \
+                   "grants only read on login, and acquire is a WRITE query")
+#define kinds_replica_login_reset(...) \
+    WK_NOT_GRANTED("kinds_replica_login_reset: capability \"replica\" " \
+                   "grants only read on login, and reset is a WRITE query")
+#define kinds_replica_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_replica_export_acquire: capability \"replica\" " \
+                   "grants only read on export, and acquire is a WRITE query")
+#define kinds_replica_export_reset(...) \
+    WK_NOT_GRANTED("kinds_replica_export_reset: capability \"replica\" " \
+                   "grants only read on export, and reset is a WRITE query")
+#define kinds_replica_weird_try(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_try: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_release(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_release: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_extend: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_inspect: capability \"replica\" " \
+                   "grants nothing on weird")
+
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
  * ---------------------------------------------------------------------- */
@@ -293,9 +402,9 @@ int kinds_nothing_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "nothing" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "nothing"; owned, closed by
  *       kinds_nothing_close().
@@ -321,6 +430,95 @@ void kinds_nothing_close(kinds_nothing *h);
 
 /* "nothing" grants no query on this service's entities. */
 
+/* Not granted by "nothing": calling one of these does not compile. */
+#define kinds_nothing_invoice_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_try: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_extend: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_inspect: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_catalog_try_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_try_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_try_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_try_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_release_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_release_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_extend_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_extend_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_release_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_release_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_extend_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_inspect: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_page_get(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_get: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_page_put(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_put: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_page_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_remove: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_etag_get(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_get: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_hash(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_hash: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_get_if_changed(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_get_if_changed: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_put(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_put: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_remove: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_login_acquire(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_acquire: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_login_peek(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_peek: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_login_reset(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_reset: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_acquire: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_export_peek(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_peek: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_export_reset(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_reset: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_weird_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_try: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_release: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_extend: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_inspect: capability \"nothing\" " \
+                   "grants nothing on weird")
+
 /* ------------------------------------------------------------------------
  * Capability "admin": default write
  * ---------------------------------------------------------------------- */
@@ -335,9 +533,9 @@ int kinds_admin_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "admin" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "admin"; owned, closed by
  *       kinds_admin_close().
