@@ -4,13 +4,18 @@
  *
  *   wk-codegen SCHEMA -o OUTDIR [--expect-service NAME]
  *
- * Exit status: 0 written; 1 the schema has errors (each printed as
- * "file:line:col: error: $.json.path: message"); 2 usage or I/O error.
+ * Exit status: 0 written (OUTDIR is created, with its parents, when
+ * missing); 1 the schema has errors (each printed as
+ * "file:line:col: error: $.json.path: message", then a last line
+ * "file: N error(s)"); 2 usage or I/O error.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdir, strdup */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "schema.h"
 
@@ -53,6 +58,42 @@ static char *read_file(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return buf;
+}
+
+/* Creates dir and its missing parents (mkdir -p). Returns 0 or -1 with
+ * errno set. */
+static int make_dirs(const char *dir)
+{
+    char *path = strdup(dir);
+    int rc = 0;
+    if (!path)
+        return -1;
+    for (char *p = path + 1; rc == 0; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat st;
+        if (mkdir(path, 0777) != 0) {
+            if (errno != EEXIST || stat(path, &st) != 0)
+                rc = -1;
+            else if (!S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                rc = -1;
+            }
+        }
+        *p = c;
+        if (!c)
+            break;
+    }
+    free(path);
+    return rc;
+}
+
+/* The last line of a failed check: "file: N error(s)". */
+static void count_line(const char *schema_path, int errors)
+{
+    fprintf(stderr, "%s: %d error%s\n", schema_path, errors, errors == 1 ? "" : "s");
 }
 
 /* Writes data to dir/name through a temporary file renamed into place, so
@@ -128,6 +169,7 @@ int main(int argc, char **argv)
     if (!doc) {
         fprintf(stderr, "%s:%d:%d: error: $: invalid JSON: %s\n", schema_path, pos.line, pos.col,
                 err);
+        count_line(schema_path, 1);
         return 1;
     }
 
@@ -147,7 +189,7 @@ int main(int argc, char **argv)
     }
     int status = 0;
     if (!ok) {
-        fprintf(stderr, "%s: %d error%s\n", schema_path, d.errors, d.errors == 1 ? "" : "s");
+        count_line(schema_path, d.errors);
         status = 1;
     } else {
         outbuf raw_h = {0}, raw_c = {0}, h = {0}, c = {0};
@@ -162,6 +204,9 @@ int main(int argc, char **argv)
         char name[512];
         if (h.oom || c.oom) {
             fputs("wk-codegen: out of memory\n", stderr);
+            status = 2;
+        } else if (make_dirs(outdir) != 0) {
+            fprintf(stderr, "wk-codegen: cannot create %s: %s\n", outdir, strerror(errno));
             status = 2;
         } else {
             snprintf(name, sizeof(name), "%s.h", s.service);

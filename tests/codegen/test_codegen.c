@@ -369,6 +369,62 @@ Test(codegen, usage_errors)
     free(msg);
 }
 
+/* The last line of a failed check counts the errors printed before it,
+ * "file: N error" / "file: N errors" (SCHEMA.md, "Validation messages"),
+ * for every bad schema, the invalid-JSON one and many_errors.json too. */
+Test(codegen, error_output_ends_with_count)
+{
+    static const char *const more[] = {"many_errors.json"};
+    for (size_t i = 0; i < NBAD + 1; i++) {
+        const char *file = i < NBAD ? bads[i].file : more[0];
+        char *out = make_tmp();
+        char schema[1024], want[1200];
+        snprintf(schema, sizeof(schema), "%s/tests/codegen/bad/%s", src_dir(), file);
+        int status;
+        char *msg = codegen(schema, out, NULL, &status);
+        cr_assert_eq(status, 1, "%s: exit status %d", file, status);
+        int errors = 0;
+        for (const char *p = msg; (p = strstr(p, ": error: ")); p++)
+            errors++;
+        cr_assert_gt(errors, 0, "%s: no error printed:\n%s", file, msg);
+        snprintf(want, sizeof(want), "\n%s: %d error%s\n", schema, errors,
+                 errors == 1 ? "" : "s");
+        size_t n = strlen(msg), w = strlen(want);
+        cr_assert(n >= w && strcmp(msg + n - w, want) == 0,
+                  "%s: the output does not end with\n%s\ngot:\n%s", file, want + 1, msg);
+        free(msg);
+        rm_tmp(out);
+    }
+}
+
+/* -o DIR creates DIR and its missing parents; a DIR that cannot be a
+ * directory is an I/O error (exit 2) and names it. */
+Test(codegen, output_dir_is_created)
+{
+    char *tmp = make_tmp();
+    char schema[1024], outdir[1024], path[1200];
+    snprintf(schema, sizeof(schema), "%s/tests/codegen/golden/minimal/schema.json", src_dir());
+    snprintf(outdir, sizeof(outdir), "%s/new/nested/dir", tmp);
+    int status;
+    char *msg = codegen(schema, outdir, NULL, &status);
+    cr_assert_eq(status, 0, "exit status %d:\n%s", status, msg);
+    free(msg);
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/mini.h", outdir);
+    cr_assert_eq(stat(path, &st), 0, "%s was not written", path);
+    snprintf(path, sizeof(path), "%s/mini.c", outdir);
+    cr_assert_eq(stat(path, &st), 0, "%s was not written", path);
+    /* a file in the way */
+    snprintf(path, sizeof(path), "%s/file", tmp);
+    spit(path, "x");
+    snprintf(outdir, sizeof(outdir), "%s/file/sub", tmp);
+    msg = codegen(schema, outdir, NULL, &status);
+    cr_assert_eq(status, 2, "exit status %d:\n%s", status, msg);
+    cr_assert(strstr(msg, "cannot create"), "%s", msg);
+    free(msg);
+    rm_tmp(tmp);
+}
+
 /* Keywords are escaped (a trailing '_'), the JSON key keeps the name. */
 Test(codegen, keywords_are_escaped)
 {
