@@ -203,15 +203,6 @@ bool schema_uses(const schema *s, field_type t)
     return false;
 }
 
-bool schema_has_kind(const schema *s, kind k)
-{
-    for (size_t i = 0; i < s->nentities; i++) {
-        if (s->entities[i].kind == k)
-            return true;
-    }
-    return false;
-}
-
 void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
                        const char *first, const char *fn, const char *end)
 {

@@ -47,7 +47,5 @@ void emit_field_schema_type(outbuf *o, const field *f);
 
 /* Whether the schema has a record with a field of the given type. */
 bool schema_uses(const schema *s, field_type t);
-/* Whether any entity has the given kind. */
-bool schema_has_kind(const schema *s, kind k);
 
 #endif /* WK_CODEGEN_EMIT_H */

@@ -4,6 +4,7 @@
  * accessors per entity; capabilities and their typed handles.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "emit.h"
 
@@ -18,13 +19,21 @@ static void emit_entity_comment(outbuf *o, const entity *e)
                 !(*c == '*' && c[1] == '/') && !(*c == '?' && c[1] == '?');
     out_puts(o, plain ? e->ns : "(see the schema)");
     out_printf(o, ", names are %s", name_type_text(e->name_type));
-    if (kd->has_ttl) {
-        out_puts(o, e->kind == KIND_LOCK || e->kind == KIND_RWLOCK ? ", lease " : ", TTL ");
-        emit_duration_text(o, e->ttl_ms);
-    }
-    if (kd->has_bucket) {
-        out_printf(o, ", %s tokens, refilled at %s per ", e->capacity_text, e->rate_text);
-        emit_duration_text(o, e->period_ms);
+    /* the kind's summary, with each {key} replaced by that parameter */
+    for (const char *t = kd->summary; *t; t++) {
+        size_t k = 0, n = *t == '{' ? strcspn(t + 1, "}") : 0;
+        while (n && kd->params[k] && (strlen(kd->params[k]->key) != n ||
+                                      strncmp(kd->params[k]->key, t + 1, n) != 0))
+            k++;
+        if (!n || !kd->params[k]) {
+            out_printf(o, "%c", *t);
+            continue;
+        }
+        if (kd->params[k]->rule == RULE_DURATION)
+            emit_duration_text(o, e->params[k].ms);
+        else
+            out_puts(o, e->params[k].text);
+        t += n + 1;
     }
     if (kd->has_body) {
         if (e->body)
@@ -309,12 +318,7 @@ void emit_header(const schema *s, outbuf *o)
     emit_banner(o, s, file, "typed wakuwaku entities, bodies and capabilities");
     out_printf(o, "#ifndef %s_H\n#define %s_H\n\n", s->service_upper, s->service_upper);
     out_puts(o, "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n\n");
-    out_puts(o, "#include <wakuwaku/wakuwaku.h>\n");
-    for (int k = 0; k < KIND_COUNT; k++) {
-        if (k != KIND_LOCK && k != KIND_RWLOCK && schema_has_kind(s, (kind)k))
-            out_printf(o, "#include <%s>\n", kind_info((kind)k)->header);
-    }
-    out_puts(o, "\n");
+    out_puts(o, "#include <wakuwaku/wakuwaku.h> /* every kind's header */\n\n");
     out_printf(o,
                "/* Generated for the wakuwaku API %s; a different major version (or an\n"
                " * older library) needs a regenerated file. */\n"

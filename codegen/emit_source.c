@@ -43,35 +43,15 @@ static void emit_entities(const schema *s, outbuf *o)
     emit_section(o, "Entities");
     for (size_t i = 0; i < s->nentities; i++) {
         const entity *e = &s->entities[i];
-        out_printf(o, "const wk_entity %s = ", e->descriptor);
-        switch (e->kind) {
-        case KIND_LOCK:
-            out_puts(o, "WK_LOCK_ENTITY(");
-            break;
-        case KIND_RWLOCK:
-            out_puts(o, "WK_RWLOCK_ENTITY(");
-            break;
-        case KIND_CACHE:
-            out_puts(o, "WK_CACHE_ENTITY(");
-            break;
-        case KIND_HASHED_CACHE:
-            out_puts(o, "WK_HASHED_CACHE_ENTITY(");
-            break;
-        case KIND_TOKEN_BUCKET:
-            out_puts(o, "WK_TOKEN_BUCKET_ENTITY(");
-            break;
-        case KIND_SETTINGS:
-            out_puts(o, "WK_SETTINGS_ENTITY(");
-            break;
-        case KIND_COUNT:
-            break;
-        }
+        const kind_desc *kd = kind_info(e->kind);
+        out_printf(o, "const wk_entity %s = %s(", e->descriptor, kd->entity_macro);
         emit_c_string(o, e->ns);
-        if (kind_info(e->kind)->has_ttl)
-            out_printf(o, ", %lld", (long long)e->ttl_ms);
-        if (kind_info(e->kind)->has_bucket)
-            out_printf(o, ", %s, %s, %lld", e->capacity_text, e->rate_text,
-                       (long long)e->period_ms);
+        for (size_t k = 0; kd->params[k]; k++) {
+            if (kd->params[k]->rule == RULE_DURATION)
+                out_printf(o, ", %lld", (long long)e->params[k].ms);
+            else
+                out_printf(o, ", %s", e->params[k].text);
+        }
         out_puts(o, ");\n");
     }
     out_printf(o, "\nconst wk_entity *const %s_entities[%s_ENTITY_COUNT] = {\n", s->service,

@@ -1,6 +1,6 @@
 /*
  * codegen/main.c — wk-codegen: a wakuwaku schema (JSON) → <service>.h and
- * <service>.c. parse (json.c) → check (check.c) → emit (emit_*.c).
+ * <service>.c. parse (cg_json.c) → check (check.c) → emit (emit_*.c).
  *
  *   wk-codegen SCHEMA -o OUTDIR [--expect-service NAME]
  *
@@ -163,8 +163,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[256];
-    json_pos pos;
-    json_doc *doc = json_parse(text, len, err, sizeof(err), &pos);
+    cg_json_pos pos;
+    cg_json_doc *doc = cg_json_parse(text, len, err, sizeof(err), &pos);
     free(text);
     if (!doc) {
         fprintf(stderr, "%s:%d:%d: error: $: invalid JSON: %s\n", schema_path, pos.line, pos.col,
@@ -178,9 +178,9 @@ int main(int argc, char **argv)
     diag d = {schema_path, stderr, 0};
     pool *pl = pool_new();
     schema s;
-    bool ok = check_schema(json_doc_root(doc), base, pl, &d, &s);
+    bool ok = check_schema(cg_json_doc_root(doc), base, pl, &d, &s);
     if (ok && expect && strcmp(expect, s.service) != 0) {
-        json_pos top = {1, 1};
+        cg_json_pos top = {1, 1};
         diag_error(&d, top, "$.service",
                    "the service is \"%s\" but the build expects \"%s\" (the SERVICE of "
                    "wakuwaku_generate(), or its TARGET)",
@@ -220,6 +220,6 @@ int main(int argc, char **argv)
         free(c.data);
     }
     pool_free(pl);
-    json_doc_free(doc);
+    cg_json_doc_free(doc);
     return status;
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wakuwaku/wakuwaku.h>
+#include <wakuwaku/wakuwaku.h> /* every kind's header */
 
 /* Generated for the wakuwaku API 0.1.0; a different major version (or an
  * older library) needs a regenerated file. */
