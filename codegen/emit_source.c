@@ -97,6 +97,42 @@ static void emit_row(outbuf *o, char *const *items, size_t n)
     out_puts(o, "\n");
 }
 
+/* "<head> = {a, b, …};" on one line when it fits in 100 columns, else
+ * the items on indented lines after "<head> = {". */
+static void emit_braced(outbuf *o, const char *head, char *const *items, size_t n)
+{
+    size_t len = strlen(head) + 6;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i]) {
+            o->oom = true;
+            return;
+        }
+        len += strlen(items[i]) + 2;
+    }
+    if (len <= 100) {
+        out_printf(o, "%s = {", head);
+        for (size_t i = 0; i < n; i++)
+            out_printf(o, "%s%s", i ? ", " : "", items[i]);
+        out_puts(o, "};\n");
+        return;
+    }
+    out_printf(o, "%s = {\n    ", head);
+    size_t col = 4;
+    for (size_t i = 0; i < n; i++) {
+        size_t w = strlen(items[i]) + (i + 1 < n ? 1 : 2);
+        if (i && col + 1 + w > 100) {
+            out_puts(o, "\n    ");
+            col = 4;
+        } else if (i) {
+            out_puts(o, " ");
+            col++;
+        }
+        out_printf(o, "%s%s", items[i], i + 1 < n ? "," : "};");
+        col += w;
+    }
+    out_puts(o, "\n");
+}
+
 static void emit_field_row(outbuf *o, const schema *s, const record *r, const field *f)
 {
     outbuf key = {0};
@@ -130,9 +166,19 @@ static void emit_record(const schema *s, const record *r, outbuf *o)
     for (size_t i = 0; i < r->nfields; i++)
         emit_field_row(o, s, r, &r->fields[i]);
     out_puts(o, "};\n");
-    out_declf(o, "static const wk_record_desc %s__%s_desc = {", svc, r->id);
-    emit_c_string(o, r->id);
-    out_printf(o, ", sizeof(%s), %s__%s_fields, %zu};\n\n", t, svc, r->id, r->nfields);
+    outbuf name = {0};
+    emit_c_string(&name, r->id);
+    char *head = text_printf("static const wk_record_desc %s__%s_desc", svc, r->id);
+    char *items[4] = {name.data, text_printf("sizeof(%s)", t),
+                      text_printf("%s__%s_fields", svc, r->id), text_printf("%zu", r->nfields)};
+    if (head)
+        emit_braced(o, head, items, 4);
+    else
+        o->oom = true;
+    out_puts(o, "\n");
+    free(head);
+    for (int i = 0; i < 4; i++)
+        free(items[i]);
 
     char desc[512];
     snprintf(desc, sizeof(desc), "&%s__%s_desc", svc, r->id);
@@ -168,10 +214,19 @@ static void emit_record(const schema *s, const record *r, outbuf *o)
     out_printf(o, "{\n    (void)codec;\n");
     out_declf(o, "    return wk_record_body_decode(%s, bytes, len, value);\n", desc);
     out_puts(o, "}\n\n");
-    out_printf(o, "const wk_codec %s = {", r->codec);
-    emit_c_string(o, r->id);
-    out_declf(o, ", %s__%s_codec_encode, %s__%s_codec_decode, NULL};\n\n", svc, r->id, svc,
-              r->id);
+    outbuf cname = {0};
+    emit_c_string(&cname, r->id);
+    char *chead = text_printf("const wk_codec %s", r->codec);
+    char *citems[4] = {cname.data, text_printf("%s__%s_codec_encode", svc, r->id),
+                       text_printf("%s__%s_codec_decode", svc, r->id), text_printf("NULL")};
+    if (chead)
+        emit_braced(o, chead, citems, 4);
+    else
+        o->oom = true;
+    out_puts(o, "\n");
+    free(chead);
+    for (int i = 0; i < 4; i++)
+        free(citems[i]);
 }
 
 static void emit_records(const schema *s, outbuf *o)
@@ -186,6 +241,9 @@ static void emit_records(const schema *s, outbuf *o)
                    "                   offsetof(%s_bytes, len) == offsetof(wk_codec_bytes, len),\n"
                    "               \"%s_bytes is laid out as wk_codec_bytes\");\n\n",
                    s->service, s->service, s->service);
+    out_puts(o, "/* Each field row (wk_field_desc): JSON key, type, flags, offset, then the\n"
+                " * offsets of the array length and of the presence flag (0 when unused)\n"
+                " * and the nested record. */\n\n");
     /* Declared first: records refer to each other (and to themselves,
      * through arrays). */
     bool referred = false;
@@ -257,13 +315,20 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
         }
         out_puts(o, "};\n\n");
     }
-    out_printf(o, "static const wk_cap_table %s__%s_cap = {", svc, c->id);
-    emit_c_string(o, c->id);
-    if (rows)
-        out_printf(o, ", %s, %s__%s_grants, %zu};\n\n", grant_macro(c->default_grant), svc,
-                   c->id, rows);
+    outbuf name = {0};
+    emit_c_string(&name, c->id);
+    char *head = text_printf("static const wk_cap_table %s__%s_cap", svc, c->id);
+    char *items[4] = {name.data, text_printf("%s", grant_macro(c->default_grant)),
+                      rows ? text_printf("%s__%s_grants", svc, c->id) : text_printf("NULL"),
+                      text_printf("%zu", rows)};
+    if (head)
+        emit_braced(o, head, items, 4);
     else
-        out_printf(o, ", %s, NULL, 0};\n\n", grant_macro(c->default_grant));
+        o->oom = true;
+    out_puts(o, "\n");
+    free(head);
+    for (int i = 0; i < 4; i++)
+        free(items[i]);
     const char *t = c->c_type;
     char table[300];
     snprintf(table, sizeof(table), "&%s__%s_cap", svc, c->id);

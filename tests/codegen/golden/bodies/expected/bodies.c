@@ -38,6 +38,10 @@ _Static_assert(sizeof(bodies_bytes) == sizeof(wk_codec_bytes) &&
                    offsetof(bodies_bytes, len) == offsetof(wk_codec_bytes, len),
                "bodies_bytes is laid out as wk_codec_bytes");
 
+/* Each field row (wk_field_desc): JSON key, type, flags, offset, then the
+ * offsets of the array length and of the presence flag (0 when unused)
+ * and the nested record. */
+
 static const wk_record_desc bodies__point_desc;
 static const wk_record_desc bodies__everything_desc;
 static const wk_record_desc bodies__node_desc;
@@ -50,7 +54,8 @@ static const wk_field_desc bodies__point_fields[3] = {
     {"label", WK_FIELD_STRING, WK_FIELD_OPTIONAL, offsetof(bodies_point, label), 0,
      offsetof(bodies_point, has_label), NULL},
 };
-static const wk_record_desc bodies__point_desc = {"point", sizeof(bodies_point), bodies__point_fields, 3};
+static const wk_record_desc bodies__point_desc = {
+    "point", sizeof(bodies_point), bodies__point_fields, 3};
 
 void bodies_point_init(bodies_point *v)
 {
@@ -117,7 +122,8 @@ static const wk_field_desc bodies__everything_fields[25] = {
     {"int", WK_FIELD_STRING, WK_FIELD_OPTIONAL, offsetof(bodies_everything, int_), 0,
      offsetof(bodies_everything, has_int_), NULL},
 };
-static const wk_record_desc bodies__everything_desc = {"everything", sizeof(bodies_everything), bodies__everything_fields, 25};
+static const wk_record_desc bodies__everything_desc = {
+    "everything", sizeof(bodies_everything), bodies__everything_fields, 25};
 
 void bodies_everything_init(bodies_everything *v)
 {
@@ -156,7 +162,8 @@ static int bodies__everything_codec_decode(const wk_codec *codec, const uint8_t 
     return wk_record_body_decode(&bodies__everything_desc, bytes, len, value);
 }
 
-const wk_codec bodies_everything_codec = {"everything", bodies__everything_codec_encode, bodies__everything_codec_decode, NULL};
+const wk_codec bodies_everything_codec = {
+    "everything", bodies__everything_codec_encode, bodies__everything_codec_decode, NULL};
 
 /* bodies_node */
 
@@ -165,7 +172,8 @@ static const wk_field_desc bodies__node_fields[2] = {
     {"children", WK_FIELD_RECORD, WK_FIELD_ARRAY, offsetof(bodies_node, children),
      offsetof(bodies_node, children_len), 0, &bodies__node_desc},
 };
-static const wk_record_desc bodies__node_desc = {"node", sizeof(bodies_node), bodies__node_fields, 2};
+static const wk_record_desc bodies__node_desc = {
+    "node", sizeof(bodies_node), bodies__node_fields, 2};
 
 void bodies_node_init(bodies_node *v)
 {
@@ -202,7 +210,8 @@ static int bodies__node_codec_decode(const wk_codec *codec, const uint8_t *bytes
     return wk_record_body_decode(&bodies__node_desc, bytes, len, value);
 }
 
-const wk_codec bodies_node_codec = {"node", bodies__node_codec_encode, bodies__node_codec_decode, NULL};
+const wk_codec bodies_node_codec = {
+    "node", bodies__node_codec_encode, bodies__node_codec_decode, NULL};
 
 /* ------------------------------------------------------------------------
  * Typed accessors
@@ -365,7 +374,8 @@ static const wk_cap_entry bodies__writer_grants[2] = {
     {WK_KIND_CACHE, "tree", WK_GRANT_READ},
 };
 
-static const wk_cap_table bodies__writer_cap = {"writer", WK_GRANT_NONE, bodies__writer_grants, 2};
+static const wk_cap_table bodies__writer_cap = {
+    "writer", WK_GRANT_NONE, bodies__writer_grants, 2};
 
 int bodies_writer_cap_new(wk_cap **out)
 {

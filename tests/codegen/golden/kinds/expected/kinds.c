@@ -323,7 +323,8 @@ static const wk_cap_entry kinds__replica_grants[1] = {
     {WK_KIND_LOCK, "we\"ird\\ns/*?\?*/ \303\251", WK_GRANT_NONE},
 };
 
-static const wk_cap_table kinds__replica_cap = {"replica", WK_GRANT_READ, kinds__replica_grants, 1};
+static const wk_cap_table kinds__replica_cap = {
+    "replica", WK_GRANT_READ, kinds__replica_grants, 1};
 
 int kinds_replica_cap_new(wk_cap **out)
 {
