@@ -72,29 +72,37 @@ static const char *const field_type_macro[FT_COUNT] = {
     [FT_U32] = "WK_FIELD_U32",       [FT_U64] = "WK_FIELD_U64",     [FT_F64] = "WK_FIELD_F64",
     [FT_STRING] = "WK_FIELD_STRING", [FT_BYTES] = "WK_FIELD_BYTES", [FT_RECORD] = "WK_FIELD_RECORD"};
 
-/* One initialiser row "{a, b, …}," of `n` items, indented by 4 and
- * wrapped before an item that would pass 100 columns. */
-static void emit_row(outbuf *o, char *const *items, size_t n)
+/* `open`, the `n` items separated by ", ", then `close`: a new line
+ * (indented by `indent`) before an item that would pass 100 columns. */
+static void emit_wrapped(outbuf *o, const char *open, char *const *items, size_t n,
+                         const char *close, size_t indent)
 {
-    size_t col = 5;
-    out_puts(o, "    {");
+    const char *last_line = strrchr(open, '\n');
+    size_t col = strlen(last_line ? last_line + 1 : open);
+    out_puts(o, open);
     for (size_t i = 0; i < n; i++) {
         if (!items[i]) {
             o->oom = true;
             return;
         }
-        size_t len = strlen(items[i]) + (i + 1 < n ? 1 : 2); /* "," or "}," */
-        if (i && col + 1 + len > 100) {
-            out_puts(o, "\n     ");
-            col = 5;
+        /* the item with what follows it on its line: "," or the close */
+        size_t w = strlen(items[i]) + (i + 1 < n ? 1 : strcspn(close, "\n"));
+        if (i && col + 1 + w > 100) {
+            out_printf(o, "\n%*s", (int)indent, "");
+            col = indent;
         } else if (i) {
             out_puts(o, " ");
             col++;
         }
-        out_printf(o, "%s%s", items[i], i + 1 < n ? "," : "},");
-        col += len;
+        out_printf(o, "%s%s", items[i], i + 1 < n ? "," : close);
+        col += w;
     }
-    out_puts(o, "\n");
+}
+
+/* One row "{a, b, …}," of a table, indented by 4. */
+static void emit_row(outbuf *o, char *const *items, size_t n)
+{
+    emit_wrapped(o, "    {", items, n, "},\n", 5);
 }
 
 /* "<head> = {a, b, …};" on one line when it fits in 100 columns, else
@@ -102,35 +110,15 @@ static void emit_row(outbuf *o, char *const *items, size_t n)
 static void emit_braced(outbuf *o, const char *head, char *const *items, size_t n)
 {
     size_t len = strlen(head) + 6;
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i]) {
-            o->oom = true;
-            return;
-        }
-        len += strlen(items[i]) + 2;
-    }
-    if (len <= 100) {
-        out_printf(o, "%s = {", head);
-        for (size_t i = 0; i < n; i++)
-            out_printf(o, "%s%s", i ? ", " : "", items[i]);
-        out_puts(o, "};\n");
+    for (size_t i = 0; i < n; i++)
+        len += items[i] ? strlen(items[i]) + 2 : 0;
+    char *open = text_printf(len <= 100 ? "%s = {" : "%s = {\n    ", head);
+    if (!open) {
+        o->oom = true;
         return;
     }
-    out_printf(o, "%s = {\n    ", head);
-    size_t col = 4;
-    for (size_t i = 0; i < n; i++) {
-        size_t w = strlen(items[i]) + (i + 1 < n ? 1 : 2);
-        if (i && col + 1 + w > 100) {
-            out_puts(o, "\n    ");
-            col = 4;
-        } else if (i) {
-            out_puts(o, " ");
-            col++;
-        }
-        out_printf(o, "%s%s", items[i], i + 1 < n ? "," : "};");
-        col += w;
-    }
-    out_puts(o, "\n");
+    emit_wrapped(o, open, items, n, "};\n", len <= 100 ? 100 : 4);
+    free(open);
 }
 
 static void emit_field_row(outbuf *o, const schema *s, const record *r, const field *f)
