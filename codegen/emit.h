@@ -23,11 +23,20 @@ void emit_name_value(outbuf *o, const entity *e);
 /* The C type of names, for comments: "uint64_t", "string", "bytes". */
 const char *name_type_text(name_type t);
 
-/* The signature of an accessor: "int <fn>_<op>(<first>, <name params>,
+/* The signature of an accessor: "<ret> <fn>_<op>(<first>, <name params>,
  * <op params>)" then `end` (";\n" for a prototype, "\n" for a definition),
  * wrapped past 100 columns. */
 void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
-                       const char *first, const char *fn, const char *end);
+                       const char *ret, const char *first, const char *fn, const char *end);
+
+/* A typed accessor as a static inline function: "{ return <runtime>(p,
+ * &<descriptor>, <name>, <args>); }". */
+void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const op_desc *op);
+
+/* A typed handle's query as a static inline function:
+ * "<handle>_<entity>_<op>(h, …)" calling the accessor with h->p. */
+void emit_handle_definition(outbuf *o, const schema *s, const capability *c, const entity *e,
+                            const op_desc *op);
 
 /* An op's text with BODY, CODEC and @ (the service) filled in. */
 void emit_op_text(outbuf *o, const schema *s, const char *text, const entity *e);

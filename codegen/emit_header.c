@@ -162,7 +162,7 @@ static void emit_records(const schema *s, outbuf *o)
 static void emit_accessors(const schema *s, outbuf *o)
 {
     emit_section(o, "Typed accessors: thin wrappers over the runtime, one per query of each "
-                    "entity.\n"
+                    "entity (static inline: a call costs what the runtime call costs).\n"
                     "Each takes the processor first (wk_db_processor(db), or a wrapper such "
                     "as hooks or a batch) and the item's name typed as the schema says, and "
                     "returns what the runtime function named in its comment returns (see "
@@ -181,9 +181,9 @@ static void emit_accessors(const schema *s, outbuf *o)
             out_printf(&t, ". See %s().", ops[k].see ? ops[k].see : ops[k].runtime);
             out_note(o, "", t.data);
             free(t.data);
-            emit_op_signature(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix, ";\n");
+            emit_accessor_definition(o, s, e, &ops[k]);
+            out_puts(o, "\n");
         }
-        out_puts(o, "\n");
     }
 }
 
@@ -195,7 +195,7 @@ static const char *grant_text(grant g)
 /* Each query the capability does not grant, as a macro that fails the
  * compile (WK_NOT_GRANTED, wakuwaku/capability.h) with a message naming
  * the function and the grant. */
-static void emit_not_granted(const schema *s, const capability *c, outbuf *o)
+static bool emit_not_granted(const schema *s, const capability *c, outbuf *o)
 {
     bool first = true;
     for (size_t i = 0; i < s->nentities; i++) {
@@ -206,7 +206,7 @@ static void emit_not_granted(const schema *s, const capability *c, outbuf *o)
             if (c->grants[i] == GRANT_WRITE || (c->grants[i] == GRANT_READ && !ops[k].write))
                 continue;
             if (first)
-                out_printf(o, "\n/* Not granted by \"%s\": calling one of these does not "
+                out_printf(o, "/* Not granted by \"%s\": calling one of these does not "
                               "compile. */\n",
                            c->id);
             first = false;
@@ -221,6 +221,7 @@ static void emit_not_granted(const schema *s, const capability *c, outbuf *o)
                            e->id, ops[k].op);
         }
     }
+    return !first;
 }
 
 static void emit_capability(const schema *s, const capability *c, outbuf *o)
@@ -296,19 +297,15 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
                            e->fn_prefix);
                 prefix = "";
             }
-            char first[256];
-            snprintf(first, sizeof(first), "%s *h", c->c_type);
-            outbuf tmp = {0};
-            out_printf(&tmp, "%s_%s", c->c_type, e->id);
-            emit_op_signature(o, s, e, &ops[k], first, tmp.data, ";\n");
-            free(tmp.data);
+            emit_handle_definition(o, s, c, e, &ops[k]);
+            out_puts(o, "\n");
             any = true;
         }
     }
     if (!any)
-        out_printf(o, "/* \"%s\" grants no query on this service's entities. */\n", c->id);
-    emit_not_granted(s, c, o);
-    out_puts(o, "\n");
+        out_printf(o, "/* \"%s\" grants no query on this service's entities. */\n\n", c->id);
+    if (emit_not_granted(s, c, o))
+        out_puts(o, "\n");
 }
 
 void emit_header(const schema *s, outbuf *o)

@@ -2,8 +2,10 @@
  * codegen/emit_source.c — writes <service>.c. Sections, in this order:
  * banner and includes; entity descriptors; records (descriptor tables for
  * the JSON codec of wakuwaku/codec.h, and one-line wrappers over it);
- * typed accessors; capability tables and typed handles (over
- * wk_db_open_granted() / wk_db_narrow_granted()).
+ * capability tables and the typed handles' open, narrow and close (over
+ * wk_db_open_granted() / wk_db_narrow_granted()). The typed accessors and
+ * the handles' queries are static inline functions in the header
+ * (emit_header.c).
  *
  * The generated file holds descriptors and thin wrappers only: the work is
  * in the runtime. Its static names are <service>__<what>: no schema
@@ -254,31 +256,6 @@ static void emit_records(const schema *s, outbuf *o)
  * Accessors and capabilities
  * ---------------------------------------------------------------------- */
 
-static void emit_accessors(const schema *s, outbuf *o)
-{
-    emit_section(o, "Typed accessors");
-    for (size_t i = 0; i < s->nentities; i++) {
-        const entity *e = &s->entities[i];
-        size_t nops;
-        const op_desc *ops = kind_ops(e, &nops);
-        for (size_t k = 0; k < nops; k++) {
-            emit_op_signature(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix, "\n");
-            outbuf t = {0};
-            out_puts(&t, "    return ");
-            emit_op_text(&t, s, ops[k].runtime, e);
-            out_printf(&t, "(p, &%s, ", e->descriptor);
-            emit_name_value(&t, e);
-            out_puts(&t, ", ");
-            emit_op_text(&t, s, ops[k].args, e);
-            out_puts(&t, ");\n");
-            out_puts(o, "{\n");
-            out_declf(o, "%s", t.data);
-            out_puts(o, "}\n\n");
-            free(t.data);
-        }
-    }
-}
-
 static const char *grant_macro(grant g)
 {
     return g == GRANT_WRITE ? "WK_GRANT_WRITE" : g == GRANT_READ ? "WK_GRANT_READ" : "WK_GRANT_NONE";
@@ -342,45 +319,6 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
                "    h->p = NULL;\n"
                "}\n\n",
                t, t);
-    for (size_t i = 0; i < s->nentities; i++) {
-        const entity *e = &s->entities[i];
-        if (c->grants[i] == GRANT_NONE)
-            continue;
-        size_t nops;
-        const op_desc *ops = kind_ops(e, &nops);
-        for (size_t k = 0; k < nops; k++) {
-            if (ops[k].write && c->grants[i] != GRANT_WRITE)
-                continue;
-            outbuf first = {0}, fn = {0};
-            out_printf(&first, "%s *h", t);
-            out_printf(&fn, "%s_%s", t, e->id);
-            emit_op_signature(o, s, e, &ops[k], first.data, fn.data, "\n");
-            free(first.data);
-            free(fn.data);
-            outbuf call = {0};
-            out_printf(&call, "    return %s_%s(h ? h->p : NULL, ", e->fn_prefix, ops[k].op);
-            emit_name_args(&call, e);
-            out_puts(&call, ", ");
-            /* the op's own parameters, by name */
-            const char *args = ops[k].args;
-            outbuf plain = {0};
-            for (const char *p = args; *p;) {
-                if (strncmp(p, "CODEC, ", 7) == 0) {
-                    p += 7;
-                    continue;
-                }
-                char ch[2] = {*p++, '\0'};
-                out_puts(&plain, ch);
-            }
-            out_puts(&call, plain.data ? plain.data : "");
-            free(plain.data);
-            out_puts(&call, ");\n");
-            out_puts(o, "{\n");
-            out_declf(o, "%s", call.data);
-            out_puts(o, "}\n\n");
-            free(call.data);
-        }
-    }
 }
 
 void emit_source(const schema *s, outbuf *o)
@@ -393,7 +331,6 @@ void emit_source(const schema *s, outbuf *o)
     out_printf(o, "#include \"%s.h\"\n\n", s->service);
     emit_entities(s, o);
     emit_records(s, o);
-    emit_accessors(s, o);
     if (s->ncaps)
         emit_section(o, "Capabilities and typed handles");
     for (size_t i = 0; i < s->ncaps; i++)

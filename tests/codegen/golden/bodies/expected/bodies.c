@@ -214,91 +214,6 @@ const wk_codec bodies_node_codec = {
     "node", bodies__node_codec_encode, bodies__node_codec_decode, NULL};
 
 /* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found)
-{
-    return wk_cache_get_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
-                              body, found);
-}
-
-int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body)
-{
-    return wk_cache_put_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
-                              body);
-}
-
-int bodies_doc_remove(wk_processor *p, const char *title, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_doc_entity, wk_name_str(title), removed);
-}
-
-int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
-                    uint8_t hash[WK_HASH_LEN], bool *found)
-{
-    return wk_hashed_cache_get_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                                     &bodies_everything_codec, body, hash, found);
-}
-
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
-{
-    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), out);
-}
-
-int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                               const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                               uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
-{
-    return wk_hashed_cache_get_if_changed_typed(p, &bodies_hdoc_entity,
-                                                wk_name_bytes(slug, slug_len), known,
-                                                &bodies_everything_codec, body, hash, outcome);
-}
-
-int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
-                    const bodies_everything *body, uint8_t hash[WK_HASH_LEN])
-{
-    return wk_hashed_cache_put_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                                     &bodies_everything_codec, body, hash);
-}
-
-int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed)
-{
-    return wk_hashed_cache_remove(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), removed);
-}
-
-int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found)
-{
-    return wk_cache_get_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body,
-                              found);
-}
-
-int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body)
-{
-    return wk_cache_put_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body);
-}
-
-int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_tree_entity, wk_name_i64(name), removed);
-}
-
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out)
-{
-    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), out);
-}
-
-int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len)
-{
-    return wk_cache_put(p, &bodies_raw_entity, wk_name_u64(name), body, len);
-}
-
-int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_raw_entity, wk_name_u64(name), removed);
-}
-
-/* ------------------------------------------------------------------------
  * Capabilities and typed handles
  * ---------------------------------------------------------------------- */
 
@@ -332,39 +247,6 @@ void bodies_reader_close(bodies_reader *h)
     wk_db_close(h->db);
     h->db = NULL;
     h->p = NULL;
-}
-
-int bodies_reader_doc_get(bodies_reader *h, const char *title, bodies_everything *body, bool *found)
-{
-    return bodies_doc_get(h ? h->p : NULL, title, body, found);
-}
-
-int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
-                           bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found)
-{
-    return bodies_hdoc_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
-}
-
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
-{
-    return bodies_hdoc_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
-}
-
-int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bool *found)
-{
-    return bodies_tree_get(h ? h->p : NULL, name, body, found);
-}
-
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out)
-{
-    return bodies_raw_get(h ? h->p : NULL, name, out);
 }
 
 /* Capability "writer" */
@@ -403,25 +285,5 @@ void bodies_writer_close(bodies_writer *h)
     wk_db_close(h->db);
     h->db = NULL;
     h->p = NULL;
-}
-
-int bodies_writer_doc_get(bodies_writer *h, const char *title, bodies_everything *body, bool *found)
-{
-    return bodies_doc_get(h ? h->p : NULL, title, body, found);
-}
-
-int bodies_writer_doc_put(bodies_writer *h, const char *title, const bodies_everything *body)
-{
-    return bodies_doc_put(h ? h->p : NULL, title, body);
-}
-
-int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed)
-{
-    return bodies_doc_remove(h ? h->p : NULL, title, removed);
-}
-
-int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body, bool *found)
-{
-    return bodies_tree_get(h ? h->p : NULL, name, body, found);
 }
 

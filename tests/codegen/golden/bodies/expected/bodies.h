@@ -184,7 +184,7 @@ extern const wk_codec bodies_node_codec; /* for wk_cache_*_typed() */
 
 /* ------------------------------------------------------------------------
  * Typed accessors: thin wrappers over the runtime, one per query of each
- * entity.
+ * entity (static inline: a call costs what the runtime call costs).
  * Each takes the processor first (wk_db_processor(db), or a wrapper such as
  * hooks or a batch) and the item's name typed as the schema says, and returns
  * what the runtime function named in its comment returns (see that function
@@ -198,11 +198,25 @@ extern const wk_codec bodies_node_codec; /* for wk_cache_*_typed() */
  * READ: read and decode the body (free it with bodies_everything_free());
  * needs a processor that is not deferred. See wk_cache_get_typed().
  */
-int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found);
+static inline int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body,
+                                 bool *found)
+{
+    return wk_cache_get_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
+                              body, found);
+}
+
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
-int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body);
+static inline int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body)
+{
+    return wk_cache_put_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
+                              body);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
+static inline int bodies_doc_remove(wk_processor *p, const char *title, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_doc_entity, wk_name_str(title), removed);
+}
 
 /* hdoc: HashedCache */
 /*
@@ -210,47 +224,95 @@ int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
  * (free it with bodies_everything_free()); needs a processor that is not
  * deferred (a batch gives WK_EINVAL). See wk_hashed_cache_get_typed().
  */
-int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
-                    uint8_t hash[WK_HASH_LEN], bool *found);
+static inline int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len,
+                                  bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found)
+{
+    return wk_hashed_cache_get_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash, found);
+}
+
 /* READ: read only the hash (out->hash; no body crosses the network). See wk_hashed_cache_hash(). */
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+static inline int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
+{
+    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), out);
+}
+
 /*
  * READ: decode the body only if its hash differs from known (WK_ITEM_CHANGED);
  * not deferred. See wk_hashed_cache_get_if_changed_typed().
  */
-int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                               const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                               uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+static inline int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
+                                             const uint8_t known[WK_HASH_LEN],
+                                             bodies_everything *body, uint8_t hash[WK_HASH_LEN],
+                                             wk_item_change *outcome)
+{
+    return wk_hashed_cache_get_if_changed_typed(p, &bodies_hdoc_entity,
+                                                wk_name_bytes(slug, slug_len), known,
+                                                &bodies_everything_codec, body, hash, outcome);
+}
+
 /*
  * WRITE: encode the body, store it and its hash with the entity's TTL. See
  * wk_hashed_cache_put_typed().
  */
-int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
-                    const bodies_everything *body, uint8_t hash[WK_HASH_LEN]);
+static inline int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
+                                  const bodies_everything *body, uint8_t hash[WK_HASH_LEN])
+{
+    return wk_hashed_cache_put_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash);
+}
+
 /* WRITE: delete the item. See wk_hashed_cache_remove(). */
-int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed);
+static inline int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len,
+                                     bool *removed)
+{
+    return wk_hashed_cache_remove(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), removed);
+}
 
 /* tree: Cache */
 /*
  * READ: read and decode the body (free it with bodies_node_free()); needs a
  * processor that is not deferred. See wk_cache_get_typed().
  */
-int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found)
+{
+    return wk_cache_get_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body,
+                              found);
+}
+
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
-int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body);
+static inline int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body)
+{
+    return wk_cache_put_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed);
+static inline int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_tree_entity, wk_name_i64(name), removed);
+}
 
 /* raw: Cache */
 /*
  * READ: read the body into out (found, data, len; free it with
  * wk_body_free()). See wk_cache_get().
  */
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out);
+static inline int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out)
+{
+    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), out);
+}
+
 /* WRITE: store the body with the entity's TTL. See wk_cache_put(). */
-int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len);
+static inline int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len)
+{
+    return wk_cache_put(p, &bodies_raw_entity, wk_name_u64(name), body, len);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed);
+static inline int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_raw_entity, wk_name_u64(name), removed);
+}
 
 /* ------------------------------------------------------------------------
  * Capability "reader": default read
@@ -293,19 +355,48 @@ int bodies_reader_narrow(bodies_reader *h, wk_db *db);
 void bodies_reader_close(bodies_reader *h);
 
 /* doc (read): as bodies_doc_*(). */
-int bodies_reader_doc_get(bodies_reader *h, const char *title, bodies_everything *body,
-                          bool *found);
+static inline int bodies_reader_doc_get(bodies_reader *h, const char *title,
+                                        bodies_everything *body, bool *found)
+{
+    return bodies_doc_get(h ? h->p : NULL, title, body, found);
+}
+
 /* hdoc (read): as bodies_hdoc_*(). */
-int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
-                           bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found);
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out);
-int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+static inline int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
+                                         bodies_everything *body, uint8_t hash[WK_HASH_LEN],
+                                         bool *found)
+{
+    return bodies_hdoc_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
+}
+
+static inline int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len,
+                                          wk_body *out)
+{
+    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug,
+                                                    size_t slug_len,
+                                                    const uint8_t known[WK_HASH_LEN],
+                                                    bodies_everything *body,
+                                                    uint8_t hash[WK_HASH_LEN],
+                                                    wk_item_change *outcome)
+{
+    return bodies_hdoc_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
+}
+
 /* tree (read): as bodies_tree_*(). */
-int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body,
+                                         bool *found)
+{
+    return bodies_tree_get(h ? h->p : NULL, name, body, found);
+}
+
 /* raw (read): as bodies_raw_*(). */
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out);
+static inline int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out)
+{
+    return bodies_raw_get(h ? h->p : NULL, name, out);
+}
 
 /* Not granted by "reader": calling one of these does not compile. */
 #define bodies_reader_doc_put(...) \
@@ -374,12 +465,29 @@ int bodies_writer_narrow(bodies_writer *h, wk_db *db);
 void bodies_writer_close(bodies_writer *h);
 
 /* doc (write): as bodies_doc_*(). */
-int bodies_writer_doc_get(bodies_writer *h, const char *title, bodies_everything *body,
-                          bool *found);
-int bodies_writer_doc_put(bodies_writer *h, const char *title, const bodies_everything *body);
-int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed);
+static inline int bodies_writer_doc_get(bodies_writer *h, const char *title,
+                                        bodies_everything *body, bool *found)
+{
+    return bodies_doc_get(h ? h->p : NULL, title, body, found);
+}
+
+static inline int bodies_writer_doc_put(bodies_writer *h, const char *title,
+                                        const bodies_everything *body)
+{
+    return bodies_doc_put(h ? h->p : NULL, title, body);
+}
+
+static inline int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed)
+{
+    return bodies_doc_remove(h ? h->p : NULL, title, removed);
+}
+
 /* tree (read): as bodies_tree_*(). */
-int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body,
+                                         bool *found)
+{
+    return bodies_tree_get(h ? h->p : NULL, name, body, found);
+}
 
 /* Not granted by "writer": calling one of these does not compile. */
 #define bodies_writer_hdoc_get(...) \

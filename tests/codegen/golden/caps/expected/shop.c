@@ -24,85 +24,6 @@ const wk_entity *const shop_entities[SHOP_ENTITY_COUNT] = {
 };
 
 /* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int shop_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return wk_lock_try(p, &shop_invoice_entity, wk_name_u64(invoice), token, acquired);
-}
-
-int shop_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token, bool *released)
-{
-    return wk_lock_release(p, &shop_invoice_entity, wk_name_u64(invoice), token, released);
-}
-
-int shop_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token, bool *extended)
-{
-    return wk_lock_extend(p, &shop_invoice_entity, wk_name_u64(invoice), token, extended);
-}
-
-int shop_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
-{
-    return wk_lock_inspect(p, &shop_invoice_entity, wk_name_u64(invoice), state);
-}
-
-int shop_catalog_try_read(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_read(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int shop_catalog_try_write(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_write(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int shop_catalog_release_read(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *was_running)
-{
-    return wk_rwlock_release_read(p, &shop_catalog_entity, wk_name_str(shop), token, was_running);
-}
-
-int shop_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
-                             bool *extended)
-{
-    return wk_rwlock_extend_read(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int shop_catalog_release_write(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *released)
-{
-    return wk_rwlock_release_write(p, &shop_catalog_entity, wk_name_str(shop), token, released);
-}
-
-int shop_catalog_extend_write(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *extended)
-{
-    return wk_rwlock_extend_write(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int shop_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state)
-{
-    return wk_rwlock_inspect(p, &shop_catalog_entity, wk_name_str(shop), state);
-}
-
-int shop_login_acquire(wk_processor *p, const char *address, uint64_t cost,
-                       wk_token_bucket_outcome *outcome)
-{
-    return wk_token_bucket_acquire(p, &shop_login_entity, wk_name_str(address), cost, outcome);
-}
-
-int shop_login_peek(wk_processor *p, const char *address, wk_token_bucket_state *state)
-{
-    return wk_token_bucket_peek(p, &shop_login_entity, wk_name_str(address), state);
-}
-
-int shop_login_reset(wk_processor *p, const char *address, bool *was_used)
-{
-    return wk_token_bucket_reset(p, &shop_login_entity, wk_name_str(address), was_used);
-}
-
-/* ------------------------------------------------------------------------
  * Capabilities and typed handles
  * ---------------------------------------------------------------------- */
 
@@ -143,33 +64,6 @@ void shop_worker_close(shop_worker *h)
     h->p = NULL;
 }
 
-int shop_worker_invoice_try(shop_worker *h, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return shop_invoice_try(h ? h->p : NULL, invoice, token, acquired);
-}
-
-int shop_worker_invoice_release(shop_worker *h, uint64_t invoice, const wk_token *token,
-                                bool *released)
-{
-    return shop_invoice_release(h ? h->p : NULL, invoice, token, released);
-}
-
-int shop_worker_invoice_extend(shop_worker *h, uint64_t invoice, const wk_token *token,
-                               bool *extended)
-{
-    return shop_invoice_extend(h ? h->p : NULL, invoice, token, extended);
-}
-
-int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice, wk_lock_state *state)
-{
-    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int shop_worker_catalog_inspect(shop_worker *h, const char *shop, wk_rwlock_state *state)
-{
-    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
 /* Capability "replica" */
 
 static const wk_cap_table shop__replica_cap = {"replica", WK_GRANT_READ, NULL, 0};
@@ -200,21 +94,6 @@ void shop_replica_close(shop_replica *h)
     wk_db_close(h->db);
     h->db = NULL;
     h->p = NULL;
-}
-
-int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice, wk_lock_state *state)
-{
-    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int shop_replica_catalog_inspect(shop_replica *h, const char *shop, wk_rwlock_state *state)
-{
-    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
-int shop_replica_login_peek(shop_replica *h, const char *address, wk_token_bucket_state *state)
-{
-    return shop_login_peek(h ? h->p : NULL, address, state);
 }
 
 /* Capability "nothing" */
