@@ -348,7 +348,7 @@ static int run_once(wk_cron_ctx *ctx)
             return rc;
         }
         if (wk_lease_keeper_lost(keeper)) {
-            wk_lease_keeper_stop(keeper, NULL);
+            wk_lease_keeper_free(keeper);
             log_msg(c, WK_LOG_WARN, j->name, "lease lost right after it was taken; run skipped");
             return WK_OK;
         }
@@ -361,13 +361,14 @@ static int run_once(wk_cron_ctx *ctx)
     if (keeper) {
         ctx->lease = NULL;
         wk_lease_outcome out;
-        wk_lease_keeper_stop(keeper, &out);
+        wk_lease_keeper_halt(keeper, &out);
+        wk_lease_keeper_free(keeper);
         if (out.lost)
             log_msg(c, WK_LOG_WARN, j->name, "the lease was lost during run %llu: %s",
                     (unsigned long long)ctx->number,
                     out.lost_status == WK_OK ? "another holder or the key was deleted"
                                              : wk_strerror(out.lost_status));
-        /* Its extensions are over (stop joined the keeper's thread): end
+        /* Its extensions are over (halt joined the keeper's thread): end
          * the lease where it would have ended without them. */
         cut_lease(ctx, &token, end);
     } else if (took >= j->lock.entity.ttl_ms) {

@@ -471,7 +471,8 @@ int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn wo
         ran = true;
         work_status = work(k, arg);
     }
-    rc = wk_lease_keeper_stop(k, outcome);
+    rc = wk_lease_keeper_halt(k, outcome);
+    wk_lease_keeper_free(k);
     outcome->ran = ran;
     outcome->work_status = work_status;
     return rc;
