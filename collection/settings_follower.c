@@ -98,7 +98,7 @@ struct wk_settings_follower {
     int wake[2]; /* stop writes a byte to wake[1] */
     atomic_bool stop;
     queued *queue_head, *queue_tail; /* messages read during a load */
-    int64_t next_check_ms;           /* monotonic ms of the next check */
+    int64_t next_check_ms;           /* wk__boot_ms() of the next check */
     int64_t behind;                  /* server version seen ahead of the
                                       * mirror at the last check; 0: none */
 
@@ -116,13 +116,6 @@ struct wk_settings_follower {
     char errmsg[512];
     bool locks_ready;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void record_failure(wk_settings_follower *f, int status, const char *msg)
 {
@@ -269,13 +262,13 @@ static int catch_up(wk_settings_follower *f, wk__bytes_map *fresh, const char *e
                     int64_t last, bool *again)
 {
     int64_t expected = first + 1;
-    int64_t deadline = now_ms() + f->command_timeout_ms;
+    int64_t deadline = wk__boot_ms() + f->command_timeout_ms;
     for (;;) {
         queued *q = f->queue_head;
         if (!q) {
             if (expected > last)
                 return WK_OK;
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - wk__boot_ms();
             if (left <= 0 || atomic_load(&f->stop)) {
                 *again = !atomic_load(&f->stop);
                 char msg[160];
@@ -486,7 +479,7 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
     rc = reload(f, initial);
     if (rc)
         drop_subscriber(f);
-    f->next_check_ms = now_ms() + f->check_ms;
+    f->next_check_ms = wk__boot_ms() + f->check_ms;
     return rc;
 }
 
@@ -597,7 +590,7 @@ static void *follower_main(void *arg)
         }
         int timeout = READ_SLICE_MS;
         if (f->check_ms) {
-            int64_t left = f->next_check_ms - now_ms();
+            int64_t left = f->next_check_ms - wk__boot_ms();
             timeout = left < 0 ? 0 : left < timeout ? (int)left : timeout;
         }
         const char *msg;
@@ -611,9 +604,9 @@ static void *follower_main(void *arg)
         }
         if (got && handle_message(f, msg, len) != WK_OK)
             continue;
-        if (f->sub && f->check_ms && now_ms() >= f->next_check_ms) {
+        if (f->sub && f->check_ms && wk__boot_ms() >= f->next_check_ms) {
             check(f, true);
-            f->next_check_ms = now_ms() + f->check_ms;
+            f->next_check_ms = wk__boot_ms() + f->check_ms;
         }
     }
     return NULL;
@@ -913,16 +906,9 @@ int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int time
         *reached = false;
     if (!f || !reached)
         return WK_EINVAL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (timeout_ms > 0) {
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline = {0, 0};
+    if (timeout_ms > 0) /* the condition's clock: CLOCK_MONOTONIC (wk__sync_init) */
+        wk__cond_abstime(wk__add_ms(wk__boot_ms(), timeout_ms), &deadline);
     pthread_mutex_lock(&f->mu);
     while (f->stats.version < version && timeout_ms != 0 && !f->halted) {
         int rc = timeout_ms < 0 ? pthread_cond_wait(&f->cv, &f->mu)
