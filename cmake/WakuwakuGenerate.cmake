@@ -17,9 +17,13 @@
 #
 # The files are regenerated when the schema or wk-codegen changes. Inside
 # the wakuwaku tree (or a project that add_subdirectory()s it) the
-# wk-codegen target is used; otherwise the wk-codegen program on PATH (or
-# WK_CODEGEN_EXECUTABLE), and the libraries `wakuwaku_codec`, `wakuwaku`
-# and jansson.
+# wk-codegen target is used and <name> links wakuwaku_codec_static and
+# wakuwaku_static; after find_package(wakuwaku), the installed
+# wakuwaku::wk-codegen, wakuwaku::wakuwaku_codec and wakuwaku::wakuwaku;
+# otherwise WK_CODEGEN_EXECUTABLE (or wk-codegen on PATH) and
+# -lwakuwaku_codec -lwakuwaku. WK_CODEGEN_EXECUTABLE, when set, wins over
+# the package's generator. The generated code's JSON bodies go through the
+# codec library, the only one that links jansson.
 include_guard(GLOBAL)
 
 function(wakuwaku_generate)
@@ -58,6 +62,9 @@ function(wakuwaku_generate)
   if(TARGET wk-codegen)
     set(codegen wk-codegen)
     set(codegen_dep wk-codegen)
+  elseif(NOT WK_CODEGEN_EXECUTABLE AND TARGET wakuwaku::wk-codegen)
+    set(codegen wakuwaku::wk-codegen)
+    set(codegen_dep "$<TARGET_FILE:wakuwaku::wk-codegen>")
   else()
     if(NOT WK_CODEGEN_EXECUTABLE)
       find_program(WK_CODEGEN_EXECUTABLE wk-codegen REQUIRED)
@@ -76,12 +83,17 @@ function(wakuwaku_generate)
   add_library(${WKG_TARGET} STATIC "${outdir}/${service}.c" "${outdir}/${service}.h")
   target_include_directories(${WKG_TARGET} PUBLIC "${outdir}")
   if(TARGET wakuwaku_codec_static)
-    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku_codec_static wakuwaku_static)
+    set(runtime wakuwaku_codec_static wakuwaku_static)
+  elseif(TARGET wakuwaku::wakuwaku_codec)
+    set(runtime wakuwaku::wakuwaku_codec wakuwaku::wakuwaku)
   else()
-    find_package(PkgConfig REQUIRED)
-    pkg_check_modules(WK_GEN_JANSSON REQUIRED IMPORTED_TARGET jansson)
-    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku_codec wakuwaku PkgConfig::WK_GEN_JANSSON)
+    set(runtime wakuwaku_codec wakuwaku)
   endif()
+  if(NOT TARGET PkgConfig::WK_GEN_JANSSON)
+    find_package(PkgConfig REQUIRED)
+    pkg_check_modules(WK_GEN_JANSSON REQUIRED IMPORTED_TARGET GLOBAL jansson)
+  endif()
+  target_link_libraries(${WKG_TARGET} PUBLIC ${runtime} PkgConfig::WK_GEN_JANSSON)
   if(DEFINED WK_WARNINGS)
     # inside the wakuwaku tree: generated code meets the project's warnings
     target_compile_options(${WKG_TARGET} PRIVATE ${WK_WARNINGS} -pedantic)

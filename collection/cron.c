@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <sodium.h>
-
 #include <wakuwaku/cron.h>
 #include <wakuwaku/lock.h>
 
@@ -42,13 +40,8 @@ typedef struct job {
     /* wk_cron_add_once(): the lease, and how to connect. */
     bool once;
     bool keep_alive;
-    wk_entity lock;
-    char *lock_ns;
-    wk_name lock_name;
-    void *lock_name_bytes;
-    wk_db_options db_opts; /* its strings and capability below are ours */
-    char *url, *username, *password, *client_name;
-    wk_cap *cap;
+    wk__held lock;          /* the Lock entity and the lock's name, copied */
+    wk_db_options db_opts;  /* a deep copy (wk__db_options_copy) */
     wk_db *idle_db; /* one connection kept between runs; under the mutex */
 } job;
 
@@ -128,7 +121,7 @@ static int fail(wk_cron *c, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+    wk__errbuf_vset(c->errmsg, sizeof(c->errmsg), status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -148,32 +141,14 @@ static void wait_until(wk_cron *c, int64_t when)
     pthread_cond_timedwait(&c->cond, &c->mu, &ts);
 }
 
-static char *dup_or_null(const char *s, bool *oom)
-{
-    if (!s)
-        return NULL;
-    char *d = strdup(s);
-    if (!d)
-        *oom = true;
-    return d;
-}
-
 static void job_free(job *j)
 {
     if (!j)
         return;
     wk_db_close(j->idle_db);
     free(j->name);
-    free(j->lock_ns);
-    free(j->lock_name_bytes);
-    free(j->url);
-    free(j->username);
-    if (j->password) {
-        sodium_memzero(j->password, strlen(j->password));
-        free(j->password);
-    }
-    free(j->client_name);
-    wk_cap_free(j->cap);
+    wk__held_free(&j->lock);
+    wk__db_options_free(&j->db_opts);
     free(j);
 }
 
@@ -263,13 +238,13 @@ static int lease_script(wk_db *db, const job *j, const wk_token *token, const in
     const char *op = end ? lease_cut_script.name : lease_end_script.name;
     char key[WK_KEY_MAX];
     size_t key_len;
-    int rc = wk__prepare(p, op, &j->lock, WK_KIND_LOCK, &j->lock_name, NULL, key, &key_len);
+    int rc = wk__prepare(p, op, &j->lock.entity, WK_KIND_LOCK, &j->lock.name, NULL, key, &key_len);
     if (rc)
         return rc;
     char at[24];
     const char *argv[3] = {key, (const char *)token->bytes, at};
     size_t argvlen[3] = {key_len, WK_TOKEN_LEN, end ? wk__fmt_i64(at, *end) : 0};
-    wk_access access = {&j->lock, end ? WK_WRITE : WK_READ};
+    wk_access access = {&j->lock.entity, end ? WK_WRITE : WK_READ};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .flags = end ? 0 : WK_QUERY_RETRY_SAFE,
@@ -295,7 +270,7 @@ static void cut_lease(wk_cron_ctx *ctx, const wk_token *token, int64_t end)
         log_msg(c, WK_LOG_WARN, j->name,
                 "run %llu: cannot end the lease at its tick's end (no connection): it runs "
                 "until %lld ms after its last extension, and the next tick may skip",
-                (unsigned long long)ctx->number, (long long)j->lock.ttl_ms);
+                (unsigned long long)ctx->number, (long long)j->lock.entity.ttl_ms);
         return;
     }
     bool cut = false;
@@ -304,7 +279,7 @@ static void cut_lease(wk_cron_ctx *ctx, const wk_token *token, int64_t end)
         log_msg(c, WK_LOG_WARN, j->name,
                 "run %llu: cannot end the lease at its tick's end (%s): it runs until %lld ms "
                 "after its last extension, and the next tick may skip",
-                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.ttl_ms);
+                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.entity.ttl_ms);
     give_back_db(ctx, db);
 }
 
@@ -321,7 +296,7 @@ static int run_once(wk_cron_ctx *ctx)
         return rc;
     wk_token token;
     bool acquired = false;
-    rc = wk_lock_try(wk_db_processor(db), &j->lock, j->lock_name, &token, &acquired);
+    rc = wk_lock_try(wk_db_processor(db), &j->lock.entity, j->lock.name, &token, &acquired);
     if (rc == WK_EUNKNOWN)
         /* Sent, reply lost: the lease may be ours. Not running is the safe
          * side; a lease taken runs out before the next tick (TTL <
@@ -329,7 +304,7 @@ static int run_once(wk_cron_ctx *ctx)
         log_msg(c, WK_LOG_ERROR, j->name,
                 "run %llu skipped: lock.try's outcome is unknown (%s); if it took the lease, "
                 "that runs out after %lld ms",
-                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.ttl_ms);
+                (unsigned long long)ctx->number, wk_db_errmsg(db), (long long)j->lock.entity.ttl_ms);
     else if (rc != WK_OK)
         log_msg(c, WK_LOG_ERROR, j->name, "lock.try failed: %s", wk_db_errmsg(db));
     int64_t end = -1;
@@ -360,8 +335,8 @@ static int run_once(wk_cron_ctx *ctx)
         wk_lease_keeper_options ko = WK_LEASE_KEEPER_OPTIONS_INIT;
         ko.db = &j->db_opts;
         ko.kind = WK_LEASE_LOCK;
-        ko.entity = &j->lock;
-        ko.name = j->lock_name;
+        ko.entity = &j->lock.entity;
+        ko.name = j->lock.name;
         ko.token = token;
         ko.release = false; /* the lease must run out, not be released */
         char err[256];
@@ -373,7 +348,7 @@ static int run_once(wk_cron_ctx *ctx)
             return rc;
         }
         if (wk_lease_keeper_lost(keeper)) {
-            wk_lease_keeper_stop(keeper, NULL);
+            wk_lease_keeper_free(keeper);
             log_msg(c, WK_LOG_WARN, j->name, "lease lost right after it was taken; run skipped");
             return WK_OK;
         }
@@ -386,20 +361,21 @@ static int run_once(wk_cron_ctx *ctx)
     if (keeper) {
         ctx->lease = NULL;
         wk_lease_outcome out;
-        wk_lease_keeper_stop(keeper, &out);
+        wk_lease_keeper_halt(keeper, &out);
+        wk_lease_keeper_free(keeper);
         if (out.lost)
             log_msg(c, WK_LOG_WARN, j->name, "the lease was lost during run %llu: %s",
                     (unsigned long long)ctx->number,
                     out.lost_status == WK_OK ? "another holder or the key was deleted"
                                              : wk_strerror(out.lost_status));
-        /* Its extensions are over (stop joined the keeper's thread): end
+        /* Its extensions are over (halt joined the keeper's thread): end
          * the lease where it would have ended without them. */
         cut_lease(ctx, &token, end);
-    } else if (took >= j->lock.ttl_ms) {
+    } else if (took >= j->lock.entity.ttl_ms) {
         log_msg(c, WK_LOG_WARN, j->name,
                 "run %llu took %lld ms, longer than the lease (%lld ms): another replica may "
                 "have started the job meanwhile (use keep_alive)",
-                (unsigned long long)ctx->number, (long long)took, (long long)j->lock.ttl_ms);
+                (unsigned long long)ctx->number, (long long)took, (long long)j->lock.entity.ttl_ms);
     }
     return rc;
 }
@@ -513,20 +489,7 @@ int wk_cron_new(wk_cron **out, const wk_cron_options *opts)
         return WK_ENOMEM;
     c->opts = opts ? *opts : defaults;
     atomic_init(&c->stop_flag, false);
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) {
-        free(c);
-        return WK_ENOMEM;
-    }
-    bool ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-              pthread_cond_init(&c->cond, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok) {
-        free(c);
-        return WK_ENOMEM;
-    }
-    if (pthread_mutex_init(&c->mu, NULL) != 0) {
-        pthread_cond_destroy(&c->cond);
+    if (wk__sync_init(&c->mu, &c->cond) != WK_OK) {
         free(c);
         return WK_ENOMEM;
     }
@@ -597,13 +560,9 @@ int wk_cron_add(wk_cron *c, const wk_cron_job *spec)
     return add(c, j);
 }
 
-int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_options *once)
+/* The checks wk_cron_add_once() adds to check_job(). */
+static int check_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_options *once)
 {
-    if (!c)
-        return WK_EINVAL;
-    int rc = check_job(c, spec);
-    if (rc != WK_OK)
-        return rc;
     if (!once || !once->db || !once->db->capability || !once->lock)
         return fail(c, WK_EINVAL, "cron: job \"%s\": once needs db options (with a capability) "
                                   "and a Lock entity",
@@ -628,48 +587,34 @@ int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_opt
                     "cron: job \"%s\": a lease of %lld ms is too short to keep alive (≥ 4 ms, "
                     "see lease_keeper.h)",
                     spec->name, (long long)e->ttl_ms);
+    return WK_OK;
+}
 
+int wk_cron_add_once(wk_cron *c, const wk_cron_job *spec, const wk_cron_once_options *once)
+{
+    if (!c)
+        return WK_EINVAL;
+    int rc = check_job(c, spec);
+    if (rc == WK_OK)
+        rc = check_once(c, spec, once);
+    if (rc != WK_OK)
+        return rc;
     job *j = job_new(spec);
     if (!j)
         return fail(c, WK_ENOMEM, "cron: out of memory");
-    bool oom = false;
     j->once = true;
     j->keep_alive = once->keep_alive;
-    j->lock_ns = dup_or_null(e->ns, &oom);
-    j->lock = (wk_entity){.kind = WK_KIND_LOCK, .ns = j->lock_ns, .ttl_ms = e->ttl_ms};
-    j->lock_name = once->name;
-    const void *bytes = once->name.bytes;
-    size_t len = once->name.len;
-    if (once->name.type == WK_NAME_BYTES && !bytes) {
-        bytes = j->name; /* default: the job's name */
-        len = strlen(j->name);
-        j->lock_name.len = len;
-    }
-    if (once->name.type == WK_NAME_BYTES) {
-        j->lock_name_bytes = malloc(len ? len : 1);
-        if (j->lock_name_bytes)
-            memcpy(j->lock_name_bytes, bytes, len);
-        else
-            oom = true;
-        j->lock_name.bytes = j->lock_name_bytes;
-    }
-    const wk_db_options *o = once->db;
-    j->db_opts = *o;
-    j->url = dup_or_null(o->url, &oom);
-    j->username = dup_or_null(o->username, &oom);
-    j->password = dup_or_null(o->password, &oom);
-    j->client_name = dup_or_null(o->client_name, &oom);
-    j->db_opts.url = j->url;
-    j->db_opts.username = j->username;
-    j->db_opts.password = j->password;
-    j->db_opts.client_name = j->client_name;
-    /* A private copy of the capability: the caller's may be freed. */
-    rc = wk_cap_intersect(&j->cap, o->capability, o->capability, NULL);
-    j->db_opts.capability = j->cap;
-    if (oom || rc != WK_OK) {
+    wk_name name = once->name;
+    if (name.type == WK_NAME_BYTES && !name.bytes)
+        name = wk_name_str(j->name); /* default: the job's name */
+    const wk_entity lock = {.kind = WK_KIND_LOCK, .ns = once->lock->ns,
+                            .ttl_ms = once->lock->ttl_ms};
+    rc = wk__held_init(&j->lock, &lock, WK_KIND_LOCK, &name);
+    if (rc == WK_OK)
+        rc = wk__db_options_copy(&j->db_opts, once->db);
+    if (rc != WK_OK) {
         job_free(j);
-        return fail(c, rc == WK_OK || rc == WK_ENOMEM ? WK_ENOMEM : rc,
-                    "cron: job \"%s\": cannot copy the options", spec->name);
+        return fail(c, rc, "cron: job \"%s\": cannot copy the options", spec->name);
     }
     return add(c, j);
 }

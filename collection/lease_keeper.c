@@ -43,12 +43,9 @@ static int64_t max_period_for(int64_t ttl)
 
 struct wk_lease_keeper {
     /* Set up by start, read-only afterwards. */
-    wk_db *db; /* used by the heartbeat thread, then by stop after join */
+    wk_db *db; /* used by the heartbeat thread, then by halt after join; NULL after halt */
     wk_lease_kind kind;
-    wk_entity entity;
-    char *ns;
-    wk_name name;
-    void *name_bytes;
+    wk__held held; /* the entity and name, copied */
     wk_token token;
     int64_t ttl_ms, period_ms, retry_ms, drift_ms;
     int64_t first_sent; /* when the extension made by start was sent */
@@ -69,20 +66,12 @@ struct wk_lease_keeper {
     bool stopping; /* under mu */
     bool has_thread;
     pthread_t thread;
+
+    /* After halt: what it found, for later calls. */
+    bool halted;
+    int halt_status;
+    wk_lease_outcome outcome;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Decide the loss once; the first caller's status wins. */
 static void mark_lost(wk_lease_keeper *k, int status)
@@ -133,11 +122,11 @@ static int extend(wk_lease_keeper *k, bool *extended)
     wk_processor *p = wk_db_processor(k->db);
     switch (k->kind) {
     case WK_LEASE_LOCK:
-        return wk_lock_extend(p, &k->entity, k->name, &k->token, extended);
+        return wk_lock_extend(p, &k->held.entity, k->held.name, &k->token, extended);
     case WK_LEASE_WRITE:
-        return wk_rwlock_extend_write(p, &k->entity, k->name, &k->token, extended);
+        return wk_rwlock_extend_write(p, &k->held.entity, k->held.name, &k->token, extended);
     case WK_LEASE_READ:
-        return wk_rwlock_extend_read(p, &k->entity, k->name, &k->token, extended);
+        return wk_rwlock_extend_read(p, &k->held.entity, k->held.name, &k->token, extended);
     }
     return WK_EINVAL;
 }
@@ -147,11 +136,11 @@ static int release(wk_lease_keeper *k, bool *released)
     wk_processor *p = wk_db_processor(k->db);
     switch (k->kind) {
     case WK_LEASE_LOCK:
-        return wk_lock_release(p, &k->entity, k->name, &k->token, released);
+        return wk_lock_release(p, &k->held.entity, k->held.name, &k->token, released);
     case WK_LEASE_WRITE:
-        return wk_rwlock_release_write(p, &k->entity, k->name, &k->token, released);
+        return wk_rwlock_release_write(p, &k->held.entity, k->held.name, &k->token, released);
     case WK_LEASE_READ:
-        return wk_rwlock_release_read(p, &k->entity, k->name, &k->token, released);
+        return wk_rwlock_release_read(p, &k->held.entity, k->held.name, &k->token, released);
     }
     return WK_EINVAL;
 }
@@ -218,93 +207,101 @@ static void keeper_free(wk_lease_keeper *k)
     if (!k)
         return;
     wk_db_close(k->db);
-    free(k->ns);
-    free(k->name_bytes);
+    wk__held_free(&k->held);
     free(k);
 }
 
-int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts, char *err,
-                          size_t errlen)
+/* The entity kind a lease kind needs, or NULL for an unknown one. */
+static const char *kind_of(wk_lease_kind kind)
 {
-    set_err(err, errlen, "%s", "");
-    if (!out)
-        return WK_EINVAL;
-    *out = NULL;
-    if (!opts || !opts->db || !opts->entity) {
-        set_err(err, errlen, "lease keeper: options, db and entity are required");
-        return WK_EINVAL;
-    }
-    const wk_entity *e = opts->entity;
-    const char *kind = opts->kind == WK_LEASE_LOCK ? WK_KIND_LOCK
-                       : opts->kind == WK_LEASE_WRITE || opts->kind == WK_LEASE_READ
-                           ? WK_KIND_RWLOCK
-                           : NULL;
-    if (!kind) {
-        set_err(err, errlen, "lease keeper: unknown lease kind %d", (int)opts->kind);
-        return WK_EINVAL;
-    }
-    char why[WK_ENTITY_MSG_MAX];
-    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK) {
-        set_err(err, errlen, "lease keeper: invalid %s entity: %s", kind, why);
-        return WK_EINVAL;
-    }
-    if (strcmp(e->kind, kind) != 0) {
-        set_err(err, errlen, "lease keeper: the entity must be a valid %s entity", kind);
-        return WK_EINVAL;
-    }
-    int64_t ttl = e->ttl_ms, limit = max_period_for(ttl);
-    if (limit < 1) {
-        set_err(err, errlen,
-                "lease keeper: ttl_ms %lld is too short to keep alive: an extension must be "
-                "confirmed within ttl − drift (%lld ms) − %lld ms for its reply",
-                (long long)ttl, (long long)drift_for(ttl), (long long)reply_allowance_for(ttl));
-        return WK_EINVAL;
-    }
-    if (opts->period_ms < 0) {
-        set_err(err, errlen, "lease keeper: period_ms %lld must be ≥ 0 (0: ttl_ms / 3)",
-                (long long)opts->period_ms);
-        return WK_EINVAL;
-    }
-    int64_t period = opts->period_ms ? opts->period_ms : ttl / 3;
-    if (period < 1)
-        period = 1;
-    if (period > limit) {
-        set_err(err, errlen,
-                "lease keeper: period_ms %lld must be ≤ %lld for ttl_ms %lld (ttl − drift %lld "
-                "ms − %lld ms for the extension's reply: a later extension could not be "
-                "confirmed before the lease may have run out)",
-                (long long)period, (long long)limit, (long long)ttl, (long long)drift_for(ttl),
-                (long long)reply_allowance_for(ttl));
-        return WK_EINVAL;
-    }
-    if (opts->name.type == WK_NAME_BYTES && !opts->name.bytes && opts->name.len) {
-        set_err(err, errlen, "lease keeper: name bytes are NULL");
-        return WK_EINVAL;
-    }
+    return kind == WK_LEASE_LOCK                            ? WK_KIND_LOCK
+           : kind == WK_LEASE_WRITE || kind == WK_LEASE_READ ? WK_KIND_RWLOCK
+                                                            : NULL;
+}
 
+/* Check the options of start; on success *period is the period to use. */
+static int check_options(const wk_lease_keeper_options *opts, int64_t *period, char *err,
+                         size_t errlen)
+{
+    if (!opts || !opts->db || !opts->entity)
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "lease keeper: options, db and entity are required");
+    const wk_entity *e = opts->entity;
+    const char *kind = kind_of(opts->kind);
+    if (!kind)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: unknown lease kind %d",
+                              (int)opts->kind);
+    char why[WK_ENTITY_MSG_MAX];
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: invalid %s entity: %s",
+                              kind, why);
+    if (strcmp(e->kind, kind) != 0)
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "lease keeper: the entity must be a valid %s entity", kind);
+    int64_t ttl = e->ttl_ms, limit = max_period_for(ttl);
+    if (limit < 1)
+        return wk__errbuf_set(
+            err, errlen, WK_EINVAL,
+            "lease keeper: ttl_ms %lld is too short to keep alive: an extension must be "
+            "confirmed within ttl − drift (%lld ms) − %lld ms for its reply",
+            (long long)ttl, (long long)drift_for(ttl), (long long)reply_allowance_for(ttl));
+    if (opts->period_ms < 0)
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "lease keeper: period_ms %lld must be ≥ 0 (0: ttl_ms / 3)",
+                              (long long)opts->period_ms);
+    int64_t p = opts->period_ms ? opts->period_ms : ttl / 3;
+    if (p < 1)
+        p = 1;
+    if (p > limit)
+        return wk__errbuf_set(
+            err, errlen, WK_EINVAL,
+            "lease keeper: period_ms %lld must be ≤ %lld for ttl_ms %lld (ttl − drift %lld "
+            "ms − %lld ms for the extension's reply: a later extension could not be "
+            "confirmed before the lease may have run out)",
+            (long long)p, (long long)limit, (long long)ttl, (long long)drift_for(ttl),
+            (long long)reply_allowance_for(ttl));
+    if (opts->name.type == WK_NAME_BYTES && !opts->name.bytes && opts->name.len)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: name bytes are NULL");
+    *period = p;
+    return WK_OK;
+}
+
+/* The keeper's own connection. One stuck command must not hold the
+ * heartbeat up past a period, nor past the moment its reply would come
+ * too late to count (an extension sent on time must be confirmed before
+ * valid_until); but a command always gets 50 ms. */
+static int open_db(wk_lease_keeper *k, const wk_db_options *opts, char *err, size_t errlen)
+{
+    wk_db_options o = *opts;
+    int64_t budget = k->ttl_ms - k->drift_ms - k->period_ms; /* ≥ the reply allowance */
+    int64_t cap64 = k->period_ms < budget ? k->period_ms : budget;
+    int cap = cap64 > 50 ? (cap64 > 1000000 ? 1000000 : (int)cap64) : 50;
+    if (o.command_timeout_ms > cap)
+        o.command_timeout_ms = cap;
+    if (o.connect_timeout_ms > cap)
+        o.connect_timeout_ms = cap;
+    return wk_db_open(&k->db, &o, err, errlen);
+}
+
+/* A keeper set up from checked options, not yet connected. */
+static wk_lease_keeper *keeper_new(const wk_lease_keeper_options *opts, int64_t period)
+{
     wk_lease_keeper *k = calloc(1, sizeof(*k));
     if (!k)
-        return WK_ENOMEM;
+        return NULL;
+    if (wk__held_init(&k->held, opts->entity, kind_of(opts->kind), &opts->name) != WK_OK) {
+        free(k);
+        return NULL;
+    }
+    /* Only the kind and the TTL matter to a lock's queries. */
+    k->held.entity = (wk_entity){.kind = k->held.entity.kind, .ns = k->held.ns,
+                                 .ttl_ms = opts->entity->ttl_ms};
     k->kind = opts->kind;
-    k->entity = (wk_entity){.kind = kind, .ttl_ms = e->ttl_ms};
-    k->ns = strdup(e->ns);
-    k->name = opts->name;
-    if (opts->name.type == WK_NAME_BYTES && opts->name.bytes) {
-        k->name_bytes = malloc(opts->name.len ? opts->name.len : 1);
-        if (k->name_bytes)
-            memcpy(k->name_bytes, opts->name.bytes, opts->name.len);
-        k->name.bytes = k->name_bytes;
-    }
-    if (!k->ns || (opts->name.type == WK_NAME_BYTES && opts->name.bytes && !k->name_bytes)) {
-        keeper_free(k);
-        return WK_ENOMEM;
-    }
-    k->entity.ns = k->ns;
     k->token = opts->token;
-    k->ttl_ms = e->ttl_ms;
+    k->ttl_ms = opts->entity->ttl_ms;
     k->period_ms = period;
     k->retry_ms = period / 4 > 10 ? period / 4 : 10;
-    k->drift_ms = drift_for(e->ttl_ms);
+    k->drift_ms = drift_for(k->ttl_ms);
     k->release = opts->release;
     k->on_lost = opts->on_lost;
     k->ctx = opts->ctx;
@@ -313,70 +310,133 @@ int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *
     atomic_init(&k->last_error, WK_OK);
     atomic_init(&k->valid_until, 0);
     atomic_init(&k->extensions, 0);
+    return k;
+}
 
-    /* One stuck command must not hold the heartbeat up past a period, nor
-     * past the moment its reply would come too late to count (an
-     * extension sent on time must be confirmed before valid_until); but
-     * a command always gets 50 ms. */
-    wk_db_options o = *opts->db;
-    int64_t budget = ttl - k->drift_ms - period; /* ≥ the reply allowance */
-    int64_t cap64 = period < budget ? period : budget;
-    int cap = cap64 > 50 ? (cap64 > 1000000 ? 1000000 : (int)cap64) : 50;
-    if (o.command_timeout_ms > cap)
-        o.command_timeout_ms = cap;
-    if (o.connect_timeout_ms > cap)
-        o.connect_timeout_ms = cap;
-    int rc = wk_db_open(&k->db, &o, err, errlen);
-    if (rc != WK_OK) {
-        keeper_free(k);
-        return rc;
-    }
-
-    /* The first extension: proves the token still holds the lease and
-     * starts the valid_until clock from a send time we know. */
-    bool extended = false;
+/* The first extension: proves the token still holds the lease and starts
+ * the valid_until clock from a send time we know. *extended false: the
+ * lease is gone (the keeper is marked lost). */
+static int first_extension(wk_lease_keeper *k, bool *extended, char *err, size_t errlen)
+{
+    *extended = false;
     int64_t sent = wk__boot_ms();
-    rc = extend(k, &extended);
-    if (rc != WK_OK) {
-        set_err(err, errlen, "lease keeper: first extension failed: %s", wk_db_errmsg(k->db));
-        keeper_free(k);
-        return rc;
-    }
-    if (!extended) {
+    int rc = extend(k, extended);
+    if (rc != WK_OK)
+        return wk__errbuf_set(err, errlen, rc, "lease keeper: first extension failed: %s",
+                              wk_db_errmsg(k->db));
+    if (!*extended) {
         mark_lost(k, WK_OK);
-        *out = k;
         return WK_OK;
     }
     k->first_sent = sent;
     atomic_store(&k->valid_until, wk__add_ms(sent, k->ttl_ms - k->drift_ms));
     atomic_store(&k->extensions, 1);
+    return WK_OK;
+}
 
-    pthread_condattr_t ca;
-    bool cond_ok = pthread_condattr_init(&ca) == 0;
-    if (cond_ok) {
-        cond_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-                  pthread_cond_init(&k->cond, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
-    if (!cond_ok) {
-        keeper_free(k);
+static int start_thread(wk_lease_keeper *k, char *err, size_t errlen)
+{
+    if (wk__sync_init(&k->mu, &k->cond) != WK_OK)
         return WK_ENOMEM;
-    }
-    if (pthread_mutex_init(&k->mu, NULL) != 0) {
-        pthread_cond_destroy(&k->cond);
-        keeper_free(k);
-        return WK_ENOMEM;
-    }
     if (pthread_create(&k->thread, NULL, heartbeat, k) != 0) {
         pthread_mutex_destroy(&k->mu);
         pthread_cond_destroy(&k->cond);
-        set_err(err, errlen, "lease keeper: cannot start the heartbeat thread");
-        keeper_free(k);
-        return WK_ENOMEM;
+        return wk__errbuf_set(err, errlen, WK_ENOMEM,
+                              "lease keeper: cannot start the heartbeat thread");
     }
     k->has_thread = true;
+    return WK_OK;
+}
+
+int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts, char *err,
+                          size_t errlen)
+{
+    wk__errbuf_set(err, errlen, WK_OK, "%s", "");
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    int64_t period;
+    int rc = check_options(opts, &period, err, errlen);
+    if (rc != WK_OK)
+        return rc;
+    wk_lease_keeper *k = keeper_new(opts, period);
+    if (!k)
+        return WK_ENOMEM;
+    bool extended = false;
+    rc = open_db(k, opts->db, err, errlen);
+    if (rc == WK_OK)
+        rc = first_extension(k, &extended, err, errlen);
+    if (rc == WK_OK && extended)
+        rc = start_thread(k, err, errlen);
+    if (rc != WK_OK) {
+        keeper_free(k);
+        return rc;
+    }
     *out = k;
     return WK_OK;
+}
+
+/* Stop the heartbeat, judge the lease, release it if asked, close the
+ * connection; once (later calls return the first one's result). *own:
+ * called from the keeper's own thread, nothing done. */
+static int halt(wk_lease_keeper *k, bool *own)
+{
+    *own = false;
+    if (k->halted)
+        return k->halt_status;
+    if (k->has_thread) {
+        if (pthread_equal(pthread_self(), k->thread)) {
+            *own = true;
+            return WK_EINVAL;
+        }
+        pthread_mutex_lock(&k->mu);
+        k->stopping = true;
+        pthread_cond_signal(&k->cond);
+        pthread_mutex_unlock(&k->mu);
+        pthread_join(k->thread, NULL);
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cond);
+        k->has_thread = false;
+    }
+    /* Judge the lease as of now, before a release ends it on purpose. */
+    bool lost = wk_lease_keeper_lost(k);
+    int rc = WK_OK;
+    bool released = false;
+    if (k->release)
+        rc = release(k, &released);
+    wk_db_close(k->db);
+    k->db = NULL;
+    k->outcome = (wk_lease_outcome){.lost = lost,
+                                    .lost_status = wk_lease_keeper_status(k),
+                                    .extensions = atomic_load(&k->extensions),
+                                    .released = rc == WK_OK && released};
+    k->halted = true;
+    k->halt_status = rc;
+    return rc;
+}
+
+int wk_lease_keeper_halt(wk_lease_keeper *k, wk_lease_outcome *outcome)
+{
+    if (outcome)
+        memset(outcome, 0, sizeof(*outcome));
+    if (!k)
+        return WK_OK;
+    bool own;
+    int rc = halt(k, &own);
+    if (outcome && !own)
+        *outcome = k->outcome;
+    return rc;
+}
+
+void wk_lease_keeper_free(wk_lease_keeper *k)
+{
+    if (!k)
+        return;
+    bool own;
+    halt(k, &own);
+    if (own)
+        return; /* called from its on_lost: freeing now would pull the floor away */
+    keeper_free(k);
 }
 
 int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome)
@@ -385,29 +445,12 @@ int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome)
         memset(outcome, 0, sizeof(*outcome));
     if (!k)
         return WK_OK;
-    if (k->has_thread) {
-        if (pthread_equal(pthread_self(), k->thread))
-            return WK_EINVAL;
-        pthread_mutex_lock(&k->mu);
-        k->stopping = true;
-        pthread_cond_signal(&k->cond);
-        pthread_mutex_unlock(&k->mu);
-        pthread_join(k->thread, NULL);
-        pthread_mutex_destroy(&k->mu);
-        pthread_cond_destroy(&k->cond);
-    }
-    /* Judge the lease as of now, before a release ends it on purpose. */
-    bool lost = wk_lease_keeper_lost(k);
-    int rc = WK_OK;
-    bool released = false;
-    if (k->release)
-        rc = release(k, &released);
-    if (outcome) {
-        outcome->lost = lost;
-        outcome->lost_status = wk_lease_keeper_status(k);
-        outcome->extensions = atomic_load(&k->extensions);
-        outcome->released = rc == WK_OK && released;
-    }
+    bool own;
+    int rc = halt(k, &own);
+    if (own)
+        return rc;
+    if (outcome)
+        *outcome = k->outcome;
     keeper_free(k);
     return rc;
 }
@@ -415,10 +458,8 @@ int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome)
 int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn work, void *arg,
                         wk_lease_outcome *outcome, char *err, size_t errlen)
 {
-    if (!outcome || !work) {
-        set_err(err, errlen, "lease keeper: work and outcome are required");
-        return WK_EINVAL;
-    }
+    if (!outcome || !work)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: work and outcome are required");
     memset(outcome, 0, sizeof(*outcome));
     wk_lease_keeper *k;
     int rc = wk_lease_keeper_start(&k, opts, err, errlen);
@@ -430,7 +471,8 @@ int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn wo
         ran = true;
         work_status = work(k, arg);
     }
-    rc = wk_lease_keeper_stop(k, outcome);
+    rc = wk_lease_keeper_halt(k, outcome);
+    wk_lease_keeper_free(k);
     outcome->ran = ran;
     outcome->work_status = work_status;
     return rc;

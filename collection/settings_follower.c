@@ -57,161 +57,12 @@
 
 #include <wakuwaku/settings.h>
 
+#include "collection/bytes_map.h"
 #include "collection/settings_internal.h"
 
 #define RETRY_MIN_MS 50
 #define READ_SLICE_MS 60000 /* a stop request wakes the thread before this */
 #define LOAD_ATTEMPTS 4     /* loads started over before the sync fails */
-
-/* ------------------------------------------------------------------------
- * The mirror: a chained hash table of byte-string keys.
- * ---------------------------------------------------------------------- */
-
-/* One key → value, in one allocation: key bytes, NUL, value bytes, NUL. */
-typedef struct item {
-    struct item *next;
-    uint64_t hash;
-    int64_t version; /* during a load: the version it was read or set at */
-    size_t key_len, value_len;
-    char data[];
-} item;
-
-static const char *item_key(const item *it)
-{
-    return it->data;
-}
-
-static const char *item_value(const item *it)
-{
-    return it->data + it->key_len + 1;
-}
-
-typedef struct table {
-    item **buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
-} table;
-
-static uint64_t hash_key(const unsigned char sipkey[crypto_shorthash_KEYBYTES], const void *key,
-                         size_t len)
-{
-    unsigned char h[crypto_shorthash_BYTES];
-    crypto_shorthash(h, key ? key : (const void *)"", len, sipkey);
-    uint64_t v;
-    memcpy(&v, h, sizeof(v));
-    return v;
-}
-
-static int table_init(table *t, size_t expect)
-{
-    size_t n = 16;
-    while (n < expect && n < (SIZE_MAX / sizeof(item *)) / 2)
-        n *= 2;
-    t->buckets = calloc(n, sizeof(item *));
-    t->nbuckets = t->buckets ? n : 0;
-    t->count = 0;
-    return t->buckets ? WK_OK : WK_ENOMEM;
-}
-
-static void table_free(table *t)
-{
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        item *it = t->buckets[i];
-        while (it) {
-            item *next = it->next;
-            free(it);
-            it = next;
-        }
-    }
-    free(t->buckets);
-    t->buckets = NULL;
-    t->nbuckets = t->count = 0;
-}
-
-/* The slot holding the pointer to `key`'s item, or to the NULL ending its
- * chain when absent. */
-static item **table_slot(const table *t, uint64_t hash, const void *key, size_t len)
-{
-    item **slot = &t->buckets[hash & (t->nbuckets - 1)];
-    while (*slot) {
-        item *it = *slot;
-        if (it->hash == hash && it->key_len == len && (!len || memcmp(it->data, key, len) == 0))
-            return slot;
-        slot = &it->next;
-    }
-    return slot;
-}
-
-static const item *table_find(const table *t, uint64_t hash, const void *key, size_t len)
-{
-    return *table_slot(t, hash, key, len);
-}
-
-static void table_grow(table *t)
-{
-    if (t->count < t->nbuckets || t->nbuckets > (SIZE_MAX / sizeof(item *)) / 2)
-        return;
-    size_t n = t->nbuckets * 2;
-    item **b = calloc(n, sizeof(item *));
-    if (!b)
-        return; /* longer chains, still correct */
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        item *it = t->buckets[i];
-        while (it) {
-            item *next = it->next;
-            it->next = b[it->hash & (n - 1)];
-            b[it->hash & (n - 1)] = it;
-            it = next;
-        }
-    }
-    free(t->buckets);
-    t->buckets = b;
-    t->nbuckets = n;
-}
-
-/* Insert or replace. WK_OK or WK_ENOMEM (the table is unchanged then). */
-static int table_put(table *t, uint64_t hash, const char *key, size_t klen, const char *value,
-                     size_t vlen, int64_t version)
-{
-    if (klen > SIZE_MAX - sizeof(item) - 2 || vlen > SIZE_MAX - sizeof(item) - 2 - klen)
-        return WK_ENOMEM;
-    item *it = malloc(sizeof(item) + klen + vlen + 2);
-    if (!it)
-        return WK_ENOMEM;
-    it->hash = hash;
-    it->version = version;
-    it->key_len = klen;
-    it->value_len = vlen;
-    if (klen)
-        memcpy(it->data, key, klen);
-    it->data[klen] = '\0';
-    if (vlen)
-        memcpy(it->data + klen + 1, value, vlen);
-    it->data[klen + 1 + vlen] = '\0';
-    item **slot = table_slot(t, hash, key, klen);
-    if (*slot) {
-        it->next = (*slot)->next;
-        free(*slot);
-        *slot = it;
-    } else {
-        it->next = NULL;
-        *slot = it;
-        t->count++;
-        table_grow(t);
-    }
-    return WK_OK;
-}
-
-static void table_remove(table *t, uint64_t hash, const char *key, size_t klen)
-{
-    item **slot = table_slot(t, hash, key, klen);
-    if (*slot) {
-        item *it = *slot;
-        *slot = it->next;
-        free(it);
-        t->count--;
-    }
-}
 
 /* ------------------------------------------------------------------------
  * The follower
@@ -226,10 +77,7 @@ typedef struct queued {
 
 struct wk_settings_follower {
     /* Fixed at start. */
-    wk_entity entity;
-    char *ns;
-    wk_name name;
-    char *name_bytes;
+    wk__held held; /* the Settings entity and the map's name, copied */
     char *chan;
     size_t chan_len;
     wk_settings_change_fn on_change;
@@ -244,19 +92,20 @@ struct wk_settings_follower {
     wk_db *db;
     wk__subscriber *sub;
     pthread_t thread;
-    bool thread_started;
+    bool thread_started; /* and not joined yet */
+    bool halted;         /* under `mu`: wk_settings_follower_halt() ran */
     bool ever_subscribed;
     int wake[2]; /* stop writes a byte to wake[1] */
     atomic_bool stop;
     queued *queue_head, *queue_tail; /* messages read during a load */
-    int64_t next_check_ms;           /* monotonic ms of the next check */
+    int64_t next_check_ms;           /* wk__boot_ms() of the next check */
     int64_t behind;                  /* server version seen ahead of the
                                       * mirror at the last check; 0: none */
 
     /* The mirror, under `lock` (written by the follower thread only, so
      * that thread reads it without the lock). */
     pthread_rwlock_t lock;
-    table mirror;
+    wk__bytes_map mirror;
     int64_t mirror_version;
     char epoch[WK_SETTINGS_EPOCH_LEN + 1];
 
@@ -267,13 +116,6 @@ struct wk_settings_follower {
     char errmsg[512];
     bool locks_ready;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void record_failure(wk_settings_follower *f, int status, const char *msg)
 {
@@ -306,7 +148,7 @@ static void notify(wk_settings_follower *f, int64_t version)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, const item *it,
+static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, const wk__bytes_item *it,
                    const char *key, size_t klen)
 {
     if (!f->on_change)
@@ -314,9 +156,9 @@ static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, 
     wk_settings_change c = {.op = op, .version = version};
     memcpy(c.epoch, f->epoch, sizeof(c.epoch));
     if (it) {
-        c.key = item_key(it);
+        c.key = wk__bytes_item_key(it);
         c.key_len = it->key_len;
-        c.value = item_value(it);
+        c.value = wk__bytes_item_value(it);
         c.value_len = it->value_len;
     } else {
         c.key = key;
@@ -394,7 +236,7 @@ static int receive(wk_settings_follower *f, int timeout_ms)
 
 typedef struct loading {
     wk_settings_follower *f;
-    table fresh;
+    wk__bytes_map fresh;
 } loading;
 
 static int load_entry(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
@@ -402,7 +244,7 @@ static int load_entry(void *ctx, const wk__settings_head *head, const char *k, s
 {
     loading *l = ctx;
     /* Chunks come in order, so a later copy of a key is as new or newer. */
-    return table_put(&l->fresh, hash_key(l->f->sipkey, k, klen), k, klen, v, vlen,
+    return wk__bytes_map_put(&l->fresh, wk__bytes_map_hash(l->f->sipkey, k, klen), k, klen, v, vlen,
                      head->version);
 }
 
@@ -416,17 +258,17 @@ static int load_entry(void *ctx, const wk__settings_head *head, const char *k, s
  * lack of it: dropped too. What comes after stays queued for the normal
  * rules. *again: a change is missing.
  */
-static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, int64_t first,
+static int catch_up(wk_settings_follower *f, wk__bytes_map *fresh, const char *epoch, int64_t first,
                     int64_t last, bool *again)
 {
     int64_t expected = first + 1;
-    int64_t deadline = now_ms() + f->command_timeout_ms;
+    int64_t deadline = wk__boot_ms() + f->command_timeout_ms;
     for (;;) {
         queued *q = f->queue_head;
         if (!q) {
             if (expected > last)
                 return WK_OK;
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - wk__boot_ms();
             if (left <= 0 || atomic_load(&f->stop)) {
                 *again = !atomic_load(&f->stop);
                 char msg[160];
@@ -465,17 +307,17 @@ static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, in
             record_failure(f, WK_ETIMEDOUT, msg);
             return WK_ETIMEDOUT;
         }
-        uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
-        const item *it = table_find(fresh, h, c.key, c.key_len);
+        uint64_t h = wk__bytes_map_hash(f->sipkey, c.key, c.key_len);
+        const wk__bytes_item *it = wk__bytes_map_find(fresh, h, c.key, c.key_len);
         if (!it || it->version < c.version) {
             if (c.op == WK_SETTINGS_PUT) {
-                if (table_put(fresh, h, c.key, c.key_len, c.value, c.value_len, c.version)) {
+                if (wk__bytes_map_put(fresh, h, c.key, c.key_len, c.value, c.value_len, c.version)) {
                     record_failure(f, WK_ENOMEM,
                                    "settings follower: out of memory applying a change");
                     return WK_ENOMEM;
                 }
             } else if (it) {
-                table_remove(fresh, h, c.key, c.key_len);
+                wk__bytes_map_remove(fresh, h, c.key, c.key_len);
             }
         }
         expected++;
@@ -488,11 +330,11 @@ static int catch_up(wk_settings_follower *f, table *fresh, const char *epoch, in
  * Replace the mirror by `fresh` (taken over) at epoch/version; report the
  * difference to the callback (unless `initial`).
  */
-static void install(wk_settings_follower *f, table *fresh, const char *epoch, int64_t version,
+static void install(wk_settings_follower *f, wk__bytes_map *fresh, const char *epoch, int64_t version,
                     bool initial)
 {
     pthread_rwlock_wrlock(&f->lock);
-    table old = f->mirror;
+    wk__bytes_map old = f->mirror;
     f->mirror = *fresh;
     f->mirror_version = version;
     snprintf(f->epoch, sizeof(f->epoch), "%s", epoch);
@@ -501,24 +343,24 @@ static void install(wk_settings_follower *f, table *fresh, const char *epoch, in
 
     /* Only this thread writes the mirror, so both tables stay stable while
      * the callback reads them without the lock. */
-    const table *now = &f->mirror;
+    const wk__bytes_map *now = &f->mirror;
     if (!initial && f->on_change) {
         for (size_t b = 0; b < now->nbuckets; b++) {
-            for (const item *it = now->buckets[b]; it; it = it->next) {
-                const item *was = table_find(&old, it->hash, item_key(it), it->key_len);
+            for (const wk__bytes_item *it = now->buckets[b]; it; it = it->next) {
+                const wk__bytes_item *was = wk__bytes_map_find(&old, it->hash, wk__bytes_item_key(it), it->key_len);
                 if (!was || was->value_len != it->value_len ||
-                    memcmp(item_value(was), item_value(it), it->value_len) != 0)
+                    memcmp(wk__bytes_item_value(was), wk__bytes_item_value(it), it->value_len) != 0)
                     report(f, WK_SETTINGS_PUT, version, it, NULL, 0);
             }
         }
         for (size_t b = 0; b < old.nbuckets; b++) {
-            for (const item *it = old.buckets[b]; it; it = it->next) {
-                if (!table_find(now, it->hash, item_key(it), it->key_len))
-                    report(f, WK_SETTINGS_REMOVE, version, NULL, item_key(it), it->key_len);
+            for (const wk__bytes_item *it = old.buckets[b]; it; it = it->next) {
+                if (!wk__bytes_map_find(now, it->hash, wk__bytes_item_key(it), it->key_len))
+                    report(f, WK_SETTINGS_REMOVE, version, NULL, wk__bytes_item_key(it), it->key_len);
             }
         }
     }
-    table_free(&old);
+    wk__bytes_map_free(&old);
 
     pthread_mutex_lock(&f->mu);
     f->stats.version = version;
@@ -534,7 +376,7 @@ static int load_once(wk_settings_follower *f, bool initial, bool *again)
 {
     *again = false;
     loading l = {.f = f};
-    if (table_init(&l.fresh, 16) != WK_OK) {
+    if (wk__bytes_map_init(&l.fresh, 16) != WK_OK) {
         record_failure(f, WK_ENOMEM, "settings follower: out of memory loading the map");
         return WK_ENOMEM;
     }
@@ -547,7 +389,7 @@ static int load_once(wk_settings_follower *f, bool initial, bool *again)
             record_failure(f, rc, "settings follower: stopped during a load");
             goto fail;
         }
-        rc = wk__settings_chunk(wk_db_processor(f->db), &f->entity, &f->name, cursor, &head, next,
+        rc = wk__settings_chunk(wk_db_processor(f->db), &f->held.entity, &f->held.name, cursor, &head, next,
                                 load_entry, &l);
         if (rc) {
             record_failure(f, rc, wk_db_errmsg(f->db));
@@ -574,7 +416,7 @@ static int load_once(wk_settings_follower *f, bool initial, bool *again)
     install(f, &l.fresh, first.epoch, head.version, initial);
     return WK_OK;
 fail:
-    table_free(&l.fresh);
+    wk__bytes_map_free(&l.fresh);
     return rc;
 }
 
@@ -637,7 +479,7 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
     rc = reload(f, initial);
     if (rc)
         drop_subscriber(f);
-    f->next_check_ms = now_ms() + f->check_ms;
+    f->next_check_ms = wk__boot_ms() + f->check_ms;
     return rc;
 }
 
@@ -653,7 +495,7 @@ static int check(wk_settings_follower *f, bool periodic)
 {
     count(f, C_CHECKS);
     wk__settings_head head;
-    int rc = wk__settings_read_head(wk_db_processor(f->db), &f->entity, &f->name, &head);
+    int rc = wk__settings_read_head(wk_db_processor(f->db), &f->held.entity, &f->held.name, &head);
     if (rc) {
         record_failure(f, rc, wk_db_errmsg(f->db));
         drop_subscriber(f);
@@ -697,13 +539,13 @@ static int handle_message(wk_settings_follower *f, const char *msg, size_t len)
         count(f, C_GAPS); /* we missed a change */
         return reload_or_drop(f);
     }
-    uint64_t h = hash_key(f->sipkey, c.key, c.key_len);
+    uint64_t h = wk__bytes_map_hash(f->sipkey, c.key, c.key_len);
     int rc = WK_OK;
     pthread_rwlock_wrlock(&f->lock);
     if (c.op == WK_SETTINGS_PUT)
-        rc = table_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len, c.version);
+        rc = wk__bytes_map_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len, c.version);
     else
-        table_remove(&f->mirror, h, c.key, c.key_len);
+        wk__bytes_map_remove(&f->mirror, h, c.key, c.key_len);
     if (!rc)
         f->mirror_version = c.version;
     pthread_rwlock_unlock(&f->lock);
@@ -748,7 +590,7 @@ static void *follower_main(void *arg)
         }
         int timeout = READ_SLICE_MS;
         if (f->check_ms) {
-            int64_t left = f->next_check_ms - now_ms();
+            int64_t left = f->next_check_ms - wk__boot_ms();
             timeout = left < 0 ? 0 : left < timeout ? (int)left : timeout;
         }
         const char *msg;
@@ -762,9 +604,9 @@ static void *follower_main(void *arg)
         }
         if (got && handle_message(f, msg, len) != WK_OK)
             continue;
-        if (f->sub && f->check_ms && now_ms() >= f->next_check_ms) {
+        if (f->sub && f->check_ms && wk__boot_ms() >= f->next_check_ms) {
             check(f, true);
-            f->next_check_ms = now_ms() + f->check_ms;
+            f->next_check_ms = wk__boot_ms() + f->check_ms;
         }
     }
     return NULL;
@@ -774,19 +616,12 @@ static void *follower_main(void *arg)
  * Public API
  * ---------------------------------------------------------------------- */
 
-static int start_fail(char *err, size_t errlen, int rc, const char *msg)
-{
-    if (err && errlen)
-        snprintf(err, errlen, "%s", msg);
-    return rc;
-}
-
 static void follower_free(wk_settings_follower *f)
 {
     queue_clear(f);
     wk__subscriber_close(f->sub);
     wk_db_close(f->db);
-    table_free(&f->mirror);
+    wk__bytes_map_free(&f->mirror);
     if (f->locks_ready) {
         pthread_rwlock_destroy(&f->lock);
         pthread_mutex_destroy(&f->mu);
@@ -796,26 +631,15 @@ static void follower_free(wk_settings_follower *f)
         close(f->wake[0]);
     if (f->wake[1] >= 0)
         close(f->wake[1]);
-    free(f->ns);
-    free(f->name_bytes);
+    wk__held_free(&f->held);
     free(f->chan);
     free(f);
 }
 
 static int init_locks(wk_settings_follower *f)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
+    if (wk__sync_init(&f->mu, &f->cv) != WK_OK)
         return WK_ENOMEM;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int ok = pthread_cond_init(&f->cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok)
-        return WK_ENOMEM;
-    if (pthread_mutex_init(&f->mu, NULL) != 0) {
-        pthread_cond_destroy(&f->cv);
-        return WK_ENOMEM;
-    }
     if (pthread_rwlock_init(&f->lock, NULL) != 0) {
         pthread_cond_destroy(&f->cv);
         pthread_mutex_destroy(&f->mu);
@@ -836,43 +660,38 @@ static int make_pipe(int fds[2])
     return WK_OK;
 }
 
-int wk_settings_follower_start(wk_settings_follower **out,
-                               const wk_settings_follower_options *opts, char *err,
-                               size_t errlen)
+#define FAIL(status, ...) wk__errbuf_set(err, errlen, (status), "settings follower: " __VA_ARGS__)
+
+/* The checks of start, before anything is allocated. */
+static int check_options(const wk_settings_follower_options *opts, char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
-    if (!out)
-        return start_fail(err, errlen, WK_EINVAL, "settings follower: out is NULL");
-    *out = NULL;
     if (!opts || !opts->db || !opts->settings)
-        return start_fail(err, errlen, WK_EINVAL,
-                          "settings follower: options, options.db and options.settings are "
-                          "required");
+        return FAIL(WK_EINVAL, "options, options.db and options.settings are required");
     if (opts->keepalive_ms < 0 || opts->retry_max_ms <= 0 || opts->check_ms < 0)
-        return start_fail(err, errlen, WK_EINVAL,
-                          "settings follower: keepalive_ms and check_ms must be >= 0 and "
-                          "retry_max_ms > 0");
+        return FAIL(WK_EINVAL, "keepalive_ms and check_ms must be >= 0 and retry_max_ms > 0");
     const wk_entity *e = opts->settings;
-    char why[WK_ENTITY_MSG_MAX], msg[WK_ENTITY_MSG_MAX + 48];
-    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK) {
-        snprintf(msg, sizeof(msg), "settings follower: invalid Settings entity: %s", why);
-        return start_fail(err, errlen, WK_EINVAL, msg);
-    }
+    char why[WK_ENTITY_MSG_MAX];
+    if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK)
+        return FAIL(WK_EINVAL, "invalid Settings entity: %s", why);
     if (strcmp(e->kind, WK_KIND_SETTINGS) != 0)
-        return start_fail(err, errlen, WK_EINVAL,
-                          "settings follower: options.settings is not a valid Settings entity");
+        return FAIL(WK_EINVAL, "options.settings is not a valid Settings entity");
     char key[WK_KEY_MAX];
     size_t key_len;
     /* The longest suffix the channel can get (the real one needs the
      * database, known once connected). */
     if (wk_key_build(key, sizeof(key), &key_len, e, &opts->name, ":chan:2147483647") != WK_OK)
-        return start_fail(err, errlen, WK_EINVAL,
-                          "settings follower: invalid name (NULL, or too long)");
+        return FAIL(WK_EINVAL, "invalid name (NULL, or too long)");
+    return WK_OK;
+}
 
+/* A follower with its copies, locks, pipe and empty mirror; no
+ * connection yet. */
+static int follower_new(wk_settings_follower **out, const wk_settings_follower_options *opts,
+                        char *err, size_t errlen)
+{
     wk_settings_follower *f = calloc(1, sizeof(*f));
     if (!f)
-        return start_fail(err, errlen, WK_ENOMEM, "settings follower: out of memory");
+        return FAIL(WK_ENOMEM, "out of memory");
     f->wake[0] = f->wake[1] = -1;
     atomic_init(&f->stop, false);
     f->on_change = opts->on_change;
@@ -881,58 +700,55 @@ int wk_settings_follower_start(wk_settings_follower **out,
     f->retry_max_ms = opts->retry_max_ms < RETRY_MIN_MS ? RETRY_MIN_MS : opts->retry_max_ms;
     f->check_ms = opts->check_ms;
     f->command_timeout_ms = opts->db->command_timeout_ms > 0 ? opts->db->command_timeout_ms : 2000;
-    f->ns = strdup(e->ns);
+    const wk_entity settings = WK_SETTINGS_ENTITY(opts->settings->ns);
+    int rc = wk__held_init(&f->held, &settings, WK_KIND_SETTINGS, &opts->name);
     f->chan = malloc(WK_KEY_MAX);
-    f->name = opts->name;
-    if (opts->name.type == WK_NAME_BYTES) {
-        f->name_bytes = malloc(opts->name.len + 1);
-        if (f->name_bytes) {
-            if (opts->name.len)
-                memcpy(f->name_bytes, opts->name.bytes, opts->name.len);
-            f->name.bytes = f->name_bytes;
-        }
-    }
-    int rc = WK_OK;
-    if (!f->ns || !f->chan || (opts->name.type == WK_NAME_BYTES && !f->name_bytes))
-        rc = start_fail(err, errlen, WK_ENOMEM, "settings follower: out of memory");
-    if (!rc) {
-        f->entity = (wk_entity)WK_SETTINGS_ENTITY(f->ns);
-        rc = init_locks(f);
-        if (rc)
-            start_fail(err, errlen, rc, "settings follower: cannot create locks");
-    }
-    if (!rc) {
-        rc = make_pipe(f->wake);
-        if (rc)
-            start_fail(err, errlen, rc, "settings follower: cannot create a pipe");
-    }
-    if (!rc) {
-        rc = table_init(&f->mirror, 16);
-        if (rc)
-            start_fail(err, errlen, rc, "settings follower: out of memory");
-    }
-    if (!rc)
-        rc = wk_db_open(&f->db, opts->db, err, errlen);
-    if (!rc && wk__settings_channel(f->db, &f->entity, &f->name, f->chan, WK_KEY_MAX,
-                                    &f->chan_len) != WK_OK)
-        rc = start_fail(err, errlen, WK_EINVAL, "settings follower: invalid name");
-    if (!rc) {
-        randombytes_buf(f->sipkey, sizeof(f->sipkey)); /* sodium_init: wk_db_open */
-        rc = sync_mirror(f, true);
-        if (rc)
-            start_fail(err, errlen, rc, f->errmsg);
-    }
-    if (!rc) {
-        if (pthread_create(&f->thread, NULL, follower_main, f) != 0)
-            rc = start_fail(err, errlen, WK_ENOMEM,
-                            "settings follower: cannot create the follower thread");
-        else
-            f->thread_started = true;
-    }
+    if (rc || !f->chan)
+        rc = FAIL(WK_ENOMEM, "out of memory");
+    if (!rc && (rc = init_locks(f)) != WK_OK)
+        FAIL(rc, "cannot create locks");
+    if (!rc && (rc = make_pipe(f->wake)) != WK_OK)
+        FAIL(rc, "cannot create a pipe");
+    if (!rc && (rc = wk__bytes_map_init(&f->mirror, 16)) != WK_OK)
+        FAIL(rc, "out of memory");
     if (rc) {
         follower_free(f);
         return rc;
     }
+    *out = f;
+    return WK_OK;
+}
+
+int wk_settings_follower_start(wk_settings_follower **out,
+                               const wk_settings_follower_options *opts, char *err,
+                               size_t errlen)
+{
+    wk__errbuf_set(err, errlen, WK_OK, "%s", "");
+    if (!out)
+        return FAIL(WK_EINVAL, "out is NULL");
+    *out = NULL;
+    wk_settings_follower *f = NULL;
+    int rc = check_options(opts, err, errlen);
+    if (!rc)
+        rc = follower_new(&f, opts, err, errlen);
+    if (rc)
+        return rc;
+    rc = wk_db_open(&f->db, opts->db, err, errlen);
+    if (!rc && wk__settings_channel(f->db, &f->held.entity, &f->held.name, f->chan, WK_KEY_MAX,
+                                    &f->chan_len) != WK_OK)
+        rc = FAIL(WK_EINVAL, "invalid name");
+    if (!rc) {
+        randombytes_buf(f->sipkey, sizeof(f->sipkey)); /* sodium_init: wk_db_open */
+        if ((rc = sync_mirror(f, true)) != WK_OK)
+            wk__errbuf_set(err, errlen, rc, "%s", f->errmsg);
+    }
+    if (!rc && pthread_create(&f->thread, NULL, follower_main, f) != 0)
+        rc = FAIL(WK_ENOMEM, "cannot create the follower thread");
+    if (rc) {
+        follower_free(f);
+        return rc;
+    }
+    f->thread_started = true;
     pthread_mutex_lock(&f->mu);
     f->stats.last_status = WK_OK;
     f->errmsg[0] = '\0';
@@ -941,18 +757,48 @@ int wk_settings_follower_start(wk_settings_follower **out,
     return WK_OK;
 }
 
-void wk_settings_follower_stop(wk_settings_follower *f)
+#undef FAIL
+
+/* Stop and join the thread, close both connections; once. Waiters wake. */
+static void halt(wk_settings_follower *f)
 {
-    if (!f)
-        return;
     if (f->thread_started) {
         atomic_store(&f->stop, true);
         char byte = 1;
         while (write(f->wake[1], &byte, 1) < 0 && errno == EINTR) {
         }
         pthread_join(f->thread, NULL);
+        f->thread_started = false;
     }
+    queue_clear(f);
+    wk__subscriber_close(f->sub);
+    f->sub = NULL;
+    wk_db_close(f->db);
+    f->db = NULL;
+    pthread_mutex_lock(&f->mu);
+    f->halted = true;
+    f->stats.synced = false;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void wk_settings_follower_halt(wk_settings_follower *f)
+{
+    if (f)
+        halt(f);
+}
+
+void wk_settings_follower_free(wk_settings_follower *f)
+{
+    if (!f)
+        return;
+    halt(f);
     follower_free(f);
+}
+
+void wk_settings_follower_stop(wk_settings_follower *f)
+{
+    wk_settings_follower_free(f);
 }
 
 int wk_settings_follower_get(wk_settings_follower *f, const void *key, size_t key_len, void *buf,
@@ -964,16 +810,16 @@ int wk_settings_follower_get(wk_settings_follower *f, const void *key, size_t ke
         *found = false;
     if (!f || !found || (!key && key_len) || (!buf && buf_len))
         return WK_EINVAL;
-    uint64_t h = hash_key(f->sipkey, key, key_len);
+    uint64_t h = wk__bytes_map_hash(f->sipkey, key, key_len);
     pthread_rwlock_rdlock(&f->lock);
-    const item *it = table_find(&f->mirror, h, key, key_len);
+    const wk__bytes_item *it = wk__bytes_map_find(&f->mirror, h, key, key_len);
     if (it) {
         *found = true;
         if (value_len)
             *value_len = it->value_len;
         size_t n = it->value_len < buf_len ? it->value_len : buf_len;
         if (n)
-            memcpy(buf, item_value(it), n);
+            memcpy(buf, wk__bytes_item_value(it), n);
     }
     pthread_rwlock_unlock(&f->lock);
     return WK_OK;
@@ -990,14 +836,14 @@ int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key, size_
         *found = false;
     if (!f || !value || !found || (!key && key_len))
         return WK_EINVAL;
-    uint64_t h = hash_key(f->sipkey, key, key_len);
+    uint64_t h = wk__bytes_map_hash(f->sipkey, key, key_len);
     int rc = WK_OK;
     pthread_rwlock_rdlock(&f->lock);
-    const item *it = table_find(&f->mirror, h, key, key_len);
+    const wk__bytes_item *it = wk__bytes_map_find(&f->mirror, h, key, key_len);
     if (it) {
         char *copy = malloc(it->value_len + 1);
         if (copy) {
-            memcpy(copy, item_value(it), it->value_len + 1); /* with its NUL */
+            memcpy(copy, wk__bytes_item_value(it), it->value_len + 1); /* with its NUL */
             *value = copy;
             *found = true;
             if (value_len)
@@ -1013,10 +859,10 @@ int wk_settings_follower_get_dup(wk_settings_follower *f, const void *key, size_
 static void items_pair(const void *ctx, size_t i, const char **k, size_t *klen, const char **v,
                        size_t *vlen)
 {
-    const item *const *items = ctx;
-    *k = item_key(items[i]);
+    const wk__bytes_item *const *items = ctx;
+    *k = wk__bytes_item_key(items[i]);
     *klen = items[i]->key_len;
-    *v = item_value(items[i]);
+    *v = wk__bytes_item_value(items[i]);
     *vlen = items[i]->value_len;
 }
 
@@ -1028,12 +874,12 @@ int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out
         return WK_EINVAL;
     pthread_rwlock_rdlock(&f->lock);
     size_t n = f->mirror.count;
-    const item **items = malloc((n ? n : 1) * sizeof(*items));
+    const wk__bytes_item **items = malloc((n ? n : 1) * sizeof(*items));
     int rc = WK_ENOMEM;
     if (items) {
         size_t i = 0;
         for (size_t b = 0; b < f->mirror.nbuckets; b++) {
-            for (const item *it = f->mirror.buckets[b]; it; it = it->next)
+            for (const wk__bytes_item *it = f->mirror.buckets[b]; it; it = it->next)
                 items[i++] = it;
         }
         rc = wk__settings_build(out, f->epoch, f->mirror_version, n, items_pair, items);
@@ -1060,18 +906,11 @@ int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int time
         *reached = false;
     if (!f || !reached)
         return WK_EINVAL;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    if (timeout_ms > 0) {
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline = {0, 0};
+    if (timeout_ms > 0) /* the condition's clock: CLOCK_MONOTONIC (wk__sync_init) */
+        wk__cond_abstime(wk__add_ms(wk__boot_ms(), timeout_ms), &deadline);
     pthread_mutex_lock(&f->mu);
-    while (f->stats.version < version && timeout_ms != 0) {
+    while (f->stats.version < version && timeout_ms != 0 && !f->halted) {
         int rc = timeout_ms < 0 ? pthread_cond_wait(&f->cv, &f->mu)
                                 : pthread_cond_timedwait(&f->cv, &f->mu, &deadline);
         if (rc == ETIMEDOUT)

@@ -100,7 +100,7 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    wk__errbuf_vset(msg, msglen, status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -324,9 +324,7 @@ static void conn_release(wk__conn *conn)
 
 static int copy_error(char *err, size_t errlen, const char *msg, int rc)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s", msg[0] ? msg : wk_strerror(rc));
-    return rc;
+    return wk__errbuf_set(err, errlen, rc, "%s", msg[0] ? msg : wk_strerror(rc));
 }
 
 static int set_text(char **dst, const char *src)

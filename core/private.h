@@ -5,9 +5,12 @@
 #ifndef WK_CORE_PRIVATE_H
 #define WK_CORE_PRIVATE_H
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <time.h>
 
+#include <wakuwaku/db.h>
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>
 
@@ -56,5 +59,51 @@ void wk__sleep_until_ms(int64_t when);
  * CLOCK_MONOTONIC (conditions cannot use CLOCK_BOOTTIME). After a suspend
  * the wait wakes late, never early: re-read wk__boot_ms() after waking. */
 void wk__cond_abstime(int64_t when, struct timespec *ts);
+
+/* ------------------------------------------------------------------------
+ * Set-up plumbing of the thread-owning helpers (core/options.c)
+ * ---------------------------------------------------------------------- */
+
+/* Format into the caller's error buffer `err` (`len` bytes; NULL or 0:
+ * nothing is written) and return `status`, so a failure is one line:
+ *     return wk__errbuf_set(err, errlen, WK_EINVAL, "cron: %s", why); */
+int wk__errbuf_set(char *err, size_t len, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
+/* A deep copy of `src` into `dst` that outlives the caller's: the strings
+ * and the capability are the copy's own. WK_OK, or WK_ENOMEM (or the
+ * status of copying the capability) with nothing left to free. A NULL
+ * capability stays NULL (wk_db_open() then says so). */
+int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);
+
+/* Free what wk__db_options_copy() made (the password zeroed first) and
+ * clear those fields. NULL is a harmless no-op. */
+void wk__db_options_free(wk_db_options *o);
+
+/* An entity and one item name a helper keeps past the call: `entity` is a
+ * copy of the caller's with `kind` (a static string) and `ns` (owned), and
+ * `name` a copy whose bytes, if any, are owned (and NUL-terminated). */
+typedef struct wk__held {
+    wk_entity entity;
+    wk_name name;
+    char *ns;
+    char *name_bytes;
+} wk__held;
+
+/* Fill `h` from `e` (checked by the caller) and `name`. WK_OK, or
+ * WK_ENOMEM with nothing left to free. */
+int wk__held_init(wk__held *h, const wk_entity *e, const char *kind, const wk_name *name);
+
+/* Free the copies of wk__held_init(). NULL and a zeroed `h` are no-ops. */
+void wk__held_free(wk__held *h);
+
+/* A condition on CLOCK_MONOTONIC (the only clock a condition can share
+ * with wk__cond_abstime()). WK_OK or WK_ENOMEM. */
+int wk__cond_init_monotonic(pthread_cond_t *cond);
+
+/* A mutex plus such a condition: WK_OK, or WK_ENOMEM with neither left. */
+int wk__sync_init(pthread_mutex_t *mu, pthread_cond_t *cond);
 
 #endif /* WK_CORE_PRIVATE_H */

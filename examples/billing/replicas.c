@@ -211,7 +211,7 @@ static int run_replica(int id)
     tell("replica %d %ld %ld %ld %ld %ld %s %lld %s", id, r.finalised, r.logins_allowed,
          r.logins_denied, r.profile_changed, r.profile_same, hash,
          (long long)wk_settings_follower_version(r.flags), discount);
-    wk_settings_follower_stop(r.flags);
+    wk_settings_follower_free(r.flags);
     wk_local_copy_clear(&r.profile);
     wk_cap_free(worker_cap);
     billing_worker_close(&r.w);
@@ -283,7 +283,7 @@ static int run_read_only(void)
     usleep(RUN_MS * 1000);
     tell("readonly %d %d %d %d %lld %s", refused, total, reads_ok && put_refused, RUN_MS,
          (long long)wk_settings_follower_version(flags), a_refusal);
-    wk_settings_follower_stop(flags);
+    wk_settings_follower_free(flags);
     wk_cap_free(replica_cap);
     billing_replica_close(&ro);
     return 0;

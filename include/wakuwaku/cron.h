@@ -191,6 +191,14 @@ typedef struct wk_cron_once_options {
     {.db = NULL, .lock = NULL, .name = {WK_NAME_BYTES, NULL, 0, 0, 0}, .keep_alive = false}
 
 /*
+ * LIFECYCLE: new / start / stop / free, the library's rule for objects
+ * that own threads (README, "Threads and ownership"): wk_cron_stop() joins
+ * every thread and never frees; wk_cron_free() frees, stopping first if
+ * need be. (The lease keeper and the settings follower follow the same
+ * rule with start / halt / free.)
+ */
+
+/*
  * wk_cron_new — a runtime with no jobs; nothing runs until wk_cron_start().
  * `opts` NULL: WK_CRON_OPTIONS_INIT. Returns WK_OK, WK_EINVAL, WK_ENOMEM;
  * *out is NULL on failure. Free it with wk_cron_free().

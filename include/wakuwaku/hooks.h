@@ -17,6 +17,17 @@
  *
  * The struct is caller-allocated and must outlive its use; it holds no
  * resources (nothing to close). Same thread rules as the inner processor.
+ *
+ * OVER A DEFERRED PROCESSOR (a batch, wk_processor_is_deferred()): both
+ * hooks run when the query is queued, not when it runs. before_write runs
+ * before it is queued; after_write runs right after, with the status of
+ * queuing — WK_OK when it was queued (it has not been sent yet: its OUT
+ * parameters are not written and its outcome is unknown), or the refusal
+ * (WK_EDENIED, WK_EINVAL) when it was not. wk_batch_exec() later runs no
+ * hook. A query's own result is wk_batch_status() (and its OUT
+ * parameters) once wk_batch_exec() returned: run after-write work that
+ * needs the result (an audit of what happened) over those, not in the
+ * hook.
  */
 #ifndef WAKUWAKU_HOOKS_H
 #define WAKUWAKU_HOOKS_H
@@ -29,7 +40,8 @@ extern "C" {
 
 /*
  * A hook. `status` is WK_OK for before_write, and the query's result for
- * after_write. Return WK_OK, or any non-zero value to report a failure to
+ * after_write (over a deferred processor: the status of queuing it, see
+ * above). Return WK_OK, or any non-zero value to report a failure to
  * on_error (which never changes the query's result).
  */
 typedef int (*wk_hook_fn)(void *userdata, const wk_query *query, int status);

@@ -76,10 +76,11 @@
  * lease that just ran out.
  *
  * THREADS: the keeper's own wk_db is used only by its thread (and by
- * wk_lease_keeper_stop() after that thread ended). wk_lease_keeper_lost(),
+ * wk_lease_keeper_halt() after that thread ended). wk_lease_keeper_lost(),
  * _status() and _valid_until() are lock-free and safe from any thread,
- * concurrently with everything else. wk_lease_keeper_stop() is called
- * once, from any thread but the keeper's own (never from on_lost).
+ * concurrently with everything but wk_lease_keeper_free().
+ * wk_lease_keeper_halt() and _free() are called from any thread but the
+ * keeper's own (never from on_lost), one at a time.
  */
 #ifndef WAKUWAKU_LEASE_KEEPER_H
 #define WAKUWAKU_LEASE_KEEPER_H
@@ -105,8 +106,8 @@ typedef struct wk_lease_keeper wk_lease_keeper;
  * wk_lease_keeper_lost() started returning true. `status` is WK_OK when an
  * extension found the lease gone, else the failure that kept it from being
  * renewed (see the rule above). Keep it short; it must not call
- * wk_lease_keeper_stop(). It is not called when wk_lease_keeper_start()
- * itself found the lease gone.
+ * wk_lease_keeper_halt(), _free() or _stop(). It is not called when
+ * wk_lease_keeper_start() itself found the lease gone.
  */
 typedef void (*wk_lease_lost_fn)(void *ctx, int status);
 
@@ -124,7 +125,7 @@ typedef void (*wk_lease_lost_fn)(void *ctx, int status);
  *   period_ms  time between extensions; 0: ttl_ms / 3 (at least 1 ms).
  *              At most ttl_ms − drift − reply (the period rule above: 938
  *              for ttl_ms 1000); negative is refused.
- *   release    wk_lease_keeper_stop() releases the lease (token-checked)
+ *   release    wk_lease_keeper_halt() releases the lease (token-checked)
  *              after the heartbeat ended. false leaves it to run out.
  *   on_lost    optional callback (see wk_lease_lost_fn), with `ctx`.
  */
@@ -144,7 +145,7 @@ typedef struct wk_lease_keeper_options {
     {.db = NULL, .kind = WK_LEASE_LOCK, .entity = NULL, .name = {WK_NAME_BYTES, NULL, 0, 0, 0}, \
      .token = {{0}}, .period_ms = 0, .release = false, .on_lost = NULL, .ctx = NULL}
 
-/* What a keeper saw, from wk_lease_keeper_stop() / wk_lease_keeper_run(). */
+/* What a keeper saw, from wk_lease_keeper_halt() / wk_lease_keeper_run(). */
 typedef struct wk_lease_outcome {
     bool lost;           /* the lease was lost (or could have run out) before stop */
     int lost_status;     /* why (see the rule above); WK_OK when not lost */
@@ -171,8 +172,8 @@ typedef struct wk_lease_outcome {
  * capability does not grant WRITE); a connection error (cannot connect, or
  * the first extension failed: nothing was started; the lease still runs
  * until its TTL from the last extension that reached the server — after
- * WK_EUNKNOWN that may be this first one); WK_ENOMEM. Stop it with
- * wk_lease_keeper_stop().
+ * WK_EUNKNOWN that may be this first one); WK_ENOMEM. End it with
+ * wk_lease_keeper_halt() and wk_lease_keeper_free().
  */
 WK_API int wk_lease_keeper_start(wk_lease_keeper **out, const wk_lease_keeper_options *opts,
                                  char *err, size_t errlen);
@@ -196,17 +197,48 @@ WK_API int wk_lease_keeper_status(const wk_lease_keeper *k);
 WK_API int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k);
 
 /*
- * wk_lease_keeper_stop — end the heartbeat (waits for the thread, and so
- * for a running on_lost), release the lease if options.release, close the
- * connection and free the keeper.
+ * LIFECYCLE: start / halt / free. wk_lease_keeper_start() creates the
+ * keeper and starts its thread; wk_lease_keeper_halt() stops the thread
+ * and never frees; wk_lease_keeper_free() frees (halting first if need
+ * be). wk_lease_keeper_stop(), which halts AND frees, is the old name of
+ * that pair: a deprecated alias kept for one release (0.1.x), with
+ * unchanged behaviour. (The rule of the library: start/stop for threads,
+ * where stopping never frees; `stop` here keeps its 0.1 meaning until the
+ * alias is gone, so the verb that only stops is `halt` meanwhile.)
+ */
+
+/*
+ * wk_lease_keeper_halt — end the heartbeat (waits for the thread, and so
+ * for a running on_lost), release the lease if options.release, and close
+ * the connection. Does not free: the keeper stays readable (_lost(),
+ * _status(), _valid_until() answer from the last confirmed extension, which
+ * is no longer renewed) until wk_lease_keeper_free().
  *
  *   outcome  OUT, may be NULL: what the keeper saw.
  *
- * Returns WK_OK, the release's error (the keeper is freed anyway; after
- * WK_EUNKNOWN the release may or may not have happened — if not, the lease
- * runs out one TTL after the last extension), or WK_EINVAL when called
- * from the keeper's own thread (from on_lost: nothing is done). NULL is a
- * harmless no-op (WK_OK).
+ * Returns WK_OK, the release's error (after WK_EUNKNOWN the release may or
+ * may not have happened — if not, the lease runs out one TTL after the
+ * last extension), or WK_EINVAL when called from the keeper's own thread
+ * (from on_lost: nothing is done). A second call does nothing more and
+ * returns the first one's status and outcome. NULL is a harmless no-op
+ * (WK_OK, a zeroed outcome).
+ */
+WK_API int wk_lease_keeper_halt(wk_lease_keeper *k, wk_lease_outcome *outcome);
+
+/*
+ * wk_lease_keeper_free — halt the keeper if it still runs (as
+ * wk_lease_keeper_halt(), its outcome and release status dropped: call
+ * halt first to see them), then free it. Called from the keeper's own
+ * thread (on_lost) it does nothing. NULL is a harmless no-op.
+ */
+WK_API void wk_lease_keeper_free(wk_lease_keeper *k);
+
+/*
+ * wk_lease_keeper_stop — DEPRECATED alias, kept for one release:
+ * wk_lease_keeper_halt(k, outcome) and then wk_lease_keeper_free(k), the
+ * keeper freed whatever the release returned. Returns halt's status. From
+ * the keeper's own thread: WK_EINVAL, nothing done. NULL is a harmless
+ * no-op (WK_OK). New code: halt + free.
  */
 WK_API int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome);
 

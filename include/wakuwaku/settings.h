@@ -242,7 +242,7 @@ typedef struct wk_settings_follower wk_settings_follower;
  *
  * WARNING: the callback runs on the follower thread and holds it up: keep it
  * short, never block on something that waits for the follower, and never
- * call wk_settings_follower_stop() from inside it. It must not call
+ * call wk_settings_follower_halt(), _free() or _stop() from inside it. It must not call
  * longjmp() or throw.
  */
 typedef void (*wk_settings_change_fn)(void *ctx, const wk_settings_change *change);
@@ -328,19 +328,50 @@ typedef struct wk_settings_follower_options {
  * Returns WK_OK; WK_EINVAL (bad options, entity or name); WK_EDENIED (the
  * capability does not grant READ on the entity); WK_EIO, WK_ETIMEDOUT,
  * WK_EAUTH (cannot connect); WK_ECORRUPT (the stored map is not a
- * settings map); WK_ENOMEM. Stop it with wk_settings_follower_stop().
+ * settings map); WK_ENOMEM. End it with wk_settings_follower_halt() and
+ * wk_settings_follower_free().
  */
 WK_API int wk_settings_follower_start(wk_settings_follower **out,
                                       const wk_settings_follower_options *opts, char *err,
                                       size_t errlen);
 
 /*
- * wk_settings_follower_stop — stop the thread (waits for it, and so for a
- * running callback), close its connections and free the follower and its
- * mirror. NULL is a harmless no-op. Call it once, from any thread but the
- * follower's own (never from the change callback). A thread blocked in
- * the middle of a reconnect finishes that step first, which takes at most
- * about the connect plus the command timeout of the options.
+ * LIFECYCLE: start / halt / free. wk_settings_follower_start() creates the
+ * follower and starts its thread; wk_settings_follower_halt() stops the
+ * thread and never frees; wk_settings_follower_free() frees (halting first
+ * if need be). wk_settings_follower_stop(), which halts AND frees, is the
+ * old name of _free(): a deprecated alias kept for one release (0.1.x),
+ * with unchanged behaviour. (The library's rule is start/stop for threads,
+ * where stopping never frees; `stop` keeps its 0.1 meaning here until the
+ * alias is gone, so the verb that only stops is `halt` meanwhile.)
+ */
+
+/*
+ * wk_settings_follower_halt — stop the thread (waits for it, and so for a
+ * running callback) and close its connections; the follower is not freed.
+ * The mirror stays as it was: _get(), _get_dup(), _snapshot(), _version()
+ * and _stats() keep answering from it (stats.synced is false), and a
+ * _wait() for a version not reached returns at once with *reached false.
+ * A second call does nothing. NULL is a harmless no-op. Call it from any
+ * thread but the follower's own (never from the change callback). A thread
+ * blocked in the middle of a reconnect finishes that step first, which
+ * takes at most about the connect plus the command timeout of the options.
+ */
+WK_API void wk_settings_follower_halt(wk_settings_follower *f);
+
+/*
+ * wk_settings_follower_free — halt the follower if it still runs (as
+ * wk_settings_follower_halt()), then free it and its mirror. Call it once,
+ * when no other thread uses the follower, never from the change callback.
+ * NULL is a harmless no-op.
+ */
+WK_API void wk_settings_follower_free(wk_settings_follower *f);
+
+/*
+ * wk_settings_follower_stop — DEPRECATED alias of
+ * wk_settings_follower_free(), kept for one release: stops the thread,
+ * closes the connections and frees the follower. New code: _halt() when
+ * the follower should stop but stay readable, _free() to end it.
  */
 WK_API void wk_settings_follower_stop(wk_settings_follower *f);
 

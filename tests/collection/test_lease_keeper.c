@@ -549,3 +549,101 @@ Test(lease_keeper, period_the_loss_rule_cannot_honour_is_refused)
     cr_assert(strstr(err, "ttl_ms 3") != NULL, "message: %s", err);
     wk_db_close(db);
 }
+
+/* ---- lifecycle: start / halt / free (stop is the deprecated halt + free) */
+
+static wk_lease_keeper *start_held(const char *ns, const char *name, bool release,
+                                   wk_entity *lock, wk_db_options *dbo, char *key, size_t keylen)
+{
+    *lock = (wk_entity)WK_LOCK_ENTITY(wk_test_ns(ns), 1000);
+    wk_db *db = wk_test_open(NULL);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    wk_db_close(db);
+    lock_key(key, keylen, lock->ns, name);
+    *dbo = options_for(wk_test_url());
+    wk_lease_keeper_options o = WK_LEASE_KEEPER_OPTIONS_INIT;
+    o.db = dbo;
+    o.entity = lock;
+    o.name = wk_name_str(name);
+    o.token = t;
+    o.release = release;
+    wk_lease_keeper *k;
+    char err[256];
+    int rc = wk_lease_keeper_start(&k, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
+    cr_assert_not(wk_lease_keeper_lost(k));
+    return k;
+}
+
+Test(lease_keeper, halt_then_free)
+{
+    wk_entity lock;
+    wk_db_options dbo;
+    char key[256];
+    wk_lease_keeper *k = start_held("lkhalt", "job", true, &lock, &dbo, key, sizeof(key));
+    wk_lease_outcome out;
+    cr_assert_eq(wk_lease_keeper_halt(k, &out), WK_OK);
+    cr_assert_not(out.lost);
+    cr_assert(out.released, "halt releases when asked");
+    cr_assert_geq(out.extensions, 1);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    redisReply *r = wk_test_cmd(raw, "EXISTS %s", key);
+    cr_assert_eq(r->integer, 0, "released by halt");
+    freeReplyObject(r);
+
+    /* Halted, not freed: the keeper still answers, and a second halt
+     * repeats the first one's outcome without doing anything. */
+    wk_lease_keeper_status(k);
+    wk_lease_outcome again;
+    cr_assert_eq(wk_lease_keeper_halt(k, &again), WK_OK);
+    cr_assert_eq(again.released, out.released);
+    cr_assert_eq(again.extensions, out.extensions);
+    wk_lease_keeper_free(k);
+    redisFree(raw);
+}
+
+Test(lease_keeper, free_of_a_running_keeper_halts_it)
+{
+    wk_entity lock;
+    wk_db_options dbo;
+    char key[256];
+    wk_lease_keeper *k = start_held("lkfree", "job", true, &lock, &dbo, key, sizeof(key));
+    wk_lease_keeper_free(k); /* joins the thread, releases, frees: ASan/TSan check the rest */
+    redisContext *raw = wk_test_raw(wk_test_url());
+    redisReply *r = wk_test_cmd(raw, "EXISTS %s", key);
+    cr_assert_eq(r->integer, 0, "free of a running keeper halts it first (and so releases)");
+    freeReplyObject(r);
+    redisFree(raw);
+}
+
+Test(lease_keeper, stop_alias_still_halts_and_frees)
+{
+    wk_entity lock;
+    wk_db_options dbo;
+    char key[256];
+    wk_lease_keeper *k = start_held("lkstop", "job", false, &lock, &dbo, key, sizeof(key));
+    wk_lease_outcome out;
+    cr_assert_eq(wk_lease_keeper_stop(k, &out), WK_OK); /* freed: not touched again */
+    cr_assert_not(out.lost);
+    cr_assert_not(out.released, "release was not asked");
+    redisContext *raw = wk_test_raw(wk_test_url());
+    redisReply *r = wk_test_cmd(raw, "EXISTS %s", key);
+    cr_assert_eq(r->integer, 1, "left to run out");
+    freeReplyObject(r);
+    redisFree(raw);
+}
+
+Test(lease_keeper, null_halt_free_stop_are_harmless)
+{
+    wk_lease_outcome out;
+    memset(&out, 0xff, sizeof(out));
+    cr_assert_eq(wk_lease_keeper_halt(NULL, &out), WK_OK);
+    cr_assert_not(out.lost);
+    cr_assert_eq(out.extensions, 0);
+    cr_assert_eq(wk_lease_keeper_halt(NULL, NULL), WK_OK);
+    wk_lease_keeper_free(NULL);
+    cr_assert_eq(wk_lease_keeper_stop(NULL, NULL), WK_OK);
+}

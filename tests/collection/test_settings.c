@@ -1849,3 +1849,52 @@ Test(settings, snapshots_and_mirrors_taken_during_writes_are_states_the_master_h
     wk_db_close(reader);
     wk_db_close(db);
 }
+
+/* ---- follower lifecycle: start / halt / free (stop: the deprecated free) */
+
+Test(settings, follower_halt_then_free_keeps_the_mirror_readable)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("halt"));
+    int64_t v;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &e, wk_name_str("n"), "k", 1, "v1", 2, &v),
+                 WK_OK);
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    cr_assert_eq(wk_settings_follower_version(f), 1);
+    wk_settings_follower_halt(f);
+
+    /* A change after the halt is not followed any more. */
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &e, wk_name_str("n"), "k", 1, "v2", 2, &v),
+                 WK_OK);
+    bool reached = true;
+    cr_assert_eq(wk_settings_follower_wait(f, 2, -1, &reached), WK_OK,
+                 "a halted follower's wait returns, even without a limit");
+    cr_assert_not(reached);
+    char buf[8];
+    size_t len = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(f, "k", 1, buf, sizeof(buf), &len, &found), WK_OK);
+    cr_assert(found && len == 2 && memcmp(buf, "v1", 2) == 0, "the mirror as it was");
+    wk_settings_map *m = NULL;
+    cr_assert_eq(wk_settings_follower_snapshot(f, &m), WK_OK);
+    wk_settings_map_free(m);
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    cr_assert_not(st.synced, "halted: no longer in sync");
+    cr_assert_eq(st.version, 1);
+    wk_settings_follower_halt(f); /* a second halt does nothing */
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+}
+
+Test(settings, follower_free_of_a_running_one_and_null)
+{
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("free"));
+    wk_settings_follower *f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    wk_settings_follower_free(f); /* halts first: ASan/TSan check the join and the frees */
+    f = follow(wk_test_url(), NULL, &e, "n", NULL);
+    wk_settings_follower_stop(f); /* the deprecated alias: halt + free */
+    wk_settings_follower_halt(NULL);
+    wk_settings_follower_free(NULL);
+    wk_settings_follower_stop(NULL);
+}

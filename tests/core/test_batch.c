@@ -1,7 +1,8 @@
 /*
  * tests/core/test_batch.c — pipelined batches: typed outcomes in order,
  * mixed kinds, refusals sending nothing, a connection dropping midway,
- * NOSCRIPT after SCRIPT FLUSH in the middle, a failing query in the middle.
+ * NOSCRIPT after SCRIPT FLUSH in the middle, a failing query in the middle;
+ * hooks wrapped around a batch (they run at queue time).
  */
 #include <string.h>
 
@@ -238,5 +239,81 @@ Test(batch, noscript_after_flush_midway_runs_each_script_once)
     cr_assert_gt(wk_test_cmd_calls(raw, "eval"), 0, "re-sent as EVAL");
     redisFree(raw);
     wk_batch_close(b);
+    wk_db_close(db);
+}
+
+/* ---- hooks over a batch: both run when a query is queued (hooks.h) */
+
+typedef struct hook_seen {
+    int before, after;
+    int after_status[4];
+    bool out_written_at_after[4];
+    const bool *got; /* the OUT parameter of the query being queued */
+} hook_seen;
+
+static int seen_before(void *ud, const wk_query *q, int st)
+{
+    (void)q;
+    (void)st;
+    ((hook_seen *)ud)->before++;
+    return 0;
+}
+
+static int seen_after(void *ud, const wk_query *q, int st)
+{
+    (void)q;
+    hook_seen *s = ud;
+    if (s->after < 4) {
+        s->after_status[s->after] = st;
+        s->out_written_at_after[s->after] = *s->got;
+    }
+    s->after++;
+    return 0;
+}
+
+Test(batch, hooks_over_a_batch_run_at_queue_time_with_the_queue_status)
+{
+    wk_entity lock = WK_LOCK_ENTITY("batchhooks", 10000);
+    wk_db *db = wk_test_open_url(server.url, NULL);
+    wk_db *ro = wk_test_open_url(server.url, wk_cap_read_only());
+    wk_batch *b, *rb;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    cr_assert_eq(wk_batch_open(&rb, ro), WK_OK);
+
+    hook_seen s = {0};
+    bool got = false;
+    s.got = &got;
+    wk_hooks h;
+    wk_hooks_init(&h, wk_batch_processor(b));
+    h.before_write = seen_before;
+    h.after_write = seen_after;
+    h.userdata = &s;
+    cr_assert(wk_processor_is_deferred(&h.base), "the wrapper copies the batch's flags");
+    wk_token t;
+    cr_assert_eq(wk_lock_try(&h.base, &lock, wk_name_str("a"), &t, &got), WK_OK);
+    cr_assert_eq(s.before, 1);
+    cr_assert_eq(s.after, 1, "after_write ran when the query was queued");
+    cr_assert_eq(s.after_status[0], WK_OK, "with the status of queuing");
+    cr_assert_not(s.out_written_at_after[0], "before the query ran");
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got, "the batch ran it");
+    cr_assert_eq(wk_batch_status(b, 0), WK_OK, "its own result");
+    cr_assert_eq(s.after, 1, "exec runs no hook");
+    cr_assert_eq(s.before, 1);
+
+    /* Refused when queued: after_write gets the refusal. */
+    wk_hooks rh;
+    wk_hooks_init(&rh, wk_batch_processor(rb));
+    rh.before_write = seen_before;
+    rh.after_write = seen_after;
+    rh.userdata = &s;
+    cr_assert_eq(wk_lock_try(&rh.base, &lock, wk_name_str("b"), &t, &got), WK_EDENIED);
+    cr_assert_eq(s.after, 2);
+    cr_assert_eq(s.after_status[1], WK_EDENIED);
+    cr_assert_eq(wk_batch_exec(rb), WK_EDENIED);
+    cr_assert_eq(s.after, 2, "exec runs no hook");
+    wk_batch_close(rb);
+    wk_batch_close(b);
+    wk_db_close(ro);
     wk_db_close(db);
 }
