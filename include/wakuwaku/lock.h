@@ -22,7 +22,17 @@
  * Dropping a token releases nothing: the lease runs out after the TTL, so
  * the TTL is the longest a crashed holder blocks everyone else.
  */
-#ifndef WAKUWAKU_LOCK_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_LOCK_ENTITY
+#define WAKUWAKU_LOCK_ENTITY
+#define WK_KIND_LOCK "Lock"
+/* A Lock entity: namespace and lease length (ttl_ms > 0). */
+#define WK_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_LOCK_H
 
 #include <wakuwaku/clock.h>

@@ -25,7 +25,18 @@
  * overlapping readers can starve writers indefinitely. Use a Lock when
  * writers must make progress under constant reading.
  */
-#ifndef WAKUWAKU_RWLOCK_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_RWLOCK_ENTITY
+#define WAKUWAKU_RWLOCK_ENTITY
+#define WK_KIND_RWLOCK "RwLock"
+/* An RwLock entity: namespace and the lease length of the writer and
+ * of each reader (ttl_ms > 0). */
+#define WK_RWLOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_RWLOCK_H
 
 #include <wakuwaku/lock.h>
