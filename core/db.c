@@ -308,7 +308,8 @@ int wk__conn_ensure(wk_db *db)
     wk__conn *conn = db->conn;
     if (conn->ctx && conn->ctx->err)
         wk__conn_drop(conn);
-    if (conn->ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS && !idle_conn_alive(conn->ctx))
+    if (conn->ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
+        !idle_conn_alive(conn->ctx))
         wk__conn_drop(conn);
     if (conn->ctx)
         return WK_OK;

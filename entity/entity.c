@@ -33,8 +33,8 @@ int wk__entity_fail(char *msg, size_t len, const char *fmt, ...)
 
 /* Checks one part of the key that ends at a separator: 1..max bytes, none
  * of them ':', '{' or '}'. `what` names the field in messages. */
-static int check_part(const char *s, size_t max, const char *what, const char *max_name,
-                      char *msg, size_t len)
+static int check_part(const char *s, size_t max, const char *what, const char *max_name, char *msg,
+                      size_t len)
 {
     if (!s)
         return wk__entity_fail(msg, len, "%s is NULL", what);
@@ -47,16 +47,17 @@ static int check_part(const char *s, size_t max, const char *what, const char *m
     if (n == 0)
         return wk__entity_fail(msg, len, "%s is empty", what);
     if (n > max)
-        return wk__entity_fail(msg, len, "%s is %zu bytes, more than %s (%zu)", what, strlen(s), max_name,
-                    max);
+        return wk__entity_fail(msg, len, "%s is %zu bytes, more than %s (%zu)", what, strlen(s),
+                               max_name, max);
     if (sep) {
         char text[96];
         if (msg && len)
             wk__render_key(text, sizeof(text), s, n);
-        return wk__entity_fail(msg, len,
-                    "%s \"%s\" contains '%c' (':', '{' and '}' separate the parts of a key, so "
-                    "such a %s would share keys with another one)",
-                    what, msg && len ? text : "", *sep, what);
+        return wk__entity_fail(
+            msg, len,
+            "%s \"%s\" contains '%c' (':', '{' and '}' separate the parts of a key, so "
+            "such a %s would share keys with another one)",
+            what, msg && len ? text : "", *sep, what);
     }
     return WK_OK;
 }

@@ -34,8 +34,8 @@ typedef struct wk__kind {
 /* Declares and defines kind `id`'s descriptor wk__kind_<id>; follow it
  * with `= {name, check_params};`. Must start its line (the collector
  * reads lines that begin with "WK__KIND("). */
-#define WK__KIND(id)                          \
-    extern const wk__kind wk__kind_##id;      \
+#define WK__KIND(id)                                                                               \
+    extern const wk__kind wk__kind_##id;                                                           \
     const wk__kind wk__kind_##id
 
 /* Every kind's descriptor, NULL-terminated (generated: <build>/wk_kinds.c). */

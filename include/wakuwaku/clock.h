@@ -46,7 +46,10 @@ typedef struct wk_backoff {
     int max_ms;
 } wk_backoff;
 
-#define WK_BACKOFF_INIT {.initial_ms = 5, .max_ms = 200}
+#define WK_BACKOFF_INIT                                                                            \
+    {                                                                                              \
+        .initial_ms = 5, .max_ms = 200                                                             \
+    }
 
 #ifdef __cplusplus
 }

@@ -120,10 +120,8 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  * lock.try query per try). Thread-safety: as the processor's handle (one
  * thread at a time); the function keeps no state between calls.
  */
-WK_API int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
-                           int64_t deadline, const wk_backoff *backoff, wk_token *token,
-                           bool *acquired);
-
+WK_API int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
+                           const wk_backoff *backoff, wk_token *token, bool *acquired);
 
 #ifdef __cplusplus
 }

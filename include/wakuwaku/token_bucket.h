@@ -90,7 +90,8 @@
 #define WK_KIND_TOKEN_BUCKET "TokenBucket"
 /* A TokenBucket entity: namespace, tokens when full (capacity > 0),
  * tokens added per period (rate > 0) and the period (period_ms > 0). */
-#define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_) WK__ENTITY(WK_KIND_TOKEN_BUCKET, ns_, 0, capacity_, rate_, period_ms_)
+#define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_) \
+    WK__ENTITY(WK_KIND_TOKEN_BUCKET, ns_, 0, capacity_, rate_, period_ms_)
 #endif
 
 #if !defined(WAKUWAKU_TOKEN_BUCKET_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -130,7 +130,8 @@ Test(capability, per_entity_grants)
                      "capability \"billing\" may not WRITE Lock:catalog (lock.try)");
     cr_assert_eq(run("rwlock.inspect", p, "catalog"), WK_OK);
     cr_assert_eq(run("rwlock.try_read", p, "catalog"), WK_EDENIED);
-    cr_assert_eq(run("rwlock.inspect", p, "invoice"), WK_EDENIED, "RwLock:invoice is not Lock:invoice");
+    cr_assert_eq(run("rwlock.inspect", p, "invoice"), WK_EDENIED,
+                 "RwLock:invoice is not Lock:invoice");
     wk_db_close(db);
 }
 

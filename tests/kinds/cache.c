@@ -120,8 +120,9 @@ static int cache_put_get(wk_processor *p, unsigned i)
     int rc = wk_cache_put(p, &alloc_cache, wk_name_u64(i % 8), body_1k, sizeof(body_1k));
     if (rc == WK_OK)
         rc = wk_cache_get_into(p, &alloc_cache, wk_name_u64(i % 8), &buf);
-    return rc != WK_OK ? rc : buf.found && buf.len == sizeof(body_1k) ? WK_OK
-                                                                      : WK_TEST_WRONG_OUTCOME;
+    return rc != WK_OK                               ? rc
+           : buf.found && buf.len == sizeof(body_1k) ? WK_OK
+                                                     : WK_TEST_WRONG_OUTCOME;
 }
 
 static const wk_entity alloc_hcache = WK_HASHED_CACHE_ENTITY("alloc", 60000);
@@ -131,16 +132,14 @@ static int put_big(wk_processor *p)
 {
     static char big[64 * 1024];
     memset(big, 'h', sizeof(big));
-    return wk_hashed_cache_put(p, &alloc_hcache, wk_name_str("big"), big, sizeof(big),
-                               known_hash);
+    return wk_hashed_cache_put(p, &alloc_hcache, wk_name_str("big"), big, sizeof(big), known_hash);
 }
 
 static int revalidate(wk_processor *p, unsigned i)
 {
     (void)i;
     wk_body out = WK_BODY_INIT;
-    int rc = wk_hashed_cache_get_if_changed(p, &alloc_hcache, wk_name_str("big"), known_hash,
-                                            &out);
+    int rc = wk_hashed_cache_get_if_changed(p, &alloc_hcache, wk_name_str("big"), known_hash, &out);
     bool unchanged = out.change == WK_ITEM_UNCHANGED;
     wk_body_free(&out);
     return rc != WK_OK ? rc : unchanged ? WK_OK : WK_TEST_WRONG_OUTCOME;

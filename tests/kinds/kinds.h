@@ -28,9 +28,9 @@ typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
 
 /* One built-in query. */
 typedef struct wk_test_query {
-    const char *name;   /* the query's name ("lock.try") */
-    const char *kind;   /* the kind of its entity (WK_KIND_LOCK) */
-    wk_mode effect;     /* READ or WRITE */
+    const char *name; /* the query's name ("lock.try") */
+    const char *kind; /* the kind of its entity (WK_KIND_LOCK) */
+    wk_mode effect;   /* READ or WRITE */
     wk_test_run_fn run;
 } wk_test_query;
 
@@ -89,10 +89,10 @@ typedef struct wk_test_kind {
  *         .id = "lock", .queries = queries, .nqueries = WK_TEST_COUNT(queries), …};
  *     WK_TEST_KIND(lock_rows)
  */
-#define WK_TEST_KIND(var_)                                            \
-    __attribute__((constructor)) static void wk_test_register_##var_(void) \
-    {                                                                 \
-        wk_test_kind_register(&var_);                                 \
+#define WK_TEST_KIND(var_)                                                                         \
+    __attribute__((constructor)) static void wk_test_register_##var_(void)                         \
+    {                                                                                              \
+        wk_test_kind_register(&var_);                                                              \
     }
 
 /* Adds a file's rows, keeping the list sorted by id (so the order does not

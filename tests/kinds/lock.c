@@ -200,8 +200,7 @@ static void rw_op(wk_processor *p, const wk_test_soak_env *env)
             env->violation("%s %d has a reader and a writer", "rwlock", (int)n);
         usleep(randombytes_uniform(300));
         atomic_fetch_sub(&s->readers[n], 1);
-        env->account(wk_rwlock_release_read(p, &soak_rw, wk_name_u64(n), &t, &ok),
-                     "release_read");
+        env->account(wk_rwlock_release_read(p, &soak_rw, wk_name_u64(n), &t, &ok), "release_read");
     }
 }
 

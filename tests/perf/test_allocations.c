@@ -139,8 +139,8 @@ static void count_ops(const wk_test_alloc_case *c, unsigned n)
     counting = false;
     fprintf(stderr, "%s: %u operations, library allocations %ld, hiredis allocations %ld\n",
             c->what, n, library_allocs, hiredis_allocs);
-    cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations",
-                 c->what, library_allocs, n);
+    cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations", c->what,
+                 library_allocs, n);
     cr_assert_gt(hiredis_allocs, 0, "the counter sees hiredis allocating replies");
     wk_db_close(db);
 }
