@@ -116,6 +116,16 @@ int wk_cap_new(wk_cap **out, const char *name, wk_grant default_grant,
     return WK_OK;
 }
 
+int wk_cap_new_table(wk_cap **out, const wk_cap_table *t)
+{
+    if (!t) {
+        if (out)
+            *out = NULL;
+        return WK_EINVAL;
+    }
+    return wk_cap_new(out, t->name, t->default_grant, t->entries, t->count);
+}
+
 static wk_grant min_grant(wk_grant a, wk_grant b)
 {
     return a < b ? a : b;

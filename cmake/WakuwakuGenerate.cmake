@@ -5,7 +5,8 @@
 #                     [SERVICE <service>] [OUTPUT_DIR <dir>])
 #
 # Creates the static library <name> from <service>.c, whose include
-# directory holds <service>.h, linked (PUBLIC) with wakuwaku. Link your
+# directory holds <service>.h, linked (PUBLIC) with wakuwaku_codec (the
+# JSON body codec, which brings jansson) and wakuwaku. Link your
 # program with <name> and `#include "<service>.h"`.
 #
 #   SCHEMA      the schema (relative paths are from the current source dir).
@@ -17,7 +18,8 @@
 # The files are regenerated when the schema or wk-codegen changes. Inside
 # the wakuwaku tree (or a project that add_subdirectory()s it) the
 # wk-codegen target is used; otherwise the wk-codegen program on PATH (or
-# WK_CODEGEN_EXECUTABLE), and the library `wakuwaku` plus jansson.
+# WK_CODEGEN_EXECUTABLE), and the libraries `wakuwaku_codec`, `wakuwaku`
+# and jansson.
 include_guard(GLOBAL)
 
 function(wakuwaku_generate)
@@ -73,12 +75,12 @@ function(wakuwaku_generate)
 
   add_library(${WKG_TARGET} STATIC "${outdir}/${service}.c" "${outdir}/${service}.h")
   target_include_directories(${WKG_TARGET} PUBLIC "${outdir}")
-  if(TARGET wakuwaku_static)
-    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku_static)
+  if(TARGET wakuwaku_codec_static)
+    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku_codec_static wakuwaku_static)
   else()
     find_package(PkgConfig REQUIRED)
     pkg_check_modules(WK_GEN_JANSSON REQUIRED IMPORTED_TARGET jansson)
-    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku PkgConfig::WK_GEN_JANSSON)
+    target_link_libraries(${WKG_TARGET} PUBLIC wakuwaku_codec wakuwaku PkgConfig::WK_GEN_JANSSON)
   endif()
   if(DEFINED WK_WARNINGS)
     # inside the wakuwaku tree: generated code meets the project's warnings

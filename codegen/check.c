@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collection/token_bucket_units.h"
+#include <wakuwaku/entity.h>
+
 #include "names.h"
 #include "schema.h"
 
@@ -66,7 +67,7 @@ static const char *path_index(ctx *c, const char *parent, size_t i)
 }
 
 /* The first member called `key`, or NULL. */
-static const json_member *member(const json_value *obj, const char *key)
+static const cg_json_member *member(const cg_json_value *obj, const char *key)
 {
     for (size_t i = 0; i < obj->count; i++) {
         if (strcmp(obj->members[i].key, key) == 0 && strlen(key) == obj->members[i].key_len)
@@ -145,17 +146,17 @@ typedef struct misplaced_key {
     const char *why;
 } misplaced_key;
 
-static bool check_object(ctx *c, const json_value *v, const char *path, const char *what,
+static bool check_object(ctx *c, const cg_json_value *v, const char *path, const char *what,
                          const char *const *allowed, const char *const *required,
                          const misplaced_key *misplaced)
 {
-    if (v->type != JSON_T_OBJECT) {
+    if (v->type != CG_JSON_T_OBJECT) {
         diag_error(c->d, v->pos, path, "%s must be an object, not %s", what,
-                   json_type_name(v->type));
+                   cg_json_type_name(v->type));
         return false;
     }
     for (size_t i = 0; i < v->count; i++) {
-        const json_member *m = &v->members[i];
+        const cg_json_member *m = &v->members[i];
         const char *kpath = path_key(c, path, m->key);
         for (size_t j = 0; j < i; j++) {
             if (v->members[j].key_len == m->key_len &&
@@ -196,11 +197,11 @@ static bool check_object(ctx *c, const json_value *v, const char *path, const ch
 }
 
 /* A string value, or NULL after reporting. NUL bytes are refused. */
-static const char *get_string(ctx *c, const json_value *v, const char *path, const char *what)
+static const char *get_string(ctx *c, const cg_json_value *v, const char *path, const char *what)
 {
-    if (v->type != JSON_T_STRING) {
+    if (v->type != CG_JSON_T_STRING) {
         diag_error(c->d, v->pos, path, "%s must be a string, not %s", what,
-                   json_type_name(v->type));
+                   cg_json_type_name(v->type));
         return NULL;
     }
     if (strlen(v->str) != v->str_len) {
@@ -211,7 +212,7 @@ static const char *get_string(ctx *c, const json_value *v, const char *path, con
 }
 
 /* An identifier, or NULL after reporting. */
-static const char *get_ident(ctx *c, const json_value *v, const char *path, const char *what)
+static const char *get_ident(ctx *c, const cg_json_value *v, const char *path, const char *what)
 {
     const char *s = get_string(c, v, path, what);
     if (!s)
@@ -227,22 +228,22 @@ static const char *get_ident(ctx *c, const json_value *v, const char *path, cons
 }
 
 /* An optional "description": a string, or NULL. */
-static const char *get_description(ctx *c, const json_value *obj, const char *path)
+static const char *get_description(ctx *c, const cg_json_value *obj, const char *path)
 {
-    const json_member *m = member(obj, "description");
+    const cg_json_member *m = member(obj, "description");
     if (!m)
         return NULL;
     return get_string(c, m->value, path_key(c, path, "description"), "description");
 }
 
-static bool get_bool(ctx *c, const json_value *obj, const char *path, const char *key)
+static bool get_bool(ctx *c, const cg_json_value *obj, const char *path, const char *key)
 {
-    const json_member *m = member(obj, key);
+    const cg_json_member *m = member(obj, key);
     if (!m)
         return false;
-    if (m->value->type != JSON_T_BOOL) {
+    if (m->value->type != CG_JSON_T_BOOL) {
         diag_error(c->d, m->value->pos, path_key(c, path, key), "%s must be true or false, not %s",
-                   key, json_type_name(m->value->type));
+                   key, cg_json_type_name(m->value->type));
         return false;
     }
     return m->value->boolean;
@@ -254,11 +255,11 @@ static bool get_bool(ctx *c, const json_value *obj, const char *path, const char
  */
 #define DURATION_MAX (INT64_C(1) << 53)
 
-static bool get_duration(ctx *c, const json_value *v, const char *path, const char *what,
+static bool get_duration(ctx *c, const cg_json_value *v, const char *path, const char *what,
                          int64_t *out)
 {
     int64_t ms;
-    if (v->type == JSON_T_NUMBER) {
+    if (v->type == CG_JSON_T_NUMBER) {
         if (!v->is_int) {
             if (floor(v->num) == v->num && fabs(v->num) >= 9.2e18) {
                 diag_error(c->d, v->pos, path, "%s %s ms is too large", what, v->num_text);
@@ -274,7 +275,7 @@ static bool get_duration(ctx *c, const json_value *v, const char *path, const ch
             return false;
         }
         ms = v->int_val;
-    } else if (v->type == JSON_T_STRING) {
+    } else if (v->type == CG_JSON_T_STRING) {
         const char *s = v->str;
         const char *p = s;
         bool neg = false;
@@ -316,7 +317,7 @@ static bool get_duration(ctx *c, const json_value *v, const char *path, const ch
         diag_error(c->d, v->pos, path,
                    "%s must be a duration string (\"250ms\", \"30s\", \"5m\", \"1h\") or a "
                    "number of milliseconds, not %s",
-                   what, json_type_name(v->type));
+                   what, cg_json_type_name(v->type));
         return false;
     }
     if (ms > DURATION_MAX) {
@@ -334,12 +335,12 @@ malformed:
 }
 
 /* A number > 0, finite; `text` gets its shortest exact C spelling. */
-static bool get_positive(ctx *c, const json_value *v, const char *path, const char *what,
+static bool get_positive(ctx *c, const cg_json_value *v, const char *path, const char *what,
                          double *out, const char **text)
 {
-    if (v->type != JSON_T_NUMBER) {
+    if (v->type != CG_JSON_T_NUMBER) {
         diag_error(c->d, v->pos, path, "%s must be a number, not %s", what,
-                   json_type_name(v->type));
+                   cg_json_type_name(v->type));
         return false;
     }
     if (!isfinite(v->num)) {
@@ -380,12 +381,12 @@ static const char *const record_required[] = {"id", "fields", NULL};
 static const char *const field_keys[] = {"name", "type", "optional", "array", "description", NULL};
 static const char *const field_required[] = {"name", "type", NULL};
 
-static void parse_record(ctx *c, const json_value *v, const char *path, record *r)
+static void parse_record(ctx *c, const cg_json_value *v, const char *path, record *r)
 {
     r->pos = v->pos;
     if (!check_object(c, v, path, "a record", record_keys, record_required, NULL))
         return;
-    const json_member *m = member(v, "id");
+    const cg_json_member *m = member(v, "id");
     r->id_pos = r->pos;
     if (m) {
         r->id_pos = m->value->pos;
@@ -403,10 +404,10 @@ static void parse_record(ctx *c, const json_value *v, const char *path, record *
     if (!m)
         return;
     const char *fpath = path_key(c, path, "fields");
-    const json_value *fv = m->value;
-    if (fv->type != JSON_T_ARRAY) {
+    const cg_json_value *fv = m->value;
+    if (fv->type != CG_JSON_T_ARRAY) {
         diag_error(c->d, fv->pos, fpath, "fields must be an array, not %s",
-                   json_type_name(fv->type));
+                   cg_json_type_name(fv->type));
         return;
     }
     if (fv->count == 0) {
@@ -416,18 +417,18 @@ static void parse_record(ctx *c, const json_value *v, const char *path, record *
     r->fields = pool_alloc(c->pl, fv->count * sizeof(field));
     r->nfields = fv->count;
     for (size_t i = 0; i < fv->count; i++) {
-        const json_value *f = fv->items[i];
+        const cg_json_value *f = fv->items[i];
         const char *p = path_index(c, fpath, i);
         field *fd = &r->fields[i];
         if (!check_object(c, f, p, "a field", field_keys, field_required, NULL))
             continue;
         fd->name_pos = fd->type_pos = f->pos;
-        const json_member *n = member(f, "name");
+        const cg_json_member *n = member(f, "name");
         if (n) {
             fd->name_pos = n->value->pos;
             fd->name = get_ident(c, n->value, path_key(c, p, "name"), "a field name");
         }
-        const json_member *t = member(f, "type");
+        const cg_json_member *t = member(f, "type");
         if (t) {
             fd->type_pos = t->value->pos;
             fd->type_name = get_string(c, t->value, path_key(c, p, "type"), "a field type");
@@ -556,91 +557,124 @@ static void order_record(ctx *c, record *r, record **order, size_t *n)
  * Entities
  * ---------------------------------------------------------------------- */
 
-static const char *const entity_keys_all[] = {
-    "id",   "kind", "namespace", "name",   "param",       "ttl",
-    "body", "capacity", "rate",  "period", "description", NULL};
-static const char *const entity_required[] = {"id", "kind", "namespace", "name", NULL};
-static const char *const kind_names[] = {"Lock",        "RwLock",   "Cache", "HashedCache",
-                                         "TokenBucket", "Settings", NULL};
+/* The keys every entity has; each kind adds its parameters (kinds.c) and,
+ * for caches, "body". */
+static const char *const entity_required_keys[] = {"id", "kind", "namespace", "name", NULL};
+static const char *const entity_optional_keys[] = {"param", "description", NULL};
+#define ENTITY_KEYS_MAX 16
+
+/* "Lock", "RwLock", …: the names of kinds.c's rows, in order. */
+static const char *const *kind_names(void)
+{
+    static const char *names[KIND_COUNT + 1];
+    for (int k = 0; k < KIND_COUNT; k++)
+        names[k] = kind_info((kind)k)->name;
+    return names;
+}
+
 static const char *const name_type_names[] = {"str", "bytes", "u64", "i64", NULL};
 
-static void parse_entity(ctx *c, const json_value *v, const char *path, entity *e, bool *ok)
+/* The keys of an entity of kind kd (NULL: of an unknown kind, so every
+ * key any kind has), the required ones, and the keys other kinds have
+ * with why they are wrong here. */
+static void entity_keys(ctx *c, const kind_desc *kd, const char **allowed,
+                        const char **required, misplaced_key *misplaced)
+{
+    size_t na = 0, nr = 0, nm = 0;
+    for (size_t i = 0; entity_required_keys[i]; i++)
+        allowed[na++] = required[nr++] = entity_required_keys[i];
+    for (size_t i = 0; entity_optional_keys[i]; i++)
+        allowed[na++] = entity_optional_keys[i];
+    for (const param_desc *const *p = kind_all_params(); *p; p++) {
+        bool has = !kd;
+        for (size_t i = 0; kd && kd->params[i]; i++)
+            has = has || kd->params[i] == *p;
+        if (has) {
+            allowed[na++] = (*p)->key;
+            if (kd && (*p)->required)
+                required[nr++] = (*p)->key;
+        } else {
+            misplaced[nm++] = (misplaced_key){(*p)->key, pool_printf(c->pl, (*p)->elsewhere,
+                                                                     kd->name)};
+        }
+    }
+    if (!kd || kd->has_body)
+        allowed[na++] = "body";
+    else
+        misplaced[nm++] = (misplaced_key){
+            "body",
+            pool_printf(c->pl, "only a Cache or a HashedCache has a body (a %s does not)",
+                        kd->name)};
+    allowed[na] = NULL;
+    required[nr] = NULL;
+    misplaced[nm] = (misplaced_key){NULL, NULL};
+}
+
+/* The kind's parameters (kinds.c) into e->params, then the kind's rule
+ * across them. Returns false after reporting. */
+static bool parse_params(ctx *c, const cg_json_value *v, const char *path, entity *e)
+{
+    const kind_desc *kd = kind_info(e->kind);
+    const cg_json_member *given[KIND_PARAMS_MAX] = {NULL};
+    bool good = true, all = true;
+    for (size_t i = 0; kd->params[i]; i++) {
+        const param_desc *pd = kd->params[i];
+        param_value *pv = &e->params[i];
+        const char *pp = path_key(c, path, pd->key);
+        pv->ms = pd->default_ms;
+        if (!(given[i] = member(v, pd->key))) {
+            all = all && !pd->required; /* a missing required key is reported already */
+            continue;
+        }
+        bool ok = pd->rule == RULE_DURATION
+                      ? get_duration(c, given[i]->value, pp, pd->key, &pv->ms)
+                      : get_positive(c, given[i]->value, pp, pd->key, &pv->num, &pv->text);
+        good = good && ok;
+        all = all && ok;
+    }
+    if (all && kd->check) {
+        char why[300];
+        int bad = kd->check(e, why, sizeof(why));
+        if (bad >= 0) {
+            diag_error(c->d, given[bad]->value->pos, path_key(c, path, kd->params[bad]->key),
+                       "%s", why);
+            good = false;
+        }
+    }
+    return good;
+}
+
+static void parse_entity(ctx *c, const cg_json_value *v, const char *path, entity *e, bool *ok)
 {
     e->pos = v->pos;
     *ok = false;
-    if (v->type != JSON_T_OBJECT) {
-        check_object(c, v, path, "an entity", entity_keys_all, NULL, NULL);
+    if (v->type != CG_JSON_T_OBJECT) {
+        check_object(c, v, path, "an entity", entity_required_keys, NULL, NULL);
         return;
     }
     /* The kind first: it decides which keys are allowed. */
-    const json_member *m = member(v, "kind");
+    const cg_json_member *m = member(v, "kind");
     bool kind_ok = false;
     if (m) {
         const char *k = get_string(c, m->value, path_key(c, path, "kind"), "kind");
-        for (int i = 0; k && kind_names[i]; i++) {
-            if (strcmp(k, kind_names[i]) == 0) {
+        const char *const *names = kind_names();
+        for (int i = 0; k && names[i]; i++) {
+            if (strcmp(k, names[i]) == 0) {
                 e->kind = (kind)i;
                 kind_ok = true;
             }
         }
         if (k && !kind_ok) {
-            const char *close = suggest(k, kind_names);
+            const char *close = suggest(k, names);
             diag_error(c->d, m->value->pos, path_key(c, path, "kind"),
                        "unknown kind \"%s\"%s%s%s (kinds: %s)", k,
                        close ? "; did you mean \"" : "", close ? close : "",
-                       close ? "\"?" : "", join(c, kind_names));
+                       close ? "\"?" : "", join(c, names));
         }
     }
-    const char *allowed[16];
-    size_t na = 0;
-    misplaced_key misplaced[8];
-    size_t nm = 0;
-    allowed[na++] = "id";
-    allowed[na++] = "kind";
-    allowed[na++] = "namespace";
-    allowed[na++] = "name";
-    allowed[na++] = "param";
-    allowed[na++] = "description";
-    const char *const *required = entity_required;
-    static const char *const bucket_required[] = {"id",       "kind", "namespace", "name",
-                                                  "capacity", "rate", NULL};
-    static const char *const ttl_required[] = {"id", "kind", "namespace", "name", "ttl", NULL};
-    if (kind_ok) {
-        const kind_desc *kd = kind_info(e->kind);
-        const char *why_ttl = pool_printf(c->pl, "a %s has no TTL", kd->name);
-        const char *why_bucket =
-            pool_printf(c->pl, "only a TokenBucket has capacity, rate and period");
-        const char *why_body =
-            pool_printf(c->pl, "only a Cache or a HashedCache has a body (a %s does not)",
-                        kd->name);
-        if (kd->has_ttl) {
-            allowed[na++] = "ttl";
-            required = ttl_required;
-        } else {
-            misplaced[nm++] = (misplaced_key){"ttl", why_ttl};
-        }
-        if (kd->has_bucket) {
-            allowed[na++] = "capacity";
-            allowed[na++] = "rate";
-            allowed[na++] = "period";
-            required = bucket_required;
-        } else {
-            misplaced[nm++] = (misplaced_key){"capacity", why_bucket};
-            misplaced[nm++] = (misplaced_key){"rate", why_bucket};
-            misplaced[nm++] = (misplaced_key){"period", why_bucket};
-        }
-        if (kd->has_body)
-            allowed[na++] = "body";
-        else
-            misplaced[nm++] = (misplaced_key){"body", why_body};
-    } else {
-        /* unknown kind: accept every entity key, check the common ones */
-        for (size_t i = 6; entity_keys_all[i]; i++)
-            allowed[na++] = entity_keys_all[i];
-        allowed[na++] = "ttl";
-    }
-    allowed[na] = NULL;
-    misplaced[nm] = (misplaced_key){NULL, NULL};
+    const char *allowed[ENTITY_KEYS_MAX], *required[ENTITY_KEYS_MAX];
+    misplaced_key misplaced[ENTITY_KEYS_MAX];
+    entity_keys(c, kind_ok ? kind_info(e->kind) : NULL, allowed, required, misplaced);
     check_object(c, v, path, "an entity", allowed, required, misplaced);
 
     bool good = kind_ok;
@@ -656,8 +690,9 @@ static void parse_entity(ctx *c, const json_value *v, const char *path, entity *
         const char *np = path_key(c, path, "namespace");
         e->ns = get_string(c, m->value, np, "namespace");
         const char *sep = e->ns ? strpbrk(e->ns, ":{}") : NULL;
-        if (e->ns && (e->ns[0] == '\0' || strlen(e->ns) > 128)) {
-            diag_error(c->d, m->value->pos, np, "namespace must be 1 to 128 bytes long");
+        if (e->ns && (e->ns[0] == '\0' || strlen(e->ns) > WK_NAMESPACE_MAX)) {
+            diag_error(c->d, m->value->pos, np, "namespace must be 1 to %d bytes long",
+                       WK_NAMESPACE_MAX);
             e->ns = NULL;
         } else if (sep) {
             /* The runtime's rule and words (wk_entity_check_msg): with a
@@ -715,35 +750,8 @@ static void parse_entity(ctx *c, const json_value *v, const char *path, entity *
     if (e->name_type == NAME_BYTES)
         e->param_len = pool_printf(c->pl, "%s_len", e->param);
     e->description = get_description(c, v, path);
-    if (kind_ok && kind_info(e->kind)->has_ttl && (m = member(v, "ttl")))
-        good = get_duration(c, m->value, path_key(c, path, "ttl"), "ttl", &e->ttl_ms) && good;
-    if (kind_ok && kind_info(e->kind)->has_bucket) {
-        const json_member *mcap = member(v, "capacity"), *mrate = member(v, "rate");
-        bool cap_ok = mcap && get_positive(c, mcap->value, path_key(c, path, "capacity"),
-                                           "capacity", &e->capacity, &e->capacity_text);
-        bool rate_ok = mrate && get_positive(c, mrate->value, path_key(c, path, "rate"), "rate",
-                                             &e->rate, &e->rate_text);
-        bool period_ok = true;
-        e->period_ms = 1000;
-        if ((m = member(v, "period")))
-            period_ok = get_duration(c, m->value, path_key(c, path, "period"), "period",
-                                     &e->period_ms);
-        good = good && (cap_ok || !mcap) && (rate_ok || !mrate) && period_ok;
-        /* The limiter's exact arithmetic refuses what it cannot represent
-         * (collection/token_bucket_units.h): so does the generator. */
-        if (cap_ok && rate_ok && period_ok) {
-            wk__tb_units units;
-            char why[300];
-            int bad = wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &units, why,
-                                          sizeof(why));
-            if (bad) {
-                bool cap = bad == WK__TB_BAD_CAPACITY;
-                diag_error(c->d, (cap ? mcap : mrate)->value->pos,
-                           path_key(c, path, cap ? "capacity" : "rate"), "%s", why);
-                good = false;
-            }
-        }
-    }
+    if (kind_ok)
+        good = parse_params(c, v, path, e) && good;
     *ok = good;
 }
 
@@ -755,7 +763,7 @@ static const char *const cap_keys[] = {"id", "default", "grants", "description",
 static const char *const cap_required[] = {"id", "default", NULL};
 static const char *const grant_names[] = {"none", "read", "write", NULL};
 
-static bool get_grant(ctx *c, const json_value *v, const char *path, grant *out)
+static bool get_grant(ctx *c, const cg_json_value *v, const char *path, grant *out)
 {
     const char *g = get_string(c, v, path, "a grant");
     if (!g)
@@ -772,7 +780,7 @@ static bool get_grant(ctx *c, const json_value *v, const char *path, grant *out)
     return false;
 }
 
-static void parse_capability(ctx *c, const json_value *v, const char *path, capability *cap,
+static void parse_capability(ctx *c, const cg_json_value *v, const char *path, capability *cap,
                              const bool *entity_ok)
 {
     cap->pos = v->pos;
@@ -780,7 +788,7 @@ static void parse_capability(ctx *c, const json_value *v, const char *path, capa
     cap->listed = pool_alloc(c->pl, (c->s->nentities + 1) * sizeof(bool));
     if (!check_object(c, v, path, "a capability", cap_keys, cap_required, NULL))
         return;
-    const json_member *m;
+    const cg_json_member *m;
     cap->id_pos = v->pos;
     if ((m = member(v, "id"))) {
         cap->id_pos = m->value->pos;
@@ -794,16 +802,16 @@ static void parse_capability(ctx *c, const json_value *v, const char *path, capa
     if (!(m = member(v, "grants")))
         return;
     const char *gpath = path_key(c, path, "grants");
-    const json_value *g = m->value;
-    if (g->type != JSON_T_OBJECT) {
+    const cg_json_value *g = m->value;
+    if (g->type != CG_JSON_T_OBJECT) {
         diag_error(c->d, g->pos, gpath,
                    "grants must be an object mapping entity ids to \"none\", \"read\" or "
                    "\"write\", not %s",
-                   json_type_name(g->type));
+                   cg_json_type_name(g->type));
         return;
     }
     for (size_t i = 0; i < g->count; i++) {
-        const json_member *gm = &g->members[i];
+        const cg_json_member *gm = &g->members[i];
         const char *p = path_key(c, gpath, gm->key);
         for (size_t j = 0; j < i; j++) {
             if (strcmp(g->members[j].key, gm->key) == 0 && g->members[j].key_len == gm->key_len) {
@@ -876,7 +884,7 @@ static void claim_names(ctx *c, const bool *entity_ok)
 {
     schema *s = c->s;
     const char *svc = s->service;
-    json_pos top = {1, 1};
+    cg_json_pos top = {1, 1};
     bool any_bytes = false;
     for (size_t i = 0; i < s->nrecords; i++) {
         record *r = &s->records[i];
@@ -935,16 +943,18 @@ static void claim_names(ctx *c, const bool *entity_ok)
                         cap->pos, "capability function");
         for (size_t ei = 0; ei < s->nentities; ei++) {
             entity *e = &s->entities[ei];
-            if (!entity_ok[ei] || cap->grants[ei] == GRANT_NONE || repeats_entity(s, ei))
+            if (!entity_ok[ei] || repeats_entity(s, ei))
                 continue;
+            /* a query the capability does not grant is a macro of the same
+             * name (a compile error when called), so it claims the name too */
             size_t nops;
             const op_desc *ops = kind_ops(e, &nops);
             for (size_t k = 0; k < nops; k++) {
-                if (ops[k].write && cap->grants[ei] != GRANT_WRITE)
-                    continue;
+                bool granted = cap->grants[ei] == GRANT_WRITE ||
+                               (cap->grants[ei] == GRANT_READ && !ops[k].write);
                 names_claim(c->names, c->d,
                             pool_printf(c->pl, "%s_%s_%s", cap->c_type, e->id, ops[k].op), p,
-                            cap->pos, "handle function");
+                            cap->pos, granted ? "handle function" : "ungranted handle function");
             }
         }
     }
@@ -961,7 +971,7 @@ static const char *const entity_id_what[] = {"entity", "record", "capability"};
 
 /* Reports ids used twice in one list (entities, records or capabilities). */
 static void check_duplicate_ids(ctx *c, const char *list, const char *const *ids,
-                                const json_pos *pos, size_t n, int what)
+                                const cg_json_pos *pos, size_t n, int what)
 {
     for (size_t i = 0; i < n; i++) {
         if (!ids[i])
@@ -977,7 +987,7 @@ static void check_duplicate_ids(ctx *c, const char *list, const char *const *ids
     }
 }
 
-bool check_schema(const json_value *root, const char *source_name, pool *pl, diag *d,
+bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, diag *d,
                   schema *out)
 {
     ctx cx = {pl, d, names_new(pl), out};
@@ -986,7 +996,7 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
     out->source_name = source_name;
     if (!check_object(c, root, "$", "the schema", top_keys, top_required, NULL))
         return false;
-    const json_member *m;
+    const cg_json_member *m;
 
     if ((m = member(root, "service"))) {
         out->service = get_ident(c, m->value, "$.service", "the service name");
@@ -997,10 +1007,10 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
 
     /* Records first: entities refer to them. */
     if ((m = member(root, "records"))) {
-        const json_value *rv = m->value;
-        if (rv->type != JSON_T_ARRAY) {
+        const cg_json_value *rv = m->value;
+        if (rv->type != CG_JSON_T_ARRAY) {
             diag_error(d, rv->pos, "$.records", "records must be an array, not %s",
-                       json_type_name(rv->type));
+                       cg_json_type_name(rv->type));
         } else {
             out->nrecords = rv->count;
             out->records = pool_alloc(pl, (rv->count + 1) * sizeof(record));
@@ -1013,10 +1023,10 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
 
     bool *entity_ok = NULL;
     if ((m = member(root, "entities"))) {
-        const json_value *ev = m->value;
-        if (ev->type != JSON_T_ARRAY) {
+        const cg_json_value *ev = m->value;
+        if (ev->type != CG_JSON_T_ARRAY) {
             diag_error(d, ev->pos, "$.entities", "entities must be an array, not %s",
-                       json_type_name(ev->type));
+                       cg_json_type_name(ev->type));
         } else if (ev->count == 0) {
             diag_error(d, ev->pos, "$.entities", "a schema needs at least one entity");
         } else {
@@ -1028,7 +1038,7 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
                 entity *e = &out->entities[i];
                 parse_entity(c, ev->items[i], p, e, &entity_ok[i]);
                 /* the body: a record id */
-                const json_member *b = ev->items[i]->type == JSON_T_OBJECT
+                const cg_json_member *b = ev->items[i]->type == CG_JSON_T_OBJECT
                                            ? member(ev->items[i], "body")
                                            : NULL;
                 if (b && entity_ok[i] && kind_info(e->kind)->has_body) {
@@ -1058,7 +1068,7 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
     {
         size_t n = out->nentities;
         const char **ids = pool_alloc(pl, (n + 1) * sizeof(char *));
-        json_pos *pos = pool_alloc(pl, (n + 1) * sizeof(json_pos));
+        cg_json_pos *pos = pool_alloc(pl, (n + 1) * sizeof(cg_json_pos));
         for (size_t i = 0; i < n; i++) {
             ids[i] = out->entities[i].id;
             pos[i] = out->entities[i].id_pos;
@@ -1082,7 +1092,7 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
         }
         size_t nr = out->nrecords;
         const char **rids = pool_alloc(pl, (nr + 1) * sizeof(char *));
-        json_pos *rpos = pool_alloc(pl, (nr + 1) * sizeof(json_pos));
+        cg_json_pos *rpos = pool_alloc(pl, (nr + 1) * sizeof(cg_json_pos));
         for (size_t i = 0; i < nr; i++) {
             rids[i] = out->records[i].id;
             rpos[i] = out->records[i].id_pos;
@@ -1097,10 +1107,10 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
         order_record(c, &out->records[i], out->record_order, &norder);
 
     if ((m = member(root, "capabilities"))) {
-        const json_value *cv = m->value;
-        if (cv->type != JSON_T_ARRAY) {
+        const cg_json_value *cv = m->value;
+        if (cv->type != CG_JSON_T_ARRAY) {
             diag_error(d, cv->pos, "$.capabilities", "capabilities must be an array, not %s",
-                       json_type_name(cv->type));
+                       cg_json_type_name(cv->type));
         } else {
             out->ncaps = cv->count;
             out->caps = pool_alloc(pl, (cv->count + 1) * sizeof(capability));
@@ -1108,7 +1118,7 @@ bool check_schema(const json_value *root, const char *source_name, pool *pl, dia
                 parse_capability(c, cv->items[i], path_index(c, "$.capabilities", i),
                                  &out->caps[i], entity_ok);
             const char **ids = pool_alloc(pl, (cv->count + 1) * sizeof(char *));
-            json_pos *pos = pool_alloc(pl, (cv->count + 1) * sizeof(json_pos));
+            cg_json_pos *pos = pool_alloc(pl, (cv->count + 1) * sizeof(cg_json_pos));
             for (size_t i = 0; i < cv->count; i++) {
                 ids[i] = out->caps[i].id;
                 pos[i] = out->caps[i].id_pos;

@@ -1,6 +1,8 @@
 /*
  * codegen/emit.c — spellings shared by the header and source emitters.
  */
+#include <stdlib.h>
+
 #include "emit.h"
 
 #include <string.h>
@@ -201,11 +203,61 @@ bool schema_uses(const schema *s, field_type t)
     return false;
 }
 
-bool schema_has_kind(const schema *s, kind k)
+void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
+                       const char *ret, const char *first, const char *fn, const char *end)
 {
-    for (size_t i = 0; i < s->nentities; i++) {
-        if (s->entities[i].kind == k)
-            return true;
+    outbuf t = {0};
+    out_printf(&t, "%s %s_%s(%s, ", ret, fn, op->op, first);
+    emit_name_params(&t, e);
+    out_puts(&t, ", ");
+    emit_op_text(&t, s, op->params, e);
+    out_printf(&t, ")%s", end);
+    out_declf(o, "%s", t.data ? t.data : "");
+    free(t.data);
+}
+
+void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const op_desc *op)
+{
+    emit_op_signature(o, s, e, op, "static inline int", "wk_processor *p", e->fn_prefix, "\n");
+    outbuf t = {0};
+    out_puts(&t, "    return ");
+    emit_op_text(&t, s, op->runtime, e);
+    out_printf(&t, "(p, &%s, ", e->descriptor);
+    emit_name_value(&t, e);
+    out_puts(&t, ", ");
+    emit_op_text(&t, s, op->args, e);
+    out_puts(&t, ");\n");
+    out_puts(o, "{\n");
+    out_declf(o, "%s", t.data ? t.data : "");
+    out_puts(o, "}\n");
+    free(t.data);
+}
+
+void emit_handle_definition(outbuf *o, const schema *s, const capability *c, const entity *e,
+                            const op_desc *op)
+{
+    outbuf first = {0}, fn = {0}, call = {0};
+    out_printf(&first, "%s *h", c->c_type);
+    out_printf(&fn, "%s_%s", c->c_type, e->id);
+    emit_op_signature(o, s, e, op, "static inline int", first.data ? first.data : "",
+                      fn.data ? fn.data : "", "\n");
+    out_printf(&call, "    return %s_%s(h ? h->p : NULL, ", e->fn_prefix, op->op);
+    emit_name_args(&call, e);
+    out_puts(&call, ", ");
+    /* the op's own parameters, by name (the accessor supplies the codec) */
+    for (const char *p = op->args; *p;) {
+        if (strncmp(p, "CODEC, ", 7) == 0) {
+            p += 7;
+            continue;
+        }
+        char ch[2] = {*p++, '\0'};
+        out_puts(&call, ch);
     }
-    return false;
+    out_puts(&call, ");\n");
+    out_puts(o, "{\n");
+    out_declf(o, "%s", call.data ? call.data : "");
+    out_puts(o, "}\n");
+    free(first.data);
+    free(fn.data);
+    free(call.data);
 }

@@ -23,6 +23,21 @@ void emit_name_value(outbuf *o, const entity *e);
 /* The C type of names, for comments: "uint64_t", "string", "bytes". */
 const char *name_type_text(name_type t);
 
+/* The signature of an accessor: "<ret> <fn>_<op>(<first>, <name params>,
+ * <op params>)" then `end` (";\n" for a prototype, "\n" for a definition),
+ * wrapped past 100 columns. */
+void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_desc *op,
+                       const char *ret, const char *first, const char *fn, const char *end);
+
+/* A typed accessor as a static inline function: "{ return <runtime>(p,
+ * &<descriptor>, <name>, <args>); }". */
+void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const op_desc *op);
+
+/* A typed handle's query as a static inline function:
+ * "<handle>_<entity>_<op>(h, …)" calling the accessor with h->p. */
+void emit_handle_definition(outbuf *o, const schema *s, const capability *c, const entity *e,
+                            const op_desc *op);
+
 /* An op's text with BODY, CODEC and @ (the service) filled in. */
 void emit_op_text(outbuf *o, const schema *s, const char *text, const entity *e);
 
@@ -41,7 +56,5 @@ void emit_field_schema_type(outbuf *o, const field *f);
 
 /* Whether the schema has a record with a field of the given type. */
 bool schema_uses(const schema *s, field_type t);
-/* Whether any entity has the given kind. */
-bool schema_has_kind(const schema *s, kind k);
 
 #endif /* WK_CODEGEN_EMIT_H */

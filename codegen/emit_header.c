@@ -4,6 +4,7 @@
  * accessors per entity; capabilities and their typed handles.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "emit.h"
 
@@ -18,13 +19,21 @@ static void emit_entity_comment(outbuf *o, const entity *e)
                 !(*c == '*' && c[1] == '/') && !(*c == '?' && c[1] == '?');
     out_puts(o, plain ? e->ns : "(see the schema)");
     out_printf(o, ", names are %s", name_type_text(e->name_type));
-    if (kd->has_ttl) {
-        out_puts(o, e->kind == KIND_LOCK || e->kind == KIND_RWLOCK ? ", lease " : ", TTL ");
-        emit_duration_text(o, e->ttl_ms);
-    }
-    if (kd->has_bucket) {
-        out_printf(o, ", %s tokens, refilled at %s per ", e->capacity_text, e->rate_text);
-        emit_duration_text(o, e->period_ms);
+    /* the kind's summary, with each {key} replaced by that parameter */
+    for (const char *t = kd->summary; *t; t++) {
+        size_t k = 0, n = *t == '{' ? strcspn(t + 1, "}") : 0;
+        while (n && kd->params[k] && (strlen(kd->params[k]->key) != n ||
+                                      strncmp(kd->params[k]->key, t + 1, n) != 0))
+            k++;
+        if (!n || !kd->params[k]) {
+            out_printf(o, "%c", *t);
+            continue;
+        }
+        if (kd->params[k]->rule == RULE_DURATION)
+            emit_duration_text(o, e->params[k].ms);
+        else
+            out_puts(o, e->params[k].text);
+        t += n + 1;
     }
     if (kd->has_body) {
         if (e->body)
@@ -150,23 +159,10 @@ static void emit_records(const schema *s, outbuf *o)
         emit_record(s, s->record_order[i], o);
 }
 
-static void emit_op_prototype(outbuf *o, const schema *s, const entity *e, const op_desc *op,
-                              const char *first, const char *prefix)
-{
-    outbuf t = {0};
-    out_printf(&t, "int %s_%s(%s, ", prefix, op->op, first);
-    emit_name_params(&t, e);
-    out_puts(&t, ", ");
-    emit_op_text(&t, s, op->params, e);
-    out_puts(&t, ");\n");
-    out_declf(o, "%s", t.data ? t.data : "");
-    free(t.data);
-}
-
 static void emit_accessors(const schema *s, outbuf *o)
 {
     emit_section(o, "Typed accessors: thin wrappers over the runtime, one per query of each "
-                    "entity.\n"
+                    "entity (static inline: a call costs what the runtime call costs).\n"
                     "Each takes the processor first (wk_db_processor(db), or a wrapper such "
                     "as hooks or a batch) and the item's name typed as the schema says, and "
                     "returns what the runtime function named in its comment returns (see "
@@ -185,15 +181,47 @@ static void emit_accessors(const schema *s, outbuf *o)
             out_printf(&t, ". See %s().", ops[k].see ? ops[k].see : ops[k].runtime);
             out_note(o, "", t.data);
             free(t.data);
-            emit_op_prototype(o, s, e, &ops[k], "wk_processor *p", e->fn_prefix);
+            emit_accessor_definition(o, s, e, &ops[k]);
+            out_puts(o, "\n");
         }
-        out_puts(o, "\n");
     }
 }
 
 static const char *grant_text(grant g)
 {
     return g == GRANT_WRITE ? "write" : g == GRANT_READ ? "read" : "none";
+}
+
+/* Each query the capability does not grant, as a macro that fails the
+ * compile (WK_NOT_GRANTED, wakuwaku/capability.h) with a message naming
+ * the function and the grant. */
+static bool emit_not_granted(const schema *s, const capability *c, outbuf *o)
+{
+    bool first = true;
+    for (size_t i = 0; i < s->nentities; i++) {
+        const entity *e = &s->entities[i];
+        size_t nops;
+        const op_desc *ops = kind_ops(e, &nops);
+        for (size_t k = 0; k < nops; k++) {
+            if (c->grants[i] == GRANT_WRITE || (c->grants[i] == GRANT_READ && !ops[k].write))
+                continue;
+            if (first)
+                out_printf(o, "/* Not granted by \"%s\": calling one of these does not "
+                              "compile. */\n",
+                           c->id);
+            first = false;
+            out_printf(o, "#define %s_%s_%s(...) \\\n", c->c_type, e->id, ops[k].op);
+            out_printf(o, "    WK_NOT_GRANTED(\"%s_%s_%s: capability \\\"%s\\\" \" \\\n",
+                       c->c_type, e->id, ops[k].op, c->id);
+            if (c->grants[i] == GRANT_NONE)
+                out_printf(o, "                   \"grants nothing on %s\")\n", e->id);
+            else
+                out_printf(o, "                   \"grants only read on %s, and %s is a WRITE "
+                              "query\")\n",
+                           e->id, ops[k].op);
+        }
+    }
+    return !first;
 }
 
 static void emit_capability(const schema *s, const capability *c, outbuf *o)
@@ -224,9 +252,9 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
                "/*\n"
                " * A handle that can do only what \"%s\" grants: the functions below\n"
                " * exist only for the queries it grants (READ queries need read, WRITE\n"
-               " * queries write), so a call it does not grant does not compile. The\n"
-               " * handle's capability is the runtime's second line of defence: dispatch\n"
-               " * checks every query again.\n"
+               " * queries write); each query it does not grant is a macro that stops\n"
+               " * the compile (WK_NOT_GRANTED). The handle's capability is the\n"
+               " * runtime's second line of defence: dispatch checks every query again.\n"
                " *\n"
                " *   db  the handle, opened or narrowed with \"%s\"; owned, closed by\n"
                " *       %s_close().\n"
@@ -269,18 +297,15 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
                            e->fn_prefix);
                 prefix = "";
             }
-            char first[256];
-            snprintf(first, sizeof(first), "%s *h", c->c_type);
-            outbuf tmp = {0};
-            out_printf(&tmp, "%s_%s", c->c_type, e->id);
-            emit_op_prototype(o, s, e, &ops[k], first, tmp.data);
-            free(tmp.data);
+            emit_handle_definition(o, s, c, e, &ops[k]);
+            out_puts(o, "\n");
             any = true;
         }
     }
     if (!any)
-        out_printf(o, "/* \"%s\" grants no query on this service's entities. */\n", c->id);
-    out_puts(o, "\n");
+        out_printf(o, "/* \"%s\" grants no query on this service's entities. */\n\n", c->id);
+    if (emit_not_granted(s, c, o))
+        out_puts(o, "\n");
 }
 
 void emit_header(const schema *s, outbuf *o)
@@ -290,12 +315,7 @@ void emit_header(const schema *s, outbuf *o)
     emit_banner(o, s, file, "typed wakuwaku entities, bodies and capabilities");
     out_printf(o, "#ifndef %s_H\n#define %s_H\n\n", s->service_upper, s->service_upper);
     out_puts(o, "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n\n");
-    out_puts(o, "#include <wakuwaku/wakuwaku.h>\n");
-    for (int k = 0; k < KIND_COUNT; k++) {
-        if (k != KIND_LOCK && k != KIND_RWLOCK && schema_has_kind(s, (kind)k))
-            out_printf(o, "#include <%s>\n", kind_info((kind)k)->header);
-    }
-    out_puts(o, "\n");
+    out_puts(o, "#include <wakuwaku/wakuwaku.h> /* every kind's header */\n\n");
     out_printf(o,
                "/* Generated for the wakuwaku API %s; a different major version (or an\n"
                " * older library) needs a regenerated file. */\n"

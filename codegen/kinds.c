@@ -1,30 +1,80 @@
 /*
- * codegen/kinds.c — the built-in kinds and, for each, the queries an
+ * codegen/kinds.c — the built-in kinds: one row each with everything the
+ * generator knows about the kind (its names in schemas and C, its entity
+ * macro and parameters, the wording of its header comment, whether it has
+ * a body, a rule across its parameters) and, for each, the queries an
  * entity of that kind gets as typed accessors: the runtime function each
  * one wraps, its extra parameters and its effect. The effect here decides
  * which capability handles get the accessor, so it must be the runtime's
  * (each header documents it; tests/codegen checks the handles against the
  * runtime's own refusals).
  *
- * In `params`/`args`, "BODY" stands for the entity's body type.
+ * check.c, emit_header.c and emit_source.c read these rows and hold no
+ * per-kind code. In `params`/`args`, "BODY" stands for the entity's body
+ * type.
  */
+#include "../collection/token_bucket_units.h"
 #include "schema.h"
 
+/* The parameters, shared by the kinds that take them. */
+static const param_desc param_ttl = {"ttl", "ttl_ms", RULE_DURATION, true, 0, "a %s has no TTL"};
+static const param_desc param_capacity = {"capacity", "capacity", RULE_POSITIVE, true, 0,
+                                          "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_rate = {"rate", "rate", RULE_POSITIVE, true, 0,
+                                      "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_period = {"period", "period_ms", RULE_DURATION, false, 1000,
+                                        "only a TokenBucket has capacity, rate and period"};
+
+/* TokenBucket: the limiter's exact arithmetic refuses what it cannot
+ * represent (collection/token_bucket_units.h), so the generator does too. */
+static int bucket_check(const entity *e, char *why, size_t whylen)
+{
+    wk__tb_units units;
+    int bad = wk__tb_units_derive(e->params[0].num, e->params[1].num, e->params[2].ms, &units,
+                                  why, whylen);
+    return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
+}
+
 static const kind_desc kinds[KIND_COUNT] = {
-    [KIND_LOCK] = {"Lock", "WK_KIND_LOCK", "wakuwaku/lock.h", true, false, false},
-    [KIND_RWLOCK] = {"RwLock", "WK_KIND_RWLOCK", "wakuwaku/rwlock.h", true, false, false},
-    [KIND_CACHE] = {"Cache", "WK_KIND_CACHE", "wakuwaku/cache.h", true, false, true},
-    [KIND_HASHED_CACHE] = {"HashedCache", "WK_KIND_HASHED_CACHE", "wakuwaku/hashed_cache.h",
-                           true, false, true},
-    [KIND_TOKEN_BUCKET] = {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "wakuwaku/token_bucket.h",
-                           false, true, false},
-    [KIND_SETTINGS] = {"Settings", "WK_KIND_SETTINGS", "wakuwaku/settings.h", false, false,
-                       false},
+    [KIND_LOCK] = {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}",
+                   false, NULL},
+    [KIND_RWLOCK] = {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL},
+                     ", lease {ttl}", false, NULL},
+    [KIND_CACHE] = {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}",
+                    true, NULL},
+    [KIND_HASHED_CACHE] = {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY",
+                           {&param_ttl, NULL}, ", TTL {ttl}", true, NULL},
+    [KIND_TOKEN_BUCKET] = {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
+                           {&param_capacity, &param_rate, &param_period, NULL},
+                           ", {capacity} tokens, refilled at {rate} per {period}", false,
+                           bucket_check},
+    [KIND_SETTINGS] = {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false,
+                       NULL},
 };
 
 const kind_desc *kind_info(kind k)
 {
     return &kinds[k];
+}
+
+const param_desc *const *kind_all_params(void)
+{
+    static const param_desc *all[KIND_COUNT * KIND_PARAMS_MAX + 1];
+    static bool done;
+    if (!done) {
+        size_t n = 0;
+        for (int k = 0; k < KIND_COUNT; k++) {
+            for (const param_desc *const *p = kinds[k].params; *p; p++) {
+                bool seen = false;
+                for (size_t i = 0; i < n; i++)
+                    seen = seen || all[i] == *p;
+                if (!seen)
+                    all[n++] = *p;
+            }
+        }
+        done = true;
+    }
+    return all;
 }
 
 #define OPS(a) (sizeof(a) / sizeof((a)[0]))

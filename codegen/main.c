@@ -1,16 +1,21 @@
 /*
  * codegen/main.c — wk-codegen: a wakuwaku schema (JSON) → <service>.h and
- * <service>.c. parse (json.c) → check (check.c) → emit (emit_*.c).
+ * <service>.c. parse (cg_json.c) → check (check.c) → emit (emit_*.c).
  *
  *   wk-codegen SCHEMA -o OUTDIR [--expect-service NAME]
  *
- * Exit status: 0 written; 1 the schema has errors (each printed as
- * "file:line:col: error: $.json.path: message"); 2 usage or I/O error.
+ * Exit status: 0 written (OUTDIR is created, with its parents, when
+ * missing); 1 the schema has errors (each printed as
+ * "file:line:col: error: $.json.path: message", then a last line
+ * "file: N error(s)"); 2 usage or I/O error.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdir, strdup */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "schema.h"
 
@@ -53,6 +58,42 @@ static char *read_file(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return buf;
+}
+
+/* Creates dir and its missing parents (mkdir -p). Returns 0 or -1 with
+ * errno set. */
+static int make_dirs(const char *dir)
+{
+    char *path = strdup(dir);
+    int rc = 0;
+    if (!path)
+        return -1;
+    for (char *p = path + 1; rc == 0; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat st;
+        if (mkdir(path, 0777) != 0) {
+            if (errno != EEXIST || stat(path, &st) != 0)
+                rc = -1;
+            else if (!S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                rc = -1;
+            }
+        }
+        *p = c;
+        if (!c)
+            break;
+    }
+    free(path);
+    return rc;
+}
+
+/* The last line of a failed check: "file: N error(s)". */
+static void count_line(const char *schema_path, int errors)
+{
+    fprintf(stderr, "%s: %d error%s\n", schema_path, errors, errors == 1 ? "" : "s");
 }
 
 /* Writes data to dir/name through a temporary file renamed into place, so
@@ -122,12 +163,13 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[256];
-    json_pos pos;
-    json_doc *doc = json_parse(text, len, err, sizeof(err), &pos);
+    cg_json_pos pos;
+    cg_json_doc *doc = cg_json_parse(text, len, err, sizeof(err), &pos);
     free(text);
     if (!doc) {
         fprintf(stderr, "%s:%d:%d: error: $: invalid JSON: %s\n", schema_path, pos.line, pos.col,
                 err);
+        count_line(schema_path, 1);
         return 1;
     }
 
@@ -136,9 +178,9 @@ int main(int argc, char **argv)
     diag d = {schema_path, stderr, 0};
     pool *pl = pool_new();
     schema s;
-    bool ok = check_schema(json_doc_root(doc), base, pl, &d, &s);
+    bool ok = check_schema(cg_json_doc_root(doc), base, pl, &d, &s);
     if (ok && expect && strcmp(expect, s.service) != 0) {
-        json_pos top = {1, 1};
+        cg_json_pos top = {1, 1};
         diag_error(&d, top, "$.service",
                    "the service is \"%s\" but the build expects \"%s\" (the SERVICE of "
                    "wakuwaku_generate(), or its TARGET)",
@@ -147,7 +189,7 @@ int main(int argc, char **argv)
     }
     int status = 0;
     if (!ok) {
-        fprintf(stderr, "%s: %d error%s\n", schema_path, d.errors, d.errors == 1 ? "" : "s");
+        count_line(schema_path, d.errors);
         status = 1;
     } else {
         outbuf raw_h = {0}, raw_c = {0}, h = {0}, c = {0};
@@ -163,6 +205,9 @@ int main(int argc, char **argv)
         if (h.oom || c.oom) {
             fputs("wk-codegen: out of memory\n", stderr);
             status = 2;
+        } else if (make_dirs(outdir) != 0) {
+            fprintf(stderr, "wk-codegen: cannot create %s: %s\n", outdir, strerror(errno));
+            status = 2;
         } else {
             snprintf(name, sizeof(name), "%s.h", s.service);
             if (write_file(outdir, name, &h) != 0)
@@ -175,6 +220,6 @@ int main(int argc, char **argv)
         free(c.data);
     }
     pool_free(pl);
-    json_doc_free(doc);
+    cg_json_doc_free(doc);
     return status;
 }

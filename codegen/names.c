@@ -94,7 +94,7 @@ typedef struct name_slot {
     const char *name;
     const char *path;
     const char *what;
-    json_pos pos;
+    cg_json_pos pos;
 } name_slot;
 
 struct name_table {
@@ -143,7 +143,7 @@ static void grow(name_table *t)
     t->cap = cap;
 }
 
-bool names_claim(name_table *t, diag *d, const char *name, const char *path, json_pos pos,
+bool names_claim(name_table *t, diag *d, const char *name, const char *path, cg_json_pos pos,
                  const char *what)
 {
     if ((t->count + 1) * 2 > t->cap)

@@ -48,7 +48,7 @@ name_table *names_new(pool *pl);
  * generates it, reports the collision to `d` (naming both) and returns
  * false.
  */
-bool names_claim(name_table *t, diag *d, const char *name, const char *path, json_pos pos,
+bool names_claim(name_table *t, diag *d, const char *name, const char *path, cg_json_pos pos,
                  const char *what);
 
 #endif /* WK_CODEGEN_NAMES_H */

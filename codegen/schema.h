@@ -1,10 +1,14 @@
 /*
  * codegen/schema.h — the checked model of a schema, and the three stages
- * of the generator: parse (json.h) → check (check.c: JSON tree → model,
+ * of the generator: parse (cg_json.h) → check (check.c: JSON tree → model,
  * every problem reported) → emit (emit_header.c, emit_source.c).
  *
- * Every C identifier the output uses is decided in names.c, once, while
- * checking: the emitters only print names they find in the model.
+ * Naming rules (validity, keyword escaping, collisions) live in names.c,
+ * and the public C names are decided while checking (the model's c_type,
+ * fn_prefix, descriptor, …). The emitters compose a few more from those:
+ * "<service>__<id>_…" statics (a double underscore, which no schema
+ * identifier can produce) and "<handle>_<entity>_<op>" handle functions,
+ * which check.c claims in the collision table too.
  */
 #ifndef WK_CODEGEN_SCHEMA_H
 #define WK_CODEGEN_SCHEMA_H
@@ -14,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "json.h"
+#include "cg_json.h"
 
 /* The generator's version: the library's (set by CMake). */
 #ifndef WK_CODEGEN_VERSION
@@ -71,7 +75,7 @@ typedef struct field {
     record *rec;             /* FT_RECORD */
     bool optional, array;
     const char *description; /* may be NULL */
-    json_pos name_pos, type_pos;
+    cg_json_pos name_pos, type_pos;
 } field;
 
 struct record {
@@ -82,11 +86,26 @@ struct record {
     field *fields;
     size_t nfields;
     const char *description;
-    json_pos pos, id_pos;
+    cg_json_pos pos, id_pos;
     bool used_by_cache;      /* a codec is emitted */
     int emit_order;          /* definitions in dependency order */
     int visit;               /* for the cycle check */
 };
+
+/* How a kind parameter is read and checked (check.c). */
+typedef enum param_rule {
+    RULE_DURATION, /* "250ms", "30s", "5m", "1h" or whole milliseconds; > 0 */
+    RULE_POSITIVE  /* a finite number > 0, printed exactly */
+} param_rule;
+
+/* The value of one parameter of an entity. */
+typedef struct param_value {
+    int64_t ms;        /* RULE_DURATION */
+    double num;        /* RULE_POSITIVE */
+    const char *text;  /* RULE_POSITIVE: its exact C spelling ("20.0") */
+} param_value;
+
+#define KIND_PARAMS_MAX 3
 
 typedef struct entity {
     const char *id;
@@ -95,15 +114,12 @@ typedef struct entity {
     name_type name_type;
     const char *param;       /* the name parameter (keyword-escaped) */
     const char *param_len;   /* NAME_BYTES: "<param>_len" */
-    int64_t ttl_ms;          /* Lock, RwLock, caches */
-    double capacity, rate;   /* TokenBucket */
-    int64_t period_ms;       /* TokenBucket */
-    const char *capacity_text, *rate_text; /* as written (exact output) */
+    param_value params[KIND_PARAMS_MAX]; /* as the kind's params (kind_desc) */
     record *body;            /* caches; NULL: byte bodies */
     const char *description;
     const char *descriptor;  /* <service>_<id>_entity */
     const char *fn_prefix;   /* <service>_<id> */
-    json_pos pos, id_pos, ns_pos;
+    cg_json_pos pos, id_pos, ns_pos;
 } entity;
 
 typedef struct capability {
@@ -113,7 +129,7 @@ typedef struct capability {
     bool *listed;            /* per entity: listed explicitly in "grants" */
     const char *c_type;      /* <service>_<id> */
     const char *description;
-    json_pos pos, id_pos;
+    cg_json_pos pos, id_pos;
 } capability;
 
 typedef struct schema {
@@ -145,14 +161,40 @@ typedef struct op_desc {
     const char *see;      /* the runtime function to read about; NULL: runtime */
 } op_desc;
 
+/*
+ * One parameter of a kind: its schema key, the wk_entity field it fills,
+ * how it is checked, and what to say when another kind is given it.
+ */
+typedef struct param_desc {
+    const char *key;        /* the schema key: "ttl" */
+    const char *field;      /* the wk_entity field (and macro argument): "ttl_ms" */
+    param_rule rule;
+    bool required;          /* else default_ms applies (RULE_DURATION) */
+    int64_t default_ms;
+    const char *elsewhere;  /* "unknown key" reason on a kind without it; %s: that kind */
+} param_desc;
+
+/*
+ * Everything the generator knows about a kind, in one row: check.c,
+ * emit_header.c and emit_source.c follow it and hold no per-kind code.
+ */
 typedef struct kind_desc {
-    const char *name;        /* "Lock": as in schemas and keys */
-    const char *macro;       /* "WK_KIND_LOCK" */
-    const char *header;      /* "wakuwaku/lock.h" */
-    bool has_ttl, has_bucket, has_body;
+    const char *name;         /* "Lock": as in schemas and keys */
+    const char *macro;        /* "WK_KIND_LOCK" */
+    const char *entity_macro; /* "WK_LOCK_ENTITY": takes (ns, <params in order>) */
+    const param_desc *params[KIND_PARAMS_MAX + 1]; /* NULL-terminated */
+    /* the header comment after "names are …": {key} is the parameter's
+     * value (durations as "30 s"), e.g. ", lease {ttl}" */
+    const char *summary;
+    bool has_body;
+    /* a rule over several parameters, or NULL: on failure returns the index
+     * of the parameter to blame and writes why (check.c reports it) */
+    int (*check)(const entity *e, char *why, size_t whylen);
 } kind_desc;
 
 const kind_desc *kind_info(kind k);
+/* Every parameter of any kind, each once, in table order (NULL-terminated). */
+const param_desc *const *kind_all_params(void);
 /* The ops of entity `e` (depends on kind and on whether it has a body). */
 const op_desc *kind_ops(const entity *e, size_t *count);
 
@@ -167,7 +209,7 @@ typedef struct diag {
 } diag;
 
 /* "<file>:<line>:<col>: error: <path>: <message>" */
-void diag_error(diag *d, json_pos pos, const char *path, const char *fmt, ...)
+void diag_error(diag *d, cg_json_pos pos, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* ------------------------------------------------------------------------
@@ -186,7 +228,7 @@ char *pool_printf(pool *p, const char *fmt, ...) __attribute__((format(printf, 2
  * check_schema — turn the JSON tree into *out, reporting every problem to
  * `d`. Returns true when there were none (then *out is complete).
  */
-bool check_schema(const json_value *root, const char *source_name, pool *pl, diag *d,
+bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, diag *d,
                   schema *out);
 
 /* Output buffer (emit.c). */

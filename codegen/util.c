@@ -99,7 +99,7 @@ char *pool_printf(pool *p, const char *fmt, ...)
  * Diagnostics
  * ---------------------------------------------------------------------- */
 
-void diag_error(diag *d, json_pos pos, const char *path, const char *fmt, ...)
+void diag_error(diag *d, cg_json_pos pos, const char *path, const char *fmt, ...)
 {
     va_list ap;
     fprintf(d->to, "%s:%d:%d: error: %s: ", d->file, pos.line, pos.col, path);

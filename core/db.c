@@ -105,26 +105,15 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
 #define MIN_MAJOR 6
 #define MIN_VERSION "6.0"
 
-/* Send one set-up command (at most 6 arguments) and read its reply through
- * the same socket code as queries (core/wire.c). */
+/* Send one set-up command and read its reply through the same socket
+ * code as queries (core/wire.c). */
 static int setup_round_trip(redisContext *c, const wk__conn *conn, int argc, const char **argv,
                             redisReply **reply)
 {
-    char buf[1024];
-    size_t len = (size_t)snprintf(buf, sizeof(buf), "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++) {
-        size_t n = strlen(argv[i]);
-        int w = snprintf(buf + len, sizeof(buf) - len, "$%zu\r\n", n);
-        if (w < 0 || len + (size_t)w + n + 2 > sizeof(buf))
-            return WK_EINVAL;
-        len += (size_t)w;
-        memcpy(buf + len, argv[i], n);
-        len += n;
-        memcpy(buf + len, "\r\n", 2);
-        len += 2;
-    }
-    size_t written;
-    int rc = wk__wire_write(c, buf, len, conn->command_timeout, &written);
+    size_t lens[8];
+    for (int i = 0; i < argc && i < 8; i++)
+        lens[i] = strlen(argv[i]);
+    int rc = wk__wire_command(c, conn->command_timeout, argc, argv, lens);
     if (!rc)
         rc = wk__wire_read(c, conn->command_timeout, reply);
     return rc;
@@ -134,8 +123,6 @@ static int setup_round_trip(redisContext *c, const wk__conn *conn, int argc, con
 static int setup_failure(char *msg, size_t msglen, int rc, const char *what, const char *addr,
                          const redisContext *c)
 {
-    if (rc == WK_EINVAL)
-        return msg_fail(msg, msglen, rc, "%s: an argument is too long", what);
     if (rc == WK_EPROTO)
         return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)", addr,
                         what, c->errstr);

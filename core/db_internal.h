@@ -125,6 +125,16 @@ int wk__buf_reserve(wk__buf *buf, size_t more);
 int wk__wire_write(redisContext *c, const char *data, size_t len, struct timeval timeout,
                    size_t *written);
 int wk__wire_read(redisContext *c, struct timeval timeout, redisReply **reply);
+/* Format a command (set-up, Pub/Sub: a few short arguments) and write it
+ * whole. */
+int wk__wire_command(redisContext *c, struct timeval timeout, int argc, const char *const *argv,
+                     const size_t *lens);
+/* The two halves of wk__wire_read, for a caller that waits on its own
+ * (the Pub/Sub subscriber polls a wake-up descriptor too): take a reply
+ * already read (*reply NULL if none), and receive what the socket has now
+ * into the reader without waiting. */
+int wk__wire_take(redisContext *c, redisReply **reply);
+int wk__wire_receive(redisContext *c);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
  * WK_EREDIS unless the query wants them. */
 int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);

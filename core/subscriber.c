@@ -2,11 +2,12 @@
  * core/subscriber.c — a Pub/Sub subscriber connection opened from a
  * handle's connection settings (see core/subscriber.h).
  *
- * Reading does not block in hiredis: the socket is polled together with an
- * optional wake descriptor, bytes are fed to the reply reader with
- * redisBufferRead(), and complete replies are taken out with
- * redisGetReplyFromReader(). So a stop request or a timeout is noticed at
- * once, and a killed connection (EOF) is reported as WK_EIO.
+ * Commands and replies go through the socket code queries use
+ * (core/wire.c): the socket is polled together with an optional wake
+ * descriptor, bytes are fed to the reply reader with wk__wire_receive(),
+ * and complete replies are taken out with wk__wire_take(). So a stop
+ * request or a timeout is noticed at once, and a killed connection (EOF)
+ * is reported as WK_EIO.
  */
 #include <errno.h>
 #include <poll.h>
@@ -42,13 +43,10 @@ static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
     return status;
 }
 
-/* The context's error as a status and message. */
-static int ctx_fail(wk__subscriber *s, const char *what)
+/* A failure of the socket code (status `rc`, reason on the context). */
+static int ctx_fail(wk__subscriber *s, int rc, const char *what)
 {
     redisContext *c = s->ctx;
-    int rc = wk__conn_error_status(c);
-    if (c && c->err == REDIS_ERR_EOF)
-        rc = WK_EIO;
     return sub_fail(s, rc, "subscriber: %s: %s", what,
                     c && c->errstr[0] ? c->errstr : "connection lost");
 }
@@ -114,10 +112,13 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
         return WK_EINVAL;
     const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
     size_t lens[2] = {9, len};
-    redisReply *r = redisCommandArgv(s->ctx, 2, argv, lens);
-    if (!r)
-        return ctx_fail(s, "SUBSCRIBE");
-    int rc = WK_OK;
+    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
+    redisReply *r = NULL;
+    int rc = wk__wire_command(s->ctx, tv, 2, argv, lens);
+    if (!rc)
+        rc = wk__wire_read(s->ctx, tv, &r);
+    if (rc)
+        return ctx_fail(s, rc, "SUBSCRIBE");
     if (r->type == REDIS_REPLY_ERROR)
         rc = sub_fail(s, WK_EREDIS, "subscriber: SUBSCRIBE refused: %.150s", r->str);
     else if (!push_is(r, "subscribe", 3) || r->element[1]->type != REDIS_REPLY_STRING ||
@@ -132,13 +133,12 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 /* Send a keep-alive PING (allowed in subscribed mode). */
 static int send_ping(wk__subscriber *s)
 {
-    if (redisAppendCommand(s->ctx, "PING") != REDIS_OK)
-        return ctx_fail(s, "PING");
-    int done = 0;
-    while (!done) {
-        if (redisBufferWrite(s->ctx, &done) != REDIS_OK)
-            return ctx_fail(s, "PING");
-    }
+    static const char *const argv[1] = {"PING"};
+    static const size_t lens[1] = {4};
+    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
+    int rc = wk__wire_command(s->ctx, tv, 1, argv, lens);
+    if (rc)
+        return ctx_fail(s, rc, "PING");
     s->ping_sent_ms = wk_monotonic_ms();
     return WK_OK;
 }
@@ -162,8 +162,9 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
     for (;;) {
         /* Replies already read come first. */
         redisReply *r = NULL;
-        if (redisGetReplyFromReader(s->ctx, (void **)&r) != REDIS_OK)
-            return ctx_fail(s, "reading a message");
+        int rc = wk__wire_take(s->ctx, &r);
+        if (rc)
+            return ctx_fail(s, rc, "reading a message");
         if (r) {
             if (push_is(r, "message", 3) && r->element[2]->type == REDIS_REPLY_STRING) {
                 s->last = r;
@@ -190,7 +191,7 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             return sub_fail(s, WK_ETIMEDOUT, "subscriber: no answer to PING within %d ms",
                             s->command_timeout_ms);
         if (!s->ping_sent_ms && s->keepalive_ms && now - s->last_rx_ms >= s->keepalive_ms) {
-            int rc = send_ping(s);
+            rc = send_ping(s);
             if (rc)
                 return rc;
         }
@@ -223,8 +224,9 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             return WK_OK;
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (redisBufferRead(s->ctx) != REDIS_OK)
-                return ctx_fail(s, "connection lost");
+            rc = wk__wire_receive(s->ctx);
+            if (rc)
+                return ctx_fail(s, rc, "connection lost");
             s->last_rx_ms = wk_monotonic_ms();
         }
     }

@@ -38,12 +38,11 @@ static int check_part(const char *s, size_t max, const char *what, const char *m
 {
     if (!s)
         return wk__entity_fail(msg, len, "%s is NULL", what);
-    size_t n = 0;
-    const char *sep = NULL;
-    for (; n <= max && s[n]; n++) {
-        if (!sep && (s[n] == ':' || s[n] == '{' || s[n] == '}'))
-            sep = s + n;
-    }
+    /* Every query checks its entity (twice: descriptor, then key), so use
+     * libc's vectorised scans rather than a byte loop. */
+    size_t n = strnlen(s, max + 1);
+    size_t clean = strcspn(s, ":{}");
+    const char *sep = clean < n ? s + clean : NULL;
     if (n == 0)
         return wk__entity_fail(msg, len, "%s is empty", what);
     if (n > max)

@@ -202,7 +202,7 @@ typedef struct wk_codec wk_codec;
  * (below): the typed calls put that text in the handle's detail message.
  *
  * Releasing a decoded value (its strings, arrays) is the value type's
- * business, e.g. the generated <type>_clear() function.
+ * business, e.g. the generated <type>_free() function.
  */
 struct wk_codec {
     const char *name;

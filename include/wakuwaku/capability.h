@@ -40,6 +40,17 @@ typedef struct wk_cap_entry {
 
 typedef struct wk_cap wk_cap;
 
+/*
+ * WK_NOT_GRANTED(why) — an expression that fails the compile with the
+ * message `why` (a string literal), through a C11 _Static_assert: an error
+ * in every C11 compiler, with no flags needed. The code generator defines
+ * each query a capability does not grant as a macro over it, so
+ * `billing_replica_invoice_try(&h, …)` stops the build with "static
+ * assertion failed: …" instead of compiling (the handle's runtime
+ * capability would refuse it anyway). Not for use in C++.
+ */
+#define WK_NOT_GRANTED(why) ((int)sizeof(struct { _Static_assert(0, why); int wk_not_granted; }))
+
 #define WK_CAP_NAME_MAX 64
 
 /*
@@ -68,6 +79,24 @@ WK_API int wk_cap_new(wk_cap **out, const char *name, wk_grant default_grant,
  * *out is NULL on failure.
  */
 WK_API int wk_cap_intersect(wk_cap **out, const wk_cap *a, const wk_cap *b, const char *name);
+
+/*
+ * A capability written as data: what wk_cap_new() takes, in one struct, so
+ * it can be a `static const` table (the code generator writes one per
+ * schema capability). wk_cap_new_table() builds it; wk_db_open_granted()
+ * and wk_db_narrow_granted() (wakuwaku/db.h) open or narrow a handle with
+ * it.
+ */
+typedef struct wk_cap_table {
+    const char *name;
+    wk_grant default_grant;
+    const wk_cap_entry *entries; /* count rows; may be NULL when count is 0 */
+    size_t count;
+} wk_cap_table;
+
+/* wk_cap_new_table — wk_cap_new(out, t->name, t->default_grant,
+ * t->entries, t->count). NULL t is WK_EINVAL (*out NULL). */
+WK_API int wk_cap_new_table(wk_cap **out, const wk_cap_table *t);
 
 /* wk_cap_free — free a capability. NULL and the built-ins are no-ops. */
 WK_API void wk_cap_free(wk_cap *cap);

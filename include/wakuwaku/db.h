@@ -111,6 +111,25 @@ WK_API int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t 
  */
 WK_API int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name);
 
+/*
+ * wk_db_open_granted — wk_db_open() with opts' capability replaced by the
+ * one `grants` describes (built for the call and freed before it returns;
+ * the handle keeps its own copy).
+ *
+ * wk_db_narrow_granted — wk_db_narrow(out, db, <that capability>, NULL).
+ *
+ *   out   OUT: the handle; NULL on failure. Close it with wk_db_close().
+ *   proc  OUT, may be NULL: wk_db_processor(*out), NULL on failure.
+ *
+ * The generated typed handles (codegen/SCHEMA.md) open and narrow through
+ * these. Returns as wk_db_open() / wk_db_narrow(), or WK_EINVAL for NULL
+ * out, opts or grants, or WK_ENOMEM.
+ */
+WK_API int wk_db_open_granted(wk_db **out, wk_processor **proc, const wk_db_options *opts,
+                              const wk_cap_table *grants, char *err, size_t errlen);
+WK_API int wk_db_narrow_granted(wk_db **out, wk_processor **proc, wk_db *db,
+                                const wk_cap_table *grants);
+
 /* wk_db_close — close the handle (and the connection when no narrowed
  * handle shares it). NULL is a harmless no-op. */
 WK_API void wk_db_close(wk_db *db);

@@ -19,14 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!sink)
         sink = fopen("/dev/null", "w");
     char err[256];
-    json_pos pos;
-    json_doc *doc = json_parse((const char *)data, size, err, sizeof(err), &pos);
+    cg_json_pos pos;
+    cg_json_doc *doc = cg_json_parse((const char *)data, size, err, sizeof(err), &pos);
     if (!doc)
         return 0;
     diag d = {"fuzz.json", sink, 0};
     pool *pl = pool_new();
     schema s;
-    if (check_schema(json_doc_root(doc), "fuzz.json", pl, &d, &s)) {
+    if (check_schema(cg_json_doc_root(doc), "fuzz.json", pl, &d, &s)) {
         outbuf h = {0}, c = {0}, fh = {0};
         emit_header(&s, &h);
         emit_source(&s, &c);
@@ -38,6 +38,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* a refused schema must say why */
     }
     pool_free(pl);
-    json_doc_free(doc);
+    cg_json_doc_free(doc);
     return 0;
 }

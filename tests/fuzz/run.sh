@@ -32,6 +32,9 @@ for target in tests/fuzz/fuzz_*.c; do
         sources=($(ls codegen/*.c | grep -v codegen/main.c))
         clang "${flags[@]}" -Icodegen -DWK_CODEGEN_VERSION='"fuzz"' -DWK_CODEGEN_VERSION_MAJOR=0 \
             -DWK_CODEGEN_VERSION_NUMBER=0 "$target" "${sources[@]}" -o "$out/$name"
+    elif [ "$name" = fuzz_codec ]; then
+        # The JSON body codec (its own library) over the core library.
+        clang "${flags[@]}" "$target" codec/*.c "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
     else
         clang "${flags[@]}" "$target" "${kind_rows[@]}" "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
     fi

@@ -9,12 +9,7 @@
  * recursive records, keywords, and a description with * / and ? ?/ that must
  * stay inside its comment.
  */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <jansson.h>
+#include <wakuwaku/codec.h>
 
 #include "bodies.h"
 
@@ -35,1470 +30,188 @@ const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT] = {
 };
 
 /* ------------------------------------------------------------------------
- * JSON helpers
+ * Records: descriptors for the JSON codec (wakuwaku/codec.h)
  * ---------------------------------------------------------------------- */
 
-/* Where a value sits in a body, for messages: a chain of nodes on the
- * stack, from the value up to the root (NULL, spelled "$"). */
-typedef struct bodies__path {
-    const struct bodies__path *up;
-    const char *key; /* NULL for an array element */
-    size_t index;
-} bodies__path;
+/* The codec reads byte strings as wk_codec_bytes. */
+_Static_assert(sizeof(bodies_bytes) == sizeof(wk_codec_bytes) &&
+                   offsetof(bodies_bytes, len) == offsetof(wk_codec_bytes, len),
+               "bodies_bytes is laid out as wk_codec_bytes");
 
-/* Where a failure's message goes (may be NULL). */
-typedef struct bodies__ctx {
-    char *err;
-    size_t errlen;
-} bodies__ctx;
+/* Each field row (wk_field_desc): JSON key, type, flags, offset, then the
+ * offsets of the array length and of the presence flag (0 when unused)
+ * and the nested record. */
 
-static size_t bodies__path_text(const bodies__path *at, char *buf, size_t size)
-{
-    size_t n = at ? bodies__path_text(at->up, buf, size) : 0;
-    int k;
-    if (n >= size)
-        return n;
-    if (!at)
-        k = snprintf(buf, size, "$");
-    else if (at->key)
-        k = snprintf(buf + n, size - n, ".%s", at->key);
-    else
-        k = snprintf(buf + n, size - n, "[%zu]", at->index);
-    return n + (k > 0 ? (size_t)k : 0);
-}
-
-/* Records "<path>: <msg><detail>" and returns status. */
-static int bodies__fail(bodies__ctx *c, const bodies__path *at, int status, const char *msg,
-                        const char *detail)
-{
-    if (c->err && c->errlen) {
-        char path[256];
-        bodies__path_text(at, path, sizeof(path));
-        snprintf(c->err, c->errlen, "%s: %s%s", path, msg, detail);
-    }
-    return status;
-}
-
-static const char *bodies__type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "an unknown value";
-}
-
-/* Adds value (stolen) to obj under at->key. */
-static int bodies__set(bodies__ctx *c, const bodies__path *at, json_t *obj, json_t *value)
-{
-    if (json_object_set_new_nocheck(obj, at->key, value) != 0)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-/* A new empty JSON array for `len` items at `items`. */
-static int bodies__new_array(bodies__ctx *c, const bodies__path *at, const void *items, size_t len,
-                             json_t **out)
-{
-    if (!items && len)
-        return bodies__fail(c, at, WK_EINVAL, "the array is NULL but its length is not 0", "");
-    *out = json_array();
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-/* Appends value (stolen) to the array arr. */
-static int bodies__append(bodies__ctx *c, const bodies__path *at, json_t *arr, json_t *value)
-{
-    if (json_array_append_new(arr, value) != 0)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-/* The member at->key of the object j into *out: NULL when absent (or
- * null) and optional; a missing required member is an error. */
-static int bodies__member(bodies__ctx *c, const bodies__path *at, const json_t *j, bool required,
-                          const json_t **out)
-{
-    *out = json_object_get(j, at->key);
-    if (*out && json_is_null(*out) && !required)
-        *out = NULL;
-    if (!*out && required)
-        return bodies__fail(c, at, WK_ECORRUPT, "missing required field", "");
-    return WK_OK;
-}
-
-/* Checks that j is an array and allocates its zeroed (= empty) items. */
-static int bodies__array(bodies__ctx *c, const bodies__path *at, const json_t *j, size_t size,
-                         void **items, size_t *len)
-{
-    size_t n;
-    *items = NULL;
-    if (!json_is_array(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected an array, got ", bodies__type_name(j));
-    n = json_array_size(j);
-    if (n) {
-        *items = calloc(n, size);
-        if (!*items)
-            return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    }
-    *len = n;
-    return WK_OK;
-}
-
-/* JSON text into a malloc'ed buffer (json_dump_callback). */
-typedef struct bodies__buf {
-    char *data;
-    size_t len, cap;
-} bodies__buf;
-
-static int bodies__dump(const char *text, size_t size, void *data)
-{
-    bodies__buf *b = data;
-    if (b->cap - b->len < size + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        char *p;
-        while (cap - b->len < size + 1)
-            cap *= 2;
-        p = realloc(b->data, cap);
-        if (!p)
-            return -1;
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, text, size);
-    b->len += size;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-/* The compact JSON text of root in a new buffer. */
-static int bodies__to_text(bodies__ctx *c, json_t *root, char **json, size_t *len)
-{
-    bodies__buf b = {NULL, 0, 0};
-    if (json_dump_callback(root, bodies__dump, &b, JSON_COMPACT) != 0) {
-        free(b.data);
-        return bodies__fail(c, NULL, WK_ENOMEM, "out of memory", "");
-    }
-    *json = b.data;
-    if (len)
-        *len = b.len;
-    return WK_OK;
-}
-
-static int bodies__json_bool(bodies__ctx *c, const bodies__path *at, bool v, json_t **out)
-{
-    (void)c;
-    (void)at;
-    *out = json_boolean(v);
-    return WK_OK;
-}
-
-static int bodies__get_bool(bodies__ctx *c, const bodies__path *at, const json_t *j, bool *out)
-{
-    if (!json_is_boolean(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected a boolean, got ", bodies__type_name(j));
-    *out = json_is_true(j);
-    return WK_OK;
-}
-
-/* An integer in [min, max]. */
-static int bodies__get_integer(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                               json_int_t min, json_int_t max, const char *type, json_int_t *out)
-{
-    if (!json_is_integer(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected an integer, got ", bodies__type_name(j));
-    *out = json_integer_value(j);
-    if (*out < min || *out > max)
-        return bodies__fail(c, at, WK_ECORRUPT, "integer out of range for ", type);
-    return WK_OK;
-}
-
-static int bodies__json_i32(bodies__ctx *c, const bodies__path *at, int32_t v, json_t **out)
-{
-    *out = json_integer(v);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_i32(bodies__ctx *c, const bodies__path *at, const json_t *j, int32_t *out)
-{
-    json_int_t v = 0;
-    int rc = bodies__get_integer(c, at, j, INT32_MIN, INT32_MAX, "i32", &v);
-    *out = (int32_t)v;
-    return rc;
-}
-
-static int bodies__json_u32(bodies__ctx *c, const bodies__path *at, uint32_t v, json_t **out)
-{
-    *out = json_integer(v);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_u32(bodies__ctx *c, const bodies__path *at, const json_t *j, uint32_t *out)
-{
-    json_int_t v = 0;
-    int rc = bodies__get_integer(c, at, j, 0, UINT32_MAX, "u32", &v);
-    *out = (uint32_t)v;
-    return rc;
-}
-
-/* Decimal digits (no sign, no leading zero) up to limit into *out. */
-static bool bodies__digits(const char *s, uint64_t limit, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (!*s || (s[0] == '0' && s[1]))
-        return false;
-    for (; *s; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (*s < '0' || *s > '9' || v > (limit - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
-/* i64 travels as a decimal string (exact in every language). */
-static int bodies__json_i64(bodies__ctx *c, const bodies__path *at, int64_t v, json_t **out)
-{
-    char text[24];
-    snprintf(text, sizeof(text), "%lld", (long long)v);
-    *out = json_string_nocheck(text);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_i64(bodies__ctx *c, const bodies__path *at, const json_t *j, int64_t *out)
-{
-    const char *s;
-    uint64_t mag;
-    bool neg;
-    if (json_is_integer(j)) {
-        *out = (int64_t)json_integer_value(j);
-        return WK_OK;
-    }
-    if (!json_is_string(j))
-        return bodies__fail(c, at, WK_ECORRUPT,
-                            "expected an i64 (a decimal string or an integer), got ",
-                            bodies__type_name(j));
-    s = json_string_value(j);
-    neg = s[0] == '-';
-    if (!bodies__digits(s + neg, neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, &mag))
-        return bodies__fail(c, at, WK_ECORRUPT, "not a decimal i64: ", s);
-    *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    return WK_OK;
-}
-
-/* u64 travels as a decimal string (exact in every language). */
-static int bodies__json_u64(bodies__ctx *c, const bodies__path *at, uint64_t v, json_t **out)
-{
-    char text[24];
-    snprintf(text, sizeof(text), "%llu", (unsigned long long)v);
-    *out = json_string_nocheck(text);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_u64(bodies__ctx *c, const bodies__path *at, const json_t *j, uint64_t *out)
-{
-    if (json_is_integer(j)) {
-        if (json_integer_value(j) < 0)
-            return bodies__fail(c, at, WK_ECORRUPT, "integer out of range for u64", "");
-        *out = (uint64_t)json_integer_value(j);
-        return WK_OK;
-    }
-    if (!json_is_string(j))
-        return bodies__fail(c, at, WK_ECORRUPT,
-                            "expected a u64 (a decimal string or an integer), got ",
-                            bodies__type_name(j));
-    if (!bodies__digits(json_string_value(j), UINT64_MAX, out))
-        return bodies__fail(c, at, WK_ECORRUPT, "not a decimal u64: ", json_string_value(j));
-    return WK_OK;
-}
-
-static int bodies__json_f64(bodies__ctx *c, const bodies__path *at, double v, json_t **out)
-{
-    if (!isfinite(v))
-        return bodies__fail(c, at, WK_EINVAL, "not a finite number (JSON has no NaN or infinity)",
-                            "");
-    *out = json_real(v);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_f64(bodies__ctx *c, const bodies__path *at, const json_t *j, double *out)
-{
-    if (!json_is_number(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected a number, got ", bodies__type_name(j));
-    *out = json_number_value(j);
-    return WK_OK;
-}
-
-/* Whether s is valid UTF-8 (no overlong forms, surrogates or values past
- * U+10FFFF), as JSON requires. */
-static bool bodies__utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        uint32_t cp;
-        int n, i;
-        if (*p < 0x80) {
-            p++;
-            continue;
-        }
-        if ((*p & 0xE0) == 0xC0) {
-            n = 1;
-            cp = *p & 0x1Fu;
-        } else if ((*p & 0xF0) == 0xE0) {
-            n = 2;
-            cp = *p & 0x0Fu;
-        } else if ((*p & 0xF8) == 0xF0) {
-            n = 3;
-            cp = *p & 0x07u;
-        } else {
-            return false;
-        }
-        for (i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3Fu);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        p += n + 1;
-    }
-    return true;
-}
-
-static int bodies__json_string(bodies__ctx *c, const bodies__path *at, const char *v, json_t **out)
-{
-    if (!v)
-        return bodies__fail(c, at, WK_EINVAL, "the string is NULL", "");
-    if (!bodies__utf8_valid(v))
-        return bodies__fail(c, at, WK_EINVAL, "the string is not valid UTF-8", "");
-    *out = json_string_nocheck(v);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__get_string(bodies__ctx *c, const bodies__path *at, const json_t *j, char **out)
-{
-    size_t n;
-    if (!json_is_string(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected a string, got ", bodies__type_name(j));
-    n = json_string_length(j);
-    *out = malloc(n + 1);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    memcpy(*out, json_string_value(j), n + 1);
-    return WK_OK;
-}
-
-static const char bodies__b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* bytes travel as standard base64 with padding. */
-static int bodies__json_bytes(bodies__ctx *c, const bodies__path *at, const bodies_bytes *v,
-                              json_t **out)
-{
-    size_t i, k = 0;
-    char *text;
-    if (!v->data && v->len)
-        return bodies__fail(c, at, WK_EINVAL, "the bytes are NULL but their length is not 0", "");
-    text = malloc((v->len + 2) / 3 * 4 + 1);
-    if (!text)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    for (i = 0; i + 2 < v->len; i += 3) {
-        uint32_t w = (uint32_t)v->data[i] << 16 | (uint32_t)v->data[i + 1] << 8 | v->data[i + 2];
-        text[k++] = bodies__b64[w >> 18];
-        text[k++] = bodies__b64[(w >> 12) & 63];
-        text[k++] = bodies__b64[(w >> 6) & 63];
-        text[k++] = bodies__b64[w & 63];
-    }
-    if (i < v->len) {
-        uint32_t w = (uint32_t)v->data[i] << 16;
-        if (i + 1 < v->len)
-            w |= (uint32_t)v->data[i + 1] << 8;
-        text[k++] = bodies__b64[w >> 18];
-        text[k++] = bodies__b64[(w >> 12) & 63];
-        text[k++] = i + 1 < v->len ? bodies__b64[(w >> 6) & 63] : '=';
-        text[k++] = '=';
-    }
-    *out = json_stringn_nocheck(text, k);
-    free(text);
-    if (!*out)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    return WK_OK;
-}
-
-static int bodies__b64_value(char ch)
-{
-    const char *p = ch ? strchr(bodies__b64, ch) : NULL;
-    return p ? (int)(p - bodies__b64) : -1;
-}
-
-static int bodies__get_bytes(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                             bodies_bytes *out)
-{
-    const char *s;
-    size_t n, i, pad = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    if (!json_is_string(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected a base64 string, got ",
-                            bodies__type_name(j));
-    s = json_string_value(j);
-    n = json_string_length(j);
-    if (n % 4)
-        return bodies__fail(c, at, WK_ECORRUPT, "invalid base64 (length not a multiple of 4)", "");
-    out->data = malloc(n / 4 * 3 + 1);
-    if (!out->data)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    out->len = 0;
-    for (i = 0; i < n; i++) {
-        int d = bodies__b64_value(s[i]);
-        if (s[i] == '=' && i + 2 >= n) {
-            pad++;
-            continue;
-        }
-        if (d < 0 || pad)
-            return bodies__fail(c, at, WK_ECORRUPT, "invalid base64", "");
-        acc = (acc << 6) | (uint32_t)d;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out->data[out->len++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return WK_OK;
-}
-
-/* ------------------------------------------------------------------------
- * Records
- * ---------------------------------------------------------------------- */
-
-static int bodies__point_to_json(bodies__ctx *c, const bodies__path *at, const bodies_point *v,
-                                 json_t **out);
-static int bodies__point_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                   bodies_point *v);
-static int bodies__everything_to_json(bodies__ctx *c, const bodies__path *at,
-                                      const bodies_everything *v, json_t **out);
-static int bodies__everything_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                        bodies_everything *v);
-static int bodies__node_to_json(bodies__ctx *c, const bodies__path *at, const bodies_node *v,
-                                json_t **out);
-static int bodies__node_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                  bodies_node *v);
+static const wk_record_desc bodies__point_desc;
+static const wk_record_desc bodies__everything_desc;
+static const wk_record_desc bodies__node_desc;
 
 /* bodies_point */
 
+static const wk_field_desc bodies__point_fields[3] = {
+    {"x", WK_FIELD_F64, 0, offsetof(bodies_point, x), 0, 0, NULL},
+    {"y", WK_FIELD_F64, 0, offsetof(bodies_point, y), 0, 0, NULL},
+    {"label", WK_FIELD_STRING, WK_FIELD_OPTIONAL, offsetof(bodies_point, label), 0,
+     offsetof(bodies_point, has_label), NULL},
+};
+static const wk_record_desc bodies__point_desc = {
+    "point", sizeof(bodies_point), bodies__point_fields, 3};
+
 void bodies_point_init(bodies_point *v)
 {
-    if (v)
-        memset(v, 0, sizeof(*v));
+    wk_record_init(&bodies__point_desc, v);
 }
 
 void bodies_point_free(bodies_point *v)
 {
-    if (!v)
-        return;
-    free(v->label);
-    bodies_point_init(v);
-}
-
-static int bodies__point_to_json(bodies__ctx *c, const bodies__path *at, const bodies_point *v,
-                                 json_t **out)
-{
-    json_t *obj = json_object();
-    json_t *f;
-    int rc;
-    *out = NULL;
-    if (!obj)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    {
-    const bodies__path at_f = {at, "x", 0};
-    if ((rc = bodies__json_f64(c, &at_f, v->x, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "y", 0};
-    if ((rc = bodies__json_f64(c, &at_f, v->y, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_label) {
-    const bodies__path at_f = {at, "label", 0};
-    if ((rc = bodies__json_string(c, &at_f, v->label, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    *out = obj;
-    return WK_OK;
-fail:
-    json_decref(obj);
-    return rc;
-}
-
-static int bodies__point_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                   bodies_point *v)
-{
-    const json_t *f;
-    int rc;
-    if (!json_is_object(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected an object, got ", bodies__type_name(j));
-    {
-        const bodies__path at_f = {at, "x", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_f64(c, &at_f, f, &v->x)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "y", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_f64(c, &at_f, f, &v->y)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "label", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__get_string(c, &at_f, f, &v->label)) != WK_OK)
-                return rc;
-            v->has_label = true;
-        }
-    }
-    return WK_OK;
+    wk_record_free(&bodies__point_desc, v);
 }
 
 int bodies_point_encode(const bodies_point *v, char **json, size_t *len, char *err, size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (len)
-        *len = 0;
-    if (!json)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is required", "");
-    *json = NULL;
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    if ((rc = bodies__point_to_json(&c, NULL, v, &root)) != WK_OK)
-        return rc;
-    rc = bodies__to_text(&c, root, json, len);
-    json_decref(root);
-    return rc;
+    return wk_record_encode(&bodies__point_desc, v, json, len, err, errlen);
 }
 
 int bodies_point_decode(const char *json, size_t len, bodies_point *v, char *err, size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_error_t je;
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    bodies_point_init(v);
-    if (!json && len)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is NULL", "");
-    root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return bodies__fail(&c, NULL, WK_ECORRUPT, "not valid JSON: ", je.text);
-    rc = bodies__point_from_json(&c, NULL, root, v);
-    json_decref(root);
-    if (rc != WK_OK)
-        bodies_point_free(v);
-    return rc;
+    return wk_record_decode(&bodies__point_desc, json, len, v, err, errlen);
 }
 
 /* bodies_everything */
 
+static const wk_field_desc bodies__everything_fields[25] = {
+    {"flag", WK_FIELD_BOOL, 0, offsetof(bodies_everything, flag), 0, 0, NULL},
+    {"small", WK_FIELD_I32, 0, offsetof(bodies_everything, small), 0, 0, NULL},
+    {"big", WK_FIELD_I64, 0, offsetof(bodies_everything, big), 0, 0, NULL},
+    {"count", WK_FIELD_U32, 0, offsetof(bodies_everything, count), 0, 0, NULL},
+    {"huge", WK_FIELD_U64, 0, offsetof(bodies_everything, huge), 0, 0, NULL},
+    {"ratio", WK_FIELD_F64, 0, offsetof(bodies_everything, ratio), 0, 0, NULL},
+    {"title", WK_FIELD_STRING, 0, offsetof(bodies_everything, title), 0, 0, NULL},
+    {"blob", WK_FIELD_BYTES, 0, offsetof(bodies_everything, blob), 0, 0, NULL},
+    {"maybe_small", WK_FIELD_I32, WK_FIELD_OPTIONAL, offsetof(bodies_everything, maybe_small), 0,
+     offsetof(bodies_everything, has_maybe_small), NULL},
+    {"maybe_title", WK_FIELD_STRING, WK_FIELD_OPTIONAL, offsetof(bodies_everything, maybe_title), 0,
+     offsetof(bodies_everything, has_maybe_title), NULL},
+    {"maybe_blob", WK_FIELD_BYTES, WK_FIELD_OPTIONAL, offsetof(bodies_everything, maybe_blob), 0,
+     offsetof(bodies_everything, has_maybe_blob), NULL},
+    {"maybe_point", WK_FIELD_RECORD, WK_FIELD_OPTIONAL, offsetof(bodies_everything, maybe_point), 0,
+     offsetof(bodies_everything, has_maybe_point), &bodies__point_desc},
+    {"flags", WK_FIELD_BOOL, WK_FIELD_ARRAY, offsetof(bodies_everything, flags),
+     offsetof(bodies_everything, flags_len), 0, NULL},
+    {"smalls", WK_FIELD_I32, WK_FIELD_ARRAY, offsetof(bodies_everything, smalls),
+     offsetof(bodies_everything, smalls_len), 0, NULL},
+    {"bigs", WK_FIELD_I64, WK_FIELD_ARRAY, offsetof(bodies_everything, bigs),
+     offsetof(bodies_everything, bigs_len), 0, NULL},
+    {"counts", WK_FIELD_U32, WK_FIELD_ARRAY, offsetof(bodies_everything, counts),
+     offsetof(bodies_everything, counts_len), 0, NULL},
+    {"huges", WK_FIELD_U64, WK_FIELD_ARRAY, offsetof(bodies_everything, huges),
+     offsetof(bodies_everything, huges_len), 0, NULL},
+    {"ratios", WK_FIELD_F64, WK_FIELD_ARRAY, offsetof(bodies_everything, ratios),
+     offsetof(bodies_everything, ratios_len), 0, NULL},
+    {"titles", WK_FIELD_STRING, WK_FIELD_ARRAY, offsetof(bodies_everything, titles),
+     offsetof(bodies_everything, titles_len), 0, NULL},
+    {"blobs", WK_FIELD_BYTES, WK_FIELD_ARRAY, offsetof(bodies_everything, blobs),
+     offsetof(bodies_everything, blobs_len), 0, NULL},
+    {"points", WK_FIELD_RECORD, WK_FIELD_ARRAY, offsetof(bodies_everything, points),
+     offsetof(bodies_everything, points_len), 0, &bodies__point_desc},
+    {"maybe_titles", WK_FIELD_STRING, WK_FIELD_OPTIONAL | WK_FIELD_ARRAY,
+     offsetof(bodies_everything, maybe_titles), offsetof(bodies_everything, maybe_titles_len),
+     offsetof(bodies_everything, has_maybe_titles), NULL},
+    {"origin", WK_FIELD_RECORD, 0, offsetof(bodies_everything, origin), 0, 0, &bodies__point_desc},
+    {"default", WK_FIELD_I32, 0, offsetof(bodies_everything, default_), 0, 0, NULL},
+    {"int", WK_FIELD_STRING, WK_FIELD_OPTIONAL, offsetof(bodies_everything, int_), 0,
+     offsetof(bodies_everything, has_int_), NULL},
+};
+static const wk_record_desc bodies__everything_desc = {
+    "everything", sizeof(bodies_everything), bodies__everything_fields, 25};
+
 void bodies_everything_init(bodies_everything *v)
 {
-    if (v)
-        memset(v, 0, sizeof(*v));
+    wk_record_init(&bodies__everything_desc, v);
 }
 
 void bodies_everything_free(bodies_everything *v)
 {
-    if (!v)
-        return;
-    free(v->title);
-    free(v->blob.data);
-    free(v->maybe_title);
-    free(v->maybe_blob.data);
-    bodies_point_free(&v->maybe_point);
-    free(v->flags);
-    free(v->smalls);
-    free(v->bigs);
-    free(v->counts);
-    free(v->huges);
-    free(v->ratios);
-    for (size_t i = 0; v->titles && i < v->titles_len; i++)
-        free(v->titles[i]);
-    free(v->titles);
-    for (size_t i = 0; v->blobs && i < v->blobs_len; i++)
-        free(v->blobs[i].data);
-    free(v->blobs);
-    for (size_t i = 0; v->points && i < v->points_len; i++)
-        bodies_point_free(&v->points[i]);
-    free(v->points);
-    for (size_t i = 0; v->maybe_titles && i < v->maybe_titles_len; i++)
-        free(v->maybe_titles[i]);
-    free(v->maybe_titles);
-    bodies_point_free(&v->origin);
-    free(v->int_);
-    bodies_everything_init(v);
-}
-
-static int bodies__everything_to_json(bodies__ctx *c, const bodies__path *at,
-                                      const bodies_everything *v, json_t **out)
-{
-    json_t *obj = json_object();
-    json_t *f;
-    int rc;
-    *out = NULL;
-    if (!obj)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    {
-    const bodies__path at_f = {at, "flag", 0};
-    if ((rc = bodies__json_bool(c, &at_f, v->flag, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "small", 0};
-    if ((rc = bodies__json_i32(c, &at_f, v->small, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "big", 0};
-    if ((rc = bodies__json_i64(c, &at_f, v->big, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "count", 0};
-    if ((rc = bodies__json_u32(c, &at_f, v->count, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "huge", 0};
-    if ((rc = bodies__json_u64(c, &at_f, v->huge, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "ratio", 0};
-    if ((rc = bodies__json_f64(c, &at_f, v->ratio, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "title", 0};
-    if ((rc = bodies__json_string(c, &at_f, v->title, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "blob", 0};
-    if ((rc = bodies__json_bytes(c, &at_f, &v->blob, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_maybe_small) {
-    const bodies__path at_f = {at, "maybe_small", 0};
-    if ((rc = bodies__json_i32(c, &at_f, v->maybe_small, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_maybe_title) {
-    const bodies__path at_f = {at, "maybe_title", 0};
-    if ((rc = bodies__json_string(c, &at_f, v->maybe_title, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_maybe_blob) {
-    const bodies__path at_f = {at, "maybe_blob", 0};
-    if ((rc = bodies__json_bytes(c, &at_f, &v->maybe_blob, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_maybe_point) {
-    const bodies__path at_f = {at, "maybe_point", 0};
-    if ((rc = bodies__point_to_json(c, &at_f, &v->maybe_point, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "flags", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->flags, v->flags_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->flags_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_bool(c, &at_i, v->flags[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "smalls", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->smalls, v->smalls_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->smalls_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_i32(c, &at_i, v->smalls[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "bigs", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->bigs, v->bigs_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->bigs_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_i64(c, &at_i, v->bigs[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "counts", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->counts, v->counts_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->counts_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_u32(c, &at_i, v->counts[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "huges", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->huges, v->huges_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->huges_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_u64(c, &at_i, v->huges[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "ratios", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->ratios, v->ratios_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->ratios_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_f64(c, &at_i, v->ratios[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "titles", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->titles, v->titles_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->titles_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_string(c, &at_i, v->titles[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "blobs", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->blobs, v->blobs_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->blobs_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_bytes(c, &at_i, &v->blobs[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "points", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->points, v->points_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->points_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__point_to_json(c, &at_i, &v->points[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    if (v->has_maybe_titles) {
-    const bodies__path at_f = {at, "maybe_titles", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->maybe_titles, v->maybe_titles_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->maybe_titles_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__json_string(c, &at_i, v->maybe_titles[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    {
-    const bodies__path at_f = {at, "origin", 0};
-    if ((rc = bodies__point_to_json(c, &at_f, &v->origin, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "default", 0};
-    if ((rc = bodies__json_i32(c, &at_f, v->default_, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    if (v->has_int_) {
-    const bodies__path at_f = {at, "int", 0};
-    if ((rc = bodies__json_string(c, &at_f, v->int_, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    *out = obj;
-    return WK_OK;
-fail:
-    json_decref(obj);
-    return rc;
-}
-
-static int bodies__everything_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                        bodies_everything *v)
-{
-    const json_t *f;
-    int rc;
-    void *items;
-    if (!json_is_object(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected an object, got ", bodies__type_name(j));
-    {
-        const bodies__path at_f = {at, "flag", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_bool(c, &at_f, f, &v->flag)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "small", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_i32(c, &at_f, f, &v->small)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "big", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_i64(c, &at_f, f, &v->big)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "count", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_u32(c, &at_f, f, &v->count)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "huge", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_u64(c, &at_f, f, &v->huge)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "ratio", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_f64(c, &at_f, f, &v->ratio)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "title", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_string(c, &at_f, f, &v->title)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "blob", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_bytes(c, &at_f, f, &v->blob)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "maybe_small", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__get_i32(c, &at_f, f, &v->maybe_small)) != WK_OK)
-                return rc;
-            v->has_maybe_small = true;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "maybe_title", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__get_string(c, &at_f, f, &v->maybe_title)) != WK_OK)
-                return rc;
-            v->has_maybe_title = true;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "maybe_blob", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__get_bytes(c, &at_f, f, &v->maybe_blob)) != WK_OK)
-                return rc;
-            v->has_maybe_blob = true;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "maybe_point", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__point_from_json(c, &at_f, f, &v->maybe_point)) != WK_OK)
-                return rc;
-            v->has_maybe_point = true;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "flags", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->flags), &items, &v->flags_len)) != WK_OK)
-            return rc;
-        v->flags = items;
-        for (size_t i = 0; i < v->flags_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_bool(c, &at_i, json_array_get(f, i), &v->flags[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "smalls", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->smalls), &items, &v->smalls_len)) != WK_OK)
-            return rc;
-        v->smalls = items;
-        for (size_t i = 0; i < v->smalls_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_i32(c, &at_i, json_array_get(f, i), &v->smalls[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "bigs", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->bigs), &items, &v->bigs_len)) != WK_OK)
-            return rc;
-        v->bigs = items;
-        for (size_t i = 0; i < v->bigs_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_i64(c, &at_i, json_array_get(f, i), &v->bigs[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "counts", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->counts), &items, &v->counts_len)) != WK_OK)
-            return rc;
-        v->counts = items;
-        for (size_t i = 0; i < v->counts_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_u32(c, &at_i, json_array_get(f, i), &v->counts[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "huges", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->huges), &items, &v->huges_len)) != WK_OK)
-            return rc;
-        v->huges = items;
-        for (size_t i = 0; i < v->huges_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_u64(c, &at_i, json_array_get(f, i), &v->huges[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "ratios", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->ratios), &items, &v->ratios_len)) != WK_OK)
-            return rc;
-        v->ratios = items;
-        for (size_t i = 0; i < v->ratios_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_f64(c, &at_i, json_array_get(f, i), &v->ratios[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "titles", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->titles), &items, &v->titles_len)) != WK_OK)
-            return rc;
-        v->titles = items;
-        for (size_t i = 0; i < v->titles_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_string(c, &at_i, json_array_get(f, i), &v->titles[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "blobs", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->blobs), &items, &v->blobs_len)) != WK_OK)
-            return rc;
-        v->blobs = items;
-        for (size_t i = 0; i < v->blobs_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__get_bytes(c, &at_i, json_array_get(f, i), &v->blobs[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "points", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->points), &items, &v->points_len)) != WK_OK)
-            return rc;
-        v->points = items;
-        for (size_t i = 0; i < v->points_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__point_from_json(c, &at_i, json_array_get(f, i),
-                                              &v->points[i])) != WK_OK)
-                return rc;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "maybe_titles", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__array(c, &at_f, f, sizeof(*v->maybe_titles), &items,
-                                    &v->maybe_titles_len)) != WK_OK)
-                return rc;
-            v->maybe_titles = items;
-            for (size_t i = 0; i < v->maybe_titles_len; i++) {
-                const bodies__path at_i = {&at_f, NULL, i};
-                if ((rc = bodies__get_string(c, &at_i, json_array_get(f, i),
-                                             &v->maybe_titles[i])) != WK_OK)
-                    return rc;
-            }
-            v->has_maybe_titles = true;
-        }
-    }
-    {
-        const bodies__path at_f = {at, "origin", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__point_from_json(c, &at_f, f, &v->origin)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "default", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_i32(c, &at_f, f, &v->default_)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "int", 0};
-        if ((rc = bodies__member(c, &at_f, j, false, &f)) != WK_OK)
-            return rc;
-        if (f) {
-            if ((rc = bodies__get_string(c, &at_f, f, &v->int_)) != WK_OK)
-                return rc;
-            v->has_int_ = true;
-        }
-    }
-    return WK_OK;
+    wk_record_free(&bodies__everything_desc, v);
 }
 
 int bodies_everything_encode(const bodies_everything *v, char **json, size_t *len, char *err,
                              size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (len)
-        *len = 0;
-    if (!json)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is required", "");
-    *json = NULL;
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    if ((rc = bodies__everything_to_json(&c, NULL, v, &root)) != WK_OK)
-        return rc;
-    rc = bodies__to_text(&c, root, json, len);
-    json_decref(root);
-    return rc;
+    return wk_record_encode(&bodies__everything_desc, v, json, len, err, errlen);
 }
 
 int bodies_everything_decode(const char *json, size_t len, bodies_everything *v, char *err,
                              size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_error_t je;
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    bodies_everything_init(v);
-    if (!json && len)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is NULL", "");
-    root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return bodies__fail(&c, NULL, WK_ECORRUPT, "not valid JSON: ", je.text);
-    rc = bodies__everything_from_json(&c, NULL, root, v);
-    json_decref(root);
-    if (rc != WK_OK)
-        bodies_everything_free(v);
-    return rc;
+    return wk_record_decode(&bodies__everything_desc, json, len, v, err, errlen);
 }
 
 /* bodies_everything as a cache body: its JSON text. */
 static int bodies__everything_codec_encode(const wk_codec *codec, const void *value,
                                            uint8_t **bytes, size_t *len)
 {
-    char *json = NULL, err[WK_CODEC_MSG_MAX];
-    int rc = bodies_everything_encode(value, &json, len, err, sizeof(err));
     (void)codec;
-    *bytes = (uint8_t *)json;
-    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
+    return wk_record_body_encode(&bodies__everything_desc, value, bytes, len);
 }
 
 static int bodies__everything_codec_decode(const wk_codec *codec, const uint8_t *bytes, size_t len,
                                            void *value)
 {
-    char err[WK_CODEC_MSG_MAX];
-    int rc = bodies_everything_decode((const char *)bytes, len, value, err, sizeof(err));
     (void)codec;
-    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
+    return wk_record_body_decode(&bodies__everything_desc, bytes, len, value);
 }
 
 const wk_codec bodies_everything_codec = {
-    "everything",
-    bodies__everything_codec_encode,
-    bodies__everything_codec_decode,
-    NULL,
-};
+    "everything", bodies__everything_codec_encode, bodies__everything_codec_decode, NULL};
 
 /* bodies_node */
 
+static const wk_field_desc bodies__node_fields[2] = {
+    {"name", WK_FIELD_STRING, 0, offsetof(bodies_node, name), 0, 0, NULL},
+    {"children", WK_FIELD_RECORD, WK_FIELD_ARRAY, offsetof(bodies_node, children),
+     offsetof(bodies_node, children_len), 0, &bodies__node_desc},
+};
+static const wk_record_desc bodies__node_desc = {
+    "node", sizeof(bodies_node), bodies__node_fields, 2};
+
 void bodies_node_init(bodies_node *v)
 {
-    if (v)
-        memset(v, 0, sizeof(*v));
+    wk_record_init(&bodies__node_desc, v);
 }
 
 void bodies_node_free(bodies_node *v)
 {
-    if (!v)
-        return;
-    free(v->name);
-    for (size_t i = 0; v->children && i < v->children_len; i++)
-        bodies_node_free(&v->children[i]);
-    free(v->children);
-    bodies_node_init(v);
-}
-
-static int bodies__node_to_json(bodies__ctx *c, const bodies__path *at, const bodies_node *v,
-                                json_t **out)
-{
-    json_t *obj = json_object();
-    json_t *f;
-    int rc;
-    *out = NULL;
-    if (!obj)
-        return bodies__fail(c, at, WK_ENOMEM, "out of memory", "");
-    {
-    const bodies__path at_f = {at, "name", 0};
-    if ((rc = bodies__json_string(c, &at_f, v->name, &f)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, f)) != WK_OK)
-        goto fail;
-    }
-    {
-    const bodies__path at_f = {at, "children", 0};
-    json_t *a;
-    if ((rc = bodies__new_array(c, &at_f, v->children, v->children_len, &a)) != WK_OK ||
-        (rc = bodies__set(c, &at_f, obj, a)) != WK_OK)
-        goto fail;
-    for (size_t i = 0; i < v->children_len; i++) {
-        const bodies__path at_i = {&at_f, NULL, i};
-        if ((rc = bodies__node_to_json(c, &at_i, &v->children[i], &f)) != WK_OK ||
-            (rc = bodies__append(c, &at_i, a, f)) != WK_OK)
-            goto fail;
-    }
-    }
-    *out = obj;
-    return WK_OK;
-fail:
-    json_decref(obj);
-    return rc;
-}
-
-static int bodies__node_from_json(bodies__ctx *c, const bodies__path *at, const json_t *j,
-                                  bodies_node *v)
-{
-    const json_t *f;
-    int rc;
-    void *items;
-    if (!json_is_object(j))
-        return bodies__fail(c, at, WK_ECORRUPT, "expected an object, got ", bodies__type_name(j));
-    {
-        const bodies__path at_f = {at, "name", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__get_string(c, &at_f, f, &v->name)) != WK_OK)
-            return rc;
-    }
-    {
-        const bodies__path at_f = {at, "children", 0};
-        if ((rc = bodies__member(c, &at_f, j, true, &f)) != WK_OK)
-            return rc;
-        if ((rc = bodies__array(c, &at_f, f, sizeof(*v->children), &items,
-                                &v->children_len)) != WK_OK)
-            return rc;
-        v->children = items;
-        for (size_t i = 0; i < v->children_len; i++) {
-            const bodies__path at_i = {&at_f, NULL, i};
-            if ((rc = bodies__node_from_json(c, &at_i, json_array_get(f, i),
-                                             &v->children[i])) != WK_OK)
-                return rc;
-        }
-    }
-    return WK_OK;
+    wk_record_free(&bodies__node_desc, v);
 }
 
 int bodies_node_encode(const bodies_node *v, char **json, size_t *len, char *err, size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (len)
-        *len = 0;
-    if (!json)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is required", "");
-    *json = NULL;
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    if ((rc = bodies__node_to_json(&c, NULL, v, &root)) != WK_OK)
-        return rc;
-    rc = bodies__to_text(&c, root, json, len);
-    json_decref(root);
-    return rc;
+    return wk_record_encode(&bodies__node_desc, v, json, len, err, errlen);
 }
 
 int bodies_node_decode(const char *json, size_t len, bodies_node *v, char *err, size_t errlen)
 {
-    bodies__ctx c = {err, errlen};
-    json_error_t je;
-    json_t *root;
-    int rc;
-    if (err && errlen)
-        err[0] = '\0';
-    if (!v)
-        return bodies__fail(&c, NULL, WK_EINVAL, "v is required", "");
-    bodies_node_init(v);
-    if (!json && len)
-        return bodies__fail(&c, NULL, WK_EINVAL, "json is NULL", "");
-    root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return bodies__fail(&c, NULL, WK_ECORRUPT, "not valid JSON: ", je.text);
-    rc = bodies__node_from_json(&c, NULL, root, v);
-    json_decref(root);
-    if (rc != WK_OK)
-        bodies_node_free(v);
-    return rc;
+    return wk_record_decode(&bodies__node_desc, json, len, v, err, errlen);
 }
 
 /* bodies_node as a cache body: its JSON text. */
 static int bodies__node_codec_encode(const wk_codec *codec, const void *value, uint8_t **bytes,
                                      size_t *len)
 {
-    char *json = NULL, err[WK_CODEC_MSG_MAX];
-    int rc = bodies_node_encode(value, &json, len, err, sizeof(err));
     (void)codec;
-    *bytes = (uint8_t *)json;
-    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
+    return wk_record_body_encode(&bodies__node_desc, value, bytes, len);
 }
 
 static int bodies__node_codec_decode(const wk_codec *codec, const uint8_t *bytes, size_t len,
                                      void *value)
 {
-    char err[WK_CODEC_MSG_MAX];
-    int rc = bodies_node_decode((const char *)bytes, len, value, err, sizeof(err));
     (void)codec;
-    return rc == WK_OK ? rc : wk_codec_fail(rc, "%s", err);
+    return wk_record_body_decode(&bodies__node_desc, bytes, len, value);
 }
 
 const wk_codec bodies_node_codec = {
-    "node",
-    bodies__node_codec_encode,
-    bodies__node_codec_decode,
-    NULL,
-};
-
-/* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found)
-{
-    return wk_cache_get_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
-                              body, found);
-}
-
-int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body)
-{
-    return wk_cache_put_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
-                              body);
-}
-
-int bodies_doc_remove(wk_processor *p, const char *title, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_doc_entity, wk_name_str(title), removed);
-}
-
-int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
-                    uint8_t hash[WK_HASH_LEN], bool *found)
-{
-    return wk_hashed_cache_get_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                                     &bodies_everything_codec, body, hash, found);
-}
-
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
-{
-    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), out);
-}
-
-int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                               const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                               uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
-{
-    return wk_hashed_cache_get_if_changed_typed(p, &bodies_hdoc_entity,
-                                                wk_name_bytes(slug, slug_len), known,
-                                                &bodies_everything_codec, body, hash, outcome);
-}
-
-int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
-                    const bodies_everything *body, uint8_t hash[WK_HASH_LEN])
-{
-    return wk_hashed_cache_put_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
-                                     &bodies_everything_codec, body, hash);
-}
-
-int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed)
-{
-    return wk_hashed_cache_remove(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), removed);
-}
-
-int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found)
-{
-    return wk_cache_get_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body,
-                              found);
-}
-
-int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body)
-{
-    return wk_cache_put_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body);
-}
-
-int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_tree_entity, wk_name_i64(name), removed);
-}
-
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out)
-{
-    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), out);
-}
-
-int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len)
-{
-    return wk_cache_put(p, &bodies_raw_entity, wk_name_u64(name), body, len);
-}
-
-int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed)
-{
-    return wk_cache_remove(p, &bodies_raw_entity, wk_name_u64(name), removed);
-}
+    "node", bodies__node_codec_encode, bodies__node_codec_decode, NULL};
 
 /* ------------------------------------------------------------------------
  * Capabilities and typed handles
@@ -1506,46 +219,25 @@ int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed)
 
 /* Capability "reader" */
 
+static const wk_cap_table bodies__reader_cap = {"reader", WK_GRANT_READ, NULL, 0};
+
 int bodies_reader_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "reader", WK_GRANT_READ, NULL, 0);
+    return wk_cap_new_table(out, &bodies__reader_cap);
 }
 
 int bodies_reader_open(bodies_reader *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = bodies_reader_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &bodies__reader_cap, err, errlen);
 }
 
 int bodies_reader_narrow(bodies_reader *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = bodies_reader_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &bodies__reader_cap);
 }
 
 void bodies_reader_close(bodies_reader *h)
@@ -1557,39 +249,6 @@ void bodies_reader_close(bodies_reader *h)
     h->p = NULL;
 }
 
-int bodies_reader_doc_get(bodies_reader *h, const char *title, bodies_everything *body, bool *found)
-{
-    return bodies_doc_get(h ? h->p : NULL, title, body, found);
-}
-
-int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
-                           bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found)
-{
-    return bodies_hdoc_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
-}
-
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome)
-{
-    return bodies_hdoc_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
-}
-
-int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bool *found)
-{
-    return bodies_tree_get(h ? h->p : NULL, name, body, found);
-}
-
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out)
-{
-    return bodies_raw_get(h ? h->p : NULL, name, out);
-}
-
 /* Capability "writer" */
 
 static const wk_cap_entry bodies__writer_grants[2] = {
@@ -1597,46 +256,26 @@ static const wk_cap_entry bodies__writer_grants[2] = {
     {WK_KIND_CACHE, "tree", WK_GRANT_READ},
 };
 
+static const wk_cap_table bodies__writer_cap = {
+    "writer", WK_GRANT_NONE, bodies__writer_grants, 2};
+
 int bodies_writer_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "writer", WK_GRANT_NONE, bodies__writer_grants, 2);
+    return wk_cap_new_table(out, &bodies__writer_cap);
 }
 
 int bodies_writer_open(bodies_writer *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = bodies_writer_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &bodies__writer_cap, err, errlen);
 }
 
 int bodies_writer_narrow(bodies_writer *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = bodies_writer_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &bodies__writer_cap);
 }
 
 void bodies_writer_close(bodies_writer *h)
@@ -1646,25 +285,5 @@ void bodies_writer_close(bodies_writer *h)
     wk_db_close(h->db);
     h->db = NULL;
     h->p = NULL;
-}
-
-int bodies_writer_doc_get(bodies_writer *h, const char *title, bodies_everything *body, bool *found)
-{
-    return bodies_doc_get(h ? h->p : NULL, title, body, found);
-}
-
-int bodies_writer_doc_put(bodies_writer *h, const char *title, const bodies_everything *body)
-{
-    return bodies_doc_put(h ? h->p : NULL, title, body);
-}
-
-int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed)
-{
-    return bodies_doc_remove(h ? h->p : NULL, title, removed);
-}
-
-int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body, bool *found)
-{
-    return bodies_tree_get(h ? h->p : NULL, name, body, found);
 }
 

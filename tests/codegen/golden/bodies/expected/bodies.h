@@ -16,9 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wakuwaku/wakuwaku.h>
-#include <wakuwaku/cache.h>
-#include <wakuwaku/hashed_cache.h>
+#include <wakuwaku/wakuwaku.h> /* every kind's header */
 
 /* Generated for the wakuwaku API 0.1.0; a different major version (or an
  * older library) needs a regenerated file. */
@@ -186,7 +184,7 @@ extern const wk_codec bodies_node_codec; /* for wk_cache_*_typed() */
 
 /* ------------------------------------------------------------------------
  * Typed accessors: thin wrappers over the runtime, one per query of each
- * entity.
+ * entity (static inline: a call costs what the runtime call costs).
  * Each takes the processor first (wk_db_processor(db), or a wrapper such as
  * hooks or a batch) and the item's name typed as the schema says, and returns
  * what the runtime function named in its comment returns (see that function
@@ -200,11 +198,25 @@ extern const wk_codec bodies_node_codec; /* for wk_cache_*_typed() */
  * READ: read and decode the body (free it with bodies_everything_free());
  * needs a processor that is not deferred. See wk_cache_get_typed().
  */
-int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body, bool *found);
+static inline int bodies_doc_get(wk_processor *p, const char *title, bodies_everything *body,
+                                 bool *found)
+{
+    return wk_cache_get_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
+                              body, found);
+}
+
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
-int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body);
+static inline int bodies_doc_put(wk_processor *p, const char *title, const bodies_everything *body)
+{
+    return wk_cache_put_typed(p, &bodies_doc_entity, wk_name_str(title), &bodies_everything_codec,
+                              body);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
+static inline int bodies_doc_remove(wk_processor *p, const char *title, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_doc_entity, wk_name_str(title), removed);
+}
 
 /* hdoc: HashedCache */
 /*
@@ -212,47 +224,95 @@ int bodies_doc_remove(wk_processor *p, const char *title, bool *removed);
  * (free it with bodies_everything_free()); needs a processor that is not
  * deferred (a batch gives WK_EINVAL). See wk_hashed_cache_get_typed().
  */
-int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len, bodies_everything *body,
-                    uint8_t hash[WK_HASH_LEN], bool *found);
+static inline int bodies_hdoc_get(wk_processor *p, const void *slug, size_t slug_len,
+                                  bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found)
+{
+    return wk_hashed_cache_get_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash, found);
+}
+
 /* READ: read only the hash (out->hash; no body crosses the network). See wk_hashed_cache_hash(). */
-int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+static inline int bodies_hdoc_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
+{
+    return wk_hashed_cache_hash(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), out);
+}
+
 /*
  * READ: decode the body only if its hash differs from known (WK_ITEM_CHANGED);
  * not deferred. See wk_hashed_cache_get_if_changed_typed().
  */
-int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                               const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                               uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+static inline int bodies_hdoc_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
+                                             const uint8_t known[WK_HASH_LEN],
+                                             bodies_everything *body, uint8_t hash[WK_HASH_LEN],
+                                             wk_item_change *outcome)
+{
+    return wk_hashed_cache_get_if_changed_typed(p, &bodies_hdoc_entity,
+                                                wk_name_bytes(slug, slug_len), known,
+                                                &bodies_everything_codec, body, hash, outcome);
+}
+
 /*
  * WRITE: encode the body, store it and its hash with the entity's TTL. See
  * wk_hashed_cache_put_typed().
  */
-int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
-                    const bodies_everything *body, uint8_t hash[WK_HASH_LEN]);
+static inline int bodies_hdoc_put(wk_processor *p, const void *slug, size_t slug_len,
+                                  const bodies_everything *body, uint8_t hash[WK_HASH_LEN])
+{
+    return wk_hashed_cache_put_typed(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len),
+                                     &bodies_everything_codec, body, hash);
+}
+
 /* WRITE: delete the item. See wk_hashed_cache_remove(). */
-int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed);
+static inline int bodies_hdoc_remove(wk_processor *p, const void *slug, size_t slug_len,
+                                     bool *removed)
+{
+    return wk_hashed_cache_remove(p, &bodies_hdoc_entity, wk_name_bytes(slug, slug_len), removed);
+}
 
 /* tree: Cache */
 /*
  * READ: read and decode the body (free it with bodies_node_free()); needs a
  * processor that is not deferred. See wk_cache_get_typed().
  */
-int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_tree_get(wk_processor *p, int64_t name, bodies_node *body, bool *found)
+{
+    return wk_cache_get_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body,
+                              found);
+}
+
 /* WRITE: encode and store the body with the entity's TTL. See wk_cache_put_typed(). */
-int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body);
+static inline int bodies_tree_put(wk_processor *p, int64_t name, const bodies_node *body)
+{
+    return wk_cache_put_typed(p, &bodies_tree_entity, wk_name_i64(name), &bodies_node_codec, body);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed);
+static inline int bodies_tree_remove(wk_processor *p, int64_t name, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_tree_entity, wk_name_i64(name), removed);
+}
 
 /* raw: Cache */
 /*
  * READ: read the body into out (found, data, len; free it with
  * wk_body_free()). See wk_cache_get().
  */
-int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out);
+static inline int bodies_raw_get(wk_processor *p, uint64_t name, wk_body *out)
+{
+    return wk_cache_get(p, &bodies_raw_entity, wk_name_u64(name), out);
+}
+
 /* WRITE: store the body with the entity's TTL. See wk_cache_put(). */
-int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len);
+static inline int bodies_raw_put(wk_processor *p, uint64_t name, const void *body, size_t len)
+{
+    return wk_cache_put(p, &bodies_raw_entity, wk_name_u64(name), body, len);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed);
+static inline int bodies_raw_remove(wk_processor *p, uint64_t name, bool *removed)
+{
+    return wk_cache_remove(p, &bodies_raw_entity, wk_name_u64(name), removed);
+}
 
 /* ------------------------------------------------------------------------
  * Capability "reader": default read
@@ -268,9 +328,9 @@ int bodies_reader_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "reader" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "reader"; owned, closed by
  *       bodies_reader_close().
@@ -295,19 +355,74 @@ int bodies_reader_narrow(bodies_reader *h, wk_db *db);
 void bodies_reader_close(bodies_reader *h);
 
 /* doc (read): as bodies_doc_*(). */
-int bodies_reader_doc_get(bodies_reader *h, const char *title, bodies_everything *body,
-                          bool *found);
+static inline int bodies_reader_doc_get(bodies_reader *h, const char *title,
+                                        bodies_everything *body, bool *found)
+{
+    return bodies_doc_get(h ? h->p : NULL, title, body, found);
+}
+
 /* hdoc (read): as bodies_hdoc_*(). */
-int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
-                           bodies_everything *body, uint8_t hash[WK_HASH_LEN], bool *found);
-int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len, wk_body *out);
-int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], bodies_everything *body,
-                                      uint8_t hash[WK_HASH_LEN], wk_item_change *outcome);
+static inline int bodies_reader_hdoc_get(bodies_reader *h, const void *slug, size_t slug_len,
+                                         bodies_everything *body, uint8_t hash[WK_HASH_LEN],
+                                         bool *found)
+{
+    return bodies_hdoc_get(h ? h->p : NULL, slug, slug_len, body, hash, found);
+}
+
+static inline int bodies_reader_hdoc_hash(bodies_reader *h, const void *slug, size_t slug_len,
+                                          wk_body *out)
+{
+    return bodies_hdoc_hash(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int bodies_reader_hdoc_get_if_changed(bodies_reader *h, const void *slug,
+                                                    size_t slug_len,
+                                                    const uint8_t known[WK_HASH_LEN],
+                                                    bodies_everything *body,
+                                                    uint8_t hash[WK_HASH_LEN],
+                                                    wk_item_change *outcome)
+{
+    return bodies_hdoc_get_if_changed(h ? h->p : NULL, slug, slug_len, known, body, hash, outcome);
+}
+
 /* tree (read): as bodies_tree_*(). */
-int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_reader_tree_get(bodies_reader *h, int64_t name, bodies_node *body,
+                                         bool *found)
+{
+    return bodies_tree_get(h ? h->p : NULL, name, body, found);
+}
+
 /* raw (read): as bodies_raw_*(). */
-int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out);
+static inline int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body *out)
+{
+    return bodies_raw_get(h ? h->p : NULL, name, out);
+}
+
+/* Not granted by "reader": calling one of these does not compile. */
+#define bodies_reader_doc_put(...) \
+    WK_NOT_GRANTED("bodies_reader_doc_put: capability \"reader\" " \
+                   "grants only read on doc, and put is a WRITE query")
+#define bodies_reader_doc_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_doc_remove: capability \"reader\" " \
+                   "grants only read on doc, and remove is a WRITE query")
+#define bodies_reader_hdoc_put(...) \
+    WK_NOT_GRANTED("bodies_reader_hdoc_put: capability \"reader\" " \
+                   "grants only read on hdoc, and put is a WRITE query")
+#define bodies_reader_hdoc_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_hdoc_remove: capability \"reader\" " \
+                   "grants only read on hdoc, and remove is a WRITE query")
+#define bodies_reader_tree_put(...) \
+    WK_NOT_GRANTED("bodies_reader_tree_put: capability \"reader\" " \
+                   "grants only read on tree, and put is a WRITE query")
+#define bodies_reader_tree_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_tree_remove: capability \"reader\" " \
+                   "grants only read on tree, and remove is a WRITE query")
+#define bodies_reader_raw_put(...) \
+    WK_NOT_GRANTED("bodies_reader_raw_put: capability \"reader\" " \
+                   "grants only read on raw, and put is a WRITE query")
+#define bodies_reader_raw_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_raw_remove: capability \"reader\" " \
+                   "grants only read on raw, and remove is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "writer": default none; doc write; tree read
@@ -323,9 +438,9 @@ int bodies_writer_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "writer" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "writer"; owned, closed by
  *       bodies_writer_close().
@@ -350,12 +465,61 @@ int bodies_writer_narrow(bodies_writer *h, wk_db *db);
 void bodies_writer_close(bodies_writer *h);
 
 /* doc (write): as bodies_doc_*(). */
-int bodies_writer_doc_get(bodies_writer *h, const char *title, bodies_everything *body,
-                          bool *found);
-int bodies_writer_doc_put(bodies_writer *h, const char *title, const bodies_everything *body);
-int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed);
+static inline int bodies_writer_doc_get(bodies_writer *h, const char *title,
+                                        bodies_everything *body, bool *found)
+{
+    return bodies_doc_get(h ? h->p : NULL, title, body, found);
+}
+
+static inline int bodies_writer_doc_put(bodies_writer *h, const char *title,
+                                        const bodies_everything *body)
+{
+    return bodies_doc_put(h ? h->p : NULL, title, body);
+}
+
+static inline int bodies_writer_doc_remove(bodies_writer *h, const char *title, bool *removed)
+{
+    return bodies_doc_remove(h ? h->p : NULL, title, removed);
+}
+
 /* tree (read): as bodies_tree_*(). */
-int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body, bool *found);
+static inline int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_node *body,
+                                         bool *found)
+{
+    return bodies_tree_get(h ? h->p : NULL, name, body, found);
+}
+
+/* Not granted by "writer": calling one of these does not compile. */
+#define bodies_writer_hdoc_get(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_get: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_hash(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_hash: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_get_if_changed(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_get_if_changed: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_put(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_put: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_hdoc_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_hdoc_remove: capability \"writer\" " \
+                   "grants nothing on hdoc")
+#define bodies_writer_tree_put(...) \
+    WK_NOT_GRANTED("bodies_writer_tree_put: capability \"writer\" " \
+                   "grants only read on tree, and put is a WRITE query")
+#define bodies_writer_tree_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_tree_remove: capability \"writer\" " \
+                   "grants only read on tree, and remove is a WRITE query")
+#define bodies_writer_raw_get(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_get: capability \"writer\" " \
+                   "grants nothing on raw")
+#define bodies_writer_raw_put(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_put: capability \"writer\" " \
+                   "grants nothing on raw")
+#define bodies_writer_raw_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_raw_remove: capability \"writer\" " \
+                   "grants nothing on raw")
 
 #ifdef __cplusplus
 }

@@ -7,9 +7,6 @@
  *
  * Golden schema: typed handles per capability (no caches).
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "shop.h"
 
 /* ------------------------------------------------------------------------
@@ -27,85 +24,6 @@ const wk_entity *const shop_entities[SHOP_ENTITY_COUNT] = {
 };
 
 /* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int shop_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return wk_lock_try(p, &shop_invoice_entity, wk_name_u64(invoice), token, acquired);
-}
-
-int shop_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token, bool *released)
-{
-    return wk_lock_release(p, &shop_invoice_entity, wk_name_u64(invoice), token, released);
-}
-
-int shop_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token, bool *extended)
-{
-    return wk_lock_extend(p, &shop_invoice_entity, wk_name_u64(invoice), token, extended);
-}
-
-int shop_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
-{
-    return wk_lock_inspect(p, &shop_invoice_entity, wk_name_u64(invoice), state);
-}
-
-int shop_catalog_try_read(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_read(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int shop_catalog_try_write(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_write(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int shop_catalog_release_read(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *was_running)
-{
-    return wk_rwlock_release_read(p, &shop_catalog_entity, wk_name_str(shop), token, was_running);
-}
-
-int shop_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
-                             bool *extended)
-{
-    return wk_rwlock_extend_read(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int shop_catalog_release_write(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *released)
-{
-    return wk_rwlock_release_write(p, &shop_catalog_entity, wk_name_str(shop), token, released);
-}
-
-int shop_catalog_extend_write(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *extended)
-{
-    return wk_rwlock_extend_write(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int shop_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state)
-{
-    return wk_rwlock_inspect(p, &shop_catalog_entity, wk_name_str(shop), state);
-}
-
-int shop_login_acquire(wk_processor *p, const char *address, uint64_t cost,
-                       wk_token_bucket_outcome *outcome)
-{
-    return wk_token_bucket_acquire(p, &shop_login_entity, wk_name_str(address), cost, outcome);
-}
-
-int shop_login_peek(wk_processor *p, const char *address, wk_token_bucket_state *state)
-{
-    return wk_token_bucket_peek(p, &shop_login_entity, wk_name_str(address), state);
-}
-
-int shop_login_reset(wk_processor *p, const char *address, bool *was_used)
-{
-    return wk_token_bucket_reset(p, &shop_login_entity, wk_name_str(address), was_used);
-}
-
-/* ------------------------------------------------------------------------
  * Capabilities and typed handles
  * ---------------------------------------------------------------------- */
 
@@ -116,46 +34,25 @@ static const wk_cap_entry shop__worker_grants[2] = {
     {WK_KIND_RWLOCK, "catalog", WK_GRANT_READ},
 };
 
+static const wk_cap_table shop__worker_cap = {"worker", WK_GRANT_NONE, shop__worker_grants, 2};
+
 int shop_worker_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "worker", WK_GRANT_NONE, shop__worker_grants, 2);
+    return wk_cap_new_table(out, &shop__worker_cap);
 }
 
 int shop_worker_open(shop_worker *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__worker_cap, err, errlen);
 }
 
 int shop_worker_narrow(shop_worker *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__worker_cap);
 }
 
 void shop_worker_close(shop_worker *h)
@@ -167,75 +64,27 @@ void shop_worker_close(shop_worker *h)
     h->p = NULL;
 }
 
-int shop_worker_invoice_try(shop_worker *h, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return shop_invoice_try(h ? h->p : NULL, invoice, token, acquired);
-}
-
-int shop_worker_invoice_release(shop_worker *h, uint64_t invoice, const wk_token *token,
-                                bool *released)
-{
-    return shop_invoice_release(h ? h->p : NULL, invoice, token, released);
-}
-
-int shop_worker_invoice_extend(shop_worker *h, uint64_t invoice, const wk_token *token,
-                               bool *extended)
-{
-    return shop_invoice_extend(h ? h->p : NULL, invoice, token, extended);
-}
-
-int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice, wk_lock_state *state)
-{
-    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int shop_worker_catalog_inspect(shop_worker *h, const char *shop, wk_rwlock_state *state)
-{
-    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
 /* Capability "replica" */
+
+static const wk_cap_table shop__replica_cap = {"replica", WK_GRANT_READ, NULL, 0};
 
 int shop_replica_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "replica", WK_GRANT_READ, NULL, 0);
+    return wk_cap_new_table(out, &shop__replica_cap);
 }
 
 int shop_replica_open(shop_replica *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__replica_cap, err, errlen);
 }
 
 int shop_replica_narrow(shop_replica *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__replica_cap);
 }
 
 void shop_replica_close(shop_replica *h)
@@ -247,63 +96,27 @@ void shop_replica_close(shop_replica *h)
     h->p = NULL;
 }
 
-int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice, wk_lock_state *state)
-{
-    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int shop_replica_catalog_inspect(shop_replica *h, const char *shop, wk_rwlock_state *state)
-{
-    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
-int shop_replica_login_peek(shop_replica *h, const char *address, wk_token_bucket_state *state)
-{
-    return shop_login_peek(h ? h->p : NULL, address, state);
-}
-
 /* Capability "nothing" */
+
+static const wk_cap_table shop__nothing_cap = {"nothing", WK_GRANT_NONE, NULL, 0};
 
 int shop_nothing_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "nothing", WK_GRANT_NONE, NULL, 0);
+    return wk_cap_new_table(out, &shop__nothing_cap);
 }
 
 int shop_nothing_open(shop_nothing *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &shop__nothing_cap, err, errlen);
 }
 
 int shop_nothing_narrow(shop_nothing *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = shop_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &shop__nothing_cap);
 }
 
 void shop_nothing_close(shop_nothing *h)

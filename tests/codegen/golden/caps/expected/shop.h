@@ -14,8 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wakuwaku/wakuwaku.h>
-#include <wakuwaku/token_bucket.h>
+#include <wakuwaku/wakuwaku.h> /* every kind's header */
 
 /* Generated for the wakuwaku API 0.1.0; a different major version (or an
  * older library) needs a regenerated file. */
@@ -46,7 +45,7 @@ extern const wk_entity *const shop_entities[SHOP_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
  * Typed accessors: thin wrappers over the runtime, one per query of each
- * entity.
+ * entity (static inline: a call costs what the runtime call costs).
  * Each takes the processor first (wk_db_processor(db), or a wrapper such as
  * hooks or a batch) and the item's name typed as the schema says, and returns
  * what the runtime function named in its comment returns (see that function
@@ -57,42 +56,101 @@ extern const wk_entity *const shop_entities[SHOP_ENTITY_COUNT];
 
 /* invoice: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
-int shop_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token, bool *acquired);
+static inline int shop_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token,
+                                   bool *acquired)
+{
+    return wk_lock_try(p, &shop_invoice_entity, wk_name_u64(invoice), token, acquired);
+}
+
 /* WRITE: release the lock if it still holds token. See wk_lock_release(). */
-int shop_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token, bool *released);
+static inline int shop_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                       bool *released)
+{
+    return wk_lock_release(p, &shop_invoice_entity, wk_name_u64(invoice), token, released);
+}
+
 /* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
-int shop_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token, bool *extended);
+static inline int shop_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                      bool *extended)
+{
+    return wk_lock_extend(p, &shop_invoice_entity, wk_name_u64(invoice), token, extended);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
-int shop_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state);
+static inline int shop_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &shop_invoice_entity, wk_name_u64(invoice), state);
+}
 
 /* catalog: RwLock */
 /* WRITE: take a reader lease unless a writer holds it. See wk_rwlock_try_read(). */
-int shop_catalog_try_read(wk_processor *p, const char *shop, wk_token *token, bool *acquired);
+static inline int shop_catalog_try_read(wk_processor *p, const char *shop, wk_token *token,
+                                        bool *acquired)
+{
+    return wk_rwlock_try_read(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
+}
+
 /* WRITE: take the writer lease unless anyone holds it. See wk_rwlock_try_write(). */
-int shop_catalog_try_write(wk_processor *p, const char *shop, wk_token *token, bool *acquired);
+static inline int shop_catalog_try_write(wk_processor *p, const char *shop, wk_token *token,
+                                         bool *acquired)
+{
+    return wk_rwlock_try_write(p, &shop_catalog_entity, wk_name_str(shop), token, acquired);
+}
+
 /* WRITE: drop a reader lease. See wk_rwlock_release_read(). */
-int shop_catalog_release_read(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *was_running);
+static inline int shop_catalog_release_read(wk_processor *p, const char *shop,
+                                            const wk_token *token, bool *was_running)
+{
+    return wk_rwlock_release_read(p, &shop_catalog_entity, wk_name_str(shop), token, was_running);
+}
+
 /* WRITE: renew a running reader lease. See wk_rwlock_extend_read(). */
-int shop_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
-                             bool *extended);
+static inline int shop_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
+                                           bool *extended)
+{
+    return wk_rwlock_extend_read(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
+}
+
 /* WRITE: release the writer lease. See wk_rwlock_release_write(). */
-int shop_catalog_release_write(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *released);
+static inline int shop_catalog_release_write(wk_processor *p, const char *shop,
+                                             const wk_token *token, bool *released)
+{
+    return wk_rwlock_release_write(p, &shop_catalog_entity, wk_name_str(shop), token, released);
+}
+
 /* WRITE: renew the writer lease. See wk_rwlock_extend_write(). */
-int shop_catalog_extend_write(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *extended);
+static inline int shop_catalog_extend_write(wk_processor *p, const char *shop,
+                                            const wk_token *token, bool *extended)
+{
+    return wk_rwlock_extend_write(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
+}
+
 /* READ: whether a writer holds it, and how many readers. See wk_rwlock_inspect(). */
-int shop_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state);
+static inline int shop_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state)
+{
+    return wk_rwlock_inspect(p, &shop_catalog_entity, wk_name_str(shop), state);
+}
 
 /* login: TokenBucket */
 /* WRITE: refill, then take cost tokens if there. See wk_token_bucket_acquire(). */
-int shop_login_acquire(wk_processor *p, const char *address, uint64_t cost,
-                       wk_token_bucket_outcome *outcome);
+static inline int shop_login_acquire(wk_processor *p, const char *address, uint64_t cost,
+                                     wk_token_bucket_outcome *outcome)
+{
+    return wk_token_bucket_acquire(p, &shop_login_entity, wk_name_str(address), cost, outcome);
+}
+
 /* READ: tokens now, without taking any. See wk_token_bucket_peek(). */
-int shop_login_peek(wk_processor *p, const char *address, wk_token_bucket_state *state);
+static inline int shop_login_peek(wk_processor *p, const char *address,
+                                  wk_token_bucket_state *state)
+{
+    return wk_token_bucket_peek(p, &shop_login_entity, wk_name_str(address), state);
+}
+
 /* WRITE: refill at once (delete the key). See wk_token_bucket_reset(). */
-int shop_login_reset(wk_processor *p, const char *address, bool *was_used);
+static inline int shop_login_reset(wk_processor *p, const char *address, bool *was_used)
+{
+    return wk_token_bucket_reset(p, &shop_login_entity, wk_name_str(address), was_used);
+}
 
 /* ------------------------------------------------------------------------
  * Capability "worker": default none; invoice write; catalog read
@@ -108,9 +166,9 @@ int shop_worker_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "worker" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "worker"; owned, closed by
  *       shop_worker_close().
@@ -135,14 +193,65 @@ int shop_worker_narrow(shop_worker *h, wk_db *db);
 void shop_worker_close(shop_worker *h);
 
 /* invoice (write): as shop_invoice_*(). */
-int shop_worker_invoice_try(shop_worker *h, uint64_t invoice, wk_token *token, bool *acquired);
-int shop_worker_invoice_release(shop_worker *h, uint64_t invoice, const wk_token *token,
-                                bool *released);
-int shop_worker_invoice_extend(shop_worker *h, uint64_t invoice, const wk_token *token,
-                               bool *extended);
-int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice, wk_lock_state *state);
+static inline int shop_worker_invoice_try(shop_worker *h, uint64_t invoice, wk_token *token,
+                                          bool *acquired)
+{
+    return shop_invoice_try(h ? h->p : NULL, invoice, token, acquired);
+}
+
+static inline int shop_worker_invoice_release(shop_worker *h, uint64_t invoice,
+                                              const wk_token *token, bool *released)
+{
+    return shop_invoice_release(h ? h->p : NULL, invoice, token, released);
+}
+
+static inline int shop_worker_invoice_extend(shop_worker *h, uint64_t invoice,
+                                             const wk_token *token, bool *extended)
+{
+    return shop_invoice_extend(h ? h->p : NULL, invoice, token, extended);
+}
+
+static inline int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice,
+                                              wk_lock_state *state)
+{
+    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
 /* catalog (read): as shop_catalog_*(). */
-int shop_worker_catalog_inspect(shop_worker *h, const char *shop, wk_rwlock_state *state);
+static inline int shop_worker_catalog_inspect(shop_worker *h, const char *shop,
+                                              wk_rwlock_state *state)
+{
+    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
+}
+
+/* Not granted by "worker": calling one of these does not compile. */
+#define shop_worker_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_try_read: capability \"worker\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define shop_worker_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_try_write: capability \"worker\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define shop_worker_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_release_read: capability \"worker\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define shop_worker_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_extend_read: capability \"worker\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define shop_worker_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_release_write: capability \"worker\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define shop_worker_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_extend_write: capability \"worker\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_worker_login_acquire(...) \
+    WK_NOT_GRANTED("shop_worker_login_acquire: capability \"worker\" " \
+                   "grants nothing on login")
+#define shop_worker_login_peek(...) \
+    WK_NOT_GRANTED("shop_worker_login_peek: capability \"worker\" " \
+                   "grants nothing on login")
+#define shop_worker_login_reset(...) \
+    WK_NOT_GRANTED("shop_worker_login_reset: capability \"worker\" " \
+                   "grants nothing on login")
 
 /* ------------------------------------------------------------------------
  * Capability "replica": default read
@@ -158,9 +267,9 @@ int shop_replica_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "replica" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "replica"; owned, closed by
  *       shop_replica_close().
@@ -185,11 +294,60 @@ int shop_replica_narrow(shop_replica *h, wk_db *db);
 void shop_replica_close(shop_replica *h);
 
 /* invoice (read): as shop_invoice_*(). */
-int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice, wk_lock_state *state);
+static inline int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice,
+                                               wk_lock_state *state)
+{
+    return shop_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
 /* catalog (read): as shop_catalog_*(). */
-int shop_replica_catalog_inspect(shop_replica *h, const char *shop, wk_rwlock_state *state);
+static inline int shop_replica_catalog_inspect(shop_replica *h, const char *shop,
+                                               wk_rwlock_state *state)
+{
+    return shop_catalog_inspect(h ? h->p : NULL, shop, state);
+}
+
 /* login (read): as shop_login_*(). */
-int shop_replica_login_peek(shop_replica *h, const char *address, wk_token_bucket_state *state);
+static inline int shop_replica_login_peek(shop_replica *h, const char *address,
+                                          wk_token_bucket_state *state)
+{
+    return shop_login_peek(h ? h->p : NULL, address, state);
+}
+
+/* Not granted by "replica": calling one of these does not compile. */
+#define shop_replica_invoice_try(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_try: capability \"replica\" " \
+                   "grants only read on invoice, and try is a WRITE query")
+#define shop_replica_invoice_release(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_release: capability \"replica\" " \
+                   "grants only read on invoice, and release is a WRITE query")
+#define shop_replica_invoice_extend(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_extend: capability \"replica\" " \
+                   "grants only read on invoice, and extend is a WRITE query")
+#define shop_replica_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_try_read: capability \"replica\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define shop_replica_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_try_write: capability \"replica\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define shop_replica_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_release_read: capability \"replica\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define shop_replica_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_extend_read: capability \"replica\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define shop_replica_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_release_write: capability \"replica\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define shop_replica_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_extend_write: capability \"replica\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_replica_login_acquire(...) \
+    WK_NOT_GRANTED("shop_replica_login_acquire: capability \"replica\" " \
+                   "grants only read on login, and acquire is a WRITE query")
+#define shop_replica_login_reset(...) \
+    WK_NOT_GRANTED("shop_replica_login_reset: capability \"replica\" " \
+                   "grants only read on login, and reset is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
@@ -205,9 +363,9 @@ int shop_nothing_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "nothing" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "nothing"; owned, closed by
  *       shop_nothing_close().
@@ -232,6 +390,50 @@ int shop_nothing_narrow(shop_nothing *h, wk_db *db);
 void shop_nothing_close(shop_nothing *h);
 
 /* "nothing" grants no query on this service's entities. */
+
+/* Not granted by "nothing": calling one of these does not compile. */
+#define shop_nothing_invoice_try(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_try: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_release(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_extend(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_extend: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_inspect(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_inspect: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_catalog_try_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_try_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_try_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_try_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_release_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_release_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_extend_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_extend_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_release_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_release_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_extend_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_inspect(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_inspect: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_login_acquire(...) \
+    WK_NOT_GRANTED("shop_nothing_login_acquire: capability \"nothing\" " \
+                   "grants nothing on login")
+#define shop_nothing_login_peek(...) \
+    WK_NOT_GRANTED("shop_nothing_login_peek: capability \"nothing\" " \
+                   "grants nothing on login")
+#define shop_nothing_login_reset(...) \
+    WK_NOT_GRANTED("shop_nothing_login_reset: capability \"nothing\" " \
+                   "grants nothing on login")
 
 #ifdef __cplusplus
 }

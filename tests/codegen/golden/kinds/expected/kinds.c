@@ -7,9 +7,6 @@
  *
  * Golden schema: one entity of every kind, every name type, and capabilities.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "kinds.h"
 
 /* ------------------------------------------------------------------------
@@ -35,165 +32,6 @@ const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
 };
 
 /* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int kinds_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return wk_lock_try(p, &kinds_invoice_entity, wk_name_u64(invoice), token, acquired);
-}
-
-int kinds_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token, bool *released)
-{
-    return wk_lock_release(p, &kinds_invoice_entity, wk_name_u64(invoice), token, released);
-}
-
-int kinds_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token, bool *extended)
-{
-    return wk_lock_extend(p, &kinds_invoice_entity, wk_name_u64(invoice), token, extended);
-}
-
-int kinds_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
-{
-    return wk_lock_inspect(p, &kinds_invoice_entity, wk_name_u64(invoice), state);
-}
-
-int kinds_catalog_try_read(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_read(p, &kinds_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int kinds_catalog_try_write(wk_processor *p, const char *shop, wk_token *token, bool *acquired)
-{
-    return wk_rwlock_try_write(p, &kinds_catalog_entity, wk_name_str(shop), token, acquired);
-}
-
-int kinds_catalog_release_read(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *was_running)
-{
-    return wk_rwlock_release_read(p, &kinds_catalog_entity, wk_name_str(shop), token, was_running);
-}
-
-int kinds_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *extended)
-{
-    return wk_rwlock_extend_read(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int kinds_catalog_release_write(wk_processor *p, const char *shop, const wk_token *token,
-                                bool *released)
-{
-    return wk_rwlock_release_write(p, &kinds_catalog_entity, wk_name_str(shop), token, released);
-}
-
-int kinds_catalog_extend_write(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *extended)
-{
-    return wk_rwlock_extend_write(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
-}
-
-int kinds_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state)
-{
-    return wk_rwlock_inspect(p, &kinds_catalog_entity, wk_name_str(shop), state);
-}
-
-int kinds_page_get(wk_processor *p, const char *url, wk_body *out)
-{
-    return wk_cache_get(p, &kinds_page_entity, wk_name_str(url), out);
-}
-
-int kinds_page_put(wk_processor *p, const char *url, const void *body, size_t len)
-{
-    return wk_cache_put(p, &kinds_page_entity, wk_name_str(url), body, len);
-}
-
-int kinds_page_remove(wk_processor *p, const char *url, bool *removed)
-{
-    return wk_cache_remove(p, &kinds_page_entity, wk_name_str(url), removed);
-}
-
-int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
-{
-    return wk_hashed_cache_get(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
-}
-
-int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
-{
-    return wk_hashed_cache_hash(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
-}
-
-int kinds_etag_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                              const uint8_t known[WK_HASH_LEN], wk_body *out)
-{
-    return wk_hashed_cache_get_if_changed(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len),
-                                          known, out);
-}
-
-int kinds_etag_put(wk_processor *p, const void *slug, size_t slug_len, const void *body, size_t len,
-                   uint8_t hash[WK_HASH_LEN])
-{
-    return wk_hashed_cache_put(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), body, len,
-                               hash);
-}
-
-int kinds_etag_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed)
-{
-    return wk_hashed_cache_remove(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), removed);
-}
-
-int kinds_login_acquire(wk_processor *p, const char *address, uint64_t cost,
-                        wk_token_bucket_outcome *outcome)
-{
-    return wk_token_bucket_acquire(p, &kinds_login_entity, wk_name_str(address), cost, outcome);
-}
-
-int kinds_login_peek(wk_processor *p, const char *address, wk_token_bucket_state *state)
-{
-    return wk_token_bucket_peek(p, &kinds_login_entity, wk_name_str(address), state);
-}
-
-int kinds_login_reset(wk_processor *p, const char *address, bool *was_used)
-{
-    return wk_token_bucket_reset(p, &kinds_login_entity, wk_name_str(address), was_used);
-}
-
-int kinds_export_acquire(wk_processor *p, int64_t int_, uint64_t cost,
-                         wk_token_bucket_outcome *outcome)
-{
-    return wk_token_bucket_acquire(p, &kinds_export_entity, wk_name_i64(int_), cost, outcome);
-}
-
-int kinds_export_peek(wk_processor *p, int64_t int_, wk_token_bucket_state *state)
-{
-    return wk_token_bucket_peek(p, &kinds_export_entity, wk_name_i64(int_), state);
-}
-
-int kinds_export_reset(wk_processor *p, int64_t int_, bool *was_used)
-{
-    return wk_token_bucket_reset(p, &kinds_export_entity, wk_name_i64(int_), was_used);
-}
-
-int kinds_weird_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
-{
-    return wk_lock_try(p, &kinds_weird_entity, wk_name_u64(name), token, acquired);
-}
-
-int kinds_weird_release(wk_processor *p, uint64_t name, const wk_token *token, bool *released)
-{
-    return wk_lock_release(p, &kinds_weird_entity, wk_name_u64(name), token, released);
-}
-
-int kinds_weird_extend(wk_processor *p, uint64_t name, const wk_token *token, bool *extended)
-{
-    return wk_lock_extend(p, &kinds_weird_entity, wk_name_u64(name), token, extended);
-}
-
-int kinds_weird_inspect(wk_processor *p, uint64_t name, wk_lock_state *state)
-{
-    return wk_lock_inspect(p, &kinds_weird_entity, wk_name_u64(name), state);
-}
-
-/* ------------------------------------------------------------------------
  * Capabilities and typed handles
  * ---------------------------------------------------------------------- */
 
@@ -206,46 +44,25 @@ static const wk_cap_entry kinds__worker_grants[4] = {
     {WK_KIND_TOKEN_BUCKET, "login", WK_GRANT_WRITE},
 };
 
+static const wk_cap_table kinds__worker_cap = {"worker", WK_GRANT_NONE, kinds__worker_grants, 4};
+
 int kinds_worker_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "worker", WK_GRANT_NONE, kinds__worker_grants, 4);
+    return wk_cap_new_table(out, &kinds__worker_cap);
 }
 
 int kinds_worker_open(kinds_worker *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__worker_cap, err, errlen);
 }
 
 int kinds_worker_narrow(kinds_worker *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_worker_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__worker_cap);
 }
 
 void kinds_worker_close(kinds_worker *h)
@@ -257,136 +74,32 @@ void kinds_worker_close(kinds_worker *h)
     h->p = NULL;
 }
 
-int kinds_worker_invoice_try(kinds_worker *h, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return kinds_invoice_try(h ? h->p : NULL, invoice, token, acquired);
-}
-
-int kinds_worker_invoice_release(kinds_worker *h, uint64_t invoice, const wk_token *token,
-                                 bool *released)
-{
-    return kinds_invoice_release(h ? h->p : NULL, invoice, token, released);
-}
-
-int kinds_worker_invoice_extend(kinds_worker *h, uint64_t invoice, const wk_token *token,
-                                bool *extended)
-{
-    return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
-}
-
-int kinds_worker_invoice_inspect(kinds_worker *h, uint64_t invoice, wk_lock_state *state)
-{
-    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int kinds_worker_catalog_try_read(kinds_worker *h, const char *shop, wk_token *token,
-                                  bool *acquired)
-{
-    return kinds_catalog_try_read(h ? h->p : NULL, shop, token, acquired);
-}
-
-int kinds_worker_catalog_try_write(kinds_worker *h, const char *shop, wk_token *token,
-                                   bool *acquired)
-{
-    return kinds_catalog_try_write(h ? h->p : NULL, shop, token, acquired);
-}
-
-int kinds_worker_catalog_release_read(kinds_worker *h, const char *shop, const wk_token *token,
-                                      bool *was_running)
-{
-    return kinds_catalog_release_read(h ? h->p : NULL, shop, token, was_running);
-}
-
-int kinds_worker_catalog_extend_read(kinds_worker *h, const char *shop, const wk_token *token,
-                                     bool *extended)
-{
-    return kinds_catalog_extend_read(h ? h->p : NULL, shop, token, extended);
-}
-
-int kinds_worker_catalog_release_write(kinds_worker *h, const char *shop, const wk_token *token,
-                                       bool *released)
-{
-    return kinds_catalog_release_write(h ? h->p : NULL, shop, token, released);
-}
-
-int kinds_worker_catalog_extend_write(kinds_worker *h, const char *shop, const wk_token *token,
-                                      bool *extended)
-{
-    return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
-}
-
-int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop, wk_rwlock_state *state)
-{
-    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
-int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *out)
-{
-    return kinds_page_get(h ? h->p : NULL, url, out);
-}
-
-int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t cost,
-                               wk_token_bucket_outcome *outcome)
-{
-    return kinds_login_acquire(h ? h->p : NULL, address, cost, outcome);
-}
-
-int kinds_worker_login_peek(kinds_worker *h, const char *address, wk_token_bucket_state *state)
-{
-    return kinds_login_peek(h ? h->p : NULL, address, state);
-}
-
-int kinds_worker_login_reset(kinds_worker *h, const char *address, bool *was_used)
-{
-    return kinds_login_reset(h ? h->p : NULL, address, was_used);
-}
-
 /* Capability "replica" */
 
 static const wk_cap_entry kinds__replica_grants[1] = {
     {WK_KIND_LOCK, "we\"ird\\ns/*?\?*/ \303\251", WK_GRANT_NONE},
 };
 
+static const wk_cap_table kinds__replica_cap = {
+    "replica", WK_GRANT_READ, kinds__replica_grants, 1};
+
 int kinds_replica_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "replica", WK_GRANT_READ, kinds__replica_grants, 1);
+    return wk_cap_new_table(out, &kinds__replica_cap);
 }
 
 int kinds_replica_open(kinds_replica *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__replica_cap, err, errlen);
 }
 
 int kinds_replica_narrow(kinds_replica *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_replica_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__replica_cap);
 }
 
 void kinds_replica_close(kinds_replica *h)
@@ -398,89 +111,27 @@ void kinds_replica_close(kinds_replica *h)
     h->p = NULL;
 }
 
-int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice, wk_lock_state *state)
-{
-    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop, wk_rwlock_state *state)
-{
-    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
-int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *out)
-{
-    return kinds_page_get(h ? h->p : NULL, url, out);
-}
-
-int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int kinds_replica_etag_get_if_changed(kinds_replica *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], wk_body *out)
-{
-    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
-}
-
-int kinds_replica_login_peek(kinds_replica *h, const char *address, wk_token_bucket_state *state)
-{
-    return kinds_login_peek(h ? h->p : NULL, address, state);
-}
-
-int kinds_replica_export_peek(kinds_replica *h, int64_t int_, wk_token_bucket_state *state)
-{
-    return kinds_export_peek(h ? h->p : NULL, int_, state);
-}
-
 /* Capability "nothing" */
+
+static const wk_cap_table kinds__nothing_cap = {"nothing", WK_GRANT_NONE, NULL, 0};
 
 int kinds_nothing_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "nothing", WK_GRANT_NONE, NULL, 0);
+    return wk_cap_new_table(out, &kinds__nothing_cap);
 }
 
 int kinds_nothing_open(kinds_nothing *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__nothing_cap, err, errlen);
 }
 
 int kinds_nothing_narrow(kinds_nothing *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_nothing_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__nothing_cap);
 }
 
 void kinds_nothing_close(kinds_nothing *h)
@@ -494,46 +145,25 @@ void kinds_nothing_close(kinds_nothing *h)
 
 /* Capability "admin" */
 
+static const wk_cap_table kinds__admin_cap = {"admin", WK_GRANT_WRITE, NULL, 0};
+
 int kinds_admin_cap_new(wk_cap **out)
 {
-    return wk_cap_new(out, "admin", WK_GRANT_WRITE, NULL, 0);
+    return wk_cap_new_table(out, &kinds__admin_cap);
 }
 
 int kinds_admin_open(kinds_admin *h, const wk_db_options *opts, char *err, size_t errlen)
 {
-    wk_db_options with_cap;
-    wk_cap *cap;
-    int rc;
-    if (!h || !opts)
+    if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_admin_cap_new(&cap)) != WK_OK)
-        return rc;
-    with_cap = *opts;
-    with_cap.capability = cap;
-    rc = wk_db_open(&h->db, &with_cap, err, errlen);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_open_granted(&h->db, &h->p, opts, &kinds__admin_cap, err, errlen);
 }
 
 int kinds_admin_narrow(kinds_admin *h, wk_db *db)
 {
-    wk_cap *cap;
-    int rc;
     if (!h)
         return WK_EINVAL;
-    h->db = NULL;
-    h->p = NULL;
-    if ((rc = kinds_admin_cap_new(&cap)) != WK_OK)
-        return rc;
-    rc = wk_db_narrow(&h->db, db, cap, NULL);
-    wk_cap_free(cap);
-    if (rc == WK_OK)
-        h->p = wk_db_processor(h->db);
-    return rc;
+    return wk_db_narrow_granted(&h->db, &h->p, db, &kinds__admin_cap);
 }
 
 void kinds_admin_close(kinds_admin *h)
@@ -543,160 +173,5 @@ void kinds_admin_close(kinds_admin *h)
     wk_db_close(h->db);
     h->db = NULL;
     h->p = NULL;
-}
-
-int kinds_admin_invoice_try(kinds_admin *h, uint64_t invoice, wk_token *token, bool *acquired)
-{
-    return kinds_invoice_try(h ? h->p : NULL, invoice, token, acquired);
-}
-
-int kinds_admin_invoice_release(kinds_admin *h, uint64_t invoice, const wk_token *token,
-                                bool *released)
-{
-    return kinds_invoice_release(h ? h->p : NULL, invoice, token, released);
-}
-
-int kinds_admin_invoice_extend(kinds_admin *h, uint64_t invoice, const wk_token *token,
-                               bool *extended)
-{
-    return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
-}
-
-int kinds_admin_invoice_inspect(kinds_admin *h, uint64_t invoice, wk_lock_state *state)
-{
-    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
-}
-
-int kinds_admin_catalog_try_read(kinds_admin *h, const char *shop, wk_token *token, bool *acquired)
-{
-    return kinds_catalog_try_read(h ? h->p : NULL, shop, token, acquired);
-}
-
-int kinds_admin_catalog_try_write(kinds_admin *h, const char *shop, wk_token *token, bool *acquired)
-{
-    return kinds_catalog_try_write(h ? h->p : NULL, shop, token, acquired);
-}
-
-int kinds_admin_catalog_release_read(kinds_admin *h, const char *shop, const wk_token *token,
-                                     bool *was_running)
-{
-    return kinds_catalog_release_read(h ? h->p : NULL, shop, token, was_running);
-}
-
-int kinds_admin_catalog_extend_read(kinds_admin *h, const char *shop, const wk_token *token,
-                                    bool *extended)
-{
-    return kinds_catalog_extend_read(h ? h->p : NULL, shop, token, extended);
-}
-
-int kinds_admin_catalog_release_write(kinds_admin *h, const char *shop, const wk_token *token,
-                                      bool *released)
-{
-    return kinds_catalog_release_write(h ? h->p : NULL, shop, token, released);
-}
-
-int kinds_admin_catalog_extend_write(kinds_admin *h, const char *shop, const wk_token *token,
-                                     bool *extended)
-{
-    return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
-}
-
-int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop, wk_rwlock_state *state)
-{
-    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
-}
-
-int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *out)
-{
-    return kinds_page_get(h ? h->p : NULL, url, out);
-}
-
-int kinds_admin_page_put(kinds_admin *h, const char *url, const void *body, size_t len)
-{
-    return kinds_page_put(h ? h->p : NULL, url, body, len);
-}
-
-int kinds_admin_page_remove(kinds_admin *h, const char *url, bool *removed)
-{
-    return kinds_page_remove(h ? h->p : NULL, url, removed);
-}
-
-int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out)
-{
-    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
-}
-
-int kinds_admin_etag_get_if_changed(kinds_admin *h, const void *slug, size_t slug_len,
-                                    const uint8_t known[WK_HASH_LEN], wk_body *out)
-{
-    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
-}
-
-int kinds_admin_etag_put(kinds_admin *h, const void *slug, size_t slug_len, const void *body,
-                         size_t len, uint8_t hash[WK_HASH_LEN])
-{
-    return kinds_etag_put(h ? h->p : NULL, slug, slug_len, body, len, hash);
-}
-
-int kinds_admin_etag_remove(kinds_admin *h, const void *slug, size_t slug_len, bool *removed)
-{
-    return kinds_etag_remove(h ? h->p : NULL, slug, slug_len, removed);
-}
-
-int kinds_admin_login_acquire(kinds_admin *h, const char *address, uint64_t cost,
-                              wk_token_bucket_outcome *outcome)
-{
-    return kinds_login_acquire(h ? h->p : NULL, address, cost, outcome);
-}
-
-int kinds_admin_login_peek(kinds_admin *h, const char *address, wk_token_bucket_state *state)
-{
-    return kinds_login_peek(h ? h->p : NULL, address, state);
-}
-
-int kinds_admin_login_reset(kinds_admin *h, const char *address, bool *was_used)
-{
-    return kinds_login_reset(h ? h->p : NULL, address, was_used);
-}
-
-int kinds_admin_export_acquire(kinds_admin *h, int64_t int_, uint64_t cost,
-                               wk_token_bucket_outcome *outcome)
-{
-    return kinds_export_acquire(h ? h->p : NULL, int_, cost, outcome);
-}
-
-int kinds_admin_export_peek(kinds_admin *h, int64_t int_, wk_token_bucket_state *state)
-{
-    return kinds_export_peek(h ? h->p : NULL, int_, state);
-}
-
-int kinds_admin_export_reset(kinds_admin *h, int64_t int_, bool *was_used)
-{
-    return kinds_export_reset(h ? h->p : NULL, int_, was_used);
-}
-
-int kinds_admin_weird_try(kinds_admin *h, uint64_t name, wk_token *token, bool *acquired)
-{
-    return kinds_weird_try(h ? h->p : NULL, name, token, acquired);
-}
-
-int kinds_admin_weird_release(kinds_admin *h, uint64_t name, const wk_token *token, bool *released)
-{
-    return kinds_weird_release(h ? h->p : NULL, name, token, released);
-}
-
-int kinds_admin_weird_extend(kinds_admin *h, uint64_t name, const wk_token *token, bool *extended)
-{
-    return kinds_weird_extend(h ? h->p : NULL, name, token, extended);
-}
-
-int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
-{
-    return kinds_weird_inspect(h ? h->p : NULL, name, state);
 }
 

@@ -14,10 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wakuwaku/wakuwaku.h>
-#include <wakuwaku/cache.h>
-#include <wakuwaku/hashed_cache.h>
-#include <wakuwaku/token_bucket.h>
+#include <wakuwaku/wakuwaku.h> /* every kind's header */
 
 /* Generated for the wakuwaku API 0.1.0; a different major version (or an
  * older library) needs a regenerated file. */
@@ -59,7 +56,7 @@ extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
  * Typed accessors: thin wrappers over the runtime, one per query of each
- * entity.
+ * entity (static inline: a call costs what the runtime call costs).
  * Each takes the processor first (wk_db_processor(db), or a wrapper such as
  * hooks or a batch) and the item's name typed as the schema says, and returns
  * what the runtime function named in its comment returns (see that function
@@ -70,89 +67,209 @@ extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* invoice: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
-int kinds_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token, bool *acquired);
+static inline int kinds_invoice_try(wk_processor *p, uint64_t invoice, wk_token *token,
+                                    bool *acquired)
+{
+    return wk_lock_try(p, &kinds_invoice_entity, wk_name_u64(invoice), token, acquired);
+}
+
 /* WRITE: release the lock if it still holds token. See wk_lock_release(). */
-int kinds_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token, bool *released);
+static inline int kinds_invoice_release(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                        bool *released)
+{
+    return wk_lock_release(p, &kinds_invoice_entity, wk_name_u64(invoice), token, released);
+}
+
 /* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
-int kinds_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token, bool *extended);
+static inline int kinds_invoice_extend(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                       bool *extended)
+{
+    return wk_lock_extend(p, &kinds_invoice_entity, wk_name_u64(invoice), token, extended);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
-int kinds_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state);
+static inline int kinds_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &kinds_invoice_entity, wk_name_u64(invoice), state);
+}
 
 /* catalog: RwLock */
 /* WRITE: take a reader lease unless a writer holds it. See wk_rwlock_try_read(). */
-int kinds_catalog_try_read(wk_processor *p, const char *shop, wk_token *token, bool *acquired);
+static inline int kinds_catalog_try_read(wk_processor *p, const char *shop, wk_token *token,
+                                         bool *acquired)
+{
+    return wk_rwlock_try_read(p, &kinds_catalog_entity, wk_name_str(shop), token, acquired);
+}
+
 /* WRITE: take the writer lease unless anyone holds it. See wk_rwlock_try_write(). */
-int kinds_catalog_try_write(wk_processor *p, const char *shop, wk_token *token, bool *acquired);
+static inline int kinds_catalog_try_write(wk_processor *p, const char *shop, wk_token *token,
+                                          bool *acquired)
+{
+    return wk_rwlock_try_write(p, &kinds_catalog_entity, wk_name_str(shop), token, acquired);
+}
+
 /* WRITE: drop a reader lease. See wk_rwlock_release_read(). */
-int kinds_catalog_release_read(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *was_running);
+static inline int kinds_catalog_release_read(wk_processor *p, const char *shop,
+                                             const wk_token *token, bool *was_running)
+{
+    return wk_rwlock_release_read(p, &kinds_catalog_entity, wk_name_str(shop), token, was_running);
+}
+
 /* WRITE: renew a running reader lease. See wk_rwlock_extend_read(). */
-int kinds_catalog_extend_read(wk_processor *p, const char *shop, const wk_token *token,
-                              bool *extended);
+static inline int kinds_catalog_extend_read(wk_processor *p, const char *shop,
+                                            const wk_token *token, bool *extended)
+{
+    return wk_rwlock_extend_read(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
+}
+
 /* WRITE: release the writer lease. See wk_rwlock_release_write(). */
-int kinds_catalog_release_write(wk_processor *p, const char *shop, const wk_token *token,
-                                bool *released);
+static inline int kinds_catalog_release_write(wk_processor *p, const char *shop,
+                                              const wk_token *token, bool *released)
+{
+    return wk_rwlock_release_write(p, &kinds_catalog_entity, wk_name_str(shop), token, released);
+}
+
 /* WRITE: renew the writer lease. See wk_rwlock_extend_write(). */
-int kinds_catalog_extend_write(wk_processor *p, const char *shop, const wk_token *token,
-                               bool *extended);
+static inline int kinds_catalog_extend_write(wk_processor *p, const char *shop,
+                                             const wk_token *token, bool *extended)
+{
+    return wk_rwlock_extend_write(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
+}
+
 /* READ: whether a writer holds it, and how many readers. See wk_rwlock_inspect(). */
-int kinds_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state);
+static inline int kinds_catalog_inspect(wk_processor *p, const char *shop, wk_rwlock_state *state)
+{
+    return wk_rwlock_inspect(p, &kinds_catalog_entity, wk_name_str(shop), state);
+}
 
 /* page: Cache */
 /*
  * READ: read the body into out (found, data, len; free it with
  * wk_body_free()). See wk_cache_get().
  */
-int kinds_page_get(wk_processor *p, const char *url, wk_body *out);
+static inline int kinds_page_get(wk_processor *p, const char *url, wk_body *out)
+{
+    return wk_cache_get(p, &kinds_page_entity, wk_name_str(url), out);
+}
+
 /* WRITE: store the body with the entity's TTL. See wk_cache_put(). */
-int kinds_page_put(wk_processor *p, const char *url, const void *body, size_t len);
+static inline int kinds_page_put(wk_processor *p, const char *url, const void *body, size_t len)
+{
+    return wk_cache_put(p, &kinds_page_entity, wk_name_str(url), body, len);
+}
+
 /* WRITE: delete the body. See wk_cache_remove(). */
-int kinds_page_remove(wk_processor *p, const char *url, bool *removed);
+static inline int kinds_page_remove(wk_processor *p, const char *url, bool *removed)
+{
+    return wk_cache_remove(p, &kinds_page_entity, wk_name_str(url), removed);
+}
 
 /* etag: HashedCache */
 /* READ: read body and hash into out (free it with wk_body_free()). See wk_hashed_cache_get(). */
-int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+static inline int kinds_etag_get(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
+{
+    return wk_hashed_cache_get(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
+}
+
 /* READ: read only the hash (out->hash; no body crosses the network). See wk_hashed_cache_hash(). */
-int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out);
+static inline int kinds_etag_hash(wk_processor *p, const void *slug, size_t slug_len, wk_body *out)
+{
+    return wk_hashed_cache_hash(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), out);
+}
+
 /*
  * READ: send the body only if its hash differs from known (out->change). See
  * wk_hashed_cache_get_if_changed().
  */
-int kinds_etag_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
-                              const uint8_t known[WK_HASH_LEN], wk_body *out);
+static inline int kinds_etag_get_if_changed(wk_processor *p, const void *slug, size_t slug_len,
+                                            const uint8_t known[WK_HASH_LEN], wk_body *out)
+{
+    return wk_hashed_cache_get_if_changed(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len),
+                                          known, out);
+}
+
 /* WRITE: store body and hash with the entity's TTL. See wk_hashed_cache_put(). */
-int kinds_etag_put(wk_processor *p, const void *slug, size_t slug_len, const void *body, size_t len,
-                   uint8_t hash[WK_HASH_LEN]);
+static inline int kinds_etag_put(wk_processor *p, const void *slug, size_t slug_len,
+                                 const void *body, size_t len, uint8_t hash[WK_HASH_LEN])
+{
+    return wk_hashed_cache_put(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), body, len,
+                               hash);
+}
+
 /* WRITE: delete the item. See wk_hashed_cache_remove(). */
-int kinds_etag_remove(wk_processor *p, const void *slug, size_t slug_len, bool *removed);
+static inline int kinds_etag_remove(wk_processor *p, const void *slug, size_t slug_len,
+                                    bool *removed)
+{
+    return wk_hashed_cache_remove(p, &kinds_etag_entity, wk_name_bytes(slug, slug_len), removed);
+}
 
 /* login: TokenBucket */
 /* WRITE: refill, then take cost tokens if there. See wk_token_bucket_acquire(). */
-int kinds_login_acquire(wk_processor *p, const char *address, uint64_t cost,
-                        wk_token_bucket_outcome *outcome);
+static inline int kinds_login_acquire(wk_processor *p, const char *address, uint64_t cost,
+                                      wk_token_bucket_outcome *outcome)
+{
+    return wk_token_bucket_acquire(p, &kinds_login_entity, wk_name_str(address), cost, outcome);
+}
+
 /* READ: tokens now, without taking any. See wk_token_bucket_peek(). */
-int kinds_login_peek(wk_processor *p, const char *address, wk_token_bucket_state *state);
+static inline int kinds_login_peek(wk_processor *p, const char *address,
+                                   wk_token_bucket_state *state)
+{
+    return wk_token_bucket_peek(p, &kinds_login_entity, wk_name_str(address), state);
+}
+
 /* WRITE: refill at once (delete the key). See wk_token_bucket_reset(). */
-int kinds_login_reset(wk_processor *p, const char *address, bool *was_used);
+static inline int kinds_login_reset(wk_processor *p, const char *address, bool *was_used)
+{
+    return wk_token_bucket_reset(p, &kinds_login_entity, wk_name_str(address), was_used);
+}
 
 /* export: TokenBucket */
 /* WRITE: refill, then take cost tokens if there. See wk_token_bucket_acquire(). */
-int kinds_export_acquire(wk_processor *p, int64_t int_, uint64_t cost,
-                         wk_token_bucket_outcome *outcome);
+static inline int kinds_export_acquire(wk_processor *p, int64_t int_, uint64_t cost,
+                                       wk_token_bucket_outcome *outcome)
+{
+    return wk_token_bucket_acquire(p, &kinds_export_entity, wk_name_i64(int_), cost, outcome);
+}
+
 /* READ: tokens now, without taking any. See wk_token_bucket_peek(). */
-int kinds_export_peek(wk_processor *p, int64_t int_, wk_token_bucket_state *state);
+static inline int kinds_export_peek(wk_processor *p, int64_t int_, wk_token_bucket_state *state)
+{
+    return wk_token_bucket_peek(p, &kinds_export_entity, wk_name_i64(int_), state);
+}
+
 /* WRITE: refill at once (delete the key). See wk_token_bucket_reset(). */
-int kinds_export_reset(wk_processor *p, int64_t int_, bool *was_used);
+static inline int kinds_export_reset(wk_processor *p, int64_t int_, bool *was_used)
+{
+    return wk_token_bucket_reset(p, &kinds_export_entity, wk_name_i64(int_), was_used);
+}
 
 /* weird: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
-int kinds_weird_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired);
+static inline int kinds_weird_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
+{
+    return wk_lock_try(p, &kinds_weird_entity, wk_name_u64(name), token, acquired);
+}
+
 /* WRITE: release the lock if it still holds token. See wk_lock_release(). */
-int kinds_weird_release(wk_processor *p, uint64_t name, const wk_token *token, bool *released);
+static inline int kinds_weird_release(wk_processor *p, uint64_t name, const wk_token *token,
+                                      bool *released)
+{
+    return wk_lock_release(p, &kinds_weird_entity, wk_name_u64(name), token, released);
+}
+
 /* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
-int kinds_weird_extend(wk_processor *p, uint64_t name, const wk_token *token, bool *extended);
+static inline int kinds_weird_extend(wk_processor *p, uint64_t name, const wk_token *token,
+                                     bool *extended)
+{
+    return wk_lock_extend(p, &kinds_weird_entity, wk_name_u64(name), token, extended);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
-int kinds_weird_inspect(wk_processor *p, uint64_t name, wk_lock_state *state);
+static inline int kinds_weird_inspect(wk_processor *p, uint64_t name, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &kinds_weird_entity, wk_name_u64(name), state);
+}
 
 /* ------------------------------------------------------------------------
  * Capability "worker": default none; invoice write; catalog write; page read; login write
@@ -168,9 +285,9 @@ int kinds_worker_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "worker" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "worker"; owned, closed by
  *       kinds_worker_close().
@@ -195,33 +312,140 @@ int kinds_worker_narrow(kinds_worker *h, wk_db *db);
 void kinds_worker_close(kinds_worker *h);
 
 /* invoice (write): as kinds_invoice_*(). */
-int kinds_worker_invoice_try(kinds_worker *h, uint64_t invoice, wk_token *token, bool *acquired);
-int kinds_worker_invoice_release(kinds_worker *h, uint64_t invoice, const wk_token *token,
-                                 bool *released);
-int kinds_worker_invoice_extend(kinds_worker *h, uint64_t invoice, const wk_token *token,
-                                bool *extended);
-int kinds_worker_invoice_inspect(kinds_worker *h, uint64_t invoice, wk_lock_state *state);
+static inline int kinds_worker_invoice_try(kinds_worker *h, uint64_t invoice, wk_token *token,
+                                           bool *acquired)
+{
+    return kinds_invoice_try(h ? h->p : NULL, invoice, token, acquired);
+}
+
+static inline int kinds_worker_invoice_release(kinds_worker *h, uint64_t invoice,
+                                               const wk_token *token, bool *released)
+{
+    return kinds_invoice_release(h ? h->p : NULL, invoice, token, released);
+}
+
+static inline int kinds_worker_invoice_extend(kinds_worker *h, uint64_t invoice,
+                                              const wk_token *token, bool *extended)
+{
+    return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
+}
+
+static inline int kinds_worker_invoice_inspect(kinds_worker *h, uint64_t invoice,
+                                               wk_lock_state *state)
+{
+    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
 /* catalog (write): as kinds_catalog_*(). */
-int kinds_worker_catalog_try_read(kinds_worker *h, const char *shop, wk_token *token,
-                                  bool *acquired);
-int kinds_worker_catalog_try_write(kinds_worker *h, const char *shop, wk_token *token,
-                                   bool *acquired);
-int kinds_worker_catalog_release_read(kinds_worker *h, const char *shop, const wk_token *token,
-                                      bool *was_running);
-int kinds_worker_catalog_extend_read(kinds_worker *h, const char *shop, const wk_token *token,
-                                     bool *extended);
-int kinds_worker_catalog_release_write(kinds_worker *h, const char *shop, const wk_token *token,
-                                       bool *released);
-int kinds_worker_catalog_extend_write(kinds_worker *h, const char *shop, const wk_token *token,
-                                      bool *extended);
-int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop, wk_rwlock_state *state);
+static inline int kinds_worker_catalog_try_read(kinds_worker *h, const char *shop, wk_token *token,
+                                                bool *acquired)
+{
+    return kinds_catalog_try_read(h ? h->p : NULL, shop, token, acquired);
+}
+
+static inline int kinds_worker_catalog_try_write(kinds_worker *h, const char *shop, wk_token *token,
+                                                 bool *acquired)
+{
+    return kinds_catalog_try_write(h ? h->p : NULL, shop, token, acquired);
+}
+
+static inline int kinds_worker_catalog_release_read(kinds_worker *h, const char *shop,
+                                                    const wk_token *token, bool *was_running)
+{
+    return kinds_catalog_release_read(h ? h->p : NULL, shop, token, was_running);
+}
+
+static inline int kinds_worker_catalog_extend_read(kinds_worker *h, const char *shop,
+                                                   const wk_token *token, bool *extended)
+{
+    return kinds_catalog_extend_read(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_worker_catalog_release_write(kinds_worker *h, const char *shop,
+                                                     const wk_token *token, bool *released)
+{
+    return kinds_catalog_release_write(h ? h->p : NULL, shop, token, released);
+}
+
+static inline int kinds_worker_catalog_extend_write(kinds_worker *h, const char *shop,
+                                                    const wk_token *token, bool *extended)
+{
+    return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop,
+                                               wk_rwlock_state *state)
+{
+    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
+}
+
 /* page (read): as kinds_page_*(). */
-int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *out);
+static inline int kinds_worker_page_get(kinds_worker *h, const char *url, wk_body *out)
+{
+    return kinds_page_get(h ? h->p : NULL, url, out);
+}
+
 /* login (write): as kinds_login_*(). */
-int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t cost,
-                               wk_token_bucket_outcome *outcome);
-int kinds_worker_login_peek(kinds_worker *h, const char *address, wk_token_bucket_state *state);
-int kinds_worker_login_reset(kinds_worker *h, const char *address, bool *was_used);
+static inline int kinds_worker_login_acquire(kinds_worker *h, const char *address, uint64_t cost,
+                                             wk_token_bucket_outcome *outcome)
+{
+    return kinds_login_acquire(h ? h->p : NULL, address, cost, outcome);
+}
+
+static inline int kinds_worker_login_peek(kinds_worker *h, const char *address,
+                                          wk_token_bucket_state *state)
+{
+    return kinds_login_peek(h ? h->p : NULL, address, state);
+}
+
+static inline int kinds_worker_login_reset(kinds_worker *h, const char *address, bool *was_used)
+{
+    return kinds_login_reset(h ? h->p : NULL, address, was_used);
+}
+
+/* Not granted by "worker": calling one of these does not compile. */
+#define kinds_worker_page_put(...) \
+    WK_NOT_GRANTED("kinds_worker_page_put: capability \"worker\" " \
+                   "grants only read on page, and put is a WRITE query")
+#define kinds_worker_page_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_page_remove: capability \"worker\" " \
+                   "grants only read on page, and remove is a WRITE query")
+#define kinds_worker_etag_get(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_get: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_hash(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_hash: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_get_if_changed(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_get_if_changed: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_put(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_put: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_etag_remove: capability \"worker\" " \
+                   "grants nothing on etag")
+#define kinds_worker_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_worker_export_acquire: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_export_peek(...) \
+    WK_NOT_GRANTED("kinds_worker_export_peek: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_export_reset(...) \
+    WK_NOT_GRANTED("kinds_worker_export_reset: capability \"worker\" " \
+                   "grants nothing on export")
+#define kinds_worker_weird_try(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_try: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_release(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_release: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_extend: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_inspect: capability \"worker\" " \
+                   "grants nothing on weird")
 
 /* ------------------------------------------------------------------------
  * Capability "replica": default read; weird none
@@ -237,9 +461,9 @@ int kinds_replica_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "replica" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "replica"; owned, closed by
  *       kinds_replica_close().
@@ -264,20 +488,123 @@ int kinds_replica_narrow(kinds_replica *h, wk_db *db);
 void kinds_replica_close(kinds_replica *h);
 
 /* invoice (read): as kinds_invoice_*(). */
-int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice, wk_lock_state *state);
+static inline int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice,
+                                                wk_lock_state *state)
+{
+    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
 /* catalog (read): as kinds_catalog_*(). */
-int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop, wk_rwlock_state *state);
+static inline int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop,
+                                                wk_rwlock_state *state)
+{
+    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
+}
+
 /* page (read): as kinds_page_*(). */
-int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *out);
+static inline int kinds_replica_page_get(kinds_replica *h, const char *url, wk_body *out)
+{
+    return kinds_page_get(h ? h->p : NULL, url, out);
+}
+
 /* etag (read): as kinds_etag_*(). */
-int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out);
-int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len, wk_body *out);
-int kinds_replica_etag_get_if_changed(kinds_replica *h, const void *slug, size_t slug_len,
-                                      const uint8_t known[WK_HASH_LEN], wk_body *out);
+static inline int kinds_replica_etag_get(kinds_replica *h, const void *slug, size_t slug_len,
+                                         wk_body *out)
+{
+    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int kinds_replica_etag_hash(kinds_replica *h, const void *slug, size_t slug_len,
+                                          wk_body *out)
+{
+    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int kinds_replica_etag_get_if_changed(kinds_replica *h, const void *slug,
+                                                    size_t slug_len,
+                                                    const uint8_t known[WK_HASH_LEN], wk_body *out)
+{
+    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
+}
+
 /* login (read): as kinds_login_*(). */
-int kinds_replica_login_peek(kinds_replica *h, const char *address, wk_token_bucket_state *state);
+static inline int kinds_replica_login_peek(kinds_replica *h, const char *address,
+                                           wk_token_bucket_state *state)
+{
+    return kinds_login_peek(h ? h->p : NULL, address, state);
+}
+
 /* export (read): as kinds_export_*(). */
-int kinds_replica_export_peek(kinds_replica *h, int64_t int_, wk_token_bucket_state *state);
+static inline int kinds_replica_export_peek(kinds_replica *h, int64_t int_,
+                                            wk_token_bucket_state *state)
+{
+    return kinds_export_peek(h ? h->p : NULL, int_, state);
+}
+
+/* Not granted by "replica": calling one of these does not compile. */
+#define kinds_replica_invoice_try(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
+                   "grants only read on invoice, and try is a WRITE query")
+#define kinds_replica_invoice_release(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_release: capability \"replica\" " \
+                   "grants only read on invoice, and release is a WRITE query")
+#define kinds_replica_invoice_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_extend: capability \"replica\" " \
+                   "grants only read on invoice, and extend is a WRITE query")
+#define kinds_replica_catalog_try_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_try_read: capability \"replica\" " \
+                   "grants only read on catalog, and try_read is a WRITE query")
+#define kinds_replica_catalog_try_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_try_write: capability \"replica\" " \
+                   "grants only read on catalog, and try_write is a WRITE query")
+#define kinds_replica_catalog_release_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_release_read: capability \"replica\" " \
+                   "grants only read on catalog, and release_read is a WRITE query")
+#define kinds_replica_catalog_extend_read(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_extend_read: capability \"replica\" " \
+                   "grants only read on catalog, and extend_read is a WRITE query")
+#define kinds_replica_catalog_release_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_release_write: capability \"replica\" " \
+                   "grants only read on catalog, and release_write is a WRITE query")
+#define kinds_replica_catalog_extend_write(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_extend_write: capability \"replica\" " \
+                   "grants only read on catalog, and extend_write is a WRITE query")
+#define kinds_replica_page_put(...) \
+    WK_NOT_GRANTED("kinds_replica_page_put: capability \"replica\" " \
+                   "grants only read on page, and put is a WRITE query")
+#define kinds_replica_page_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_page_remove: capability \"replica\" " \
+                   "grants only read on page, and remove is a WRITE query")
+#define kinds_replica_etag_put(...) \
+    WK_NOT_GRANTED("kinds_replica_etag_put: capability \"replica\" " \
+                   "grants only read on etag, and put is a WRITE query")
+#define kinds_replica_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_etag_remove: capability \"replica\" " \
+                   "grants only read on etag, and remove is a WRITE query")
+#define kinds_replica_login_acquire(...) \
+    WK_NOT_GRANTED("kinds_replica_login_acquire: capability \"replica\" " \
+                   "grants only read on login, and acquire is a WRITE query")
+#define kinds_replica_login_reset(...) \
+    WK_NOT_GRANTED("kinds_replica_login_reset: capability \"replica\" " \
+                   "grants only read on login, and reset is a WRITE query")
+#define kinds_replica_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_replica_export_acquire: capability \"replica\" " \
+                   "grants only read on export, and acquire is a WRITE query")
+#define kinds_replica_export_reset(...) \
+    WK_NOT_GRANTED("kinds_replica_export_reset: capability \"replica\" " \
+                   "grants only read on export, and reset is a WRITE query")
+#define kinds_replica_weird_try(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_try: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_release(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_release: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_extend: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_inspect: capability \"replica\" " \
+                   "grants nothing on weird")
 
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
@@ -293,9 +620,9 @@ int kinds_nothing_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "nothing" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "nothing"; owned, closed by
  *       kinds_nothing_close().
@@ -321,6 +648,95 @@ void kinds_nothing_close(kinds_nothing *h);
 
 /* "nothing" grants no query on this service's entities. */
 
+/* Not granted by "nothing": calling one of these does not compile. */
+#define kinds_nothing_invoice_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_try: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_extend: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_inspect: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_catalog_try_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_try_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_try_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_try_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_release_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_release_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_extend_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_extend_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_release_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_release_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_extend_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_inspect: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_page_get(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_get: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_page_put(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_put: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_page_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_page_remove: capability \"nothing\" " \
+                   "grants nothing on page")
+#define kinds_nothing_etag_get(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_get: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_hash(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_hash: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_get_if_changed(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_get_if_changed: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_put(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_put: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_etag_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_etag_remove: capability \"nothing\" " \
+                   "grants nothing on etag")
+#define kinds_nothing_login_acquire(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_acquire: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_login_peek(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_peek: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_login_reset(...) \
+    WK_NOT_GRANTED("kinds_nothing_login_reset: capability \"nothing\" " \
+                   "grants nothing on login")
+#define kinds_nothing_export_acquire(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_acquire: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_export_peek(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_peek: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_export_reset(...) \
+    WK_NOT_GRANTED("kinds_nothing_export_reset: capability \"nothing\" " \
+                   "grants nothing on export")
+#define kinds_nothing_weird_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_try: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_release: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_extend: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_inspect: capability \"nothing\" " \
+                   "grants nothing on weird")
+
 /* ------------------------------------------------------------------------
  * Capability "admin": default write
  * ---------------------------------------------------------------------- */
@@ -335,9 +751,9 @@ int kinds_admin_cap_new(wk_cap **out);
 /*
  * A handle that can do only what "admin" grants: the functions below
  * exist only for the queries it grants (READ queries need read, WRITE
- * queries write), so a call it does not grant does not compile. The
- * handle's capability is the runtime's second line of defence: dispatch
- * checks every query again.
+ * queries write); each query it does not grant is a macro that stops
+ * the compile (WK_NOT_GRANTED). The handle's capability is the
+ * runtime's second line of defence: dispatch checks every query again.
  *
  *   db  the handle, opened or narrowed with "admin"; owned, closed by
  *       kinds_admin_close().
@@ -362,52 +778,180 @@ int kinds_admin_narrow(kinds_admin *h, wk_db *db);
 void kinds_admin_close(kinds_admin *h);
 
 /* invoice (write): as kinds_invoice_*(). */
-int kinds_admin_invoice_try(kinds_admin *h, uint64_t invoice, wk_token *token, bool *acquired);
-int kinds_admin_invoice_release(kinds_admin *h, uint64_t invoice, const wk_token *token,
-                                bool *released);
-int kinds_admin_invoice_extend(kinds_admin *h, uint64_t invoice, const wk_token *token,
-                               bool *extended);
-int kinds_admin_invoice_inspect(kinds_admin *h, uint64_t invoice, wk_lock_state *state);
+static inline int kinds_admin_invoice_try(kinds_admin *h, uint64_t invoice, wk_token *token,
+                                          bool *acquired)
+{
+    return kinds_invoice_try(h ? h->p : NULL, invoice, token, acquired);
+}
+
+static inline int kinds_admin_invoice_release(kinds_admin *h, uint64_t invoice,
+                                              const wk_token *token, bool *released)
+{
+    return kinds_invoice_release(h ? h->p : NULL, invoice, token, released);
+}
+
+static inline int kinds_admin_invoice_extend(kinds_admin *h, uint64_t invoice,
+                                             const wk_token *token, bool *extended)
+{
+    return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
+}
+
+static inline int kinds_admin_invoice_inspect(kinds_admin *h, uint64_t invoice,
+                                              wk_lock_state *state)
+{
+    return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
 /* catalog (write): as kinds_catalog_*(). */
-int kinds_admin_catalog_try_read(kinds_admin *h, const char *shop, wk_token *token, bool *acquired);
-int kinds_admin_catalog_try_write(kinds_admin *h, const char *shop, wk_token *token,
-                                  bool *acquired);
-int kinds_admin_catalog_release_read(kinds_admin *h, const char *shop, const wk_token *token,
-                                     bool *was_running);
-int kinds_admin_catalog_extend_read(kinds_admin *h, const char *shop, const wk_token *token,
-                                    bool *extended);
-int kinds_admin_catalog_release_write(kinds_admin *h, const char *shop, const wk_token *token,
-                                      bool *released);
-int kinds_admin_catalog_extend_write(kinds_admin *h, const char *shop, const wk_token *token,
-                                     bool *extended);
-int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop, wk_rwlock_state *state);
+static inline int kinds_admin_catalog_try_read(kinds_admin *h, const char *shop, wk_token *token,
+                                               bool *acquired)
+{
+    return kinds_catalog_try_read(h ? h->p : NULL, shop, token, acquired);
+}
+
+static inline int kinds_admin_catalog_try_write(kinds_admin *h, const char *shop, wk_token *token,
+                                                bool *acquired)
+{
+    return kinds_catalog_try_write(h ? h->p : NULL, shop, token, acquired);
+}
+
+static inline int kinds_admin_catalog_release_read(kinds_admin *h, const char *shop,
+                                                   const wk_token *token, bool *was_running)
+{
+    return kinds_catalog_release_read(h ? h->p : NULL, shop, token, was_running);
+}
+
+static inline int kinds_admin_catalog_extend_read(kinds_admin *h, const char *shop,
+                                                  const wk_token *token, bool *extended)
+{
+    return kinds_catalog_extend_read(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_admin_catalog_release_write(kinds_admin *h, const char *shop,
+                                                    const wk_token *token, bool *released)
+{
+    return kinds_catalog_release_write(h ? h->p : NULL, shop, token, released);
+}
+
+static inline int kinds_admin_catalog_extend_write(kinds_admin *h, const char *shop,
+                                                   const wk_token *token, bool *extended)
+{
+    return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop,
+                                              wk_rwlock_state *state)
+{
+    return kinds_catalog_inspect(h ? h->p : NULL, shop, state);
+}
+
 /* page (write): as kinds_page_*(). */
-int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *out);
-int kinds_admin_page_put(kinds_admin *h, const char *url, const void *body, size_t len);
-int kinds_admin_page_remove(kinds_admin *h, const char *url, bool *removed);
+static inline int kinds_admin_page_get(kinds_admin *h, const char *url, wk_body *out)
+{
+    return kinds_page_get(h ? h->p : NULL, url, out);
+}
+
+static inline int kinds_admin_page_put(kinds_admin *h, const char *url, const void *body,
+                                       size_t len)
+{
+    return kinds_page_put(h ? h->p : NULL, url, body, len);
+}
+
+static inline int kinds_admin_page_remove(kinds_admin *h, const char *url, bool *removed)
+{
+    return kinds_page_remove(h ? h->p : NULL, url, removed);
+}
+
 /* etag (write): as kinds_etag_*(). */
-int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out);
-int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len, wk_body *out);
-int kinds_admin_etag_get_if_changed(kinds_admin *h, const void *slug, size_t slug_len,
-                                    const uint8_t known[WK_HASH_LEN], wk_body *out);
-int kinds_admin_etag_put(kinds_admin *h, const void *slug, size_t slug_len, const void *body,
-                         size_t len, uint8_t hash[WK_HASH_LEN]);
-int kinds_admin_etag_remove(kinds_admin *h, const void *slug, size_t slug_len, bool *removed);
+static inline int kinds_admin_etag_get(kinds_admin *h, const void *slug, size_t slug_len,
+                                       wk_body *out)
+{
+    return kinds_etag_get(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int kinds_admin_etag_hash(kinds_admin *h, const void *slug, size_t slug_len,
+                                        wk_body *out)
+{
+    return kinds_etag_hash(h ? h->p : NULL, slug, slug_len, out);
+}
+
+static inline int kinds_admin_etag_get_if_changed(kinds_admin *h, const void *slug, size_t slug_len,
+                                                  const uint8_t known[WK_HASH_LEN], wk_body *out)
+{
+    return kinds_etag_get_if_changed(h ? h->p : NULL, slug, slug_len, known, out);
+}
+
+static inline int kinds_admin_etag_put(kinds_admin *h, const void *slug, size_t slug_len,
+                                       const void *body, size_t len, uint8_t hash[WK_HASH_LEN])
+{
+    return kinds_etag_put(h ? h->p : NULL, slug, slug_len, body, len, hash);
+}
+
+static inline int kinds_admin_etag_remove(kinds_admin *h, const void *slug, size_t slug_len,
+                                          bool *removed)
+{
+    return kinds_etag_remove(h ? h->p : NULL, slug, slug_len, removed);
+}
+
 /* login (write): as kinds_login_*(). */
-int kinds_admin_login_acquire(kinds_admin *h, const char *address, uint64_t cost,
-                              wk_token_bucket_outcome *outcome);
-int kinds_admin_login_peek(kinds_admin *h, const char *address, wk_token_bucket_state *state);
-int kinds_admin_login_reset(kinds_admin *h, const char *address, bool *was_used);
+static inline int kinds_admin_login_acquire(kinds_admin *h, const char *address, uint64_t cost,
+                                            wk_token_bucket_outcome *outcome)
+{
+    return kinds_login_acquire(h ? h->p : NULL, address, cost, outcome);
+}
+
+static inline int kinds_admin_login_peek(kinds_admin *h, const char *address,
+                                         wk_token_bucket_state *state)
+{
+    return kinds_login_peek(h ? h->p : NULL, address, state);
+}
+
+static inline int kinds_admin_login_reset(kinds_admin *h, const char *address, bool *was_used)
+{
+    return kinds_login_reset(h ? h->p : NULL, address, was_used);
+}
+
 /* export (write): as kinds_export_*(). */
-int kinds_admin_export_acquire(kinds_admin *h, int64_t int_, uint64_t cost,
-                               wk_token_bucket_outcome *outcome);
-int kinds_admin_export_peek(kinds_admin *h, int64_t int_, wk_token_bucket_state *state);
-int kinds_admin_export_reset(kinds_admin *h, int64_t int_, bool *was_used);
+static inline int kinds_admin_export_acquire(kinds_admin *h, int64_t int_, uint64_t cost,
+                                             wk_token_bucket_outcome *outcome)
+{
+    return kinds_export_acquire(h ? h->p : NULL, int_, cost, outcome);
+}
+
+static inline int kinds_admin_export_peek(kinds_admin *h, int64_t int_,
+                                          wk_token_bucket_state *state)
+{
+    return kinds_export_peek(h ? h->p : NULL, int_, state);
+}
+
+static inline int kinds_admin_export_reset(kinds_admin *h, int64_t int_, bool *was_used)
+{
+    return kinds_export_reset(h ? h->p : NULL, int_, was_used);
+}
+
 /* weird (write): as kinds_weird_*(). */
-int kinds_admin_weird_try(kinds_admin *h, uint64_t name, wk_token *token, bool *acquired);
-int kinds_admin_weird_release(kinds_admin *h, uint64_t name, const wk_token *token, bool *released);
-int kinds_admin_weird_extend(kinds_admin *h, uint64_t name, const wk_token *token, bool *extended);
-int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state);
+static inline int kinds_admin_weird_try(kinds_admin *h, uint64_t name, wk_token *token,
+                                        bool *acquired)
+{
+    return kinds_weird_try(h ? h->p : NULL, name, token, acquired);
+}
+
+static inline int kinds_admin_weird_release(kinds_admin *h, uint64_t name, const wk_token *token,
+                                            bool *released)
+{
+    return kinds_weird_release(h ? h->p : NULL, name, token, released);
+}
+
+static inline int kinds_admin_weird_extend(kinds_admin *h, uint64_t name, const wk_token *token,
+                                           bool *extended)
+{
+    return kinds_weird_extend(h ? h->p : NULL, name, token, extended);
+}
+
+static inline int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
+{
+    return kinds_weird_inspect(h ? h->p : NULL, name, state);
+}
 
 #ifdef __cplusplus
 }

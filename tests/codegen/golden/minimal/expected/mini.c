@@ -5,9 +5,6 @@
  * and regenerate (wk-codegen schema.json -o DIR), or let CMake's
  * wakuwaku_generate() do it.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "mini.h"
 
 /* ------------------------------------------------------------------------
@@ -19,28 +16,4 @@ const wk_entity mini_job_entity = WK_LOCK_ENTITY("hourly-report", 1500);
 const wk_entity *const mini_entities[MINI_ENTITY_COUNT] = {
     &mini_job_entity,
 };
-
-/* ------------------------------------------------------------------------
- * Typed accessors
- * ---------------------------------------------------------------------- */
-
-int mini_job_try(wk_processor *p, int64_t name, wk_token *token, bool *acquired)
-{
-    return wk_lock_try(p, &mini_job_entity, wk_name_i64(name), token, acquired);
-}
-
-int mini_job_release(wk_processor *p, int64_t name, const wk_token *token, bool *released)
-{
-    return wk_lock_release(p, &mini_job_entity, wk_name_i64(name), token, released);
-}
-
-int mini_job_extend(wk_processor *p, int64_t name, const wk_token *token, bool *extended)
-{
-    return wk_lock_extend(p, &mini_job_entity, wk_name_i64(name), token, extended);
-}
-
-int mini_job_inspect(wk_processor *p, int64_t name, wk_lock_state *state)
-{
-    return wk_lock_inspect(p, &mini_job_entity, wk_name_i64(name), state);
-}
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wakuwaku/wakuwaku.h>
+#include <wakuwaku/wakuwaku.h> /* every kind's header */
 
 /* Generated for the wakuwaku API 0.1.0; a different major version (or an
  * older library) needs a regenerated file. */
@@ -39,7 +39,7 @@ extern const wk_entity *const mini_entities[MINI_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
  * Typed accessors: thin wrappers over the runtime, one per query of each
- * entity.
+ * entity (static inline: a call costs what the runtime call costs).
  * Each takes the processor first (wk_db_processor(db), or a wrapper such as
  * hooks or a batch) and the item's name typed as the schema says, and returns
  * what the runtime function named in its comment returns (see that function
@@ -50,13 +50,30 @@ extern const wk_entity *const mini_entities[MINI_ENTITY_COUNT];
 
 /* job: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
-int mini_job_try(wk_processor *p, int64_t name, wk_token *token, bool *acquired);
+static inline int mini_job_try(wk_processor *p, int64_t name, wk_token *token, bool *acquired)
+{
+    return wk_lock_try(p, &mini_job_entity, wk_name_i64(name), token, acquired);
+}
+
 /* WRITE: release the lock if it still holds token. See wk_lock_release(). */
-int mini_job_release(wk_processor *p, int64_t name, const wk_token *token, bool *released);
+static inline int mini_job_release(wk_processor *p, int64_t name, const wk_token *token,
+                                   bool *released)
+{
+    return wk_lock_release(p, &mini_job_entity, wk_name_i64(name), token, released);
+}
+
 /* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
-int mini_job_extend(wk_processor *p, int64_t name, const wk_token *token, bool *extended);
+static inline int mini_job_extend(wk_processor *p, int64_t name, const wk_token *token,
+                                  bool *extended)
+{
+    return wk_lock_extend(p, &mini_job_entity, wk_name_i64(name), token, extended);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
-int mini_job_inspect(wk_processor *p, int64_t name, wk_lock_state *state);
+static inline int mini_job_inspect(wk_processor *p, int64_t name, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &mini_job_entity, wk_name_i64(name), state);
+}
 
 #ifdef __cplusplus
 }

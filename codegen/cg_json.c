@@ -1,8 +1,8 @@
 /*
- * codegen/json.c — the position-tracking JSON reader (RFC 8259, strict:
+ * codegen/cg_json.c — the position-tracking JSON reader (RFC 8259, strict:
  * no comments, no trailing commas, UTF-8 input only).
  */
-#include "json.h"
+#include "cg_json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,12 +24,12 @@ typedef struct block {
     max_align_t data[];
 } block;
 
-struct json_doc {
+struct cg_json_doc {
     block *blocks;
-    json_value *root;
+    cg_json_value *root;
 };
 
-static void *arena_alloc(json_doc *doc, size_t n)
+static void *arena_alloc(cg_json_doc *doc, size_t n)
 {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     block *b = doc->blocks;
@@ -48,7 +48,7 @@ static void *arena_alloc(json_doc *doc, size_t n)
     return p;
 }
 
-void json_doc_free(json_doc *doc)
+void cg_json_doc_free(cg_json_doc *doc)
 {
     if (!doc)
         return;
@@ -61,25 +61,25 @@ void json_doc_free(json_doc *doc)
     free(doc);
 }
 
-const json_value *json_doc_root(const json_doc *doc)
+const cg_json_value *cg_json_doc_root(const cg_json_doc *doc)
 {
     return doc->root;
 }
 
-const char *json_type_name(json_type type)
+const char *cg_json_type_name(cg_json_type type)
 {
     switch (type) {
-    case JSON_T_NULL:
+    case CG_JSON_T_NULL:
         return "null";
-    case JSON_T_BOOL:
+    case CG_JSON_T_BOOL:
         return "a boolean";
-    case JSON_T_NUMBER:
+    case CG_JSON_T_NUMBER:
         return "a number";
-    case JSON_T_STRING:
+    case CG_JSON_T_STRING:
         return "a string";
-    case JSON_T_ARRAY:
+    case CG_JSON_T_ARRAY:
         return "an array";
-    case JSON_T_OBJECT:
+    case CG_JSON_T_OBJECT:
         return "an object";
     }
     return "?";
@@ -93,23 +93,23 @@ typedef struct reader {
     const char *s;
     size_t len, i;
     int line, col;
-    json_doc *doc;
+    cg_json_doc *doc;
     char *err;
     size_t errlen;
-    json_pos errpos;
+    cg_json_pos errpos;
     bool failed;
 } reader;
 
-static json_pos here(const reader *r)
+static cg_json_pos here(const reader *r)
 {
-    json_pos p = {r->line, r->col};
+    cg_json_pos p = {r->line, r->col};
     return p;
 }
 
-static bool fail_at(reader *r, json_pos pos, const char *fmt, ...)
+static bool fail_at(reader *r, cg_json_pos pos, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static bool fail_at(reader *r, json_pos pos, const char *fmt, ...)
+static bool fail_at(reader *r, cg_json_pos pos, const char *fmt, ...)
 {
     if (r->failed)
         return false;
@@ -238,7 +238,7 @@ static int hex4(reader *r, uint32_t *out)
 /* Reads a string starting at its opening quote. */
 static bool read_string(reader *r, const char **out, size_t *out_len)
 {
-    json_pos start = here(r);
+    cg_json_pos start = here(r);
     advance(r); /* the quote */
     /* The decoded text is never longer than the source text. */
     size_t j = r->i;
@@ -260,7 +260,7 @@ static bool read_string(reader *r, const char **out, size_t *out_len)
         if (c < 0x20)
             return fail_at(r, here(r), "control character in a string (escape it)");
         if (c == '\\') {
-            json_pos esc = here(r);
+            cg_json_pos esc = here(r);
             advance(r);
             char e = peek(r);
             if (at_end(r))
@@ -334,7 +334,7 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-static bool read_number(reader *r, json_value *v)
+static bool read_number(reader *r, cg_json_value *v)
 {
     size_t start = r->i;
     bool integral = true;
@@ -387,7 +387,7 @@ static bool read_number(reader *r, json_value *v)
 
 static bool read_literal(reader *r, const char *word)
 {
-    json_pos start = here(r);
+    cg_json_pos start = here(r);
     size_t n = strlen(word);
     if (r->len - r->i < n || memcmp(r->s + r->i, word, n) != 0)
         return fail_at(r, start, "unexpected character '%c'", peek(r));
@@ -396,7 +396,7 @@ static bool read_literal(reader *r, const char *word)
     return true;
 }
 
-static json_value *read_value(reader *r, int depth);
+static cg_json_value *read_value(reader *r, int depth);
 
 /* A growable array of pointers or members, copied into the arena at the end. */
 typedef struct vec {
@@ -432,9 +432,9 @@ static void *vec_finish(reader *r, vec *v)
     return out;
 }
 
-static bool read_array(reader *r, json_value *v, int depth)
+static bool read_array(reader *r, cg_json_value *v, int depth)
 {
-    vec items = {NULL, 0, 0, sizeof(json_value *)};
+    vec items = {NULL, 0, 0, sizeof(cg_json_value *)};
     advance(r); /* [ */
     skip_ws(r);
     if (peek(r) == ']') {
@@ -448,7 +448,7 @@ static bool read_array(reader *r, json_value *v, int depth)
             free(items.items);
             return fail_at(r, here(r), "trailing comma: JSON allows no ',' before ']'");
         }
-        json_value *item = read_value(r, depth + 1);
+        cg_json_value *item = read_value(r, depth + 1);
         if (!item || !vec_push(&items, &item)) {
             free(items.items);
             return item ? fail_at(r, v->pos, "out of memory") : false;
@@ -475,9 +475,9 @@ static bool read_array(reader *r, json_value *v, int depth)
     return true;
 }
 
-static bool read_object(reader *r, json_value *v, int depth)
+static bool read_object(reader *r, cg_json_value *v, int depth)
 {
-    vec members = {NULL, 0, 0, sizeof(json_member)};
+    vec members = {NULL, 0, 0, sizeof(cg_json_member)};
     advance(r); /* { */
     skip_ws(r);
     if (peek(r) == '}') {
@@ -487,7 +487,7 @@ static bool read_object(reader *r, json_value *v, int depth)
     }
     for (;;) {
         skip_ws(r);
-        json_member m;
+        cg_json_member m;
         m.pos = here(r);
         if (peek(r) == '}' && members.count) {
             free(members.items);
@@ -537,13 +537,13 @@ static bool read_object(reader *r, json_value *v, int depth)
     return true;
 }
 
-static json_value *read_value(reader *r, int depth)
+static cg_json_value *read_value(reader *r, int depth)
 {
     if (depth > MAX_DEPTH) {
         fail_at(r, here(r), "nested deeper than %d levels", MAX_DEPTH);
         return NULL;
     }
-    json_value *v = arena_alloc(r->doc, sizeof(*v));
+    cg_json_value *v = arena_alloc(r->doc, sizeof(*v));
     if (!v) {
         fail_at(r, here(r), "out of memory");
         return NULL;
@@ -558,33 +558,33 @@ static json_value *read_value(reader *r, int depth)
     char c = peek(r);
     switch (c) {
     case '{':
-        v->type = JSON_T_OBJECT;
+        v->type = CG_JSON_T_OBJECT;
         ok = read_object(r, v, depth);
         break;
     case '[':
-        v->type = JSON_T_ARRAY;
+        v->type = CG_JSON_T_ARRAY;
         ok = read_array(r, v, depth);
         break;
     case '"':
-        v->type = JSON_T_STRING;
+        v->type = CG_JSON_T_STRING;
         ok = read_string(r, &v->str, &v->str_len);
         break;
     case 't':
-        v->type = JSON_T_BOOL;
+        v->type = CG_JSON_T_BOOL;
         v->boolean = true;
         ok = read_literal(r, "true");
         break;
     case 'f':
-        v->type = JSON_T_BOOL;
+        v->type = CG_JSON_T_BOOL;
         ok = read_literal(r, "false");
         break;
     case 'n':
-        v->type = JSON_T_NULL;
+        v->type = CG_JSON_T_NULL;
         ok = read_literal(r, "null");
         break;
     default:
         if (c == '-' || is_digit(c)) {
-            v->type = JSON_T_NUMBER;
+            v->type = CG_JSON_T_NUMBER;
             ok = read_number(r, v);
         } else if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7F) {
             ok = fail_at(r, v->pos, "unexpected character '%c'", c);
@@ -595,9 +595,9 @@ static json_value *read_value(reader *r, int depth)
     return ok ? v : NULL;
 }
 
-json_doc *json_parse(const char *text, size_t len, char *err, size_t errlen, json_pos *errpos)
+cg_json_doc *cg_json_parse(const char *text, size_t len, char *err, size_t errlen, cg_json_pos *errpos)
 {
-    json_doc *doc = calloc(1, sizeof(*doc));
+    cg_json_doc *doc = calloc(1, sizeof(*doc));
     reader r = {text, len, 0, 1, 1, doc, err, errlen, {1, 1}, false};
     if (!doc) {
         fail_at(&r, here(&r), "out of memory");
@@ -618,7 +618,7 @@ json_doc *json_parse(const char *text, size_t len, char *err, size_t errlen, jso
     if (r.failed) {
         if (errpos)
             *errpos = r.errpos;
-        json_doc_free(doc);
+        cg_json_doc_free(doc);
         return NULL;
     }
     return doc;
