@@ -58,13 +58,20 @@ typedef struct wk_entity {
  * initialisers of the kinds (WK_LOCK_ENTITY() of wakuwaku/lock.h, …) and
  * WK_CUSTOM_ENTITY(). Spelling every field in order keeps them valid,
  * warning-free C++20 (-Wextra warns about designated initialisers that
- * leave a field out); the casts keep C++ from refusing an int variable as
- * a double. A new field of wk_entity is added here, and to each call.
+ * leave a field out). In C++ the numbers are cast (a braced initialiser
+ * refuses an int variable as a double); in C they are not, so C keeps
+ * diagnosing a wrong argument. A new field of wk_entity is added here, and
+ * to each call.
  */
-#define WK__ENTITY(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_)                      \
-    {.kind = (kind_), .ns = (ns_), .ttl_ms = (int64_t)(ttl_ms_),                          \
-     .capacity = (double)(capacity_), .rate = (double)(rate_),                            \
-     .period_ms = (int64_t)(period_ms_)}
+#ifdef __cplusplus
+#define WK__ENTITY_NUM(type_, v_) static_cast<type_>(v_)
+#else
+#define WK__ENTITY_NUM(type_, v_) (v_)
+#endif
+#define WK__ENTITY(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_)                         \
+    {.kind = (kind_), .ns = (ns_), .ttl_ms = WK__ENTITY_NUM(int64_t, ttl_ms_),                \
+     .capacity = WK__ENTITY_NUM(double, capacity_), .rate = WK__ENTITY_NUM(double, rate_),    \
+     .period_ms = WK__ENTITY_NUM(int64_t, period_ms_)}
 
 /* A descriptor of a kind of your own (custom queries): no parameters. The
  * built-in kinds have theirs in their headers: WK_LOCK_ENTITY (lock.h),
