@@ -1,6 +1,6 @@
 /*
  * bench/bench_cache.h — Cache put+get (1 KiB) and HashedCache
- * get-if-changed on an unchanged 64 KiB body (included by bench_more.c).
+ * get-if-changed on an unchanged 64 KiB body (included by bench_limiter_cache.c).
  */
 static const wk_entity bench_cache = WK_CACHE_ENTITY("bench", 60000);
 static char cache_body[1024];

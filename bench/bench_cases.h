@@ -1,6 +1,6 @@
 /*
  * bench/bench_cases.h — what a benchmark case is, and the helpers its raw
- * hiredis side shares. Cases beyond the locks live in bench_more.c.
+ * hiredis side shares. Cases beyond the locks live in bench_limiter_cache.c.
  */
 #ifndef WK_BENCH_CASES_H
 #define WK_BENCH_CASES_H
@@ -29,8 +29,8 @@ typedef struct bench_case {
     void (*batch_raw)(bench_ctx *c, unsigned base);
 } bench_case;
 
-extern const bench_case bench_more_cases[];
-extern const size_t bench_more_cases_count;
+extern const bench_case bench_limiter_cache_cases[];
+extern const size_t bench_limiter_cache_cases_count;
 /* The limiter and hashed revalidation against raw hiredis sending the
  * smallest scripts doing the same job (bench_scripts.c). */
 extern const bench_case bench_minimal_cases[];
@@ -51,7 +51,7 @@ void bench_raw_load(bench_ctx *c, const wk_script *s, char sha[41]);
 /* The key the library builds for integer name n (suffix NULL: single-key). */
 size_t bench_key(char *buf, const char *kind, const char *ns, unsigned n, const char *suffix);
 
-/* A script call of the library, learned from the slow log (bench_more.c). */
+/* A script call of the library, learned from the slow log (bench_limiter_cache.c). */
 typedef struct bench_learned {
     char sha[41];
     int nkeys, argc;

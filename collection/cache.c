@@ -9,6 +9,10 @@
 #include <stdlib.h>
 
 #include "collection/cache_private.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(cache) = {WK_KIND_CACHE, wk__entity_check_ttl};
 
 /* ------------------------------------------------------------------------
  * Shared helpers

@@ -2,23 +2,14 @@
  * collection/deadline.c — acquire with a deadline: the non-waiting
  * acquires of Lock and RwLock retried with capped, decorrelated-jitter
  * backoff, sleeping on the library's clock (core/clock.c: CLOCK_BOOTTIME)
- * and never past the deadline.
+ * and never past the deadline. Declared in wakuwaku/lock.h and rwlock.h
+ * (wakuwaku/deadline.h says how they wait); the clock is core's.
  */
 #include <sodium.h>
 
 #include <wakuwaku/deadline.h>
 
 #include "collection/common.h"
-
-int64_t wk_monotonic_ms(void)
-{
-    return wk__boot_ms();
-}
-
-int64_t wk_deadline_in(int64_t timeout_ms)
-{
-    return wk__add_ms(wk__boot_ms(), timeout_ms);
-}
 
 /* The next sleep after `prev` (decorrelated jitter): uniform in
  * [initial, 3 * prev], capped at max. */

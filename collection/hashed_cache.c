@@ -15,6 +15,10 @@
 #include <wakuwaku/hashed_cache.h>
 
 #include "collection/cache_private.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(hashed_cache) = {WK_KIND_HASHED_CACHE, wk__entity_check_ttl};
 
 /* ------------------------------------------------------------------------
  * Scripts

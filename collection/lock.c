@@ -4,6 +4,10 @@
  */
 #include "collection/common.h"
 #include "collection/lock_scripts.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(lock) = {WK_KIND_LOCK, wk__entity_check_ttl};
 
 const wk_script wk__lock_release_script = {
     "lock.release",

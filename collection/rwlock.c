@@ -8,6 +8,11 @@
 
 #include <wakuwaku/rwlock.h>
 
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
+
 /* Server time in ms; shared prologue of the scripts below. */
 #define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 

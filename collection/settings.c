@@ -18,6 +18,10 @@
 #include <wakuwaku/settings.h>
 
 #include "collection/settings_internal.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): no parameters to check. */
+WK__KIND(settings) = {WK_KIND_SETTINGS, NULL};
 
 /* ------------------------------------------------------------------------
  * Scripts. KEYS: map, version. Errors the C side reports as WK_ECORRUPT

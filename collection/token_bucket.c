@@ -27,6 +27,24 @@
 
 #include "collection/common.h"
 #include "collection/token_bucket_units.h"
+#include "entity/kind.h"
+
+/* The parameters of a TokenBucket descriptor, for wk_entity_check(). */
+static int check_params(const wk_entity *e, char *msg, size_t len)
+{
+    if (!wk__positive_finite(e->capacity))
+        return wk__entity_fail(msg, len, "capacity must be a finite number > 0 (got %g)",
+                               e->capacity);
+    if (!wk__positive_finite(e->rate))
+        return wk__entity_fail(msg, len, "rate must be a finite number > 0 (got %g)", e->rate);
+    if (e->period_ms <= 0)
+        return wk__entity_fail(msg, len, "period_ms must be > 0 (got %lld)",
+                               (long long)e->period_ms);
+    return WK_OK;
+}
+
+/* The kind (entity/kind.h). */
+WK__KIND(token_bucket) = {WK_KIND_TOKEN_BUCKET, check_params};
 
 /* ------------------------------------------------------------------------
  * Scripts

@@ -1,6 +1,8 @@
 /*
- * core/clock.c — the one clock of every lease and deadline in the library:
- * CLOCK_BOOTTIME where the system has it, CLOCK_MONOTONIC elsewhere.
+ * core/clock.c — the one clock of every lease and deadline in the library
+ * (wk_monotonic_ms() of wakuwaku/clock.h, wk__boot_ms() inside): CLOCK_BOOTTIME
+ * where the system has it, CLOCK_MONOTONIC elsewhere. Core's own timing
+ * (the idle probe of a connection, the subscriber's keepalive) reads it too.
  *
  * Why not CLOCK_MONOTONIC: it stops while the system is suspended, but a
  * lease in Redis keeps running on the server's clock. A holder that
@@ -18,6 +20,8 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
+
+#include <wakuwaku/clock.h>
 
 #include "core/private.h"
 
@@ -58,6 +62,16 @@ int64_t wk__add_ms(int64_t t, int64_t ms)
     if (ms < 0 && t < INT64_MIN - ms)
         return INT64_MIN;
     return t + ms;
+}
+
+int64_t wk_monotonic_ms(void)
+{
+    return wk__boot_ms();
+}
+
+int64_t wk_deadline_in(int64_t timeout_ms)
+{
+    return wk__add_ms(wk__boot_ms(), timeout_ms);
 }
 
 static struct timespec timespec_of(int64_t ms)

@@ -7,22 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <sodium.h>
+
+#include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
 #include "core/private.h"
 
 /* A connection idle this long is probed before use (see wk__conn_ensure). */
 #define IDLE_PROBE_MS 1000
-
-int64_t wk__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap)
 {
@@ -278,7 +272,7 @@ static int conn_open(wk_db *db)
     wk__conn *conn = db->conn;
     int rc = wk__connect(conn, true, &conn->ctx, db->errmsg, sizeof(db->errmsg));
     if (rc == WK_OK)
-        conn->last_io_ms = wk__now_ms();
+        conn->last_io_ms = wk_monotonic_ms();
     return rc;
 }
 
@@ -301,7 +295,8 @@ int wk__conn_ensure(wk_db *db)
     wk__conn *conn = db->conn;
     if (conn->ctx && conn->ctx->err)
         wk__conn_drop(conn);
-    if (conn->ctx && wk__now_ms() - conn->last_io_ms >= IDLE_PROBE_MS && !idle_conn_alive(conn->ctx))
+    if (conn->ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
+        !idle_conn_alive(conn->ctx))
         wk__conn_drop(conn);
     if (conn->ctx)
         return WK_OK;

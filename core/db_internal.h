@@ -44,13 +44,14 @@ typedef struct wk__conn {
     char *client_name;
     struct timeval connect_timeout;
     struct timeval command_timeout;
-    int64_t last_io_ms;      /* monotonic ms of the last reply */
+    int64_t last_io_ms;      /* wk_monotonic_ms() of the last reply */
     uint64_t reconnects;     /* connections opened after the first */
 
     wk__buf out;             /* RESP of the query being sent */
 
     wk__script_slot scripts[WK__SCRIPT_CACHE];
-    size_t nscripts;
+    size_t nscripts;         /* slots in use (filled in order 0, 1, …) */
+    size_t script_evict;     /* once full: the oldest slot, next to reuse */
 } wk__conn;
 
 struct wk_db {
@@ -94,7 +95,6 @@ int wk__conn_ensure(wk_db *db);
 void wk__conn_drop(wk__conn *conn);
 /* Status for the context's current error (WK_EIO / WK_ETIMEDOUT / …). */
 int wk__conn_error_status(const redisContext *ctx);
-int64_t wk__now_ms(void);
 
 /* Replies are built by these (core/reply_objects.c): hiredis's objects,
  * but an array reply longer than this is refused, not allocated. */

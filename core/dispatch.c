@@ -205,9 +205,17 @@ const char *wk__script_sha(wk__conn *conn, const wk_script *script)
             return conn->scripts[i].sha;
     }
     /* A full cache (more distinct scripts than slots) recycles the oldest
-     * slot; correctness never depends on the cache. */
-    size_t slot = conn->nscripts < WK__SCRIPT_CACHE ? conn->nscripts++
-                                                     : (size_t)(script->source[0]) % WK__SCRIPT_CACHE;
+     * slot: slots fill in order 0, 1, …, and then a cursor walks them
+     * round-robin, so the slot reused is always the one filled longest
+     * ago. Correctness never depends on the cache (a miss only costs a
+     * SHA-1). */
+    size_t slot;
+    if (conn->nscripts < WK__SCRIPT_CACHE) {
+        slot = conn->nscripts++;
+    } else {
+        slot = conn->script_evict;
+        conn->script_evict = (conn->script_evict + 1) % WK__SCRIPT_CACHE;
+    }
     conn->scripts[slot].script = script;
     wk__sha1_hex(script->source, strlen(script->source), conn->scripts[slot].sha);
     return conn->scripts[slot].sha;

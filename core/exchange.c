@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <wakuwaku/clock.h>
+
 #include "core/exchange.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
@@ -124,7 +126,7 @@ static void round_trip(run *r, bool first_round)
         }
         freeReplyObject(reply);
     }
-    conn->last_io_ms = wk__now_ms();
+    conn->last_io_ms = wk_monotonic_ms();
 }
 
 /* After a dropped connection: what may go again on a new one. */

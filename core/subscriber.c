@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <wakuwaku/clock.h>
+
 #include "core/db_internal.h"
 #include "core/subscriber.h"
 
@@ -89,7 +91,7 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
         wk__subscriber_close(s);
         return rc;
     }
-    s->last_rx_ms = wk__now_ms();
+    s->last_rx_ms = wk_monotonic_ms();
     *out = s;
     return WK_OK;
 }
@@ -124,7 +126,7 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
         rc = sub_fail(s, WK_EPROTO, "subscriber: unexpected reply to SUBSCRIBE");
     freeReplyObject(r);
     if (!rc)
-        s->last_rx_ms = wk__now_ms();
+        s->last_rx_ms = wk_monotonic_ms();
     return rc;
 }
 
@@ -137,7 +139,7 @@ static int send_ping(wk__subscriber *s)
     int rc = wk__wire_command(s->ctx, tv, 1, argv, lens);
     if (rc)
         return ctx_fail(s, rc, "PING");
-    s->ping_sent_ms = wk__now_ms();
+    s->ping_sent_ms = wk_monotonic_ms();
     return WK_OK;
 }
 
@@ -155,7 +157,7 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
     }
     if (!s->ctx || s->ctx->err)
         return sub_fail(s, WK_EIO, "subscriber: connection is closed");
-    int64_t deadline = wk__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = wk_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     bool polled = false; /* the socket was looked at once at least */
     for (;;) {
         /* Replies already read come first. */
@@ -184,7 +186,7 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             continue; /* (un)subscribe confirmations and the like */
         }
 
-        int64_t now = wk__now_ms();
+        int64_t now = wk_monotonic_ms();
         if (s->ping_sent_ms && now - s->ping_sent_ms >= s->command_timeout_ms)
             return sub_fail(s, WK_ETIMEDOUT, "subscriber: no answer to PING within %d ms",
                             s->command_timeout_ms);
@@ -225,7 +227,7 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             rc = wk__wire_receive(s->ctx);
             if (rc)
                 return ctx_fail(s, rc, "connection lost");
-            s->last_rx_ms = wk__now_ms();
+            s->last_rx_ms = wk_monotonic_ms();
         }
     }
 }

@@ -1,7 +1,7 @@
 /* core/token.c — random lease tokens from libsodium's CSPRNG. */
 #include <sodium.h>
 
-#include <wakuwaku/lock.h>
+#include <wakuwaku/token.h>
 
 void wk_token_random(wk_token *token)
 {

@@ -29,7 +29,17 @@
  * batch executes). get_typed and fill_once need their outcome at once and
  * refuse a deferred processor with WK_EINVAL.
  */
-#ifndef WAKUWAKU_CACHE_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_CACHE_ENTITY
+#define WAKUWAKU_CACHE_ENTITY
+#define WK_KIND_CACHE "Cache"
+/* A Cache entity: namespace and the expiry of a put (ttl_ms > 0). */
+#define WK_CACHE_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_CACHE, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_CACHE_H
 
 #include <wakuwaku/lock.h>

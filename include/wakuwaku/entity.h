@@ -24,14 +24,6 @@
 extern "C" {
 #endif
 
-/* The built-in kinds, spelled as they appear in keys. */
-#define WK_KIND_LOCK "Lock"
-#define WK_KIND_RWLOCK "RwLock"
-#define WK_KIND_CACHE "Cache"
-#define WK_KIND_HASHED_CACHE "HashedCache"
-#define WK_KIND_TOKEN_BUCKET "TokenBucket"
-#define WK_KIND_SETTINGS "Settings"
-
 /* Limits, enforced with WK_EINVAL. */
 #define WK_KIND_MAX 64        /* bytes in a kind */
 #define WK_NAMESPACE_MAX 128  /* bytes in a namespace */
@@ -39,7 +31,8 @@ extern "C" {
 
 /*
  * An entity descriptor. Only the fields of its kind matter; the others stay
- * zero. Use the WK_*_ENTITY() initialisers below.
+ * zero. Use the WK_*_ENTITY() initialiser of the kind's header
+ * (WK_LOCK_ENTITY() in wakuwaku/lock.h, …) or WK_CUSTOM_ENTITY() below.
  *
  *   kind       "Lock", "RwLock", … or a kind of your own (custom queries);
  *              1..WK_KIND_MAX bytes, no ':', '{' or '}'.
@@ -60,16 +53,33 @@ typedef struct wk_entity {
     int64_t period_ms;
 } wk_entity;
 
-#define WK_LOCK_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_LOCK, .ns = (ns_), .ttl_ms = (ttl_ms_)}
-#define WK_RWLOCK_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_RWLOCK, .ns = (ns_), .ttl_ms = (ttl_ms_)}
-#define WK_CACHE_ENTITY(ns_, ttl_ms_) {.kind = WK_KIND_CACHE, .ns = (ns_), .ttl_ms = (ttl_ms_)}
-#define WK_HASHED_CACHE_ENTITY(ns_, ttl_ms_) \
-    {.kind = WK_KIND_HASHED_CACHE, .ns = (ns_), .ttl_ms = (ttl_ms_)}
-#define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_)                          \
-    {.kind = WK_KIND_TOKEN_BUCKET, .ns = (ns_), .capacity = (capacity_), .rate = (rate_), \
-     .period_ms = (period_ms_)}
-#define WK_SETTINGS_ENTITY(ns_) {.kind = WK_KIND_SETTINGS, .ns = (ns_)}
-#define WK_CUSTOM_ENTITY(kind_, ns_) {.kind = (kind_), .ns = (ns_)}
+/*
+ * WK__ENTITY — every field of a descriptor, in declaration order, for the
+ * initialisers of the kinds (WK_LOCK_ENTITY() of wakuwaku/lock.h, …) and
+ * WK_CUSTOM_ENTITY(). Spelling every field in order keeps them valid,
+ * warning-free C++20 (-Wextra warns about designated initialisers that
+ * leave a field out). In C++ the numbers are cast (a braced initialiser
+ * refuses an int variable as a double); in C they are not, so C keeps
+ * diagnosing a wrong argument. A new field of wk_entity is added here, and
+ * to each call.
+ */
+#ifdef __cplusplus
+#define WK__ENTITY_NUM(type_, v_) static_cast<type_>(v_)
+#else
+#define WK__ENTITY_NUM(type_, v_) (v_)
+#endif
+#define WK__ENTITY(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_)                         \
+    {.kind = (kind_), .ns = (ns_), .ttl_ms = WK__ENTITY_NUM(int64_t, ttl_ms_),                \
+     .capacity = WK__ENTITY_NUM(double, capacity_), .rate = WK__ENTITY_NUM(double, rate_),    \
+     .period_ms = WK__ENTITY_NUM(int64_t, period_ms_)}
+
+/* A descriptor of a kind of your own (custom queries): no parameters. The
+ * built-in kinds have theirs in their headers: WK_LOCK_ENTITY (lock.h),
+ * WK_RWLOCK_ENTITY (rwlock.h), WK_CACHE_ENTITY (cache.h),
+ * WK_HASHED_CACHE_ENTITY (hashed_cache.h), WK_TOKEN_BUCKET_ENTITY
+ * (token_bucket.h), WK_SETTINGS_ENTITY (settings.h), each with its
+ * WK_KIND_X name. */
+#define WK_CUSTOM_ENTITY(kind_, ns_) WK__ENTITY(kind_, ns_, 0, 0, 0, 0)
 
 /*
  * Why a namespace (or a kind) may not contain ':', '{' or '}'.
@@ -216,5 +226,21 @@ WK_API const char *wk_mode_name(wk_mode mode);
 #ifdef __cplusplus
 }
 #endif
+
+/*
+ * The names and initialisers of the six kinds that were declared here
+ * before each moved to its own header (WK_KIND_LOCK, WK_LOCK_ENTITY, …),
+ * for code that includes this header alone. Only each header's entity
+ * part is read: plain macros, nothing else of the kind. Kinds added later
+ * are not listed here; include their header.
+ */
+#define WK__ENTITY_MACROS_ONLY
+#include <wakuwaku/lock.h>
+#include <wakuwaku/rwlock.h>
+#include <wakuwaku/cache.h>
+#include <wakuwaku/hashed_cache.h>
+#include <wakuwaku/token_bucket.h>
+#include <wakuwaku/settings.h>
+#undef WK__ENTITY_MACROS_ONLY
 
 #endif /* WAKUWAKU_ENTITY_H */

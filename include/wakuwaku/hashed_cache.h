@@ -30,7 +30,17 @@
  * calls are single queries and work through a batch processor; the local
  * copy and fill-once helpers need their outcome at once and refuse one.
  */
-#ifndef WAKUWAKU_HASHED_CACHE_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_HASHED_CACHE_ENTITY
+#define WAKUWAKU_HASHED_CACHE_ENTITY
+#define WK_KIND_HASHED_CACHE "HashedCache"
+/* A HashedCache entity: namespace and the expiry of a put (ttl_ms > 0). */
+#define WK_HASHED_CACHE_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_HASHED_CACHE, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_HASHED_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_HASHED_CACHE_H
 
 #include <wakuwaku/blake3.h>

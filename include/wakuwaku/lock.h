@@ -8,6 +8,8 @@
  *   wk_lock_release  delete if the key holds token   WRITE
  *   wk_lock_extend   restart the lease (one TTL)     WRITE
  *   wk_lock_inspect  held? for how long (PTTL)       READ
+ *   wk_lock_acquire  retries wk_lock_try until a     WRITE (one try query
+ *                    deadline (wakuwaku/deadline.h)  per try)
  *
  * "Not acquired", "not released" are outcomes (OUT booleans), not errors.
  *
@@ -20,26 +22,26 @@
  * Dropping a token releases nothing: the lease runs out after the TTL, so
  * the TTL is the longest a crashed holder blocks everyone else.
  */
-#ifndef WAKUWAKU_LOCK_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_LOCK_ENTITY
+#define WAKUWAKU_LOCK_ENTITY
+#define WK_KIND_LOCK "Lock"
+/* A Lock entity: namespace and lease length (ttl_ms > 0). */
+#define WK_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_LOCK_H
 
+#include <wakuwaku/clock.h>
 #include <wakuwaku/query.h>
+#include <wakuwaku/token.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define WK_TOKEN_LEN 16
-
-/* A lease token: 16 random bytes from libsodium's CSPRNG. A value type;
- * copying it is how a lease moves between threads (e.g. a lease keeper). */
-typedef struct wk_token {
-    uint8_t bytes[WK_TOKEN_LEN];
-} wk_token;
-
-/* wk_token_random — fill `token` from libsodium's CSPRNG (randombytes_buf).
- * Thread-safe once any handle has been opened (sodium_init). */
-WK_API void wk_token_random(wk_token *token);
 
 /*
  * wk_lock_try — take the lock `name` if nobody holds it; never waits.
@@ -84,6 +86,42 @@ typedef struct wk_lock_state {
  * READ effect: a read-only handle may use it. */
 WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
                            wk_lock_state *state);
+
+/*
+ * wk_lock_acquire — take the lock `name`, retrying wk_lock_try() until it
+ * is acquired or the deadline passes.
+ *
+ *   p         the processor. A deferred one (a batch) is refused with
+ *             WK_EINVAL: waiting needs each try's outcome at once.
+ *   lock      a Lock entity (ttl_ms > 0).
+ *   deadline  a point on wk_monotonic_ms()'s clock, e.g.
+ *             wk_deadline_in(2000). A deadline already past still makes
+ *             exactly one try.
+ *   backoff   NULL for WK_BACKOFF_INIT; else initial_ms 1..max_ms.
+ *   token     OUT: the token of the last try. It holds the lock when
+ *             *acquired is true, never after WK_OK with *acquired false,
+ *             and MAY hold it after WK_EUNKNOWN (see the WARNING in
+ *             wakuwaku/deadline.h).
+ *   acquired  OUT: true once acquired; false when the deadline passed or
+ *             on any error.
+ *
+ * Returns WK_OK (see *acquired); WK_EINVAL (bad argument, deferred
+ * processor, bad backoff); or the first error of a try (WK_EDENIED, a
+ * connection or server error), which ends the wait at once — it never
+ * returns an error later than the deadline plus one command timeout.
+ * WK_EUNKNOWN: the last try may have taken the lock under *token, until
+ * its TTL runs out; release with that token once the connection is back
+ * (safe either way), or let it run out. WK_EDENIED, WK_EINVAL: nothing was
+ * sent.
+ *
+ * Never returns WK_OK with *acquired false before the deadline; never
+ * sleeps past the deadline (the only overrun is the scheduler's wake-up
+ * latency plus the final try's round trip). WRITE effect on `lock` (one
+ * lock.try query per try). Thread-safety: as the processor's handle (one
+ * thread at a time); the function keeps no state between calls.
+ */
+WK_API int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
+                           const wk_backoff *backoff, wk_token *token, bool *acquired);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
  *   wk_rwlock_extend_read    renews only a running lease           WRITE
  *   wk_rwlock_release_write / _extend_write   as wk_lock_*         WRITE
  *   wk_rwlock_inspect        writer held? readers running?         READ
+ *   wk_rwlock_acquire_read / _write   retry until a deadline       WRITE
+ *                            (wakuwaku/deadline.h)
  *
  * Taking a read lease is a WRITE: it changes Redis.
  *
@@ -23,7 +25,18 @@
  * overlapping readers can starve writers indefinitely. Use a Lock when
  * writers must make progress under constant reading.
  */
-#ifndef WAKUWAKU_RWLOCK_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_RWLOCK_ENTITY
+#define WAKUWAKU_RWLOCK_ENTITY
+#define WK_KIND_RWLOCK "RwLock"
+/* An RwLock entity: namespace and the lease length of the writer and
+ * of each reader (ttl_ms > 0). */
+#define WK_RWLOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_RWLOCK_H
 
 #include <wakuwaku/lock.h>
@@ -71,6 +84,29 @@ typedef struct wk_rwlock_state {
  * (expired readers are counted out, not removed). */
 WK_API int wk_rwlock_inspect(wk_processor *p, const wk_entity *rwlock, wk_name name,
                              wk_rwlock_state *state);
+
+/*
+ * wk_rwlock_acquire_read — take a reader lease, retrying
+ * wk_rwlock_try_read() (which fails only while a writer holds the lock)
+ * until acquired or the deadline passes. Arguments, return codes and
+ * guarantees as wk_lock_acquire(); an RwLock entity. WRITE effect.
+ */
+WK_API int wk_rwlock_acquire_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                  int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                                  bool *acquired);
+
+/*
+ * wk_rwlock_acquire_write — take the writer lease, retrying
+ * wk_rwlock_try_write() until acquired or the deadline passes. As
+ * wk_lock_acquire(); an RwLock entity. WRITE effect.
+ *
+ * WARNING: readers do not wait for a waiting writer (see rwlock.h), so
+ * under a steady stream of overlapping readers this times out however
+ * long the deadline.
+ */
+WK_API int wk_rwlock_acquire_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                   int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                                   bool *acquired);
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,17 @@
  * leaves followers with its entries; the keys have no TTL, so noeviction
  * and volatile-* policies never evict them.
  */
-#ifndef WAKUWAKU_SETTINGS_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_SETTINGS_ENTITY
+#define WAKUWAKU_SETTINGS_ENTITY
+#define WK_KIND_SETTINGS "Settings"
+/* A Settings entity: a namespace; no parameters. */
+#define WK_SETTINGS_ENTITY(ns_) WK__ENTITY(WK_KIND_SETTINGS, ns_, 0, 0, 0, 0)
+#endif
+
+#if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_SETTINGS_H
 
 #include <wakuwaku/db.h>

@@ -82,7 +82,19 @@
  * THREADS: like every query, each call uses the processor's handle from
  * one thread at a time; the entity may be shared by all threads.
  */
-#ifndef WAKUWAKU_TOKEN_BUCKET_H
+/* The kind: its name in keys and the initialiser of its descriptors
+ * (wakuwaku/entity.h). Plain macros in a guard of their own, which
+ * wakuwaku/entity.h reads alone (WK__ENTITY_MACROS_ONLY). */
+#ifndef WAKUWAKU_TOKEN_BUCKET_ENTITY
+#define WAKUWAKU_TOKEN_BUCKET_ENTITY
+#define WK_KIND_TOKEN_BUCKET "TokenBucket"
+/* A TokenBucket entity: namespace, tokens when full (capacity > 0),
+ * tokens added per period (rate > 0) and the period (period_ms > 0). */
+#define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_) \
+    WK__ENTITY(WK_KIND_TOKEN_BUCKET, ns_, 0, capacity_, rate_, period_ms_)
+#endif
+
+#if !defined(WAKUWAKU_TOKEN_BUCKET_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_TOKEN_BUCKET_H
 
 #include <wakuwaku/query.h>

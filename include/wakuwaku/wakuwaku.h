@@ -12,6 +12,8 @@
 
 #include <wakuwaku/common.h>
 #include <wakuwaku/entity.h>
+#include <wakuwaku/clock.h>
+#include <wakuwaku/token.h>
 #include <wakuwaku/capability.h>
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>

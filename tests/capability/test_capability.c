@@ -4,8 +4,9 @@
  * refusal sends nothing (counted by the server), per-entity grants, and
  * narrowing never widens.
  *
- * When you add a built-in query, add a row to its collection's
- * queries_<collection>.h (see builtin_queries.h).
+ * When you add a built-in query, add a row to its kind's file in
+ * tests/kinds/ (see tests/kinds/kinds.h); a new kind's file is picked up
+ * without an edit here.
  */
 #include <string.h>
 
@@ -14,7 +15,8 @@
 
 #include "support.h"
 
-#include "builtin_queries.h"
+#include "entity/kind.h"
+#include "tests/kinds/kinds.h"
 
 /* Every test gets a private server, so the command counters are ours. */
 static wk_test_server server;
@@ -31,18 +33,38 @@ static void stop(void)
 
 TestSuite(capability, .init = start, .fini = stop, .timeout = 60);
 
-/* The kind a query's entity has, from its name. */
-static const char *kind_of(const builtin_query *q)
+/* Runs the built-in query `name` of the registry on namespace `ns`. */
+static int run(const char *name, wk_processor *p, const char *ns)
 {
-    return builtin_kind_of(q->name);
+    for (size_t i = 0; i < wk_test_nqueries(); i++) {
+        if (strcmp(wk_test_query_at(i)->name, name) == 0)
+            return wk_test_query_at(i)->run(p, ns);
+    }
+    cr_assert_fail("no query %s in the registry", name);
+    return WK_EINVAL;
+}
+
+/* Every kind the runtime registers (entity/kind.h) has query rows in
+ * tests/kinds/, and every row names a registered kind. */
+Test(capability, every_kind_has_query_rows)
+{
+    for (const wk__kind *const *k = wk__kinds; *k; k++) {
+        size_t rows = 0;
+        for (size_t i = 0; i < wk_test_nqueries(); i++)
+            rows += strcmp(wk_test_query_at(i)->kind, (*k)->name) == 0;
+        cr_assert_gt(rows, 0, "kind %s has no rows in tests/kinds/", (*k)->name);
+    }
+    for (size_t i = 0; i < wk_test_nqueries(); i++)
+        cr_assert_not_null(wk__kind_find(wk_test_query_at(i)->kind), "%s: unknown kind %s",
+                           wk_test_query_at(i)->name, wk_test_query_at(i)->kind);
 }
 
 Test(capability, read_only_refuses_every_write_and_sends_nothing)
 {
     wk_db *db = wk_test_open_url(server.url, wk_cap_read_only());
     redisContext *raw = wk_test_raw(server.url);
-    for (size_t i = 0; i < NQUERIES; i++) {
-        const builtin_query *q = &builtin_queries[i];
+    for (size_t i = 0; i < wk_test_nqueries(); i++) {
+        const wk_test_query *q = wk_test_query_at(i);
         long long before = wk_test_total_calls(raw);
         int rc = q->run(wk_db_processor(db), "guarded");
         long long after = wk_test_total_calls(raw);
@@ -52,7 +74,7 @@ Test(capability, read_only_refuses_every_write_and_sends_nothing)
             cr_assert_eq(after, before, "%s: a refused query reached Redis", q->name);
             char want[128];
             snprintf(want, sizeof(want), "capability \"read-only\" may not WRITE %s:guarded",
-                     kind_of(q));
+                     q->kind);
             cr_assert(strstr(wk_db_errmsg(db), want), "%s: message \"%s\" lacks \"%s\"", q->name,
                       wk_db_errmsg(db), want);
         } else {
@@ -68,9 +90,9 @@ Test(capability, read_only_refuses_every_write_and_sends_nothing)
 Test(capability, read_write_allows_everything)
 {
     wk_db *db = wk_test_open_url(server.url, wk_cap_read_write());
-    for (size_t i = 0; i < NQUERIES; i++) {
-        int rc = builtin_queries[i].run(wk_db_processor(db), "open");
-        cr_assert_eq(rc, WK_OK, "%s: %s: %s", builtin_queries[i].name, wk_err_name(rc),
+    for (size_t i = 0; i < wk_test_nqueries(); i++) {
+        int rc = wk_test_query_at(i)->run(wk_db_processor(db), "open");
+        cr_assert_eq(rc, WK_OK, "%s: %s: %s", wk_test_query_at(i)->name, wk_err_name(rc),
                      wk_db_errmsg(db));
     }
     wk_db_close(db);
@@ -84,9 +106,9 @@ Test(capability, none_grant_refuses_reads_too)
     wk_cap_free(cap);
     redisContext *raw = wk_test_raw(server.url);
     long long before = wk_test_total_calls(raw);
-    for (size_t i = 0; i < NQUERIES; i++) {
-        int rc = builtin_queries[i].run(wk_db_processor(db), "x");
-        cr_assert_eq(rc, WK_EDENIED, "%s", builtin_queries[i].name);
+    for (size_t i = 0; i < wk_test_nqueries(); i++) {
+        int rc = wk_test_query_at(i)->run(wk_db_processor(db), "x");
+        cr_assert_eq(rc, WK_EDENIED, "%s", wk_test_query_at(i)->name);
     }
     cr_assert_eq(wk_test_total_calls(raw), before);
     redisFree(raw);
@@ -102,13 +124,14 @@ Test(capability, per_entity_grants)
     wk_db *db = wk_test_open_url(server.url, billing);
     wk_cap_free(billing);
     wk_processor *p = wk_db_processor(db);
-    cr_assert_eq(q_lock_try(p, "invoice"), WK_OK);
-    cr_assert_eq(q_lock_try(p, "catalog"), WK_EDENIED);
+    cr_assert_eq(run("lock.try", p, "invoice"), WK_OK);
+    cr_assert_eq(run("lock.try", p, "catalog"), WK_EDENIED);
     cr_assert_str_eq(wk_db_errmsg(db),
                      "capability \"billing\" may not WRITE Lock:catalog (lock.try)");
-    cr_assert_eq(q_rw_inspect(p, "catalog"), WK_OK);
-    cr_assert_eq(q_rw_try_read(p, "catalog"), WK_EDENIED);
-    cr_assert_eq(q_rw_inspect(p, "invoice"), WK_EDENIED, "RwLock:invoice is not Lock:invoice");
+    cr_assert_eq(run("rwlock.inspect", p, "catalog"), WK_OK);
+    cr_assert_eq(run("rwlock.try_read", p, "catalog"), WK_EDENIED);
+    cr_assert_eq(run("rwlock.inspect", p, "invoice"), WK_EDENIED,
+                 "RwLock:invoice is not Lock:invoice");
     wk_db_close(db);
 }
 
@@ -117,8 +140,8 @@ Test(capability, narrowing_never_widens)
     wk_db *ro = wk_test_open_url(server.url, wk_cap_read_only());
     wk_db *view = NULL;
     cr_assert_eq(wk_db_narrow(&view, ro, wk_cap_read_write(), "module"), WK_OK);
-    cr_assert_eq(q_lock_try(wk_db_processor(view), "invoice"), WK_EDENIED);
-    cr_assert_eq(q_lock_inspect(wk_db_processor(view), "invoice"), WK_OK);
+    cr_assert_eq(run("lock.try", wk_db_processor(view), "invoice"), WK_EDENIED);
+    cr_assert_eq(run("lock.inspect", wk_db_processor(view), "invoice"), WK_OK);
 
     wk_db *rw = wk_test_open_url(server.url, wk_cap_read_write());
     wk_cap_entry rows[] = {{WK_KIND_LOCK, "invoice", WK_GRANT_WRITE}};
@@ -126,17 +149,17 @@ Test(capability, narrowing_never_widens)
     cr_assert_eq(wk_cap_new(&only_invoice, "invoice-only", WK_GRANT_NONE, rows, 1), WK_OK);
     wk_db *billing = NULL;
     cr_assert_eq(wk_db_narrow(&billing, rw, only_invoice, NULL), WK_OK);
-    cr_assert_eq(q_lock_try(wk_db_processor(billing), "invoice"), WK_OK);
-    cr_assert_eq(q_lock_try(wk_db_processor(billing), "catalog"), WK_EDENIED);
-    cr_assert_eq(q_lock_inspect(wk_db_processor(billing), "catalog"), WK_EDENIED);
+    cr_assert_eq(run("lock.try", wk_db_processor(billing), "invoice"), WK_OK);
+    cr_assert_eq(run("lock.try", wk_db_processor(billing), "catalog"), WK_EDENIED);
+    cr_assert_eq(run("lock.inspect", wk_db_processor(billing), "catalog"), WK_EDENIED);
     /* Narrowing the narrowed handle back to read-write stays narrow. */
     wk_db *again = NULL;
     cr_assert_eq(wk_db_narrow(&again, billing, wk_cap_read_write(), "again"), WK_OK);
-    cr_assert_eq(q_lock_try(wk_db_processor(again), "catalog"), WK_EDENIED);
-    cr_assert_eq(q_lock_try(wk_db_processor(again), "invoice"), WK_OK);
+    cr_assert_eq(run("lock.try", wk_db_processor(again), "catalog"), WK_EDENIED);
+    cr_assert_eq(run("lock.try", wk_db_processor(again), "invoice"), WK_OK);
     /* The narrowed handle outlives its parent (shared connection). */
     wk_db_close(rw);
-    cr_assert_eq(q_lock_inspect(wk_db_processor(again), "invoice"), WK_OK);
+    cr_assert_eq(run("lock.inspect", wk_db_processor(again), "invoice"), WK_OK);
     wk_cap_free(only_invoice);
     wk_db_close(again);
     wk_db_close(billing);

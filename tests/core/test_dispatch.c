@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "core/db_internal.h"
 #include "redis_fixture.h"
 
 /* ---- a custom entity and two custom queries on it */
@@ -272,4 +273,43 @@ Test(dispatch, malformed_queries_are_einval)
                          .argv = argv, .argvlen = argvlen};
     cr_assert_eq(wk_process(wk_db_processor(db), &bad_keys), WK_EINVAL);
     wk_db_close(db);
+}
+
+/* The per-connection SHA-1 cache of scripts: once full, the slot reused is
+ * the one filled longest ago, round-robin, and a cached script keeps its
+ * slot (no need for a server: the cache is the connection's). */
+Test(dispatch, script_cache_recycles_the_oldest_slot)
+{
+    enum { N = WK__SCRIPT_CACHE + 3 };
+    static char sources[N][32];
+    static wk_script scripts[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(sources[i], sizeof(sources[i]), "return %d", i);
+        scripts[i] = (wk_script){"cache.test", sources[i]};
+    }
+    wk__conn *conn = calloc(1, sizeof(*conn));
+    cr_assert_not_null(conn);
+    for (int i = 0; i < WK__SCRIPT_CACHE; i++)
+        wk__script_sha(conn, &scripts[i]);
+    cr_assert_eq(conn->nscripts, (size_t)WK__SCRIPT_CACHE);
+    for (int i = 0; i < WK__SCRIPT_CACHE; i++)
+        cr_assert_eq(conn->scripts[i].script, &scripts[i], "slot %d filled in order", i);
+
+    /* A cached script is found where it is; nothing moves. */
+    const char *sha5 = wk__script_sha(conn, &scripts[5]);
+    cr_assert_eq(sha5, conn->scripts[5].sha);
+
+    /* Three more: slots 0, 1, 2 (the oldest) are reused, in that order. */
+    for (int i = WK__SCRIPT_CACHE; i < N; i++)
+        wk__script_sha(conn, &scripts[i]);
+    cr_assert_eq(conn->scripts[0].script, &scripts[WK__SCRIPT_CACHE]);
+    cr_assert_eq(conn->scripts[1].script, &scripts[WK__SCRIPT_CACHE + 1]);
+    cr_assert_eq(conn->scripts[2].script, &scripts[WK__SCRIPT_CACHE + 2]);
+    cr_assert_eq(conn->scripts[3].script, &scripts[3], "the others stay");
+
+    /* The SHA-1 of a recycled slot is the new script's. */
+    char want[41];
+    wk__sha1_hex(sources[WK__SCRIPT_CACHE], strlen(sources[WK__SCRIPT_CACHE]), want);
+    cr_assert_str_eq(conn->scripts[0].sha, want);
+    free(conn);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "entity/kind.h"
 #include "redis_fixture.h"
 
 static char long_ns[WK_NAMESPACE_MAX + 2];
@@ -95,6 +96,37 @@ Test(entity, check_msg_names_the_field_and_the_rule)
     cr_assert(strncmp(msg, "capacity must be a finite number > 0 (got ", 42) == 0 &&
                   strstr(msg, "nan)"),
               "%s", msg);
+}
+
+/* Every built-in kind is in the registry that wk_entity_check() consults
+ * (collected from the kinds' WK__KIND() lines), and a kind is found by its
+ * bytes, not only by the address of its WK_KIND_X literal. */
+Test(entity, every_builtin_kind_is_registered)
+{
+    const char *const builtin[] = {WK_KIND_LOCK,         WK_KIND_RWLOCK,       WK_KIND_CACHE,
+                                   WK_KIND_HASHED_CACHE, WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS};
+    size_t n = 0;
+    for (const wk__kind *const *k = wk__kinds; *k; k++)
+        n++;
+    /* At least these (a kind added later registers itself without an edit
+     * here); no kind twice. */
+    cr_assert_geq(n, sizeof(builtin) / sizeof(builtin[0]));
+    for (const wk__kind *const *k = wk__kinds; *k; k++)
+        cr_assert_eq(wk__kind_find((*k)->name), *k, "%s is registered once", (*k)->name);
+    for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
+        char copy[WK_KIND_MAX + 1];
+        strcpy(copy, builtin[i]);
+        const wk__kind *k = wk__kind_find(copy);
+        cr_assert(k != NULL, "%s is registered", builtin[i]);
+        cr_assert_str_eq(k->name, builtin[i]);
+    }
+    cr_assert_null(wk__kind_find("MyOwnKind"), "a custom kind is not registered");
+
+    char lock_kind[] = "Lock"; /* not the WK_KIND_LOCK literal */
+    wk_entity lock = WK_CUSTOM_ENTITY(lock_kind, "jobs");
+    expect_msg(&lock, "ttl_ms must be > 0 (got 0)");
+    wk_entity mine = WK_CUSTOM_ENTITY("MyOwnKind", "jobs");
+    cr_assert_eq(wk_entity_check(&mine), WK_OK, "a custom kind has no parameters to check");
 }
 
 Test(entity, check_msg_buffer_rules)

@@ -2,8 +2,8 @@
  * tests/fuzz/fuzz_replies.c — libFuzzer target: arbitrary server replies
  * through the reply parser of every built-in query.
  *
- * Input: byte 0 picks a query from the built-in table
- * (tests/capability/builtin_queries.h); the rest is fed to a hiredis reader
+ * Input: byte 0 picks a query from the test-side registry of kinds
+ * (tests/kinds/kinds.h: every built-in query); the rest is fed to a hiredis reader
  * as if the server had sent it. A processor standing in for the handle
  * runs the query's real builder and then its real parser on that reply —
  * a broken or hostile server, not Redis semantics. Any crash, leak or
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/db_internal.h"
-#include "tests/capability/builtin_queries.h"
+#include "tests/kinds/kinds.h"
 
 typedef struct fake_server {
     wk_processor base;
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     fake_server f = {{fake_process, &fake_db, 0}, data + 1, size - 1};
-    const builtin_query *q = &builtin_queries[data[0] % NQUERIES];
+    const wk_test_query *q = wk_test_query_at(data[0] % wk_test_nqueries());
     int rc = q->run(&f.base, "fuzz");
     /* Whatever came back, it is a status from the table. */
     if (rc > 0 || strcmp(wk_err_name(rc), "WK_E?") == 0)

@@ -17,6 +17,11 @@ cmake -S . -B "$out/cmake" -DWK_BUILD_TESTS=OFF -DWK_BUILD_BENCH=OFF -DWK_BUILD_
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -Iinclude -I"$out/cmake/include" -I.)
 lib_sources=(core/*.c entity/*.c capability/*.c collection/*.c)
+# The registry of entity kinds, collected as the CMake build does it.
+cmake -DOUT="$out/wk_kinds.c" -DSOURCES="$(IFS=';'; echo "${lib_sources[*]}")" -P cmake/wk_kinds.cmake
+lib_sources+=("$out/wk_kinds.c")
+# The test-side registry of kinds (tests/kinds/kinds.h), for fuzz_replies.
+kind_rows=(tests/kinds/*.c)
 libs=(-lhiredis -lsodium -ljansson -lpthread -lm)
 
 status=0
@@ -31,7 +36,7 @@ for target in tests/fuzz/fuzz_*.c; do
         # The JSON body codec (its own library) over the core library.
         clang "${flags[@]}" "$target" codec/*.c "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
     else
-        clang "${flags[@]}" "$target" "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
+        clang "${flags[@]}" "$target" "${kind_rows[@]}" "${lib_sources[@]}" "${libs[@]}" -o "$out/$name"
     fi
     corpus="$out/corpus-$name"
     rm -rf "$corpus"

@@ -13,6 +13,9 @@
  * to the library. After a warm-up (scripts
  * loaded, buffers grown), N operations must charge 0 to the library.
  *
+ * The operations are every kind's hot paths, from the test-side registry
+ * (tests/kinds/kinds.h: each kind's file lists its own), plus a batch.
+ *
  * Skipped under AddressSanitizer, which owns malloc.
  */
 #include <link.h>
@@ -20,6 +23,10 @@
 #include <string.h>
 
 #include "redis_fixture.h"
+
+#include <criterion/parameterized.h>
+
+#include "tests/kinds/kinds.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WK_UNDER_ASAN 1
@@ -105,58 +112,66 @@ static void locate_hiredis(void)
     cr_assert(hiredis_hi > hiredis_lo, "libhiredis.so not found in the process");
 }
 
-typedef void (*op_fn)(wk_processor *p, unsigned i);
+static void expect_done(const wk_test_alloc_case *c, int rc)
+{
+    cr_assert_neq(rc, WK_TEST_WRONG_OUTCOME, "%s: the call worked but not as expected", c->what);
+    cr_assert_eq(rc, WK_OK, "%s: %s", c->what, wk_err_name(rc));
+}
 
-static void count_ops(const char *what, op_fn op, unsigned n)
+static void count_ops(const wk_test_alloc_case *c, unsigned n)
 {
     wk_db *db = wk_test_open(NULL);
     wk_processor *p = wk_db_processor(db);
     locate_hiredis();
+    if (c->setup)
+        expect_done(c, c->setup(p));
     for (unsigned i = 0; i < 20; i++)
-        op(p, i); /* warm-up: scripts, buffers */
+        expect_done(c, c->op(p, i)); /* warm-up: scripts, buffers */
     library_allocs = hiredis_allocs = 0;
     counting = true;
-    for (unsigned i = 0; i < n; i++)
-        op(p, 1000 + i);
+    for (unsigned i = 0; i < n; i++) {
+        int rc = c->op(p, 1000 + i);
+        if (rc != WK_OK) {
+            counting = false;
+            expect_done(c, rc);
+        }
+    }
     counting = false;
-    fprintf(stderr, "%s: %u operations, library allocations %ld, hiredis allocations %ld\n", what,
-            n, library_allocs, hiredis_allocs);
-    cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations", what,
+    fprintf(stderr, "%s: %u operations, library allocations %ld, hiredis allocations %ld\n",
+            c->what, n, library_allocs, hiredis_allocs);
+    cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations", c->what,
                  library_allocs, n);
     cr_assert_gt(hiredis_allocs, 0, "the counter sees hiredis allocating replies");
     wk_db_close(db);
 }
 
+#define MAX_ALLOC_CASES 64
+
+/* One test per hot path of the registry (in registry order). */
+ParameterizedTestParameters(allocations, every_hot_path_allocates_nothing_of_its_own)
+{
+    static size_t index[MAX_ALLOC_CASES];
+    size_t n = wk_test_nallocs();
+    if (n > MAX_ALLOC_CASES)
+        n = MAX_ALLOC_CASES; /* the_registry_has_the_hot_paths fails */
+    for (size_t i = 0; i < n; i++)
+        index[i] = i;
+    return cr_make_param_array(size_t, index, n);
+}
+
+ParameterizedTest(size_t *i, allocations, every_hot_path_allocates_nothing_of_its_own)
+{
+    count_ops(wk_test_alloc_at(*i), 200);
+}
+
+Test(allocations, the_registry_has_the_hot_paths)
+{
+    /* Lock and RwLock cycles, the limiter, the two cache paths at least. */
+    cr_assert_geq(wk_test_nallocs(), 5);
+    cr_assert_leq(wk_test_nallocs(), MAX_ALLOC_CASES, "raise MAX_ALLOC_CASES");
+}
+
 static const wk_entity lock = WK_LOCK_ENTITY("alloc", 10000);
-
-static void lock_cycle(wk_processor *p, unsigned i)
-{
-    wk_token t;
-    bool got, ok;
-    cr_assert_eq(wk_lock_try(p, &lock, wk_name_u64(i), &t, &got), WK_OK);
-    cr_assert_eq(wk_lock_release(p, &lock, wk_name_u64(i), &t, &ok), WK_OK);
-    cr_assert(got && ok);
-}
-
-Test(allocations, lock_cycle_allocates_nothing_of_its_own)
-{
-    count_ops("lock try+release", lock_cycle, 200);
-}
-
-static const wk_entity rw = WK_RWLOCK_ENTITY("alloc", 10000);
-
-static void rw_cycle(wk_processor *p, unsigned i)
-{
-    wk_token t;
-    bool got, ok;
-    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_u64(i), &t, &got), WK_OK);
-    cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_u64(i), &t, &ok), WK_OK);
-}
-
-Test(allocations, rwlock_read_cycle_allocates_nothing_of_its_own)
-{
-    count_ops("rwlock read cycle", rw_cycle, 200);
-}
 
 static void batch_cycle_with(wk_db *db, wk_batch *b, unsigned base)
 {
@@ -189,8 +204,6 @@ Test(allocations, batch_in_steady_use_allocates_nothing_of_its_own)
     wk_batch_close(b);
     wk_db_close(db);
 }
-
-#include "alloc_more.h"
 
 #else
 

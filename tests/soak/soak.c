@@ -1,15 +1,21 @@
 /*
- * tests/soak/soak.c — 8 processes mixing lock, RwLock, limiter and
- * HashedCache queries against one redis-server while a fault injector
- * kills connections, flushes scripts and stalls the server. Invariants are
- * checked throughout in memory shared by the workers, independent of Redis:
+ * tests/soak/soak.c — 8 processes mixing every kind's soak operations
+ * (tests/kinds/kinds.h: lock, RwLock, limiter and HashedCache today)
+ * against one redis-server while a fault injector kills connections,
+ * flushes scripts and stalls the server. Invariants are checked throughout
+ * in memory shared by the workers, independent of Redis; each kind's file
+ * checks its own:
  *
- *   mutual exclusion    never two holders of one lock name;
- *   reader/writer       never a writer with readers or another writer;
- *   limiter bound       allowed ≤ capacity + rate × elapsed + 1;
- *   cache integrity     every HashedCache body hashes to its stored hash;
+ *   mutual exclusion    never two holders of one lock name (lock.c);
+ *   reader/writer       never a writer with readers or another writer
+ *                       (lock.c);
+ *   limiter bound       allowed ≤ capacity + rate × elapsed + 1
+ *                       (token_bucket.c);
+ *   cache integrity     every HashedCache body hashes to its stored hash
+ *                       (cache.c);
  *   data integrity      no corrupt or malformed reply (WK_ECORRUPT,
- *                       WK_EPROTO) and no status outside the table.
+ *                       WK_EPROTO) and no status outside the table (here,
+ *                       for every call).
  *
  * Faults make calls fail (connection errors are expected and counted);
  * they must never break an invariant. Prints the counts and exits non-zero
@@ -31,31 +37,25 @@
 #include <sodium.h>
 
 #include "support.h"
-
-#include "soak_more.h"
+#include "tests/kinds/kinds.h"
 
 #define MAX_WORKERS 16
-#define LOCK_NAMES 4
-#define RW_NAMES 3
-#define LEASE_MS 3000 /* far longer than any stall the injector causes (≤ 0.6 s) */
+#define MAX_OPS 32
 
-/* Memory shared by all workers (MAP_SHARED before fork). */
+/* Memory shared by all workers (MAP_SHARED before fork); each soak
+ * operation's own shared bytes follow it. */
 typedef struct shared {
-    atomic_int lock_holders[LOCK_NAMES];
-    atomic_int readers[RW_NAMES], writers[RW_NAMES];
     atomic_long ops, conn_errors, other_errors, violations;
-    atomic_long limiter_allowed;
-    atomic_long cache_checks;
     char last_violation[256];
 } shared;
 
 static shared *S;
 
-static const wk_entity soak_lock = WK_LOCK_ENTITY("soak", LEASE_MS);
-static const wk_entity soak_rw = WK_RWLOCK_ENTITY("soak", LEASE_MS);
-#define BUCKET_CAPACITY 20.0
-#define BUCKET_RATE 50.0 /* per second */
-static const wk_entity soak_bucket = WK_TOKEN_BUCKET_ENTITY("soak", BUCKET_CAPACITY, 50, 1000);
+/* The soak operations of the registry, each with its environment. */
+static const wk_test_soak_op *ops[MAX_OPS];
+static wk_test_soak_env envs[MAX_OPS];
+static size_t nops;
+static unsigned total_weight;
 
 static void violation(const char *fmt, const char *what, int n)
 {
@@ -82,62 +82,6 @@ static void account(int rc, const char *what)
     }
 }
 
-static void lock_op(wk_processor *p)
-{
-    unsigned n = randombytes_uniform(LOCK_NAMES);
-    wk_token t;
-    bool got = false, released;
-    int rc = wk_lock_try(p, &soak_lock, wk_name_u64(n), &t, &got);
-    account(rc, "lock.try");
-    if (rc != WK_OK || !got)
-        return;
-    if (atomic_fetch_add(&S->lock_holders[n], 1) != 0)
-        violation("%s %d has two holders", "lock", (int)n);
-    usleep(randombytes_uniform(300));
-    atomic_fetch_sub(&S->lock_holders[n], 1);
-    account(wk_lock_release(p, &soak_lock, wk_name_u64(n), &t, &released), "lock.release");
-}
-
-static void rw_op(wk_processor *p)
-{
-    unsigned n = randombytes_uniform(RW_NAMES);
-    wk_token t;
-    bool got = false, ok;
-    if (randombytes_uniform(4) == 0) {
-        int rc = wk_rwlock_try_write(p, &soak_rw, wk_name_u64(n), &t, &got);
-        account(rc, "rwlock.try_write");
-        if (rc != WK_OK || !got)
-            return;
-        if (atomic_fetch_add(&S->writers[n], 1) != 0)
-            violation("%s %d has two writers", "rwlock", (int)n);
-        if (atomic_load(&S->readers[n]) != 0)
-            violation("%s %d has a writer and readers", "rwlock", (int)n);
-        usleep(randombytes_uniform(300));
-        atomic_fetch_sub(&S->writers[n], 1);
-        account(wk_rwlock_release_write(p, &soak_rw, wk_name_u64(n), &t, &ok), "release_write");
-    } else {
-        int rc = wk_rwlock_try_read(p, &soak_rw, wk_name_u64(n), &t, &got);
-        account(rc, "rwlock.try_read");
-        if (rc != WK_OK || !got)
-            return;
-        atomic_fetch_add(&S->readers[n], 1);
-        if (atomic_load(&S->writers[n]) != 0)
-            violation("%s %d has a reader and a writer", "rwlock", (int)n);
-        usleep(randombytes_uniform(300));
-        atomic_fetch_sub(&S->readers[n], 1);
-        account(wk_rwlock_release_read(p, &soak_rw, wk_name_u64(n), &t, &ok), "release_read");
-    }
-}
-
-static void limiter_op(wk_processor *p)
-{
-    wk_token_bucket_outcome o;
-    int rc = wk_token_bucket_acquire(p, &soak_bucket, wk_name_str("shared"), 1, &o);
-    account(rc, "token_bucket.acquire");
-    if (rc == WK_OK && o.allowed)
-        atomic_fetch_add(&S->limiter_allowed, 1);
-}
-
 static int worker(const char *url, int64_t until_ms)
 {
     wk_db_options o = WK_DB_OPTIONS_INIT;
@@ -150,15 +94,11 @@ static int worker(const char *url, int64_t until_ms)
         return 2;
     wk_processor *p = wk_db_processor(db);
     while (wk_test_now_ms() < until_ms) {
-        unsigned pick = randombytes_uniform(10);
-        if (pick < 4)
-            lock_op(p);
-        else if (pick < 7)
-            rw_op(p);
-        else if (pick < 9)
-            limiter_op(p);
-        else
-            soak_more_op(p, account, violation);
+        unsigned pick = randombytes_uniform(total_weight);
+        size_t k = 0;
+        while (pick >= ops[k]->weight)
+            pick -= ops[k++]->weight;
+        ops[k]->op(p, &envs[k]);
     }
     wk_db_close(db);
     return 0;
@@ -223,11 +163,32 @@ int main(int argc, char **argv)
     }
     if (sodium_init() < 0)
         return 2;
-    S = mmap(NULL, sizeof(*S), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (S == MAP_FAILED)
+    /* The registry's operations, and the shared memory: ours, then each
+     * operation's own bytes, 64-byte aligned. */
+    size_t size = (sizeof(*S) + 63) / 64 * 64, at[MAX_OPS];
+    for (const wk_test_kind *kind = wk_test_kinds(); kind; kind = kind->next) {
+        for (size_t i = 0; i < kind->nsoak; i++) {
+            if (nops == MAX_OPS) {
+                fprintf(stderr, "more than %d soak operations: raise MAX_OPS\n", MAX_OPS);
+                return 2;
+            }
+            ops[nops] = &kind->soak[i];
+            at[nops++] = size;
+            size += (kind->soak[i].shared_size + 63) / 64 * 64;
+            total_weight += kind->soak[i].weight;
+        }
+    }
+    if (!total_weight) {
+        fprintf(stderr, "no soak operations in the registry\n");
         return 2;
-    memset(S, 0, sizeof(*S));
-    soak_cache_checks = &S->cache_checks;
+    }
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return 2;
+    memset(mem, 0, size);
+    S = mem;
+    for (size_t k = 0; k < nops; k++)
+        envs[k] = (wk_test_soak_env){account, violation, (char *)mem + at[k]};
     wk_test_server server;
     if (wk_test_server_start(&server, NULL) != 0) {
         fprintf(stderr, "cannot start redis-server\n");
@@ -253,11 +214,6 @@ int main(int argc, char **argv)
     double elapsed_s = (double)(wk_test_now_ms() - start) / 1000.0;
     wk_test_server_stop(&server);
 
-    long allowed = atomic_load(&S->limiter_allowed);
-    double bound = BUCKET_CAPACITY + BUCKET_RATE * elapsed_s + 1;
-    if (allowed > bound)
-        violation("%s allowed more than its bound (%d)", "limiter", (int)allowed);
-
     long total_faults = faults[0] + faults[1] + faults[2] + faults[3];
     printf("soak: %d workers, %.1f s\n", workers, elapsed_s);
     printf("  operations:        %ld\n", atomic_load(&S->ops));
@@ -267,8 +223,10 @@ int main(int argc, char **argv)
     printf(")\n");
     printf("  connection errors: %ld (expected under faults)\n", atomic_load(&S->conn_errors));
     printf("  other errors:      %ld\n", atomic_load(&S->other_errors));
-    printf("  limiter allowed:   %ld (bound %.0f)\n", allowed, bound);
-    soak_more_report();
+    for (size_t k = 0; k < nops; k++) {
+        if (ops[k]->report)
+            ops[k]->report(&envs[k], elapsed_s);
+    }
     printf("  crashed workers:   %d\n", crashed);
     printf("  violations:        %ld\n", atomic_load(&S->violations));
     if (atomic_load(&S->violations) || crashed) {

@@ -1,6 +1,7 @@
 /*
- * bench/bench_more.c — benchmark cases for the limiter and the caches: the
- * library call against raw hiredis sending the same script or command.
+ * bench/bench_limiter_cache.c — benchmark cases for the limiter and the
+ * caches (bench/bench_cache.h): the library call against raw hiredis
+ * sending the same script or command.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,8 +111,8 @@ static void tb_setup(bench_ctx *c)
 
 #include "bench/bench_cache.h"
 
-const bench_case bench_more_cases[] = {
+const bench_case bench_limiter_cache_cases[] = {
     {"token bucket acquire", tb_setup, tb_seq_lib, tb_seq_raw, tb_batch_lib, tb_batch_raw},
     BENCH_CACHE_CASES
 };
-const size_t bench_more_cases_count = sizeof(bench_more_cases) / sizeof(bench_more_cases[0]);
+const size_t bench_limiter_cache_cases_count = sizeof(bench_limiter_cache_cases) / sizeof(bench_limiter_cache_cases[0]);

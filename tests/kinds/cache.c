@@ -1,0 +1,218 @@
+/*
+ * tests/kinds/cache.c — the test rows of Cache and HashedCache
+ * (tests/kinds/kinds.h): every built-in query (typed wrappers and the local
+ * copy run the same queries, so they have no rows of their own); the put
+ * and get into the caller's buffer and an unchanged get-if-changed, whose
+ * allocations are counted (plain wk_cache_get returns a heap body by
+ * design; wk_cache_get_into is the allocation-free read); and the soak's
+ * HashedCache puts of random bodies, gets and revalidations, each body
+ * checked against its hash here too (the library checks it as well, and
+ * reports WK_ECORRUPT).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "tests/kinds/kinds.h"
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * ---------------------------------------------------------------------- */
+
+#define CACHE_E(ns) wk_entity e = WK_CACHE_ENTITY(ns, 5000)
+#define HCACHE_E(ns) wk_entity e = WK_HASHED_CACHE_ENTITY(ns, 5000)
+
+static int q_cache_get(wk_processor *p, const char *ns)
+{
+    CACHE_E(ns);
+    wk_body b = WK_BODY_INIT;
+    int rc = wk_cache_get(p, &e, wk_name_str("n"), &b);
+    wk_body_free(&b);
+    return rc;
+}
+static int q_cache_get_into(wk_processor *p, const char *ns)
+{
+    CACHE_E(ns);
+    char space[8];
+    wk_buffer buf = {space, sizeof(space), 0, false};
+    return wk_cache_get_into(p, &e, wk_name_str("n"), &buf);
+}
+static int q_cache_put(wk_processor *p, const char *ns)
+{
+    CACHE_E(ns);
+    return wk_cache_put(p, &e, wk_name_str("n"), "body", 4);
+}
+static int q_cache_remove(wk_processor *p, const char *ns)
+{
+    CACHE_E(ns);
+    bool removed;
+    return wk_cache_remove(p, &e, wk_name_str("n"), &removed);
+}
+static int q_hcache_get(wk_processor *p, const char *ns)
+{
+    HCACHE_E(ns);
+    wk_body b = WK_BODY_INIT;
+    int rc = wk_hashed_cache_get(p, &e, wk_name_str("n"), &b);
+    wk_body_free(&b);
+    return rc;
+}
+static int q_hcache_hash(wk_processor *p, const char *ns)
+{
+    HCACHE_E(ns);
+    wk_body b = WK_BODY_INIT;
+    int rc = wk_hashed_cache_hash(p, &e, wk_name_str("n"), &b);
+    wk_body_free(&b);
+    return rc;
+}
+static int q_hcache_get_if_changed(wk_processor *p, const char *ns)
+{
+    HCACHE_E(ns);
+    static const uint8_t known[WK_HASH_LEN] = {1};
+    wk_body b = WK_BODY_INIT;
+    int rc = wk_hashed_cache_get_if_changed(p, &e, wk_name_str("n"), known, &b);
+    wk_body_free(&b);
+    return rc;
+}
+static int q_hcache_put(wk_processor *p, const char *ns)
+{
+    HCACHE_E(ns);
+    return wk_hashed_cache_put(p, &e, wk_name_str("n"), "body", 4, NULL);
+}
+static int q_hcache_remove(wk_processor *p, const char *ns)
+{
+    HCACHE_E(ns);
+    bool removed;
+    return wk_hashed_cache_remove(p, &e, wk_name_str("n"), &removed);
+}
+
+static const wk_test_query queries[] = {
+    {"cache.get", WK_KIND_CACHE, WK_READ, q_cache_get},
+    {"cache.get_into", WK_KIND_CACHE, WK_READ, q_cache_get_into},
+    {"cache.put", WK_KIND_CACHE, WK_WRITE, q_cache_put},
+    {"cache.remove", WK_KIND_CACHE, WK_WRITE, q_cache_remove},
+    {"hashed_cache.get", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get},
+    {"hashed_cache.hash", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_hash},
+    {"hashed_cache.get_if_changed", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get_if_changed},
+    {"hashed_cache.put", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_put},
+    {"hashed_cache.remove", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_remove},
+};
+
+/* ------------------------------------------------------------------------
+ * Allocations
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity alloc_cache = WK_CACHE_ENTITY("alloc", 60000);
+static char body_1k[1024];
+
+static int put_body_1k(wk_processor *p)
+{
+    (void)p;
+    memset(body_1k, 'b', sizeof(body_1k));
+    return WK_OK;
+}
+
+static int cache_put_get(wk_processor *p, unsigned i)
+{
+    char back[2048];
+    wk_buffer buf = {back, sizeof(back), 0, false};
+    int rc = wk_cache_put(p, &alloc_cache, wk_name_u64(i % 8), body_1k, sizeof(body_1k));
+    if (rc == WK_OK)
+        rc = wk_cache_get_into(p, &alloc_cache, wk_name_u64(i % 8), &buf);
+    return rc != WK_OK                               ? rc
+           : buf.found && buf.len == sizeof(body_1k) ? WK_OK
+                                                     : WK_TEST_WRONG_OUTCOME;
+}
+
+static const wk_entity alloc_hcache = WK_HASHED_CACHE_ENTITY("alloc", 60000);
+static uint8_t known_hash[WK_HASH_LEN];
+
+static int put_big(wk_processor *p)
+{
+    static char big[64 * 1024];
+    memset(big, 'h', sizeof(big));
+    return wk_hashed_cache_put(p, &alloc_hcache, wk_name_str("big"), big, sizeof(big), known_hash);
+}
+
+static int revalidate(wk_processor *p, unsigned i)
+{
+    (void)i;
+    wk_body out = WK_BODY_INIT;
+    int rc = wk_hashed_cache_get_if_changed(p, &alloc_hcache, wk_name_str("big"), known_hash, &out);
+    bool unchanged = out.change == WK_ITEM_UNCHANGED;
+    wk_body_free(&out);
+    return rc != WK_OK ? rc : unchanged ? WK_OK : WK_TEST_WRONG_OUTCOME;
+}
+
+static const wk_test_alloc_case allocs[] = {
+    {"cache put+get_into (1 KiB)", put_body_1k, cache_put_get},
+    {"hashed cache get-if-changed, unchanged (64 KiB)", put_big, revalidate},
+};
+
+/* ------------------------------------------------------------------------
+ * Soak: every HashedCache body hashes to its stored hash
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity soak_hcache = WK_HASHED_CACHE_ENTITY("soak", 30000);
+
+typedef struct hcache_shared {
+    atomic_long checks;
+} hcache_shared;
+
+static void hcache_op(wk_processor *p, const wk_test_soak_env *env)
+{
+    hcache_shared *s = env->shared;
+    static uint8_t body[4096];
+    unsigned n = randombytes_uniform(4);
+    if (randombytes_uniform(3) == 0) {
+        size_t len = randombytes_uniform(sizeof(body));
+        randombytes_buf(body, len);
+        env->account(wk_hashed_cache_put(p, &soak_hcache, wk_name_u64(n), body, len, NULL),
+                     "hashed_cache.put");
+        return;
+    }
+    wk_body out = WK_BODY_INIT;
+    int rc = wk_hashed_cache_get(p, &soak_hcache, wk_name_u64(n), &out);
+    env->account(rc, "hashed_cache.get");
+    if (rc == WK_OK && out.found) {
+        uint8_t h[WK_BLAKE3_OUT_LEN];
+        wk_blake3(out.data, out.len, h);
+        if (memcmp(h, out.hash, sizeof(h)) != 0)
+            env->violation("%s %d: body does not match its hash", "hashed cache", (int)n);
+        uint8_t known[WK_HASH_LEN];
+        memcpy(known, out.hash, sizeof(known));
+        rc = wk_hashed_cache_get_if_changed(p, &soak_hcache, wk_name_u64(n), known, &out);
+        env->account(rc, "hashed_cache.get_if_changed");
+        if (rc == WK_OK && out.change == WK_ITEM_CHANGED) {
+            wk_blake3(out.data, out.len, h);
+            if (memcmp(h, out.hash, sizeof(h)) != 0)
+                env->violation("%s %d: changed body does not match its hash", "hashed cache",
+                               (int)n);
+        }
+        atomic_fetch_add(&s->checks, 1);
+    }
+    wk_body_free(&out);
+}
+
+static void hcache_report(const wk_test_soak_env *env, double elapsed_s)
+{
+    (void)elapsed_s;
+    hcache_shared *s = env->shared;
+    printf("  cache hash checks: %ld\n", atomic_load(&s->checks));
+}
+
+static const wk_test_soak_op soak[] = {
+    {"hashed cache", 1, sizeof(hcache_shared), hcache_op, hcache_report},
+};
+
+static wk_test_kind cache_rows = {
+    .id = "cache",
+    .queries = queries,
+    .nqueries = WK_TEST_COUNT(queries),
+    .allocs = allocs,
+    .nallocs = WK_TEST_COUNT(allocs),
+    .soak = soak,
+    .nsoak = WK_TEST_COUNT(soak),
+};
+WK_TEST_KIND(cache_rows)

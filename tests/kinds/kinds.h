@@ -1,0 +1,113 @@
+/*
+ * tests/kinds/kinds.h — the test-side registry of entity kinds: every
+ * built-in query with its kind and effect, the hot paths whose allocations
+ * are counted, and the soak's operations with their invariants.
+ *
+ * Each kind (or pair of kinds sharing a layout) keeps its rows in ONE file,
+ * tests/kinds/<kind>.c, which ends with WK_TEST_KIND(rows). The file
+ * registers itself before main() (a constructor), so nothing lists the
+ * kinds: every *.c of this folder is linked into the tests that read the
+ * registry (tests/CMakeLists.txt: the object library wk_test_kinds;
+ * tests/fuzz/run.sh: the same glob). Readers:
+ *
+ *   tests/capability/test_capability.c   every query against capabilities
+ *   tests/fuzz/fuzz_replies.c            every query's parser, hostile replies
+ *   tests/perf/test_allocations.c        every hot path: no allocation of its own
+ *   tests/soak/soak.c                    every soak operation, under faults
+ *
+ * The rows must not use criterion (the fuzzer and the soak link without
+ * it): they return statuses and the readers assert.
+ */
+#ifndef WK_TEST_KINDS_H
+#define WK_TEST_KINDS_H
+
+#include <wakuwaku/wakuwaku.h>
+
+/* Runs one built-in query on an entity of namespace `ns`, name "n". */
+typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
+
+/* One built-in query. */
+typedef struct wk_test_query {
+    const char *name; /* the query's name ("lock.try") */
+    const char *kind; /* the kind of its entity (WK_KIND_LOCK) */
+    wk_mode effect;   /* READ or WRITE */
+    wk_test_run_fn run;
+} wk_test_query;
+
+/* A hot path whose allocations tests/perf counts (none may be the
+ * library's own). `op` runs one operation with item number i and returns
+ * WK_OK, a negative status, or WK_TEST_WRONG_OUTCOME when the call worked
+ * but its outcome is not the expected one; `setup` (may be NULL) runs once
+ * before the warm-up. */
+#define WK_TEST_WRONG_OUTCOME 1
+typedef struct wk_test_alloc_case {
+    const char *what;
+    int (*setup)(wk_processor *p);
+    int (*op)(wk_processor *p, unsigned i);
+} wk_test_alloc_case;
+
+/* What a soak operation may use: count a call's status (connection errors
+ * are expected under faults), report a broken invariant, and its own
+ * `shared_size` bytes of memory shared by all workers (zeroed). */
+typedef struct wk_test_soak_env {
+    void (*account)(int rc, const char *what);
+    void (*violation)(const char *fmt, const char *what, int n);
+    void *shared;
+} wk_test_soak_env;
+
+/* One operation of the soak, picked with probability weight / (sum of all
+ * weights). `report` (may be NULL) runs once after the workers end: it
+ * prints a line of counts and checks what needs the elapsed time. */
+typedef struct wk_test_soak_op {
+    const char *what;
+    unsigned weight;
+    size_t shared_size;
+    void (*op)(wk_processor *p, const wk_test_soak_env *env);
+    void (*report)(const wk_test_soak_env *env, double elapsed_s);
+} wk_test_soak_op;
+
+/* The rows of one file. */
+typedef struct wk_test_kind {
+    const char *id; /* the file's name: the order of the registry */
+    const wk_test_query *queries;
+    size_t nqueries;
+    const wk_test_alloc_case *allocs;
+    size_t nallocs;
+    const wk_test_soak_op *soak;
+    size_t nsoak;
+    struct wk_test_kind *next;
+} wk_test_kind;
+
+#define WK_TEST_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * WK_TEST_KIND(var) — registers the file's rows, a static wk_test_kind
+ * `var` (fill in what the kind has; counts with WK_TEST_COUNT). Put it at
+ * the end of the file:
+ *
+ *     static wk_test_kind lock_rows = {
+ *         .id = "lock", .queries = queries, .nqueries = WK_TEST_COUNT(queries), …};
+ *     WK_TEST_KIND(lock_rows)
+ */
+#define WK_TEST_KIND(var_)                                                                         \
+    __attribute__((constructor)) static void wk_test_register_##var_(void)                         \
+    {                                                                                              \
+        wk_test_kind_register(&var_);                                                              \
+    }
+
+/* Adds a file's rows, keeping the list sorted by id (so the order does not
+ * depend on the link order). Called by WK_TEST_KIND's constructor. */
+void wk_test_kind_register(wk_test_kind *kind);
+
+/* The registered files, sorted by id; NULL-terminated through ->next. */
+const wk_test_kind *wk_test_kinds(void);
+
+/* Every query, across the files in registry order: the count, and the i-th. */
+size_t wk_test_nqueries(void);
+const wk_test_query *wk_test_query_at(size_t i);
+
+/* Every allocation case, likewise. */
+size_t wk_test_nallocs(void);
+const wk_test_alloc_case *wk_test_alloc_at(size_t i);
+
+#endif /* WK_TEST_KINDS_H */
