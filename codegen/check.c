@@ -566,9 +566,9 @@ static const char *const entity_optional_keys[] = {"param", "description", NULL}
 /* "Lock", "RwLock", …: the names of kinds.c's rows, in order. */
 static const char *const *kind_names(void)
 {
-    static const char *names[KIND_COUNT + 1];
-    for (int k = 0; k < KIND_COUNT; k++)
-        names[k] = kind_info((kind)k)->name;
+    static const char *names[KIND_MAX + 1];
+    for (int k = 0; k < kind_count(); k++)
+        names[k] = kind_info(k)->name;
     return names;
 }
 
@@ -660,7 +660,7 @@ static void parse_entity(ctx *c, const cg_json_value *v, const char *path, entit
         const char *const *names = kind_names();
         for (int i = 0; k && names[i]; i++) {
             if (strcmp(k, names[i]) == 0) {
-                e->kind = (kind)i;
+                e->kind = i;
                 kind_ok = true;
             }
         }

@@ -35,48 +35,6 @@ static int bucket_check(const entity *e, char *why, size_t whylen)
     return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
 }
 
-static const kind_desc kinds[KIND_COUNT] = {
-    [KIND_LOCK] = {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}",
-                   false, NULL},
-    [KIND_RWLOCK] = {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL},
-                     ", lease {ttl}", false, NULL},
-    [KIND_CACHE] = {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}",
-                    true, NULL},
-    [KIND_HASHED_CACHE] = {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY",
-                           {&param_ttl, NULL}, ", TTL {ttl}", true, NULL},
-    [KIND_TOKEN_BUCKET] = {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
-                           {&param_capacity, &param_rate, &param_period, NULL},
-                           ", {capacity} tokens, refilled at {rate} per {period}", false,
-                           bucket_check},
-    [KIND_SETTINGS] = {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false,
-                       NULL},
-};
-
-const kind_desc *kind_info(kind k)
-{
-    return &kinds[k];
-}
-
-const param_desc *const *kind_all_params(void)
-{
-    static const param_desc *all[KIND_COUNT * KIND_PARAMS_MAX + 1];
-    static bool done;
-    if (!done) {
-        size_t n = 0;
-        for (int k = 0; k < KIND_COUNT; k++) {
-            for (const param_desc *const *p = kinds[k].params; *p; p++) {
-                bool seen = false;
-                for (size_t i = 0; i < n; i++)
-                    seen = seen || all[i] == *p;
-                if (!seen)
-                    all[n++] = *p;
-            }
-        }
-        done = true;
-    }
-    return all;
-}
-
 #define OPS(a) (sizeof(a) / sizeof((a)[0]))
 
 static const op_desc lock_ops[] = {
@@ -180,30 +138,63 @@ static const op_desc settings_ops[] = {
      "the whole map and its version (free with wk_settings_map_free())", NULL},
 };
 
+/* The rows: one per kind, in the order schemas list them in messages. A
+ * new kind is one row here, with its op tables above. */
+static const kind_desc kinds[] = {
+    {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false, NULL,
+     lock_ops, NULL, OPS(lock_ops), 0},
+    {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false,
+     NULL, rwlock_ops, NULL, OPS(rwlock_ops), 0},
+    {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
+     cache_bytes_ops, cache_typed_ops, OPS(cache_bytes_ops), OPS(cache_typed_ops)},
+    {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY", {&param_ttl, NULL},
+     ", TTL {ttl}", true, NULL, hashed_bytes_ops, hashed_typed_ops, OPS(hashed_bytes_ops),
+     OPS(hashed_typed_ops)},
+    {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
+     {&param_capacity, &param_rate, &param_period, NULL},
+     ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check, bucket_ops,
+     NULL, OPS(bucket_ops), 0},
+    {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL, settings_ops,
+     NULL, OPS(settings_ops), 0},
+};
+
+#define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
+_Static_assert(NKINDS <= KIND_MAX, "raise KIND_MAX");
+
+int kind_count(void)
+{
+    return NKINDS;
+}
+
+const kind_desc *kind_info(kind k)
+{
+    return &kinds[k];
+}
+
+const param_desc *const *kind_all_params(void)
+{
+    static const param_desc *all[KIND_MAX * KIND_PARAMS_MAX + 1];
+    static bool done;
+    if (!done) {
+        size_t n = 0;
+        for (int k = 0; k < NKINDS; k++) {
+            for (const param_desc *const *p = kinds[k].params; *p; p++) {
+                bool seen = false;
+                for (size_t i = 0; i < n; i++)
+                    seen = seen || all[i] == *p;
+                if (!seen)
+                    all[n++] = *p;
+            }
+        }
+        done = true;
+    }
+    return all;
+}
+
 const op_desc *kind_ops(const entity *e, size_t *count)
 {
-    switch (e->kind) {
-    case KIND_LOCK:
-        *count = OPS(lock_ops);
-        return lock_ops;
-    case KIND_RWLOCK:
-        *count = OPS(rwlock_ops);
-        return rwlock_ops;
-    case KIND_CACHE:
-        *count = e->body ? OPS(cache_typed_ops) : OPS(cache_bytes_ops);
-        return e->body ? cache_typed_ops : cache_bytes_ops;
-    case KIND_HASHED_CACHE:
-        *count = e->body ? OPS(hashed_typed_ops) : OPS(hashed_bytes_ops);
-        return e->body ? hashed_typed_ops : hashed_bytes_ops;
-    case KIND_TOKEN_BUCKET:
-        *count = OPS(bucket_ops);
-        return bucket_ops;
-    case KIND_SETTINGS:
-        *count = OPS(settings_ops);
-        return settings_ops;
-    case KIND_COUNT:
-        break;
-    }
-    *count = 0;
-    return NULL;
+    const kind_desc *kd = &kinds[e->kind];
+    bool typed = e->body && kd->typed_ops;
+    *count = typed ? kd->ntyped_ops : kd->nops;
+    return typed ? kd->typed_ops : kd->ops;
 }

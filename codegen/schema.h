@@ -27,15 +27,10 @@
 #define WK_CODEGEN_VERSION_NUMBER 0
 #endif
 
-typedef enum kind {
-    KIND_LOCK,
-    KIND_RWLOCK,
-    KIND_CACHE,
-    KIND_HASHED_CACHE,
-    KIND_TOKEN_BUCKET,
-    KIND_SETTINGS,
-    KIND_COUNT
-} kind;
+/* A kind: the index of its row in codegen/kinds.c (kind_info()). */
+typedef int kind;
+/* At most this many kinds (the rows are counted at run time). */
+#define KIND_MAX 64
 
 typedef enum name_type {
     NAME_STR,
@@ -190,9 +185,15 @@ typedef struct kind_desc {
     /* a rule over several parameters, or NULL: on failure returns the index
      * of the parameter to blame and writes why (check.c reports it) */
     int (*check)(const entity *e, char *why, size_t whylen);
+    /* its queries (typed accessors); with a body, typed_ops instead when
+     * not NULL */
+    const op_desc *ops, *typed_ops;
+    size_t nops, ntyped_ops;
 } kind_desc;
 
+/* The kind of row k (0 <= k < kind_count()). */
 const kind_desc *kind_info(kind k);
+int kind_count(void);
 /* Every parameter of any kind, each once, in table order (NULL-terminated). */
 const param_desc *const *kind_all_params(void);
 /* The ops of entity `e` (depends on kind and on whether it has a body). */
