@@ -248,6 +248,30 @@ static int parse_del(const wk_query *q, const wk_reply *r, wk_diag *d)
  * Queries
  * ---------------------------------------------------------------------- */
 
+/* Acquire (WRITE, with a cost) or peek (READ, retry-safe): the script on
+ * the bucket's key with its exact units as arguments. */
+static int run_script(wk_processor *p, const char *op, const wk_entity *bucket, wk_mode mode,
+                      const wk_script *script, const char *key, size_t key_len,
+                      const uint64_t *cost, wk_parse_fn parse, void *out)
+{
+    tb_args a;
+    int argc = fill_args(p, op, &a, bucket, key, key_len, cost);
+    if (argc < 0)
+        return argc;
+    wk_access access = {bucket, mode};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
+                  .script = script,
+                  .nkeys = 1,
+                  .argc = argc,
+                  .argv = a.argv,
+                  .argvlen = a.argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
 int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name name,
                             uint64_t cost, wk_token_bucket_outcome *outcome)
 {
@@ -264,23 +288,10 @@ int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name na
     if (cost < 1 || cost > WK_TOKEN_BUCKET_COST_MAX)
         return wk__processor_fail(p, WK_EINVAL, "%s: cost %llu is not in 1..2^53", op,
                                   (unsigned long long)cost);
-    tb_args a;
-    int argc = fill_args(p, op, &a, bucket, key, key_len, &cost);
-    if (argc < 0)
-        return argc;
-    wk_access access = {bucket, WK_WRITE};
     /* The parser writes *outcome (zeroed above until then), so this works
      * in a batch too. */
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .script = &acquire_script,
-                  .nkeys = 1,
-                  .argc = argc,
-                  .argv = a.argv,
-                  .argvlen = a.argvlen,
-                  .parse = parse_acquire,
-                  .out = outcome};
-    return wk_process(p, &q);
+    return run_script(p, op, bucket, WK_WRITE, &acquire_script, key, key_len, &cost,
+                      parse_acquire, outcome);
 }
 
 int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
@@ -296,22 +307,7 @@ int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
         return rc;
     if (!state)
         return wk__processor_fail(p, WK_EINVAL, "%s: state is required", op);
-    tb_args a;
-    int argc = fill_args(p, op, &a, bucket, key, key_len, NULL);
-    if (argc < 0)
-        return argc;
-    wk_access access = {bucket, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
-                  .script = &peek_script,
-                  .nkeys = 1,
-                  .argc = argc,
-                  .argv = a.argv,
-                  .argvlen = a.argvlen,
-                  .parse = parse_peek,
-                  .out = state};
-    return wk_process(p, &q);
+    return run_script(p, op, bucket, WK_READ, &peek_script, key, key_len, NULL, parse_peek, state);
 }
 
 int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
