@@ -554,7 +554,10 @@ static void two_replicas(bool keep_alive, overlap *o, logs *l)
 {
     const char *ns = wk_test_ns("cronlong");
     wk_db_options dbo = shared_db(NULL);
-    wk_entity lease = WK_LOCK_ENTITY(ns, 300);
+    /* 600 ms: shorter than the 1.5 s run and the interval, and long enough
+     * that the keeper's heartbeats (every 200 ms) survive a busy CI
+     * machine (with 300 ms, one late heartbeat was once reported lost). */
+    wk_entity lease = WK_LOCK_ENTITY(ns, 600);
     wk_cron *a = new_cron(l), *b = new_cron(NULL);
     wk_cron_job j = WK_CRON_JOB_INIT;
     j.name = "long";
