@@ -130,7 +130,7 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
     if (rc == WK_ETIMEDOUT)
         return msg_fail(msg, msglen, rc, "%s did not answer %s in time (is it a Redis server?)",
                         addr, what);
-    if (rc == WK_EIO && c->err == REDIS_ERR_EOF)
+    if (rc == WK_EIO)
         return msg_fail(msg, msglen, rc, "%s failed at %s: %s%s", what, addr, c->errstr, hint);
     return msg_fail(msg, msglen, rc, "%s failed at %s: %s", what, addr, c->errstr);
 }
