@@ -124,6 +124,15 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
     /* A TLS port reached with redis:// answers plain text with a TLS
      * alert or hangs up: say what to try (never a silent fallback). */
     const char *hint = conn->tls ? "" : " (if it is a TLS port, use a rediss:// URL)";
+    /* TLS 1.3: a server that wants a client certificate (tls-auth-clients)
+     * says so after the handshake, in an alert on the first read. */
+    if (conn->tls && rc == WK_EIO &&
+        (wk__tls_lacks_client_cert(link) ||
+         (strstr(c->errstr, "alert") && strstr(c->errstr, "certificate"))))
+        return msg_fail(msg, msglen, WK_EAUTH,
+                        "TLS: %s refused the client certificate or its absence (%s); set "
+                        "options.tls_cert_file and options.tls_key_file",
+                        addr, c->errstr);
     if (rc == WK_EPROTO)
         return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr,
                         what, c->errstr, hint);

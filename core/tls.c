@@ -136,6 +136,8 @@ static int cfg_fail(char *msg, size_t msglen, int status, const char *what, cons
 
 /* ---- settings -------------------------------------------------------- */
 
+static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey);
+
 int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg, size_t msglen)
 {
     *out = NULL;
@@ -169,6 +171,8 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
     SSL_CTX_set_mode(cfg->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(cfg->ctx, SSL_VERIFY_PEER, NULL);
+    if (!o->cert_file)
+        SSL_CTX_set_client_cert_cb(cfg->ctx, no_client_cert);
     if (o->ca_file || o->ca_dir) {
         if (SSL_CTX_load_verify_locations(cfg->ctx, o->ca_file, o->ca_dir) != 1) {
             rc = cfg_fail(msg, msglen, WK_EINVAL, "cannot load the CA certificates from",
@@ -222,8 +226,29 @@ void wk__tls_config_free(wk__tls_config *cfg)
 
 typedef struct tls_state {
     SSL *ssl;
-    bool failed; /* a fatal error: no close_notify */
+    bool failed;         /* a fatal error: no close_notify */
+    bool cert_requested; /* the server asked for a client certificate we lack */
 } tls_state;
+
+/* Called by OpenSSL when the server asks for a client certificate and
+ * none is configured: send none, but remember it, so that the server
+ * hanging up afterwards (TLS 1.3 refuses after the handshake) can be
+ * told apart from an I/O failure. */
+static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+    (void)x509;
+    (void)pkey;
+    tls_state *t = SSL_get_app_data(ssl);
+    if (t)
+        t->cert_requested = true;
+    return 0;
+}
+
+bool wk__tls_lacks_client_cert(const wk__link *link)
+{
+    const tls_state *t = link->state;
+    return link->tx && strcmp(link->tx->name, "tls") == 0 && t && t->cert_requested;
+}
 
 static ssize_t tls_fail(wk__link *link, tls_state *t, int ret, const char *what)
 {
@@ -366,6 +391,7 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval 
         return WK_ENOMEM;
     }
     SSL_set_bio(t->ssl, bio, bio);
+    SSL_set_app_data(t->ssl, t);
     if (!cfg->name_is_ip)
         SSL_set_tlsext_host_name(t->ssl, cfg->server_name);
 

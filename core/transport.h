@@ -82,4 +82,9 @@ void wk__tls_config_free(wk__tls_config *cfg);
 int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
                       const char *addr, char *msg, size_t msglen);
 
+/* True when the link is TLS and the server asked for a client
+ * certificate that the options do not give (tls-auth-clients): a failure
+ * right after the handshake is then the server refusing us. */
+bool wk__tls_lacks_client_cert(const wk__link *link);
+
 #endif /* WK_CORE_TRANSPORT_H */
