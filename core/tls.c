@@ -170,6 +170,10 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
     SSL_CTX_set_min_proto_version(cfg->ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(cfg->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Read whole socket buffers, not a record header then its body: one
+     * recv per reply instead of two (wk__wire_receive drains what is
+     * buffered, SSL_has_pending, so poll stays right). */
+    SSL_CTX_set_read_ahead(cfg->ctx, 1);
     SSL_CTX_set_verify(cfg->ctx, SSL_VERIFY_PEER, NULL);
     if (!o->cert_file)
         SSL_CTX_set_client_cert_cb(cfg->ctx, no_client_cert);
@@ -319,7 +323,8 @@ static ssize_t tls_recv(wk__link *link, void *buf, size_t len, short *want)
 static size_t tls_pending(const wk__link *link)
 {
     const tls_state *t = link->state;
-    return (size_t)SSL_pending(t->ssl);
+    /* Decoded bytes, or (read-ahead) raw ones not yet decoded. */
+    return SSL_pending(t->ssl) > 0 || SSL_has_pending(t->ssl) ? 1 : 0;
 }
 
 static bool tls_idle_alive(wk__link *link)

@@ -28,8 +28,9 @@ typedef struct wk__transport {
      * the poll event to wait for (TLS may need to read to write). */
     ssize_t (*send)(wk__link *link, const void *data, size_t len, short *want);
     ssize_t (*recv)(wk__link *link, void *buf, size_t len, short *want);
-    /* Bytes already received and decoded but not yet returned by recv
-     * (TLS records read whole): poll would not see them. */
+    /* Non-zero while bytes already taken off the socket wait in the
+     * transport (TLS: a decoded record not returned whole, or data read
+     * ahead): poll would not see them, so recv must be called again. */
     size_t (*pending)(const wk__link *link);
     /* An idle connection: true if nothing arrived (no EOF, no stray
      * bytes), without consuming what did. */
