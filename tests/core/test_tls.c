@@ -185,6 +185,50 @@ Test(tls, lock_batch_and_follower_over_tls, .timeout = 30)
     tls_stop(&t);
 }
 
+/* ---- reconnects: a restarted server is reached over TLS again */
+
+Test(tls, reconnect_after_a_server_restart, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+
+    char port[32], cert[160], key[160], ca[160];
+    snprintf(port, sizeof(port), "tls-port %d", t.tls_port);
+    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", t.certs);
+    snprintf(key, sizeof(key), "tls-key-file %s/server.key", t.certs);
+    snprintf(ca, sizeof(ca), "tls-ca-cert-file %s", t.ca);
+    const char *config[] = {port, cert, key, ca, "tls-auth-clients no", NULL};
+    wk_test_server_stop(&t.s);
+    cr_assert_eq(wk_test_server_restart(&t.s, config), 0);
+    wk_test_sleep_ms(1100); /* past the idle probe */
+
+    /* The idle probe finds the old TLS link dead; the query goes to a new
+     * one (same SSL_CTX), so a retry-safe PING succeeds. */
+    rc = wk_db_ping(db);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    wk_entity lock = WK_LOCK_ENTITY("tls-re", 5000);
+    wk_token tok;
+    bool got = false;
+    rc = wk_lock_try(wk_db_processor(db), &lock, wk_name_str("a"), &tok, &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    redisContext *raw = wk_test_raw(t.s.url);
+    redisReply *r = wk_test_cmd(raw, "CLIENT LIST");
+    char laddr[48];
+    snprintf(laddr, sizeof(laddr), "laddr=127.0.0.1:%d", t.tls_port);
+    cr_assert(strstr(r->str, laddr), "the new connection is not on the TLS port:\n%s", r->str);
+    freeReplyObject(r);
+    redisFree(raw);
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
 /* ---- client certificates (tls-auth-clients yes) */
 
 Test(tls, client_certificate_required_and_accepted, .timeout = 30)
