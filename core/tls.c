@@ -158,8 +158,8 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
         return WK_ENOMEM;
     }
     unsigned char ip[16];
-    cfg->name_is_ip = inet_pton(AF_INET, o->server_name, ip) == 1 ||
-                      inet_pton(AF_INET6, o->server_name, ip) == 1;
+    cfg->name_is_ip =
+        inet_pton(AF_INET, o->server_name, ip) == 1 || inet_pton(AF_INET6, o->server_name, ip) == 1;
     ERR_clear_error();
     int rc = WK_OK;
     cfg->ctx = SSL_CTX_new(TLS_client_method());
@@ -168,8 +168,7 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
         goto done;
     }
     SSL_CTX_set_min_proto_version(cfg->ctx, TLS1_2_VERSION);
-    SSL_CTX_set_mode(cfg->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
-                                   SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_mode(cfg->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* Read whole socket buffers, not a record header then its body: one
      * recv per reply instead of two (wk__wire_receive drains what is
      * buffered, SSL_has_pending, so poll stays right). */
@@ -198,8 +197,7 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
             goto done;
         }
         if (SSL_CTX_check_private_key(cfg->ctx) != 1) {
-            rc = cfg_fail(msg, msglen, WK_EINVAL, "the client key does not match",
-                          o->cert_file);
+            rc = cfg_fail(msg, msglen, WK_EINVAL, "the client key does not match", o->cert_file);
             goto done;
         }
     }
@@ -256,6 +254,7 @@ bool wk__tls_lacks_client_cert(const wk__link *link)
 
 static ssize_t tls_fail(wk__link *link, tls_state *t, int ret, const char *what)
 {
+    int sys_errno = errno; /* before anything else can change it */
     int e = SSL_get_error(t->ssl, ret);
     char why[120];
     ssl_reason(why, sizeof(why));
@@ -263,9 +262,9 @@ static ssize_t tls_fail(wk__link *link, tls_state *t, int ret, const char *what)
     link->ctx->err = REDIS_ERR_IO;
     if (e == SSL_ERROR_ZERO_RETURN)
         return WK__TX_EOF;
-    if (e == SSL_ERROR_SYSCALL && errno && errno != EAGAIN)
+    if (e == SSL_ERROR_SYSCALL && sys_errno && sys_errno != EAGAIN)
         snprintf(link->ctx->errstr, sizeof(link->ctx->errstr), "TLS %s: %s", what,
-                 strerror(errno));
+                 strerror(sys_errno));
     else if (e == SSL_ERROR_SYSCALL || strstr(why, "unexpected eof"))
         return WK__TX_EOF;
     else
@@ -407,6 +406,7 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval 
         int r = SSL_connect(t->ssl);
         if (r == 1)
             break;
+        int sys_errno = errno;
         int e = SSL_get_error(t->ssl, r);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
             int64_t left = deadline - wk_monotonic_ms();
@@ -431,8 +431,9 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval 
         ssl_reason(why, sizeof(why));
         if (verify != X509_V_OK) {
             /* The certificate was refused: a matter of trust, not I/O. */
-            snprintf(msg, msglen, "TLS: the certificate of %s was not accepted: %s (server name %s)",
-                     addr, X509_verify_cert_error_string(verify), cfg->server_name);
+            snprintf(msg, msglen,
+                     "TLS: the certificate of %s was not accepted: %s (server name %s)", addr,
+                     X509_verify_cert_error_string(verify), cfg->server_name);
             rc = WK_EAUTH;
         } else if (strstr(why, "alert") && strstr(why, "certificate")) {
             /* The server refused ours (or its absence): tls-auth-clients. */
@@ -441,8 +442,8 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval 
                      "and options.tls_key_file",
                      addr, why);
             rc = WK_EAUTH;
-        } else if (e == SSL_ERROR_SYSCALL && errno) {
-            snprintf(msg, msglen, "TLS handshake with %s failed: %s", addr, strerror(errno));
+        } else if (e == SSL_ERROR_SYSCALL && sys_errno) {
+            snprintf(msg, msglen, "TLS handshake with %s failed: %s", addr, strerror(sys_errno));
             rc = WK_EIO;
         } else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN || !why[0] ||
                    strstr(why, "unexpected eof")) {

@@ -18,7 +18,7 @@
 typedef struct wk__link wk__link;
 
 /* What a transport's send/recv returns besides a byte count (> 0). */
-#define WK__TX_EOF 0     /* recv: the peer closed the connection */
+#define WK__TX_EOF 0      /* recv: the peer closed the connection */
 #define WK__TX_AGAIN (-1) /* not now: poll the socket for *want, then retry */
 #define WK__TX_FAIL (-2)  /* failed; the reason is in link->ctx->errstr */
 
@@ -67,8 +67,7 @@ typedef struct wk__tls_options {
 
 /* Build the settings; WK_OK, WK_EINVAL (unreadable CA, certificate or
  * key: msg names the file and OpenSSL's reason) or WK_ENOMEM. */
-int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *opts, char *msg,
-                       size_t msglen);
+int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *opts, char *msg, size_t msglen);
 void wk__tls_config_free(wk__tls_config *cfg);
 
 /*

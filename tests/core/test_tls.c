@@ -24,7 +24,7 @@ typedef struct tls_server {
     int tls_port;
     char certs[64]; /* the certificates' directory */
     char ca[128], other_ca[128], client_crt[128], client_key[128];
-    char url[96];   /* rediss://127.0.0.1:<tls_port> */
+    char url[96]; /* rediss://127.0.0.1:<tls_port> */
 } tls_server;
 
 static void make_certs(const char *dir)
