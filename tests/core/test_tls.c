@@ -48,7 +48,7 @@ static void make_certs(const char *dir)
 }
 
 /* A redis-server with a plain port (s.port) and a TLS port. */
-static void tls_start(tls_server *t, bool auth_clients)
+static void tls_start_with(tls_server *t, bool auth_clients, const char *extra)
 {
     memset(t, 0, sizeof(*t));
     snprintf(t->certs, sizeof(t->certs), "/tmp/wk-test-tls-XXXXXX");
@@ -66,9 +66,14 @@ static void tls_start(tls_server *t, bool auth_clients)
     snprintf(key, sizeof(key), "tls-key-file %s/server.key", t->certs);
     snprintf(ca, sizeof(ca), "tls-ca-cert-file %s", t->ca);
     snprintf(auth, sizeof(auth), "tls-auth-clients %s", auth_clients ? "yes" : "no");
-    const char *config[] = {port, cert, key, ca, auth, NULL};
+    const char *config[] = {port, cert, key, ca, auth, extra, NULL};
     cr_assert_eq(wk_test_server_start(&t->s, config), 0, "redis-server with TLS did not start");
     snprintf(t->url, sizeof(t->url), "rediss://127.0.0.1:%d", t->tls_port);
+}
+
+static void tls_start(tls_server *t, bool auth_clients)
+{
+    tls_start_with(t, auth_clients, NULL);
 }
 
 static void tls_stop(tls_server *t)
@@ -251,6 +256,28 @@ Test(tls, client_certificate_required_and_accepted, .timeout = 30)
     wk_db *db = NULL;
     rc = wk_db_open(&db, &o, err, sizeof(err));
     cr_assert_eq(rc, WK_OK, "with the client certificate: %s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- AUTH over TLS: the password is sent, never printed */
+
+Test(tls, password_over_tls, .timeout = 30)
+{
+    tls_server t;
+    tls_start_with(&t, false, "requirepass s3cr3t-tls");
+    wk_db_options o = tls_options(&t);
+    char url[128], err[512];
+    snprintf(url, sizeof(url), "rediss://:wr0ng-pw@127.0.0.1:%d", t.tls_port);
+    o.url = url;
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert_null(strstr(err, "wr0ng-pw"), "the password leaked: %s", err);
+    snprintf(url, sizeof(url), "rediss://:s3cr3t-tls@127.0.0.1:%d", t.tls_port);
+    wk_db *db = NULL;
+    rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
     cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
     wk_db_close(db);
     tls_stop(&t);
