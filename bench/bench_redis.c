@@ -15,6 +15,8 @@
  *   bench_redis --no-scripts       # only the library/raw table
  *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
+ *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
+ *                                  # (certificates made with `openssl`)
  *
  * Then, per Lua script of the library, the server's own time per call
  * (INFO commandstats) next to the smallest script doing the same job
@@ -303,6 +305,77 @@ static double timed(bench_ctx *c, op_fn fn, unsigned ops, unsigned step)
 
 static const char *case_filter; /* --case: a substring of the names to run */
 
+/* ------------------------------------------------------------------------
+ * --tls: the same sequential lock cycle over rediss:// and redis:// to one
+ * server (both library; the ratio is TLS/TCP)
+ * ---------------------------------------------------------------------- */
+
+static char tls_dir[64];
+
+/* A CA and a server certificate for 127.0.0.1 in tls_dir; the server's
+ * config lines into lines[] (static storage). */
+static void tls_make_certs(const char **lines)
+{
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/wk-bench-tls-XXXXXX");
+    if (!mkdtemp(tls_dir))
+        die("mkdtemp", tls_dir);
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd),
+             "(set -e; cd '%s'; EC='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
+             "openssl req -x509 $EC -keyout ca.key -out ca.crt -days 2 -subj /CN=wk-bench-ca;"
+             "openssl req $EC -keyout server.key -out server.csr -subj /CN=localhost;"
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext;"
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+             " -out server.crt -days 2 -extfile server.ext) >/dev/null 2>&1",
+             tls_dir);
+    if (system(cmd) != 0)
+        die("openssl", "could not make the certificates");
+    static char port[32], cert[128], key[128];
+    int p = wk_test_free_port();
+    snprintf(port, sizeof(port), "tls-port %d", p);
+    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", tls_dir);
+    snprintf(key, sizeof(key), "tls-key-file %s/server.key", tls_dir);
+    lines[0] = port;
+    lines[1] = cert;
+    lines[2] = key;
+    lines[3] = "tls-auth-clients no";
+    lines[4] = NULL;
+}
+
+static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsigned ops)
+{
+    char url[64], ca[128], err[256];
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%s", tls_port_line + strlen("tls-port "));
+    snprintf(ca, sizeof(ca), "%s/ca.crt", tls_dir);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.tls_ca_file = ca;
+    bench_ctx t = *c;
+    if (wk_db_open(&t.db, &o, err, sizeof(err)) != WK_OK)
+        die("wk_db_open (TLS)", err);
+    double tls_rate[32], tcp_rate[32];
+    timed(&t, lock_seq_lib, ops / 4, 1);
+    timed(c, lock_seq_lib, ops / 4, 1);
+    for (int r = 0; r < reps; r++) {
+        if (r % 2) {
+            tcp_rate[r] = timed(c, lock_seq_lib, ops, 1);
+            tls_rate[r] = timed(&t, lock_seq_lib, ops, 1);
+        } else {
+            tls_rate[r] = timed(&t, lock_seq_lib, ops, 1);
+            tcp_rate[r] = timed(c, lock_seq_lib, ops, 1);
+        }
+    }
+    double l = median(tls_rate, reps), w = median(tcp_rate, reps);
+    printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "TLS", "TCP", "ratio");
+    printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
+           "------------", "------------", "-------");
+    printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n\n", "lock try + release (library)",
+           "sequential", l, w, l / w);
+    fflush(stdout);
+    wk_db_close(t.db);
+}
+
 static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
                      unsigned batch_ops)
 {
@@ -338,7 +411,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true;
+    bool quick = false, table = true, scripts = true, tls = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -348,6 +421,8 @@ int main(int argc, char **argv)
             callgrind_ops = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--tls"))
+            tls = true;
         else if (!strcmp(argv[i], "--scripts"))
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
@@ -357,7 +432,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N]\n",
+                    "[--case NAME] [--callgrind N] [--tls]\n",
                     argv[0]);
             return 2;
         }
@@ -367,9 +442,14 @@ int main(int argc, char **argv)
     if (sodium_init() < 0)
         die("libsodium", "init failed");
     wk_test_server server = {0};
+    const char *tls_lines[5] = {NULL};
+    if (tls && url[0])
+        die("--tls", "needs the redis-server this program starts (no --url)");
+    if (tls)
+        tls_make_certs(tls_lines);
     if (!url[0]) {
         /* The same private-server helper the tests use (tests/support). */
-        if (wk_test_server_start(&server, NULL) != 0)
+        if (wk_test_server_start(&server, tls ? tls_lines : NULL) != 0)
             die("redis-server", "could not start one");
         snprintf(url, sizeof(url), "%s", server.url);
     }
@@ -397,6 +477,8 @@ int main(int argc, char **argv)
             lock_seq_lib(&c, (unsigned)i);
     } else {
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
+        if (tls)
+            tls_vs_tcp(&c, tls_lines[0], reps, seq_ops);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);
@@ -419,5 +501,11 @@ int main(int argc, char **argv)
     wk_batch_close(c.batch);
     wk_db_close(c.db);
     wk_test_server_stop(&server);
+    if (tls) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tls_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tls_dir);
+    }
     return 0;
 }

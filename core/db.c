@@ -71,10 +71,7 @@ int wk__conn_error_status(const redisContext *ctx)
 
 void wk__conn_drop(wk__conn *conn)
 {
-    if (conn->ctx) {
-        redisFree(conn->ctx);
-        conn->ctx = NULL;
-    }
+    wk__link_close(&conn->link);
 }
 
 static const char *where(const wk__conn *conn, char *buf, size_t len)
@@ -107,7 +104,7 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
 
 /* Send one set-up command and read its reply through the same socket
  * code as queries (core/wire.c). */
-static int setup_round_trip(redisContext *c, const wk__conn *conn, int argc, const char **argv,
+static int setup_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
                             redisReply **reply)
 {
     size_t lens[8];
@@ -121,26 +118,41 @@ static int setup_round_trip(redisContext *c, const wk__conn *conn, int argc, con
 
 /* What a failed set-up round trip means at `addr`. */
 static int setup_failure(char *msg, size_t msglen, int rc, const char *what, const char *addr,
-                         const redisContext *c)
+                         const wk__conn *conn, const wk__link *link)
 {
+    const redisContext *c = link->ctx;
+    /* A TLS port reached with redis:// answers plain text with a TLS
+     * alert or hangs up: say what to try (never a silent fallback). */
+    const char *hint = conn->tls ? "" : " (if it is a TLS port, use a rediss:// URL)";
+    /* TLS 1.3: a server that wants a client certificate (tls-auth-clients)
+     * says so after the handshake, in an alert on the first read. */
+    if (conn->tls && rc == WK_EIO &&
+        (wk__tls_lacks_client_cert(link) ||
+         (strstr(c->errstr, "alert") && strstr(c->errstr, "certificate"))))
+        return msg_fail(msg, msglen, WK_EAUTH,
+                        "TLS: %s refused the client certificate or its absence (%s); set "
+                        "options.tls_cert_file and options.tls_key_file",
+                        addr, c->errstr);
     if (rc == WK_EPROTO)
-        return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)", addr,
-                        what, c->errstr);
+        return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr,
+                        what, c->errstr, hint);
     if (rc == WK_ETIMEDOUT)
         return msg_fail(msg, msglen, rc, "%s did not answer %s in time (is it a Redis server?)",
                         addr, what);
+    if (rc == WK_EIO)
+        return msg_fail(msg, msglen, rc, "%s failed at %s: %s%s", what, addr, c->errstr, hint);
     return msg_fail(msg, msglen, rc, "%s failed at %s: %s", what, addr, c->errstr);
 }
 
 /* Run one set-up command; a Redis error becomes `refusal`. */
-static int setup_command(redisContext *c, const wk__conn *conn, const char *addr, char *msg,
+static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
                          size_t msglen, int refusal, const char *what, int argc,
                          const char **argv)
 {
     redisReply *r;
     int rc = setup_round_trip(c, conn, argc, argv, &r);
     if (rc)
-        return setup_failure(msg, msglen, rc, what, addr, c);
+        return setup_failure(msg, msglen, rc, what, addr, conn, c);
     if (r->type == REDIS_REPLY_ERROR)
         rc = msg_fail(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
     freeReplyObject(r);
@@ -164,14 +176,14 @@ static const redisReply *hello_field(const redisReply *r, const char *field)
  * old. A user whose ACL forbids HELLO gets PING (and CLIENT SETNAME)
  * instead; the version is then not checked.
  */
-static int check_server(redisContext *c, const wk__conn *conn, const char *addr, char *msg,
+static int check_server(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
                         size_t msglen)
 {
     const char *argv[4] = {"HELLO", "2", "SETNAME", conn->client_name};
     redisReply *r;
     int rc = setup_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
     if (rc)
-        return setup_failure(msg, msglen, rc, "HELLO", addr, c);
+        return setup_failure(msg, msglen, rc, "HELLO", addr, conn, c);
     if (r->type == REDIS_REPLY_ERROR) {
         char text[200];
         wk__copy_text(text, sizeof(text), r->str);
@@ -215,12 +227,12 @@ static int check_server(redisContext *c, const wk__conn *conn, const char *addr,
     return WK_OK;
 }
 
-int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *msg,
-                size_t msglen)
+int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
     char addr[300];
     where(conn, addr, sizeof(addr));
-    *out = NULL;
+    memset(out, 0, sizeof(*out));
+    int64_t start_ms = wk_monotonic_ms();
     redisContext *c = conn->url.path
                           ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
                           : redisConnectWithTimeout(conn->url.host, conn->url.port,
@@ -234,43 +246,52 @@ int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *
         return rc;
     }
     c->reader->fn = &wk__reply_functions;
+    wk__link link = {.ctx = c, .tx = &wk__plain_transport};
     if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
         msg_fail(msg, msglen, WK_EIO, "cannot set the command timeout: %s", c->errstr);
-        redisFree(c);
+        wk__link_close(&link);
         return WK_EIO;
     }
     int rc = WK_OK;
-    if (conn->url.password) {
+    if (conn->tls) {
+        /* The handshake gets what is left of the connect timeout. */
+        int64_t left_ms = (int64_t)conn->connect_timeout.tv_sec * 1000 +
+                          conn->connect_timeout.tv_usec / 1000 - (wk_monotonic_ms() - start_ms);
+        if (left_ms < 1)
+            left_ms = 1;
+        rc = wk__tls_handshake(conn->tls, &link, ms_to_tv((int)left_ms), addr, msg, msglen);
+    }
+    if (!rc && conn->url.password) {
         /* The password is sent, never printed: messages quote the server's
          * reply, which does not echo it. */
         const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
         if (conn->url.username)
-            rc = setup_command(c, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
+            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
         else {
             argv[1] = conn->url.password;
-            rc = setup_command(c, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
+            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
         }
     }
     if (!rc)
-        rc = check_server(c, conn, addr, msg, msglen);
+        rc = check_server(&link, conn, addr, msg, msglen);
     if (!rc && select_db && conn->url.database) {
         char num[16];
         snprintf(num, sizeof(num), "%d", conn->url.database);
         const char *argv[2] = {"SELECT", num};
-        rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
+        rc = setup_command(&link, conn, addr, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
     }
     if (rc) {
-        redisFree(c);
+        wk__link_close(&link);
         return rc;
     }
-    *out = c;
+    *out = link;
     return WK_OK;
 }
 
 static int conn_open(wk_db *db)
 {
     wk__conn *conn = db->conn;
-    int rc = wk__connect(conn, true, &conn->ctx, db->errmsg, sizeof(db->errmsg));
+    int rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
     if (rc == WK_OK)
         conn->last_io_ms = wk_monotonic_ms();
     return rc;
@@ -281,24 +302,22 @@ static int conn_open(wk_db *db)
  * old socket reads EOF; finding that now lets the query go to a fresh
  * connection instead of failing with an unknown outcome.
  */
-static bool idle_conn_alive(const redisContext *c)
+static bool idle_conn_alive(wk__link *link)
 {
-    char byte;
-    ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK;
-    return false; /* EOF, or bytes nobody asked for: out of sync */
+    /* Plain: peek at the socket. TLS: peek through it (a session ticket
+     * the server sent after the handshake is not a stray reply). */
+    return link->tx->idle_alive(link);
 }
 
 int wk__conn_ensure(wk_db *db)
 {
     wk__conn *conn = db->conn;
-    if (conn->ctx && conn->ctx->err)
+    if (conn->link.ctx && conn->link.ctx->err)
         wk__conn_drop(conn);
-    if (conn->ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
-        !idle_conn_alive(conn->ctx))
+    if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
+        !idle_conn_alive(&conn->link))
         wk__conn_drop(conn);
-    if (conn->ctx)
+    if (conn->link.ctx)
         return WK_OK;
     int rc = conn_open(db);
     if (rc == WK_OK)
@@ -311,6 +330,7 @@ static void conn_release(wk__conn *conn)
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
+    wk__tls_config_free(conn->tls);
     wk_url_free(&conn->url);
     free(conn->client_name);
     free(conn->out.data);
@@ -329,6 +349,35 @@ static int set_text(char **dst, const char *src)
     free(*dst);
     *dst = strdup(src);
     return *dst ? WK_OK : WK_ENOMEM;
+}
+
+/*
+ * TLS iff the URL is rediss://. TLS options with another URL are refused
+ * rather than ignored: whoever set a CA expects it to be used.
+ */
+static int tls_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_t msglen)
+{
+    const char *set = opts->tls_ca_file       ? "tls_ca_file"
+                      : opts->tls_ca_dir      ? "tls_ca_dir"
+                      : opts->tls_cert_file   ? "tls_cert_file"
+                      : opts->tls_key_file    ? "tls_key_file"
+                      : opts->tls_server_name ? "tls_server_name"
+                                              : NULL;
+    if (!conn->url.tls) {
+        if (set)
+            return msg_fail(msg, msglen, WK_EINVAL,
+                            "options.%s is set but the URL is not rediss:// (TLS is used "
+                            "iff the URL is rediss://)",
+                            set);
+        return WK_OK;
+    }
+    wk__tls_options t = {.ca_file = opts->tls_ca_file,
+                         .ca_dir = opts->tls_ca_dir,
+                         .cert_file = opts->tls_cert_file,
+                         .key_file = opts->tls_key_file,
+                         .server_name = opts->tls_server_name ? opts->tls_server_name
+                                                              : conn->url.host};
+    return wk__tls_config_new(&conn->tls, &t, msg, msglen);
 }
 
 int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
@@ -372,6 +421,8 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
         rc = set_text(&conn->client_name, opts->client_name);
     if (!rc && opts->database >= 0)
         conn->url.database = opts->database;
+    if (!rc)
+        rc = tls_setup(conn, opts, db->errmsg, sizeof(db->errmsg));
     if (!rc)
         rc = wk_cap_intersect(&db->cap, opts->capability, opts->capability, NULL);
     if (!rc)

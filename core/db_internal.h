@@ -13,6 +13,8 @@
 
 #include <wakuwaku/db.h>
 
+#include "core/transport.h"
+
 #define WK__ERRMSG_MAX 512
 #define WK__SCRIPT_CACHE 32
 
@@ -39,8 +41,9 @@ typedef struct wk__script_slot {
  */
 typedef struct wk__conn {
     atomic_int refs;
-    redisContext *ctx;       /* NULL while disconnected */
+    wk__link link;           /* link.ctx NULL while disconnected */
     wk_url url;              /* where to (re)connect, with credentials */
+    wk__tls_config *tls;     /* rediss://: TLS settings; NULL: plain */
     char *client_name;
     struct timeval connect_timeout;
     struct timeval command_timeout;
@@ -80,14 +83,14 @@ int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((form
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
 
 /*
- * Open a hiredis connection with conn's settings: connect (connect
- * timeout), command timeout, the reply limits below, AUTH, SELECT (when
- * `select_db`) and CLIENT SETNAME. Shared by the handle and the Pub/Sub
- * subscriber. On failure *out is NULL and msg (msglen bytes) says why —
- * never quoting the password.
+ * Open a connection with conn's settings: connect (connect timeout), the
+ * TLS handshake for rediss:// (also within the connect timeout), command
+ * timeout, the reply limits below, AUTH, SELECT (when `select_db`) and
+ * CLIENT SETNAME. Shared by the handle and the Pub/Sub subscriber. On
+ * failure *out is empty and msg (msglen bytes) says why — never quoting
+ * the password. Close the link with wk__link_close().
  */
-int wk__connect(const wk__conn *conn, bool select_db, redisContext **out, char *msg,
-                size_t msglen);
+int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
 
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);
@@ -115,26 +118,28 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eva
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
 /*
- * The socket (core/wire.c): the only writer of commands and the only
- * reader of replies. wk__wire_write sends `len` bytes and says in
- * *written how many the kernel took; wk__wire_read returns one parsed
+ * The connection's bytes (core/wire.c, through the link's transport):
+ * the only writer of commands and the only reader of replies.
+ * wk__wire_write sends `len` bytes and says in *written how many the
+ * kernel (or the TLS layer, which has then sent them) took; wk__wire_read returns one parsed
  * reply. Both wait at most `timeout` for progress, return WK_OK,
  * WK_EIO, WK_ETIMEDOUT, WK_EPROTO or WK_ENOMEM, and leave the reason in
  * c->errstr; after a failure the connection must be dropped.
  */
-int wk__wire_write(redisContext *c, const char *data, size_t len, struct timeval timeout,
+int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval timeout,
                    size_t *written);
-int wk__wire_read(redisContext *c, struct timeval timeout, redisReply **reply);
+int wk__wire_read(wk__link *link, struct timeval timeout, redisReply **reply);
 /* Format a command (set-up, Pub/Sub: a few short arguments) and write it
  * whole. */
-int wk__wire_command(redisContext *c, struct timeval timeout, int argc, const char *const *argv,
+int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const char *const *argv,
                      const size_t *lens);
 /* The two halves of wk__wire_read, for a caller that waits on its own
  * (the Pub/Sub subscriber polls a wake-up descriptor too): take a reply
  * already read (*reply NULL if none), and receive what the socket has now
- * into the reader without waiting. */
-int wk__wire_take(redisContext *c, redisReply **reply);
-int wk__wire_receive(redisContext *c);
+ * into the reader without waiting (and all the transport has decoded, so
+ * that polling the socket afterwards is right). */
+int wk__wire_take(wk__link *link, redisReply **reply);
+int wk__wire_receive(wk__link *link);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
  * WK_EREDIS unless the query wants them. */
 int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);

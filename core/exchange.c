@@ -76,7 +76,7 @@ static void lose_connection(run *r, int rc)
         }
     }
     r->conn_rc = rc;
-    const char *why = conn->ctx && conn->ctx->errstr[0] ? conn->ctx->errstr : "connection lost";
+    const char *why = conn->link.ctx && conn->link.ctx->errstr[0] ? conn->link.ctx->errstr : "connection lost";
     wk__copy_text(r->why, sizeof(r->why), why);
     wk__conn_drop(conn);
 }
@@ -96,7 +96,7 @@ static void round_trip(run *r, bool first_round)
     if (!any_unsent(x))
         return;
     size_t written;
-    int rc = wk__wire_write(conn->ctx, data, len, conn->command_timeout, &written);
+    int rc = wk__wire_write(&conn->link, data, len, conn->command_timeout, &written);
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         /* A command the kernel did not take whole never reaches Redis. */
@@ -112,7 +112,7 @@ static void round_trip(run *r, bool first_round)
         if (s->state != WK__SENT)
             continue;
         redisReply *reply;
-        rc = wk__wire_read(conn->ctx, conn->command_timeout, &reply);
+        rc = wk__wire_read(&conn->link, conn->command_timeout, &reply);
         if (rc) {
             lose_connection(r, rc);
             return;

@@ -22,7 +22,7 @@
 #include "core/subscriber.h"
 
 struct wk__subscriber {
-    redisContext *ctx;
+    wk__link link; /* link.ctx NULL: closed */
     int command_timeout_ms;
     int keepalive_ms;
     int64_t last_rx_ms;   /* monotonic ms of the last bytes received */
@@ -46,7 +46,7 @@ static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
 /* A failure of the socket code (status `rc`, reason on the context). */
 static int ctx_fail(wk__subscriber *s, int rc, const char *what)
 {
-    redisContext *c = s->ctx;
+    redisContext *c = s->link.ctx;
     return sub_fail(s, rc, "subscriber: %s: %s", what,
                     c && c->errstr[0] ? c->errstr : "connection lost");
 }
@@ -83,7 +83,7 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
     /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
      * channels do not belong to a database). */
     char why[sizeof(s->errmsg) - 16];
-    int rc = wk__connect(conn, false, &s->ctx, why, sizeof(why));
+    int rc = wk__connect(conn, false, &s->link, why, sizeof(why));
     if (rc)
         sub_fail(s, rc, "subscriber: %s", why);
     if (rc) {
@@ -108,15 +108,15 @@ static bool push_is(const redisReply *r, const char *kind, size_t min_elements)
 
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 {
-    if (!s || !s->ctx || (!channel && len))
+    if (!s || !s->link.ctx || (!channel && len))
         return WK_EINVAL;
     const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
     size_t lens[2] = {9, len};
     struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
     redisReply *r = NULL;
-    int rc = wk__wire_command(s->ctx, tv, 2, argv, lens);
+    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
     if (!rc)
-        rc = wk__wire_read(s->ctx, tv, &r);
+        rc = wk__wire_read(&s->link, tv, &r);
     if (rc)
         return ctx_fail(s, rc, "SUBSCRIBE");
     if (r->type == REDIS_REPLY_ERROR)
@@ -136,7 +136,7 @@ static int send_ping(wk__subscriber *s)
     static const char *const argv[1] = {"PING"};
     static const size_t lens[1] = {4};
     struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
-    int rc = wk__wire_command(s->ctx, tv, 1, argv, lens);
+    int rc = wk__wire_command(&s->link, tv, 1, argv, lens);
     if (rc)
         return ctx_fail(s, rc, "PING");
     s->ping_sent_ms = wk_monotonic_ms();
@@ -155,14 +155,14 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         freeReplyObject(s->last);
         s->last = NULL;
     }
-    if (!s->ctx || s->ctx->err)
+    if (!s->link.ctx || s->link.ctx->err)
         return sub_fail(s, WK_EIO, "subscriber: connection is closed");
     int64_t deadline = wk_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     bool polled = false; /* the socket was looked at once at least */
     for (;;) {
         /* Replies already read come first. */
         redisReply *r = NULL;
-        int rc = wk__wire_take(s->ctx, &r);
+        int rc = wk__wire_take(&s->link, &r);
         if (rc)
             return ctx_fail(s, rc, "reading a message");
         if (r) {
@@ -213,7 +213,10 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         else if (wait < 1)
             wait = 1;
         polled = true;
-        struct pollfd fds[2] = {{.fd = s->ctx->fd, .events = POLLIN},
+        /* wk__wire_receive() left nothing decoded unread, so the socket
+         * is the place to wait (for what TLS asked, usually POLLIN). */
+        short want = s->link.want ? s->link.want : POLLIN;
+        struct pollfd fds[2] = {{.fd = s->link.ctx->fd, .events = want},
                                 {.fd = wake_fd, .events = POLLIN}};
         int n = poll(fds, wake_fd >= 0 ? 2 : 1, (int)wait);
         if (n < 0) {
@@ -223,8 +226,8 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         }
         if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             return WK_OK;
-        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            rc = wk__wire_receive(s->ctx);
+        if (fds[0].revents & (want | POLLHUP | POLLERR)) {
+            rc = wk__wire_receive(&s->link);
             if (rc)
                 return ctx_fail(s, rc, "connection lost");
             s->last_rx_ms = wk_monotonic_ms();
@@ -248,7 +251,6 @@ void wk__subscriber_close(wk__subscriber *s)
         return;
     if (s->last)
         freeReplyObject(s->last);
-    if (s->ctx)
-        redisFree(s->ctx);
+    wk__link_close(&s->link);
     free(s);
 }

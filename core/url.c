@@ -1,7 +1,8 @@
 /*
- * core/url.c — parsing redis:// and unix:// URLs.
+ * core/url.c — parsing redis://, rediss:// and unix:// URLs.
  *
  *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://…    the same, over TLS (url->tls; default port 6379 too)
  *   unix:///absolute/path[?db=N]
  *
  * User and password are percent-decoded, so a password may contain '@',
@@ -195,8 +196,11 @@ int wk_url_parse(wk_url *url, const char *text, char *err, size_t errlen)
         rc = parse_unix(url, text + 7, err, errlen);
     else if (strncmp(text, "redis://", 8) == 0)
         rc = parse_tcp(url, text + 8, err, errlen);
-    else
-        rc = url_fail(err, errlen, "scheme must be redis:// or unix://");
+    else if (strncmp(text, "rediss://", 9) == 0) {
+        url->tls = true;
+        rc = parse_tcp(url, text + 9, err, errlen);
+    } else
+        rc = url_fail(err, errlen, "scheme must be redis://, rediss:// or unix://");
     if (rc)
         wk_url_free(url);
     return rc;

@@ -1,8 +1,9 @@
 /*
- * core/wire.c — the only code that writes commands to a Redis socket and
- * reads replies from it. hiredis connects and parses (its redisReader);
- * the bytes go through here, so that a failed write says how much of it
- * the kernel took (which commands may have reached the server), and every
+ * core/wire.c — the only code that writes commands to a Redis connection
+ * and reads replies from it. hiredis connects and parses (its
+ * redisReader); the bytes go through here, via the link's transport
+ * (plain or TLS, core/transport.h), so that a failed write says how much
+ * of it was taken (which commands may have reached the server), and every
  * wait is bounded by the command timeout.
  */
 #include <errno.h>
@@ -10,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "core/db_internal.h"
 
@@ -28,7 +27,7 @@ static int ms_of(struct timeval tv)
     return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
 }
 
-/* Wait until `fd` is ready for `events` or `timeout_ms` passes. */
+/* Wait until the socket is ready for `events` or `timeout_ms` passes. */
 static int wait_ready(redisContext *c, short events, int timeout_ms)
 {
     struct pollfd p = {.fd = c->fd, .events = events};
@@ -43,33 +42,34 @@ static int wait_ready(redisContext *c, short events, int timeout_ms)
     }
 }
 
-int wk__wire_write(redisContext *c, const char *data, size_t len, struct timeval timeout,
+int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval timeout,
                    size_t *written)
 {
+    redisContext *c = link->ctx;
     size_t off = 0;
     int rc = WK_OK;
     while (off < len) {
-        ssize_t n = send(c->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        short want = POLLOUT;
+        ssize_t n = link->tx->send(link, data + off, len - off, &want);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            rc = wait_ready(c, POLLOUT, ms_of(timeout));
+        if (n == WK__TX_AGAIN) {
+            rc = wait_ready(c, want, ms_of(timeout));
             if (rc)
                 break;
             continue;
         }
-        rc = wire_fail(c, WK_EIO, REDIS_ERR_IO, n < 0 ? strerror(errno) : "connection closed");
+        rc = n == WK__TX_FAIL ? WK_EIO
+                              : wire_fail(c, WK_EIO, REDIS_ERR_IO, "connection closed");
         break;
     }
     *written = off;
     return rc;
 }
 
-int wk__wire_command(redisContext *c, struct timeval timeout, int argc, const char *const *argv,
+int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const char *const *argv,
                      const size_t *lens)
 {
     /* Set-up and Pub/Sub commands: short, a few arguments (a key at most). */
@@ -78,7 +78,7 @@ int wk__wire_command(redisContext *c, struct timeval timeout, int argc, const ch
     for (int i = 0; i < argc; i++)
         need += lens[i] + 24;
     if (need > sizeof(stack) && !(buf = malloc(need)))
-        return wire_fail(c, WK_ENOMEM, REDIS_ERR_OOM, "out of memory formatting a command");
+        return wire_fail(link->ctx, WK_ENOMEM, REDIS_ERR_OOM, "out of memory formatting a command");
     size_t len = (size_t)snprintf(buf, need, "*%d\r\n", argc);
     for (int i = 0; i < argc; i++) {
         len += (size_t)snprintf(buf + len, need - len, "$%zu\r\n", lens[i]);
@@ -88,14 +88,15 @@ int wk__wire_command(redisContext *c, struct timeval timeout, int argc, const ch
         len += 2;
     }
     size_t written;
-    int rc = wk__wire_write(c, buf, len, timeout, &written);
+    int rc = wk__wire_write(link, buf, len, timeout, &written);
     if (buf != stack)
         free(buf);
     return rc;
 }
 
-int wk__wire_take(redisContext *c, redisReply **reply)
+int wk__wire_take(wk__link *link, redisReply **reply)
 {
+    redisContext *c = link->ctx;
     void *r = NULL;
     *reply = NULL;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
@@ -107,35 +108,50 @@ int wk__wire_take(redisContext *c, redisReply **reply)
     return WK_OK;
 }
 
-int wk__wire_receive(redisContext *c)
+/* One read into the reply reader; *got says whether bytes came. */
+static int receive_once(wk__link *link, bool *got)
 {
+    redisContext *c = link->ctx;
     char buf[16 * 1024];
-    for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0)
-            return wire_fail(c, WK_EIO, REDIS_ERR_EOF, "Server closed the connection");
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return WK_OK; /* nothing after all */
-            return wire_fail(c, WK_EIO, REDIS_ERR_IO, strerror(errno));
-        }
-        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK)
-            return wire_fail(c, WK_ENOMEM, REDIS_ERR_OOM, "out of memory reading a reply");
-        return WK_OK;
+    short want = POLLIN;
+    ssize_t n = link->tx->recv(link, buf, sizeof(buf), &want);
+    *got = false;
+    link->want = POLLIN;
+    if (n == WK__TX_EOF)
+        return wire_fail(c, WK_EIO, REDIS_ERR_EOF, "Server closed the connection");
+    if (n == WK__TX_AGAIN) {
+        link->want = want; /* TLS may need to write before it can read */
+        return WK_OK;      /* nothing after all */
     }
+    if (n < 0)
+        return WK_EIO; /* the transport said why */
+    if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK)
+        return wire_fail(c, WK_ENOMEM, REDIS_ERR_OOM, "out of memory reading a reply");
+    *got = true;
+    return WK_OK;
 }
 
-int wk__wire_read(redisContext *c, struct timeval timeout, redisReply **reply)
+int wk__wire_receive(wk__link *link)
+{
+    /* What the transport decoded already (the rest of a TLS record) is
+     * invisible to poll: take it now, so that the caller's next poll
+     * waits only for bytes still on the way. */
+    bool got;
+    int rc = receive_once(link, &got);
+    while (!rc && got && link->tx->pending(link) > 0)
+        rc = receive_once(link, &got);
+    return rc;
+}
+
+int wk__wire_read(wk__link *link, struct timeval timeout, redisReply **reply)
 {
     for (;;) {
-        int rc = wk__wire_take(c, reply);
+        int rc = wk__wire_take(link, reply);
         if (rc || *reply)
             return rc;
-        rc = wait_ready(c, POLLIN, ms_of(timeout));
+        rc = wait_ready(link->ctx, link->want ? link->want : POLLIN, ms_of(timeout));
         if (!rc)
-            rc = wk__wire_receive(c);
+            rc = wk__wire_receive(link);
         if (rc)
             return rc;
     }

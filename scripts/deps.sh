@@ -4,7 +4,8 @@
 # when something must be installed.
 wk_install_deps() {
     wk_install_packages build-essential cmake pkg-config libhiredis-dev libsodium-dev \
-        libjansson-dev libcriterion-dev redis-server redis-tools b3sum valgrind
+        libjansson-dev libcriterion-dev redis-server redis-tools b3sum valgrind \
+        libssl-dev openssl
 }
 
 # The fuzz targets need clang with libFuzzer (tests/fuzz/run.sh).

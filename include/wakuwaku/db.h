@@ -55,9 +55,10 @@ extern "C" {
  * need. Strings are copied; nothing is kept after wk_db_open() returns.
  *
  *   url                 "redis://[user:password@]host[:port][/db]" (user and
- *                       password percent-decoded; host may be "[::1]"), or
- *                       "unix:///path/to/socket[?db=N]". NULL means
- *                       "redis://127.0.0.1:6379".
+ *                       password percent-decoded; host may be "[::1]"),
+ *                       "rediss://…" (the same, over TLS; default port
+ *                       6379 too), or "unix:///path/to/socket[?db=N]".
+ *                       NULL means "redis://127.0.0.1:6379".
  *   connect_timeout_ms  > 0; connecting (and reconnecting) gives up after it.
  *   command_timeout_ms  > 0; a reply not received in time fails the query
  *                       with WK_ETIMEDOUT and drops the connection.
@@ -65,6 +66,24 @@ extern "C" {
  *   database            SELECT this db; -1 keeps the URL's (default 0).
  *   capability          required: what the handle may do. Copied.
  *   client_name         CLIENT SETNAME after connecting; NULL: none.
+ *
+ * TLS — used iff the URL is rediss:// (never negotiated, never dropped:
+ * there is no fallback to plain text). The tls_* options below with any
+ * other URL fail the open with WK_EINVAL rather than being ignored.
+ * The server's certificate is always verified: its chain against the CA
+ * below, and its name (subjectAltName DNS or IP) against tls_server_name.
+ *   tls_ca_file         PEM file of CA certificates to trust; with
+ *   tls_ca_dir          a directory of hashed CA certificates (c_rehash),
+ *                       or both. Neither: the system's default CA paths.
+ *   tls_cert_file       PEM client certificate (chain), for servers with
+ *   tls_key_file        tls-auth-clients; give both or neither. The key
+ *                       file must not be encrypted.
+ *   tls_server_name     the name sent as SNI (when not an IP address)
+ *                       and required in the certificate; NULL: the URL's
+ *                       host (an IP literal is then checked as an IP).
+ * All TLS settings are read once at open (one OpenSSL context per handle,
+ * shared by its reconnects and its subscriber connections); the files are
+ * not read again on reconnect.
  */
 typedef struct wk_db_options {
     const char *url;
@@ -75,11 +94,18 @@ typedef struct wk_db_options {
     int database;
     const wk_cap *capability;
     const char *client_name;
+    const char *tls_ca_file;
+    const char *tls_ca_dir;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
 } wk_db_options;
 
 #define WK_DB_OPTIONS_INIT                                                                  \
     {.url = NULL, .connect_timeout_ms = 2000, .command_timeout_ms = 2000, .username = NULL, \
-     .password = NULL, .database = -1, .capability = NULL, .client_name = NULL}
+     .password = NULL, .database = -1, .capability = NULL, .client_name = NULL,             \
+     .tls_ca_file = NULL, .tls_ca_dir = NULL, .tls_cert_file = NULL, .tls_key_file = NULL,  \
+     .tls_server_name = NULL}
 
 /*
  * wk_db_open — connect and return a handle.
@@ -89,9 +115,15 @@ typedef struct wk_db_options {
  *   err   OUT, may be NULL: on failure, a message is copied here
  *         (at most errlen bytes, NUL-terminated). Passwords never appear.
  *
- * Returns WK_OK; WK_EINVAL (bad URL or option), WK_EIO (cannot connect),
- * WK_ETIMEDOUT (connected, but no answer in time), WK_EAUTH (AUTH refused,
- * or the server requires a password and none was given), WK_EPROTO (the
+ * Returns WK_OK; WK_EINVAL (bad URL or option, a tls_* option without
+ * rediss://, an unreadable CA, certificate or key file), WK_EIO (cannot
+ * connect; or the TLS handshake failed: not a TLS port, connection closed,
+ * protocol error — the message gives OpenSSL's reason), WK_ETIMEDOUT
+ * (connected, but no answer — or no completed TLS handshake — in time),
+ * WK_EAUTH (AUTH refused, or the server requires a password and none was
+ * given; or TLS certificate verification failed: unknown CA, wrong name,
+ * expired… — the message names the reason; or the server refused the
+ * client certificate or its absence), WK_EPROTO (the
  * peer is not a Redis server, or runs Redis older than 6.0 — the message
  * names the version), WK_EREDIS (SELECT or CLIENT SETNAME refused),
  * WK_ENOMEM. A user whose ACL forbids HELLO is checked with PING instead
@@ -167,10 +199,12 @@ typedef struct wk_url {
     char *username;  /* NULL if absent */
     char *password;  /* NULL if absent */
     int database;    /* 0 if absent */
+    bool tls;        /* rediss:// */
 } wk_url;
 
 /*
- * wk_url_parse — parse a redis:// or unix:// URL (see wk_db_options).
+ * wk_url_parse — parse a redis://, rediss:// or unix:// URL (see
+ * wk_db_options).
  * Returns WK_OK, WK_EINVAL (message in `err` if not NULL — never
  * containing the password) or WK_ENOMEM. On failure `url` holds nothing
  * to free.

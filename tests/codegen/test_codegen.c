@@ -490,7 +490,7 @@ static int compile(const char *dir, const char *service, const char *main_src, b
     if (link)
         snprintf(cmd, sizeof(cmd),
                  "cd '%s' && '%s' " WARNINGS " %s -I'%s/include' -I'%s/include' -I. %s.c main.c "
-                 "'%s/codec/libwakuwaku_codec.a' '%s/libwakuwaku.a' -lhiredis -lsodium -ljansson "
+                 "'%s/codec/libwakuwaku_codec.a' '%s/libwakuwaku.a' -lhiredis -lsodium -lssl -lcrypto -ljansson "
                  "-lpthread -lm -o prog && ./prog",
                  dir, cc, extra, src_dir(), bin_dir(), service, bin_dir(), bin_dir());
     else

@@ -22,7 +22,7 @@ cmake -DOUT="$out/wk_kinds.c" -DSOURCES="$(IFS=';'; echo "${lib_sources[*]}")" -
 lib_sources+=("$out/wk_kinds.c")
 # The test-side registry of kinds (tests/kinds/kinds.h), for fuzz_replies.
 kind_rows=(tests/kinds/*.c)
-libs=(-lhiredis -lsodium -ljansson -lpthread -lm)
+libs=(-lhiredis -lsodium -lssl -lcrypto -ljansson -lpthread -lm)
 
 status=0
 for target in tests/fuzz/fuzz_*.c; do

@@ -35,6 +35,11 @@ static int free_port(void)
     return port;
 }
 
+int wk_test_free_port(void)
+{
+    return free_port();
+}
+
 static bool answers_ping(int port)
 {
     struct timeval tv = {0, 200000};

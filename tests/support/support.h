@@ -28,6 +28,8 @@ typedef struct wk_test_server {
 int wk_test_server_start(wk_test_server *s, const char *const *config);
 /* SIGTERM, wait, remove its directory. Safe on a stopped server. */
 void wk_test_server_stop(wk_test_server *s);
+/* A free loopback TCP port (for a second listener: "tls-port N"). */
+int wk_test_free_port(void);
 /* Restart on the same port (after stop). */
 int wk_test_server_restart(wk_test_server *s, const char *const *config);
 

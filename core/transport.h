@@ -1,0 +1,90 @@
+/*
+ * core/transport.h — how the bytes of a connection move: plain on the
+ * socket, or TLS over it (core/tls.c). hiredis connects the socket and
+ * parses replies; core/wire.c moves the bytes through a link's transport,
+ * so queries, batches and the Pub/Sub subscriber do not know which one
+ * they use. Not installed: nothing of OpenSSL leaves core/.
+ */
+#ifndef WK_CORE_TRANSPORT_H
+#define WK_CORE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/time.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct wk__link wk__link;
+
+/* What a transport's send/recv returns besides a byte count (> 0). */
+#define WK__TX_EOF 0      /* recv: the peer closed the connection */
+#define WK__TX_AGAIN (-1) /* not now: poll the socket for *want, then retry */
+#define WK__TX_FAIL (-2)  /* failed; the reason is in link->ctx->errstr */
+
+typedef struct wk__transport {
+    const char *name;
+    /* Move up to `len` bytes without blocking. On WK__TX_AGAIN, *want is
+     * the poll event to wait for (TLS may need to read to write). */
+    ssize_t (*send)(wk__link *link, const void *data, size_t len, short *want);
+    ssize_t (*recv)(wk__link *link, void *buf, size_t len, short *want);
+    /* Non-zero while bytes already taken off the socket wait in the
+     * transport (TLS: a decoded record not returned whole, or data read
+     * ahead): poll would not see them, so recv must be called again. */
+    size_t (*pending)(const wk__link *link);
+    /* An idle connection: true if nothing arrived (no EOF, no stray
+     * bytes), without consuming what did. */
+    bool (*idle_alive)(wk__link *link);
+    /* Release the transport's state (the socket is hiredis's). */
+    void (*close)(wk__link *link);
+} wk__transport;
+
+/* A connection: hiredis's context (socket, reply reader, err/errstr)
+ * plus the transport its bytes go through. ctx NULL: not connected. */
+struct wk__link {
+    redisContext *ctx;
+    const wk__transport *tx;
+    void *state; /* the transport's (TLS: the SSL object) */
+    short want;  /* poll event the last recv waited for (0: POLLIN) */
+};
+
+extern const wk__transport wk__plain_transport;
+
+/* Close the transport, then the context; the link is left empty.
+ * An empty link is a harmless no-op. */
+void wk__link_close(wk__link *link);
+
+/* ---- TLS (core/tls.c) ---------------------------------------------- */
+
+/* A handle's TLS settings: one OpenSSL context built at open from the
+ * options, shared by its reconnects and its subscriber connections. */
+typedef struct wk__tls_config wk__tls_config;
+
+typedef struct wk__tls_options {
+    const char *ca_file, *ca_dir, *cert_file, *key_file;
+    const char *server_name; /* SNI and the name the certificate must carry */
+} wk__tls_options;
+
+/* Build the settings; WK_OK, WK_EINVAL (unreadable CA, certificate or
+ * key: msg names the file and OpenSSL's reason) or WK_ENOMEM. */
+int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *opts, char *msg, size_t msglen);
+void wk__tls_config_free(wk__tls_config *cfg);
+
+/*
+ * Run the TLS handshake on link->ctx's connected socket, at most
+ * `timeout` long, verifying the server's certificate chain and name.
+ * On success the link's transport is TLS. Returns WK_OK; WK_EAUTH (the
+ * certificate was refused: msg has X509_verify_cert_error_string's
+ * reason), WK_ETIMEDOUT, WK_EIO (the handshake failed: not a TLS port,
+ * connection closed, protocol error), WK_ENOMEM. On failure the link's
+ * transport is left plain (the caller closes it).
+ */
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
+                      const char *addr, char *msg, size_t msglen);
+
+/* True when the link is TLS and the server asked for a client
+ * certificate that the options do not give (tls-auth-clients): a failure
+ * right after the handshake is then the server refusing us. */
+bool wk__tls_lacks_client_cert(const wk__link *link);
+
+#endif /* WK_CORE_TRANSPORT_H */

@@ -1,0 +1,417 @@
+/*
+ * tests/core/test_tls.c — rediss:// against real redis-servers with TLS:
+ * certificates made by the `openssl` command line in a temporary
+ * directory (a CA, a server certificate for 127.0.0.1 / localhost, a
+ * client certificate, and an unrelated CA), queries, a batch and a
+ * settings follower over TLS, client certificates, and the refusals:
+ * unknown CA, wrong name, redis:// at a TLS port, rediss:// at a plain one.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <wakuwaku/batch.h>
+#include <wakuwaku/settings.h>
+
+#include "support.h"
+
+typedef struct tls_server {
+    wk_test_server s;
+    int tls_port;
+    char certs[64]; /* the certificates' directory */
+    char ca[128], other_ca[128], client_crt[128], client_key[128];
+    char url[96]; /* rediss://127.0.0.1:<tls_port> */
+} tls_server;
+
+static void make_certs(const char *dir)
+{
+    static const char script[] =
+        "set -e; cd '%s'; EC='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
+        "openssl req -x509 $EC -keyout ca.key -out ca.crt -days 2 -subj /CN=wk-test-ca;"
+        "openssl req -x509 $EC -keyout other.key -out other.crt -days 2 -subj /CN=wk-other-ca;"
+        "openssl req $EC -keyout server.key -out server.csr -subj /CN=localhost;"
+        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext;"
+        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+        " -out server.crt -days 2 -extfile server.ext;"
+        "openssl req $EC -keyout client.key -out client.csr -subj /CN=wk-client;"
+        "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+        " -out client.crt -days 2";
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "(%s) >/dev/null 2>&1", script);
+    char full[2300];
+    snprintf(full, sizeof(full), cmd, dir);
+    cr_assert_eq(system(full), 0, "openssl could not make the test certificates");
+}
+
+/* A redis-server with a plain port (s.port) and a TLS port. */
+static void tls_start_with(tls_server *t, bool auth_clients, const char *extra)
+{
+    memset(t, 0, sizeof(*t));
+    snprintf(t->certs, sizeof(t->certs), "/tmp/wk-test-tls-XXXXXX");
+    cr_assert_not_null(mkdtemp(t->certs));
+    make_certs(t->certs);
+    snprintf(t->ca, sizeof(t->ca), "%s/ca.crt", t->certs);
+    snprintf(t->other_ca, sizeof(t->other_ca), "%s/other.crt", t->certs);
+    snprintf(t->client_crt, sizeof(t->client_crt), "%s/client.crt", t->certs);
+    snprintf(t->client_key, sizeof(t->client_key), "%s/client.key", t->certs);
+    char port[32], cert[160], key[160], ca[160], auth[64];
+    t->tls_port = wk_test_free_port();
+    cr_assert_gt(t->tls_port, 0);
+    snprintf(port, sizeof(port), "tls-port %d", t->tls_port);
+    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", t->certs);
+    snprintf(key, sizeof(key), "tls-key-file %s/server.key", t->certs);
+    snprintf(ca, sizeof(ca), "tls-ca-cert-file %s", t->ca);
+    snprintf(auth, sizeof(auth), "tls-auth-clients %s", auth_clients ? "yes" : "no");
+    const char *config[] = {port, cert, key, ca, auth, extra, NULL};
+    cr_assert_eq(wk_test_server_start(&t->s, config), 0, "redis-server with TLS did not start");
+    snprintf(t->url, sizeof(t->url), "rediss://127.0.0.1:%d", t->tls_port);
+}
+
+static void tls_start(tls_server *t, bool auth_clients)
+{
+    tls_start_with(t, auth_clients, NULL);
+}
+
+static void tls_stop(tls_server *t)
+{
+    wk_test_server_stop(&t->s);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->certs);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", t->certs);
+}
+
+static wk_db_options tls_options(const tls_server *t)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = t->url;
+    o.capability = wk_cap_read_write();
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 2000;
+    o.tls_ca_file = t->ca;
+    return o;
+}
+
+static int try_open(const wk_db_options *o, char *err, size_t errlen)
+{
+    wk_db *db = (wk_db *)o; /* must be reset to NULL on failure */
+    int rc = wk_db_open(&db, o, err, errlen);
+    if (rc)
+        cr_assert_null(db);
+    wk_db_close(db);
+    return rc;
+}
+
+/* ---- queries, a batch and a follower over TLS */
+
+typedef struct seen {
+    int changes;
+} seen;
+
+Test(tls, lock_batch_and_follower_over_tls, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "open over TLS: %s: %s", wk_err_name(rc), err);
+
+    /* It really is TLS: the server counts this client on its TLS port. */
+    redisContext *raw = wk_test_raw(t.s.url);
+    redisReply *r = wk_test_cmd(raw, "CLIENT LIST");
+    char laddr[48];
+    snprintf(laddr, sizeof(laddr), "laddr=127.0.0.1:%d", t.tls_port);
+    cr_assert(strstr(r->str, laddr), "no client on the TLS port:\n%s", r->str);
+    freeReplyObject(r);
+
+    wk_entity lock = WK_LOCK_ENTITY("tls", 5000);
+    wk_token tok;
+    bool got = false, released = false;
+    rc = wk_lock_try(wk_db_processor(db), &lock, wk_name_str("a"), &tok, &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    rc = wk_lock_release(wk_db_processor(db), &lock, wk_name_str("a"), &tok, &released);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(released);
+
+    /* A batch large enough for many TLS records each way. */
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    enum { N = 400 };
+    static wk_token toks[N];
+    static bool gots[N];
+    for (int i = 0; i < N; i++)
+        wk_lock_try(wk_batch_processor(b), &lock, wk_name_u64((uint64_t)i), &toks[i], &gots[i]);
+    rc = wk_batch_exec(b);
+    cr_assert_eq(rc, WK_OK, "batch over TLS: %s", wk_db_errmsg(db));
+    for (int i = 0; i < N; i++)
+        cr_assert(gots[i], "lock %d not acquired", i);
+    wk_batch_close(b);
+
+    /* Idle past the probe interval: the connection is kept (a session
+     * ticket the server sent is not mistaken for a stray reply). */
+    long long connected = wk_test_cmd_calls(raw, "hello");
+    wk_test_sleep_ms(1100);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert_eq(wk_test_cmd_calls(raw, "hello"), connected, "the idle TLS link was reopened");
+
+    /* A settings follower: its own handle and a subscriber, both TLS. */
+    wk_entity e = WK_SETTINGS_ENTITY("tls");
+    int64_t version;
+    rc = wk_settings_put(wk_db_processor(db), &e, wk_name_str("cfg"), "k", 1, "v1", 2, &version);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    fo.db = &o;
+    fo.settings = &e;
+    fo.name = wk_name_str("cfg");
+    wk_settings_follower *f = NULL;
+    rc = wk_settings_follower_start(&f, &fo, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "follower over TLS: %s: %s", wk_err_name(rc), err);
+    rc = wk_settings_put(wk_db_processor(db), &e, wk_name_str("cfg"), "k", 1, "v2", 2, &version);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    bool reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, version, 5000, &reached), WK_OK);
+    cr_assert(reached, "the follower did not see the change over TLS");
+    char buf[8];
+    size_t len;
+    bool found;
+    cr_assert_eq(wk_settings_follower_get(f, "k", 1, buf, sizeof(buf), &len, &found), WK_OK);
+    cr_assert(found && len == 2 && memcmp(buf, "v2", 2) == 0);
+    wk_settings_follower_free(f);
+
+    redisFree(raw);
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- reconnects: a restarted server is reached over TLS again */
+
+Test(tls, reconnect_after_a_server_restart, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+
+    char port[32], cert[160], key[160], ca[160];
+    snprintf(port, sizeof(port), "tls-port %d", t.tls_port);
+    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", t.certs);
+    snprintf(key, sizeof(key), "tls-key-file %s/server.key", t.certs);
+    snprintf(ca, sizeof(ca), "tls-ca-cert-file %s", t.ca);
+    const char *config[] = {port, cert, key, ca, "tls-auth-clients no", NULL};
+    wk_test_server_stop(&t.s);
+    cr_assert_eq(wk_test_server_restart(&t.s, config), 0);
+    wk_test_sleep_ms(1100); /* past the idle probe */
+
+    /* The idle probe finds the old TLS link dead; the query goes to a new
+     * one (same SSL_CTX), so a retry-safe PING succeeds. */
+    rc = wk_db_ping(db);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    wk_entity lock = WK_LOCK_ENTITY("tls-re", 5000);
+    wk_token tok;
+    bool got = false;
+    rc = wk_lock_try(wk_db_processor(db), &lock, wk_name_str("a"), &tok, &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    redisContext *raw = wk_test_raw(t.s.url);
+    redisReply *r = wk_test_cmd(raw, "CLIENT LIST");
+    char laddr[48];
+    snprintf(laddr, sizeof(laddr), "laddr=127.0.0.1:%d", t.tls_port);
+    cr_assert(strstr(r->str, laddr), "the new connection is not on the TLS port:\n%s", r->str);
+    freeReplyObject(r);
+    redisFree(raw);
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- client certificates (tls-auth-clients yes) */
+
+Test(tls, client_certificate_required_and_accepted, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, true);
+    wk_db_options o = tls_options(&t);
+    char err[512];
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_neq(rc, WK_OK, "opened without the client certificate the server requires");
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "client certificate"), "%s", err);
+
+    o.tls_cert_file = t.client_crt;
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "a certificate without its key: %s", wk_err_name(rc));
+    cr_assert(strstr(err, "tls_key_file"), "%s", err);
+
+    o.tls_key_file = t.client_key;
+    wk_db *db = NULL;
+    rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "with the client certificate: %s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- AUTH over TLS: the password is sent, never printed */
+
+Test(tls, password_over_tls, .timeout = 30)
+{
+    tls_server t;
+    tls_start_with(&t, false, "requirepass s3cr3t-tls");
+    wk_db_options o = tls_options(&t);
+    char url[128], err[512];
+    snprintf(url, sizeof(url), "rediss://:wr0ng-pw@127.0.0.1:%d", t.tls_port);
+    o.url = url;
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert_null(strstr(err, "wr0ng-pw"), "the password leaked: %s", err);
+    snprintf(url, sizeof(url), "rediss://:s3cr3t-tls@127.0.0.1:%d", t.tls_port);
+    wk_db *db = NULL;
+    rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- refusals */
+
+Test(tls, unknown_ca_is_refused, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    o.tls_ca_file = t.other_ca;
+    char err[512];
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "certificate") && strstr(err, "not accepted"), "%s", err);
+    /* X509_verify_cert_error_string()'s reason (the server may send its
+     * CA along, which is then a self-signed certificate nobody trusts). */
+    cr_assert(strstr(err, "unable to get local issuer certificate") ||
+                  strstr(err, "self-signed certificate in certificate chain"),
+              "no reason: %s", err);
+
+    /* The system's CAs (no CA given) do not know the test CA either. */
+    o.tls_ca_file = NULL;
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+
+    /* A missing CA file is an option error. */
+    o.tls_ca_file = "/nonexistent/ca.crt";
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "/nonexistent/ca.crt"), "%s", err);
+    tls_stop(&t);
+}
+
+Test(tls, wrong_name_is_refused, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    o.tls_server_name = "wrong.example";
+    char err[512];
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "hostname mismatch"), "%s", err);
+    cr_assert(strstr(err, "wrong.example"), "%s", err);
+
+    /* The names the certificate carries are accepted. */
+    o.tls_server_name = "localhost";
+    cr_assert_eq(try_open(&o, err, sizeof(err)), WK_OK, "%s", err);
+    char url[96];
+    snprintf(url, sizeof(url), "rediss://localhost:%d", t.tls_port);
+    o.url = url;
+    o.tls_server_name = NULL;
+    rc = try_open(&o, err, sizeof(err));
+    /* localhost may resolve to ::1 first, where nothing listens. */
+    cr_assert(rc == WK_OK || rc == WK_EIO, "%s: %s", wk_err_name(rc), err);
+    tls_stop(&t);
+}
+
+Test(tls, no_fallback_between_plain_and_tls, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    char err[512];
+
+    /* redis:// at the TLS port: refused, with a hint, never downgraded. */
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    char url[96];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", t.tls_port);
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    int rc = try_open(&o, err, sizeof(err));
+    cr_assert_neq(rc, WK_OK, "a plain connection to the TLS port worked");
+    cr_assert(strstr(err, "rediss://"), "%s: %s", wk_err_name(rc), err);
+
+    /* TLS options need rediss://. */
+    o.url = t.s.url;
+    o.tls_ca_file = t.ca;
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "tls_ca_file") && strstr(err, "rediss://"), "%s", err);
+
+    /* rediss:// at the plain port: the handshake fails, bounded by the
+     * connect timeout. */
+    snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", t.s.port);
+    o.url = url;
+    int64_t start = wk_test_now_ms();
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert(rc == WK_EIO || rc == WK_ETIMEDOUT, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "TLS handshake"), "%s", err);
+    cr_assert_lt(wk_test_now_ms() - start, 3000);
+    tls_stop(&t);
+}
+
+Test(tls, handshake_is_bounded_by_the_connect_timeout, .timeout = 30)
+{
+    /* A server that accepts and never speaks TLS: stopped (SIGSTOP). */
+    tls_server t;
+    tls_start(&t, false);
+    kill(t.s.pid, SIGSTOP);
+    wk_db_options o = tls_options(&t);
+    o.connect_timeout_ms = 300;
+    char err[512];
+    int64_t start = wk_test_now_ms();
+    int rc = try_open(&o, err, sizeof(err));
+    int64_t took = wk_test_now_ms() - start;
+    cr_assert_eq(rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "TLS handshake"), "%s", err);
+    cr_assert_lt(took, 1500, "the handshake took %lld ms", (long long)took);
+    kill(t.s.pid, SIGCONT);
+    tls_stop(&t);
+}
+
+Test(tls, url_scheme)
+{
+    wk_url u;
+    char err[128];
+    cr_assert_eq(wk_url_parse(&u, "rediss://h", err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert(u.tls);
+    cr_assert_str_eq(u.host, "h");
+    cr_assert_eq(u.port, 6379);
+    wk_url_free(&u);
+    cr_assert_eq(wk_url_parse(&u, "rediss://:pw@[::1]:7000/3", err, sizeof(err)), WK_OK);
+    cr_assert(u.tls);
+    cr_assert_eq(u.port, 7000);
+    cr_assert_eq(u.database, 3);
+    wk_url_free(&u);
+    cr_assert_eq(wk_url_parse(&u, "redis://h", err, sizeof(err)), WK_OK);
+    cr_assert(!u.tls);
+    wk_url_free(&u);
+    cr_assert_eq(wk_url_parse(&u, "redisss://h", err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "rediss://"), "%s", err);
+}
