@@ -37,11 +37,12 @@ int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char 
     if (!p || !p->process)
         return WK_EINVAL;
     /* The common case in one pass: the kind (pointer-equal literals skip
-     * the strcmp), the descriptor's rules, the key. Only a refusal spends
+     * the strcmp), the descriptor's rules (names included, so the key
+     * builder does not scan them again), the key. Only a refusal spends
      * time on saying why. */
     if (!e || !e->kind || (e->kind != kind && strcmp(e->kind, kind) != 0) ||
         wk_entity_check(e) != WK_OK || !name ||
-        wk_key_build(key, WK_KEY_MAX, key_len, e, name, suffix) != WK_OK)
+        wk__key_build_checked(key, WK_KEY_MAX, key_len, e, name, suffix) != WK_OK)
         return refuse(p, op, e, kind, name);
     return WK_OK;
 }

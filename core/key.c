@@ -98,6 +98,12 @@ int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity,
     /* Kind and namespace free of separators: see wakuwaku/entity.h. */
     if (wk__entity_names_check(entity, NULL, 0) != WK_OK)
         return WK_EINVAL;
+    return wk__key_build_checked(buf, cap, len, entity, name, suffix);
+}
+
+int wk__key_build_checked(char *buf, size_t cap, size_t *len, const wk_entity *entity,
+                          const wk_name *name, const char *suffix)
+{
     const char *kind = entity->kind, *ns = entity->ns;
     size_t kind_len = strlen(kind), ns_len = strlen(ns);
     size_t suffix_len = suffix ? strnlen(suffix, WK_KEY_SUFFIX_MAX + 1) : 0;

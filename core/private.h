@@ -32,6 +32,13 @@ void wk__query_key(const wk_query *q, char *dst, size_t cap);
  * may be NULL. Defined in entity/entity.c. */
 int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
 
+/* wk_key_build() for an entity whose kind and namespace were already
+ * checked (wk_entity_check() does that): every query's builder calls
+ * wk__prepare(), which checks the descriptor first, so the hot path scans
+ * the names once. Same arguments and returns; buf, len, name not NULL. */
+int wk__key_build_checked(char *buf, size_t cap, size_t *len, const wk_entity *entity,
+                          const wk_name *name, const char *suffix);
+
 /* Checks an item name for wk_key_build(): WK_OK, or WK_EINVAL with "name
  * is NULL", "name is N bytes, more than WK_NAME_MAX (2048)", … in msg
  * (may be NULL). Defined in core/key.c. */
