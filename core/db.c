@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -246,7 +247,7 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
         return rc;
     }
     c->reader->fn = &wk__reply_functions;
-    wk__link link = {.ctx = c, .tx = &wk__plain_transport};
+    wk__link link = {.ctx = c, .tx = &wk__plain_transport, .wake_fd = conn->wake_fd};
     if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
         msg_fail(msg, msglen, WK_EIO, "cannot set the command timeout: %s", c->errstr);
         wk__link_close(&link);
@@ -288,7 +289,7 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
     return WK_OK;
 }
 
-static int conn_open(wk_db *db)
+int wk__conn_open(wk_db *db)
 {
     wk__conn *conn = db->conn;
     int rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
@@ -319,21 +320,28 @@ int wk__conn_ensure(wk_db *db)
         wk__conn_drop(conn);
     if (conn->link.ctx)
         return WK_OK;
-    int rc = conn_open(db);
+    int rc = wk__conn_open(db);
     if (rc == WK_OK)
         conn->reconnects++;
     return rc;
 }
 
-static void conn_release(wk__conn *conn)
+void wk__conn_release(wk__conn *conn)
 {
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
-    wk__tls_config_free(conn->tls);
+    if (conn->settings)
+        wk__conn_release(conn->settings); /* the TLS settings were borrowed */
+    else
+        wk__tls_config_free(conn->tls);
     wk_url_free(&conn->url);
     free(conn->client_name);
     free(conn->out.data);
+    if (conn->wake_fd >= 0)
+        close(conn->wake_fd);
+    if (conn->wake_signal_fd >= 0)
+        close(conn->wake_signal_fd);
     free(conn);
 }
 
@@ -406,6 +414,7 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
         return copy_error(err, errlen, "out of memory", WK_ENOMEM);
     }
     atomic_init(&conn->refs, 1);
+    conn->wake_fd = conn->wake_signal_fd = -1;
     db->conn = conn;
     db->proc.process = wk__db_process;
     db->proc.db = db;
@@ -426,7 +435,7 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
     if (!rc)
         rc = wk_cap_intersect(&db->cap, opts->capability, opts->capability, NULL);
     if (!rc)
-        rc = conn_open(db);
+        rc = wk__conn_open(db);
     if (rc) {
         copy_error(err, errlen, db->errmsg, rc);
         wk_db_close(db);
@@ -463,7 +472,7 @@ void wk_db_close(wk_db *db)
 {
     if (!db)
         return;
-    conn_release(db->conn);
+    wk__conn_release(db->conn);
     wk_cap_free(db->cap);
     free(db);
 }

@@ -48,6 +48,16 @@ typedef struct wk__conn {
     struct timeval connect_timeout;
     struct timeval command_timeout;
     int64_t last_io_ms;      /* wk_monotonic_ms() of the last reply */
+    /* A blocking handle's (core/blocking.c): the wait for a reply lasts
+     * this much longer than the command timeout (the server-side block
+     * time of the query being run), and ends at once when wake_fd (the
+     * read end of a pipe; -1: none) becomes readable. */
+    int64_t extra_wait_ms;
+    int wake_fd;
+    int wake_signal_fd;        /* the pipe's write end (-1: none) */
+    atomic_bool interrupted;
+    struct wk__conn *settings; /* a blocking handle's: the connection whose
+                                  TLS settings it borrows (one reference) */
     uint64_t reconnects;     /* connections opened after the first */
 
     wk__buf out;             /* RESP of the query being sent */
@@ -91,6 +101,12 @@ int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
  * the password. Close the link with wk__link_close().
  */
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
+
+/* Open the connection of a new handle (`db->conn` filled in): the check
+ * wk_db_open() makes. */
+int wk__conn_open(wk_db *db);
+/* Release one reference to a connection; the last frees it. */
+void wk__conn_release(wk__conn *conn);
 
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);

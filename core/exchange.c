@@ -97,6 +97,14 @@ static void round_trip(run *r, bool first_round)
         return;
     size_t written;
     int rc = wk__wire_write(&conn->link, data, len, conn->command_timeout, &written);
+    /* A blocking command's reply may come as late as its block time. */
+    struct timeval read_timeout = conn->command_timeout;
+    if (conn->extra_wait_ms > 0) {
+        int64_t us = (int64_t)read_timeout.tv_sec * 1000000 + read_timeout.tv_usec +
+                     conn->extra_wait_ms * 1000;
+        read_timeout.tv_sec = (time_t)(us / 1000000);
+        read_timeout.tv_usec = (suseconds_t)(us % 1000000);
+    }
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         /* A command the kernel did not take whole never reaches Redis. */
@@ -112,7 +120,7 @@ static void round_trip(run *r, bool first_round)
         if (s->state != WK__SENT)
             continue;
         redisReply *reply;
-        rc = wk__wire_read(&conn->link, conn->command_timeout, &reply);
+        rc = wk__wire_read(&conn->link, read_timeout, &reply);
         if (rc) {
             lose_connection(r, rc);
             return;

@@ -46,6 +46,7 @@ struct wk__link {
     const wk__transport *tx;
     void *state; /* the transport's (TLS: the SSL object) */
     short want;  /* poll event the last recv waited for (0: POLLIN) */
+    int wake_fd; /* waits also end when this is readable (-1: none) */
 };
 
 extern const wk__transport wk__plain_transport;

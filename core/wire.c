@@ -27,12 +27,16 @@ static int ms_of(struct timeval tv)
     return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
 }
 
-/* Wait until the socket is ready for `events` or `timeout_ms` passes. */
-static int wait_ready(redisContext *c, short events, int timeout_ms)
+/* Wait until the socket is ready for `events` or `timeout_ms` passes — or
+ * the link's wake descriptor (a blocking handle's) becomes readable. */
+static int wait_ready(wk__link *link, short events, int timeout_ms)
 {
-    struct pollfd p = {.fd = c->fd, .events = events};
+    redisContext *c = link->ctx;
+    struct pollfd p[2] = {{.fd = c->fd, .events = events}, {.fd = link->wake_fd, .events = POLLIN}};
     for (;;) {
-        int n = poll(&p, 1, timeout_ms);
+        int n = poll(p, link->wake_fd >= 0 ? 2 : 1, timeout_ms);
+        if (n > 0 && link->wake_fd >= 0 && p[1].revents)
+            return wire_fail(c, WK_EIO, REDIS_ERR_IO, "interrupted (wk__blocking_interrupt)");
         if (n > 0)
             return WK_OK;
         if (n == 0)
@@ -56,7 +60,7 @@ int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval 
             continue;
         }
         if (n == WK__TX_AGAIN) {
-            rc = wait_ready(c, want, ms_of(timeout));
+            rc = wait_ready(link, want, ms_of(timeout));
             if (rc)
                 break;
             continue;
@@ -149,7 +153,7 @@ int wk__wire_read(wk__link *link, struct timeval timeout, redisReply **reply)
         int rc = wk__wire_take(link, reply);
         if (rc || *reply)
             return rc;
-        rc = wait_ready(link->ctx, link->want ? link->want : POLLIN, ms_of(timeout));
+        rc = wait_ready(link, link->want ? link->want : POLLIN, ms_of(timeout));
         if (!rc)
             rc = wk__wire_receive(link);
         if (rc)

@@ -1,0 +1,138 @@
+/*
+ * core/blocking.c — blocking handles (core/blocking.h): a second handle
+ * with its own connection, whose replies may wait for a command's block
+ * time, and whose wait another thread can cut short through a pipe that
+ * the socket code polls beside the socket (core/wire.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/blocking.h"
+#include "core/db_internal.h"
+#include "core/private.h"
+
+static int fail(char *err, size_t errlen, int rc, const char *what)
+{
+    return wk__errbuf_set(err, errlen, rc, "blocking handle: %s", what);
+}
+
+/* A copy of a URL's strings (the new connection outlives nothing). */
+static int url_copy(wk_url *dst, const wk_url *src)
+{
+    *dst = *src;
+    dst->host = dst->path = dst->username = dst->password = NULL;
+    if ((src->host && !(dst->host = strdup(src->host))) ||
+        (src->path && !(dst->path = strdup(src->path))) ||
+        (src->username && !(dst->username = strdup(src->username))) ||
+        (src->password && !(dst->password = strdup(src->password)))) {
+        wk_url_free(dst);
+        return WK_ENOMEM;
+    }
+    return WK_OK;
+}
+
+static int wake_pipe(wk__conn *conn)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return WK_EIO;
+    for (int i = 0; i < 2; i++) {
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+        fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    }
+    conn->wake_fd = fds[0];
+    conn->wake_signal_fd = fds[1];
+    return WK_OK;
+}
+
+int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return fail(err, errlen, WK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!db || !db->conn)
+        return fail(err, errlen, WK_EINVAL, "no handle");
+    const wk__conn *from = db->conn;
+    wk_db *b = calloc(1, sizeof(*b));
+    wk__conn *conn = calloc(1, sizeof(*conn));
+    if (!b || !conn) {
+        free(b);
+        free(conn);
+        return fail(err, errlen, WK_ENOMEM, "out of memory");
+    }
+    atomic_init(&conn->refs, 1);
+    atomic_init(&conn->interrupted, false);
+    conn->wake_fd = conn->wake_signal_fd = -1;
+    conn->connect_timeout = from->connect_timeout;
+    conn->command_timeout = from->command_timeout;
+    b->conn = conn;
+    b->proc.process = wk__db_process;
+    b->proc.db = b;
+
+    int rc = url_copy(&conn->url, &from->url);
+    if (!rc && from->client_name && !(conn->client_name = strdup(from->client_name)))
+        rc = WK_ENOMEM;
+    if (!rc && from->tls) {
+        /* The TLS settings are shared, not rebuilt: the handle keeps the
+         * connection that owns them alive. */
+        conn->settings = from->settings ? from->settings : db->conn;
+        atomic_fetch_add(&conn->settings->refs, 1);
+        conn->tls = from->tls;
+    }
+    if (!rc)
+        rc = wake_pipe(conn) == WK_OK ? WK_OK : WK_EIO;
+    if (!rc)
+        rc = wk_cap_intersect(&b->cap, db->cap, db->cap, NULL);
+    if (rc)
+        wk__copy_text(b->errmsg, sizeof(b->errmsg), wk_strerror(rc));
+    if (!rc)
+        rc = wk__conn_open(b);
+    if (rc) {
+        wk__errbuf_set(err, errlen, rc, "%s", b->errmsg[0] ? b->errmsg : wk_strerror(rc));
+        wk_db_close(b);
+        return rc;
+    }
+    *out = b;
+    return WK_OK;
+}
+
+int wk__blocking_process(wk_db *b, wk_query *query, int64_t block_ms)
+{
+    if (!b || !b->conn || b->conn->wake_fd < 0 || block_ms < 0)
+        return WK_EINVAL;
+    b->conn->extra_wait_ms = block_ms;
+    int rc = wk__db_process(&b->proc, query);
+    b->conn->extra_wait_ms = 0;
+    return rc;
+}
+
+void wk__blocking_interrupt(wk_db *b)
+{
+    if (!b || !b->conn || b->conn->wake_signal_fd < 0)
+        return;
+    atomic_store(&b->conn->interrupted, true);
+    char byte = 1;
+    /* A full pipe already wakes the waiter. */
+    ssize_t n = write(b->conn->wake_signal_fd, &byte, 1);
+    (void)n;
+}
+
+bool wk__blocking_interrupted(const wk_db *b)
+{
+    return b && b->conn && atomic_load(&b->conn->interrupted);
+}
+
+void wk__blocking_reset(wk_db *b)
+{
+    if (!b || !b->conn || b->conn->wake_fd < 0)
+        return;
+    char buf[64];
+    while (read(b->conn->wake_fd, buf, sizeof(buf)) > 0)
+        ;
+    atomic_store(&b->conn->interrupted, false);
+}
