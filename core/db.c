@@ -3,6 +3,7 @@
  * reconnecting (AUTH, SELECT, CLIENT SETNAME); the detail message.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
+#include "core/dial.h"
 #include "core/private.h"
 
 /* A connection idle this long is probed before use (see wk__conn_ensure). */
@@ -135,8 +137,8 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
                         "options.tls_cert_file and options.tls_key_file",
                         addr, c->errstr);
     if (rc == WK_EPROTO)
-        return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr,
-                        what, c->errstr, hint);
+        return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr, what,
+                        c->errstr, hint);
     if (rc == WK_ETIMEDOUT)
         return msg_fail(msg, msglen, rc, "%s did not answer %s in time (is it a Redis server?)",
                         addr, what);
@@ -147,8 +149,7 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
 
 /* Run one set-up command; a Redis error becomes `refusal`. */
 static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
-                         size_t msglen, int refusal, const char *what, int argc,
-                         const char **argv)
+                         size_t msglen, int refusal, const char *what, int argc, const char **argv)
 {
     redisReply *r;
     int rc = setup_round_trip(c, conn, argc, argv, &r);
@@ -199,8 +200,8 @@ static int check_server(wk__link *c, const wk__conn *conn, const char *addr, cha
             rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
             if (!rc && conn->client_name) {
                 const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
-                rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3,
-                                   name);
+                rc =
+                    setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, name);
             }
             return rc;
         }
@@ -228,31 +229,57 @@ static int check_server(wk__link *c, const wk__conn *conn, const char *addr, cha
     return WK_OK;
 }
 
+/* Connect the socket within the connect timeout (core/dial.c); a
+ * hiredis context around it holds the reply reader and the error text. */
+static int dial_blocking(const wk__conn *conn, const char *addr, redisContext **out, char *msg,
+                         size_t msglen)
+{
+    *out = NULL;
+    char why[200];
+    wk__dial d;
+    int rc = wk__dial_start(&d, &conn->url, why, sizeof(why));
+    if (rc)
+        return msg_fail(msg, msglen, rc, "cannot connect to Redis at %s: %s", addr, why);
+    int64_t deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
+                       conn->connect_timeout.tv_usec / 1000;
+    while (!d.connected) {
+        int64_t left = deadline - wk_monotonic_ms();
+        struct pollfd p = {.fd = d.fd, .events = POLLOUT};
+        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            wk__dial_end(&d);
+            return msg_fail(msg, msglen, n == 0 ? WK_ETIMEDOUT : WK_EIO,
+                            "cannot connect to Redis at %s: %s", addr,
+                            n == 0 ? "timed out" : strerror(errno));
+        }
+        rc = wk__dial_check(&d, why, sizeof(why));
+        if (rc < 0)
+            return msg_fail(msg, msglen, rc, "cannot connect to Redis at %s: %s", addr, why);
+    }
+    int fd = wk__dial_take(&d);
+    redisContext *c = redisConnectFd(fd);
+    if (!c) {
+        close(fd);
+        return msg_fail(msg, msglen, WK_ENOMEM, "out of memory connecting to Redis");
+    }
+    *out = c;
+    return WK_OK;
+}
+
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
     char addr[300];
     where(conn, addr, sizeof(addr));
     memset(out, 0, sizeof(*out));
     int64_t start_ms = wk_monotonic_ms();
-    redisContext *c = conn->url.path
-                          ? redisConnectUnixWithTimeout(conn->url.path, conn->connect_timeout)
-                          : redisConnectWithTimeout(conn->url.host, conn->url.port,
-                                                    conn->connect_timeout);
-    if (!c)
-        return msg_fail(msg, msglen, WK_ENOMEM, "out of memory connecting to Redis");
-    if (c->err) {
-        int rc = msg_fail(msg, msglen, wk__conn_error_status(c),
-                          "cannot connect to Redis at %s: %s", addr, c->errstr);
-        redisFree(c);
-        return rc;
-    }
+    redisContext *c;
+    int dialed = dial_blocking(conn, addr, &c, msg, msglen);
+    if (dialed)
+        return dialed;
     c->reader->fn = &wk__reply_functions;
     wk__link link = {.ctx = c, .tx = &wk__plain_transport, .wake_fd = conn->wake_fd};
-    if (redisSetTimeout(c, conn->command_timeout) != REDIS_OK) {
-        msg_fail(msg, msglen, WK_EIO, "cannot set the command timeout: %s", c->errstr);
-        wk__link_close(&link);
-        return WK_EIO;
-    }
     int rc = WK_OK;
     if (conn->tls) {
         /* The handshake gets what is left of the connect timeout. */
@@ -383,8 +410,8 @@ static int tls_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_
                          .ca_dir = opts->tls_ca_dir,
                          .cert_file = opts->tls_cert_file,
                          .key_file = opts->tls_key_file,
-                         .server_name = opts->tls_server_name ? opts->tls_server_name
-                                                              : conn->url.host};
+                         .server_name =
+                             opts->tls_server_name ? opts->tls_server_name : conn->url.host};
     return wk__tls_config_new(&conn->tls, &t, msg, msglen);
 }
 
