@@ -77,7 +77,7 @@ void wk__conn_drop(wk__conn *conn)
     wk__link_close(&conn->link);
 }
 
-static const char *where(const wk__conn *conn, char *buf, size_t len)
+const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len)
 {
     if (conn->url.path)
         snprintf(buf, len, "unix:%s", conn->url.path);
@@ -147,6 +147,13 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
     return msg_fail(msg, msglen, rc, "%s failed at %s: %s", what, addr, c->errstr);
 }
 
+int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return msg_fail(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
+    return WK_OK;
+}
+
 /* Run one set-up command; a Redis error becomes `refusal`. */
 static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
                          size_t msglen, int refusal, const char *what, int argc, const char **argv)
@@ -155,8 +162,7 @@ static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, ch
     int rc = setup_round_trip(c, conn, argc, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, what, addr, conn, c);
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = msg_fail(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
+    rc = wk__setup_judge(r, refusal, what, msg, msglen);
     freeReplyObject(r);
     return rc;
 }
@@ -170,6 +176,35 @@ static const redisReply *hello_field(const redisReply *r, const char *field)
             return r->element[i + 1];
     }
     return NULL;
+}
+
+int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msglen)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (strncmp(r->str, "NOAUTH", 6) == 0)
+            return msg_fail(msg, msglen, WK_EAUTH,
+                            "%s requires a password (%.200s); set it in the URL or in "
+                            "options.password",
+                            addr, r->str);
+        if (strncmp(r->str, "NOPERM", 6) == 0)
+            return WK__HELLO_FALLBACK;
+        if (strstr(r->str, "unknown command"))
+            return msg_fail(msg, msglen, WK_EPROTO,
+                            "%s is older than Redis " MIN_VERSION
+                            " (it does not know HELLO); wakuwaku needs Redis >= " MIN_VERSION,
+                            addr);
+        return msg_fail(msg, msglen, WK_EREDIS, "HELLO refused by the server: %.200s", r->str);
+    }
+    const redisReply *v = hello_field(r, "version");
+    if (!v || v->type != REDIS_REPLY_STRING)
+        return msg_fail(msg, msglen, WK_EPROTO,
+                        "%s is not a Redis server (HELLO answered without a version)", addr);
+    if (atoi(v->str) < MIN_MAJOR)
+        return msg_fail(msg, msglen, WK_EPROTO,
+                        "%s runs Redis %.20s; wakuwaku needs Redis >= " MIN_VERSION
+                        " (scripts that read TIME must replicate their effects)",
+                        addr, v->str);
+    return WK_OK;
 }
 
 /*
@@ -186,47 +221,17 @@ static int check_server(wk__link *c, const wk__conn *conn, const char *addr, cha
     int rc = setup_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "HELLO", addr, conn, c);
-    if (r->type == REDIS_REPLY_ERROR) {
-        char text[200];
-        wk__copy_text(text, sizeof(text), r->str);
-        freeReplyObject(r);
-        if (strncmp(text, "NOAUTH", 6) == 0)
-            return msg_fail(msg, msglen, WK_EAUTH,
-                            "%s requires a password (%s); set it in the URL or in "
-                            "options.password",
-                            addr, text);
-        if (strncmp(text, "NOPERM", 6) == 0) {
-            const char *ping[1] = {"PING"};
-            rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
-            if (!rc && conn->client_name) {
-                const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
-                rc =
-                    setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, name);
-            }
-            return rc;
-        }
-        if (strstr(text, "unknown command"))
-            return msg_fail(msg, msglen, WK_EPROTO,
-                            "%s is older than Redis " MIN_VERSION
-                            " (it does not know HELLO); wakuwaku needs Redis >= " MIN_VERSION,
-                            addr);
-        return msg_fail(msg, msglen, WK_EREDIS, "HELLO refused by the server: %s", text);
-    }
-    const redisReply *v = hello_field(r, "version");
-    if (!v || v->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        return msg_fail(msg, msglen, WK_EPROTO,
-                        "%s is not a Redis server (HELLO answered without a version)", addr);
-    }
-    char version[32];
-    wk__copy_text(version, sizeof(version), v->str);
+    rc = wk__hello_judge(r, addr, msg, msglen);
     freeReplyObject(r);
-    if (atoi(version) < MIN_MAJOR)
-        return msg_fail(msg, msglen, WK_EPROTO,
-                        "%s runs Redis %s; wakuwaku needs Redis >= " MIN_VERSION
-                        " (scripts that read TIME must replicate their effects)",
-                        addr, version);
-    return WK_OK;
+    if (rc != WK__HELLO_FALLBACK)
+        return rc;
+    const char *ping[1] = {"PING"};
+    rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
+    if (!rc && conn->client_name) {
+        const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
+        rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, name);
+    }
+    return rc;
 }
 
 /* Connect the socket within the connect timeout (core/dial.c); a
@@ -271,7 +276,7 @@ static int dial_blocking(const wk__conn *conn, const char *addr, redisContext **
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
     char addr[300];
-    where(conn, addr, sizeof(addr));
+    wk__conn_where(conn, addr, sizeof(addr));
     memset(out, 0, sizeof(*out));
     int64_t start_ms = wk_monotonic_ms();
     redisContext *c;
@@ -415,7 +420,7 @@ static int tls_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_
     return wk__tls_config_new(&conn->tls, &t, msg, msglen);
 }
 
-int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
+int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -461,8 +466,6 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
         rc = tls_setup(conn, opts, db->errmsg, sizeof(db->errmsg));
     if (!rc)
         rc = wk_cap_intersect(&db->cap, opts->capability, opts->capability, NULL);
-    if (!rc)
-        rc = wk__conn_open(db);
     if (rc) {
         copy_error(err, errlen, db->errmsg, rc);
         wk_db_close(db);
@@ -470,6 +473,20 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
     }
     *out = db;
     return WK_OK;
+}
+
+int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
+{
+    int rc = wk__db_new(out, opts, err, errlen);
+    if (rc)
+        return rc;
+    rc = wk__conn_open(*out);
+    if (rc) {
+        copy_error(err, errlen, (*out)->errmsg, rc);
+        wk_db_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)

@@ -41,30 +41,30 @@ typedef struct wk__script_slot {
  */
 typedef struct wk__conn {
     atomic_int refs;
-    wk__link link;           /* link.ctx NULL while disconnected */
-    wk_url url;              /* where to (re)connect, with credentials */
-    wk__tls_config *tls;     /* rediss://: TLS settings; NULL: plain */
+    wk__link link;       /* link.ctx NULL while disconnected */
+    wk_url url;          /* where to (re)connect, with credentials */
+    wk__tls_config *tls; /* rediss://: TLS settings; NULL: plain */
     char *client_name;
     struct timeval connect_timeout;
     struct timeval command_timeout;
-    int64_t last_io_ms;      /* wk_monotonic_ms() of the last reply */
+    int64_t last_io_ms; /* wk_monotonic_ms() of the last reply */
     /* A blocking handle's (core/blocking.c): the wait for a reply lasts
      * this much longer than the command timeout (the server-side block
      * time of the query being run), and ends at once when wake_fd (the
      * read end of a pipe; -1: none) becomes readable. */
     int64_t extra_wait_ms;
     int wake_fd;
-    int wake_signal_fd;        /* the pipe's write end (-1: none) */
+    int wake_signal_fd; /* the pipe's write end (-1: none) */
     atomic_bool interrupted;
     struct wk__conn *settings; /* a blocking handle's: the connection whose
                                   TLS settings it borrows (one reference) */
-    uint64_t reconnects;     /* connections opened after the first */
+    uint64_t reconnects;       /* connections opened after the first */
 
-    wk__buf out;             /* RESP of the query being sent */
+    wk__buf out; /* RESP of the query being sent */
 
     wk__script_slot scripts[WK__SCRIPT_CACHE];
-    size_t nscripts;         /* slots in use (filled in order 0, 1, …) */
-    size_t script_evict;     /* once full: the oldest slot, next to reuse */
+    size_t nscripts;     /* slots in use (filled in order 0, 1, …) */
+    size_t script_evict; /* once full: the oldest slot, next to reuse */
 } wk__conn;
 
 struct wk_db {
@@ -102,6 +102,22 @@ int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
  */
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
 
+/* The replies of the connection set-up, judged once for blocking and
+ * event-loop handles: an error reply to a set-up command is `refusal`
+ * ("<what> refused by the server: …"); HELLO's reply is checked for what
+ * wk_db_open() promises (a Redis >= 6.0, a password when one is needed),
+ * or WK__HELLO_FALLBACK: the ACL forbids HELLO, use PING (and CLIENT
+ * SETNAME) instead. `addr` names the server in messages. */
+#define WK__HELLO_FALLBACK 1
+int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen);
+int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msglen);
+/* "host:port" or "unix:path" of conn's server. */
+const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len);
+/* A handle with opts' settings and capability, not connected yet (what
+ * wk_db_open() does before connecting). On failure *out is NULL and the
+ * message is in err. */
+int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
+
 /* Open the connection of a new handle (`db->conn` filled in): the check
  * wk_db_open() makes. */
 int wk__conn_open(wk_db *db);
@@ -129,8 +145,7 @@ int wk__db_admit(wk_db *db, const wk_query *query);
 /* Append one query's command as RESP to `buf` (scripts as EVALSHA, or
  * EVAL when `as_eval`). When `spans` is not NULL it receives where each of
  * the query's own arguments landed (argc entries). */
-int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval,
-                     wk__span *spans);
+int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval, wk__span *spans);
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
 /*

@@ -226,10 +226,12 @@ void wk__tls_config_free(wk__tls_config *cfg)
 
 /* ---- the transport --------------------------------------------------- */
 
+static const struct wk__transport tls_transport;
 typedef struct tls_state {
     SSL *ssl;
-    bool failed;         /* a fatal error: no close_notify */
-    bool cert_requested; /* the server asked for a client certificate we lack */
+    bool failed;                      /* a fatal error: no close_notify */
+    bool cert_requested;              /* the server asked for a client certificate we lack */
+    const struct wk__tls_config *cfg; /* while handshaking: the settings */
 } tls_state;
 
 /* Called by OpenSSL when the server asks for a client certificate and
@@ -373,10 +375,8 @@ static const wk__transport tls_transport = {
 
 /* ---- the handshake --------------------------------------------------- */
 
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
-                      const char *addr, char *msg, size_t msglen)
+int wk__tls_start(const wk__tls_config *cfg, wk__link *link, char *msg, size_t msglen)
 {
-    int64_t deadline = wk_monotonic_ms() + (int64_t)timeout.tv_sec * 1000 + timeout.tv_usec / 1000;
     tls_state *t = calloc(1, sizeof(*t));
     if (!t) {
         snprintf(msg, msglen, "out of memory starting TLS");
@@ -398,73 +398,101 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval 
     SSL_set_app_data(t->ssl, t);
     if (!cfg->name_is_ip)
         SSL_set_tlsext_host_name(t->ssl, cfg->server_name);
-
-    int rc = WK_OK;
-    for (;;) {
-        ERR_clear_error();
-        errno = 0;
-        int r = SSL_connect(t->ssl);
-        if (r == 1)
-            break;
-        int sys_errno = errno;
-        int e = SSL_get_error(t->ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            int64_t left = deadline - wk_monotonic_ms();
-            struct pollfd p = {.fd = link->ctx->fd,
-                               .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
-            int n = left > 0 ? poll(&p, 1, (int)left) : 0;
-            if (n > 0 || (n < 0 && errno == EINTR))
-                continue;
-            if (n == 0) {
-                snprintf(msg, msglen,
-                         "TLS handshake with %s did not complete in time (is it a TLS port?)",
-                         addr);
-                rc = WK_ETIMEDOUT;
-            } else {
-                snprintf(msg, msglen, "TLS handshake with %s: poll: %s", addr, strerror(errno));
-                rc = WK_EIO;
-            }
-            break;
-        }
-        long verify = SSL_get_verify_result(t->ssl);
-        char why[200];
-        ssl_reason(why, sizeof(why));
-        if (verify != X509_V_OK) {
-            /* The certificate was refused: a matter of trust, not I/O. */
-            snprintf(msg, msglen,
-                     "TLS: the certificate of %s was not accepted: %s (server name %s)", addr,
-                     X509_verify_cert_error_string(verify), cfg->server_name);
-            rc = WK_EAUTH;
-        } else if (strstr(why, "alert") && strstr(why, "certificate")) {
-            /* The server refused ours (or its absence): tls-auth-clients. */
-            snprintf(msg, msglen,
-                     "TLS: %s refused the client certificate (%s); set options.tls_cert_file "
-                     "and options.tls_key_file",
-                     addr, why);
-            rc = WK_EAUTH;
-        } else if (e == SSL_ERROR_SYSCALL && sys_errno) {
-            snprintf(msg, msglen, "TLS handshake with %s failed: %s", addr, strerror(sys_errno));
-            rc = WK_EIO;
-        } else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN || !why[0] ||
-                   strstr(why, "unexpected eof")) {
-            snprintf(msg, msglen,
-                     "TLS handshake with %s failed: the server closed the connection (is it "
-                     "a TLS port?)",
-                     addr);
-            rc = WK_EIO;
-        } else {
-            snprintf(msg, msglen, "TLS handshake with %s failed: %s (is it a TLS port?)", addr,
-                     why);
-            rc = WK_EIO;
-        }
-        break;
-    }
-    if (rc) {
-        SSL_free(t->ssl);
-        free(t);
-        return rc;
-    }
-    link->tx = &tls_transport;
+    /* Until the handshake completes: no close_notify on close. */
+    t->failed = true;
+    t->cfg = cfg;
     link->state = t;
+    link->tx = &tls_transport; /* so that closing the link frees it */
     return WK_OK;
+}
+
+/* Drop a handshake that failed: the link is plain again. */
+static void handshake_abort(wk__link *link)
+{
+    tls_state *t = link->state;
+    SSL_free(t->ssl);
+    free(t);
+    link->state = NULL;
+    link->tx = &wk__plain_transport;
+}
+
+int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_t msglen)
+{
+    tls_state *t = link->state;
+    const wk__tls_config *cfg = t->cfg;
+    ERR_clear_error();
+    errno = 0;
+    int r = SSL_connect(t->ssl);
+    if (r == 1) {
+        t->failed = false;
+        return WK_OK;
+    }
+    int sys_errno = errno;
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+        return WK__TLS_AGAIN;
+    }
+    int rc;
+    long verify = SSL_get_verify_result(t->ssl);
+    char why[200];
+    ssl_reason(why, sizeof(why));
+    if (verify != X509_V_OK) {
+        /* The certificate was refused: a matter of trust, not I/O. */
+        snprintf(msg, msglen, "TLS: the certificate of %s was not accepted: %s (server name %s)",
+                 addr, X509_verify_cert_error_string(verify), cfg->server_name);
+        rc = WK_EAUTH;
+    } else if (strstr(why, "alert") && strstr(why, "certificate")) {
+        /* The server refused ours (or its absence): tls-auth-clients. */
+        snprintf(msg, msglen,
+                 "TLS: %s refused the client certificate (%s); set options.tls_cert_file "
+                 "and options.tls_key_file",
+                 addr, why);
+        rc = WK_EAUTH;
+    } else if (e == SSL_ERROR_SYSCALL && sys_errno) {
+        snprintf(msg, msglen, "TLS handshake with %s failed: %s", addr, strerror(sys_errno));
+        rc = WK_EIO;
+    } else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN || !why[0] ||
+               strstr(why, "unexpected eof")) {
+        snprintf(msg, msglen,
+                 "TLS handshake with %s failed: the server closed the connection (is it "
+                 "a TLS port?)",
+                 addr);
+        rc = WK_EIO;
+    } else {
+        snprintf(msg, msglen, "TLS handshake with %s failed: %s (is it a TLS port?)", addr, why);
+        rc = WK_EIO;
+    }
+    handshake_abort(link);
+    return rc;
+}
+
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
+                      const char *addr, char *msg, size_t msglen)
+{
+    int64_t deadline = wk_monotonic_ms() + (int64_t)timeout.tv_sec * 1000 + timeout.tv_usec / 1000;
+    int rc = wk__tls_start(cfg, link, msg, msglen);
+    while (rc == WK_OK) {
+        short want = 0;
+        rc = wk__tls_step(link, &want, addr, msg, msglen);
+        if (rc != WK__TLS_AGAIN)
+            return rc;
+        int64_t left = deadline - wk_monotonic_ms();
+        struct pollfd p = {.fd = link->ctx->fd, .events = want};
+        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        if (n > 0 || (n < 0 && errno == EINTR)) {
+            rc = WK_OK;
+            continue;
+        }
+        if (n == 0) {
+            snprintf(msg, msglen,
+                     "TLS handshake with %s did not complete in time (is it a TLS port?)", addr);
+            rc = WK_ETIMEDOUT;
+        } else {
+            snprintf(msg, msglen, "TLS handshake with %s: poll: %s", addr, strerror(errno));
+            rc = WK_EIO;
+        }
+        handshake_abort(link);
+    }
+    return rc;
 }

@@ -83,6 +83,14 @@ void wk__tls_config_free(wk__tls_config *cfg);
 int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
                       const char *addr, char *msg, size_t msglen);
 
+/* The same in steps, for a caller that waits on its own (the event-loop
+ * handle): start on the connected socket, then step whenever the socket
+ * is ready for *want, until a step returns WK_OK (the link is TLS now) or
+ * a failure (as above; the link is plain again). */
+#define WK__TLS_AGAIN 1
+int wk__tls_start(const wk__tls_config *cfg, wk__link *link, char *msg, size_t msglen);
+int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_t msglen);
+
 /* True when the link is TLS and the server asked for a client
  * certificate that the options do not give (tls-auth-clients): a failure
  * right after the handshake is then the server refusing us. */
