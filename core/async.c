@@ -1,0 +1,964 @@
+/*
+ * core/async.c — the event-loop handle (wakuwaku/async.h).
+ *
+ * A wk_async wraps a wk_db that is never connected the blocking way: its
+ * settings, capability, script hashes and detail message are the
+ * handle's, and the connection (db->conn->link) is driven here, one
+ * non-blocking step per wk_async_process():
+ *
+ *   DOWN → DIALING (core/dial.c) → HANDSHAKE (TLS only, core/tls.c in
+ *   steps) → SETUP (AUTH, HELLO, SELECT pipelined, judged by the same
+ *   functions as wk_db_open) → READY.
+ *
+ * Queries are admitted and formatted into `store` when submitted (the
+ * formatting and parsing of core/dispatch.c), and kept in a FIFO ring in
+ * the order their bytes sit in `store`, which is the order they are
+ * written and answered. Each entry has the state of core/exchange.h
+ * (UNSENT, SENT, then a final status), settled by the same rules: a
+ * write sent without a reply is WK_EUNKNOWN, a query never sent did not
+ * run, a dropped connection is re-dialled once at once for what never
+ * ran and for retry-safe reads, nothing else is re-sent.
+ *
+ * Callbacks run only from wk_async_process() and wk_async_close(), from
+ * flush(), after the state is consistent: a callback may submit (the
+ * ring and `store` may grow under it, so nothing holds pointers across
+ * a callback).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <wakuwaku/async.h>
+#include <wakuwaku/clock.h>
+
+#include "core/db_internal.h"
+#include "core/dial.h"
+#include "core/exchange.h"
+
+/* Spans kept inside an entry; a query with more arguments (rare: custom
+ * queries) gets them on the heap. */
+#define INLINE_SPANS 12
+/* Set-up commands at most: AUTH, HELLO (or PING + CLIENT SETNAME), SELECT. */
+#define MAX_SETUP 5
+
+enum conn_state { DOWN, DIALING, HANDSHAKE, SETUP, READY };
+enum entry_state { UNSENT = WK__UNSENT, SENT = WK__SENT, FINAL, CALLED };
+enum setup_step { STEP_AUTH, STEP_HELLO, STEP_PING, STEP_SETNAME, STEP_SELECT };
+
+typedef struct entry {
+    const char *name;
+    unsigned flags;
+    const wk_script *script;
+    int nkeys, argc;
+    wk_parse_fn parse;
+    void *out;
+    wk_async_done_fn done;
+    void *arg;
+    size_t start, end;                   /* its command in store */
+    wk__span inline_spans[INLINE_SPANS]; /* offsets relative to start */
+    wk__span *heap_spans;                /* when argc > INLINE_SPANS */
+    int64_t sent_ms;
+    int status;
+    unsigned char state;
+    bool writes, as_eval, resent, carried;
+    char *msg; /* a final failure's message (heap, rare), or NULL */
+} entry;
+
+struct wk_async {
+    wk_processor proc; /* first member */
+    wk_db *db;
+    wk_async_done_fn done;
+    void *done_arg;
+    wk_async_watch_fn watch;
+    void *watch_arg;
+    int seen_fd;
+    unsigned seen_events;
+    int64_t seen_due;
+
+    enum conn_state state;
+    wk__dial dial;
+    int64_t connect_deadline;
+    short tls_want;
+    unsigned char steps[MAX_SETUP]; /* set-up replies awaited, in order */
+    int nsteps, step;
+    wk__buf setup_out;
+    size_t setup_wpos;
+    char addr[256];
+
+    entry *ring;
+    size_t head, count, cap;
+    size_t unsent_from; /* ring index (relative) of the first entry not fully written */
+    size_t sent_from;   /* … and of the first that may await a reply */
+    wk__buf store;
+    size_t wpos; /* bytes of store written */
+    wk__buf scratch;
+    const char **argv;
+    size_t *argvlen;
+    size_t argv_cap, argvlen_cap;
+    wk_query query; /* an entry rebuilt for its parser */
+    bool in_process;
+    char errmsg[WK__ERRMSG_MAX];
+};
+
+static entry *at(wk_async *a, size_t i)
+{
+    return &a->ring[(a->head + i) % a->cap];
+}
+
+static wk__span *spans_of(entry *e)
+{
+    return e->heap_spans ? e->heap_spans : e->inline_spans;
+}
+
+static int64_t command_timeout_ms(const wk_async *a)
+{
+    struct timeval tv = a->db->conn->command_timeout;
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* ---- completing --------------------------------------------------------- */
+
+/* Give entry e its final status (callbacks run later, in flush()). */
+static void finish(entry *e, int status, const char *msg)
+{
+    e->state = FINAL;
+    e->status = status;
+    free(e->msg);
+    e->msg = status != WK_OK && msg && msg[0] ? strdup(msg) : NULL;
+}
+
+static void finish_fmt(wk_async *a, entry *e, int status, const char *why)
+{
+    char text[WK__ERRMSG_MAX];
+    const char *tail = "";
+    if (status == WK_EUNKNOWN)
+        tail = " (the write may or may not have happened)";
+    else if (e->writes && e->state == UNSENT)
+        tail = " (not sent: the write did not happen)";
+    snprintf(text, sizeof(text), "%s: %s%s", e->name, why, tail);
+    (void)a;
+    finish(e, status, text);
+}
+
+/* Pop finished entries off the front; free what they hold. */
+static void pop_front(wk_async *a)
+{
+    while (a->count && at(a, 0)->state == CALLED) {
+        entry *e = at(a, 0);
+        free(e->heap_spans);
+        free(e->msg);
+        a->head = (a->head + 1) % a->cap;
+        a->count--;
+        if (a->unsent_from)
+            a->unsent_from--;
+        if (a->sent_from)
+            a->sent_from--;
+    }
+    if (a->count == 0) {
+        a->head = 0;
+        a->unsent_from = a->sent_from = 0;
+        if (a->wpos == a->store.len)
+            a->store.len = a->wpos = 0;
+    }
+}
+
+/* Run the callbacks of finished entries, in ring order. A callback may
+ * submit: entries are found by index again after each one. */
+static void flush(wk_async *a)
+{
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state != FINAL)
+            continue;
+        e->state = CALLED;
+        wk_async_done_fn done = e->done;
+        void *arg = e->arg;
+        int status = e->status;
+        char msg[WK__ERRMSG_MAX];
+        wk__copy_text(msg, sizeof(msg), e->msg ? e->msg : "");
+        if (done)
+            done(a, status, msg, arg);
+    }
+    pop_front(a);
+}
+
+/* ---- the watch ---------------------------------------------------------- */
+
+static bool any_final(wk_async *a)
+{
+    for (size_t i = 0; i < a->count; i++)
+        if (at(a, i)->state == FINAL)
+            return true;
+    return false;
+}
+
+int wk_async_fd(const wk_async *a)
+{
+    if (!a)
+        return -1;
+    if (a->state == DIALING)
+        return a->dial.fd;
+    return a->state == DOWN || !a->db->conn->link.ctx ? -1 : a->db->conn->link.ctx->fd;
+}
+
+unsigned wk_async_events(const wk_async *a)
+{
+    if (!a)
+        return 0;
+    const wk__link *link = &a->db->conn->link;
+    switch (a->state) {
+    case DOWN:
+        return 0;
+    case DIALING:
+        return WK_ASYNC_WRITE;
+    case HANDSHAKE:
+        return a->tls_want == POLLOUT ? WK_ASYNC_WRITE : WK_ASYNC_READ;
+    case SETUP:
+        return WK_ASYNC_READ | (a->setup_wpos < a->setup_out.len ? WK_ASYNC_WRITE : 0);
+    case READY:
+        return WK_ASYNC_READ |
+               (a->wpos < a->store.len || link->want == POLLOUT ? WK_ASYNC_WRITE : 0);
+    }
+    return 0;
+}
+
+/* The first entry that awaits a reply (replies come in ring order), or
+ * NULL. */
+static entry *oldest_sent(wk_async *a)
+{
+    while (a->sent_from < a->count && at(a, a->sent_from)->state != SENT) {
+        if (at(a, a->sent_from)->state == UNSENT)
+            return NULL; /* nothing after it was written */
+        a->sent_from++;
+    }
+    return a->sent_from < a->count ? at(a, a->sent_from) : NULL;
+}
+
+/* When wk_async_process() is due without events (monotonic ms), or -1. */
+static int64_t next_due(wk_async *a)
+{
+    if (any_final(a))
+        return 0; /* callbacks are due */
+    switch (a->state) {
+    case DOWN:
+        for (size_t i = 0; i < a->count; i++)
+            if (at(a, i)->state == UNSENT)
+                return 0; /* to connect */
+        return -1;
+    case DIALING:
+    case HANDSHAKE:
+    case SETUP:
+        return a->connect_deadline;
+    case READY: {
+        const entry *e = oldest_sent(a);
+        return e ? e->sent_ms + command_timeout_ms(a) : -1;
+    }
+    }
+    return -1;
+}
+
+int64_t wk_async_timeout_ms(const wk_async *a)
+{
+    if (!a)
+        return -1;
+    int64_t due = next_due((wk_async *)a);
+    if (due < 0)
+        return -1;
+    int64_t now = wk_monotonic_ms();
+    return due > now ? due - now : 0;
+}
+
+static void update_watch(wk_async *a)
+{
+    if (!a->watch)
+        return;
+    int fd = wk_async_fd(a);
+    unsigned ev = wk_async_events(a);
+    int64_t due = next_due(a);
+    if (fd == a->seen_fd && ev == a->seen_events && due == a->seen_due && due != 0)
+        return;
+    a->seen_fd = fd;
+    a->seen_events = ev;
+    a->seen_due = due;
+    a->watch(a, fd, ev, wk_async_timeout_ms(a), a->watch_arg);
+}
+
+/* ---- the connection ----------------------------------------------------- */
+
+static void close_link(wk_async *a)
+{
+    wk__dial_end(&a->dial);
+    wk__conn_drop(a->db->conn);
+    a->state = DOWN;
+    a->setup_out.len = a->setup_wpos = 0;
+}
+
+/* Connecting or setting up failed: nothing was sent; every entry (all
+ * UNSENT) fails with the reason. */
+static void connect_failed(wk_async *a, int rc, const char *why)
+{
+    /* `why` may be the connection's own text, gone once it is closed. */
+    wk__copy_text(a->errmsg, sizeof(a->errmsg), why);
+    const char *msg = a->errmsg;
+    close_link(a);
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state == UNSENT || e->state == SENT)
+            finish_fmt(a, e, rc, msg);
+    }
+}
+
+/* Append one set-up command. */
+static int setup_add(wk_async *a, unsigned char step, int argc, const char *const *argv)
+{
+    size_t lens[4];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    wk_query q = {.name = "set-up", .argc = argc, .argv = argv, .argvlen = lens};
+    int rc = wk__format_query(a->db, &a->setup_out, &q, false, NULL);
+    if (!rc)
+        a->steps[a->nsteps++] = step;
+    return rc;
+}
+
+/* The socket (and TLS) is up: pipeline the set-up commands. */
+static void begin_setup(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    a->state = SETUP;
+    a->nsteps = a->step = 0;
+    a->setup_out.len = a->setup_wpos = 0;
+    int rc = WK_OK;
+    if (conn->url.password) {
+        const char *auth[3] = {"AUTH", conn->url.username ? conn->url.username : conn->url.password,
+                               conn->url.password};
+        rc = setup_add(a, STEP_AUTH, conn->url.username ? 3 : 2, auth);
+    }
+    const char *hello[4] = {"HELLO", "2", "SETNAME", conn->client_name};
+    if (!rc)
+        rc = setup_add(a, STEP_HELLO, conn->client_name ? 4 : 2, hello);
+    char num[16];
+    snprintf(num, sizeof(num), "%d", conn->url.database);
+    const char *select[2] = {"SELECT", num};
+    if (!rc && conn->url.database)
+        rc = setup_add(a, STEP_SELECT, 2, select);
+    if (rc)
+        connect_failed(a, rc, "out of memory formatting the connection set-up");
+}
+
+static void start_connect(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    char why[256];
+    int rc = wk__dial_start(&a->dial, &conn->url, why, sizeof(why));
+    a->connect_deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
+                          conn->connect_timeout.tv_usec / 1000;
+    if (rc) {
+        char msg[WK__ERRMSG_MAX + 320];
+        snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
+        connect_failed(a, rc, msg);
+        return;
+    }
+    a->state = DIALING;
+}
+
+/* The socket connected: wrap it, start TLS or the set-up. */
+static void connected(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    int fd = wk__dial_take(&a->dial);
+    redisContext *c = redisConnectFd(fd);
+    if (!c) {
+        close(fd);
+        connect_failed(a, WK_ENOMEM, "out of memory connecting to Redis");
+        return;
+    }
+    c->reader->fn = &wk__reply_functions;
+    conn->link = (wk__link){.ctx = c, .tx = &wk__plain_transport, .wake_fd = -1};
+    if (!conn->tls) {
+        begin_setup(a);
+        return;
+    }
+    char msg[WK__ERRMSG_MAX + 320];
+    int rc = wk__tls_start(conn->tls, &conn->link, msg, sizeof(msg));
+    if (rc) {
+        connect_failed(a, rc, msg);
+        return;
+    }
+    a->state = HANDSHAKE;
+    a->tls_want = POLLOUT;
+}
+
+/* Judge one set-up reply; returns false when the set-up failed. */
+static bool judge_setup(wk_async *a, const redisReply *r)
+{
+    wk__conn *conn = a->db->conn;
+    char msg[WK__ERRMSG_MAX + 320];
+    int rc = WK_OK;
+    switch (a->steps[a->step++]) {
+    case STEP_AUTH:
+        rc = wk__setup_judge(r, WK_EAUTH, "AUTH", msg, sizeof(msg));
+        break;
+    case STEP_HELLO:
+        rc = wk__hello_judge(r, a->addr, msg, sizeof(msg));
+        if (rc == WK__HELLO_FALLBACK) {
+            /* The ACL forbids HELLO: PING (and CLIENT SETNAME) instead. */
+            const char *ping[1] = {"PING"};
+            const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
+            rc = setup_add(a, STEP_PING, 1, ping);
+            if (!rc && conn->client_name)
+                rc = setup_add(a, STEP_SETNAME, 3, name);
+            if (rc)
+                snprintf(msg, sizeof(msg), "out of memory formatting the connection set-up");
+        }
+        break;
+    case STEP_PING:
+        rc = wk__setup_judge(r, WK_EREDIS, "PING", msg, sizeof(msg));
+        break;
+    case STEP_SETNAME:
+        rc = wk__setup_judge(r, WK_EREDIS, "CLIENT SETNAME", msg, sizeof(msg));
+        break;
+    case STEP_SELECT:
+        rc = wk__setup_judge(r, WK_EREDIS, "SELECT", msg, sizeof(msg));
+        break;
+    }
+    if (rc) {
+        connect_failed(a, rc, msg);
+        return false;
+    }
+    return true;
+}
+
+/* ---- queries on the wire ------------------------------------------------ */
+
+static void restage(wk_async *a);
+
+/* The connection failed while READY (or at a set-up step after bytes
+ * went out): settle every entry by its state, as core/exchange.c does. */
+static void connection_lost(wk_async *a, int rc, const char *text)
+{
+    /* `text` may be the connection's own, gone once it is closed. */
+    wk__copy_text(a->errmsg, sizeof(a->errmsg), text);
+    const char *why = a->errmsg;
+    close_link(a);
+    bool again = false;
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state == SENT) {
+            if (e->writes)
+                finish_fmt(a, e, WK_EUNKNOWN, why);
+            else if (rc == WK_EIO && (e->flags & WK_QUERY_RETRY_SAFE) && !e->resent) {
+                e->state = UNSENT; /* a lost read goes once more */
+                e->resent = true;
+                again = true;
+            } else
+                finish_fmt(a, e, rc, why);
+        } else if (e->state == UNSENT) {
+            /* Never ran. After a timeout a stalled server would stall
+             * again; after a drop it gets one more connection. */
+            if (rc != WK_EIO || e->carried)
+                finish_fmt(a, e, rc, why);
+            else {
+                e->carried = true;
+                again = true;
+            }
+        }
+    }
+    restage(a);
+    if (again)
+        start_connect(a);
+}
+
+/* After a lost connection: the commands still to send, packed at the
+ * start of store in ring order (the old bytes were partly written). */
+static void restage(wk_async *a)
+{
+    a->scratch.len = 0;
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state != UNSENT)
+            continue;
+        size_t len = e->end - e->start;
+        if (wk__buf_reserve(&a->scratch, len)) {
+            finish(e, WK_ENOMEM, "out of memory re-queuing a query");
+            continue;
+        }
+        memcpy(a->scratch.data + a->scratch.len, a->store.data + e->start, len);
+        e->start = a->scratch.len;
+        e->end = e->start + len;
+        a->scratch.len += len;
+    }
+    /* Entries not UNSENT keep no bytes: point them at the front. */
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state != UNSENT)
+            e->start = e->end = 0;
+    }
+    wk__buf t = a->store;
+    a->store = a->scratch;
+    a->scratch = t;
+    a->wpos = 0;
+    a->unsent_from = a->sent_from = 0;
+}
+
+/* Entry e as a query, its arguments pointing into `bytes` (its command). */
+static const wk_query *rebuild(wk_async *a, const entry *e, const char *bytes)
+{
+    const wk__span *sp = e->heap_spans ? e->heap_spans : e->inline_spans;
+    for (int k = 0; k < e->argc; k++) {
+        a->argv[k] = bytes + sp[k].off;
+        a->argvlen[k] = sp[k].len;
+    }
+    a->query = (wk_query){.name = e->name,
+                          .flags = e->flags,
+                          .script = e->script,
+                          .nkeys = e->nkeys,
+                          .argc = e->argc,
+                          .argv = a->argv,
+                          .argvlen = a->argvlen,
+                          .parse = e->parse,
+                          .out = e->out};
+    return &a->query;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return WK_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*arr, n * size);
+    if (!p)
+        return WK_ENOMEM;
+    *arr = p;
+    *cap = n;
+    return WK_OK;
+}
+
+/* Room for one more entry (the ring is unrolled when it grows). */
+static int ring_reserve(wk_async *a)
+{
+    if (a->count < a->cap)
+        return WK_OK;
+    size_t n = a->cap ? a->cap * 2 : 64;
+    entry *r = malloc(n * sizeof(*r));
+    if (!r)
+        return WK_ENOMEM;
+    for (size_t i = 0; i < a->count; i++)
+        r[i] = *at(a, i);
+    free(a->ring);
+    a->ring = r;
+    a->cap = n;
+    a->head = 0;
+    return WK_OK;
+}
+
+/* Append the command of query q to store as a new UNSENT entry. */
+static int enqueue(wk_async *a, const wk_query *q, bool as_eval, const entry *like)
+{
+    if (ring_reserve(a) || grow((void **)&a->argv, &a->argv_cap, (size_t)q->argc, sizeof(char *)) ||
+        grow((void **)&a->argvlen, &a->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
+        return WK_ENOMEM;
+    entry e = like ? *like
+                   : (entry){.name = q->name,
+                             .flags = q->flags,
+                             .script = q->script,
+                             .nkeys = q->nkeys,
+                             .argc = q->argc,
+                             .parse = q->parse,
+                             .out = q->out,
+                             .done = a->done,
+                             .arg = a->done_arg,
+                             .writes = wk_effect_is_write(&q->effect)};
+    e.heap_spans = NULL;
+    e.msg = NULL;
+    e.state = UNSENT;
+    e.as_eval = as_eval;
+    if (q->argc > INLINE_SPANS && !(e.heap_spans = malloc((size_t)q->argc * sizeof(wk__span))))
+        return WK_ENOMEM;
+    size_t mark = a->store.len;
+    int rc = wk__format_query(a->db, &a->store, q, as_eval, spans_of(&e));
+    if (rc) {
+        a->store.len = mark;
+        free(e.heap_spans);
+        return rc;
+    }
+    wk__span *sp = spans_of(&e);
+    for (int k = 0; k < q->argc; k++)
+        sp[k].off -= mark;
+    e.start = mark;
+    e.end = a->store.len;
+    *at(a, a->count++) = e;
+    return WK_OK;
+}
+
+/* A reply for the oldest SENT entry. */
+static void deliver(wk_async *a, redisReply *reply)
+{
+    entry *e = oldest_sent(a);
+    if (!e) {
+        freeReplyObject(reply);
+        connection_lost(a, WK_EPROTO, "a reply nobody asked for");
+        return;
+    }
+    if (e->script && !e->as_eval && wk__reply_is_noscript(reply)) {
+        freeReplyObject(reply);
+        /* It did not run: send it again as EVAL, behind the others. Its
+         * old bytes are copied out first (store may move). */
+        entry old = *e;
+        size_t len = e->end - e->start;
+        a->scratch.len = 0;
+        int rc = wk__buf_reserve(&a->scratch, len);
+        if (!rc) {
+            memcpy(a->scratch.data, a->store.data + e->start, len);
+            rc = enqueue(a, rebuild(a, &old, a->scratch.data), true, &old);
+        }
+        e = oldest_sent(a); /* the ring may have moved */
+        if (rc)
+            finish(e, rc, "out of memory re-sending a script as EVAL");
+        else {
+            free(e->heap_spans);
+            e->heap_spans = NULL;
+            e->state = CALLED; /* replaced by the EVAL entry: no callback */
+        }
+        return;
+    }
+    a->db->errmsg[0] = '\0';
+    int status = wk__parse_reply(a->db, rebuild(a, e, a->store.data + e->start), reply);
+    freeReplyObject(reply);
+    finish(e, status, a->db->errmsg);
+}
+
+/* Write what is queued; mark what the kernel took whole as SENT. */
+static void write_queued(wk_async *a)
+{
+    wk__link *link = &a->db->conn->link;
+    while (a->wpos < a->store.len) {
+        short want = POLLOUT;
+        ssize_t n = link->tx->send(link, a->store.data + a->wpos, a->store.len - a->wpos, &want);
+        if (n == WK__TX_AGAIN)
+            break;
+        if (n <= 0) {
+            connection_lost(a, WK_EIO,
+                            link->ctx && link->ctx->errstr[0] ? link->ctx->errstr : "write failed");
+            return;
+        }
+        a->wpos += (size_t)n;
+    }
+    int64_t now = wk_monotonic_ms();
+    for (; a->unsent_from < a->count; a->unsent_from++) {
+        entry *e = at(a, a->unsent_from);
+        if (e->state != UNSENT)
+            continue;
+        if (e->end > a->wpos)
+            break;
+        e->state = SENT;
+        e->sent_ms = now;
+    }
+}
+
+static void read_replies(wk_async *a)
+{
+    wk__link *link = &a->db->conn->link;
+    int rc = wk__wire_receive(link);
+    while (!rc && a->state == READY) {
+        redisReply *r;
+        rc = wk__wire_take(link, &r);
+        if (rc || !r)
+            break;
+        deliver(a, r);
+    }
+    if (rc && a->state == READY)
+        connection_lost(a, rc, link->ctx->errstr[0] ? link->ctx->errstr : "connection lost");
+}
+
+static void setup_io(wk_async *a)
+{
+    wk__link *link = &a->db->conn->link;
+    while (a->setup_wpos < a->setup_out.len) {
+        short want = POLLOUT;
+        ssize_t n = link->tx->send(link, a->setup_out.data + a->setup_wpos,
+                                   a->setup_out.len - a->setup_wpos, &want);
+        if (n == WK__TX_AGAIN)
+            break;
+        if (n <= 0) {
+            connect_failed(a, WK_EIO, link->ctx->errstr[0] ? link->ctx->errstr : "write failed");
+            return;
+        }
+        a->setup_wpos += (size_t)n;
+    }
+    int rc = wk__wire_receive(link);
+    while (!rc && a->state == SETUP && a->step < a->nsteps) {
+        redisReply *r;
+        rc = wk__wire_take(link, &r);
+        if (rc || !r)
+            break;
+        bool ok = judge_setup(a, r);
+        freeReplyObject(r);
+        if (!ok)
+            return;
+    }
+    if (rc && a->state == SETUP) {
+        char msg[WK__ERRMSG_MAX + 320];
+        snprintf(msg, sizeof(msg), "connection set-up with %s failed: %s", a->addr,
+                 link->ctx->errstr[0] ? link->ctx->errstr : "connection lost");
+        connect_failed(a, rc == WK_EPROTO ? WK_EPROTO : WK_EIO, msg);
+        return;
+    }
+    if (a->state == SETUP && a->step == a->nsteps) {
+        a->state = READY;
+        a->db->conn->last_io_ms = wk_monotonic_ms();
+    }
+}
+
+static void check_timers(wk_async *a)
+{
+    int64_t now = wk_monotonic_ms();
+    if ((a->state == DIALING || a->state == HANDSHAKE || a->state == SETUP) &&
+        now >= a->connect_deadline) {
+        char msg[WK__ERRMSG_MAX + 320];
+        snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: timed out", a->addr);
+        connect_failed(a, WK_ETIMEDOUT, msg);
+        return;
+    }
+    if (a->state != READY)
+        return;
+    const entry *e = oldest_sent(a);
+    if (e && now - e->sent_ms >= command_timeout_ms(a)) {
+        char why[96];
+        snprintf(why, sizeof(why), "no reply within %lld ms", (long long)command_timeout_ms(a));
+        connection_lost(a, WK_ETIMEDOUT, why);
+    }
+}
+
+/* Move the connection and the queries as far as they go now. */
+static void step(wk_async *a, unsigned ready)
+{
+    for (int guard = 0; guard < 8; guard++) {
+        enum conn_state before = a->state;
+        switch (a->state) {
+        case DOWN:
+            for (size_t i = 0; i < a->count; i++)
+                if (at(a, i)->state == UNSENT) {
+                    start_connect(a);
+                    break;
+                }
+            break;
+        case DIALING: {
+            if (!a->dial.connected && !ready)
+                break;
+            char why[256];
+            int rc = wk__dial_check(&a->dial, why, sizeof(why));
+            if (rc == WK_OK)
+                connected(a);
+            else if (rc < 0) {
+                char msg[WK__ERRMSG_MAX + 320];
+                snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
+                connect_failed(a, rc, msg);
+            }
+            break;
+        }
+        case HANDSHAKE: {
+            char msg[WK__ERRMSG_MAX + 320];
+            int rc = wk__tls_step(&a->db->conn->link, &a->tls_want, a->addr, msg, sizeof(msg));
+            if (rc == WK_OK)
+                begin_setup(a);
+            else if (rc != WK__TLS_AGAIN)
+                connect_failed(a, rc, msg);
+            break;
+        }
+        case SETUP:
+            setup_io(a);
+            break;
+        case READY:
+            read_replies(a);
+            if (a->state == READY)
+                write_queued(a);
+            break;
+        }
+        ready = 0;
+        if (a->state == before)
+            break;
+    }
+    check_timers(a);
+}
+
+/* ---- the public calls --------------------------------------------------- */
+
+static int async_submit(wk_processor *self, wk_query *q)
+{
+    wk_async *a = (wk_async *)self;
+    if (!q)
+        return WK_EINVAL;
+    wk_db *db = a->db;
+    db->errmsg[0] = '\0';
+    if (!q->name)
+        q->name = "query";
+    int rc = wk__db_admit(db, q);
+    if (rc)
+        return rc;
+    rc = enqueue(a, q, false, NULL);
+    if (rc == WK_ENOMEM)
+        return wk__db_fail(db, rc, "%s: out of memory queuing", q->name);
+    if (rc)
+        return rc;
+    if (a->state == DOWN && !a->in_process)
+        start_connect(a);
+    update_watch(a);
+    return WK_OK;
+}
+
+int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen)
+{
+    if (!out) {
+        if (err && errlen)
+            snprintf(err, errlen, "out is NULL");
+        return WK_EINVAL;
+    }
+    *out = NULL;
+    wk_async *a = calloc(1, sizeof(*a));
+    if (!a) {
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory");
+        return WK_ENOMEM;
+    }
+    int rc = wk__db_new(&a->db, opts, err, errlen);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    a->proc.process = async_submit;
+    a->proc.db = a->db;
+    a->proc.flags = WK_PROCESSOR_DEFERRED;
+    a->dial.fd = -1;
+    a->seen_fd = -1;
+    a->seen_due = -1;
+    wk__conn_where(a->db->conn, a->addr, sizeof(a->addr));
+    start_connect(a);
+    *out = a;
+    return WK_OK;
+}
+
+void wk_async_close(wk_async *a)
+{
+    if (!a)
+        return;
+    /* What is still queued completes now, by the outcome rules. */
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->state == SENT)
+            finish_fmt(a, e, e->writes ? WK_EUNKNOWN : WK_EIO, "handle closed");
+        else if (e->state == UNSENT)
+            finish_fmt(a, e, WK_EIO, "handle closed");
+    }
+    close_link(a);
+    a->in_process = true;
+    flush(a);
+    for (size_t i = 0; i < a->count; i++) {
+        free(at(a, i)->heap_spans);
+        free(at(a, i)->msg);
+    }
+    free(a->ring);
+    free(a->store.data);
+    free(a->scratch.data);
+    free(a->setup_out.data);
+    free(a->argv);
+    free(a->argvlen);
+    wk_db_close(a->db);
+    free(a);
+}
+
+wk_processor *wk_async_with(wk_async *a, wk_async_done_fn done, void *arg)
+{
+    if (!a)
+        return NULL;
+    a->done = done;
+    a->done_arg = arg;
+    return &a->proc;
+}
+
+void wk_async_set_watch(wk_async *a, wk_async_watch_fn watch, void *arg)
+{
+    if (!a)
+        return;
+    a->watch = watch;
+    a->watch_arg = arg;
+    a->seen_fd = -2; /* report the current state at once */
+    update_watch(a);
+}
+
+/* Keep store from growing without bound under a steady load: once the
+ * finished front is more than half of it, move the rest down. */
+static void compact(wk_async *a)
+{
+    if (a->count == 0)
+        return;
+    size_t base = at(a, 0)->start;
+    for (size_t i = 0; i < a->count; i++) {
+        const entry *e = at(a, i);
+        if ((e->state == UNSENT || e->state == SENT) && e->start < base)
+            base = e->start;
+    }
+    if (base == 0 || base < a->store.cap / 2 || base > a->wpos)
+        return;
+    memmove(a->store.data, a->store.data + base, a->store.len - base);
+    a->store.len -= base;
+    a->wpos -= base;
+    for (size_t i = 0; i < a->count; i++) {
+        entry *e = at(a, i);
+        if (e->start >= base) {
+            e->start -= base;
+            e->end -= base;
+        } else {
+            e->start = e->end = 0;
+        }
+    }
+}
+
+void wk_async_process(wk_async *a, unsigned ready)
+{
+    if (!a || a->in_process)
+        return;
+    a->in_process = true;
+    step(a, ready);
+    flush(a);
+    /* Callbacks may have queued more: send it in this turn. */
+    if (a->state == READY && a->wpos < a->store.len)
+        write_queued(a);
+    else if (a->state == DOWN)
+        step(a, 0);
+    a->in_process = false;
+    compact(a);
+    if (any_final(a)) {
+        a->in_process = true;
+        flush(a);
+        a->in_process = false;
+    }
+    update_watch(a);
+}
+
+size_t wk_async_pending(const wk_async *a)
+{
+    if (!a)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < a->count; i++) {
+        unsigned char s = a->ring[(a->head + i) % a->cap].state;
+        n += s != CALLED;
+    }
+    return n;
+}
+
+const wk_cap *wk_async_capability(const wk_async *a)
+{
+    return a ? a->db->cap : NULL;
+}
+
+const char *wk_async_errmsg(const wk_async *a)
+{
+    return a ? a->errmsg : "no handle";
+}

@@ -1,0 +1,156 @@
+/*
+ * wakuwaku/async.h — the event-loop handle: queries that never block the
+ * calling thread, for services built on libuv, libevent, epoll or poll.
+ *
+ * A wk_async is a handle like wk_db (same options, same capability check,
+ * same outcome rules) whose I/O is driven by your loop. It exposes a
+ * socket descriptor, the events it waits for and a timeout; your loop
+ * calls wk_async_process() when the descriptor is ready or the timeout
+ * passed. Queries are submitted through a processor, so every query —
+ * built-in, generated or your own — works unchanged:
+ *
+ *     static void on_lock(wk_async *a, int status, const char *msg, void *arg)
+ *     {
+ *         request *r = arg;           // r->acquired, r->token filled now
+ *         ...
+ *     }
+ *     wk_lock_try(wk_async_with(a, on_lock, r), &invoice, wk_name_u64(42),
+ *                 &r->token, &r->acquired);
+ *
+ * Ready-made adapters attach a handle to a loop: wakuwaku/adapters/libuv.h
+ * and wakuwaku/adapters/libevent.h (header-only; see examples/loop_*).
+ *
+ * SEMANTICS
+ *  1. Submission: wk_async_with() returns a processor that queues each
+ *     query with the given callback. The capability is checked at once; a
+ *     refused or malformed query returns its status from the query call
+ *     (WK_EDENIED, WK_EINVAL) and its callback is never called. A query
+ *     that was queued returns WK_OK and its callback is called exactly
+ *     once, from wk_async_process() or wk_async_close() — never from
+ *     inside the submitting call.
+ *  2. Outputs: the query's parser writes its OUT parameters before the
+ *     callback runs, so they must stay valid until then (put them in the
+ *     request's own memory). Everything else the call borrows (names,
+ *     keys, bodies) is copied when it is queued.
+ *  3. Order: queries are written in submission order, pipelined: every
+ *     query queued before the loop turns goes out in one write. Callbacks
+ *     run in the same order, except that a script query answered NOSCRIPT
+ *     is sent again (as EVAL) behind the others.
+ *  4. Outcomes follow the handle's rule (wakuwaku/db.h, OUTCOMES): a
+ *     write sent without a reply — the connection dropped, or no reply
+ *     within the command timeout — completes with WK_EUNKNOWN; a query
+ *     never sent completes with WK_EIO / WK_ETIMEDOUT and did not run.
+ *     After a dropped connection (not a timeout) the handle reconnects
+ *     once at once and sends again what never ran and the retry-safe reads
+ *     whose reply was lost; writes sent without a reply are never re-sent.
+ *  5. Connecting never blocks the loop (beyond name resolution: give an
+ *     address or a name in /etc/hosts): the socket is connected and set up
+ *     (TLS handshake, AUTH, HELLO, SELECT, CLIENT SETNAME — the checks of
+ *     wk_db_open()) through the loop. wk_async_open() only starts it; a
+ *     failure to connect completes the queued queries with the reason
+ *     (WK_EIO, WK_ETIMEDOUT, WK_EAUTH, WK_EPROTO) and the next submission
+ *     tries again. An idle handle whose server closed the connection
+ *     reconnects on the next submission.
+ *  6. Waiting calls (wk_lock_acquire, the helpers that sleep) need an
+ *     outcome at once; they refuse this processor with WK_EINVAL, as they
+ *     refuse a batch. Take locks with the try form and retry from a timer;
+ *     run lease keepers, settings followers and cron jobs on their own
+ *     threads with their own wk_db (they never block your loop).
+ *  7. No heap allocation per query once the handle's buffers have grown to
+ *     the load (replies are parsed by hiredis, which allocates them).
+ *
+ * THREADS: a wk_async and everything submitted to it belong to the loop's
+ * thread. The callbacks run on it. Do not call wk_async_process() or
+ * wk_async_close() from inside a callback; submitting from a callback is
+ * fine (that is how requests chain).
+ */
+#ifndef WAKUWAKU_ASYNC_H
+#define WAKUWAKU_ASYNC_H
+
+#include <wakuwaku/db.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wk_async wk_async;
+
+/* The events wk_async_events() asks for and wk_async_process() takes. */
+#define WK_ASYNC_READ 1u
+#define WK_ASYNC_WRITE 2u
+
+/*
+ * A query's completion: `status` is its outcome (WK_OK, or a status as a
+ * wk_db query would return it); `msg` its detail message (never NULL; ""
+ * on success), valid during the call only. `arg` is what was given to
+ * wk_async_with().
+ */
+typedef void (*wk_async_done_fn)(wk_async *a, int status, const char *msg, void *arg);
+
+/*
+ * Called whenever what the handle waits for changes: its descriptor (-1:
+ * none), the events on it (WK_ASYNC_*; 0: none) and the timeout in ms
+ * after which wk_async_process() must be called even without events (-1:
+ * none). Adapters use it to (re)arm their watchers; a poll() loop may
+ * instead read wk_async_fd/_events/_timeout_ms before each wait.
+ */
+typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t timeout_ms,
+                                  void *arg);
+
+/*
+ * wk_async_open — a handle with the options of wk_db_open() (URL,
+ * credentials, TLS, database, client name, timeouts, capability). It
+ * checks the options and starts connecting without waiting. Returns
+ * WK_OK, WK_EINVAL (bad options, message in `err`) or WK_ENOMEM; *out is
+ * NULL on failure. Connection failures are reported to queries (5.).
+ */
+WK_API int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen);
+
+/*
+ * wk_async_close — complete every queued query (not sent: WK_EIO, did
+ * not run; sent without reply: WK_EUNKNOWN for writes), close the
+ * connection and free the handle. NULL is a no-op. Not from a callback.
+ */
+WK_API void wk_async_close(wk_async *a);
+
+/*
+ * wk_async_with — the handle's processor, submitting each query with
+ * `done(a, status, msg, arg)` as its completion (`done` may be NULL: the
+ * outcome is dropped). Borrowed; valid until the next wk_async_with() on
+ * this handle or wk_async_close(). Flags: WK_PROCESSOR_DEFERRED.
+ */
+WK_API wk_processor *wk_async_with(wk_async *a, wk_async_done_fn done, void *arg);
+
+/* wk_async_set_watch — set the watch callback (NULL: none); it is called
+ * at once with the current state. */
+WK_API void wk_async_set_watch(wk_async *a, wk_async_watch_fn watch, void *arg);
+
+/* The descriptor to watch (-1: none now), the events to watch it for, and
+ * the ms until wk_async_process() is due without events (-1: none). */
+WK_API int wk_async_fd(const wk_async *a);
+WK_API unsigned wk_async_events(const wk_async *a);
+WK_API int64_t wk_async_timeout_ms(const wk_async *a);
+
+/*
+ * wk_async_process — do what can be done now: `ready` is the events that
+ * fired on the descriptor (WK_ASYNC_*), 0 when a timeout passed. Reads
+ * replies, runs callbacks, writes what is queued, advances connecting,
+ * expires timeouts. Never blocks.
+ */
+WK_API void wk_async_process(wk_async *a, unsigned ready);
+
+/* wk_async_pending — queries queued or in flight (not yet completed). */
+WK_API size_t wk_async_pending(const wk_async *a);
+
+/* wk_async_capability — the handle's capability (borrowed). */
+WK_API const wk_cap *wk_async_capability(const wk_async *a);
+
+/* wk_async_errmsg — the message of the last connection failure; "" if
+ * none. Borrowed until the next call on the handle. */
+WK_API const char *wk_async_errmsg(const wk_async *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_ASYNC_H */

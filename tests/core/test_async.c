@@ -1,0 +1,408 @@
+/*
+ * tests/core/test_async.c — the event-loop handle (wakuwaku/async.h),
+ * driven by a plain poll() loop: built-in and script queries complete
+ * through callbacks with their outputs written, pipelined in order;
+ * capabilities are checked at submission; connecting and its failures go
+ * through the loop; and the outcome rules of blocking handles hold
+ * (timeouts, dropped replies, NOSCRIPT, reconnects).
+ */
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+
+#include "redis_fixture.h"
+
+static const wk_entity lock = WK_LOCK_ENTITY("async", 30000);
+static const wk_entity bucket = WK_TOKEN_BUCKET_ENTITY("async", 10, 1, 1000);
+static const wk_entity cache = WK_CACHE_ENTITY("async", 60000);
+
+static wk_async *open_async(const char *url, const wk_cap *cap, int command_timeout_ms)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = command_timeout_ms;
+    wk_async *a = NULL;
+    char err[256];
+    int rc = wk_async_open(&a, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s", err);
+    return a;
+}
+
+/* One turn of a poll() loop. */
+static void turn(wk_async *a)
+{
+    int fd = wk_async_fd(a);
+    unsigned ev = wk_async_events(a);
+    int64_t t = wk_async_timeout_ms(a);
+    struct pollfd p = {
+        .fd = fd,
+        .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) | (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
+    int n = poll(&p, fd >= 0 && ev ? 1 : 0, t < 0 || t > 200 ? 200 : (int)t);
+    unsigned ready = 0;
+    if (n > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_READ;
+        if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_WRITE;
+    }
+    wk_async_process(a, ready);
+}
+
+/* Run the loop until nothing is pending (bounded by the suite timeout). */
+static void drain(wk_async *a)
+{
+    while (wk_async_pending(a))
+        turn(a);
+}
+
+typedef struct done_log {
+    int n;
+    int status[256];
+    int order[256];
+    char msg[256];
+} done_log;
+
+typedef struct done_ref {
+    done_log *log;
+    int id;
+} done_ref;
+
+static void on_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    done_ref *r = arg;
+    done_log *log = r->log;
+    cr_assert_lt(log->n, 256);
+    log->status[log->n] = status;
+    log->order[log->n] = r->id;
+    log->n++;
+    if (status != WK_OK)
+        snprintf(log->msg, sizeof(log->msg), "%s", msg);
+}
+
+Test(async, built_in_queries_complete_with_their_outputs, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    done_log log = {0};
+    done_ref refs[4] = {{&log, 0}, {&log, 1}, {&log, 2}, {&log, 3}};
+    const char *name = wk_test_ns("basic");
+    wk_token token;
+    bool acquired = false;
+    wk_token_bucket_outcome limit = {0};
+    char body[32];
+    wk_buffer got = {.data = body, .cap = sizeof(body)};
+    cr_assert_eq(wk_lock_try(wk_async_with(a, on_done, &refs[0]), &lock, wk_name_str(name), &token,
+                             &acquired),
+                 WK_OK);
+    cr_assert_eq(wk_token_bucket_acquire(wk_async_with(a, on_done, &refs[1]), &bucket,
+                                         wk_name_str(name), 3, &limit),
+                 WK_OK);
+    cr_assert_eq(
+        wk_cache_put(wk_async_with(a, on_done, &refs[2]), &cache, wk_name_str(name), "hello", 5),
+        WK_OK);
+    cr_assert_eq(
+        wk_cache_get_into(wk_async_with(a, on_done, &refs[3]), &cache, wk_name_str(name), &got),
+        WK_OK);
+    cr_assert_eq(log.n, 0, "callbacks never run inside the submitting call");
+    cr_assert_eq(wk_async_pending(a), 4);
+    drain(a);
+    cr_assert_eq(log.n, 4);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(log.status[i], WK_OK, "query %d: %s (%s)", i, wk_err_name(log.status[i]),
+                     log.msg);
+        cr_assert_eq(log.order[i], i, "in submission order");
+    }
+    cr_assert(acquired);
+    cr_assert(limit.allowed);
+    cr_assert_eq(limit.remaining, 7);
+    cr_assert(got.found);
+    cr_assert_eq(got.len, 5);
+    cr_assert_eq(memcmp(body, "hello", 5), 0);
+
+    /* The lock is really held: a second try is refused, release works. */
+    bool again = true, released = false;
+    done_ref r = {&log, 9};
+    wk_lock_try(wk_async_with(a, on_done, &r), &lock, wk_name_str(name), &(wk_token){0}, &again);
+    wk_lock_release(wk_async_with(a, on_done, &r), &lock, wk_name_str(name), &token, &released);
+    drain(a);
+    cr_assert_not(again);
+    cr_assert(released);
+    wk_async_close(a);
+}
+
+Test(async, sixty_four_in_flight_go_out_in_one_write_and_complete_in_order, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 2000);
+    /* Connected first, so that all 64 are queued while the loop waits. */
+    while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
+        turn(a);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    done_log log = {0};
+    done_ref refs[64];
+    wk_token tokens[64];
+    bool got[64];
+    const char *ns = wk_test_ns("many");
+    char names[64][64];
+    for (int i = 0; i < 64; i++) {
+        refs[i] = (done_ref){&log, i};
+        snprintf(names[i], sizeof(names[i]), "%s-%d", ns, i);
+        cr_assert_eq(wk_lock_try(wk_async_with(a, on_done, &refs[i]), &lock, wk_name_str(names[i]),
+                                 &tokens[i], &got[i]),
+                     WK_OK);
+    }
+    drain(a);
+    cr_assert_eq(log.n, 64);
+    for (int i = 0; i < 64; i++) {
+        cr_assert_eq(log.status[i], WK_OK, "%d: %s", i, log.msg);
+        cr_assert_eq(log.order[i], i);
+        cr_assert(got[i]);
+    }
+    redisFree(raw);
+    wk_async_close(a);
+}
+
+Test(async, a_refused_query_fails_at_submission_and_is_never_sent, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), wk_cap_read_only(), 1000);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    long long before = wk_test_cmd_calls(raw, "set");
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token token;
+    bool acquired = true;
+    int rc = wk_lock_try(wk_async_with(a, on_done, &r), &lock, wk_name_str(wk_test_ns("ro")),
+                         &token, &acquired);
+    cr_assert_eq(rc, WK_EDENIED);
+    cr_assert_eq(wk_async_pending(a), 0);
+    /* A read is allowed and goes through. */
+    wk_token_bucket_state st;
+    rc = wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str(wk_test_ns("ro")),
+                              &st);
+    cr_assert_eq(rc, WK_OK);
+    drain(a);
+    cr_assert_eq(log.n, 1, "only the admitted query completes");
+    cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
+    cr_assert_eq(wk_test_cmd_calls(raw, "set"), before);
+    redisFree(raw);
+    wk_async_close(a);
+}
+
+Test(async, a_refused_connection_fails_the_queries_through_the_loop, .timeout = 60)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", wk_test_free_port());
+    wk_async *a = open_async(url, NULL, 500);
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    bool acquired = true;
+    wk_token token;
+    cr_assert_eq(
+        wk_lock_try(wk_async_with(a, on_done, &r), &lock, wk_name_str("x"), &token, &acquired),
+        WK_OK);
+    drain(a);
+    cr_assert_eq(log.n, 1);
+    cr_assert_eq(log.status[0], WK_EIO, "%s", wk_err_name(log.status[0]));
+    cr_assert(strstr(log.msg, "cannot connect"), "%s", log.msg);
+    cr_assert(strstr(log.msg, "not sent"), "%s", log.msg);
+    cr_assert_not(acquired);
+    wk_async_close(a);
+}
+
+Test(async, a_stalled_server_makes_a_sent_write_unknown_and_a_read_timed_out, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_async *a = open_async(s.url, NULL, 300);
+    drain(a);
+    while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
+        turn(a); /* connected and set up */
+    done_log log = {0};
+    done_ref w = {&log, 0}, rd = {&log, 1};
+    wk_token token;
+    bool acquired = true;
+    wk_token_bucket_state st;
+    kill(s.pid, SIGSTOP);
+    wk_lock_try(wk_async_with(a, on_done, &w), &lock, wk_name_str("stalled"), &token, &acquired);
+    wk_token_bucket_peek(wk_async_with(a, on_done, &rd), &bucket, wk_name_str("stalled"), &st);
+    drain(a);
+    kill(s.pid, SIGCONT);
+    cr_assert_eq(log.n, 2);
+    cr_assert_eq(log.status[0], WK_EUNKNOWN, "%s", wk_err_name(log.status[0]));
+    cr_assert_eq(log.status[1], WK_ETIMEDOUT, "%s", wk_err_name(log.status[1]));
+    cr_assert_not(acquired);
+    /* The server is back: the next query reconnects. */
+    done_ref again = {&log, 2};
+    wk_token_bucket_peek(wk_async_with(a, on_done, &again), &bucket, wk_name_str("stalled"), &st);
+    drain(a);
+    cr_assert_eq(log.status[2], WK_OK, "%s", log.msg);
+    wk_async_close(a);
+    wk_test_server_stop(&s);
+}
+
+Test(async, a_lost_reply_makes_a_write_unknown_and_resends_a_read, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_test_proxy *px;
+    cr_assert_eq(wk_test_proxy_start(&px, s.port), 0);
+    wk_async *a = open_async(wk_test_proxy_url(px), NULL, 2000);
+    drain(a);
+    while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
+        turn(a);
+    done_log log = {0};
+    done_ref w = {&log, 0};
+    wk_token token;
+    bool acquired = true;
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    wk_lock_try(wk_async_with(a, on_done, &w), &lock, wk_name_str("lost"), &token, &acquired);
+    drain(a);
+    cr_assert_eq(log.status[0], WK_EUNKNOWN, "%s (%s)", wk_err_name(log.status[0]), log.msg);
+    cr_assert(strstr(log.msg, "may or may not"), "%s", log.msg);
+
+    /* A retry-safe read whose reply was lost is sent once more.
+     * (Reconnect first, so that the drop hits the read, not the set-up.) */
+    done_ref rd = {&log, 1};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, NULL, NULL), &bucket, wk_name_str("lost"), &st);
+    drain(a);
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    wk_token_bucket_peek(wk_async_with(a, on_done, &rd), &bucket, wk_name_str("lost"), &st);
+    drain(a);
+    cr_assert_eq(log.status[1], WK_OK, "%s (%s)", wk_err_name(log.status[1]), log.msg);
+    cr_assert_eq(wk_test_proxy_drops(px), 2);
+    wk_async_close(a);
+    wk_test_proxy_stop(px);
+    wk_test_server_stop(&s);
+}
+
+Test(async, a_flushed_script_is_sent_again_as_eval, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    freeReplyObject(wk_test_cmd(raw, "SCRIPT FLUSH"));
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token_bucket_outcome out = {0};
+    wk_token_bucket_acquire(wk_async_with(a, on_done, &r), &bucket,
+                            wk_name_str(wk_test_ns("noscript")), 1, &out);
+    drain(a);
+    cr_assert_eq(log.n, 1, "one callback, not one per attempt");
+    cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
+    cr_assert(out.allowed);
+    redisFree(raw);
+    wk_async_close(a);
+}
+
+typedef struct chain {
+    wk_async *a;
+    int left, done;
+    wk_token_bucket_outcome out;
+    const char *name;
+} chain;
+
+static void next_link(wk_async *a, int status, const char *msg, void *arg)
+{
+    chain *c = arg;
+    cr_assert_eq(status, WK_OK, "%s", msg);
+    c->done++;
+    if (--c->left > 0)
+        cr_assert_eq(wk_token_bucket_acquire(wk_async_with(a, next_link, c), &bucket,
+                                             wk_name_str(c->name), 1, &c->out),
+                     WK_OK);
+}
+
+Test(async, a_callback_submits_the_next_query, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    chain c = {.a = a, .left = 5, .name = wk_test_ns("chain")};
+    wk_token_bucket_acquire(wk_async_with(a, next_link, &c), &bucket, wk_name_str(c.name), 1,
+                            &c.out);
+    drain(a);
+    cr_assert_eq(c.done, 5);
+    cr_assert_eq(c.out.remaining, 5);
+    wk_async_close(a);
+}
+
+Test(async, an_idle_connection_killed_by_the_server_is_replaced, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("idle"), &st);
+    drain(a);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    freeReplyObject(wk_test_cmd(raw, "CLIENT KILL TYPE normal SKIPME yes"));
+    redisFree(raw);
+    for (int i = 0; i < 5; i++)
+        turn(a); /* sees the EOF */
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("idle"), &st);
+    drain(a);
+    cr_assert_eq(log.n, 2);
+    cr_assert_eq(log.status[1], WK_OK, "%s", log.msg);
+    wk_async_close(a);
+}
+
+Test(async, a_wrong_password_and_a_peer_that_is_not_redis_fail_clearly, .timeout = 60)
+{
+    const char *cfg[] = {"requirepass sesame", NULL};
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, cfg), 0);
+    char url[96];
+    snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d", s.port);
+    wk_async *a = open_async(url, NULL, 1000);
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("pw"), &st);
+    drain(a);
+    cr_assert_eq(log.status[0], WK_EAUTH, "%s: %s", wk_err_name(log.status[0]), log.msg);
+    cr_assert_null(strstr(log.msg, "wrong"), "never prints the password: %s", log.msg);
+    wk_async_close(a);
+    wk_test_server_stop(&s);
+
+    static const char http[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    wk_test_peer peer;
+    cr_assert_eq(wk_test_peer_start(&peer, NULL, 0, http, sizeof(http) - 1), 0);
+    a = open_async(peer.url, NULL, 1000);
+    done_ref r2 = {&log, 1};
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r2), &bucket, wk_name_str("pw"), &st);
+    drain(a);
+    cr_assert_eq(log.status[1], WK_EPROTO, "%s: %s", wk_err_name(log.status[1]), log.msg);
+    wk_async_close(a);
+    wk_test_peer_stop(&peer);
+}
+
+Test(async, closing_completes_what_is_queued, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("close"), &st);
+    wk_async_close(a);
+    cr_assert_eq(log.n, 1);
+    cr_assert_eq(log.status[0], WK_EIO);
+    cr_assert(strstr(log.msg, "closed"), "%s", log.msg);
+}
+
+Test(async, bad_input, .timeout = 60)
+{
+    char err[128];
+    wk_async *a = (wk_async *)&err;
+    cr_assert_eq(wk_async_open(NULL, NULL, err, sizeof(err)), WK_EINVAL);
+    cr_assert_eq(wk_async_open(&a, NULL, err, sizeof(err)), WK_EINVAL);
+    cr_assert_null(a);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = "ftp://nope";
+    o.capability = wk_cap_read_write();
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert_null(a);
+    cr_assert_null(wk_async_with(NULL, NULL, NULL));
+    cr_assert_eq(wk_async_fd(NULL), -1);
+    cr_assert_eq(wk_async_pending(NULL), 0);
+    wk_async_process(NULL, 0);
+    wk_async_close(NULL);
+}
