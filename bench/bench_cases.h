@@ -41,6 +41,10 @@ extern const size_t bench_minimal_cases_count;
  * `filter` (may be NULL): only scripts whose name contains it. */
 void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter);
 
+/* --async: lock cycles with 64 in flight on an event-loop handle to
+ * `url` vs 64-query batches on c's handle (bench_async.c). */
+void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops);
+
 /* Exit with the handle's message unless rc is WK_OK. */
 void bench_check(int rc, bench_ctx *c, const char *what);
 /* Raw hiredis: queue a command, read a reply (exits on error replies). */

@@ -16,6 +16,7 @@
  *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
  *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
+ *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
  *                                  # (certificates made with `openssl`)
  *
  * Then, per Lua script of the library, the server's own time per call
@@ -411,7 +412,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true, tls = false;
+    bool quick = false, table = true, scripts = true, tls = false, async = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -421,6 +422,8 @@ int main(int argc, char **argv)
             callgrind_ops = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--async"))
+            async = true;
         else if (!strcmp(argv[i], "--tls"))
             tls = true;
         else if (!strcmp(argv[i], "--scripts"))
@@ -432,7 +435,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N] [--tls]\n",
+                    "[--case NAME] [--callgrind N] [--tls] [--async]\n",
                     argv[0]);
             return 2;
         }
@@ -479,6 +482,8 @@ int main(int argc, char **argv)
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
         if (tls)
             tls_vs_tcp(&c, tls_lines[0], reps, seq_ops);
+        if (async)
+            bench_async_run(&c, url, reps, batch_ops);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);
