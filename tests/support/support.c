@@ -1,6 +1,7 @@
 /*
  * tests/support/support.c — handles, raw commands and names for tests.
  */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,4 +92,29 @@ const char *wk_test_ns(const char *prefix)
     char *s = slots[next++ % 16];
     snprintf(s, sizeof(slots[0]), "%s-%d-%d", prefix, (int)getpid(), next);
     return s;
+}
+
+void wk_test_async_turn(wk_async *a)
+{
+    int fd = wk_async_fd(a);
+    unsigned ev = wk_async_events(a);
+    int64_t t = wk_async_timeout_ms(a);
+    struct pollfd p = {
+        .fd = fd,
+        .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) | (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
+    int n = poll(&p, fd >= 0 && ev ? 1 : 0, t < 0 || t > 200 ? 200 : (int)t);
+    unsigned ready = 0;
+    if (n > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_READ;
+        if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_WRITE;
+    }
+    wk_async_process(a, ready);
+}
+
+void wk_test_async_drain(wk_async *a)
+{
+    while (wk_async_pending(a))
+        wk_test_async_turn(a);
 }
