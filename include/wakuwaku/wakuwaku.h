@@ -20,6 +20,7 @@
 #include <wakuwaku/db.h>
 #include <wakuwaku/hooks.h>
 #include <wakuwaku/batch.h>
+#include <wakuwaku/pool.h>
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/cache.h>
