@@ -2,8 +2,9 @@
  * core/pool.c — N handles behind one processor that any thread may call
  * (see wakuwaku/pool.h for the rules).
  *
- * The pool is a free stack of handle indices under one mutex, and a
- * CLOCK_MONOTONIC condition that a returned handle signals. The shared
+ * The pool is a free stack of handle indices and a queue of waiting
+ * threads under one mutex; each waiter sleeps on a CLOCK_MONOTONIC
+ * condition of its own, and a returned handle goes to the oldest. The shared
  * processor belongs to `front`, a wk_db without a connection of its own:
  * it admits a query against the capability (so a refusal waits for
  * nothing), borrows a handle, runs the query through that handle's own
@@ -30,7 +31,7 @@
 struct wk_pool {
     wk_db front;           /* first member: &pool->front.proc is the processor */
     pthread_mutex_t mu;
-    pthread_cond_t freed;  /* signalled when a handle comes back */
+    struct waiter *head, *tail; /* threads waiting for a handle, oldest first */
     int wait_ms;
     size_t size;
     wk_db **handles;       /* all of them; index i is handle i */
@@ -52,7 +53,6 @@ static void destroy(wk_pool *pool)
 {
     for (size_t i = 0; i < pool->size; i++)
         wk_db_close(pool->handles[i]);
-    pthread_cond_destroy(&pool->freed);
     pthread_mutex_destroy(&pool->mu);
     wk_cap_free(pool->front.cap);
     free(pool->handles);
@@ -61,34 +61,87 @@ static void destroy(wk_pool *pool)
     free(pool);
 }
 
+/* A thread waiting for a handle, on its own stack, in the pool's queue. */
+typedef struct waiter {
+    pthread_cond_t cv;     /* signalled by give() once `handle` is set */
+    size_t handle;
+    bool granted;
+    struct waiter *next;
+} waiter;
+
+/* Take w out of the queue (it timed out before a handle came). */
+static void unqueue(wk_pool *pool, waiter *w)
+{
+    waiter *prev = NULL;
+    for (waiter *x = pool->head; x; prev = x, x = x->next) {
+        if (x != w)
+            continue;
+        if (prev)
+            prev->next = w->next;
+        else
+            pool->head = w->next;
+        if (pool->tail == w)
+            pool->tail = prev;
+        return;
+    }
+}
+
+static int timed_out(wk_pool *pool)
+{
+    return wk__db_fail(&pool->front, WK_ETIMEDOUT, "pool: no free connection within %d ms",
+                       pool->wait_ms);
+}
+
 /*
- * Take a free handle's index, waiting until the deadline for one. The
- * most recently returned handle goes out first (a stack): under light
- * load the same connection stays warm and the others idle.
+ * Take a free handle's index, or queue and wait until the deadline for
+ * one. A returned handle goes straight to the longest waiter (give()), so
+ * waiters are served in order and no wake-up finds the handle taken by a
+ * thread that did not wait. The most recently returned free handle goes
+ * out first (a stack): under light load one connection stays warm.
  */
 static int take(wk_pool *pool, size_t *index)
 {
-    int64_t deadline = wk__add_ms(wk__boot_ms(), pool->wait_ms);
     pthread_mutex_lock(&pool->mu);
-    while (pool->nfree == 0) {
-        if (wk__boot_ms() >= deadline) {
-            pthread_mutex_unlock(&pool->mu);
-            return wk__db_fail(&pool->front, WK_ETIMEDOUT,
-                               "pool: no free connection within %d ms", pool->wait_ms);
-        }
+    if (pool->nfree > 0) {
+        size_t i = pool->free_stack[--pool->nfree];
+        pool->borrowed[i] = true;
+        pthread_mutex_unlock(&pool->mu);
+        *index = i;
+        return WK_OK;
+    }
+    if (pool->wait_ms == 0) {
+        pthread_mutex_unlock(&pool->mu);
+        return timed_out(pool);
+    }
+    waiter w = {.granted = false};
+    if (wk__cond_init_monotonic(&w.cv) != WK_OK) {
+        pthread_mutex_unlock(&pool->mu);
+        return wk__db_fail(&pool->front, WK_ENOMEM, "pool: cannot make a condition to wait on");
+    }
+    int64_t deadline = wk__add_ms(wk__boot_ms(), pool->wait_ms);
+    if (pool->tail)
+        pool->tail->next = &w;
+    else
+        pool->head = &w;
+    pool->tail = &w;
+    while (!w.granted && wk__boot_ms() < deadline) {
         struct timespec ts;
         wk__cond_abstime(deadline, &ts);
-        pthread_cond_timedwait(&pool->freed, &pool->mu, &ts);
+        pthread_cond_timedwait(&w.cv, &pool->mu, &ts);
     }
-    size_t i = pool->free_stack[--pool->nfree];
-    pool->borrowed[i] = true;
+    if (!w.granted)
+        unqueue(pool, &w);
     pthread_mutex_unlock(&pool->mu);
-    *index = i;
+    pthread_cond_destroy(&w.cv);
+    if (!w.granted)
+        return timed_out(pool);
+    *index = w.handle;
     return WK_OK;
 }
 
-/* Give handle i back (WK_EINVAL, changing nothing, if it is not out);
- * after a close with handles out, the last one back frees the pool. */
+/* Give handle i back (WK_EINVAL, changing nothing, if it is not out): to
+ * the longest waiter if any, else to the free stack. After a close with
+ * handles out, the last one back frees the pool. */
 static int give(wk_pool *pool, size_t i)
 {
     pthread_mutex_lock(&pool->mu);
@@ -96,10 +149,22 @@ static int give(wk_pool *pool, size_t i)
         pthread_mutex_unlock(&pool->mu);
         return WK_EINVAL;
     }
-    pool->borrowed[i] = false;
-    pool->free_stack[pool->nfree++] = i;
-    bool last = pool->closed && pool->nfree == pool->size;
-    pthread_cond_signal(&pool->freed);
+    bool last = false;
+    waiter *w = pool->head;
+    if (w) {
+        /* Still borrowed, now by w. Signalled under the lock: w cannot
+         * destroy its condition before it has the lock again. */
+        pool->head = w->next;
+        if (!pool->head)
+            pool->tail = NULL;
+        w->handle = i;
+        w->granted = true;
+        pthread_cond_signal(&w->cv);
+    } else {
+        pool->borrowed[i] = false;
+        pool->free_stack[pool->nfree++] = i;
+        last = pool->closed && pool->nfree == pool->size;
+    }
     pthread_mutex_unlock(&pool->mu);
     if (last)
         destroy(pool);
@@ -161,7 +226,7 @@ int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t e
     wk_pool *pool = calloc(1, sizeof(*pool));
     if (!pool)
         return wk__errbuf_set(err, errlen, WK_ENOMEM, "pool: out of memory");
-    if (alloc_arrays(pool, (size_t)opts->size) || wk__sync_init(&pool->mu, &pool->freed)) {
+    if (alloc_arrays(pool, (size_t)opts->size) || pthread_mutex_init(&pool->mu, NULL)) {
         free(pool->handles);
         free(pool->borrowed);
         free(pool->free_stack);

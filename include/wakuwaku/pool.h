@@ -29,7 +29,9 @@
  *     free connection. None in time: WK_ETIMEDOUT, message "pool: no free
  *     connection within N ms", and nothing was sent — for a WRITE, the
  *     OUTCOMES rule of wakuwaku/db.h (WK_ETIMEDOUT: not sent, did not run)
- *     holds as it is. Waiters are not served in any promised order.
+ *     holds as it is. Waiters are served in the order they began to wait:
+ *     a returned connection goes to the longest waiter, never to a thread
+ *     that came later.
  *  3. Outcomes, reconnects, the idle probe and NOSCRIPT recovery are the
  *     handle's (wakuwaku/db.h): each connection reconnects on its own, and
  *     a query is settled on the one connection it borrowed; the pool never
@@ -140,7 +142,9 @@ WK_API wk_processor *wk_pool_processor(wk_pool *pool);
  * batch before returning the handle), wk_db_errmsg() for its messages.
  * Do not narrow it or keep anything that refers to it past
  * wk_pool_return(). Returns WK_OK; WK_ETIMEDOUT (no connection free in
- * time; message in wk_pool_errmsg()); WK_EINVAL (NULL argument).
+ * time; message in wk_pool_errmsg()); WK_EINVAL (NULL argument);
+ * WK_ENOMEM (the system could not make a condition variable to wait on;
+ * the shared processor may fail so too).
  */
 WK_API int wk_pool_borrow(wk_pool *pool, wk_db **db);
 

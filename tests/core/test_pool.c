@@ -273,6 +273,49 @@ Test(pool, every_connection_borrowed_times_out_within_the_bound_and_sends_nothin
     wk_pool_close(pool);
 }
 
+typedef struct queued {
+    wk_pool *pool;
+    int start_after_ms;
+    atomic_int *served; /* how many were served before this one */
+    int order, rc;
+} queued;
+
+static void *borrow_in_turn(void *arg)
+{
+    queued *q = arg;
+    wk_test_sleep_ms(q->start_after_ms);
+    wk_db *db;
+    q->rc = wk_pool_borrow(q->pool, &db);
+    if (q->rc == WK_OK) {
+        q->order = atomic_fetch_add(q->served, 1);
+        wk_test_sleep_ms(20);
+        q->rc = wk_pool_return(q->pool, db);
+    }
+    return NULL;
+}
+
+Test(pool, waiters_are_served_in_the_order_they_came)
+{
+    wk_pool *pool = open_pool(NULL, 1, 5000, NULL);
+    wk_db *db;
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    atomic_int served = 0;
+    queued q[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        q[i] = (queued){pool, 40 * i, &served, -1, -1};
+        cr_assert_eq(pthread_create(&th[i], NULL, borrow_in_turn, &q[i]), 0);
+    }
+    wk_test_sleep_ms(250); /* all four queued, 40 ms apart */
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(q[i].rc, WK_OK, "waiter %d: %s", i, wk_err_name(q[i].rc));
+        cr_assert_eq(q[i].order, i, "waiter %d was served %d-th", i, q[i].order);
+    }
+    wk_pool_close(pool);
+}
+
 Test(pool, zero_wait_fails_at_once)
 {
     wk_pool *pool = open_pool(NULL, 1, 0, NULL);
