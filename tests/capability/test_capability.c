@@ -98,14 +98,7 @@ Test(capability, read_only_refuses_every_write_and_sends_nothing)
 /* A pool's shared processor checks exactly as a handle (wakuwaku/pool.h). */
 Test(capability, read_only_pool_refuses_every_write_and_sends_nothing)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = server.url;
-    o.capability = wk_cap_read_only();
-    wk_pool_options po = WK_POOL_OPTIONS_INIT;
-    po.db = &o;
-    po.size = 2;
-    wk_pool *pool;
-    cr_assert_eq(wk_pool_open(&pool, &po, NULL, 0), WK_OK);
+    wk_pool *pool = wk_test_open_pool(server.url, wk_cap_read_only(), 2, 2000, NULL);
     expect_read_only(wk_pool_processor(pool));
     wk_pool_close(pool);
 }

@@ -19,6 +19,8 @@
 
 #include "support.h"
 
+#define THREADS 8
+
 static wk_test_server server;
 
 static void start(void)
@@ -35,20 +37,19 @@ TestSuite(pool, .init = start, .fini = stop, .timeout = 60);
 
 static wk_pool *open_pool(const wk_cap *cap, int size, int wait_ms, const char *client_name)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = server.url;
-    o.capability = cap ? cap : wk_cap_read_write();
-    o.client_name = client_name;
-    wk_pool_options po = WK_POOL_OPTIONS_INIT;
-    po.db = &o;
-    po.size = size;
-    po.wait_ms = wait_ms;
-    wk_pool *pool = NULL;
-    char err[512];
-    int rc = wk_pool_open(&pool, &po, err, sizeof(err));
-    cr_assert_eq(rc, WK_OK, "wk_pool_open: %s: %s", wk_err_name(rc), err);
-    cr_assert_not_null(pool);
-    return pool;
+    return wk_test_open_pool(server.url, cap, size, wait_ms, client_name);
+}
+
+/* Run fn on n threads, thread i getting (char *)args + i * size, and join
+ * them all. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t th[THREADS];
+    cr_assert_leq(n, THREADS);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size), 0);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
 }
 
 /* Clients of the server named `name` (CLIENT LIST). */
@@ -90,7 +91,6 @@ static int client_id(wk_processor *p, long long *id)
  * 8 threads, 3 connections
  * ---------------------------------------------------------------------- */
 
-#define THREADS 8
 #define ROUNDS 150
 #define BUCKET_CAPACITY 50
 
@@ -179,14 +179,10 @@ Test(pool, eight_threads_share_three_connections_with_correct_results)
     r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-mixed", BUCKET_CAPACITY, 1, 3600000);
     r.cache = (wk_entity)WK_CACHE_ENTITY("pool-mixed", 60000);
 
-    pthread_t th[THREADS];
     worker w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){&r, i};
-        cr_assert_eq(pthread_create(&th[i], NULL, mixed_worker, &w[i]), 0);
-    }
     for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
+        w[i] = (worker){&r, i};
+    run_threads(THREADS, mixed_worker, w, sizeof(w[0]));
 
     cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
                  r.first_error);
@@ -483,9 +479,7 @@ Test(pool, refusals_are_the_handles_sent_nothing_and_wait_for_nothing)
     const char *mine = "lock.try: token and acquired are required";
     cr_assert_str_eq(wk_pool_errmsg(pool), mine);
     denied_worker w = {.p = p};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, deny_then_read, &w), 0);
-    pthread_join(th, NULL);
+    run_threads(1, deny_then_read, &w, sizeof(w));
     cr_assert_eq(w.denied_rc, WK_EDENIED);
     cr_assert_str_eq(w.denied_msg,
                      "capability \"read-only\" may not WRITE Lock:pool-thread (lock.try)");
@@ -559,14 +553,10 @@ Test(pool, helpers_work_through_the_shared_processor)
     r.p = p;
     r.cache = (wk_entity)WK_CACHE_ENTITY("pool-fill", 60000);
     r.lock = (wk_entity)WK_LOCK_ENTITY("pool-fill", 10000);
-    pthread_t th[THREADS];
     fill_worker w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (fill_worker){&r, i};
-        cr_assert_eq(pthread_create(&th[i], NULL, fill_worker_main, &w[i]), 0);
-    }
     for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
+        w[i] = (fill_worker){&r, i};
+    run_threads(THREADS, fill_worker_main, w, sizeof(w[0]));
     cr_assert_eq(atomic_load(&r.fills), 1, "the fill ran %d times", atomic_load(&r.fills));
     int filled = 0;
     for (int i = 0; i < THREADS; i++) {
@@ -719,15 +709,11 @@ Test(pool, a_restarted_server_is_reached_again)
         cr_assert_eq(wk_pool_return(pool, db[i]), WK_OK);
 
     cycle_worker w[4];
-    pthread_t th[4];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         w[i] = (cycle_worker){p, i + 1, 0};
-        cr_assert_eq(pthread_create(&th[i], NULL, lock_cycles, &w[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
+    run_threads(4, lock_cycles, w, sizeof(w[0]));
+    for (int i = 0; i < 4; i++)
         cr_assert_eq(w[i].failures, 0, "thread %d", i);
-    }
     wk_pool_close(pool);
 }
 

@@ -153,14 +153,7 @@ static void count_ops(const wk_test_alloc_case *c, unsigned n)
  * mutex, a condition) allocates nothing either. */
 static void count_pool_ops(const wk_test_alloc_case *c, unsigned n)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    wk_pool_options po = WK_POOL_OPTIONS_INIT;
-    po.db = &o;
-    po.size = 2;
-    wk_pool *pool;
-    cr_assert_eq(wk_pool_open(&pool, &po, NULL, 0), WK_OK);
+    wk_pool *pool = wk_test_open_pool(wk_test_url(), NULL, 2, 2000, NULL);
     count_ops_on(wk_pool_processor(pool), c, n);
     wk_pool_close(pool);
 }
