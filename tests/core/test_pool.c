@@ -599,6 +599,49 @@ Test(pool, helpers_work_through_the_shared_processor)
     wk_pool_close(pool);
 }
 
+/* Settings name their Pub/Sub channel after the handle's database: through
+ * the shared processor it is the connections' database too. */
+Test(pool, settings_through_the_pool_publish_on_the_databases_channel)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = server.url;
+    o.capability = wk_cap_read_write();
+    o.database = 3;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 2;
+    wk_pool *pool;
+    cr_assert_eq(wk_pool_open(&pool, &po, NULL, 0), WK_OK);
+    wk_processor *p = wk_pool_processor(pool);
+    wk_entity st = WK_SETTINGS_ENTITY("pool-settings");
+    char chan[WK_KEY_MAX];
+    size_t len;
+    wk_name app = wk_name_str("app");
+    cr_assert_eq(wk_key_build(chan, sizeof(chan), &len, &st, &app, ":chan:3"), WK_OK);
+
+    redisContext *sub = wk_test_raw(server.url);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(sub, tv);
+    freeReplyObject(wk_test_cmd(sub, "SUBSCRIBE %b", chan, len));
+    int64_t version;
+    cr_assert_eq(wk_settings_put(p, &st, wk_name_str("app"), "k", 1, "v", 1, &version), WK_OK,
+                 "%s", wk_pool_errmsg(pool));
+    redisReply *m = NULL;
+    cr_assert_eq(redisGetReply(sub, (void **)&m), REDIS_OK, "nothing published on %s", chan);
+    cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
+    cr_assert_eq(m->element[1]->len, len);
+    cr_assert_eq(memcmp(m->element[1]->str, chan, len), 0);
+    freeReplyObject(m);
+    redisFree(sub);
+
+    wk_settings_map *snap;
+    cr_assert_eq(wk_settings_snapshot(p, &st, wk_name_str("app"), &snap), WK_OK);
+    cr_assert_eq(snap->count, 1);
+    cr_assert_eq(snap->version, version);
+    wk_settings_map_free(snap);
+    wk_pool_close(pool);
+}
+
 /* ------------------------------------------------------------------------
  * Reconnects
  * ---------------------------------------------------------------------- */
