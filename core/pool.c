@@ -183,7 +183,7 @@ static int pool_process(wk_processor *self, wk_query *q)
     int rc = wk__db_admit(&pool->front, q);
     if (rc)
         return rc;
-    size_t i;
+    size_t i = 0;
     rc = take(pool, &i);
     if (rc)
         return rc;
@@ -291,7 +291,7 @@ int wk_pool_borrow(wk_pool *pool, wk_db **db)
         *db = NULL;
     if (!pool || !db)
         return WK_EINVAL;
-    size_t i;
+    size_t i = 0;
     int rc = take(pool, &i);
     if (!rc)
         *db = pool->handles[i];
