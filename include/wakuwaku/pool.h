@@ -31,7 +31,9 @@
  *     OUTCOMES rule of wakuwaku/db.h (WK_ETIMEDOUT: not sent, did not run)
  *     holds as it is. Waiters are served in the order they began to wait:
  *     a returned connection goes to the longest waiter, never to a thread
- *     that came later.
+ *     that came later. The wait comes before the handle's own timeouts, so
+ *     a query through the pool takes at most wait_ms longer than on a
+ *     handle.
  *  3. Outcomes, reconnects, the idle probe and NOSCRIPT recovery are the
  *     handle's (wakuwaku/db.h): each connection reconnects on its own, and
  *     a query is settled on the one connection it borrowed; the pool never
