@@ -10,11 +10,14 @@
  *   1 thread,  pool of 1  vs  1 thread,  1 handle    (the borrow's cost)
  *
  * Every row does the same number of cycles on each side, split evenly
- * between that side's threads.
+ * between that side's threads. Below the table, the process's voluntary
+ * context switches per cycle on each side (getrusage), which is where a
+ * queue for connections costs.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <wakuwaku/wakuwaku.h>
@@ -53,9 +56,18 @@ static void *cycles(void *arg)
     return NULL;
 }
 
-/* Cycles per second of `n` threads, thread k on procs[k], `ops` each. */
-static double timed_threads(wk_processor **procs, int n, unsigned ops)
+static long switches(void)
 {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_nvcsw;
+}
+
+/* Cycles per second of `n` threads, thread k on procs[k], `ops` each;
+ * adds the voluntary context switches to *csw. */
+static double timed_threads(wk_processor **procs, int n, unsigned ops, long *csw)
+{
+    long csw0 = switches();
     pthread_t th[MAX_THREADS];
     runner r[MAX_THREADS];
     pthread_barrier_t go;
@@ -72,6 +84,7 @@ static double timed_threads(wk_processor **procs, int n, unsigned ops)
         failures += r[k].failures;
     }
     double rate = (double)n * ops / (now_s() - t0);
+    *csw += switches() - csw0;
     pthread_barrier_destroy(&go);
     if (failures) {
         fprintf(stderr, "bench: %d lock cycles failed\n", failures);
@@ -85,6 +98,9 @@ static int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+static char notes[4][160]; /* context switches of each row */
+static int nnotes;
 
 /* `threads` threads on a pool of `size` against `own` threads with a
  * handle each, `ops` cycles per side; prints one row. */
@@ -113,16 +129,18 @@ static void one_row(const wk_db_options *o, int threads, int size, int own, int 
     }
     unsigned pool_ops = ops / (unsigned)threads, own_ops = ops / (unsigned)own;
     double pool_rate[32], own_rate[32];
-    timed_threads(pool_p, threads, pool_ops / 4); /* warm-up: scripts loaded */
-    timed_threads(own_p, own, own_ops / 4);
+    long pool_csw = 0, own_csw = 0;
+    timed_threads(pool_p, threads, pool_ops / 4, &pool_csw); /* warm-up: scripts loaded */
+    timed_threads(own_p, own, own_ops / 4, &own_csw);
+    pool_csw = own_csw = 0;
     for (int r = 0; r < reps; r++) {
         /* Alternate the order so drift on a shared machine hits both. */
         if (r % 2) {
-            own_rate[r] = timed_threads(own_p, own, own_ops);
-            pool_rate[r] = timed_threads(pool_p, threads, pool_ops);
+            own_rate[r] = timed_threads(own_p, own, own_ops, &own_csw);
+            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, &pool_csw);
         } else {
-            pool_rate[r] = timed_threads(pool_p, threads, pool_ops);
-            own_rate[r] = timed_threads(own_p, own, own_ops);
+            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, &pool_csw);
+            own_rate[r] = timed_threads(own_p, own, own_ops, &own_csw);
         }
     }
     qsort(pool_rate, (size_t)reps, sizeof(double), cmp_double);
@@ -134,6 +152,10 @@ static void one_row(const wk_db_options *o, int threads, int size, int own, int 
     snprintf(mode, sizeof(mode), "%d handle%s", own, own > 1 ? "s" : "");
     printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", name, mode, l, w, l / w);
     fflush(stdout);
+    if (nnotes < 4)
+        snprintf(notes[nnotes++], sizeof(notes[0]), "%s vs %s: %.2f vs %.2f", name, mode,
+                 (double)pool_csw / ((double)pool_ops * threads * reps),
+                 (double)own_csw / ((double)own_ops * own * reps));
     for (int k = 0; k < own; k++)
         wk_db_close(dbs[k]);
     wk_pool_close(pool);
@@ -154,5 +176,8 @@ void bench_pool_run(const char *url, int reps, unsigned ops)
     one_row(&o, MAX_THREADS, 4, 4, reps, ops);
     one_row(&o, MAX_THREADS, 8, MAX_THREADS, reps, ops);
     one_row(&o, 1, 1, 1, reps, ops);
+    printf("\nvoluntary context switches per cycle (pool vs handles):\n");
+    for (int i = 0; i < nnotes; i++)
+        printf("  %s\n", notes[i]);
     printf("\n");
 }
