@@ -18,6 +18,8 @@
  *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
  *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
  *                                  # (certificates made with `openssl`)
+ *   bench_redis --pool             # only: 8 threads on a pool of 4 vs 8
+ *                                  # threads with a handle each (bench_pool.c)
  *
  * Then, per Lua script of the library, the server's own time per call
  * (INFO commandstats) next to the smallest script doing the same job
@@ -412,7 +414,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true, tls = false, async = false;
+    bool quick = false, table = true, scripts = true, tls = false, async = false, pool = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -426,6 +428,8 @@ int main(int argc, char **argv)
             async = true;
         else if (!strcmp(argv[i], "--tls"))
             tls = true;
+        else if (!strcmp(argv[i], "--pool"))
+            pool = true;
         else if (!strcmp(argv[i], "--scripts"))
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
@@ -435,7 +439,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N] [--tls] [--async]\n",
+                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool]\n",
                     argv[0]);
             return 2;
         }
@@ -474,7 +478,9 @@ int main(int argc, char **argv)
     if (!c.raw || c.raw->err)
         die("raw connect", c.raw ? c.raw->errstr : "oom");
 
-    if (callgrind_ops > 0) {
+    if (pool) {
+        bench_pool_run(url, reps, quick ? 2000 : 8000);
+    } else if (callgrind_ops > 0) {
         /* Only library lock cycles: valgrind counts their instructions. */
         for (int i = 0; i < callgrind_ops; i++)
             lock_seq_lib(&c, (unsigned)i);

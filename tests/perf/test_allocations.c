@@ -141,10 +141,8 @@ static void expect_done(const wk_test_alloc_case *c, int rc)
     cr_assert_eq(rc, WK_OK, "%s: %s", c->what, wk_err_name(rc));
 }
 
-static void count_ops(const wk_test_alloc_case *c, unsigned n)
+static void count_ops_on(wk_processor *p, const wk_test_alloc_case *c, unsigned n)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
     locate_hiredis();
     if (c->setup)
         expect_done(c, c->setup(p));
@@ -165,13 +163,28 @@ static void count_ops(const wk_test_alloc_case *c, unsigned n)
     cr_assert_eq(library_allocs, 0, "%s: %ld allocations outside hiredis in %u operations", c->what,
                  library_allocs, n);
     cr_assert_gt(hiredis_allocs, 0, "the counter sees hiredis allocating replies");
+}
+
+static void count_ops(const wk_test_alloc_case *c, unsigned n)
+{
+    wk_db *db = wk_test_open(NULL);
+    count_ops_on(wk_db_processor(db), c, n);
     wk_db_close(db);
+}
+
+/* The same through a pool's shared processor: borrowing a connection (a
+ * mutex, a condition) allocates nothing either. */
+static void count_pool_ops(const wk_test_alloc_case *c, unsigned n)
+{
+    wk_pool *pool = wk_test_open_pool(wk_test_url(), NULL, 2, 2000, NULL);
+    count_ops_on(wk_pool_processor(pool), c, n);
+    wk_pool_close(pool);
 }
 
 #define MAX_ALLOC_CASES 64
 
-/* One test per hot path of the registry (in registry order). */
-ParameterizedTestParameters(allocations, every_hot_path_allocates_nothing_of_its_own)
+/* The registry's hot paths by index (in registry order). */
+static struct criterion_test_params hot_paths(void)
 {
     static size_t index[MAX_ALLOC_CASES];
     size_t n = wk_test_nallocs();
@@ -182,9 +195,25 @@ ParameterizedTestParameters(allocations, every_hot_path_allocates_nothing_of_its
     return cr_make_param_array(size_t, index, n);
 }
 
+/* One test per hot path, on a handle and through a pool. */
+ParameterizedTestParameters(allocations, every_hot_path_allocates_nothing_of_its_own)
+{
+    return hot_paths();
+}
+
 ParameterizedTest(size_t *i, allocations, every_hot_path_allocates_nothing_of_its_own)
 {
     count_ops(wk_test_alloc_at(*i), 200);
+}
+
+ParameterizedTestParameters(allocations, every_hot_path_through_a_pool_allocates_nothing)
+{
+    return hot_paths();
+}
+
+ParameterizedTest(size_t *i, allocations, every_hot_path_through_a_pool_allocates_nothing)
+{
+    count_pool_ops(wk_test_alloc_at(*i), 200);
 }
 
 Test(allocations, the_registry_has_the_hot_paths)

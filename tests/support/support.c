@@ -37,6 +37,24 @@ wk_db *wk_test_open(const wk_cap *cap)
     return wk_test_open_url(wk_test_url(), cap);
 }
 
+wk_pool *wk_test_open_pool(const char *url, const wk_cap *cap, int size, int wait_ms,
+                           const char *client_name)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.client_name = client_name;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = size;
+    po.wait_ms = wait_ms;
+    wk_pool *pool = NULL;
+    char err[512];
+    int rc = wk_pool_open(&pool, &po, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "wk_pool_open(%s): %s: %s", url, wk_err_name(rc), err);
+    return pool;
+}
+
 redisContext *wk_test_raw(const char *url)
 {
     wk_url u;

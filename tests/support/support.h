@@ -41,6 +41,10 @@ const char *wk_test_url(void);
  * failing the test on error. */
 wk_db *wk_test_open(const wk_cap *cap);
 wk_db *wk_test_open_url(const char *url, const wk_cap *cap);
+/* A pool of `size` connections to `url` (cap NULL = read-write; client_name
+ * may be NULL), failing the test on error. */
+wk_pool *wk_test_open_pool(const char *url, const wk_cap *cap, int size, int wait_ms,
+                           const char *client_name);
 
 /* A raw hiredis connection to `url`'s server, for checking state. */
 redisContext *wk_test_raw(const char *url);
