@@ -13,6 +13,7 @@
 #include <wakuwaku/live_view.h>
 
 #include "collection/cache_private.h"
+#include "collection/live_view_scripts.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -42,7 +43,7 @@ static const wk_script create_script = {
 
 /* ARGV: parent, diff, body, max_diffs. {0} absent, {1, head} conflict,
  * {2, version} committed. The parent is compared as text, like the crate. */
-static const wk_script commit_script = {
+const wk_script wk__live_view_commit_script = {
     "live_view.commit",
     "local v = redis.call('HGET', KEYS[1], 'v')\n"
     "if not v then return {0} end\n"
@@ -122,14 +123,6 @@ void wk_live_view_body_free(wk_live_view_body *body)
         return;
     free(body->data);
     *body = (wk_live_view_body)WK_LIVE_VIEW_BODY_INIT;
-}
-
-void wk_live_view_event_free(wk_live_view_event *event)
-{
-    if (!event)
-        return;
-    free(event->data);
-    *event = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
 }
 
 void wk_live_view_log_free(wk_live_view_log *h)
@@ -230,7 +223,7 @@ int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, ui
     wk_access access = {view, WK_WRITE};
     wk_query q = {.name = "live_view.commit",
                   .effect = WK__EFFECT1(access),
-                  .script = &commit_script,
+                  .script = &wk__live_view_commit_script,
                   .nkeys = 2,
                   .argc = 6,
                   .argv = argv,
@@ -908,37 +901,39 @@ static int still_there(wk_live_view_sub *s, bool *there)
     return rc;
 }
 
-/* The event of entry `e` seen from version c (the crate's rule). */
-static int event_of(wk_live_view_sub *s, const entry *e, wk_live_view_event *ev)
+/* Why entry `e` cannot be an event: WK_ECORRUPT naming the log. */
+static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
 {
     char key[WK__KEY_TEXT_MAX];
     wk__render_key(key, sizeof(key), s->k.log, s->k.log_len);
-    if (e->why)
-        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT, "live_view.recv: \"%s\": %s", key,
-                                  e->why);
-    if (e->seq != 0)
+    if (!e->has_id)
         return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
-                                  "live_view.recv: \"%s\": entry %llu-%llu: ID is not "
-                                  "<version>-0",
-                                  key, (unsigned long long)e->ms, (unsigned long long)e->seq);
+                                  "live_view.recv: \"%s\": %s", key, why);
+    return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
+                              "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)",
+                              key, (unsigned long long)e->ms, (unsigned long long)e->seq, why,
+                              (unsigned long long)s->version);
+}
+
+/* The event of entry `e` seen from version c (the crate's rule). */
+static int event_of(wk_live_view_sub *s, const entry *e, wk_live_view_event *ev)
+{
+    if (e->why)
+        return corrupt_entry(s, e, e->why);
+    if (e->seq != 0)
+        return corrupt_entry(s, e, "ID is not <version>-0");
     bool next = s->version != UINT64_MAX && e->ms == s->version + 1;
-    size_t off, len;
     if (next && e->has_diff) {
         ev->type = WK_LIVE_VIEW_DIFF;
-        off = e->diff_off;
-        len = e->diff_len;
+        ev->data = s->pending.bytes + e->diff_off; /* NUL-terminated by store() */
+        ev->len = e->diff_len;
     } else if (e->has_base) {
         ev->type = WK_LIVE_VIEW_SNAPSHOT;
-        off = e->base_off;
-        len = e->base_len;
+        ev->data = s->pending.bytes + e->base_off;
+        ev->len = e->base_len;
     } else {
-        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
-                                  "live_view.recv: \"%s\": entry %llu-0: diff doesn't follow the "
-                                  "previous version (%llu)",
-                                  key, (unsigned long long)e->ms, (unsigned long long)s->version);
+        return corrupt_entry(s, e, "diff doesn't follow the previous version");
     }
-    if (copy_bytes(&ev->data, &ev->len, s->pending.bytes + off, len))
-        return wk__processor_fail(wk_db_processor(s->b), WK_ENOMEM, "live_view.recv: out of memory");
     ev->version = e->ms;
     s->version = e->ms;
     return WK_OK;
@@ -948,7 +943,7 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
 {
     if (!s || !ev)
         return WK_EINVAL;
-    wk_live_view_event_free(ev);
+    *ev = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
     for (;;) {
         if (atomic_load(&s->stopped)) {
             ev->type = WK_LIVE_VIEW_STOPPED;

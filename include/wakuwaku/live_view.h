@@ -229,20 +229,21 @@ typedef enum wk_live_view_event_type {
 } wk_live_view_event_type;
 
 /*
- * One event. `data` is malloc'ed (len + 1 bytes, NUL-terminated) for DIFF
- * and SNAPSHOT, NULL otherwise. OWNERSHIP: wk_live_view_event_free();
- * initialise with WK_LIVE_VIEW_EVENT_INIT; recv frees what it held first.
+ * One event. For DIFF and SNAPSHOT, `data` (len bytes, followed by a NUL
+ * that is not part of them) is BORROWED from the subscription: valid until
+ * its next recv or close, so a follower reads it (or copies it, as
+ * wk_live_view_update() does) without an allocation per event. NULL for
+ * GONE and STOPPED. Nothing to free; initialise with
+ * WK_LIVE_VIEW_EVENT_INIT.
  */
 typedef struct wk_live_view_event {
     wk_live_view_event_type type;
     uint64_t version;
-    uint8_t *data;
+    const uint8_t *data;
     size_t len;
 } wk_live_view_event;
 
 #define WK_LIVE_VIEW_EVENT_INIT {WK_LIVE_VIEW_STOPPED, 0, NULL, 0}
-
-WK_API void wk_live_view_event_free(wk_live_view_event *event);
 
 /*
  * Options of a subscription. Start from WK_LIVE_VIEW_SUB_OPTIONS_INIT.

@@ -72,7 +72,6 @@ static int recv_once(wk_live_view_sub *sub, int rc)
         return rc;
     wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
     rc = wk_live_view_recv(sub, &ev);
-    wk_live_view_event_free(&ev);
     wk_live_view_sub_close(sub);
     return rc;
 }
