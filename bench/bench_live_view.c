@@ -134,10 +134,10 @@ static void raw_commit(redisContext *c, const item *it, uint64_t parent)
     char par[24], max[24];
     snprintf(par, sizeof(par), "%llu", (unsigned long long)parent);
     snprintf(max, sizeof(max), "%llu", (unsigned long long)it->e.capacity);
-    const char *argv[9] = {"EVALSHA", sha, "2", it->head, it->log, par,
-                           (const char *)diff, (const char *)body, max};
-    size_t len[9] = {7, 40, 1, it->head_len, it->log_len, strlen(par), DIFF_LEN, BODY_LEN,
-                     strlen(max)};
+    const char *argv[9] = {"EVALSHA",          sha, "2", it->head, it->log, par, (const char *)diff,
+                           (const char *)body, max};
+    size_t len[9] = {7,           40,       1,        it->head_len, it->log_len,
+                     strlen(par), DIFF_LEN, BODY_LEN, strlen(max)};
     redisReply *r = redisCommandArgv(c, 9, argv, len);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->integer != 2)
         die("raw commit", r && r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");

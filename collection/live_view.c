@@ -33,31 +33,29 @@ WK__KIND(live_view) = {WK_KIND_LIVE_VIEW, check_params};
  * ---------------------------------------------------------------------- */
 
 /* ARGV: body. 1 created, 0 it existed. */
-static const wk_script create_script = {
-    "live_view.create",
-    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-    "redis.call('HSET', KEYS[1], 'v', '1', 'b', ARGV[1])\n"
-    "redis.call('DEL', KEYS[2])\n"
-    "redis.call('XADD', KEYS[2], '1-0', 'base', ARGV[1])\n"
-    "return 1\n"};
+static const wk_script create_script = {"live_view.create",
+                                        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                        "redis.call('HSET', KEYS[1], 'v', '1', 'b', ARGV[1])\n"
+                                        "redis.call('DEL', KEYS[2])\n"
+                                        "redis.call('XADD', KEYS[2], '1-0', 'base', ARGV[1])\n"
+                                        "return 1\n"};
 
 /* ARGV: parent, diff, body, max_diffs. {0} absent, {1, head} conflict,
  * {2, version} committed. The parent is compared as text, like the crate. */
 const wk_script wk__live_view_commit_script = {
-    "live_view.commit",
-    "local v = redis.call('HGET', KEYS[1], 'v')\n"
-    "if not v then return {0} end\n"
-    "if v ~= ARGV[1] then return {1, tonumber(v)} end\n"
-    "local next = string.format('%d', tonumber(v) + 1)\n"
-    "redis.call('HSET', KEYS[1], 'v', next, 'b', ARGV[3])\n"
-    "local id = next .. '-0'\n"
-    "if redis.call('XLEN', KEYS[2]) > tonumber(ARGV[4]) then\n"
-    "  redis.call('XTRIM', KEYS[2], 'MAXLEN', 0)\n"
-    "  redis.call('XADD', KEYS[2], id, 'base', ARGV[3], 'diff', ARGV[2])\n"
-    "else\n"
-    "  redis.call('XADD', KEYS[2], id, 'diff', ARGV[2])\n"
-    "end\n"
-    "return {2, tonumber(next)}\n"};
+    "live_view.commit", "local v = redis.call('HGET', KEYS[1], 'v')\n"
+                        "if not v then return {0} end\n"
+                        "if v ~= ARGV[1] then return {1, tonumber(v)} end\n"
+                        "local next = string.format('%d', tonumber(v) + 1)\n"
+                        "redis.call('HSET', KEYS[1], 'v', next, 'b', ARGV[3])\n"
+                        "local id = next .. '-0'\n"
+                        "if redis.call('XLEN', KEYS[2]) > tonumber(ARGV[4]) then\n"
+                        "  redis.call('XTRIM', KEYS[2], 'MAXLEN', 0)\n"
+                        "  redis.call('XADD', KEYS[2], id, 'base', ARGV[3], 'diff', ARGV[2])\n"
+                        "else\n"
+                        "  redis.call('XADD', KEYS[2], id, 'diff', ARGV[2])\n"
+                        "end\n"
+                        "return {2, tonumber(next)}\n"};
 
 /* ------------------------------------------------------------------------
  * Keys and small helpers
@@ -212,14 +210,10 @@ int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, ui
     outcome->result = WK_LIVE_VIEW_ABSENT;
     outcome->version = 0;
     char par[24], max[24];
-    const char *argv[6] = {k.head,
-                           k.log,
-                           par,
-                           diff ? (const char *)diff : "",
-                           body ? (const char *)body : "",
-                           max};
-    size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent), diff_len, body_len,
-                         fmt_u64(max, (uint64_t)view->capacity)};
+    const char *argv[6] = {
+        k.head, k.log, par, diff ? (const char *)diff : "", body ? (const char *)body : "", max};
+    size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent),
+                         diff_len,   body_len,  fmt_u64(max, (uint64_t)view->capacity)};
     wk_access access = {view, WK_WRITE};
     wk_query q = {.name = "live_view.commit",
                   .effect = WK__EFFECT1(access),
@@ -280,11 +274,12 @@ static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
     const char *vs = wk_reply_str(v, &vlen), *bs = wk_reply_str(b, &blen);
     uint64_t version;
     if (!has_v || !has_b)
-        return wk_diag_fail(d, WK_ECORRUPT, "live view head \"%s\" lacks its version or body",
-                            key);
+        return wk_diag_fail(d, WK_ECORRUPT, "live view head \"%s\" lacks its version or body", key);
     if (!parse_u64(vs, vlen, &version))
-        return wk_diag_fail(d, WK_ECORRUPT, "live view head \"%s\" has a version that is not a "
-                            "decimal u64", key);
+        return wk_diag_fail(d, WK_ECORRUPT,
+                            "live view head \"%s\" has a version that is not a "
+                            "decimal u64",
+                            key);
     if (copy_bytes(&out->data, &out->len, bs, blen) != WK_OK)
         return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", blen);
     out->version = version;
@@ -381,7 +376,8 @@ int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, u
     if (rc)
         return rc;
     if (!version || !found)
-        return wk__processor_fail(p, WK_EINVAL, "live_view.version: version and found are required");
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.version: version and found are required");
     /* The parser's pair of pointers lives on this stack. */
     if ((rc = wk__no_deferred(p, "live_view.version")))
         return rc;
@@ -548,8 +544,7 @@ static int parse_range(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 /* The history in `es` as `out`; WK_ECORRUPT (message on p) for the shapes
  * the crate rejects. */
-static int build_history(wk_processor *p, const keys *k, const entries *es,
-                         wk_live_view_log *out)
+static int build_history(wk_processor *p, const keys *k, const entries *es, wk_live_view_log *out)
 {
     char key[WK__KEY_TEXT_MAX];
     wk__render_key(key, sizeof(key), k->log, k->log_len);
@@ -557,8 +552,7 @@ static int build_history(wk_processor *p, const keys *k, const entries *es,
         return WK_OK;
     const entry *first = &es->v[0];
     if (first->why)
-        return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key,
-                                  first->why);
+        return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, first->why);
     if (!first->has_base)
         return wk__processor_fail(p, WK_ECORRUPT,
                                   "live_view.history: \"%s\" doesn't start with a base", key);
@@ -567,8 +561,7 @@ static int build_history(wk_processor *p, const keys *k, const entries *es,
                                   "live_view.history: \"%s\": entry ID is not <version>-0", key);
     out->diffs = calloc(es->n > 1 ? es->n - 1 : 1, sizeof(*out->diffs));
     if (!out->diffs ||
-        copy_bytes(&out->base.data, &out->base.len, es->bytes + first->base_off,
-                   first->base_len))
+        copy_bytes(&out->base.data, &out->base.len, es->bytes + first->base_off, first->base_len))
         return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
     out->base.version = first->ms;
     out->base.found = true;
@@ -576,12 +569,10 @@ static int build_history(wk_processor *p, const keys *k, const entries *es,
     for (size_t i = 1; i < es->n; i++) {
         const entry *e = &es->v[i];
         if (e->why)
-            return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key,
-                                      e->why);
+            return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, e->why);
         if (e->seq != 0)
-            return wk__processor_fail(p, WK_ECORRUPT,
-                                      "live_view.history: \"%s\": entry ID is not <version>-0",
-                                      key);
+            return wk__processor_fail(
+                p, WK_ECORRUPT, "live_view.history: \"%s\": entry ID is not <version>-0", key);
         if (version == UINT64_MAX || e->ms != version + 1 || !e->has_diff)
             return wk__processor_fail(p, WK_ECORRUPT,
                                       "live_view.history: \"%s\": entry %llu-0 is not a diff "
@@ -653,8 +644,8 @@ static int apply_one(wk_live_view_apply_fn apply, void *arg, wk_live_view_body *
     return WK_OK;
 }
 
-int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply_fn apply,
-                                void *arg, wk_live_view_body *out)
+int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply_fn apply, void *arg,
+                            wk_live_view_body *out)
 {
     if (!h || !apply || !out || !h->base.found)
         return WK_EINVAL;
@@ -690,8 +681,7 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
         view->found = true;
         return WK_OK;
     }
-    if (ev->type != WK_LIVE_VIEW_DIFF || !apply || !view->found ||
-        ev->version != view->version + 1)
+    if (ev->type != WK_LIVE_VIEW_DIFF || !apply || !view->found || ev->version != view->version + 1)
         return WK_EINVAL;
     int rc = apply_one(apply, arg, view, ev->data, ev->len);
     if (rc == WK_OK)
@@ -707,23 +697,24 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
 #define READ_BATCH "128"
 
 struct wk_live_view_sub {
-    wk_db *b;            /* the blocking handle: its own connection */
-    wk__held held;       /* the entity (for the capability check) and name */
+    wk_db *b;      /* the blocking handle: its own connection */
+    wk__held held; /* the entity (for the capability check) and name */
     keys k;
-    uint64_t version;    /* c: the version of the last event */
+    uint64_t version;             /* c: the version of the last event */
     uint64_t after_ms, after_seq; /* the XREAD cursor */
     int64_t poll_ms;
     bool gone;
     atomic_bool stopped;
     entries pending;
-    bool timed_out;      /* the last XREAD returned nil */
+    bool timed_out; /* the last XREAD returned nil */
 };
 
 static int open_sub(wk_processor *p, const char *op, const wk_entity *view, const wk_name *name,
                     const keys *k, uint64_t version, const wk_live_view_sub_options *opts,
                     wk_live_view_sub **out)
 {
-    wk_live_view_sub_options o = opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
+    wk_live_view_sub_options o =
+        opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
     if (o.poll_ms < 1)
         return wk__processor_fail(p, WK_EINVAL, "%s: poll_ms must be >= 1 (got %lld)", op,
                                   (long long)o.poll_ms);
@@ -870,7 +861,7 @@ static int xread(wk_live_view_sub *s)
     after_len += fmt_u64(after + after_len, s->after_seq);
     const char *argv[7] = {"XREAD", "COUNT", READ_BATCH, "BLOCK", block, "STREAMS", s->k.log};
     const char *args[8] = {argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], after};
-    size_t argvlen[8] = {5, 5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->k.log_len,
+    size_t argvlen[8] = {5,        5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->k.log_len,
                          after_len};
     wk_access access = {&s->held.entity, WK_READ};
     wk_query q = {.name = "live_view.recv",
@@ -907,11 +898,11 @@ static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
     char key[WK__KEY_TEXT_MAX];
     wk__render_key(key, sizeof(key), s->k.log, s->k.log_len);
     if (!e->has_id)
-        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
-                                  "live_view.recv: \"%s\": %s", key, why);
+        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT, "live_view.recv: \"%s\": %s",
+                                  key, why);
     return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
-                              "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)",
-                              key, (unsigned long long)e->ms, (unsigned long long)e->seq, why,
+                              "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)", key,
+                              (unsigned long long)e->ms, (unsigned long long)e->seq, why,
                               (unsigned long long)s->version);
 }
 
@@ -1016,10 +1007,9 @@ int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_name na
     return rc;
 }
 
-int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name name,
-                              uint64_t parent, const void *diff, size_t diff_len,
-                              const wk_codec *codec, const void *value,
-                              wk_live_view_commit_outcome *outcome)
+int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name name, uint64_t parent,
+                              const void *diff, size_t diff_len, const wk_codec *codec,
+                              const void *value, wk_live_view_commit_outcome *outcome)
 {
     uint8_t *bytes;
     size_t len;

@@ -91,7 +91,10 @@ typedef struct wk_live_view_body {
     size_t len;
 } wk_live_view_body;
 
-#define WK_LIVE_VIEW_BODY_INIT {false, 0, NULL, 0}
+#define WK_LIVE_VIEW_BODY_INIT                                                                     \
+    {                                                                                              \
+        false, 0, NULL, 0                                                                          \
+    }
 
 /* Free body->data and reset it to WK_LIVE_VIEW_BODY_INIT. NULL is a no-op. */
 WK_API void wk_live_view_body_free(wk_live_view_body *body);
@@ -123,8 +126,9 @@ WK_API int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name n
 /* How a commit ended. */
 typedef enum wk_live_view_commit_result {
     WK_LIVE_VIEW_COMMITTED = 0, /* the view moved to `version` */
-    WK_LIVE_VIEW_CONFLICT = 1,  /* it was not at the parent; `version` is its head; nothing changed */
-    WK_LIVE_VIEW_ABSENT = 2     /* there is no view; nothing changed */
+    WK_LIVE_VIEW_CONFLICT =
+        1,                  /* it was not at the parent; `version` is its head; nothing changed */
+    WK_LIVE_VIEW_ABSENT = 2 /* there is no view; nothing changed */
 } wk_live_view_commit_result;
 
 typedef struct wk_live_view_commit_outcome {
@@ -150,9 +154,8 @@ typedef struct wk_live_view_commit_outcome {
  * in a batch.
  */
 WK_API int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name,
-                               uint64_t parent, const void *diff, size_t diff_len,
-                               const void *body, size_t body_len,
-                               wk_live_view_commit_outcome *outcome);
+                               uint64_t parent, const void *diff, size_t diff_len, const void *body,
+                               size_t body_len, wk_live_view_commit_outcome *outcome);
 
 /*
  * wk_live_view_get — the latest version and body of `name` (HMGET).
@@ -187,7 +190,10 @@ typedef struct wk_live_view_log {
     size_t ndiffs;
 } wk_live_view_log;
 
-#define WK_LIVE_VIEW_LOG_INIT {WK_LIVE_VIEW_BODY_INIT, NULL, 0}
+#define WK_LIVE_VIEW_LOG_INIT                                                                      \
+    {                                                                                              \
+        WK_LIVE_VIEW_BODY_INIT, NULL, 0                                                            \
+    }
 
 WK_API void wk_live_view_log_free(wk_live_view_log *history);
 
@@ -205,12 +211,11 @@ WK_API int wk_live_view_history(wk_processor *p, const wk_entity *view, wk_name 
  * `out` (freed first). Returns WK_OK, WK_EINVAL (no history), or the
  * apply function's status. Touches no network. */
 WK_API int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply_fn apply,
-                                       void *arg, wk_live_view_body *out);
+                                   void *arg, wk_live_view_body *out);
 
 /* wk_live_view_remove — delete the view and its history (UNLINK h l);
  * *removed (may be NULL): whether any of them existed. WRITE effect. */
-WK_API int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name,
-                               bool *removed);
+WK_API int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed);
 
 /* ------------------------------------------------------------------------
  * Subscriptions
@@ -243,7 +248,10 @@ typedef struct wk_live_view_event {
     size_t len;
 } wk_live_view_event;
 
-#define WK_LIVE_VIEW_EVENT_INIT {WK_LIVE_VIEW_STOPPED, 0, NULL, 0}
+#define WK_LIVE_VIEW_EVENT_INIT                                                                    \
+    {                                                                                              \
+        WK_LIVE_VIEW_STOPPED, 0, NULL, 0                                                           \
+    }
 
 /*
  * Options of a subscription. Start from WK_LIVE_VIEW_SUB_OPTIONS_INIT.
@@ -259,7 +267,10 @@ typedef struct wk_live_view_sub_options {
     int64_t poll_ms;
 } wk_live_view_sub_options;
 
-#define WK_LIVE_VIEW_SUB_OPTIONS_INIT {.poll_ms = 2000}
+#define WK_LIVE_VIEW_SUB_OPTIONS_INIT                                                              \
+    {                                                                                              \
+        .poll_ms = 2000                                                                            \
+    }
 
 /*
  * wk_live_view_subscribe — read the latest version of `name` into `head`

@@ -60,8 +60,7 @@ static void expect_str(const redisReply *r, const char *want)
 {
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "type %d", r->type);
     cr_assert_eq(r->len, strlen(want), "\"%.*s\" != \"%s\"", (int)r->len, r->str, want);
-    cr_assert(memcmp(r->str, want, r->len) == 0, "\"%.*s\" != \"%s\"", (int)r->len, r->str,
-              want);
+    cr_assert(memcmp(r->str, want, r->len) == 0, "\"%.*s\" != \"%s\"", (int)r->len, r->str, want);
 }
 
 /* An entry of an XRANGE reply: ID and fields, as text. */
@@ -354,8 +353,8 @@ static void *follow(void *arg)
     wk_live_view_sub_options o = WK_LIVE_VIEW_SUB_OPTIONS_INIT;
     o.poll_ms = 200;
     wk_live_view_sub *sub = NULL;
-    int rc = wk_live_view_subscribe(wk_db_processor(db), f->e, wk_name_str(f->name), &o, &f->view,
-                                    &sub);
+    int rc =
+        wk_live_view_subscribe(wk_db_processor(db), f->e, wk_name_str(f->name), &o, &f->view, &sub);
     atomic_fetch_add(f->ready, 1);
     if (rc || !sub) {
         snprintf(f->why, sizeof(f->why), "subscribe: %s %s", wk_err_name(rc), wk_db_errmsg(db));
@@ -402,8 +401,7 @@ static void *follow(void *arg)
     return NULL;
 }
 
-Test(live_view, three_subscribers_follow_1000_commits_and_squashes_to_the_final_body,
-     .timeout = 60)
+Test(live_view, three_subscribers_follow_1000_commits_and_squashes_to_the_final_body, .timeout = 60)
 {
     wk_db *db = wk_test_open(NULL);
     wk_processor *p = wk_db_processor(db);
@@ -415,8 +413,12 @@ Test(live_view, three_subscribers_follow_1000_commits_and_squashes_to_the_final_
     follower f[3];
     pthread_t t[3];
     for (int i = 0; i < 3; i++) {
-        f[i] = (follower){.e = &e, .name = name, .ready = &ready, .writer_done = &done,
-                          .view = WK_LIVE_VIEW_BODY_INIT, .pause_after_first = i == 2};
+        f[i] = (follower){.e = &e,
+                          .name = name,
+                          .ready = &ready,
+                          .writer_done = &done,
+                          .view = WK_LIVE_VIEW_BODY_INIT,
+                          .pause_after_first = i == 2};
         cr_assert_eq(pthread_create(&t[i], NULL, follow, &f[i]), 0);
     }
     while (atomic_load(&ready) < 3)
@@ -431,8 +433,8 @@ Test(live_view, three_subscribers_follow_1000_commits_and_squashes_to_the_final_
         memcpy(body + len, diff, (size_t)dl);
         len += (size_t)dl;
         wk_live_view_commit_outcome out;
-        int rc = wk_live_view_commit(p, &e, wk_name_str(name), v, diff, (size_t)dl, body, len,
-                                     &out);
+        int rc =
+            wk_live_view_commit(p, &e, wk_name_str(name), v, diff, (size_t)dl, body, len, &out);
         cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
         cr_assert_eq(out.result, WK_LIVE_VIEW_COMMITTED);
         cr_assert_eq(out.version, v + 1);
@@ -556,14 +558,15 @@ Test(live_view, corrupted_entries_are_ecorrupt_and_passed_over, .timeout = 60)
     cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
     cr_assert_eq(head.version, 2);
     redisContext *raw = wk_test_raw(wk_test_url());
-    freeReplyObject(cmd(raw, "XADD %s 3-0 junk x", log));  /* neither diff nor base */
-    freeReplyObject(cmd(raw, "XADD %s 4-0 diff y", log));  /* a diff after a gap */
-    freeReplyObject(cmd(raw, "XADD %s 5-1 diff z", log));  /* not <version>-0 */
+    freeReplyObject(cmd(raw, "XADD %s 3-0 junk x", log)); /* neither diff nor base */
+    freeReplyObject(cmd(raw, "XADD %s 4-0 diff y", log)); /* a diff after a gap */
+    freeReplyObject(cmd(raw, "XADD %s 5-1 diff z", log)); /* not <version>-0 */
     freeReplyObject(cmd(raw, "XADD %s 6-0 base full diff w", log));
     wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
     cr_assert_eq(recv_ev(sub, &ev), WK_ECORRUPT);
-    cr_assert(strstr(wk_live_view_sub_errmsg(sub), "3-0: diff doesn't follow the previous version (at version 2)"), "%s",
-              wk_live_view_sub_errmsg(sub));
+    cr_assert(strstr(wk_live_view_sub_errmsg(sub),
+                     "3-0: diff doesn't follow the previous version (at version 2)"),
+              "%s", wk_live_view_sub_errmsg(sub));
     cr_assert_eq(wk_live_view_sub_version(sub), 2, "an error leaves the version");
     cr_assert_eq(recv_ev(sub, &ev), WK_ECORRUPT, "4-0 does not follow 2");
     cr_assert_eq(recv_ev(sub, &ev), WK_ECORRUPT);
@@ -829,8 +832,8 @@ static uint64_t rust_follow(redisContext *raw, const char *log, uint64_t c, char
                             uint64_t until, int *snapshots)
 {
     while (c < until) {
-        redisReply *r = cmd(raw, "XREAD COUNT 128 BLOCK 0 STREAMS %s %llu-0", log,
-                            (unsigned long long)c);
+        redisReply *r =
+            cmd(raw, "XREAD COUNT 128 BLOCK 0 STREAMS %s %llu-0", log, (unsigned long long)c);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "XREAD type %d", r->type);
         const redisReply *entries = r->element[0]->element[1];
         for (size_t i = 0; i < entries->elements; i++) {

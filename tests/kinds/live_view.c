@@ -128,9 +128,9 @@ static int commit_cycle(wk_processor *p, unsigned i)
         return rc ? rc : WK_TEST_WRONG_OUTCOME;
     wk_live_view_commit_outcome out;
     rc = wk_live_view_commit(p, &alloc_view, wk_name_str("v"), v, "d", 1, "body", 4, &out);
-    return rc != WK_OK                                                       ? rc
+    return rc != WK_OK                                                    ? rc
            : out.result == WK_LIVE_VIEW_COMMITTED && out.version == v + 1 ? WK_OK
-                                                                            : WK_TEST_WRONG_OUTCOME;
+                                                                          : WK_TEST_WRONG_OUTCOME;
 }
 
 static const wk_test_alloc_case allocs[] = {
@@ -179,8 +179,7 @@ static void view_op(wk_processor *p, const wk_test_soak_env *env)
                                      b.len + 1, &out);
             env->account(rc, "live_view.commit");
             if (rc == WK_OK)
-                atomic_fetch_add(out.result == WK_LIVE_VIEW_COMMITTED ? &s->commits
-                                                                      : &s->conflicts,
+                atomic_fetch_add(out.result == WK_LIVE_VIEW_COMMITTED ? &s->commits : &s->conflicts,
                                  1);
         }
     }
@@ -191,8 +190,8 @@ static void view_report(const wk_test_soak_env *env, double elapsed_s)
 {
     (void)elapsed_s;
     view_shared *s = env->shared;
-    printf("  live view commits: %ld, conflicts: %ld, body checks: %ld\n",
-           atomic_load(&s->commits), atomic_load(&s->conflicts), atomic_load(&s->checks));
+    printf("  live view commits: %ld, conflicts: %ld, body checks: %ld\n", atomic_load(&s->commits),
+           atomic_load(&s->conflicts), atomic_load(&s->checks));
 }
 
 static const wk_test_soak_op soak[] = {
