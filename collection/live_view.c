@@ -91,23 +91,10 @@ static int copy_bytes(uint8_t **dst, size_t *dst_len, const void *src, size_t le
     return WK_OK;
 }
 
-/* A decimal u64 with no sign, no spaces, no leading '+' (what the scripts
- * write); false otherwise. */
+/* A version or an ID part, as the scripts and Redis write them. */
 static bool parse_u64(const char *s, size_t len, uint64_t *out)
 {
-    if (!s || len == 0 || len > 20)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
+    return wk__parse_decimal(s, len, UINT64_MAX, out);
 }
 
 static size_t fmt_u64(char *buf, uint64_t v)
@@ -255,6 +242,23 @@ int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bo
  * get, version
  * ---------------------------------------------------------------------- */
 
+/* A pure read of `e` (a command of argc arguments): retry-safe, and its
+ * error replies go to the parser (a key of another type is corruption). */
+static int read_query(wk_processor *p, const wk_entity *e, const char *op, int argc,
+                      const char *const *argv, const size_t *argvlen, wk_parse_fn parse, void *out)
+{
+    wk_access access = {e, WK_READ};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                  .argc = argc,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
 static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_live_view_body *out = q->out;
@@ -294,16 +298,7 @@ static int get_head(wk_processor *p, const wk_entity *e, const char *op, const k
     wk_live_view_body_free(out);
     const char *argv[4] = {"HMGET", k->head, "v", "b"};
     size_t argvlen[4] = {5, k->head_len, 1, 1};
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 4,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_head,
-                  .out = out};
-    return wk_process(p, &q);
+    return read_query(p, e, op, 4, argv, argvlen, parse_head, out);
 }
 
 int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_live_view_body *out)
@@ -356,16 +351,7 @@ static int version_query(wk_processor *p, const wk_entity *e, const char *op, co
     *out->version = 0;
     const char *argv[3] = {"HGET", head, "v"};
     size_t argvlen[3] = {4, head_len, 1};
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_version,
-                  .out = out};
-    return wk_process(p, &q);
+    return read_query(p, e, op, 3, argv, argvlen, parse_version, out);
 }
 
 int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, uint64_t *version,
@@ -602,16 +588,7 @@ int wk_live_view_history(wk_processor *p, const wk_entity *view, wk_name name,
     entries es = {0};
     const char *argv[4] = {"XRANGE", k.log, "-", "+"};
     size_t argvlen[4] = {6, k.log_len, 1, 1};
-    wk_access access = {view, WK_READ};
-    wk_query q = {.name = "live_view.history",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 4,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_range,
-                  .out = &es};
-    rc = wk_process(p, &q);
+    rc = read_query(p, view, "live_view.history", 4, argv, argvlen, parse_range, &es);
     if (rc == WK_OK)
         rc = build_history(p, &k, &es, out);
     if (rc)

@@ -46,6 +46,18 @@ static void key_of(char *dst, const wk_entity *e, wk_name name, const char *suff
     dst[len] = '\0';
 }
 
+/* The locals of most tests: a handle, a fresh view entity, a name and its
+ * two keys. */
+#define SETUP(cap_, prefix_, max_diffs_, name_)                                                    \
+    wk_db *db = wk_test_open(cap_);                                                                \
+    wk_processor *p = wk_db_processor(db);                                                         \
+    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns(prefix_), max_diffs_);                            \
+    wk_name n = (name_);                                                                           \
+    char head[WK_KEY_MAX], log[WK_KEY_MAX];                                                        \
+    key_of(head, &e, n, ":h");                                                                     \
+    key_of(log, &e, n, ":l");                                                                      \
+    (void)p
+
 static redisReply *cmd(redisContext *c, const char *fmt, ...)
 {
     va_list ap;
@@ -154,10 +166,7 @@ Test(live_view, key_bytes_and_stored_shapes_follow_the_spec, .timeout = 60)
 
 Test(live_view, commits_are_conditional_on_the_parent, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("cond"), 10);
-    wk_name n = wk_name_str("x");
+    SETUP(NULL, "cond", 10, wk_name_str("x"));
     wk_live_view_commit_outcome out = commit(p, &e, n, 1, "d", "bd");
     cr_assert_eq(out.result, WK_LIVE_VIEW_ABSENT, "no view yet");
     create(p, &e, n, "b");
@@ -211,12 +220,7 @@ static void expect_log_ids(redisContext *raw, const char *log, const char *const
 
 Test(live_view, squashing_follows_the_crates_rule, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("squash"), 2);
-    wk_name n = wk_name_str("s");
-    char log[WK_KEY_MAX];
-    key_of(log, &e, n, ":l");
+    SETUP(NULL, "squash", 2, wk_name_str("s"));
     redisContext *raw = wk_test_raw(wk_test_url());
     create(p, &e, n, "a");
     commit(p, &e, n, 1, "b", "ab");
@@ -282,13 +286,7 @@ Test(live_view, entity_rules, .timeout = 60)
 
 Test(live_view, corrupted_heads_and_histories_are_ecorrupt, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("bad"), 5);
-    wk_name n = wk_name_str("h");
-    char head[WK_KEY_MAX], log[WK_KEY_MAX];
-    key_of(head, &e, n, ":h");
-    key_of(log, &e, n, ":l");
+    SETUP(NULL, "bad", 5, wk_name_str("h"));
     redisContext *raw = wk_test_raw(wk_test_url());
     wk_live_view_body b = WK_LIVE_VIEW_BODY_INIT;
     uint64_t v;
@@ -465,10 +463,7 @@ Test(live_view, three_subscribers_follow_1000_commits_and_squashes_to_the_final_
 
 Test(live_view, resume_from_zero_starts_with_a_snapshot_of_the_base_and_catches_up, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("resume"), 50);
-    wk_name n = wk_name_str("r");
+    SETUP(NULL, "resume", 50, wk_name_str("r"));
     create(p, &e, n, "a");
     commit(p, &e, n, 1, "b", "ab");
     commit(p, &e, n, 2, "c", "abc");
@@ -492,24 +487,21 @@ Test(live_view, resume_from_zero_starts_with_a_snapshot_of_the_base_and_catches_
 
 Test(live_view, removed_or_recreated_view_is_gone_not_corrupt, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("gone"), 5);
-    wk_name n = wk_name_str("g");
+    SETUP(NULL, "gone", 5, wk_name_str("g"));
     wk_live_view_sub_options o = {.poll_ms = 50};
     wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
-    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
     wk_live_view_sub *sub = NULL;
 
     /* Absent at subscribe: no subscription, not an error. */
-    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
-    cr_assert_not(head.found);
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert_not(first.found);
     cr_assert_null(sub);
 
     /* Removed while followed. */
     create(p, &e, n, "a");
-    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
-    cr_assert(head.found);
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert(first.found);
     commit(p, &e, n, 1, "b", "ab");
     bool removed;
     cr_assert_eq(recv_ev(sub, &ev), WK_OK);
@@ -525,8 +517,8 @@ Test(live_view, removed_or_recreated_view_is_gone_not_corrupt, .timeout = 60)
     create(p, &e, n, "a");
     commit(p, &e, n, 1, "b", "ab");
     commit(p, &e, n, 2, "c", "abc");
-    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
-    cr_assert_eq(head.version, 3);
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert_eq(first.version, 3);
     cr_assert_eq(wk_live_view_remove(p, &e, n, &removed), WK_OK);
     create(p, &e, n, "z");
     cr_assert_eq(recv_ev(sub, &ev), WK_OK);
@@ -538,25 +530,20 @@ Test(live_view, removed_or_recreated_view_is_gone_not_corrupt, .timeout = 60)
     cr_assert_eq(recv_ev(sub, &ev), WK_OK);
     cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE);
     wk_live_view_sub_close(sub);
-    wk_live_view_body_free(&head);
+    wk_live_view_body_free(&first);
     wk_db_close(db);
 }
 
 Test(live_view, corrupted_entries_are_ecorrupt_and_passed_over, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("corrupt"), 5);
-    wk_name n = wk_name_str("c");
-    char log[WK_KEY_MAX];
-    key_of(log, &e, n, ":l");
+    SETUP(NULL, "corrupt", 5, wk_name_str("c"));
     create(p, &e, n, "a");
     commit(p, &e, n, 1, "b", "ab");
     wk_live_view_sub_options o = {.poll_ms = 50};
-    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
     wk_live_view_sub *sub = NULL;
-    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
-    cr_assert_eq(head.version, 2);
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert_eq(first.version, 2);
     redisContext *raw = wk_test_raw(wk_test_url());
     freeReplyObject(cmd(raw, "XADD %s 3-0 junk x", log)); /* neither diff nor base */
     freeReplyObject(cmd(raw, "XADD %s 4-0 diff y", log)); /* a diff after a gap */
@@ -580,7 +567,7 @@ Test(live_view, corrupted_entries_are_ecorrupt_and_passed_over, .timeout = 60)
     freeReplyObject(cmd(raw, "DEL %s", log));
     freeReplyObject(cmd(raw, "SET %s x", log));
     cr_assert_eq(recv_ev(sub, &ev), WK_ECORRUPT, "%s", wk_live_view_sub_errmsg(sub));
-    wk_live_view_body_free(&head);
+    wk_live_view_body_free(&first);
     wk_live_view_sub_close(sub);
     redisFree(raw);
     wk_db_close(db);
@@ -597,15 +584,12 @@ static void *stop_later(void *arg)
  * (the view exists and nobody commits; each poll is 120 s). */
 Test(live_view, another_thread_stops_a_waiting_subscriber, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("stop"), 5);
-    wk_name n = wk_name_str("s");
+    SETUP(NULL, "stop", 5, wk_name_str("s"));
     create(p, &e, n, "a");
     wk_live_view_sub_options o = {.poll_ms = 120000};
-    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
     wk_live_view_sub *sub = NULL;
-    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &head, &sub), WK_OK);
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, stop_later, sub), 0);
     wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
@@ -620,7 +604,7 @@ Test(live_view, another_thread_stops_a_waiting_subscriber, .timeout = 60)
     wk_live_view_sub_close(sub);
     wk_live_view_sub_stop(NULL);
     wk_live_view_sub_close(NULL);
-    wk_live_view_body_free(&head);
+    wk_live_view_body_free(&first);
     wk_db_close(db);
 }
 
@@ -641,9 +625,9 @@ Test(live_view, read_only_follows_but_cannot_commit, .timeout = 60)
     wk_live_view_commit_outcome out;
     cr_assert_eq(wk_live_view_commit(wk_db_processor(ro), &e, n, 1, "b", 1, "ab", 2, &out),
                  WK_EDENIED);
-    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
     wk_live_view_sub *sub = NULL;
-    cr_assert_eq(wk_live_view_subscribe(wk_db_processor(ro), &e, n, NULL, &head, &sub), WK_OK);
+    cr_assert_eq(wk_live_view_subscribe(wk_db_processor(ro), &e, n, NULL, &first, &sub), WK_OK);
     commit(wk_db_processor(rw), &e, n, 1, "b", "ab");
     wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
     cr_assert_eq(recv_ev(sub, &ev), WK_OK);
@@ -663,10 +647,10 @@ Test(live_view, read_only_follows_but_cannot_commit, .timeout = 60)
     /* Subscriptions need outcomes at once: a batch is refused. */
     wk_batch *batch;
     cr_assert_eq(wk_batch_open(&batch, rw), WK_OK);
-    cr_assert_eq(wk_live_view_subscribe(wk_batch_processor(batch), &e, n, NULL, &head, &sub),
+    cr_assert_eq(wk_live_view_subscribe(wk_batch_processor(batch), &e, n, NULL, &first, &sub),
                  WK_EINVAL);
     wk_batch_close(batch);
-    wk_live_view_body_free(&head);
+    wk_live_view_body_free(&first);
     wk_db_close(other);
     wk_db_close(ro);
     wk_db_close(rw);
@@ -707,10 +691,7 @@ static const wk_codec counter_codec = {"counter", counter_encode, counter_decode
 
 Test(live_view, typed_bodies_go_through_the_codec, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("typed"), 5);
-    wk_name n = wk_name_str("t");
+    SETUP(NULL, "typed", 5, wk_name_str("t"));
     counter c = {41}, back = {0};
     bool created, found;
     uint64_t v;
@@ -773,13 +754,7 @@ static void rust_commit(redisContext *raw, const char *head, const char *log, ui
 
 Test(live_view, a_rust_writer_and_a_c_subscriber_share_one_view, .timeout = 60)
 {
-    wk_db *db = wk_test_open(wk_cap_read_only());
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("rust2c"), 3);
-    wk_name n = wk_name_u64(99);
-    char head[WK_KEY_MAX], log[WK_KEY_MAX];
-    key_of(head, &e, n, ":h");
-    key_of(log, &e, n, ":l");
+    SETUP(wk_cap_read_only(), "rust2c", 3, wk_name_u64(99));
     redisContext *raw = wk_test_raw(wk_test_url());
     rust_create(raw, head, log, "r");
     wk_live_view_body view = WK_LIVE_VIEW_BODY_INIT;
@@ -865,13 +840,7 @@ static uint64_t rust_follow(redisContext *raw, const char *log, uint64_t c, char
 
 Test(live_view, a_c_writer_and_a_rust_subscriber_share_one_view, .timeout = 60)
 {
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("c2rust"), 2);
-    wk_name n = wk_name_str("doc 1");
-    char head[WK_KEY_MAX], log[WK_KEY_MAX];
-    key_of(head, &e, n, ":h");
-    key_of(log, &e, n, ":l");
+    SETUP(NULL, "c2rust", 2, wk_name_str("doc 1"));
     create(p, &e, n, "c");
     redisContext *raw = wk_test_raw(wk_test_url());
     /* The crate's subscribe: HMGET, then follow from <v>-0. */
