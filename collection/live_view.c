@@ -76,21 +76,6 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     return wk__key_build_checked(k->log, WK_KEY_MAX, &k->log_len, e, name, ":l");
 }
 
-static int copy_bytes(uint8_t **dst, size_t *dst_len, const void *src, size_t len)
-{
-    if (len == SIZE_MAX)
-        return WK_ENOMEM;
-    uint8_t *data = malloc(len + 1);
-    if (!data)
-        return WK_ENOMEM;
-    if (len)
-        memcpy(data, src, len);
-    data[len] = '\0';
-    *dst = data;
-    *dst_len = len;
-    return WK_OK;
-}
-
 /* A version or an ID part, as the scripts and Redis write them. */
 static bool parse_u64(const char *s, size_t len, uint64_t *out)
 {
@@ -125,6 +110,25 @@ void wk_live_view_log_free(wk_live_view_log *h)
  * create, commit, remove
  * ---------------------------------------------------------------------- */
 
+/* A write of `e`: the script (KEYS head and log first) or, with no
+ * script, the command in argv. Never retry-safe. */
+static int write_query(wk_processor *p, const wk_entity *e, const char *op, const wk_script *script,
+                       int argc, const char *const *argv, const size_t *argvlen, wk_parse_fn parse,
+                       void *out)
+{
+    wk_access access = {e, WK_WRITE};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .script = script,
+                  .nkeys = script ? 2 : 0,
+                  .argc = argc,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
 int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, const void *body,
                         size_t len, bool *created)
 {
@@ -139,17 +143,8 @@ int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, co
     *created = false;
     const char *argv[3] = {k.head, k.log, body ? (const char *)body : ""};
     size_t argvlen[3] = {k.head_len, k.log_len, len};
-    wk_access access = {view, WK_WRITE};
-    wk_query q = {.name = "live_view.create",
-                  .effect = WK__EFFECT1(access),
-                  .script = &create_script,
-                  .nkeys = 2,
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = wk__parse_bool_int,
-                  .out = created};
-    return wk_process(p, &q);
+    return write_query(p, view, "live_view.create", &create_script, 3, argv, argvlen,
+                       wk__parse_bool_int, created);
 }
 
 static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -201,17 +196,8 @@ int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, ui
         k.head, k.log, par, diff ? (const char *)diff : "", body ? (const char *)body : "", max};
     size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent),
                          diff_len,   body_len,  fmt_u64(max, (uint64_t)view->capacity)};
-    wk_access access = {view, WK_WRITE};
-    wk_query q = {.name = "live_view.commit",
-                  .effect = WK__EFFECT1(access),
-                  .script = &wk__live_view_commit_script,
-                  .nkeys = 2,
-                  .argc = 6,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_commit,
-                  .out = outcome};
-    return wk_process(p, &q);
+    return write_query(p, view, "live_view.commit", &wk__live_view_commit_script, 6, argv, argvlen,
+                       parse_commit, outcome);
 }
 
 int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed)
@@ -224,18 +210,12 @@ int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bo
         *removed = false;
     const char *argv[3] = {"UNLINK", k.head, k.log};
     size_t argvlen[3] = {6, k.head_len, k.log_len};
+    /* Without `removed` the outcome goes nowhere; a batch parses later,
+     * when a local would be gone, so it gets no parser at all. */
     bool ignored;
-    wk_access access = {view, WK_WRITE};
-    wk_query q = {.name = "live_view.remove",
-                  .effect = WK__EFFECT1(access),
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = wk__parse_bool_int,
-                  .out = removed ? removed : &ignored};
-    if (!removed && wk_processor_is_deferred(p))
-        q.parse = NULL; /* `ignored` would not outlive this call */
-    return wk_process(p, &q);
+    return write_query(p, view, "live_view.remove", NULL, 3, argv, argvlen,
+                       removed || !wk_processor_is_deferred(p) ? wk__parse_bool_int : NULL,
+                       removed ? removed : &ignored);
 }
 
 /* ------------------------------------------------------------------------
@@ -284,7 +264,7 @@ static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
                             "live view head \"%s\" has a version that is not a "
                             "decimal u64",
                             key);
-    if (copy_bytes(&out->data, &out->len, bs, blen) != WK_OK)
+    if (wk__bytes_copy(&out->data, &out->len, bs, blen) != WK_OK)
         return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", blen);
     out->version = version;
     out->found = true;
@@ -546,8 +526,8 @@ static int build_history(wk_processor *p, const keys *k, const entries *es, wk_l
         return wk__processor_fail(p, WK_ECORRUPT,
                                   "live_view.history: \"%s\": entry ID is not <version>-0", key);
     out->diffs = calloc(es->n > 1 ? es->n - 1 : 1, sizeof(*out->diffs));
-    if (!out->diffs ||
-        copy_bytes(&out->base.data, &out->base.len, es->bytes + first->base_off, first->base_len))
+    if (!out->diffs || wk__bytes_copy(&out->base.data, &out->base.len, es->bytes + first->base_off,
+                                      first->base_len))
         return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
     out->base.version = first->ms;
     out->base.found = true;
@@ -565,7 +545,7 @@ static int build_history(wk_processor *p, const keys *k, const entries *es, wk_l
                                       "to the next version",
                                       key, (unsigned long long)e->ms);
         wk_live_view_diff *dst = &out->diffs[out->ndiffs];
-        if (copy_bytes(&dst->data, &dst->len, es->bytes + e->diff_off, e->diff_len))
+        if (wk__bytes_copy(&dst->data, &dst->len, es->bytes + e->diff_off, e->diff_len))
             return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
         out->ndiffs++;
         version = e->ms;
@@ -611,7 +591,7 @@ static int apply_one(wk_live_view_apply_fn apply, void *arg, wk_live_view_body *
     uint8_t *copy;
     size_t copy_len;
     /* Keep the NUL-terminated form the other bodies have. */
-    rc = copy_bytes(&copy, &copy_len, next ? next : (const uint8_t *)"", next ? next_len : 0);
+    rc = wk__bytes_copy(&copy, &copy_len, next ? next : (const uint8_t *)"", next ? next_len : 0);
     free(next);
     if (rc)
         return rc;
@@ -627,7 +607,7 @@ int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply_fn app
     if (!h || !apply || !out || !h->base.found)
         return WK_EINVAL;
     wk_live_view_body_free(out);
-    int rc = copy_bytes(&out->data, &out->len, h->base.data, h->base.len);
+    int rc = wk__bytes_copy(&out->data, &out->len, h->base.data, h->base.len);
     if (rc)
         return rc;
     out->version = h->base.version;
@@ -649,7 +629,7 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
     if (ev->type == WK_LIVE_VIEW_SNAPSHOT) {
         uint8_t *copy;
         size_t len;
-        if (copy_bytes(&copy, &len, ev->data ? ev->data : (const uint8_t *)"", ev->len))
+        if (wk__bytes_copy(&copy, &len, ev->data ? ev->data : (const uint8_t *)"", ev->len))
             return WK_ENOMEM;
         free(view->data);
         view->data = copy;

@@ -9,7 +9,6 @@
  * raw Redis commands in both directions.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,15 +57,8 @@ static void key_of(char *dst, const wk_entity *e, wk_name name, const char *suff
     key_of(log, &e, n, ":l");                                                                      \
     (void)p
 
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    cr_assert_not_null(r, "raw command failed: %s", c->errstr);
-    return r;
-}
+/* Raw commands (the Rust side, inspection). */
+#define cmd wk_test_cmd
 
 static void expect_str(const redisReply *r, const char *want)
 {
