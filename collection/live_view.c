@@ -110,15 +110,18 @@ void wk_live_view_log_free(wk_live_view_log *h)
  * create, commit, remove
  * ---------------------------------------------------------------------- */
 
-/* A write of `e`: the script (KEYS head and log first) or, with no
- * script, the command in argv. Never retry-safe. */
-static int write_query(wk_processor *p, const wk_entity *e, const char *op, const wk_script *script,
-                       int argc, const char *const *argv, const size_t *argvlen, wk_parse_fn parse,
-                       void *out)
+/* One query on `e`: the script (KEYS head and log first) or, with no
+ * script, the command in argv. A READ is a pure read: retry-safe, and its
+ * error replies go to the parser (a key of another type is corruption). A
+ * WRITE is never retry-safe. */
+static int run_query(wk_processor *p, const wk_entity *e, wk_mode mode, const char *op,
+                     const wk_script *script, int argc, const char *const *argv,
+                     const size_t *argvlen, wk_parse_fn parse, void *out)
 {
-    wk_access access = {e, WK_WRITE};
+    wk_access access = {e, mode};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
+                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS : 0,
                   .script = script,
                   .nkeys = script ? 2 : 0,
                   .argc = argc,
@@ -143,8 +146,8 @@ int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, co
     *created = false;
     const char *argv[3] = {k.head, k.log, body ? (const char *)body : ""};
     size_t argvlen[3] = {k.head_len, k.log_len, len};
-    return write_query(p, view, "live_view.create", &create_script, 3, argv, argvlen,
-                       wk__parse_bool_int, created);
+    return run_query(p, view, WK_WRITE, "live_view.create", &create_script, 3, argv, argvlen,
+                     wk__parse_bool_int, created);
 }
 
 static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -196,8 +199,8 @@ int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, ui
         k.head, k.log, par, diff ? (const char *)diff : "", body ? (const char *)body : "", max};
     size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent),
                          diff_len,   body_len,  fmt_u64(max, (uint64_t)view->capacity)};
-    return write_query(p, view, "live_view.commit", &wk__live_view_commit_script, 6, argv, argvlen,
-                       parse_commit, outcome);
+    return run_query(p, view, WK_WRITE, "live_view.commit", &wk__live_view_commit_script, 6, argv,
+                     argvlen, parse_commit, outcome);
 }
 
 int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed)
@@ -213,31 +216,14 @@ int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bo
     /* Without `removed` the outcome goes nowhere; a batch parses later,
      * when a local would be gone, so it gets no parser at all. */
     bool ignored;
-    return write_query(p, view, "live_view.remove", NULL, 3, argv, argvlen,
-                       removed || !wk_processor_is_deferred(p) ? wk__parse_bool_int : NULL,
-                       removed ? removed : &ignored);
+    return run_query(p, view, WK_WRITE, "live_view.remove", NULL, 3, argv, argvlen,
+                     removed || !wk_processor_is_deferred(p) ? wk__parse_bool_int : NULL,
+                     removed ? removed : &ignored);
 }
 
 /* ------------------------------------------------------------------------
  * get, version
  * ---------------------------------------------------------------------- */
-
-/* A pure read of `e` (a command of argc arguments): retry-safe, and its
- * error replies go to the parser (a key of another type is corruption). */
-static int read_query(wk_processor *p, const wk_entity *e, const char *op, int argc,
-                      const char *const *argv, const size_t *argvlen, wk_parse_fn parse, void *out)
-{
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = argc,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
 
 static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
@@ -278,7 +264,7 @@ static int get_head(wk_processor *p, const wk_entity *e, const char *op, const k
     wk_live_view_body_free(out);
     const char *argv[4] = {"HMGET", k->head, "v", "b"};
     size_t argvlen[4] = {5, k->head_len, 1, 1};
-    return read_query(p, e, op, 4, argv, argvlen, parse_head, out);
+    return run_query(p, e, WK_READ, op, NULL, 4, argv, argvlen, parse_head, out);
 }
 
 int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_live_view_body *out)
@@ -331,7 +317,7 @@ static int version_query(wk_processor *p, const wk_entity *e, const char *op, co
     *out->version = 0;
     const char *argv[3] = {"HGET", head, "v"};
     size_t argvlen[3] = {4, head_len, 1};
-    return read_query(p, e, op, 3, argv, argvlen, parse_version, out);
+    return run_query(p, e, WK_READ, op, NULL, 3, argv, argvlen, parse_version, out);
 }
 
 int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, uint64_t *version,
@@ -568,7 +554,7 @@ int wk_live_view_history(wk_processor *p, const wk_entity *view, wk_name name,
     entries es = {0};
     const char *argv[4] = {"XRANGE", k.log, "-", "+"};
     size_t argvlen[4] = {6, k.log_len, 1, 1};
-    rc = read_query(p, view, "live_view.history", 4, argv, argvlen, parse_range, &es);
+    rc = run_query(p, view, WK_READ, "live_view.history", NULL, 4, argv, argvlen, parse_range, &es);
     if (rc == WK_OK)
         rc = build_history(p, &k, &es, out);
     if (rc)
