@@ -600,6 +600,87 @@ Test(live_view, another_thread_stops_a_waiting_subscriber, .timeout = 60)
     wk_db_close(db);
 }
 
+typedef struct receiver {
+    wk_live_view_sub *sub;
+    int rc;
+    wk_live_view_event ev;
+} receiver;
+
+static void *recv_one(void *arg)
+{
+    receiver *r = arg;
+    r->rc = wk_live_view_recv(r->sub, &r->ev);
+    return NULL;
+}
+
+/* The id of the client blocked in XREAD in database 2 (this test's
+ * subscriber: the suite's others use database 0), 0 while there is none. */
+static long long xread_client(redisContext *raw)
+{
+    redisReply *r = cmd(raw, "CLIENT LIST TYPE normal");
+    long long id = 0;
+    for (char *line = r->str; line && *line && !id;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        if (strstr(line, "cmd=xread") && strstr(line, "flags=b") && strstr(line, " db=2 "))
+            id = strtoll(strstr(line, "id=") + 3, NULL, 10);
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return id;
+}
+
+Test(live_view, a_subscriber_in_another_database_survives_a_killed_connection, .timeout = 60)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    o.database = 2;
+    wk_db *db;
+    char err[256];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("killed"), 50);
+    wk_name n = wk_name_str("k");
+    create(p, &e, n, "a");
+    wk_live_view_sub_options so = {.poll_ms = 30000};
+    receiver r = {.ev = WK_LIVE_VIEW_EVENT_INIT};
+    wk_live_view_body view = WK_LIVE_VIEW_BODY_INIT;
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &so, &view, &r.sub), WK_OK);
+    /* Waiting in database 2: a commit there wakes it. */
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, recv_one, &r), 0);
+    commit(p, &e, n, 1, "b", "ab");
+    pthread_join(t, NULL);
+    cr_assert_eq(r.rc, WK_OK, "%s", wk_live_view_sub_errmsg(r.sub));
+    cr_assert_eq(r.ev.type, WK_LIVE_VIEW_DIFF);
+    cr_assert_eq(wk_live_view_update(&view, &r.ev, append, NULL), WK_OK);
+    /* Kill its connection while it waits: recv fails with a connection
+     * error, and the next recv reconnects and misses nothing. */
+    redisContext *raw = wk_test_raw(wk_test_url());
+    cr_assert_eq(pthread_create(&t, NULL, recv_one, &r), 0);
+    long long id;
+    while (!(id = xread_client(raw)))
+        wk_test_sleep_ms(5);
+    freeReplyObject(cmd(raw, "CLIENT KILL ID %lld", id));
+    pthread_join(t, NULL);
+    cr_assert(wk_is_connection_error(r.rc), "%s: %s", wk_err_name(r.rc),
+              wk_live_view_sub_errmsg(r.sub));
+    commit(p, &e, n, 2, "c", "abc");
+    commit(p, &e, n, 3, "d", "abcd");
+    while (view.version < 4) {
+        cr_assert_eq(recv_ev(r.sub, &r.ev), WK_OK, "%s", wk_live_view_sub_errmsg(r.sub));
+        cr_assert_eq(r.ev.type, WK_LIVE_VIEW_DIFF);
+        cr_assert_eq(wk_live_view_update(&view, &r.ev, append, NULL), WK_OK);
+    }
+    cr_assert_str_eq((const char *)view.data, "abcd");
+    wk_live_view_body_free(&view);
+    wk_live_view_sub_close(r.sub);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
 /* ------------------------------------------------------------------------
  * Capabilities and batches
  * ---------------------------------------------------------------------- */
