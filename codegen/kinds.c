@@ -188,7 +188,7 @@ static const op_desc live_view_typed_ops[] = {
      "uint64_t parent, const void *diff, size_t diff_len, const BODY *body, "
      "wk_live_view_commit_outcome *outcome",
      "parent, diff, diff_len, CODEC, body, outcome",
-     "encode the new body and commit it from parent through diff (bytes); not deferred", NULL},
+     "encode the new body and commit it from parent through diff (bytes)", NULL},
     {"get", false, "wk_live_view_get_typed", "BODY *body, uint64_t *version, bool *found",
      "CODEC, body, version, found",
      "read and decode the latest body (free it with BODY_free()); not deferred", NULL},

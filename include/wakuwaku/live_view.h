@@ -374,7 +374,8 @@ WK_API int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_
                                      const wk_codec *codec, const void *value, bool *created);
 
 /* wk_live_view_commit_typed — encode `value` (the new body), then
- * wk_live_view_commit() with the diff bytes. Refuses a batch (WK_EINVAL). */
+ * wk_live_view_commit() with the diff bytes. Works in a batch (the batch
+ * copies the bytes when the query is queued). */
 WK_API int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name name,
                                      uint64_t parent, const void *diff, size_t diff_len,
                                      const wk_codec *codec, const void *value,

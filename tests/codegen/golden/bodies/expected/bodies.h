@@ -329,8 +329,8 @@ static inline int bodies_live_create(wk_processor *p, const char *title,
 }
 
 /*
- * WRITE: encode the new body and commit it from parent through diff (bytes);
- * not deferred. See wk_live_view_commit_typed().
+ * WRITE: encode the new body and commit it from parent through diff (bytes).
+ * See wk_live_view_commit_typed().
  */
 static inline int bodies_live_commit(wk_processor *p, const char *title, uint64_t parent,
                                      const void *diff, size_t diff_len,
