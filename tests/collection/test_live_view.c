@@ -192,6 +192,22 @@ Test(live_view, commits_are_conditional_on_the_parent, .timeout = 60)
     cr_assert_not(b.found);
     cr_assert_eq(wk_live_view_version(p, &e, n, &v, &found), WK_OK);
     cr_assert_not(found);
+    /* Create and commits in one batch: outcomes land when it runs. */
+    wk_batch *batch;
+    cr_assert_eq(wk_batch_open(&batch, db), WK_OK);
+    wk_processor *bp = wk_batch_processor(batch);
+    bool made = false;
+    wk_live_view_commit_outcome o2, o3;
+    cr_assert_eq(wk_live_view_create(bp, &e, n, "x", 1, &made), WK_OK);
+    cr_assert_eq(wk_live_view_commit(bp, &e, n, 1, "y", 1, "xy", 2, &o2), WK_OK);
+    cr_assert_eq(wk_live_view_commit(bp, &e, n, 2, "z", 1, "xyz", 3, &o3), WK_OK);
+    cr_assert_eq(wk_live_view_get(bp, &e, n, &b), WK_OK);
+    cr_assert_eq(wk_batch_exec(batch), WK_OK, "%s", wk_db_errmsg(db));
+    wk_batch_close(batch);
+    cr_assert(made);
+    cr_assert_eq(o2.result, WK_LIVE_VIEW_COMMITTED);
+    cr_assert_eq(o3.version, 3);
+    cr_assert_str_eq((const char *)b.data, "xyz");
     /* Bad arguments are refused before anything is sent. */
     cr_assert_eq(wk_live_view_commit(p, &e, n, 0, "d", 1, "b", 1, &out), WK_EINVAL);
     cr_assert_eq(wk_live_view_commit(p, &e, n, WK_LIVE_VIEW_VERSION_MAX, "d", 1, "b", 1, &out),
