@@ -802,8 +802,8 @@ static int xread(wk_live_view_sub *s)
     size_t after_len = fmt_u64(after, s->after_ms);
     after[after_len++] = '-';
     after_len += fmt_u64(after + after_len, s->after_seq);
-    const char *argv[7] = {"XREAD", "COUNT", READ_BATCH, "BLOCK", block, "STREAMS", s->k.log};
-    const char *args[8] = {argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], after};
+    const char *argv[8] = {"XREAD", "COUNT",   READ_BATCH, "BLOCK",
+                           block,   "STREAMS", s->k.log,   after};
     size_t argvlen[8] = {5,        5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->k.log_len,
                          after_len};
     wk_access access = {&s->held.entity, WK_READ};
@@ -811,7 +811,7 @@ static int xread(wk_live_view_sub *s)
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_PARSE_ERRORS,
                   .argc = 8,
-                  .argv = args,
+                  .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse_read,
                   .out = s};
