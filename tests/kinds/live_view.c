@@ -133,8 +133,45 @@ static int commit_cycle(wk_processor *p, unsigned i)
                                                                           : WK_TEST_WRONG_OUTCOME;
 }
 
+/* A follower on the same view: each op commits once and receives that
+ * version (the subscription's buffers are reused, events borrow them). */
+static const wk_entity follow_view = WK_LIVE_VIEW_ENTITY("alloc-follow", 16);
+static wk_live_view_sub *follower;
+static uint64_t followed;
+
+static int follow_setup(wk_processor *p)
+{
+    bool created, removed;
+    int rc = wk_live_view_remove(p, &follow_view, wk_name_str("v"), &removed);
+    if (!rc)
+        rc = wk_live_view_create(p, &follow_view, wk_name_str("v"), "b", 1, &created);
+    followed = 1;
+    /* Left open for the process's life: the test runs in a process of its own. */
+    return rc ? rc : wk_live_view_resume(p, &follow_view, wk_name_str("v"), 1, NULL, &follower);
+}
+
+static int commit_and_follow(wk_processor *p, unsigned i)
+{
+    (void)i;
+    wk_live_view_commit_outcome out;
+    int rc =
+        wk_live_view_commit(p, &follow_view, wk_name_str("v"), followed, "d", 1, "body", 4, &out);
+    if (rc || out.result != WK_LIVE_VIEW_COMMITTED)
+        return rc ? rc : WK_TEST_WRONG_OUTCOME;
+    wk_live_view_event ev;
+    rc = wk_live_view_recv(follower, &ev);
+    if (rc)
+        return rc;
+    if (ev.version != followed + 1 ||
+        (ev.type != WK_LIVE_VIEW_DIFF && ev.type != WK_LIVE_VIEW_SNAPSHOT))
+        return WK_TEST_WRONG_OUTCOME;
+    followed = ev.version;
+    return WK_OK;
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"live view version + commit", alloc_setup, commit_cycle},
+    {"live view commit + recv (a follower)", follow_setup, commit_and_follow},
 };
 
 /* ------------------------------------------------------------------------
