@@ -44,6 +44,15 @@
  * idle poll; a view removed and re-created past the subscriber's version
  * between two polls is not noticed, and its diffs would apply to a body the
  * subscriber never had (the Rust crate notices neither). Use a new name.
+ *
+ * THREADS: the queries follow their handle's rule (one thread at a time).
+ * A subscription owns a connection of its own and is used by one thread at
+ * a time; only wk_live_view_sub_stop() may come from any thread.
+ *
+ * OWNERSHIP: bodies, logs and subscriptions the calls fill belong to the
+ * caller, each with its free or close function (all accept NULL); the
+ * bytes of an event are borrowed from its subscription until the next
+ * recv.
  */
 /* The kind: its name in keys and the initialiser of its descriptors
  * (wakuwaku/entity.h). Plain macros in a guard of their own. */
