@@ -339,26 +339,13 @@ static void sender_child(const char *ns)
 static atomic_bool killing;
 static atomic_int kills;
 
-/* Kills every connection named wk-pipe-rx, by ID, again and again. */
+/* Kills every connection named wk-pipe-rx, again and again. */
 static void *killer(void *arg)
 {
     (void)arg;
     redisContext *raw = wk_test_raw(wk_test_url());
     while (atomic_load(&killing)) {
-        redisReply *list = wk_test_cmd(raw, "CLIENT LIST TYPE normal");
-        for (char *line = list->str; line && *line;) {
-            char *end = strchr(line, '\n');
-            long long id;
-            if (strstr(line, "name=wk-pipe-rx ") && sscanf(line, "id=%lld", &id) == 1 &&
-                (!end || strstr(line, "name=wk-pipe-rx ") < end)) {
-                redisReply *k = wk_test_cmd(raw, "CLIENT KILL ID %lld", id);
-                if (k->type == REDIS_REPLY_INTEGER && k->integer > 0)
-                    atomic_fetch_add(&kills, 1);
-                freeReplyObject(k);
-            }
-            line = end ? end + 1 : NULL;
-        }
-        freeReplyObject(list);
+        atomic_fetch_add(&kills, wk_test_kill_clients_named(raw, "wk-pipe-rx"));
         wk_test_sleep_ms(2);
     }
     redisFree(raw);

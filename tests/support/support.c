@@ -84,6 +84,25 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd)
     return stat_calls(c, cmd);
 }
 
+int wk_test_kill_clients_named(redisContext *c, const char *name)
+{
+    char field[96];
+    snprintf(field, sizeof(field), " name=%s ", name);
+    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE normal");
+    int killed = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(list->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long long id;
+        if (!strstr(line, field) || sscanf(line, "id=%lld", &id) != 1)
+            continue;
+        redisReply *k = wk_test_cmd(c, "CLIENT KILL ID %lld", id);
+        killed += k->type == REDIS_REPLY_INTEGER ? (int)k->integer : 0;
+        freeReplyObject(k);
+    }
+    freeReplyObject(list);
+    return killed;
+}
+
 const char *wk_test_ns(const char *prefix)
 {
     static char slots[16][96];

@@ -50,6 +50,9 @@ redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...);
 long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
+/* CLIENT KILL ID, through `c`, of every connection whose client name is
+ * `name` (CLIENT LIST TYPE normal); returns how many were killed. */
+int wk_test_kill_clients_named(redisContext *c, const char *name);
 
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
