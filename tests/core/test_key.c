@@ -69,6 +69,19 @@ Test(key, every_builtin_kind_spelled_like_rust)
     EXPECT(&st, wk_name_str("main"), NULL, "@@wakuwaku-entity:Settings:flags:main");
 }
 
+/* The spec's examples (specs/rust-dynamic-structures.md): a Pipe is a key
+ * pair in one slot, a StreamBuffer a single key. */
+Test(key, pipe_and_stream_buffer_spelled_like_rust)
+{
+    wk_entity pipe = WK_PIPE_ENTITY("to-client", 60000);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY("completion", 120000);
+    EXPECT(&pipe, wk_name_str("s1"), ":m", "@@wakuwaku-entity:Pipe:{to-client:s1}:m");
+    EXPECT(&pipe, wk_name_str("s1"), ":c", "@@wakuwaku-entity:Pipe:{to-client:s1}:c");
+    EXPECT(&pipe, wk_name_u64(9), ":m", "@@wakuwaku-entity:Pipe:{to-client:9}:m");
+    EXPECT(&sb, wk_name_u64(7), NULL, "@@wakuwaku-entity:StreamBuffer:completion:7");
+    EXPECT(&sb, wk_name_str("a b"), NULL, "@@wakuwaku-entity:StreamBuffer:completion:a b");
+}
+
 Test(key, empty_name_allowed)
 {
     wk_entity lock = WK_LOCK_ENTITY("n", 1000);

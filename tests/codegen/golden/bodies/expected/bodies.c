@@ -21,12 +21,16 @@ const wk_entity bodies_doc_entity = WK_CACHE_ENTITY("doc", 60000);
 const wk_entity bodies_hdoc_entity = WK_HASHED_CACHE_ENTITY("hdoc", 60000);
 const wk_entity bodies_tree_entity = WK_CACHE_ENTITY("tree", 60000);
 const wk_entity bodies_raw_entity = WK_CACHE_ENTITY("raw", 5000);
+const wk_entity bodies_frames_entity = WK_PIPE_ENTITY("frames", 60000);
+const wk_entity bodies_chunks_entity = WK_STREAM_BUFFER_ENTITY("chunks", 120000);
 
 const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT] = {
     &bodies_doc_entity,
     &bodies_hdoc_entity,
     &bodies_tree_entity,
     &bodies_raw_entity,
+    &bodies_frames_entity,
+    &bodies_chunks_entity,
 };
 
 /* ------------------------------------------------------------------------
