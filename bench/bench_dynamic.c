@@ -84,8 +84,8 @@ typedef struct bench {
     int n;
     char push_sha[41], take_sha[41], append_sha[41];
     unsigned round;
-    wk_pipe_receiver *rx;                 /* opened before a pipe case is timed */
-    wk_stream_buffer_subscription *sub;   /* likewise for the follow case */
+    wk_pipe_receiver *rx;               /* opened before a pipe case is timed */
+    wk_stream_buffer_subscription *sub; /* likewise for the follow case */
 } bench;
 
 static const wk_entity pipe_e = WK_PIPE_ENTITY("bench", 60000);
@@ -228,7 +228,8 @@ static void raw_sb_append(bench *b)
     char key[96];
     snprintf(key, sizeof(key), "@@wakuwaku-entity:StreamBuffer:bench:raw%u", b->round);
     for (int i = 0; i < b->n; i++)
-        freeReplyObject(cmd(b->raw, "EVALSHA %s 1 %s %s 60000", b->append_sha, key, "chunk of text"));
+        freeReplyObject(
+            cmd(b->raw, "EVALSHA %s 1 %s %s 60000", b->append_sha, key, "chunk of text"));
 }
 
 /* Both follow the buffer the previous append case filled (n bodies). */
@@ -316,9 +317,9 @@ static void warm_take(void *arg)
 static void warm_append(void *arg)
 {
     bench *b = arg;
-    check(wk_stream_buffer_append(wk_db_processor(b->db), &sb_e, wk_name_str("learn"), "x", 1,
-                                  NULL),
-          b->db, "stream_buffer.append");
+    check(
+        wk_stream_buffer_append(wk_db_processor(b->db), &sb_e, wk_name_str("learn"), "x", 1, NULL),
+        b->db, "stream_buffer.append");
 }
 
 int main(int argc, char **argv)

@@ -177,8 +177,10 @@ static const op_desc stream_buffer_typed_ops[] = {
     {"finish", true, "wk_stream_buffer_finish", "bool *finished_now", "finished_now",
      "end the buffer: subscribers end after its last body", NULL},
     {"read", false, "wk_stream_buffer_read", "uint64_t from, wk_stream_buffer_contents *out",
-     "from, out", "the encoded bodies from index from on (free with "
-     "wk_stream_buffer_contents_free())", NULL},
+     "from, out",
+     "the encoded bodies from index from on (free with "
+     "wk_stream_buffer_contents_free())",
+     NULL},
     {"remove", true, "wk_stream_buffer_remove", "bool *removed", "removed", "delete the buffer",
      NULL},
     {"subscribe", false, "wk_stream_buffer_subscribe",

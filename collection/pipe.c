@@ -18,10 +18,9 @@
 WK__KIND(pipe) = {WK_KIND_PIPE, wk__entity_check_ttl};
 
 /* RPUSH and PEXPIRE together: the crate's MULTI/EXEC, as one query. */
-static const wk_script push_script = {"pipe.push",
-                                      "redis.call('RPUSH', KEYS[1], ARGV[1])\n"
-                                      "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-                                      "return 1\n"};
+static const wk_script push_script = {"pipe.push", "redis.call('RPUSH', KEYS[1], ARGV[1])\n"
+                                                   "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                                                   "return 1\n"};
 
 /*
  * Take message number ARGV[1] + 1: KEYS :m, :c, :r; ARGV taken, ttl_ms.
@@ -94,8 +93,7 @@ static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_na
     return wk_process(p, &q);
 }
 
-int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body,
-                 size_t len)
+int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body, size_t len)
 {
     return push(p, "pipe.send", pipe, &name, ":m", body, len);
 }
@@ -105,8 +103,8 @@ int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name)
     return push(p, "pipe.close", pipe, &name, ":c", "", 0);
 }
 
-int wk_pipe_send_typed(wk_processor *p, const wk_entity *pipe, wk_name name,
-                       const wk_codec *codec, const void *value)
+int wk_pipe_send_typed(wk_processor *p, const wk_entity *pipe, wk_name name, const wk_codec *codec,
+                       const void *value)
 {
     if (!wk__codec_ok(codec) || !value)
         return p ? wk__processor_fail(p, WK_EINVAL, "pipe.send: a codec and a value are required")

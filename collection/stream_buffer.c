@@ -19,8 +19,8 @@ WK__KIND(stream_buffer) = {WK_KIND_STREAM_BUFFER, wk__entity_check_ttl};
 
 /* Both scripts: a buffer is finished when its newest entry's first field
  * is `end` (the crate's test); the next entry is 0-(XLEN+1). */
-#define FINISHED_TEST                                                       \
-    "local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n" \
+#define FINISHED_TEST                                                                              \
+    "local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n"                      \
     "local done = newest[1] ~= nil and newest[1][2][1] == 'end'\n"
 
 static const wk_script append_script = {
@@ -94,8 +94,7 @@ static int parse_entry(const wk_reply *r, entry *e, wk_diag *d)
     size_t idlen;
     const char *id = wk_reply_str(wk_reply_at(r, 0), &idlen);
     const char *dash = id ? memchr(id, '-', idlen) : NULL;
-    if (wk_reply_count(r) != 2 || !dash ||
-        !parse_u64(id, (size_t)(dash - id), &e->ms) ||
+    if (wk_reply_count(r) != 2 || !dash || !parse_u64(id, (size_t)(dash - id), &e->ms) ||
         !parse_u64(dash + 1, idlen - (size_t)(dash - id) - 1, &e->seq))
         return wk_diag_fail(d, WK_ECORRUPT, "malformed stream buffer entry ID");
     const wk_reply *fields = wk_reply_at(r, 1);
@@ -176,8 +175,7 @@ int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name 
     return rc;
 }
 
-int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name,
-                            bool *finished_now)
+int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
 {
     char key[WK_KEY_MAX];
     size_t key_len;
@@ -280,8 +278,8 @@ int wk_stream_buffer_read(wk_processor *p, const wk_entity *sb, wk_name name, ui
 {
     char key[WK_KEY_MAX];
     size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.read", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
-                         &key_len);
+    int rc =
+        wk__prepare(p, "stream_buffer.read", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key, &key_len);
     if (rc)
         return rc;
     if (!out)
@@ -325,7 +323,7 @@ struct wk_stream_buffer_subscription {
     uint8_t *arena;
     size_t arena_len, arena_cap;
     wk_stream_buffer_got final; /* 0, or END / GONE once it ended */
-    atomic_bool stop; /* lock-free: a signal handler may set it */
+    atomic_bool stop;           /* lock-free: a signal handler may set it */
 };
 
 /* XREAD's reply: nil (timed out) or [[key, entries]]. Entries leave the
@@ -386,7 +384,13 @@ static int xread(wk_stream_buffer_subscription *s)
     char block[24], after[48];
     int64_t ttl = s->held.entity.ttl_ms;
     const char *argv[8] = {"XREAD", "COUNT", "128", "BLOCK", block, "STREAMS", s->key, after};
-    size_t argvlen[8] = {5, 5, 3, 5, wk__fmt_i64(block, ttl), 7, s->key_len,
+    size_t argvlen[8] = {5,
+                         5,
+                         3,
+                         5,
+                         wk__fmt_i64(block, ttl),
+                         7,
+                         s->key_len,
                          id_text(after, s->after_ms, s->after_seq)};
     _Static_assert(WK_STREAM_BUFFER_BATCH == 128, "the COUNT argument");
     wk_access access = {&s->held.entity, WK_READ};
@@ -433,8 +437,8 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
         *out = NULL;
     char key[WK_KEY_MAX];
     size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.subscribe", sb, WK_KIND_STREAM_BUFFER, &name, NULL,
-                         key, &key_len);
+    int rc = wk__prepare(p, "stream_buffer.subscribe", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
+                         &key_len);
     if (rc)
         return rc;
     if (!out)
@@ -489,8 +493,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
                 return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
                                           "stream_buffer.recv: unknown stream buffer entry "
                                           "%llu-%llu (skipped)",
-                                          (unsigned long long)pe->ms,
-                                          (unsigned long long)pe->seq);
+                                          (unsigned long long)pe->ms, (unsigned long long)pe->seq);
             item->got = WK_STREAM_BUFFER_BODY;
             item->index = pe->seq - 1;
             item->body = s->arena + pe->off;
@@ -527,8 +530,8 @@ int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec
     *got = rc ? 0 : it.got;
     if (rc || it.got != WK_STREAM_BUFFER_BODY)
         return rc;
-    return wk__codec_decode(wk_db_processor(s->b), "stream_buffer.recv", codec, s->key,
-                            s->key_len, it.body, it.len, value);
+    return wk__codec_decode(wk_db_processor(s->b), "stream_buffer.recv", codec, s->key, s->key_len,
+                            it.body, it.len, value);
 }
 
 void wk_stream_buffer_subscription_stop(wk_stream_buffer_subscription *s)

@@ -38,7 +38,7 @@
 /* A StreamBuffer entity: namespace and TTL (ttl_ms > 0): how long a buffer
  * lives after its last change, and how long a subscriber waits before it
  * checks that the buffer still exists. */
-#define WK_STREAM_BUFFER_ENTITY(ns_, ttl_ms_) \
+#define WK_STREAM_BUFFER_ENTITY(ns_, ttl_ms_)                                                      \
     WK__ENTITY(WK_KIND_STREAM_BUFFER, ns_, ttl_ms_, 0, 0, 0)
 #endif
 
@@ -75,8 +75,7 @@ WK_API int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name
 
 /* wk_stream_buffer_append_typed — codec->encode(value), then append. */
 WK_API int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name name,
-                                         const wk_codec *codec, const void *value,
-                                         int64_t *index);
+                                         const wk_codec *codec, const void *value, int64_t *index);
 
 /*
  * wk_stream_buffer_finish — finish the buffer `name` (creating it empty):
@@ -102,7 +101,10 @@ typedef struct wk_stream_buffer_contents {
     bool finished; /* no body follows these */
 } wk_stream_buffer_contents;
 
-#define WK_STREAM_BUFFER_CONTENTS_INIT {NULL, 0, false}
+#define WK_STREAM_BUFFER_CONTENTS_INIT                                                             \
+    {                                                                                              \
+        NULL, 0, false                                                                             \
+    }
 
 /*
  * wk_stream_buffer_read — the bodies of `name` from index `from` on, and

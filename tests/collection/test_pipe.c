@@ -217,8 +217,7 @@ Test(pipe, corruption_is_an_error_not_gone, .timeout = 60)
 
     /* A message list of another type: WK_ECORRUPT naming the type. */
     redisContext *raw = wk_test_raw(wk_test_url());
-    freeReplyObject(
-        wk_test_cmd(raw, "SET @@wakuwaku-entity:Pipe:{%s:w}:m not-a-list", pipe.ns));
+    freeReplyObject(wk_test_cmd(raw, "SET @@wakuwaku-entity:Pipe:{%s:w}:m not-a-list", pipe.ns));
     r = receiver_of(db, &pipe, "w");
     wk_pipe_message m;
     cr_assert_eq(wk_pipe_recv(r, &m), WK_ECORRUPT, "%s", wk_pipe_receiver_errmsg(r));

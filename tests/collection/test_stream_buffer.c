@@ -33,8 +33,8 @@ static void expect(wk_stream_buffer_subscription *s, wk_stream_buffer_got got, c
     cr_assert_eq(it.got, got, "got %d, expected %d", it.got, got);
     if (want) {
         cr_assert_eq(it.index, index);
-        cr_assert(it.len == strlen(want) && memcmp(it.body, want, it.len) == 0, "%.*s",
-                  (int)it.len, (const char *)it.body);
+        cr_assert(it.len == strlen(want) && memcmp(it.body, want, it.len) == 0, "%.*s", (int)it.len,
+                  (const char *)it.body);
     }
 }
 
@@ -137,8 +137,8 @@ static void producer_child(const char *ns, const char *name, int n, int pause_ev
         char body[16];
         int len = snprintf(body, sizeof(body), "c%d", i);
         int64_t index;
-        if (wk_stream_buffer_append(wk_db_processor(db), &sb, wk_name_str(name), body,
-                                    (size_t)len, &index) ||
+        if (wk_stream_buffer_append(wk_db_processor(db), &sb, wk_name_str(name), body, (size_t)len,
+                                    &index) ||
             index != i)
             _exit(3);
         if (pause_every && i % pause_every == 0)
@@ -471,8 +471,8 @@ Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
     cr_assert_eq(next, 1000);
     cr_assert_gt(errors, 0, "no recv saw a killed connection");
     cr_assert_gt(atomic_load(&kills), 0);
-    printf("stream buffer under kills: %d bodies, %d kills, %d failed recvs, 0 skipped\n",
-           next, atomic_load(&kills), errors);
+    printf("stream buffer under kills: %d bodies, %d kills, %d failed recvs, 0 skipped\n", next,
+           atomic_load(&kills), errors);
     wk_stream_buffer_subscription_close(s);
     wk_db_close(db);
 }
