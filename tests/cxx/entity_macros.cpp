@@ -34,7 +34,8 @@ static void expect(bool ok, const char *what)
 
 int main()
 {
-    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &pipe, &sbuf, &custom};
+    const wk_entity *all[] = {&lock,     &rwlock, &cache, &hashed, &bucket,
+                              &settings, &pipe,   &sbuf,  &custom};
     for (const wk_entity *e : all)
         expect(wk_entity_check(e) == WK_OK, e->kind);
 
