@@ -79,18 +79,8 @@ static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_na
         return rc;
     if ((!body && len) || len > WK_BODY_MAX)
         return wk__processor_fail(p, WK_EINVAL, "%s: body NULL or longer than WK_BODY_MAX", op);
-    char ttl[24];
-    const char *argv[3] = {key, body ? body : "", ttl};
-    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, e->ttl_ms)};
-    wk_access access = {e, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .script = &push_script,
-                  .nkeys = 1,
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen};
-    return wk_process(p, &q);
+    return wk__script_body_ttl(p, op, &push_script, e, key, key_len, body ? body : "", len, NULL,
+                               NULL);
 }
 
 int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body, size_t len)
@@ -103,25 +93,23 @@ int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name)
     return push(p, "pipe.close", pipe, &name, ":c", "", 0);
 }
 
+typedef struct typed_send {
+    wk_processor *p;
+    const wk_entity *pipe;
+    wk_name name;
+} typed_send;
+
+static int send_encoded(void *ctx, const uint8_t *bytes, size_t len)
+{
+    typed_send *t = ctx;
+    return wk_pipe_send(t->p, t->pipe, t->name, bytes, len);
+}
+
 int wk_pipe_send_typed(wk_processor *p, const wk_entity *pipe, wk_name name, const wk_codec *codec,
                        const void *value)
 {
-    if (!wk__codec_ok(codec) || !value)
-        return p ? wk__processor_fail(p, WK_EINVAL, "pipe.send: a codec and a value are required")
-                 : WK_EINVAL;
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc = wk__codec_encode(p, "pipe.send", codec, value, &bytes, &len);
-    if (rc)
-        return rc;
-    rc = wk_pipe_send(p, pipe, name, bytes, len);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
-    return rc;
+    typed_send t = {p, pipe, name};
+    return wk__codec_encoded(p, "pipe.send", codec, value, send_encoded, &t);
 }
 
 /* ------------------------------------------------------------------------

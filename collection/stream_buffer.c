@@ -137,42 +137,28 @@ int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, 
                                   "stream_buffer.append: body NULL or longer than WK_BODY_MAX");
     if (index)
         *index = -1;
-    char ttl[24];
-    const char *argv[3] = {key, body ? body : "", ttl};
-    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, sb->ttl_ms)};
-    wk_access access = {sb, WK_WRITE};
-    wk_query q = {.name = "stream_buffer.append",
-                  .effect = WK__EFFECT1(access),
-                  .script = &append_script,
-                  .nkeys = 1,
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = index ? parse_append : NULL,
-                  .out = index};
-    return wk_process(p, &q);
+    return wk__script_body_ttl(p, "stream_buffer.append", &append_script, sb, key, key_len,
+                               body ? body : "", len, index ? parse_append : NULL, index);
+}
+
+typedef struct typed_append {
+    wk_processor *p;
+    const wk_entity *sb;
+    wk_name name;
+    int64_t *index;
+} typed_append;
+
+static int append_encoded(void *ctx, const uint8_t *bytes, size_t len)
+{
+    typed_append *t = ctx;
+    return wk_stream_buffer_append(t->p, t->sb, t->name, bytes, len, t->index);
 }
 
 int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name name,
                                   const wk_codec *codec, const void *value, int64_t *index)
 {
-    if (!wk__codec_ok(codec) || !value)
-        return p ? wk__processor_fail(p, WK_EINVAL,
-                                      "stream_buffer.append: a codec and a value are required")
-                 : WK_EINVAL;
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc = wk__codec_encode(p, "stream_buffer.append", codec, value, &bytes, &len);
-    if (rc)
-        return rc;
-    rc = wk_stream_buffer_append(p, sb, name, bytes, len, index);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
-    return rc;
+    typed_append t = {p, sb, name, index};
+    return wk__codec_encoded(p, "stream_buffer.append", codec, value, append_encoded, &t);
 }
 
 int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
@@ -185,20 +171,8 @@ int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, 
         return rc;
     if (finished_now)
         *finished_now = false;
-    char ttl[24];
-    const char *argv[2] = {key, ttl};
-    size_t argvlen[2] = {key_len, wk__fmt_i64(ttl, sb->ttl_ms)};
-    wk_access access = {sb, WK_WRITE};
-    wk_query q = {.name = "stream_buffer.finish",
-                  .effect = WK__EFFECT1(access),
-                  .script = &finish_script,
-                  .nkeys = 1,
-                  .argc = 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = finished_now ? wk__parse_bool_int : NULL,
-                  .out = finished_now};
-    return wk_process(p, &q);
+    return wk__script_body_ttl(p, "stream_buffer.finish", &finish_script, sb, key, key_len, NULL, 0,
+                               finished_now ? wk__parse_bool_int : NULL, finished_now);
 }
 
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
