@@ -31,26 +31,10 @@
 #include <hiredis/hiredis.h>
 #include <wakuwaku/wakuwaku.h>
 
+#define BENCH_PROG "bench_dynamic"
+#include "bench/bench_util.h"
+
 #include "support.h"
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "bench_dynamic: %s: %s\n", what, detail);
-    exit(1);
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (!r)
-        die("raw command", c->errstr);
-    if (r->type == REDIS_REPLY_ERROR)
-        die("raw command", r->str);
-    return r;
-}
 
 static void check(int rc, wk_db *db, const char *what)
 {

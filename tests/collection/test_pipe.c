@@ -335,21 +335,6 @@ static void sender_child(const char *ns)
     _exit(wk_pipe_close(wk_db_processor(db), &pipe, wk_name_str("flow")) ? 4 : 0);
 }
 
-static atomic_bool killing;
-static atomic_int kills;
-
-/* Kills every connection named wk-pipe-rx, again and again. */
-static void *killer(void *arg)
-{
-    (void)arg;
-    redisContext *raw = wk_test_raw(wk_test_url());
-    while (atomic_load(&killing)) {
-        atomic_fetch_add(&kills, wk_test_kill_clients_named(raw, "wk-pipe-rx"));
-        wk_test_sleep_ms(2);
-    }
-    redisFree(raw);
-    return NULL;
-}
 
 Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .timeout = 60)
 {
@@ -366,10 +351,7 @@ Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .ti
     cr_assert_neq(kid, -1);
     if (kid == 0)
         sender_child(ns);
-    atomic_store(&killing, true);
-    atomic_store(&kills, 0);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, killer, NULL), 0);
+    wk_test_killer *killer = wk_test_killer_start("wk-pipe-rx");
     int next = 0, errors = 0;
     for (;;) {
         wk_pipe_message m;
@@ -390,16 +372,15 @@ Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .ti
                   (const char *)m.body);
         next++;
     }
-    atomic_store(&killing, false);
-    pthread_join(t, NULL);
+    int kills = wk_test_killer_stop(killer);
     int status;
     waitpid(kid, &status, 0);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sender status %d", status);
     cr_assert_eq(next, FLOW_N);
-    cr_assert_gt(atomic_load(&kills), 0, "the receiver's connection was never killed");
+    cr_assert_gt(kills, 0, "the receiver's connection was never killed");
     cr_assert_gt(errors, 0, "no recv saw a killed connection");
     printf("pipe flow: %d messages, %d kills, %d failed recvs, 0 lost, 0 repeated\n", next,
-           atomic_load(&kills), errors);
+           kills, errors);
     wk_pipe_receiver_close(r);
     wk_db_close(db);
 }

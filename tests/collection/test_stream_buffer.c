@@ -378,21 +378,6 @@ Test(stream_buffer, another_thread_stops_the_wait, .timeout = 60)
     wk_db_close(db);
 }
 
-static atomic_bool killing;
-static atomic_int kills;
-
-/* Kills the subscriber's connections (named wk-sb-sub), again and again. */
-static void *killer(void *arg)
-{
-    (void)arg;
-    redisContext *raw = wk_test_raw(wk_test_url());
-    while (atomic_load(&killing)) {
-        atomic_fetch_add(&kills, wk_test_kill_clients_named(raw, "wk-sb-sub"));
-        wk_test_sleep_ms(2);
-    }
-    redisFree(raw);
-    return NULL;
-}
 
 /* The producer, whose connection is not killed; it re-reads the length
  * before each append anyway, so a failed append is never doubled. */
@@ -441,9 +426,7 @@ Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
     cr_assert_neq(kid, -1);
     if (kid == 0)
         stubborn_producer(ns, 1000);
-    atomic_store(&killing, true);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, killer, NULL), 0);
+    wk_test_killer *killer = wk_test_killer_start("wk-sb-sub");
     int next = 0, errors = 0;
     for (;;) {
         wk_stream_buffer_item it;
@@ -465,14 +448,13 @@ Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
                   (const char *)it.body, (unsigned long long)it.index);
         next++;
     }
-    atomic_store(&killing, false);
-    pthread_join(t, NULL);
+    int kills = wk_test_killer_stop(killer);
     reap(kid);
     cr_assert_eq(next, 1000);
     cr_assert_gt(errors, 0, "no recv saw a killed connection");
-    cr_assert_gt(atomic_load(&kills), 0);
+    cr_assert_gt(kills, 0);
     printf("stream buffer under kills: %d bodies, %d kills, %d failed recvs, 0 skipped\n", next,
-           atomic_load(&kills), errors);
+           kills, errors);
     wk_stream_buffer_subscription_close(s);
     wk_db_close(db);
 }

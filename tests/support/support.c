@@ -2,6 +2,7 @@
  * tests/support/support.c — handles, raw commands and names for tests.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,44 @@ int wk_test_kill_clients_named(redisContext *c, const char *name)
     }
     freeReplyObject(list);
     return killed;
+}
+
+struct wk_test_killer {
+    pthread_t thread;
+    const char *name;
+    atomic_bool stop;
+    int kills;
+};
+
+static void *killer_main(void *arg)
+{
+    wk_test_killer *k = arg;
+    redisContext *raw = wk_test_raw(wk_test_url());
+    while (!atomic_load(&k->stop)) {
+        k->kills += wk_test_kill_clients_named(raw, k->name);
+        wk_test_sleep_ms(2);
+    }
+    redisFree(raw);
+    return NULL;
+}
+
+wk_test_killer *wk_test_killer_start(const char *name)
+{
+    wk_test_killer *k = calloc(1, sizeof(*k));
+    cr_assert(k);
+    k->name = name;
+    atomic_init(&k->stop, false);
+    cr_assert_eq(pthread_create(&k->thread, NULL, killer_main, k), 0);
+    return k;
+}
+
+int wk_test_killer_stop(wk_test_killer *k)
+{
+    atomic_store(&k->stop, true);
+    pthread_join(k->thread, NULL);
+    int kills = k->kills;
+    free(k);
+    return kills;
 }
 
 const char *wk_test_ns(const char *prefix)

@@ -53,6 +53,11 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd);
 /* CLIENT KILL ID, through `c`, of every connection whose client name is
  * `name` (CLIENT LIST TYPE normal); returns how many were killed. */
 int wk_test_kill_clients_named(redisContext *c, const char *name);
+/* A thread killing the connections named `name` on the suite's server
+ * every 2 ms until stopped; stop joins it and returns how many it killed. */
+typedef struct wk_test_killer wk_test_killer;
+wk_test_killer *wk_test_killer_start(const char *name);
+int wk_test_killer_stop(wk_test_killer *k);
 
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
