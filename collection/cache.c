@@ -290,6 +290,16 @@ int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, con
                               wk_err_name(rc));
 }
 
+void wk__codec_free_bytes(const wk_codec *codec, uint8_t *bytes)
+{
+    if (!bytes)
+        return;
+    if (codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+}
+
 int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                       int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx)
 {
@@ -302,12 +312,7 @@ int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, co
     if (rc)
         return rc;
     rc = use(ctx, bytes, len);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    wk__codec_free_bytes(codec, bytes);
     return rc;
 }
 
@@ -366,11 +371,6 @@ int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                                 len);
     else
         rc = put_key(p, cache, key, key_len, bytes, len);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    wk__codec_free_bytes(codec, bytes);
     return rc;
 }
