@@ -290,32 +290,6 @@ int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, con
                               wk_err_name(rc));
 }
 
-void wk__codec_free_bytes(const wk_codec *codec, uint8_t *bytes)
-{
-    if (!bytes)
-        return;
-    if (codec->free_bytes)
-        codec->free_bytes(codec, bytes);
-    else
-        free(bytes);
-}
-
-int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
-                      int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx)
-{
-    if (!wk__codec_ok(codec) || !value)
-        return p ? wk__processor_fail(p, WK_EINVAL, "%s: a codec and a value are required", op)
-                 : WK_EINVAL;
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int rc = wk__codec_encode(p, op, codec, value, &bytes, &len);
-    if (rc)
-        return rc;
-    rc = use(ctx, bytes, len);
-    wk__codec_free_bytes(codec, bytes);
-    return rc;
-}
-
 int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                        const wk_codec *codec, void *value, bool *found)
 {
@@ -371,6 +345,11 @@ int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                                 len);
     else
         rc = put_key(p, cache, key, key_len, bytes, len);
-    wk__codec_free_bytes(codec, bytes);
+    if (bytes) {
+        if (codec->free_bytes)
+            codec->free_bytes(codec, bytes);
+        else
+            free(bytes);
+    }
     return rc;
 }

@@ -48,15 +48,4 @@ int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, con
 int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                      uint8_t **bytes, size_t *len);
 
-/* Release what codec->encode made (its free_bytes, or free()). NULL bytes:
- * nothing. */
-void wk__codec_free_bytes(const wk_codec *codec, uint8_t *bytes);
-
-/* The typed writes of the kinds that append a body (Pipe, StreamBuffer):
- * check the codec and value, encode `value`, hand the bytes to `use`
- * (which sends them and checks their length), free them. Returns `use`'s
- * status, or the refusal / encoder's status with its message on `p`. */
-int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
-                      int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx);
-
 #endif /* WK_COLLECTION_CACHE_PRIVATE_H */

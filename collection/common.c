@@ -85,27 +85,3 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected OK or nil");
     }
 }
-
-int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
-                        const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, wk_parse_fn parse, void *out)
-{
-    char ttl[24];
-    const char *argv[3] = {key, body ? body : "", ttl};
-    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, e->ttl_ms)};
-    if (!body) {
-        argv[1] = ttl;
-        argvlen[1] = argvlen[2];
-    }
-    wk_access access = {e, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .script = script,
-                  .nkeys = 1,
-                  .argc = body ? 3 : 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}

@@ -30,16 +30,6 @@ size_t wk__fmt_i64(char *buf, int64_t v);
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */
 
-/*
- * Run `script` as a WRITE of `e` on KEYS[1] = key, with ARGV = body, ttl_ms
- * (body NULL: ARGV = ttl_ms alone; len 0 with a body is the empty string),
- * parsed by `parse` into `out` (both may be NULL). The shape of the
- * append-like scripts (pipe.push, stream_buffer.append / finish).
- */
-int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
-                        const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, wk_parse_fn parse, void *out);
-
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})
 

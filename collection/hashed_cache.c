@@ -460,6 +460,11 @@ int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name 
         rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
     else
         rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
-    wk__codec_free_bytes(codec, bytes);
+    if (bytes) {
+        if (codec->free_bytes)
+            codec->free_bytes(codec, bytes);
+        else
+            free(bytes);
+    }
     return rc;
 }

@@ -10,7 +10,7 @@
 
 #include <wakuwaku/pipe.h>
 
-#include "collection/cache_private.h"
+#include "collection/dynamic_private.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -68,6 +68,57 @@ struct wk_pipe_receiver {
     size_t len, cap;
     int took; /* the take's reply: 0 nothing, 1 a message, 2 the close */
 };
+
+/* ------------------------------------------------------------------------
+ * Helpers shared with StreamBuffer (collection/dynamic_private.h)
+ * ---------------------------------------------------------------------- */
+
+int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
+                        const wk_entity *e, const char *key, size_t key_len, const void *body,
+                        size_t len, wk_parse_fn parse, void *out)
+{
+    char ttl[24];
+    const char *argv[3] = {key, body ? body : "", ttl};
+    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, e->ttl_ms)};
+    if (!body) {
+        argv[1] = ttl;
+        argvlen[1] = argvlen[2];
+    }
+    wk_access access = {e, WK_WRITE};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .script = script,
+                  .nkeys = 1,
+                  .argc = body ? 3 : 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                      int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx)
+{
+    if (!wk__codec_ok(codec) || !value)
+        return p ? wk__processor_fail(p, WK_EINVAL, "%s: a codec and a value are required", op)
+                 : WK_EINVAL;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc = wk__codec_encode(p, op, codec, value, &bytes, &len);
+    if (rc)
+        return rc;
+    rc = use(ctx, bytes, len);
+    if (bytes && codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Sender
+ * ---------------------------------------------------------------------- */
 
 static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
                 const char *suffix, const void *body, size_t len)

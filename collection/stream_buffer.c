@@ -10,7 +10,7 @@
 
 #include <wakuwaku/stream_buffer.h>
 
-#include "collection/cache_private.h"
+#include "collection/dynamic_private.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -469,7 +469,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
                                           "%llu-%llu (skipped)",
                                           (unsigned long long)pe->ms, (unsigned long long)pe->seq);
             item->got = WK_STREAM_BUFFER_BODY;
-            item->index = pe->seq - 1;
+            item->index = pe->seq ? pe->seq - 1 : 0; /* 0-0 cannot be stored */
             item->body = s->arena + pe->off;
             item->len = pe->len;
             return WK_OK;
