@@ -32,7 +32,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #define BENCH_PROG "bench_dynamic"
-#include "bench/bench_util.h"
+#include "bench_util.h"
 
 #include "support.h"
 
@@ -265,19 +265,6 @@ typedef struct bcase {
     void (*raw)(bench *);
     void (*setup)(bench *); /* untimed, before the library run; may be NULL */
 } bcase;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void warm_send(void *arg)
 {

@@ -32,7 +32,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #define BENCH_PROG "bench_settings"
-#include "bench/bench_util.h"
+#include "bench_util.h"
 
 #include "support.h" /* tests/support: a private redis-server */
 
