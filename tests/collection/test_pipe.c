@@ -335,7 +335,6 @@ static void sender_child(const char *ns)
     _exit(wk_pipe_close(wk_db_processor(db), &pipe, wk_name_str("flow")) ? 4 : 0);
 }
 
-
 Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .timeout = 60)
 {
     const char *ns = wk_test_ns("flow");
@@ -379,8 +378,33 @@ Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .ti
     cr_assert_eq(next, FLOW_N);
     cr_assert_gt(kills, 0, "the receiver's connection was never killed");
     cr_assert_gt(errors, 0, "no recv saw a killed connection");
-    printf("pipe flow: %d messages, %d kills, %d failed recvs, 0 lost, 0 repeated\n", next,
-           kills, errors);
+    printf("pipe flow: %d messages, %d kills, %d failed recvs, 0 lost, 0 repeated\n", next, kills,
+           errors);
     wk_pipe_receiver_close(r);
+    wk_db_close(db);
+}
+
+/* The receiver's own connection selects the handle's database (the
+ * crate's dedicated connection must be told to; here it is). */
+Test(pipe, the_receiver_waits_in_the_handles_database, .timeout = 60)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    o.database = 5;
+    wk_db *db = NULL;
+    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("db5"), 60000);
+    wk_pipe_receiver *r = receiver_of(db, &pipe, "d");
+    /* The same name in database 0 is another pipe. */
+    wk_db *db0 = wk_test_open(NULL);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(db0), &pipe, wk_name_str("d"), "db0", 3), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(db), &pipe, wk_name_str("d"), "db5", 3), WK_OK);
+    expect(r, WK_PIPE_MESSAGE, "db5");
+    wk_pipe_receiver_close(r);
+    r = receiver_of(db0, &pipe, "d");
+    expect(r, WK_PIPE_MESSAGE, "db0");
+    wk_pipe_receiver_close(r);
+    wk_db_close(db0);
     wk_db_close(db);
 }

@@ -378,7 +378,6 @@ Test(stream_buffer, another_thread_stops_the_wait, .timeout = 60)
     wk_db_close(db);
 }
 
-
 /* The producer, whose connection is not killed; it re-reads the length
  * before each append anyway, so a failed append is never doubled. */
 static void stubborn_producer(const char *ns, int n)
@@ -457,4 +456,29 @@ Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
            kills, errors);
     wk_stream_buffer_subscription_close(s);
     wk_db_close(db);
+}
+
+Test(stream_buffer, the_subscription_reads_the_handles_database, .timeout = 60)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_only();
+    o.database = 6;
+    wk_db *ro6 = NULL;
+    cr_assert_eq(wk_db_open(&ro6, &o, NULL, 0), WK_OK);
+    o.capability = wk_cap_read_write();
+    wk_db *rw6 = NULL;
+    cr_assert_eq(wk_db_open(&rw6, &o, NULL, 0), WK_OK);
+    wk_db *db0 = wk_test_open(NULL);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("db6"), 60000);
+    append(wk_db_processor(db0), &sb, "d", "db0", 0);
+    wk_stream_buffer_subscription *s = subscribe(ro6, &sb, "d", 0);
+    append(wk_db_processor(rw6), &sb, "d", "db6", 0);
+    cr_assert_eq(wk_stream_buffer_finish(wk_db_processor(rw6), &sb, wk_name_str("d"), NULL), WK_OK);
+    expect(s, WK_STREAM_BUFFER_BODY, "db6", 0);
+    expect(s, WK_STREAM_BUFFER_END, NULL, 0);
+    wk_stream_buffer_subscription_close(s);
+    wk_db_close(db0);
+    wk_db_close(rw6);
+    wk_db_close(ro6);
 }
