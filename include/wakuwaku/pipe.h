@@ -146,8 +146,9 @@ typedef struct wk_pipe_message {
  * Returns WK_OK (see msg->got); WK_EINVAL (NULL argument); WK_EIO,
  * WK_ETIMEDOUT (the connection failed while waiting or taking: nothing was
  * delivered, nothing was lost; call again, it reconnects and asks for the
- * same message); WK_EREDIS (e.g. a key of another type), WK_EPROTO
- * (a reply of the wrong shape). Never WK_EUNKNOWN: a take whose reply was
+ * same message); WK_ECORRUPT (a key of the pipe holds another Redis
+ * type), WK_EREDIS (another error reply), WK_EPROTO (a reply of the wrong
+ * shape), WK_ENOMEM. Never WK_EUNKNOWN: a take whose reply was
  * lost is asked again by the next call. Thread-safety: one thread at a
  * time per receiver (wk_pipe_receiver_stop() excepted).
  */

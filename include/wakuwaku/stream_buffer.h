@@ -66,9 +66,9 @@ extern "C" {
  *
  * Returns WK_OK, WK_EINVAL (bad entity, name; body NULL with len > 0;
  * len > WK_BODY_MAX), WK_EDENIED, or a connection / server error (a key
- * of another type: WK_EREDIS). WRITE effect. WK_EUNKNOWN: the body may
- * have been appended; appending it again may store it twice. Works in a
- * batch.
+ * of another type: WK_EREDIS, the script's error). WRITE effect.
+ * WK_EUNKNOWN: the body may have been appended; appending it again may
+ * store it twice. Works in a batch.
  */
 WK_API int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name,
                                    const void *body, size_t len, int64_t *index);
@@ -171,7 +171,9 @@ typedef struct wk_stream_buffer_item {
  * skipped: call again for the next one; the reason is in
  * wk_stream_buffer_subscription_errmsg()); WK_EIO, WK_ETIMEDOUT (the
  * connection failed: call again, it reconnects and reads on from where it
- * was; nothing is skipped); WK_EREDIS (e.g. a key of another type).
+ * was; nothing is skipped); WK_ECORRUPT also for a key of another Redis
+ * type; WK_EREDIS (another error reply); WK_EPROTO (a reply of the wrong
+ * shape); WK_ENOMEM.
  * Thread-safety: one thread at a time (the stop excepted).
  */
 WK_API int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item);
