@@ -408,3 +408,26 @@ Test(pipe, the_receiver_waits_in_the_handles_database, .timeout = 60)
     wk_db_close(db0);
     wk_db_close(db);
 }
+
+Test(pipe, sends_in_a_batch_arrive_in_order, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("batch"), 60000);
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_batch_processor(b), &pipe, wk_name_str("b"), "1", 1), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_batch_processor(b), &pipe, wk_name_str("b"), "2", 1), WK_OK);
+    cr_assert_eq(wk_pipe_close(wk_batch_processor(b), &pipe, wk_name_str("b")), WK_OK);
+    /* Receiving needs its outcome at once: refused in a batch. */
+    wk_pipe_receiver *r = (wk_pipe_receiver *)1;
+    cr_assert_eq(wk_pipe_receive(wk_batch_processor(b), &pipe, wk_name_str("b"), &r), WK_EINVAL);
+    cr_assert_null(r);
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    wk_batch_close(b);
+    r = receiver_of(db, &pipe, "b");
+    expect(r, WK_PIPE_MESSAGE, "1");
+    expect(r, WK_PIPE_MESSAGE, "2");
+    expect(r, WK_PIPE_END, NULL);
+    wk_pipe_receiver_close(r);
+    wk_db_close(db);
+}

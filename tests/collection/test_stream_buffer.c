@@ -482,3 +482,71 @@ Test(stream_buffer, the_subscription_reads_the_handles_database, .timeout = 60)
     wk_db_close(rw6);
     wk_db_close(ro6);
 }
+
+/* The append script is atomic: concurrent producers get distinct, dense
+ * indexes, and each one's bodies keep their order. */
+Test(stream_buffer, concurrent_appends_get_dense_distinct_indexes, .timeout = 60)
+{
+    const char *ns = wk_test_ns("many");
+    enum { KIDS = 4, EACH = 100 };
+    pid_t kids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        kids[k] = fork();
+        cr_assert_neq(kids[k], -1);
+        if (kids[k] == 0) {
+            wk_db_options o = WK_DB_OPTIONS_INIT;
+            o.url = wk_test_url();
+            o.capability = wk_cap_read_write();
+            wk_db *db = NULL;
+            if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+                _exit(2);
+            wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
+            for (int i = 0; i < EACH; i++) {
+                char body[16];
+                int len = snprintf(body, sizeof(body), "%d:%d", k, i);
+                int64_t index;
+                if (wk_stream_buffer_append(wk_db_processor(db), &sb, wk_name_str("m"), body,
+                                            (size_t)len, &index) ||
+                    index < 0 || index >= KIDS * EACH)
+                    _exit(3);
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < KIDS; k++)
+        reap(kids[k]);
+    wk_db *db = wk_test_open(NULL);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
+    wk_stream_buffer_contents c = WK_STREAM_BUFFER_CONTENTS_INIT;
+    cr_assert_eq(wk_stream_buffer_read(wk_db_processor(db), &sb, wk_name_str("m"), 0, &c), WK_OK);
+    cr_assert_eq(c.count, KIDS * EACH);
+    int next[KIDS] = {0};
+    for (size_t i = 0; i < c.count; i++) {
+        int k, n;
+        cr_assert_eq(sscanf((const char *)c.bodies[i].data, "%d:%d", &k, &n), 2);
+        cr_assert(k >= 0 && k < KIDS && n == next[k], "producer %d's body %d out of order", k, n);
+        next[k]++;
+    }
+    wk_stream_buffer_contents_free(&c);
+    wk_db_close(db);
+}
+
+Test(stream_buffer, appends_in_a_batch_get_their_indexes, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("batch"), 60000);
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    int64_t index[3] = {-2, -2, -2};
+    bool now = false;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(wk_stream_buffer_append(wk_batch_processor(b), &sb, wk_name_str("b"), "x", 1,
+                                             &index[i]),
+                     WK_OK);
+    cr_assert_eq(wk_stream_buffer_finish(wk_batch_processor(b), &sb, wk_name_str("b"), &now),
+                 WK_OK);
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(index[0] == 0 && index[1] == 1 && index[2] == 2 && now);
+    wk_batch_close(b);
+    wk_db_close(db);
+}
