@@ -431,3 +431,25 @@ Test(pipe, sends_in_a_batch_arrive_in_order, .timeout = 60)
     wk_pipe_receiver_close(r);
     wk_db_close(db);
 }
+
+Test(pipe, bad_input_is_refused_with_the_reason_and_sends_nothing, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity no_ttl = WK_PIPE_ENTITY("bad", 0);
+    cr_assert_eq(wk_pipe_send(p, &no_ttl, wk_name_str("x"), "m", 1), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "pipe.send: invalid entity Pipe:bad: ttl_ms must be > 0"),
+              "%s", wk_db_errmsg(db));
+    wk_entity lock = WK_LOCK_ENTITY("bad", 1000);
+    cr_assert_eq(wk_pipe_close(p, &lock, wk_name_str("x")), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "is not a Pipe"), "%s", wk_db_errmsg(db));
+    wk_entity pipe = WK_PIPE_ENTITY("bad", 1000);
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str("x"), NULL, 1), WK_EINVAL);
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str(NULL), "m", 1), WK_EINVAL);
+    cr_assert_eq(wk_pipe_receive(p, &pipe, wk_name_str("x"), NULL), WK_EINVAL);
+    cr_assert_eq(wk_pipe_send_typed(p, &pipe, wk_name_str("x"), NULL, "v"), WK_EINVAL);
+    cr_assert_eq(wk_pipe_recv(NULL, NULL), WK_EINVAL);
+    wk_pipe_receiver_stop(NULL);
+    cr_assert_str_eq(wk_pipe_receiver_errmsg(NULL), "");
+    wk_db_close(db);
+}

@@ -550,3 +550,24 @@ Test(stream_buffer, appends_in_a_batch_get_their_indexes, .timeout = 60)
     wk_batch_close(b);
     wk_db_close(db);
 }
+
+Test(stream_buffer, bad_input_is_refused_with_the_reason, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity no_ttl = WK_STREAM_BUFFER_ENTITY("bad", 0);
+    cr_assert_eq(wk_stream_buffer_append(p, &no_ttl, wk_name_str("x"), "b", 1, NULL), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "invalid entity StreamBuffer:bad: ttl_ms must be > 0"), "%s",
+              wk_db_errmsg(db));
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY("bad", 1000);
+    cr_assert_eq(wk_stream_buffer_append(p, &sb, wk_name_str("x"), NULL, 3, NULL), WK_EINVAL);
+    cr_assert_eq(wk_stream_buffer_read(p, &sb, wk_name_str("x"), 0, NULL), WK_EINVAL);
+    cr_assert_eq(wk_stream_buffer_subscribe(p, &sb, wk_name_str("x"), 0, NULL), WK_EINVAL);
+    cr_assert_eq(wk_stream_buffer_append_typed(p, &sb, wk_name_str("x"), NULL, "v", NULL),
+                 WK_EINVAL);
+    cr_assert_eq(wk_stream_buffer_recv(NULL, NULL), WK_EINVAL);
+    wk_stream_buffer_subscription_stop(NULL);
+    wk_stream_buffer_subscription_close(NULL);
+    cr_assert_str_eq(wk_stream_buffer_subscription_errmsg(NULL), "");
+    wk_db_close(db);
+}
