@@ -344,9 +344,9 @@ Test(codegen_roundtrip, typed_pipe_and_stream_buffer)
     wk_stream_buffer_contents c = WK_STREAM_BUFFER_CONTENTS_INIT;
     cr_assert_eq(bodies_chunks_read(p, completion, 0, &c), WK_OK);
     cr_assert(c.count == 2 && c.finished);
-    cr_assert_eq(bodies_node_codec.decode(&bodies_node_codec, c.bodies[0].data, c.bodies[0].len,
-                                          &out),
-                 WK_OK);
+    cr_assert_eq(
+        bodies_node_codec.decode(&bodies_node_codec, c.bodies[0].data, c.bodies[0].len, &out),
+        WK_OK);
     cr_assert_str_eq(out.name, "frame");
     bodies_node_free(&out);
     wk_stream_buffer_contents_free(&c);
