@@ -316,12 +316,8 @@ Test(pipe, a_lost_take_reply_is_asked_again_and_delivered_once, .timeout = 60)
 
 static void sender_child(const char *ns)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    o.client_name = "wk-pipe-sender";
-    wk_db *db = NULL;
-    if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+    wk_db *db = wk_test_open_as(NULL, "wk-pipe-sender", -1);
+    if (!db)
         _exit(2);
     wk_entity pipe = WK_PIPE_ENTITY(ns, 60000);
     for (int i = 0; i < FLOW_N; i++) {
@@ -338,12 +334,8 @@ static void sender_child(const char *ns)
 Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .timeout = 60)
 {
     const char *ns = wk_test_ns("flow");
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    o.client_name = "wk-pipe-rx";
-    wk_db *db = NULL;
-    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_db *db = wk_test_open_as(NULL, "wk-pipe-rx", -1);
+    cr_assert_not_null(db);
     wk_entity pipe = WK_PIPE_ENTITY(ns, 60000);
     wk_pipe_receiver *r = receiver_of(db, &pipe, "flow");
     pid_t kid = fork();
@@ -388,12 +380,8 @@ Test(pipe, across_processes_under_client_kill_nothing_lost_nothing_repeated, .ti
  * crate's dedicated connection must be told to; here it is). */
 Test(pipe, the_receiver_waits_in_the_handles_database, .timeout = 60)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    o.database = 5;
-    wk_db *db = NULL;
-    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_db *db = wk_test_open_as(NULL, NULL, 5);
+    cr_assert_not_null(db);
     wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("db5"), 60000);
     wk_pipe_receiver *r = receiver_of(db, &pipe, "d");
     /* The same name in database 0 is another pipe. */

@@ -126,11 +126,8 @@ Test(stream_buffer, read_from_an_index_absent_and_past_the_end, .timeout = 60)
  * then the end. */
 static void producer_child(const char *ns, const char *name, int n, int pause_every)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    wk_db *db = NULL;
-    if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+    wk_db *db = wk_test_open_as(NULL, NULL, -1);
+    if (!db)
         _exit(2);
     wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
     for (int i = 0; i < n; i++) {
@@ -382,11 +379,8 @@ Test(stream_buffer, another_thread_stops_the_wait, .timeout = 60)
  * before each append anyway, so a failed append is never doubled. */
 static void stubborn_producer(const char *ns, int n)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    wk_db *db = NULL;
-    while (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+    wk_db *db;
+    while (!(db = wk_test_open_as(NULL, NULL, -1)))
         usleep(1000);
     wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
     wk_processor *p = wk_db_processor(db);
@@ -412,12 +406,8 @@ static void stubborn_producer(const char *ns, int n)
 
 Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    o.client_name = "wk-sb-sub";
-    wk_db *db = NULL;
-    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_db *db = wk_test_open_as(NULL, "wk-sb-sub", -1);
+    cr_assert_not_null(db);
     const char *ns = wk_test_ns("kill");
     wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
     wk_stream_buffer_subscription *s = subscribe(db, &sb, "k", 0);
@@ -460,15 +450,9 @@ Test(stream_buffer, subscriber_under_client_kill_skips_nothing, .timeout = 60)
 
 Test(stream_buffer, the_subscription_reads_the_handles_database, .timeout = 60)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_only();
-    o.database = 6;
-    wk_db *ro6 = NULL;
-    cr_assert_eq(wk_db_open(&ro6, &o, NULL, 0), WK_OK);
-    o.capability = wk_cap_read_write();
-    wk_db *rw6 = NULL;
-    cr_assert_eq(wk_db_open(&rw6, &o, NULL, 0), WK_OK);
+    wk_db *ro6 = wk_test_open_as(wk_cap_read_only(), NULL, 6);
+    wk_db *rw6 = wk_test_open_as(NULL, NULL, 6);
+    cr_assert(ro6 && rw6);
     wk_db *db0 = wk_test_open(NULL);
     wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("db6"), 60000);
     append(wk_db_processor(db0), &sb, "d", "db0", 0);
@@ -494,11 +478,8 @@ Test(stream_buffer, concurrent_appends_get_dense_distinct_indexes, .timeout = 60
         kids[k] = fork();
         cr_assert_neq(kids[k], -1);
         if (kids[k] == 0) {
-            wk_db_options o = WK_DB_OPTIONS_INIT;
-            o.url = wk_test_url();
-            o.capability = wk_cap_read_write();
-            wk_db *db = NULL;
-            if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+            wk_db *db = wk_test_open_as(NULL, NULL, -1);
+            if (!db)
                 _exit(2);
             wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns, 60000);
             for (int i = 0; i < EACH; i++) {

@@ -32,6 +32,17 @@ wk_db *wk_test_open_url(const char *url, const wk_cap *cap)
     return db;
 }
 
+wk_db *wk_test_open_as(const wk_cap *cap, const char *client_name, int database)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.client_name = client_name;
+    o.database = database;
+    wk_db *db = NULL;
+    return wk_db_open(&db, &o, NULL, 0) == WK_OK ? db : NULL;
+}
+
 wk_db *wk_test_open(const wk_cap *cap)
 {
     return wk_test_open_url(wk_test_url(), cap);
