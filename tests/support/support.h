@@ -54,6 +54,18 @@ redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...);
 long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
+/* A handle on the suite's server with a capability (NULL = read-write), a
+ * client name (NULL: none) and a database (-1: the default). NULL on
+ * failure, without asserting: forked children may call it. */
+wk_db *wk_test_open_as(const wk_cap *cap, const char *client_name, int database);
+/* CLIENT KILL ID, through `c`, of every connection whose client name is
+ * `name` (CLIENT LIST TYPE normal); returns how many were killed. */
+int wk_test_kill_clients_named(redisContext *c, const char *name);
+/* A thread killing the connections named `name` on the suite's server
+ * every 2 ms until stopped; stop joins it and returns how many it killed. */
+typedef struct wk_test_killer wk_test_killer;
+wk_test_killer *wk_test_killer_start(const char *name);
+int wk_test_killer_stop(wk_test_killer *k);
 
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
