@@ -38,7 +38,8 @@ extern "C" {
     XX(ENOMEM, -7, "out of memory")                                           \
     XX(EPROTO, -8, "unexpected reply from the server")                        \
     XX(EAUTH, -9, "authentication with the server failed")                    \
-    XX(EUNKNOWN, -10, "outcome unknown: the write was sent and its reply never came")
+    XX(EUNKNOWN, -10, "outcome unknown: the write was sent and its reply never came")      \
+    XX(ENOTREPLICATED, -11, "too few replicas acknowledged the lease; it was released")
 
 typedef enum wk_status {
     WK_OK = 0,
