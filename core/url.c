@@ -252,6 +252,8 @@ static int parse_sentinel(wk_url *url, const char *rest, char *err, size_t errle
     if (*end != '/' || end[1] == '\0' || end[1] == '/')
         return url_fail(err, errlen, "redis-sentinel:// needs a service name (…/service[/db])");
     const char *service = end + 1, *slash = strchr(service, '/');
+    if (strpbrk(service, "?#"))
+        return url_fail(err, errlen, "query strings are not supported in redis-sentinel:// URLs");
     size_t service_len = slash ? (size_t)(slash - service) : strlen(service);
     if (slash && slash[1]) {
         long db;
