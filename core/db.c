@@ -338,7 +338,7 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
  * host (hostlen bytes) and *port. WK_OK, or a failure with msg (1: the
  * sentinel does not know the service). */
 static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host,
-                        size_t hostlen, int *port, char *msg, size_t msglen)
+                        size_t hostlen, int *port, wk__link *keep, char *msg, size_t msglen)
 {
     char addr[300];
     snprintf(addr, sizeof(addr), "sentinel %s:%d", node->host, node->port);
@@ -387,8 +387,48 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
     }
     if (r)
         freeReplyObject(r);
-    wk__link_close(&link);
+    if (!rc && keep)
+        *keep = link;
+    else
+        wk__link_close(&link);
     return rc;
+}
+
+/* Subscribe the sentinel connection to +switch-master: the failover
+ * notice. Best effort: on failure the link is closed (a failover then
+ * reaches the handle when the sentinels close its connection). */
+static void subscribe_notice(const wk__conn *conn, wk__link *link)
+{
+    const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
+    redisReply *r = NULL;
+    if (setup_round_trip(link, conn, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
+        wk__link_close(link);
+    if (r)
+        freeReplyObject(r);
+}
+
+/* Whether the notice connection brought a switch of conn's service. A
+ * broken notice connection is closed (and says nothing). */
+static bool failover_noticed(wk__conn *conn)
+{
+    wk__link *link = &conn->notice;
+    bool switched = false;
+    int rc = wk__wire_receive(link);
+    for (;;) {
+        redisReply *r = NULL;
+        if (rc || (rc = wk__wire_take(link, &r)) || !r)
+            break;
+        /* ["message", "+switch-master", "<service> <old ip> <old port> <new ip> <new port>"] */
+        size_t n = strlen(conn->url.service);
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len > n &&
+            memcmp(r->element[2]->str, conn->url.service, n) == 0 && r->element[2]->str[n] == ' ')
+            switched = true;
+        freeReplyObject(r);
+    }
+    if (rc)
+        wk__link_close(link);
+    return switched;
 }
 
 /* Whether the node on `link` says it is a primary (ROLE). WK_OK; 1 (with
@@ -429,8 +469,8 @@ static void pause_ms(const wk__conn *conn, int64_t ms)
  * is the primary, or max(connect, command timeout) has passed. A refused
  * password at the primary ends the search at once (it would not change).
  */
-static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out, char *msg,
-                            size_t msglen)
+static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
+                            wk__link *notice, char *msg, size_t msglen)
 {
     int64_t budget = (int64_t)conn->connect_timeout.tv_sec * 1000 +
                      conn->connect_timeout.tv_usec / 1000;
@@ -445,8 +485,9 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
         for (size_t i = 0; i < conn->url.nsentinels; i++) {
             char host[256];
             int port = 0;
-            int rc = ask_sentinel(conn, &conn->url.sentinels[i], host, sizeof(host), &port, why,
-                                  sizeof(why));
+            wk__link kept = {0};
+            int rc = ask_sentinel(conn, &conn->url.sentinels[i], host, sizeof(host), &port,
+                                  notice ? &kept : NULL, why, sizeof(why));
             if (rc == WK_ENOMEM)
                 return msg_fail(msg, msglen, rc, "%s", why);
             if (rc) {
@@ -455,16 +496,23 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
             }
             wk_url at = {.host = host, .port = port};
             rc = connect_node(conn, &at, select_db, out, why, sizeof(why));
-            if (rc == WK_EAUTH || rc == WK_ENOMEM)
-                return msg_fail(msg, msglen, rc, "%s", why);
             if (!rc) {
                 char addr[300];
                 snprintf(addr, sizeof(addr), "%s:%d", host, port);
                 rc = check_role(out, conn, addr, why, sizeof(why));
-                if (!rc)
-                    return WK_OK;
-                wk__link_close(out);
+                if (rc)
+                    wk__link_close(out);
             }
+            if (!rc && kept.ctx) {
+                subscribe_notice(conn, &kept);
+                *notice = kept;
+                return WK_OK;
+            }
+            wk__link_close(&kept);
+            if (!rc)
+                return WK_OK;
+            if (rc == WK_EAUTH || rc == WK_ENOMEM)
+                return msg_fail(msg, msglen, rc, "%s", why);
             last = rc > 0 ? WK_EIO : rc;
         }
         int64_t left = deadline - wk_monotonic_ms();
@@ -481,14 +529,21 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
     if (conn->url.service)
-        return connect_sentinel(conn, select_db, out, msg, msglen);
+        return connect_sentinel(conn, select_db, out, NULL, msg, msglen);
     return connect_node(conn, &conn->url, select_db, out, msg, msglen);
 }
 
 int wk__conn_open(wk_db *db)
 {
     wk__conn *conn = db->conn;
-    int rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
+    int rc;
+    if (conn->url.service) {
+        wk__link_close(&conn->notice); /* a new one comes with the primary */
+        rc = connect_sentinel(conn, true, &conn->link, &conn->notice, db->errmsg,
+                              sizeof(db->errmsg));
+    } else {
+        rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
+    }
     if (rc == WK_OK)
         conn->last_io_ms = wk_monotonic_ms();
     return rc;
@@ -511,6 +566,8 @@ int wk__conn_ensure(wk_db *db)
     wk__conn *conn = db->conn;
     if (conn->link.ctx && conn->link.ctx->err)
         wk__conn_drop(conn);
+    if (conn->link.ctx && conn->notice.ctx && failover_noticed(conn))
+        wk__conn_drop(conn); /* the sentinels switched the primary */
     if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
         !idle_conn_alive(&conn->link))
         wk__conn_drop(conn);
@@ -527,6 +584,7 @@ void wk__conn_release(wk__conn *conn)
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
+    wk__link_close(&conn->notice);
     if (conn->settings)
         wk__conn_release(conn->settings); /* the TLS settings were borrowed */
     else

@@ -62,6 +62,11 @@ typedef struct wk__conn {
     /* redis-sentinel:// (url.service set): the sentinels' credentials
      * (NULL: no AUTH to sentinels). */
     char *sentinel_username, *sentinel_password;
+    /* The failover notice: a connection to the sentinel that named the
+     * primary, subscribed to +switch-master (ctx NULL: none). Read
+     * without waiting before each query; a switch of this service drops
+     * the data connection, so the query goes to the new primary. */
+    wk__link notice;
     /* Acknowledged leases: WAIT lease_replicas lease_ack_timeout_ms after
      * a lease is taken (0: no WAIT). */
     int lease_replicas, lease_ack_timeout_ms;

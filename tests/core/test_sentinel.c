@@ -248,9 +248,21 @@ Test(sentinel, failover_under_load_moves_writes_to_the_new_primary, .timeout = 6
         wk_test_sleep_ms(5);
     int now = wk_test_sentinels_failover(&t, 20000);
     cr_assert_eq(now, t.replica.port, "the replica was promoted");
+    /* The handles heard the failover notice (+switch-master) and left
+     * the old primary, which the sentinels demote only seconds later:
+     * once both workers have gone on, no write reaches it any more. */
     atomic_store(&l.switched, true);
-    while (atomic_load(&l.after_switch_ok) < 200)
+    while (atomic_load(&l.after_switch_ok) < 100)
         wk_test_sleep_ms(5);
+    redisContext *old = wk_test_sentinels_raw(&t, t.primary.port);
+    cr_assert(old);
+    long long before = wk_test_cmd_calls(old, "set");
+    int ok_before = atomic_load(&l.after_switch_ok);
+    while (atomic_load(&l.after_switch_ok) < ok_before + 200)
+        wk_test_sleep_ms(5);
+    cr_assert_eq(wk_test_cmd_calls(old, "set"), before,
+                 "writes after the switch go to the new primary, not the old one");
+    redisFree(old);
     atomic_store(&l.stop, true);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);

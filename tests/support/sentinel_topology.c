@@ -105,6 +105,20 @@ static bool is_primary(const wk_test_sentinels *t, int port)
     return yes;
 }
 
+bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port)
+{
+    redisContext *c = raw_at(port, t->data_password);
+    if (!c)
+        return false;
+    redisReply *r = redisCommand(c, "ROLE");
+    bool yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+               strcmp(r->element[0]->str, "slave") == 0;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return yes;
+}
+
 /* Whether the replica's link to its primary is up. */
 static bool replica_synced(const wk_test_sentinels *t, int port)
 {

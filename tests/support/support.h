@@ -127,6 +127,8 @@ int wk_test_sentinels_primary_port(const wk_test_sentinels *t, int i);
 /* SENTINEL FAILOVER on sentinel 0, then wait until all three name a new
  * primary that says ROLE master. Its port, or -1 after timeout_ms. */
 int wk_test_sentinels_failover(wk_test_sentinels *t, int timeout_ms);
+/* Whether the data node on `port` says ROLE slave. */
+bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port);
 /* A raw connection to a node or sentinel of the topology, AUTH'd. */
 redisContext *wk_test_sentinels_raw(const wk_test_sentinels *t, int port);
 
