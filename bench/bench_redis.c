@@ -461,8 +461,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true, tls = false, async = false,
-         replicas = false;
+    bool quick = false, table = true, scripts = true, tls = false, async = false, replicas = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);

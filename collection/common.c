@@ -102,9 +102,8 @@ int wk__lease_admit(wk_processor *p, const char *op)
     return WK_OK;
 }
 
-int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release,
-                      const wk_entity *e, const char *key, size_t key_len, const wk_token *token,
-                      bool *acquired)
+int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
+                      const char *key, size_t key_len, const wk_token *token, bool *acquired)
 {
     int want = wk__lease_replicas(p);
     if (want <= 0 || !*acquired)
@@ -129,6 +128,6 @@ int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release,
                                   "%s: lease taken but %s, and its release failed (%s): it may "
                                   "still be held under the token until its TTL runs out",
                                   op, why, wk_err_name(rc));
-    return wk__processor_fail(p, WK_ENOTREPLICATED, "%s: lease taken but %s; released, not acquired",
-                              op, why);
+    return wk__processor_fail(p, WK_ENOTREPLICATED,
+                              "%s: lease taken but %s; released, not acquired", op, why);
 }

@@ -44,9 +44,8 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bo
  *                      may still be held under the token). Otherwise WK_OK.
  */
 int wk__lease_admit(wk_processor *p, const char *op);
-int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release,
-                      const wk_entity *e, const char *key, size_t key_len, const wk_token *token,
-                      bool *acquired);
+int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
+                      const char *key, size_t key_len, const wk_token *token, bool *acquired);
 
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})

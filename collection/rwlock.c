@@ -110,7 +110,8 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
      * writer's key is deleted with the Lock script. */
     bool reader = script == &wk__rwlock_try_read_script;
     if (!rc)
-        rc = wk__lease_confirm(p, op, reader ? &wk__rwlock_release_read_script : &wk__lock_release_script,
+        rc = wk__lease_confirm(p, op,
+                               reader ? &wk__rwlock_release_read_script : &wk__lock_release_script,
                                e, reader ? k.r : k.w, reader ? k.r_len : k.w_len, token, acquired);
     return rc;
 }

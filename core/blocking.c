@@ -61,9 +61,11 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     b->proc.db = b;
 
     int rc = wk__url_copy(&conn->url, &from->url);
-    if (!rc && from->sentinel_username && !(conn->sentinel_username = strdup(from->sentinel_username)))
+    if (!rc && from->sentinel_username &&
+        !(conn->sentinel_username = strdup(from->sentinel_username)))
         rc = WK_ENOMEM;
-    if (!rc && from->sentinel_password && !(conn->sentinel_password = strdup(from->sentinel_password)))
+    if (!rc && from->sentinel_password &&
+        !(conn->sentinel_password = strdup(from->sentinel_password)))
         rc = WK_ENOMEM;
     conn->lease_replicas = from->lease_replicas;
     conn->lease_ack_timeout_ms = from->lease_ack_timeout_ms;

@@ -337,8 +337,8 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
 /* Ask one sentinel for the primary of conn's service: its address in
  * host (hostlen bytes) and *port. WK_OK, or a failure with msg (1: the
  * sentinel does not know the service). */
-static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host,
-                        size_t hostlen, int *port, wk__link *keep, char *msg, size_t msglen)
+static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host, size_t hostlen,
+                        int *port, wk__link *keep, char *msg, size_t msglen)
 {
     char addr[300];
     snprintf(addr, sizeof(addr), "sentinel %s:%d", node->host, node->port);
@@ -371,8 +371,8 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
             rc = msg_fail(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr,
                           conn->url.service);
         else if (r->type == REDIS_REPLY_ERROR)
-            rc = msg_fail(msg, msglen, r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH
-                                                                                   : WK_EREDIS,
+            rc = msg_fail(msg, msglen,
+                          r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
                           "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
         else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
                  r->element[0]->type != REDIS_REPLY_STRING ||
@@ -442,9 +442,9 @@ static int check_role(wk__link *link, const wk__conn *conn, const char *addr, ch
     if (rc)
         return setup_failure(msg, msglen, rc, "ROLE", addr, conn, link);
     if (r->type == REDIS_REPLY_ERROR)
-        rc = msg_fail(msg, msglen, WK_EREDIS,
-                      "ROLE refused by %s: %.200s (the data node's user needs +role)", addr,
-                      r->str);
+        rc =
+            msg_fail(msg, msglen, WK_EREDIS,
+                     "ROLE refused by %s: %.200s (the data node's user needs +role)", addr, r->str);
     else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
              r->element[0]->type != REDIS_REPLY_STRING)
         rc = msg_fail(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
@@ -469,13 +469,13 @@ static void pause_ms(const wk__conn *conn, int64_t ms)
  * is the primary, or max(connect, command timeout) has passed. A refused
  * password at the primary ends the search at once (it would not change).
  */
-static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
-                            wk__link *notice, char *msg, size_t msglen)
+static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
+                            char *msg, size_t msglen)
 {
-    int64_t budget = (int64_t)conn->connect_timeout.tv_sec * 1000 +
-                     conn->connect_timeout.tv_usec / 1000;
-    int64_t command = (int64_t)conn->command_timeout.tv_sec * 1000 +
-                      conn->command_timeout.tv_usec / 1000;
+    int64_t budget =
+        (int64_t)conn->connect_timeout.tv_sec * 1000 + conn->connect_timeout.tv_usec / 1000;
+    int64_t command =
+        (int64_t)conn->command_timeout.tv_sec * 1000 + conn->command_timeout.tv_usec / 1000;
     if (command > budget)
         budget = command;
     int64_t deadline = wk_monotonic_ms() + budget;

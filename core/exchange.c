@@ -23,7 +23,7 @@ typedef struct run {
     char why[WK__ERRMSG_MAX / 2]; /* its detail */
     size_t first_failed;     /* first query with its own failure */
     char first_msg[WK__ERRMSG_MAX / 2];
-    bool readonly;           /* a reply was READONLY: drop, re-discover */
+    bool readonly; /* a reply was READONLY: drop, re-discover */
 } run;
 
 static bool any_unsent(const wk__exchange *x)

@@ -69,8 +69,8 @@ Test(sentinel, url_lists_sentinels_service_and_db, .timeout = 60)
 {
     wk_url u;
     char err[200];
-    cr_assert_eq(wk_url_parse(&u, "redis-sentinel://u:p%40ss@10.0.0.1:5000,[::1],h3:7/mysvc/3",
-                              err, sizeof(err)),
+    cr_assert_eq(wk_url_parse(&u, "redis-sentinel://u:p%40ss@10.0.0.1:5000,[::1],h3:7/mysvc/3", err,
+                              sizeof(err)),
                  WK_OK, "%s", err);
     cr_assert_eq(u.nsentinels, 3);
     cr_assert_str_eq(u.sentinels[0].host, "10.0.0.1");
@@ -100,9 +100,9 @@ Test(sentinel, url_lists_sentinels_service_and_db, .timeout = 60)
     cr_assert_eq(u.nsentinels, 0);
     wk_url_free(&u);
 
-    const char *bad[] = {"redis-sentinel://s1",        "redis-sentinel://s1/",
-                         "redis-sentinel://s1:0/svc",  "redis-sentinel://s1,,s2/svc",
-                         "redis-sentinel://s1/svc/x",  "redis-sentinel://s1/svc?x=1",
+    const char *bad[] = {"redis-sentinel://s1",       "redis-sentinel://s1/",
+                         "redis-sentinel://s1:0/svc", "redis-sentinel://s1,,s2/svc",
+                         "redis-sentinel://s1/svc/x", "redis-sentinel://s1/svc?x=1",
                          "redis-sentinel://:pw@/svc", "redis-sentinel://[::1/svc"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cr_assert_eq(wk_url_parse(&u, bad[i], err, sizeof(err)), WK_EINVAL, "%s", bad[i]);
@@ -307,7 +307,8 @@ static void repoint_sentinels(const wk_test_sentinels *t, int port)
 {
     for (int i = 0; i < 3; i++) {
         char cmd[160];
-        raw_ok(t, t->sentinel[i].port, (snprintf(cmd, sizeof(cmd), "SENTINEL REMOVE %s", t->service), cmd));
+        raw_ok(t, t->sentinel[i].port,
+               (snprintf(cmd, sizeof(cmd), "SENTINEL REMOVE %s", t->service), cmd));
         raw_ok(t, t->sentinel[i].port,
                (snprintf(cmd, sizeof(cmd), "SENTINEL MONITOR %s 127.0.0.1 %d 2", t->service, port),
                 cmd));
