@@ -189,14 +189,25 @@ static int parse_host_port(const char *host, const char *end, long default_port,
     return WK_OK;
 }
 
+/* What comes before the path: *end is where the path starts, *host where
+ * the host part does (after the userinfo, which is parsed into url). */
+static int parse_authority(wk_url *url, const char *rest, const char *scheme, const char **end,
+                           const char **host, char *err, size_t errlen)
+{
+    *end = rest + strcspn(rest, "/?#");
+    if (**end == '?' || **end == '#') {
+        char msg[80];
+        snprintf(msg, sizeof(msg), "query strings are not supported in %s URLs", scheme);
+        return url_fail(err, errlen, msg);
+    }
+    /* The userinfo ends at the last '@' before the path. */
+    return parse_at(url, rest, *end, host, err, errlen);
+}
+
 static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
 {
-    const char *end = rest + strcspn(rest, "/?#");
-    if (*end == '?' || *end == '#')
-        return url_fail(err, errlen, "query strings are not supported in redis:// URLs");
-    /* The userinfo ends at the last '@' before the path. */
-    const char *host;
-    int rc = parse_at(url, rest, end, &host, err, errlen);
+    const char *end, *host;
+    int rc = parse_authority(url, rest, "redis://", &end, &host, err, errlen);
     if (rc)
         return rc;
     const char *host_end;
@@ -220,11 +231,8 @@ static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
 /* "h1[:p1],h2[:p2]…/service[/db]" after the userinfo. */
 static int parse_sentinel(wk_url *url, const char *rest, char *err, size_t errlen)
 {
-    const char *end = rest + strcspn(rest, "/?#");
-    if (*end == '?' || *end == '#')
-        return url_fail(err, errlen, "query strings are not supported in redis-sentinel:// URLs");
-    const char *host;
-    int rc = parse_at(url, rest, end, &host, err, errlen);
+    const char *end, *host;
+    int rc = parse_authority(url, rest, "redis-sentinel://", &end, &host, err, errlen);
     if (rc)
         return rc;
     size_t n = 1;

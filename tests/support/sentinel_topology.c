@@ -90,15 +90,15 @@ static int sentinel_count(const wk_test_sentinels *t, int i, const char *what, c
     return n;
 }
 
-/* Whether the data node on `port` says ROLE master. */
-static bool is_primary(const wk_test_sentinels *t, int port)
+/* Whether the data node on `port` says ROLE `role`. */
+static bool role_is(const wk_test_sentinels *t, int port, const char *role)
 {
     redisContext *c = raw_at(port, t->data_password);
     if (!c)
         return false;
     redisReply *r = redisCommand(c, "ROLE");
     bool yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-               strcmp(r->element[0]->str, "master") == 0;
+               strcmp(r->element[0]->str, role) == 0;
     if (r)
         freeReplyObject(r);
     redisFree(c);
@@ -107,16 +107,7 @@ static bool is_primary(const wk_test_sentinels *t, int port)
 
 bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port)
 {
-    redisContext *c = raw_at(port, t->data_password);
-    if (!c)
-        return false;
-    redisReply *r = redisCommand(c, "ROLE");
-    bool yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-               strcmp(r->element[0]->str, "slave") == 0;
-    if (r)
-        freeReplyObject(r);
-    redisFree(c);
-    return yes;
+    return role_is(t, port, "slave");
 }
 
 /* Whether the replica's link to its primary is up. */
@@ -179,19 +170,13 @@ static int start_sentinel(wk_test_sentinels *t, int i)
 
 static void stop_sentinel(wk_test_server *s)
 {
-    if (s->pid > 0) {
-        kill(s->pid, SIGCONT);
-        kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
-        s->pid = 0;
-    }
     if (s->dir[0]) {
         char path[192];
         snprintf(path, sizeof(path), "%s/sentinel.conf", s->dir);
         unlink(path);
-        rmdir(s->dir);
-        s->dir[0] = '\0';
     }
+    wk_test_server_stop(s); /* by pid; removes the directory */
+    s->dir[0] = '\0';
 }
 
 int wk_test_sentinels_start(wk_test_sentinels *t, const char *data_password,
@@ -265,7 +250,7 @@ int wk_test_sentinels_failover(wk_test_sentinels *t, int timeout_ms)
     int64_t end = wk_test_now_ms() + timeout_ms;
     while (wk_test_now_ms() < end) {
         int now = wk_test_sentinels_primary_port(t, 0);
-        bool all = now > 0 && now != old && is_primary(t, now);
+        bool all = now > 0 && now != old && role_is(t, now, "master");
         for (int i = 1; all && i < 3; i++)
             all = wk_test_sentinels_primary_port(t, i) == now;
         if (all)
