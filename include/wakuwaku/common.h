@@ -5,7 +5,9 @@
  * Status codes follow one rule: 0 (WK_OK) is success, every failure is a
  * distinct negative value from the table below. "Lock not acquired", "cache
  * miss" and "rate limited" are outcomes reported through OUT parameters,
- * never status codes.
+ * never status codes. WK_ENOTREPLICATED is not one of them: a lease was
+ * taken but could not be made as safe as the handle asked (lease_replicas),
+ * so it was given back — a failure of the topology, not contention.
  */
 #ifndef WAKUWAKU_COMMON_H
 #define WAKUWAKU_COMMON_H
