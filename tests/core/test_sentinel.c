@@ -159,6 +159,30 @@ Test(sentinel, finds_the_primary_with_separate_credentials, .timeout = 60)
     cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &a, NULL), WK_OK);
     cr_assert_eq(raw_strlen(&t, t.primary.port, key, klen), WK_TOKEN_LEN,
                  "the write went to the primary");
+
+    /* A settings follower's connections (its handle, its subscriber) go
+     * through the sentinels too. */
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = t.url;
+    fo.capability = wk_cap_read_write();
+    fo.password = DATA_PW;
+    fo.sentinel_password = SENTINEL_PW;
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("sset"));
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.db = &fo;
+    so.settings = &settings;
+    so.name = wk_name_str("cfg");
+    wk_settings_follower *f = NULL;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    int64_t version = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, wk_name_str("cfg"), "k", 1, "v", 1,
+                                 &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    bool reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, version, 10000, &reached), WK_OK);
+    cr_assert(reached, "the follower got the change through the primary");
+    wk_settings_follower_free(f);
     wk_db_close(db);
 
     /* Sentinel credentials are not the data node's: without the sentinel
