@@ -170,12 +170,19 @@ static int start_sentinel(wk_test_sentinels *t, int i)
 
 static void stop_sentinel(wk_test_server *s)
 {
+    /* Stopped first: a running sentinel rewrites its config at will. */
+    if (s->pid > 0) {
+        kill(s->pid, SIGCONT);
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
     if (s->dir[0]) {
         char path[192];
         snprintf(path, sizeof(path), "%s/sentinel.conf", s->dir);
         unlink(path);
     }
-    wk_test_server_stop(s); /* by pid; removes the directory */
+    wk_test_server_stop(s); /* the process is gone: removes the directory */
     s->dir[0] = '\0';
 }
 
