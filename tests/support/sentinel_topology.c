@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -131,8 +130,11 @@ static int start_sentinel(wk_test_sentinels *t, int i)
     if (!mkdtemp(s->dir))
         return -1;
     s->port = wk_test_free_port();
-    char conf[192];
-    snprintf(conf, sizeof(conf), "%s/sentinel.conf", s->dir);
+    /* The config beside the directory, not in it: the sentinel rewrites
+     * it while it runs, and wk_test_server_stop() removes the (empty)
+     * directory. */
+    char *conf = t->sentinel_conf[i];
+    snprintf(conf, sizeof(t->sentinel_conf[i]), "%s.conf", s->dir);
     FILE *f = fopen(conf, "w");
     if (!f)
         return -1;
@@ -166,24 +168,6 @@ static int start_sentinel(wk_test_sentinels *t, int i)
         wk_test_sleep_ms(20);
     }
     return -1;
-}
-
-static void stop_sentinel(wk_test_server *s)
-{
-    /* Stopped first: a running sentinel rewrites its config at will. */
-    if (s->pid > 0) {
-        kill(s->pid, SIGCONT);
-        kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
-        s->pid = 0;
-    }
-    if (s->dir[0]) {
-        char path[192];
-        snprintf(path, sizeof(path), "%s/sentinel.conf", s->dir);
-        unlink(path);
-    }
-    wk_test_server_stop(s); /* the process is gone: removes the directory */
-    s->dir[0] = '\0';
 }
 
 int wk_test_sentinels_start(wk_test_sentinels *t, const char *data_password,
@@ -235,8 +219,12 @@ fail:
 
 void wk_test_sentinels_stop(wk_test_sentinels *t)
 {
-    for (int i = 0; i < 3; i++)
-        stop_sentinel(&t->sentinel[i]);
+    for (int i = 0; i < 3; i++) {
+        wk_test_server_stop(&t->sentinel[i]); /* by pid */
+        if (t->sentinel_conf[i][0])
+            unlink(t->sentinel_conf[i]);
+        t->sentinel_conf[i][0] = '\0';
+    }
     wk_test_server_stop(&t->replica);
     wk_test_server_stop(&t->primary);
 }

@@ -111,6 +111,7 @@ wk_db_options wk_test_tls_options(const wk_test_tls *t);
 typedef struct wk_test_sentinels {
     wk_test_server primary, replica; /* as started: roles change on failover */
     wk_test_server sentinel[3];
+    char sentinel_conf[3][160]; /* their config files */
     char service[32];
     const char *data_password;     /* requirepass / masterauth; NULL: none */
     const char *sentinel_password; /* the sentinels' requirepass; NULL: none */
