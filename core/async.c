@@ -815,6 +815,17 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
         free(a);
         return rc;
     }
+    if (a->db->conn->url.service) {
+        /* The loop's connect state machine dials one address; asking the
+         * sentinels first is for blocking handles (wakuwaku/db.h). */
+        wk_db_close(a->db);
+        free(a);
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "redis-sentinel:// URLs are for blocking handles (wk_db_open); the "
+                     "event-loop handle needs a redis://, rediss:// or unix:// URL");
+        return WK_EINVAL;
+    }
     a->proc.process = async_submit;
     a->proc.db = a->db;
     a->proc.flags = WK_PROCESSOR_DEFERRED;

@@ -59,6 +59,17 @@ typedef struct wk__conn {
     struct wk__conn *settings; /* a blocking handle's: the connection whose
                                   TLS settings it borrows (one reference) */
     uint64_t reconnects;       /* connections opened after the first */
+    /* redis-sentinel:// (url.service set): the sentinels' credentials
+     * (NULL: no AUTH to sentinels). */
+    char *sentinel_username, *sentinel_password;
+    /* The failover notice: a connection to the sentinel that named the
+     * primary, subscribed to +switch-master (ctx NULL: none). Read
+     * without waiting before each query; a switch of this service drops
+     * the data connection, so the query goes to the new primary. */
+    wk__link notice;
+    /* Acknowledged leases: WAIT lease_replicas lease_ack_timeout_ms after
+     * a lease is taken (0: no WAIT). */
+    int lease_replicas, lease_ack_timeout_ms;
 
     wk__buf out; /* RESP of the query being sent */
 
@@ -139,6 +150,13 @@ int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 int wk__conn_open(wk_db *db);
 /* Release one reference to a connection; the last frees it. */
 void wk__conn_release(wk__conn *conn);
+
+/* A copy of a parsed URL (sentinel list included); WK_ENOMEM leaves dst
+ * empty. */
+int wk__url_copy(wk_url *dst, const wk_url *src);
+/* Whether a reply is a READONLY error (the node is a replica: the
+ * command did not run). */
+bool wk__reply_is_readonly(const redisReply *reply);
 
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);

@@ -113,6 +113,7 @@ int wk__dial_check(wk__dial *d, char *msg, size_t msglen)
     d->fd = -1;
     if (try_next(d))
         return 1;
+    wk__dial_end(d); /* no address left: free them (the reason stays in d->why) */
     return fail(msg, msglen, WK_EIO, d->why);
 }
 

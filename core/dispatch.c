@@ -292,6 +292,17 @@ bool wk__reply_is_noscript(const redisReply *reply)
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
+bool wk__reply_is_readonly(const redisReply *reply)
+{
+    /* A command refused by a replica; a script's write refused inside it
+     * ("READONLY … script: …" since Redis 7.0, or Redis 6's "ERR Error
+     * running script … READONLY …"). Either way nothing was written. */
+    return reply->type == REDIS_REPLY_ERROR && reply->str &&
+           (strncmp(reply->str, "READONLY", 8) == 0 ||
+            (strncmp(reply->str, "ERR Error running script", 24) == 0 &&
+             strstr(reply->str, "-READONLY")));
+}
+
 int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
 {
     if (reply->type == REDIS_REPLY_ERROR && !(q->flags & WK_QUERY_PARSE_ERRORS)) {
