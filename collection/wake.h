@@ -23,7 +23,8 @@
  *      name is w .. id, in the same slot).
  *
  *        wk_now()              server time, ms (TIME)
- *        wk_wake(q, e, w, now) prune expired registrations, then wake the
+ *        wk_wake(q, e, w, now) (now may be nil: read only when somebody
+ *                              waits) prune expired registrations, then wake the
  *                              head: one element into its list unless one
  *                              is already there. Every path that frees the
  *                              item (release, force release, a reader
@@ -98,6 +99,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <wakuwaku/clock.h>
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>
 #include <wakuwaku/token.h>
@@ -149,6 +151,7 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
     "end\n"                                                                                        \
     "local function wk_wake(q, e, w, now)\n"                                                       \
     "  if redis.call('EXISTS', q) == 0 then return end\n"                                          \
+    "  now = now or wk_now()\n"                                                                    \
     "  wk_prune(q, e, w, now)\n"                                                                   \
     "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
     "  if head and redis.call('LLEN', w .. head) == 0 then\n"                                      \
@@ -238,6 +241,22 @@ typedef struct wk__waiter {
  * it has left the queue (or its registration runs out by itself).
  */
 int wk__wake_wait(wk__waiter *w, bool *acquired);
+
+/*
+ * The start every waiting acquire shares: check the arguments (processor,
+ * token, acquired, not deferred, backoff — 1 <= initial_ms <= max_ms,
+ * still checked though waits no longer poll), then one plain try
+ * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
+ * costs exactly what the try costs). Returns WK__WAKE_MUST_WAIT when that
+ * try did not acquire and the deadline has not passed; otherwise the
+ * final status (WK_OK with *acquired set, or an error).
+ */
+#define WK__WAKE_MUST_WAIT 1
+typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,
+                          bool *acquired);
+int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const wk_entity *e,
+                   wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                   bool *acquired);
 
 /*
  * Leave the queue of `keys` as waiter `id` (a WRITE of `e` on `p`),
