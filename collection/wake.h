@@ -119,6 +119,11 @@ uint16_t wk__crc16(const void *data, size_t len);
 /* The cluster slot (0..16383) of a key, with the hash-tag rule. */
 unsigned wk__key_slot(const void *key, size_t len);
 
+/* The tag T of the third case above for `slot`, into t[4] (not
+ * NUL-terminated); returns its length, 1..3 (every slot has one:
+ * tests/collection/test_wake.c checks all 16384). */
+size_t wk__wake_tag_for_slot(unsigned slot, char t[4]);
+
 /* The companion keys of one item. */
 typedef struct wk__wake_keys {
     char q[WK__WAKE_KEY_MAX]; /* queue: id → arrival */
