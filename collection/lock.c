@@ -12,14 +12,15 @@
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
 WK__KIND(lock) = {WK_KIND_LOCK, wk__entity_check_ttl};
 
-/* KEYS: lock, q, e. ARGV: token, w. */
-const wk_script wk__lock_release_script = {"lock.release", WK__WAKE_LUA
-                                           "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                                           "  redis.call('DEL', KEYS[1])\n"
-                                           "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
-                                           "  return 1\n"
-                                           "end\n"
-                                           "return 0\n"};
+/* KEYS: lock, q, e. ARGV: token, w. The wake functions are defined only
+ * when somebody waits: uncontended, the release costs one EXISTS more. */
+const wk_script wk__lock_release_script = {
+    "lock.release", "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                    "redis.call('DEL', KEYS[1])\n"
+                    "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                    "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
+                    "end\n"
+                    "return 1\n"};
 
 /* KEYS: lock, q, e. ARGV: token, ttl, w, cap (-1: a plain try that does
  * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. */
@@ -37,7 +38,7 @@ const wk_script wk__lock_acquire_script = {
                  "                   redis.call('PTTL', KEYS[1]))}\n"};
 
 /* KEYS: lock, q, e. ARGV: w. Returns 1 if it was held. */
-static const wk_script force_release_script = {"lock.force_release", WK__WAKE_LUA
+static const wk_script force_release_script = {"lock.force_release", WK__WAKE_LUA_CORE
                                                "local n = redis.call('DEL', KEYS[1])\n"
                                                "wk_wake(KEYS[2], KEYS[3], ARGV[1], nil)\n"
                                                "return n\n"};

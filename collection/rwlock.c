@@ -42,14 +42,14 @@ const wk_script wk__rwlock_try_write_script = {
  * running. The last reader out wakes the first waiter. */
 const wk_script wk__rwlock_release_read_script = {
     "rwlock.release_read",
-    WK__WAKE_LUA NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                        "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                        "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                        "if redis.call('ZCARD', KEYS[1]) == 0 then\n"
-                        "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                        "end\n"
-                        "if s and tonumber(s) > now then return 1 end\n"
-                        "return 0\n"};
+    NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+           "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+           "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+           "if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 "
+           "then\n" WK__WAKE_LUA_CORE "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+           "end\n"
+           "if s and tonumber(s) > now then return 1 end\n"
+           "return 0\n"};
 
 /* The acquire-or-park scripts. KEYS: w, q, e, r. ARGV: token, ttl, wake
  * prefix, cap (-1: a plain try of a fair RwLock, does not wait), fair
@@ -90,7 +90,7 @@ static const wk_script acquire_write_script = {
 /* KEYS: w, q, e, r. ARGV: w prefix. Returns 1 if a writer or a running
  * reader held it. */
 static const wk_script force_release_script = {
-    "rwlock.force_release", WK__WAKE_LUA NOW_MS
+    "rwlock.force_release", WK__WAKE_LUA_CORE NOW_MS
     "local held = redis.call('EXISTS', KEYS[1]) == 1 or\n"
     "  redis.call('ZCOUNT', KEYS[4], '(' .. string.format('%.0f', now), '+inf') > 0\n"
     "redis.call('DEL', KEYS[1], KEYS[4])\n"

@@ -133,14 +133,14 @@ int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
 /* KEYS: q, e. ARGV: w, id. */
 static const wk_script leave_script = {
     "wake.leave",
-    WK__WAKE_LUA "local now = wk_now()\n"
-                 "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
-                 "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
-                 "redis.call('ZREM', KEYS[1], ARGV[2])\n"
-                 "redis.call('ZREM', KEYS[2], ARGV[2])\n"
-                 "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
-                 "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
-                 "return 1\n"};
+    WK__WAKE_LUA_CORE "local now = wk_now()\n"
+                      "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
+                      "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
+                      "redis.call('ZREM', KEYS[1], ARGV[2])\n"
+                      "redis.call('ZREM', KEYS[2], ARGV[2])\n"
+                      "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
+                      "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
+                      "return 1\n"};
 
 int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *keys,
                    const wk_token *id)

@@ -18,6 +18,9 @@
  *
  *   2. The Lua contract (WK__WAKE_LUA): local functions that a kind's
  *      scripts start with (string concatenation: WK__WAKE_LUA "body…").
+ *      The text may also sit inside a block (`if redis.call('EXISTS', q)
+ *      == 1 then` WK__WAKE_LUA_CORE `wk_wake(…) end`), so that a release
+ *      nobody waits for creates none of its closures.
  *      Key names are passed to them as arguments; the q and e keys must be
  *      in the script's KEYS, the prefix w travels in ARGV (a waiter's list
  *      name is w .. id, in the same slot).
@@ -139,9 +142,11 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
 #define WK__WAKE_STR_(x) #x
 #define WK__WAKE_STR(x) WK__WAKE_STR_(x)
 
-/* The Lua functions above, a string literal to put in front of a script's
- * body (WK__WAKE_LUA "body"), so that scripts stay `static const`. */
-#define WK__WAKE_LUA                                                                               \
+/* The Lua functions above, string literals to put in front of a script's
+ * body (WK__WAKE_LUA "body"), so that scripts stay `static const`.
+ * WK__WAKE_LUA_CORE is wk_now, wk_prune and wk_wake alone: release paths
+ * need no more, and every `local function` costs a closure per call. */
+#define WK__WAKE_LUA_CORE                                                                          \
     "local function wk_now()\n"                                                                    \
     "  local t = redis.call('TIME')\n"                                                             \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                                             \
@@ -165,7 +170,12 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
     "    local left = ends and (tonumber(ends) - now) or 1\n"                                      \
     "    redis.call('PEXPIRE', w .. head, math.max(1, left))\n"                                    \
     "  end\n"                                                                                      \
-    "end\n"                                                                                        \
+    "end\n"
+
+/* The whole contract: the core plus the waiting side (wk_may_take,
+ * wk_took, wk_park) for acquire-or-park scripts. */
+#define WK__WAKE_LUA                                                                               \
+    WK__WAKE_LUA_CORE                                                                              \
     "local function wk_may_take(q, e, w, id, now, fair)\n"                                         \
     "  if not fair or redis.call('EXISTS', q) == 0 then return true end\n"                         \
     "  wk_prune(q, e, w, now)\n"                                                                   \
