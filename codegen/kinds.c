@@ -18,22 +18,20 @@
 
 /* The parameters, shared by the kinds that take them. */
 static const param_desc param_ttl = {"ttl", "ttl_ms", RULE_DURATION, true, 0, "a %s has no TTL"};
-static const param_desc param_capacity = {
-    "capacity", "capacity", RULE_POSITIVE,
-    true,       0,          "only a TokenBucket has capacity, rate and period"};
-static const param_desc param_rate = {
-    "rate", "rate", RULE_POSITIVE, true, 0, "only a TokenBucket has capacity, rate and period"};
-static const param_desc param_period = {
-    "period", "period_ms", RULE_DURATION,
-    false,    1000,        "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_capacity = {"capacity", "capacity", RULE_POSITIVE, true, 0,
+                                          "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_rate = {"rate", "rate", RULE_POSITIVE, true, 0,
+                                      "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_period = {"period", "period_ms", RULE_DURATION, false, 1000,
+                                        "only a TokenBucket has capacity, rate and period"};
 
 /* TokenBucket: the limiter's exact arithmetic refuses what it cannot
  * represent (collection/token_bucket_units.h), so the generator does too. */
 static int bucket_check(const entity *e, char *why, size_t whylen)
 {
     wk__tb_units units;
-    int bad = wk__tb_units_derive(e->params[0].num, e->params[1].num, e->params[2].ms, &units, why,
-                                  whylen);
+    int bad = wk__tb_units_derive(e->params[0].num, e->params[1].num, e->params[2].ms, &units,
+                                  why, whylen);
     return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
 }
 
@@ -42,12 +40,13 @@ static int bucket_check(const entity *e, char *why, size_t whylen)
 static const op_desc lock_ops[] = {
     {"try", true, "wk_lock_try", "wk_token *token, bool *acquired", "token, acquired",
      "take the lock if nobody holds it; never waits", NULL},
-    {"release", true, "wk_lock_release", "const wk_token *token, bool *released", "token, released",
-     "release the lock if it still holds token", NULL},
-    {"extend", true, "wk_lock_extend", "const wk_token *token, bool *extended", "token, extended",
-     "restart the lease for one more TTL if it still holds token", NULL},
+    {"release", true, "wk_lock_release", "const wk_token *token, bool *released",
+     "token, released", "release the lock if it still holds token", NULL},
+    {"extend", true, "wk_lock_extend", "const wk_token *token, bool *extended",
+     "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
     {"owned", false, "wk_lock_owned", "const wk_token *token, wk_lease_state *state",
-     "token, state", "whether token still holds the lease and for how long; writes nothing", NULL},
+     "token, state", "whether token still holds the lease and for how long; writes nothing",
+     NULL},
     {"force_release", true, "wk_lock_force_release", "bool *was_held", "was_held",
      "free the lock whoever holds it and wake its first waiter (operators)", NULL},
     {"inspect", false, "wk_lock_inspect", "wk_lock_state *state", "state",
@@ -55,10 +54,10 @@ static const op_desc lock_ops[] = {
 };
 
 static const op_desc rwlock_ops[] = {
-    {"try_read", true, "wk_rwlock_try_read", "wk_token *token, bool *acquired", "token, acquired",
-     "take a reader lease unless a writer holds it", NULL},
-    {"try_write", true, "wk_rwlock_try_write", "wk_token *token, bool *acquired", "token, acquired",
-     "take the writer lease unless anyone holds it", NULL},
+    {"try_read", true, "wk_rwlock_try_read", "wk_token *token, bool *acquired",
+     "token, acquired", "take a reader lease unless a writer holds it", NULL},
+    {"try_write", true, "wk_rwlock_try_write", "wk_token *token, bool *acquired",
+     "token, acquired", "take the writer lease unless anyone holds it", NULL},
     {"release_read", true, "wk_rwlock_release_read", "const wk_token *token, bool *was_running",
      "token, was_running", "drop a reader lease", NULL},
     {"extend_read", true, "wk_rwlock_extend_read", "const wk_token *token, bool *extended",
@@ -103,14 +102,15 @@ static const op_desc hashed_bytes_ops[] = {
     {"get_if_changed", false, "wk_hashed_cache_get_if_changed",
      "const uint8_t known[WK_HASH_LEN], wk_body *out", "known, out",
      "send the body only if its hash differs from known (out->change)", NULL},
-    {"put", true, "wk_hashed_cache_put", "const void *body, size_t len, uint8_t hash[WK_HASH_LEN]",
-     "body, len, hash", "store body and hash with the entity's TTL", NULL},
+    {"put", true, "wk_hashed_cache_put",
+     "const void *body, size_t len, uint8_t hash[WK_HASH_LEN]", "body, len, hash",
+     "store body and hash with the entity's TTL", NULL},
     {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item", NULL},
 };
 
 static const op_desc hashed_typed_ops[] = {
-    {"get", false, "wk_hashed_cache_get_typed",
-     "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found", "CODEC, body, hash, found",
+    {"get", false, "wk_hashed_cache_get_typed", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
+     "CODEC, body, hash, found",
      "read the body and its hash (hash may be NULL), and decode the body (free it with "
      "BODY_free()); needs a processor that is not deferred (a batch gives WK_EINVAL)",
      NULL},
@@ -120,10 +120,13 @@ static const op_desc hashed_typed_ops[] = {
      "const uint8_t known[WK_HASH_LEN], BODY *body, uint8_t hash[WK_HASH_LEN], "
      "wk_item_change *outcome",
      "known, CODEC, body, hash, outcome",
-     "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred", NULL},
+     "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred",
+     NULL},
     {"put", true, "wk_hashed_cache_put_typed", "const BODY *body, uint8_t hash[WK_HASH_LEN]",
-     "CODEC, body, hash", "encode the body, store it and its hash with the entity's TTL", NULL},
-    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item", NULL},
+     "CODEC, body, hash", "encode the body, store it and its hash with the entity's TTL",
+     NULL},
+    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item",
+     NULL},
 };
 
 static const op_desc bucket_ops[] = {
@@ -138,8 +141,7 @@ static const op_desc bucket_ops[] = {
 static const op_desc settings_ops[] = {
     {"put", true, "wk_settings_put",
      "const void *key, size_t key_len, const void *value, size_t value_len, int64_t *version",
-     "key, key_len, value, value_len, version", "set key to value, bump the version, publish",
-     NULL},
+     "key, key_len, value, value_len, version", "set key to value, bump the version, publish", NULL},
     {"remove", true, "wk_settings_remove",
      "const void *key, size_t key_len, wk_settings_removal *out", "key, key_len, out",
      "delete key; if it was there, bump the version and publish", NULL},
@@ -150,78 +152,21 @@ static const op_desc settings_ops[] = {
 /* The rows: one per kind, in the order schemas list them in messages. A
  * new kind is one row here, with its op tables above. */
 static const kind_desc kinds[] = {
-    {"Lock",
-     "WK_KIND_LOCK",
-     "WK_LOCK_ENTITY",
-     {&param_ttl, NULL},
-     ", lease {ttl}",
-     false,
-     NULL,
-     lock_ops,
-     NULL,
-     OPS(lock_ops),
-     0,
-     "WK_LOCK_FAIR_ENTITY"},
-    {"RwLock",
-     "WK_KIND_RWLOCK",
-     "WK_RWLOCK_ENTITY",
-     {&param_ttl, NULL},
-     ", lease {ttl}",
-     false,
-     NULL,
-     rwlock_ops,
-     NULL,
-     OPS(rwlock_ops),
-     0,
-     "WK_RWLOCK_FAIR_ENTITY"},
-    {"Cache",
-     "WK_KIND_CACHE",
-     "WK_CACHE_ENTITY",
-     {&param_ttl, NULL},
-     ", TTL {ttl}",
-     true,
-     NULL,
-     cache_bytes_ops,
-     cache_typed_ops,
-     OPS(cache_bytes_ops),
-     OPS(cache_typed_ops),
-     NULL},
-    {"HashedCache",
-     "WK_KIND_HASHED_CACHE",
-     "WK_HASHED_CACHE_ENTITY",
-     {&param_ttl, NULL},
-     ", TTL {ttl}",
-     true,
-     NULL,
-     hashed_bytes_ops,
-     hashed_typed_ops,
-     OPS(hashed_bytes_ops),
-     OPS(hashed_typed_ops),
-     NULL},
-    {"TokenBucket",
-     "WK_KIND_TOKEN_BUCKET",
-     "WK_TOKEN_BUCKET_ENTITY",
+    {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false, NULL,
+     lock_ops, NULL, OPS(lock_ops), 0, "WK_LOCK_FAIR_ENTITY"},
+    {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false,
+     NULL, rwlock_ops, NULL, OPS(rwlock_ops), 0, "WK_RWLOCK_FAIR_ENTITY"},
+    {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
+     cache_bytes_ops, cache_typed_ops, OPS(cache_bytes_ops), OPS(cache_typed_ops), NULL},
+    {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY", {&param_ttl, NULL},
+     ", TTL {ttl}", true, NULL, hashed_bytes_ops, hashed_typed_ops, OPS(hashed_bytes_ops),
+     OPS(hashed_typed_ops), NULL},
+    {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
      {&param_capacity, &param_rate, &param_period, NULL},
-     ", {capacity} tokens, refilled at {rate} per {period}",
-     false,
-     bucket_check,
-     bucket_ops,
-     NULL,
-     OPS(bucket_ops),
-     0,
-     NULL},
-    {"Settings",
-     "WK_KIND_SETTINGS",
-     "WK_SETTINGS_ENTITY",
-     {NULL},
-     "",
-     false,
-     NULL,
-     settings_ops,
-     NULL,
-     OPS(settings_ops),
-     0,
-     NULL},
+     ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check, bucket_ops,
+     NULL, OPS(bucket_ops), 0, NULL},
+    {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL, settings_ops,
+     NULL, OPS(settings_ops), 0, NULL},
 };
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
