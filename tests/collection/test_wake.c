@@ -666,6 +666,16 @@ Test(wake, force_release_frees_whoever_holds_it_and_wakes_the_waiter)
     wk_db_close(db);
 }
 
+Test(wake, unknown_entity_flags_are_refused)
+{
+    wk_entity e = WK_LOCK_FAIR_ENTITY("flags", 1000);
+    cr_assert_eq(wk_entity_check(&e), WK_OK);
+    e.flags |= 0x80u;
+    char msg[WK_ENTITY_MSG_MAX];
+    cr_assert_eq(wk_entity_check_msg(&e, msg, sizeof(msg)), WK_EINVAL);
+    cr_assert_str_eq(msg, "flags 0x81 has bits no WK_ENTITY_* flag defines");
+}
+
 /* Waiting needs WRITE, as acquiring does: a read-only handle is refused
  * before anything is sent, and opens no blocking connection. */
 Test(wake, waiting_needs_write)
