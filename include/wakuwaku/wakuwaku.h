@@ -26,6 +26,8 @@
 #include <wakuwaku/hashed_cache.h>
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
+#include <wakuwaku/fenced_lock.h>
+#include <wakuwaku/semaphore.h>
 #include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/cron.h>
