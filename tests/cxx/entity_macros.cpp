@@ -18,6 +18,8 @@ static const wk_entity cache = WK_CACHE_ENTITY("catalog", 60000);
 static const wk_entity hashed = WK_HASHED_CACHE_ENTITY("page", 60000);
 static const wk_entity bucket = WK_TOKEN_BUCKET_ENTITY("login", 20, 1, 3000);
 static const wk_entity settings = WK_SETTINGS_ENTITY("flags");
+static const wk_entity fenced = WK_FENCED_LOCK_ENTITY("ledger", 10000);
+static const wk_entity sem = WK_SEMAPHORE_ENTITY("workers", 4, 30000);
 static const wk_entity custom = WK_CUSTOM_ENTITY("Mine", "things");
 
 static int failures;
@@ -32,7 +34,7 @@ static void expect(bool ok, const char *what)
 
 int main()
 {
-    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &custom};
+    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &fenced, &sem, &custom};
     for (const wk_entity *e : all)
         expect(wk_entity_check(e) == WK_OK, e->kind);
 
@@ -45,6 +47,11 @@ int main()
            "TokenBucket fields");
     expect(std::strcmp(settings.kind, WK_KIND_SETTINGS) == 0 && settings.ttl_ms == 0,
            "Settings kind");
+    expect(std::strcmp(fenced.kind, WK_KIND_FENCED_LOCK) == 0 && fenced.ttl_ms == 10000,
+           "FencedLock fields");
+    expect(std::strcmp(sem.kind, WK_KIND_SEMAPHORE) == 0 && sem.capacity == 4 &&
+               sem.ttl_ms == 30000,
+           "Semaphore fields");
 
     /* Variables of other arithmetic types, as C++ callers pass them. */
     int capacity = 10;
