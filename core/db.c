@@ -472,6 +472,7 @@ void wk_db_close(wk_db *db)
 {
     if (!db)
         return;
+    wk_db_close(db->blocking);
     wk__conn_release(db->conn);
     wk_cap_free(db->cap);
     free(db);

@@ -71,6 +71,7 @@ struct wk_db {
     wk_processor proc; /* first member: &db->proc is the handle's processor */
     wk__conn *conn;
     wk_cap *cap;
+    wk_db *blocking; /* wk__blocking_of(): opened on first use, closed with the handle */
     char errmsg[WK__ERRMSG_MAX];
 };
 

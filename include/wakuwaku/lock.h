@@ -30,6 +30,10 @@
 #define WK_KIND_LOCK "Lock"
 /* A Lock entity: namespace and lease length (ttl_ms > 0). */
 #define WK_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0)
+/* A fair Lock entity: the lock goes to its waiters first come, first
+ * served, and no caller barges in ahead of them (see FAIRNESS below). */
+#define WK_LOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                          \
+    WK__ENTITY_FLAGS(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
 #endif
 
 #if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -75,6 +79,13 @@ WK_API int wk_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
  */
 WK_API int wk_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,
                           const wk_token *token, bool *extended);
+
+/* What an `owned` query saw (wk_lock_owned(), wk_rwlock_owned_write(),
+ * wk_rwlock_owned_read(), and the other lease kinds'). */
+typedef struct wk_lease_state {
+    bool owned;     /* the token still holds its lease */
+    int64_t ttl_ms; /* ms left on that lease when owned; 0 otherwise */
+} wk_lease_state;
 
 /* What wk_lock_inspect() saw. */
 typedef struct wk_lock_state {

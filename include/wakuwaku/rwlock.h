@@ -34,6 +34,11 @@
 /* An RwLock entity: namespace and the lease length of the writer and
  * of each reader (ttl_ms > 0). */
 #define WK_RWLOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0)
+/* A fair RwLock entity: waiting readers and writers get it first come,
+ * first served, and a reader does not pass a waiting writer (no writer
+ * starvation; see FAIRNESS in wakuwaku/lock.h). */
+#define WK_RWLOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                        \
+    WK__ENTITY_FLAGS(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
 #endif
 
 #if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
