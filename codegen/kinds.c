@@ -179,7 +179,7 @@ static const op_desc semaphore_ops[] = {
      "token, was_running", "give back the permit of token", NULL},
     {"extend", true, "wk_semaphore_extend", "const wk_token *token, bool *extended",
      "token, extended", "renew the running permit of token for one TTL", NULL},
-    {"owned", false, "wk_semaphore_owned", "const wk_token *token, wk_semaphore_ownership *state",
+    {"owned", false, "wk_semaphore_owned", "const wk_token *token, wk_lease_state *state",
      "token, state", "does token still hold a permit, for how long (extends nothing)", NULL},
     {"inspect", false, "wk_semaphore_inspect", "wk_semaphore_state *state", "state",
      "running and free permits", NULL},

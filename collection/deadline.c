@@ -8,10 +8,8 @@
 #include <sodium.h>
 
 #include <wakuwaku/deadline.h>
-#include <wakuwaku/semaphore.h>
 
 #include "collection/common.h"
-#include "collection/deadline.h"
 
 /* The next sleep after `prev` (decorrelated jitter): uniform in
  * [initial, 3 * prev], capped at max. */
@@ -28,14 +26,14 @@ static int64_t next_backoff(const wk_backoff *b, int64_t prev)
 typedef int (*try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,
                       bool *acquired);
 
-int wk__deadline_acquire(const char *op, wk_processor *p, int64_t deadline,
-                         const wk_backoff *backoff, int (*try_once)(void *ctx, bool *acquired),
-                         void *ctx, bool *acquired)
+static int acquire(const char *op, try_fn try_once, wk_processor *p, const wk_entity *e,
+                   wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                   bool *acquired)
 {
     static const wk_backoff defaults = WK_BACKOFF_INIT;
     if (!p || !p->process)
         return WK_EINVAL;
-    if (!acquired)
+    if (!token || !acquired)
         return wk__processor_fail(p, WK_EINVAL, "%s: token and acquired are required", op);
     *acquired = false;
     if (wk_processor_is_deferred(p))
@@ -48,9 +46,9 @@ int wk__deadline_acquire(const char *op, wk_processor *p, int64_t deadline,
     int64_t sleep_ms = 0;
     for (;;) {
         /* The outcome lands in *acquired (written by the parser). On an
-         * error the wait ends; the failed try's token may hold the lock
-         * after WK_EUNKNOWN (see deadline.h). */
-        int rc = try_once(ctx, acquired);
+         * error the wait ends; *token is the failed try's, which may hold
+         * the lock after WK_EUNKNOWN (see deadline.h). */
+        int rc = try_once(p, e, name, token, acquired);
         if (rc != WK_OK || *acquired)
             return rc;
         int64_t now = wk__boot_ms();
@@ -61,31 +59,6 @@ int wk__deadline_acquire(const char *op, wk_processor *p, int64_t deadline,
         /* Never sleep past the deadline; the loop then makes a last try. */
         wk__sleep_until_ms(wake < deadline ? wake : deadline);
     }
-}
-
-/* A try of Lock or RwLock, as wk__deadline_acquire() calls it. */
-typedef struct token_try {
-    try_fn fn;
-    wk_processor *p;
-    const wk_entity *e;
-    wk_name name;
-    wk_token *token;
-} token_try;
-
-static int run_token_try(void *ctx, bool *acquired)
-{
-    token_try *t = ctx;
-    return t->fn(t->p, t->e, t->name, t->token, acquired);
-}
-
-static int acquire(const char *op, try_fn try_once, wk_processor *p, const wk_entity *e,
-                   wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
-                   bool *acquired)
-{
-    if (p && p->process && !token)
-        return wk__processor_fail(p, WK_EINVAL, "%s: token and acquired are required", op);
-    token_try t = {try_once, p, e, name, token};
-    return wk__deadline_acquire(op, p, deadline, backoff, run_token_try, &t, acquired);
 }
 
 int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
@@ -109,11 +82,4 @@ int wk_rwlock_acquire_write(wk_processor *p, const wk_entity *rwlock, wk_name na
 {
     return acquire("rwlock.acquire_write", wk_rwlock_try_write, p, rwlock, name, deadline,
                    backoff, token, acquired);
-}
-
-int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name, int64_t deadline,
-                         const wk_backoff *backoff, wk_token *token, bool *acquired)
-{
-    return acquire("semaphore.acquire", wk_semaphore_try, p, sem, name, deadline, backoff, token,
-                   acquired);
 }

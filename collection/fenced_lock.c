@@ -8,27 +8,49 @@
 #include <wakuwaku/fenced_lock.h>
 
 #include "collection/common.h"
-#include "collection/deadline.h"
+#include "collection/wake.h"
 #include "entity/kind.h"
 
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
 WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, wk__entity_check_ttl};
 
-/* KEYS: lease, fence. ARGV: token, ttl. Returns the new fence, or 0 when
- * held. The counter is INCR'd only when the lock is taken, so a refused
- * try spends no fence. */
-static const wk_script try_script = {
-    "fenced_lock.try", "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-                       "local f = redis.call('INCR', KEYS[2])\n"
-                       "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', f)\n"
-                       "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-                       "return f\n"};
+/* Take the lock if free: INCR the counter, store token and fence, set the
+ * lease. KEYS[1] lease, KEYS[2] fence; ARGV[1] token, ARGV[2] ttl. The
+ * counter moves only when the lock is taken, so a refused try spends no
+ * fence. */
+#define TAKE_LUA                                                                                   \
+    "local function take()\n"                                                                      \
+    "  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"                                  \
+    "  local f = redis.call('INCR', KEYS[2])\n"                                                    \
+    "  redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', f)\n"                                \
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"                                                  \
+    "  return f\n"                                                                                 \
+    "end\n"
 
-/* KEYS: lease, fence. ARGV: token. 1 if it held the token. */
+/* KEYS: lease, fence. ARGV: token, ttl. The new fence, or 0 when held. */
+static const wk_script try_script = {"fenced_lock.try", TAKE_LUA "return take()\n"};
+
+/* KEYS: lease, fence, q, e (collection/wake.h). ARGV: token (the waiter's
+ * id too), ttl, cap, w. {1, fence}, or {0, ms to sleep} after parking. */
+static const wk_script acquire_script = {
+    "fenced_lock.acquire",
+    WK__WAKE_LUA TAKE_LUA "local now = wk_now()\n"
+                          "local f = take()\n"
+                          "if f > 0 then\n"
+                          "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
+                          "  return {1, f}\n"
+                          "end\n"
+                          "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
+                          "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"};
+
+/* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
+ * the head waiter is woken. */
 static const wk_script release_script = {
-    "fenced_lock.release", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
-                           "redis.call('DEL', KEYS[1])\n"
-                           "return 1\n"};
+    "fenced_lock.release",
+    WK__WAKE_LUA "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
+                 "redis.call('DEL', KEYS[1])\n"
+                 "wk_wake(KEYS[3], KEYS[4], ARGV[2], wk_now())\n"
+                 "return 1\n"};
 
 /* KEYS: lease, fence. ARGV: token, ttl. */
 static const wk_script extend_script = {
@@ -48,9 +70,12 @@ static const wk_script inspect_script = {
     "fenced_lock.inspect",
     "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}\n"};
 
-/* KEYS: lease, fence. 1 if a lease was there. The counter stays. */
-static const wk_script force_release_script = {"fenced_lock.force_release",
-                                               "return redis.call('DEL', KEYS[1])\n"};
+/* KEYS: lease, fence, q, e. ARGV: w. 1 if a lease was there. The counter
+ * stays; the head waiter is woken. */
+static const wk_script force_release_script = {
+    "fenced_lock.force_release", WK__WAKE_LUA "local n = redis.call('DEL', KEYS[1])\n"
+                                              "wk_wake(KEYS[3], KEYS[4], ARGV[1], wk_now())\n"
+                                              "return n\n"};
 
 typedef struct keys {
     char lease[WK_KEY_MAX], fence[WK_KEY_MAX];
@@ -74,26 +99,46 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     return WK_OK;
 }
 
-/* Runs `script` on both keys with up to two arguments. */
+/* Runs `script` with KEYS lease, fence (then q, e of `wake`) and ARGV
+ * args[0..nargs) (then w of `wake`). */
 static int run(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-               const keys *k, wk_mode mode, const char *arg1, size_t arg1_len, bool with_ttl,
-               wk_parse_fn parse, void *out)
+               const keys *k, const wk__wake_keys *wake, wk_mode mode, const char *const *args,
+               const size_t *lens, int nargs, wk_parse_fn parse, void *out)
 {
-    char ttl[24];
-    const char *argv[4] = {k->lease, k->fence, arg1, ttl};
-    size_t argvlen[4] = {k->len, k->len, arg1_len, with_ttl ? wk__fmt_i64(ttl, e->ttl_ms) : 0};
+    const char *argv[10];
+    size_t argvlen[10];
+    int n = 0;
+    argv[n] = k->lease, argvlen[n++] = k->len;
+    argv[n] = k->fence, argvlen[n++] = k->len;
+    if (wake) {
+        argv[n] = wake->q, argvlen[n++] = wake->q_len;
+        argv[n] = wake->e, argvlen[n++] = wake->e_len;
+    }
+    int nkeys = n;
+    for (int i = 0; i < nargs; i++)
+        argv[n] = args[i], argvlen[n++] = lens[i];
+    if (wake)
+        argv[n] = wake->w, argvlen[n++] = wake->w_len;
     wk_access access = {e, mode};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
                   .script = script,
-                  .nkeys = 2,
-                  .argc = 2 + (arg1 ? 1 : 0) + (with_ttl ? 1 : 0),
+                  .nkeys = nkeys,
+                  .argc = n,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse,
                   .out = out};
     return wk_process(p, &q);
+}
+
+/* The companion keys of the lease key (collection/wake.h). */
+static int wake_keys(wk_processor *p, const char *op, const keys *k, wk__wake_keys *wk)
+{
+    if (wk__wake_keys_build(wk, k->lease, k->len) != WK_OK)
+        return wk__processor_fail(p, WK_EINVAL, "%s: key too long for its wake keys", op);
+    return WK_OK;
 }
 
 static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -117,35 +162,44 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name,
     lease->acquired = false;
     lease->fence = 0;
     wk_token_random(&lease->token);
-    return run(p, "fenced_lock.try", &try_script, lock, &k, WK_WRITE,
-               (const char *)lease->token.bytes, WK_TOKEN_LEN, true, parse_try, lease);
+    char ttl[24];
+    const char *args[2] = {(const char *)lease->token.bytes, ttl};
+    size_t lens[2] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, lock->ttl_ms)};
+    return run(p, "fenced_lock.try", &try_script, lock, &k, NULL, WK_WRITE, args, lens, 2,
+               parse_try, lease);
 }
 
-/* release / extend: a token, a bool outcome. */
+/* release / extend: a token, a bool outcome; a release wakes a waiter. */
 static int token_op(wk_processor *p, const char *op, const wk_script *script,
                     const wk_entity *lock, const wk_name *name, const wk_token *token,
-                    bool with_ttl, bool *out)
+                    bool release, bool *out)
 {
     keys k;
+    wk__wake_keys wk;
     int rc = prepare(p, op, lock, name, &k, token ? (const void *)out : NULL);
+    if (!rc && release)
+        rc = wake_keys(p, op, &k, &wk);
     if (rc)
         return rc;
     *out = false;
-    return run(p, op, script, lock, &k, WK_WRITE, (const char *)token->bytes, WK_TOKEN_LEN,
-               with_ttl, wk__parse_bool_int, out);
+    char ttl[24];
+    const char *args[2] = {(const char *)token->bytes, ttl};
+    size_t lens[2] = {WK_TOKEN_LEN, release ? 0 : wk__fmt_i64(ttl, lock->ttl_ms)};
+    return run(p, op, script, lock, &k, release ? &wk : NULL, WK_WRITE, args, lens,
+               release ? 1 : 2, wk__parse_bool_int, out);
 }
 
 int wk_fenced_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
                            const wk_token *token, bool *released)
 {
-    return token_op(p, "fenced_lock.release", &release_script, lock, &name, token, false,
+    return token_op(p, "fenced_lock.release", &release_script, lock, &name, token, true,
                     released);
 }
 
 int wk_fenced_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,
                           const wk_token *token, bool *extended)
 {
-    return token_op(p, "fenced_lock.extend", &extend_script, lock, &name, token, true, extended);
+    return token_op(p, "fenced_lock.extend", &extend_script, lock, &name, token, false, extended);
 }
 
 /* A fence as the server stores it: a decimal string (nil: 0). */
@@ -195,8 +249,10 @@ int wk_fenced_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
     if (rc)
         return rc;
     *state = (wk_fenced_lock_ownership){false, 0, 0};
-    return run(p, "fenced_lock.owned", &owned_script, lock, &k, WK_READ,
-               (const char *)token->bytes, WK_TOKEN_LEN, false, parse_owned, state);
+    const char *args[1] = {(const char *)token->bytes};
+    size_t lens[1] = {WK_TOKEN_LEN};
+    return run(p, "fenced_lock.owned", &owned_script, lock, &k, NULL, WK_READ, args, lens, 1,
+               parse_owned, state);
 }
 
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -222,7 +278,7 @@ int wk_fenced_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
     if (rc)
         return rc;
     *state = (wk_fenced_lock_state){false, 0, 0};
-    return run(p, "fenced_lock.inspect", &inspect_script, lock, &k, WK_READ, NULL, 0, false,
+    return run(p, "fenced_lock.inspect", &inspect_script, lock, &k, NULL, WK_READ, NULL, NULL, 0,
                parse_inspect, state);
 }
 
@@ -230,39 +286,91 @@ int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name
                                  bool *freed)
 {
     keys k;
+    wk__wake_keys wk;
     int rc = prepare(p, "fenced_lock.force_release", lock, &name, &k, freed);
+    if (!rc)
+        rc = wake_keys(p, "fenced_lock.force_release", &k, &wk);
     if (rc)
         return rc;
     *freed = false;
-    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, WK_WRITE, NULL,
-               0, false, wk__parse_bool_int, freed);
+    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, &wk, WK_WRITE,
+               NULL, NULL, 0, wk__parse_bool_int, freed);
 }
 
-/* One try of wk_fenced_lock_acquire(), as wk__deadline_acquire() calls it. */
-typedef struct fenced_try {
-    wk_processor *p;
-    const wk_entity *lock;
-    wk_name name;
-    wk_fenced_lease *lease;
-} fenced_try;
+/* ------------------------------------------------------------------------
+ * The waiting acquire (collection/wake.h)
+ * ---------------------------------------------------------------------- */
 
-static int try_once(void *ctx, bool *acquired)
+/* An attempt's reply, {1, fence} or {0, sleep_ms}. */
+typedef struct attempt_out {
+    wk__wake_outcome wake; /* first: wk__wake_parse_outcome() writes it */
+    int64_t fence;
+} attempt_out;
+
+static int parse_attempt(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    fenced_try *t = ctx;
-    int rc = wk_fenced_lock_try(t->p, t->lock, t->name, t->lease);
-    *acquired = rc == WK_OK && t->lease->acquired;
+    attempt_out *out = q->out;
+    int rc = wk__wake_parse_outcome(q, r, d);
+    if (rc == WK_OK && out->wake.acquired) {
+        /* The second element of {1, fence} is the fence, not a sleep. */
+        out->fence = out->wake.sleep_ms;
+        out->wake.sleep_ms = 0;
+        if (out->fence < 1)
+            return wk_diag_fail(d, WK_EPROTO, "expected a fence >= 1");
+    }
+    return rc;
+}
+
+typedef struct fenced_wait {
+    const keys *k;
+    wk_fenced_lease *lease;
+} fenced_wait;
+
+static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
+{
+    fenced_wait *fw = w->ctx;
+    char ttl[24], cap[24];
+    const char *args[3] = {(const char *)fw->lease->token.bytes, ttl, cap};
+    size_t lens[3] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, w->e->ttl_ms), wk__fmt_i64(cap, cap_ms)};
+    attempt_out res = {{false, 0}, 0};
+    int rc = run(w->p, w->op, &acquire_script, w->e, fw->k, w->keys, WK_WRITE, args, lens, 3,
+                 parse_attempt, &res);
+    *out = res.wake;
+    if (rc == WK_OK && res.wake.acquired) {
+        fw->lease->acquired = true;
+        fw->lease->fence = res.fence;
+    }
     return rc;
 }
 
 int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
-                           int64_t deadline, const wk_backoff *backoff, wk_fenced_lease *lease)
+                           int64_t deadline, wk_fenced_lease *lease)
 {
+    static const char op[] = "fenced_lock.acquire";
+    keys k;
+    wk__wake_keys wk;
+    int rc = prepare(p, op, lock, &name, &k, lease);
+    if (!rc)
+        rc = wake_keys(p, op, &k, &wk);
+    if (rc)
+        return rc;
+    lease->acquired = false;
+    lease->fence = 0;
+    /* One token for every attempt: it is the waiter's place in the queue,
+     * and the lease's once acquired. */
+    wk_token_random(&lease->token);
+    if (wk_processor_is_deferred(p))
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: cannot wait through a deferred (batch) processor", op);
+    fenced_wait fw = {&k, lease};
+    wk__waiter w = {.p = p,
+                    .op = op,
+                    .e = lock,
+                    .keys = &wk,
+                    .id = &lease->token,
+                    .deadline = deadline,
+                    .attempt = attempt,
+                    .ctx = &fw};
     bool acquired;
-    if (p && p->process && !lease)
-        return wk__processor_fail(p, WK_EINVAL, "fenced_lock.acquire: lease is required");
-    if (lease)
-        lease->acquired = false;
-    fenced_try t = {p, lock, name, lease};
-    return wk__deadline_acquire("fenced_lock.acquire", p, deadline, backoff, try_once, &t,
-                                &acquired);
+    return wk__wake_wait(&w, &acquired);
 }

@@ -2,7 +2,7 @@
  * collection/semaphore.c — Semaphore: one sorted set of permit tokens
  * scored by the end of their lease (server ms). Every script reads TIME and
  * drops ended leases first; the bound N travels with each try
- * (wakuwaku/semaphore.h). The deadline acquire is in deadline.c.
+ * (wakuwaku/semaphore.h). Waiters sleep on wake-up lists (collection/wake.h).
  */
 #include <math.h>
 
@@ -10,6 +10,7 @@
 
 #include "collection/common.h"
 #include "collection/lock_scripts.h"
+#include "collection/wake.h"
 #include "entity/kind.h"
 
 /* permits: a whole number in 1..WK_SEMAPHORE_PERMITS_MAX; then the TTL. */
@@ -25,58 +26,117 @@ static int check_params(const wk_entity *e, char *msg, size_t len)
 
 WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
 
-/* Server time in ms; the prologue of the scripts below. */
-#define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+/* Drop ended leases, then take a permit if fewer than N run. KEYS[1]
+ * permits; ARGV[1] token, ARGV[2] ttl, ARGV[3] N. */
+#define TAKE_LUA                                                                                   \
+    "local function take(now)\n"                                                                   \
+    "  local ttl = tonumber(ARGV[2])\n"                                                            \
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"                                     \
+    "  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return false end\n"               \
+    "  redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"                   \
+    "  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"        \
+    "  return true\n"                                                                              \
+    "end\n"
+
+/* The running permits after `now`. */
+#define RUNNING(now) "redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', " now "), '+inf')"
 
 /* KEYS: permits. ARGV: token, ttl, N. 1 if taken. */
-static const wk_script try_script = {
-    "semaphore.try",
-    NOW_MS "local ttl = tonumber(ARGV[2])\n"
-           "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-           "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end\n"
-           "redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"
-           "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
-           "return 1\n"};
+static const wk_script try_script = {"semaphore.try",
+                                     WK__WAKE_LUA TAKE_LUA "if take(wk_now()) then return 1 end\n"
+                                                           "return 0\n"};
+
+/* KEYS: permits, q, e (collection/wake.h). ARGV: token (the waiter's id
+ * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
+ * head sleeps at most until the earliest lease ends. A taker wakes the next
+ * waiter (chain), who may fit too. */
+static const wk_script acquire_script = {
+    "semaphore.acquire",
+    WK__WAKE_LUA TAKE_LUA
+    "local now = wk_now()\n"
+    "if take(now) then\n"
+    "  wk_took(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, true)\n"
+    "  return {1, 0}\n"
+    "end\n"
+    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "local blocked = first[2] and (tonumber(first[2]) - now) or -1\n"
+    "return {0, wk_park(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, tonumber(ARGV[4]), blocked)}\n"};
+
+/* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
+ * either way the head waiter is woken (a place may be free). */
+static const wk_script release_script = {
+    "semaphore.release", WK__WAKE_LUA "local now = wk_now()\n"
+                                      "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                      "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                      "if s and tonumber(s) > now then return 1 end\n"
+                                      "return 0\n"};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {
-    "semaphore.owned", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                              "if not s or tonumber(s) <= now then return {0} end\n"
-                              "return {1, tonumber(s) - now}\n"};
+    "semaphore.owned", WK__WAKE_LUA "local now = wk_now()\n"
+                                    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                    "if not s or tonumber(s) <= now then return {0} end\n"
+                                    "return {1, tonumber(s) - now}\n"};
 
 /* KEYS: permits. Running permits. Reads only. */
-static const wk_script inspect_script = {
-    "semaphore.inspect",
-    NOW_MS "return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"};
+static const wk_script inspect_script = {"semaphore.inspect",
+                                         WK__WAKE_LUA "return " RUNNING("wk_now()") "\n"};
 
-/* KEYS: permits. The permits that were running; deletes the set. */
+/* KEYS: permits, q, e. ARGV: w. The permits that were running; deletes
+ * the set and wakes the head waiter. */
 static const wk_script force_release_script = {
-    "semaphore.force_release",
-    NOW_MS "local n = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
-           "redis.call('DEL', KEYS[1])\n"
-           "return n\n"};
+    "semaphore.force_release", WK__WAKE_LUA "local now = wk_now()\n"
+                                            "local n = " RUNNING("now") "\n"
+                                            "redis.call('DEL', KEYS[1])\n"
+                                            "wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
+                                            "return n\n"};
+
+/* The permit set's key, and its companion keys when `wake`. */
+typedef struct keys {
+    char permits[WK_KEY_MAX];
+    size_t len;
+    wk__wake_keys wake;
+} keys;
 
 static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
-                   char *key, size_t *key_len, const void *out)
+                   keys *k, bool wake, const void *out)
 {
-    int rc = wk__prepare(p, op, e, WK_KIND_SEMAPHORE, name, ":permits", key, key_len);
+    int rc = wk__prepare(p, op, e, WK_KIND_SEMAPHORE, name, ":permits", k->permits, &k->len);
     if (!rc && !out)
         rc = wk__processor_fail(p, WK_EINVAL, "%s: token and outcome are required", op);
+    if (!rc && wake && wk__wake_keys_build(&k->wake, k->permits, k->len) != WK_OK)
+        rc = wk__processor_fail(p, WK_EINVAL, "%s: key too long for its wake keys", op);
     return rc;
 }
 
-/* Runs `script` on the permit set with up to three arguments. */
+/* Runs `script` with KEYS permits (then q, e when `wake`) and ARGV
+ * args[0..nargs) (then w when `wake`). */
 static int run(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-               wk_mode mode, const char *const *argv, const size_t *argvlen, int argc,
-               wk_parse_fn parse, void *out)
+               const keys *k, bool wake, wk_mode mode, const char *const *args,
+               const size_t *lens, int nargs, wk_parse_fn parse, void *out)
 {
+    const char *argv[10];
+    size_t argvlen[10];
+    int n = 0;
+    argv[n] = k->permits, argvlen[n++] = k->len;
+    if (wake) {
+        argv[n] = k->wake.q, argvlen[n++] = k->wake.q_len;
+        argv[n] = k->wake.e, argvlen[n++] = k->wake.e_len;
+    }
+    int nkeys = n;
+    for (int i = 0; i < nargs; i++)
+        argv[n] = args[i], argvlen[n++] = lens[i];
+    if (wake)
+        argv[n] = k->wake.w, argvlen[n++] = k->wake.w_len;
     wk_access access = {e, mode};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
                   .script = script,
-                  .nkeys = 1,
-                  .argc = argc,
+                  .nkeys = nkeys,
+                  .argc = n,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse,
@@ -84,55 +144,67 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
     return wk_process(p, &q);
 }
 
+/* ARGV token, ttl, N (then cap) of the take scripts. */
+typedef struct take_args {
+    char ttl[24], n[24], cap[24];
+    const char *argv[4];
+    size_t lens[4];
+} take_args;
+
+static void take_args_fill(take_args *a, const wk_entity *sem, const wk_token *token,
+                           int64_t cap_ms)
+{
+    a->argv[0] = (const char *)token->bytes, a->lens[0] = WK_TOKEN_LEN;
+    a->argv[1] = a->ttl, a->lens[1] = wk__fmt_i64(a->ttl, sem->ttl_ms);
+    a->argv[2] = a->n, a->lens[2] = wk__fmt_i64(a->n, (int64_t)sem->capacity);
+    a->argv[3] = a->cap, a->lens[3] = wk__fmt_i64(a->cap, cap_ms);
+}
+
 int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_token *token,
                      bool *acquired)
 {
-    char key[WK_KEY_MAX], ttl[24], n[24];
-    size_t key_len;
-    int rc = prepare(p, "semaphore.try", sem, &name, key, &key_len, token ? acquired : NULL);
+    keys k;
+    int rc = prepare(p, "semaphore.try", sem, &name, &k, false, token ? acquired : NULL);
     if (rc)
         return rc;
     *acquired = false;
     wk_token_random(token);
-    const char *argv[4] = {key, (const char *)token->bytes, ttl, n};
-    size_t argvlen[4] = {key_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, sem->ttl_ms),
-                         wk__fmt_i64(n, (int64_t)sem->capacity)};
-    return run(p, "semaphore.try", &try_script, sem, WK_WRITE, argv, argvlen, 4,
+    take_args a;
+    take_args_fill(&a, sem, token, 0);
+    return run(p, "semaphore.try", &try_script, sem, &k, false, WK_WRITE, a.argv, a.lens, 3,
                wk__parse_bool_int, acquired);
-}
-
-/* release / extend: a permit's lease behaves as an RwLock reader's, so
- * they run the RwLock reader scripts on the permit set. */
-static int token_op(wk_processor *p, const char *op, const wk_script *script,
-                    const wk_entity *sem, const wk_name *name, const wk_token *token,
-                    bool with_ttl, bool *out)
-{
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare(p, op, sem, name, key, &key_len, token ? out : NULL);
-    if (rc)
-        return rc;
-    *out = false;
-    return wk__token_script(p, op, script, sem, key, key_len, token, with_ttl, out);
 }
 
 int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name,
                          const wk_token *token, bool *was_running)
 {
-    return token_op(p, "semaphore.release", &wk__rwlock_release_read_script, sem, &name, token,
-                    false, was_running);
+    keys k;
+    int rc = prepare(p, "semaphore.release", sem, &name, &k, true, token ? was_running : NULL);
+    if (rc)
+        return rc;
+    *was_running = false;
+    const char *args[1] = {(const char *)token->bytes};
+    size_t lens[1] = {WK_TOKEN_LEN};
+    return run(p, "semaphore.release", &release_script, sem, &k, true, WK_WRITE, args, lens, 1,
+               wk__parse_bool_int, was_running);
 }
 
 int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name,
                         const wk_token *token, bool *extended)
 {
-    return token_op(p, "semaphore.extend", &wk__rwlock_extend_read_script, sem, &name, token,
-                    true, extended);
+    keys k;
+    int rc = prepare(p, "semaphore.extend", sem, &name, &k, false, token ? extended : NULL);
+    if (rc)
+        return rc;
+    *extended = false;
+    /* A permit's lease renews as an RwLock reader's: only while it runs. */
+    return wk__token_script(p, "semaphore.extend", &wk__rwlock_extend_read_script, sem, k.permits,
+                            k.len, token, true, extended);
 }
 
 static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    wk_semaphore_ownership *st = q->out;
+    wk_lease_state *st = q->out;
     const wk_reply *flag = wk_reply_at(r, 0), *left = wk_reply_at(r, 1);
     if (wk_reply_get_type(flag) != WK_REPLY_INTEGER)
         return wk_diag_fail(d, WK_EPROTO, "expected {1, ms} or {0}");
@@ -146,18 +218,17 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
 }
 
 int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name,
-                       const wk_token *token, wk_semaphore_ownership *state)
+                       const wk_token *token, wk_lease_state *state)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare(p, "semaphore.owned", sem, &name, key, &key_len, token ? state : NULL);
+    keys k;
+    int rc = prepare(p, "semaphore.owned", sem, &name, &k, false, token ? state : NULL);
     if (rc)
         return rc;
-    *state = (wk_semaphore_ownership){false, 0};
-    const char *argv[2] = {key, (const char *)token->bytes};
-    size_t argvlen[2] = {key_len, WK_TOKEN_LEN};
-    return run(p, "semaphore.owned", &owned_script, sem, WK_READ, argv, argvlen, 2, parse_owned,
-               state);
+    *state = (wk_lease_state){false, 0};
+    const char *args[1] = {(const char *)token->bytes};
+    size_t lens[1] = {WK_TOKEN_LEN};
+    return run(p, "semaphore.owned", &owned_script, sem, &k, false, WK_READ, args, lens, 1,
+               parse_owned, state);
 }
 
 static int parse_count(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -183,29 +254,62 @@ static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
                          wk_semaphore_state *state)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare(p, "semaphore.inspect", sem, &name, key, &key_len, state);
+    keys k;
+    int rc = prepare(p, "semaphore.inspect", sem, &name, &k, false, state);
     if (rc)
         return rc;
     *state = (wk_semaphore_state){0, (int64_t)sem->capacity};
-    const char *argv[1] = {key};
-    size_t argvlen[1] = {key_len};
-    return run(p, "semaphore.inspect", &inspect_script, sem, WK_READ, argv, argvlen, 1,
+    return run(p, "semaphore.inspect", &inspect_script, sem, &k, false, WK_READ, NULL, NULL, 0,
                parse_inspect, state);
 }
 
 int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_name name,
                                int64_t *freed)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare(p, "semaphore.force_release", sem, &name, key, &key_len, freed);
+    keys k;
+    int rc = prepare(p, "semaphore.force_release", sem, &name, &k, true, freed);
     if (rc)
         return rc;
     *freed = 0;
-    const char *argv[1] = {key};
-    size_t argvlen[1] = {key_len};
-    return run(p, "semaphore.force_release", &force_release_script, sem, WK_WRITE, argv, argvlen,
-               1, parse_count, freed);
+    return run(p, "semaphore.force_release", &force_release_script, sem, &k, true, WK_WRITE, NULL,
+               NULL, 0, parse_count, freed);
+}
+
+/* ------------------------------------------------------------------------
+ * The waiting acquire (collection/wake.h)
+ * ---------------------------------------------------------------------- */
+
+static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
+{
+    const keys *k = w->ctx;
+    take_args a;
+    take_args_fill(&a, w->e, w->id, cap_ms);
+    return run(w->p, w->op, &acquire_script, w->e, k, true, WK_WRITE, a.argv, a.lens, 4,
+               wk__wake_parse_outcome, out);
+}
+
+int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name, int64_t deadline,
+                         wk_token *token, bool *acquired)
+{
+    static const char op[] = "semaphore.acquire";
+    keys k;
+    int rc = prepare(p, op, sem, &name, &k, true, token ? acquired : NULL);
+    if (rc)
+        return rc;
+    *acquired = false;
+    /* One token for every attempt: the waiter's place in the queue, and
+     * the permit's once taken. */
+    wk_token_random(token);
+    if (wk_processor_is_deferred(p))
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: cannot wait through a deferred (batch) processor", op);
+    wk__waiter w = {.p = p,
+                    .op = op,
+                    .e = sem,
+                    .keys = &k.wake,
+                    .id = token,
+                    .deadline = deadline,
+                    .attempt = attempt,
+                    .ctx = &k};
+    return wk__wake_wait(&w, acquired);
 }

@@ -46,7 +46,7 @@ static int take_and_read(wk_db *db, const wk_entity *lock, sqlite3 *store, wk_fe
                          int64_t *balance)
 {
     int rc = wk_fenced_lock_acquire(wk_db_processor(db), lock, wk_name_str("account-42"),
-                                    wk_deadline_in(10000), NULL, lease);
+                                    wk_deadline_in(10000), lease);
     if (rc != WK_OK || !lease->acquired) {
         fprintf(stderr, "acquire: %s %s\n", wk_err_name(rc), wk_db_errmsg(db));
         return 1;

@@ -7,6 +7,9 @@
  *       holder's random 16 bytes, fence: its fence}, expiring after the TTL
  *   @@wakuwaku-entity:FencedLock:{<ns>:<name>}:fence  string: the last fence
  *       handed out for the name; no expiry, never deleted by the library
+ *   …:lease:q, …:lease:e, …:lease:w:<token>  the waiters of
+ *       wk_fenced_lock_acquire (queue, registrations, wake-up lists),
+ *       short-lived
  *
  *   wk_fenced_lock_try            take it if free, INCR the fence   WRITE
  *   wk_fenced_lock_release        free it if `token` holds it       WRITE
@@ -15,7 +18,8 @@
  *                                 how long (extends nothing)
  *   wk_fenced_lock_inspect        held? TTL, last fence             READ
  *   wk_fenced_lock_force_release  free it whoever holds it          WRITE
- *   wk_fenced_lock_acquire        retry until a deadline            WRITE
+ *   wk_fenced_lock_acquire        wait until free or a deadline     WRITE
+ *                                 (woken by release, collection/wake.h)
  *
  * The fence is an integer that strictly increases per name across every
  * acquisition by anyone, also after a lease ran out or was released: the
@@ -157,24 +161,35 @@ WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, 
                                         bool *freed);
 
 /*
- * wk_fenced_lock_acquire — take the lock `name`, retrying until it is
- * acquired or the deadline passes.
+ * wk_fenced_lock_acquire — take the lock `name`, waiting until it is
+ * acquired or the deadline passes. Waiters sleep on Redis and are woken by
+ * the holder's release (or force release); a waiter also wakes when the
+ * holder's lease can have run out, so a crashed holder costs at most its
+ * TTL. Not fair: a plain try may take the lock ahead of a waiter.
  *
- *   p         the processor; a deferred one (a batch) is refused
- *             (WK_EINVAL): waiting needs each try's outcome at once.
+ *   p         the processor. A deferred one (a batch) is refused
+ *             (WK_EINVAL): waiting needs each attempt's outcome at once.
+ *             The sleeps use a second connection of the handle's own
+ *             (opened on the first wait, closed with the handle), so the
+ *             handle's connection is never blocked.
  *   deadline  a point on wk_monotonic_ms()'s clock (wk_deadline_in());
- *             one try is made even if it has passed.
- *   backoff   NULL for WK_BACKOFF_INIT; else 1 <= initial_ms <= max_ms.
- *   lease     OUT: as wk_fenced_lock_try() (the last try's).
+ *             one attempt is made even if it has passed.
+ *   lease     OUT: lease->token (fresh, the same for every attempt) may
+ *             hold the lock after WK_EUNKNOWN; lease->acquired and
+ *             lease->fence as wk_fenced_lock_try().
  *
- * Returns and guarantees as wk_lock_acquire() (wakuwaku/lock.h): WK_OK
- * with lease->acquired false means the deadline passed; WK_EUNKNOWN means
- * the last try may hold the lock under lease->token. WRITE effect (one
- * fenced_lock.try query per try).
+ * Returns WK_OK (lease->acquired false: the deadline passed); WK_EINVAL
+ * (bad argument, deferred processor: nothing sent); WK_EDENIED; the first
+ * error of an attempt, which ends the wait at once (WK_EUNKNOWN: the
+ * attempt may have taken the lock under lease->token — release with it, or
+ * let its TTL run out); WK_EIO / WK_ETIMEDOUT when the wait's own
+ * connection failed (nothing was taken then). It never returns later than
+ * the deadline plus a command timeout. WRITE effect (every attempt and
+ * the wait change Redis: a waiter queues itself). Thread-safety: as the
+ * processor's handle.
  */
 WK_API int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
-                                  int64_t deadline, const wk_backoff *backoff,
-                                  wk_fenced_lease *lease);
+                                  int64_t deadline, wk_fenced_lease *lease);
 
 #ifdef __cplusplus
 }

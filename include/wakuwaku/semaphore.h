@@ -6,6 +6,9 @@
  *   @@wakuwaku-entity:Semaphore:{<ns>:<name>}:permits   sorted set: permit
  *       token → end of its lease (server ms); the key expires with the
  *       last lease
+ *   …:permits:q, …:permits:e, …:permits:w:<token>  the waiters of
+ *       wk_semaphore_acquire (queue, registrations, wake-up lists),
+ *       short-lived
  *
  * Every permit has its own token and its own lease of the entity's TTL, so
  * a crashed holder's permit frees itself when its lease ends. Every script
@@ -19,7 +22,8 @@
  *                               for how long (extends nothing)
  *   wk_semaphore_inspect        running permits, free permits        READ
  *   wk_semaphore_force_release  free every permit of the name        WRITE
- *   wk_semaphore_acquire        retry until a deadline               WRITE
+ *   wk_semaphore_acquire        wait until free or a deadline        WRITE
+ *                               (woken by release, collection/wake.h)
  *
  * Taking a permit is a WRITE: it changes Redis.
  *
@@ -47,9 +51,7 @@
 #if !defined(WAKUWAKU_SEMAPHORE_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_SEMAPHORE_H
 
-#include <wakuwaku/clock.h>
-#include <wakuwaku/query.h>
-#include <wakuwaku/token.h>
+#include <wakuwaku/lock.h> /* wk_lease_state, wk_token */
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,21 +97,15 @@ WK_API int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name n
 WK_API int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name,
                                const wk_token *token, bool *extended);
 
-/* What wk_semaphore_owned() saw. */
-typedef struct wk_semaphore_ownership {
-    bool owned;     /* `token` holds a running permit */
-    int64_t ttl_ms; /* ms left on its lease when owned; 0 otherwise */
-} wk_semaphore_ownership;
-
 /*
  * wk_semaphore_owned — does `token` still hold a permit of `name`, and for
- * how long. Extends nothing and writes nothing (ended leases are counted
+ * how long (state->owned, state->ttl_ms; wk_lease_state of wakuwaku/lock.h). Extends nothing and writes nothing (ended leases are counted
  * out, not removed): READ effect, re-sent once after a dropped connection.
  * The answer is already old when it arrives. Returns WK_OK, WK_EINVAL
  * (NULL token or state), WK_EDENIED, or a connection / server error.
  */
 WK_API int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name,
-                              const wk_token *token, wk_semaphore_ownership *state);
+                              const wk_token *token, wk_lease_state *state);
 
 /* What wk_semaphore_inspect() saw. */
 typedef struct wk_semaphore_state {
@@ -134,16 +130,33 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
                                       int64_t *freed);
 
 /*
- * wk_semaphore_acquire — take a permit of `name`, retrying until one is
- * taken or the deadline passes. Arguments, returns and guarantees as
- * wk_lock_acquire() (wakuwaku/lock.h), on a Semaphore entity: WK_OK with
- * *acquired false means the deadline passed; WK_EUNKNOWN means the last
- * try may hold a permit under *token. A deferred processor is refused
- * (WK_EINVAL). WRITE effect (one semaphore.try query per try).
+ * wk_semaphore_acquire — take a permit of `name`, waiting until one is
+ * free or the deadline passes. Waiters sleep on Redis and are woken by a
+ * release or a force release (and each one who takes a permit wakes the
+ * next waiter, who may fit too); a waiter also wakes when the earliest
+ * running lease can have run out, so a crashed holder's permit is reused
+ * at most its TTL later. Not fair: a plain try may take a permit ahead of
+ * a waiter.
+ *
+ *   p         the processor; a deferred one (a batch) is refused
+ *             (WK_EINVAL). The sleeps use a second connection of the
+ *             handle's own (opened on the first wait, closed with it).
+ *   deadline  a point on wk_monotonic_ms()'s clock (wk_deadline_in());
+ *             one attempt is made even if it has passed.
+ *   token     OUT: a fresh token, the same for every attempt; it holds a
+ *             permit when *acquired, and MAY hold one after WK_EUNKNOWN.
+ *   acquired  OUT: true once a permit is taken.
+ *
+ * Returns WK_OK (*acquired false: the deadline passed); WK_EINVAL (bad
+ * argument, deferred processor: nothing sent); WK_EDENIED; the first error
+ * of an attempt, which ends the wait (WK_EUNKNOWN: release with *token or
+ * let its lease run out); WK_EIO / WK_ETIMEDOUT when the wait's own
+ * connection failed (nothing was taken then). Never returns later than the
+ * deadline plus a command timeout. WRITE effect. Thread-safety: as the
+ * processor's handle.
  */
 WK_API int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name,
-                                int64_t deadline, const wk_backoff *backoff, wk_token *token,
-                                bool *acquired);
+                                int64_t deadline, wk_token *token, bool *acquired);
 
 #ifdef __cplusplus
 }

@@ -275,15 +275,13 @@ Test(fenced_lock, acquire_waits_for_release_by_another_process, .timeout = 120)
     wk_db *db = wk_test_open(NULL);
     wk_fenced_lease l;
     /* A past deadline: exactly one try, refused. */
-    cr_assert_eq(wk_fenced_lock_acquire(proc(db), &e, wk_name_str("job"), wk_deadline_in(-1),
-                                        NULL, &l),
+    cr_assert_eq(wk_fenced_lock_acquire(proc(db), &e, wk_name_str("job"), wk_deadline_in(-1), &l),
                  WK_OK);
     cr_assert_not(l.acquired);
     cr_assert_eq(write(go[1], "x", 1), 1);
     /* The lease is 60 s; the suite's timeout is shorter: only the release
      * can let this acquire through. */
-    int rc = wk_fenced_lock_acquire(proc(db), &e, wk_name_str("job"), wk_deadline_in(100000),
-                                    NULL, &l);
+    int rc = wk_fenced_lock_acquire(proc(db), &e, wk_name_str("job"), wk_deadline_in(100000), &l);
     cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
     cr_assert(l.acquired);
     cr_assert_eq(l.fence, 2, "the waiter's fence follows the holder's");
@@ -317,9 +315,12 @@ Test(fenced_lock, refusals, .timeout = 120)
     cr_assert_eq(wk_fenced_lock_owned(p, &good, wk_name_str("a"), NULL, &own), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_inspect(p, &good, wk_name_str("a"), NULL), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_force_release(p, &good, wk_name_str("a"), NULL), WK_EINVAL);
-    cr_assert_eq(wk_fenced_lock_acquire(p, &good, wk_name_str("a"), 0, NULL, NULL), WK_EINVAL);
-    wk_backoff bad = {0, 10};
-    cr_assert_eq(wk_fenced_lock_acquire(p, &good, wk_name_str("a"), 0, &bad, &l), WK_EINVAL);
+    cr_assert_eq(wk_fenced_lock_acquire(p, &good, wk_name_str("a"), 0, NULL), WK_EINVAL);
+    wk_batch *batch;
+    cr_assert_eq(wk_batch_open(&batch, db), WK_OK);
+    cr_assert_eq(wk_fenced_lock_acquire(wk_batch_processor(batch), &good, wk_name_str("a"), 0, &l),
+                 WK_EINVAL, "waiting through a batch is refused");
+    wk_batch_close(batch);
     (void)st;
     wk_db_close(db);
 }

@@ -35,7 +35,7 @@ static wk_fenced_lease wait_for_lock(wk_db *db, const wk_entity *e)
     wk_fenced_lease l;
     /* Bounded by the suite's timeout, not by a clock. */
     int rc = wk_fenced_lock_acquire(wk_db_processor(db), e, wk_name_str("acct"),
-                                    wk_deadline_in(100000), NULL, &l);
+                                    wk_deadline_in(100000), &l);
     cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
     cr_assert(l.acquired);
     return l;

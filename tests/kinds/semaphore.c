@@ -41,7 +41,7 @@ static int q_extend(wk_processor *p, const char *ns)
 static int q_owned(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
-    static wk_semaphore_ownership st;
+    static wk_lease_state st;
     return wk_semaphore_owned(p, &e, wk_name_str("n"), &any_token, &st);
 }
 static int q_inspect(wk_processor *p, const char *ns)

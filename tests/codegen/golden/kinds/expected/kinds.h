@@ -354,7 +354,7 @@ static inline int kinds_workers_extend(wk_processor *p, uint64_t pool, const wk_
  * wk_semaphore_owned().
  */
 static inline int kinds_workers_owned(wk_processor *p, uint64_t pool, const wk_token *token,
-                                      wk_semaphore_ownership *state)
+                                      wk_lease_state *state)
 {
     return wk_semaphore_owned(p, &kinds_workers_entity, wk_name_u64(pool), token, state);
 }
@@ -536,7 +536,7 @@ static inline int kinds_worker_workers_extend(kinds_worker *h, uint64_t pool, co
 }
 
 static inline int kinds_worker_workers_owned(kinds_worker *h, uint64_t pool, const wk_token *token,
-                                             wk_semaphore_ownership *state)
+                                             wk_lease_state *state)
 {
     return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
 }
@@ -717,7 +717,7 @@ static inline int kinds_replica_ledger_inspect(kinds_replica *h, const char *acc
 
 /* workers (read): as kinds_workers_*(). */
 static inline int kinds_replica_workers_owned(kinds_replica *h, uint64_t pool,
-                                              const wk_token *token, wk_semaphore_ownership *state)
+                                              const wk_token *token, wk_lease_state *state)
 {
     return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
 }
@@ -1256,7 +1256,7 @@ static inline int kinds_admin_workers_extend(kinds_admin *h, uint64_t pool, cons
 }
 
 static inline int kinds_admin_workers_owned(kinds_admin *h, uint64_t pool, const wk_token *token,
-                                            wk_semaphore_ownership *state)
+                                            wk_lease_state *state)
 {
     return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
 }
