@@ -59,23 +59,21 @@ static const wk_script extend_script = {
                           "return 1\n"};
 
 /* KEYS: lease, fence. ARGV: token. {1, pttl, fence} or {0}. Reads only. */
-static const wk_script owned_script = {
-    "fenced_lock.owned",
-    "local v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
-    "if v[1] ~= ARGV[1] then return {0} end\n"
-    "return {1, redis.call('PTTL', KEYS[1]), v[2]}\n"};
+static const wk_script owned_script = {"fenced_lock.owned",
+                                       "local v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
+                                       "if v[1] ~= ARGV[1] then return {0} end\n"
+                                       "return {1, redis.call('PTTL', KEYS[1]), v[2]}\n"};
 
 /* KEYS: lease, fence. {pttl of the lease, the counter}. Reads only. */
 static const wk_script inspect_script = {
-    "fenced_lock.inspect",
-    "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}\n"};
+    "fenced_lock.inspect", "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}\n"};
 
 /* KEYS: lease, fence, q, e. ARGV: w. 1 if a lease was there. The counter
  * stays; the head waiter is woken. */
-static const wk_script force_release_script = {
-    "fenced_lock.force_release", WK__WAKE_LUA "local n = redis.call('DEL', KEYS[1])\n"
-                                              "wk_wake(KEYS[3], KEYS[4], ARGV[1], wk_now())\n"
-                                              "return n\n"};
+static const wk_script force_release_script = {"fenced_lock.force_release", WK__WAKE_LUA
+                                               "local n = redis.call('DEL', KEYS[1])\n"
+                                               "wk_wake(KEYS[3], KEYS[4], ARGV[1], wk_now())\n"
+                                               "return n\n"};
 
 typedef struct keys {
     char lease[WK_KEY_MAX], fence[WK_KEY_MAX];
@@ -151,8 +149,7 @@ static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name,
-                       wk_fenced_lease *lease)
+int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_fenced_lease *lease)
 {
     keys k;
     int rc = prepare(p, "fenced_lock.try", lock, &name, &k, lease);
@@ -170,9 +167,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name,
 }
 
 /* release / extend: a token, a bool outcome; a release wakes a waiter. */
-static int token_op(wk_processor *p, const char *op, const wk_script *script,
-                    const wk_entity *lock, const wk_name *name, const wk_token *token,
-                    bool release, bool *out)
+static int token_op(wk_processor *p, const char *op, const wk_script *script, const wk_entity *lock,
+                    const wk_name *name, const wk_token *token, bool release, bool *out)
 {
     keys k;
     wk__wake_keys wk;
@@ -185,15 +181,14 @@ static int token_op(wk_processor *p, const char *op, const wk_script *script,
     char ttl[24];
     const char *args[2] = {(const char *)token->bytes, ttl};
     size_t lens[2] = {WK_TOKEN_LEN, release ? 0 : wk__fmt_i64(ttl, lock->ttl_ms)};
-    return run(p, op, script, lock, &k, release ? &wk : NULL, WK_WRITE, args, lens,
-               release ? 1 : 2, wk__parse_bool_int, out);
+    return run(p, op, script, lock, &k, release ? &wk : NULL, WK_WRITE, args, lens, release ? 1 : 2,
+               wk__parse_bool_int, out);
 }
 
 int wk_fenced_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
                            const wk_token *token, bool *released)
 {
-    return token_op(p, "fenced_lock.release", &release_script, lock, &name, token, true,
-                    released);
+    return token_op(p, "fenced_lock.release", &release_script, lock, &name, token, true, released);
 }
 
 int wk_fenced_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,
@@ -282,8 +277,7 @@ int wk_fenced_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
                parse_inspect, state);
 }
 
-int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name,
-                                 bool *freed)
+int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name, bool *freed)
 {
     keys k;
     wk__wake_keys wk;
@@ -293,8 +287,8 @@ int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name
     if (rc)
         return rc;
     *freed = false;
-    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, &wk, WK_WRITE,
-               NULL, NULL, 0, wk__parse_bool_int, freed);
+    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, &wk, WK_WRITE, NULL,
+               NULL, 0, wk__parse_bool_int, freed);
 }
 
 /* ------------------------------------------------------------------------
@@ -343,8 +337,8 @@ static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
     return rc;
 }
 
-int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
-                           int64_t deadline, wk_fenced_lease *lease)
+int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
+                           wk_fenced_lease *lease)
 {
     static const char op[] = "fenced_lock.acquire";
     keys k;

@@ -18,8 +18,7 @@ static int check_params(const wk_entity *e, char *msg, size_t len)
 {
     if (!(e->capacity >= 1 && e->capacity <= WK_SEMAPHORE_PERMITS_MAX) ||
         e->capacity != floor(e->capacity))
-        return wk__entity_fail(msg, len,
-                               "permits must be a whole number from 1 to %d (got %g)",
+        return wk__entity_fail(msg, len, "permits must be a whole number from 1 to %d (got %g)",
                                WK_SEMAPHORE_PERMITS_MAX, e->capacity);
     return wk__entity_check_ttl(e, msg, len);
 }
@@ -51,8 +50,7 @@ static const wk_script try_script = {"semaphore.try",
  * head sleeps at most until the earliest lease ends. A taker wakes the next
  * waiter (chain), who may fit too. */
 static const wk_script acquire_script = {
-    "semaphore.acquire",
-    WK__WAKE_LUA TAKE_LUA
+    "semaphore.acquire", WK__WAKE_LUA TAKE_LUA
     "local now = wk_now()\n"
     "if take(now) then\n"
     "  wk_took(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, true)\n"
@@ -64,21 +62,21 @@ static const wk_script acquire_script = {
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
-static const wk_script release_script = {
-    "semaphore.release", WK__WAKE_LUA "local now = wk_now()\n"
-                                      "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                      "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                      "if s and tonumber(s) > now then return 1 end\n"
-                                      "return 0\n"};
+static const wk_script release_script = {"semaphore.release", WK__WAKE_LUA
+                                         "local now = wk_now()\n"
+                                         "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                         "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                         "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                         "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                         "if s and tonumber(s) > now then return 1 end\n"
+                                         "return 0\n"};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
-static const wk_script owned_script = {
-    "semaphore.owned", WK__WAKE_LUA "local now = wk_now()\n"
-                                    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                    "if not s or tonumber(s) <= now then return {0} end\n"
-                                    "return {1, tonumber(s) - now}\n"};
+static const wk_script owned_script = {"semaphore.owned", WK__WAKE_LUA
+                                       "local now = wk_now()\n"
+                                       "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                       "if not s or tonumber(s) <= now then return {0} end\n"
+                                       "return {1, tonumber(s) - now}\n"};
 
 /* KEYS: permits. Running permits. Reads only. */
 static const wk_script inspect_script = {"semaphore.inspect",
@@ -87,11 +85,12 @@ static const wk_script inspect_script = {"semaphore.inspect",
 /* KEYS: permits, q, e. ARGV: w. The permits that were running; deletes
  * the set and wakes the head waiter. */
 static const wk_script force_release_script = {
-    "semaphore.force_release", WK__WAKE_LUA "local now = wk_now()\n"
-                                            "local n = " RUNNING("now") "\n"
-                                            "redis.call('DEL', KEYS[1])\n"
-                                            "wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
-                                            "return n\n"};
+    "semaphore.force_release",
+    WK__WAKE_LUA "local now = wk_now()\n"
+                 "local n = " RUNNING("now") "\n"
+                                             "redis.call('DEL', KEYS[1])\n"
+                                             "wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
+                                             "return n\n"};
 
 /* The permit set's key, and its companion keys when `wake`. */
 typedef struct keys {
@@ -114,8 +113,8 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
 /* Runs `script` with KEYS permits (then q, e when `wake`) and ARGV
  * args[0..nargs) (then w when `wake`). */
 static int run(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-               const keys *k, bool wake, wk_mode mode, const char *const *args,
-               const size_t *lens, int nargs, wk_parse_fn parse, void *out)
+               const keys *k, bool wake, wk_mode mode, const char *const *args, const size_t *lens,
+               int nargs, wk_parse_fn parse, void *out)
 {
     const char *argv[10];
     size_t argvlen[10];
@@ -175,8 +174,8 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
                wk__parse_bool_int, acquired);
 }
 
-int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name,
-                         const wk_token *token, bool *was_running)
+int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
+                         bool *was_running)
 {
     keys k;
     int rc = prepare(p, "semaphore.release", sem, &name, &k, true, token ? was_running : NULL);
@@ -189,8 +188,8 @@ int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name,
                wk__parse_bool_int, was_running);
 }
 
-int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name,
-                        const wk_token *token, bool *extended)
+int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
+                        bool *extended)
 {
     keys k;
     int rc = prepare(p, "semaphore.extend", sem, &name, &k, false, token ? extended : NULL);
@@ -217,8 +216,8 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name,
-                       const wk_token *token, wk_lease_state *state)
+int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
+                       wk_lease_state *state)
 {
     keys k;
     int rc = prepare(p, "semaphore.owned", sem, &name, &k, false, token ? state : NULL);
@@ -263,8 +262,7 @@ int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
                parse_inspect, state);
 }
 
-int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_name name,
-                               int64_t *freed)
+int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_name name, int64_t *freed)
 {
     keys k;
     int rc = prepare(p, "semaphore.force_release", sem, &name, &k, true, freed);

@@ -51,8 +51,8 @@ int fence_store_read(sqlite3 *db, const char *id, int64_t *balance, int64_t *fen
 {
     sqlite3_stmt *st;
     *found = false;
-    int rc = sqlite3_prepare_v2(db, "SELECT balance, fence FROM account WHERE id = ?1", -1, &st,
-                                NULL);
+    int rc =
+        sqlite3_prepare_v2(db, "SELECT balance, fence FROM account WHERE id = ?1", -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);

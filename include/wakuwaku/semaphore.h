@@ -99,10 +99,10 @@ WK_API int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name na
 
 /*
  * wk_semaphore_owned — does `token` still hold a permit of `name`, and for
- * how long (state->owned, state->ttl_ms; wk_lease_state of wakuwaku/lock.h). Extends nothing and writes nothing (ended leases are counted
- * out, not removed): READ effect, re-sent once after a dropped connection.
- * The answer is already old when it arrives. Returns WK_OK, WK_EINVAL
- * (NULL token or state), WK_EDENIED, or a connection / server error.
+ * how long (state->owned, state->ttl_ms; wk_lease_state of wakuwaku/lock.h). Extends nothing and
+ * writes nothing (ended leases are counted out, not removed): READ effect, re-sent once after a
+ * dropped connection. The answer is already old when it arrives. Returns WK_OK, WK_EINVAL (NULL
+ * token or state), WK_EDENIED, or a connection / server error.
  */
 WK_API int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name,
                               const wk_token *token, wk_lease_state *state);

@@ -193,8 +193,8 @@ static long long dirty(redisContext *raw)
     return v;
 }
 
-Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
-     .init = private_start, .fini = private_stop, .timeout = 120)
+Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask, .init = private_start,
+     .fini = private_stop, .timeout = 120)
 {
     wk_db *rw = wk_test_open_url(private_server.url, NULL);
     wk_db *ro = wk_test_open_url(private_server.url, wk_cap_read_only());
@@ -209,8 +209,8 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
     /* Let some of the lease go by, so an extension would show. */
     wk_test_sleep_ms(50);
     wk_fenced_lock_ownership own;
-    cr_assert_eq(wk_fenced_lock_owned(proc(ro), &e, wk_name_str("x"), &l.token, &own), WK_OK,
-                 "%s", wk_db_errmsg(ro));
+    cr_assert_eq(wk_fenced_lock_owned(proc(ro), &e, wk_name_str("x"), &l.token, &own), WK_OK, "%s",
+                 wk_db_errmsg(ro));
     cr_assert(own.owned);
     cr_assert_eq(own.fence, l.fence);
     cr_assert(own.ttl_ms > 0 && own.ttl_ms < 5000, "owned does not extend: ttl %lld",
@@ -235,8 +235,7 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
     wk_fenced_lease denied;
     bool freed;
     cr_assert_eq(wk_fenced_lock_try(proc(ro), &e, wk_name_str("x"), &denied), WK_EDENIED);
-    cr_assert_eq(wk_fenced_lock_force_release(proc(ro), &e, wk_name_str("x"), &freed),
-                 WK_EDENIED);
+    cr_assert_eq(wk_fenced_lock_force_release(proc(ro), &e, wk_name_str("x"), &freed), WK_EDENIED);
     redisFree(raw);
     wk_db_close(ro);
     wk_db_close(rw);

@@ -136,8 +136,8 @@ static int bound_worker(const char *ns, bound_shared *s, bool wait)
 static void contend(bool wait)
 {
     const char *ns = wk_test_ns(wait ? "semwait" : "semtry");
-    bound_shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                           -1, 0);
+    bound_shared *s =
+        mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert(s != MAP_FAILED);
     memset(s, 0, sizeof(*s));
     pid_t kids[WORKERS];
@@ -211,9 +211,9 @@ Test(semaphore, killed_holders_permit_frees_itself_after_its_ttl, .timeout = 120
     /* The waiter is woken when the lease can have ended (no release
      * comes); bounded by the suite's timeout. */
     bool got = false;
-    cr_assert_eq(wk_semaphore_acquire(proc(db), &e, wk_name_str("one"), wk_deadline_in(100000), &t,
-                                      &got),
-                 WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert_eq(
+        wk_semaphore_acquire(proc(db), &e, wk_name_str("one"), wk_deadline_in(100000), &t, &got),
+        WK_OK, "%s", wk_db_errmsg(db));
     cr_assert(got);
     wk_lease_state own;
     cr_assert_eq(wk_semaphore_owned(proc(db), &e, wk_name_str("one"), &dead, &own), WK_OK);
@@ -318,7 +318,6 @@ Test(semaphore, owned_and_inspect_write_nothing_and_read_only_may_ask, .init = p
 
 /* ---- force release frees everyone and wakes a waiter */
 
-
 Test(semaphore, force_release_frees_every_permit_and_wakes_a_waiter, .timeout = 120)
 {
     const char *ns = wk_test_ns("semforce");
@@ -389,8 +388,7 @@ Test(semaphore, refusals_name_the_rule, .timeout = 120)
     cr_assert_eq(wk_entity_check_msg(&frac, msg, sizeof(msg)), WK_EINVAL);
     cr_assert_str_eq(msg, "permits must be a whole number from 1 to 1000000 (got 1.5)");
     cr_assert_eq(wk_semaphore_try(p, &frac, wk_name_str("a"), &t, &b), WK_EINVAL);
-    cr_assert(strstr(wk_db_errmsg(db), "permits must be a whole number"), "%s",
-              wk_db_errmsg(db));
+    cr_assert(strstr(wk_db_errmsg(db), "permits must be a whole number"), "%s", wk_db_errmsg(db));
     cr_assert_eq(wk_semaphore_try(p, &zero, wk_name_str("a"), &t, &b), WK_EINVAL);
     cr_assert_eq(wk_semaphore_try(p, &huge, wk_name_str("a"), &t, &b), WK_EINVAL);
     cr_assert_eq(wk_entity_check_msg(&nottl, msg, sizeof(msg)), WK_EINVAL);
@@ -404,9 +402,9 @@ Test(semaphore, refusals_name_the_rule, .timeout = 120)
     cr_assert_eq(wk_semaphore_acquire(p, &good, wk_name_str("a"), 0, &t, NULL), WK_EINVAL);
     wk_batch *batch;
     cr_assert_eq(wk_batch_open(&batch, db), WK_OK);
-    cr_assert_eq(wk_semaphore_acquire(wk_batch_processor(batch), &good, wk_name_str("a"), 0, &t,
-                                      &b),
-                 WK_EINVAL, "waiting through a batch is refused");
+    cr_assert_eq(
+        wk_semaphore_acquire(wk_batch_processor(batch), &good, wk_name_str("a"), 0, &t, &b),
+        WK_EINVAL, "waiting through a batch is refused");
     wk_batch_close(batch);
     wk_db_close(db);
 }

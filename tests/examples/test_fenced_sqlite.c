@@ -54,8 +54,7 @@ static int holder(const char *path, const wk_entity *e, int took, int proceed)
     wk_fenced_lease l;
     if (wk_db_open(&db, &o, NULL, 0) != WK_OK || fence_store_open(&s, path) != SQLITE_OK)
         return 2;
-    if (wk_fenced_lock_try(wk_db_processor(db), e, wk_name_str("acct"), &l) != WK_OK ||
-        !l.acquired)
+    if (wk_fenced_lock_try(wk_db_processor(db), e, wk_name_str("acct"), &l) != WK_OK || !l.acquired)
         return 3;
     char c;
     if (write(took, &l.fence, sizeof(l.fence)) != sizeof(l.fence) || read(proceed, &c, 1) != 1)
@@ -102,8 +101,7 @@ Test(fenced_sqlite, sigstopped_holder_late_write_is_refused, .timeout = 120)
     cr_assert_eq(kill(kid, SIGCONT), 0);
     cr_assert_eq(waitpid(kid, &status, 0), kid);
     cr_assert(WIFEXITED(status), "holder status %d", status);
-    cr_assert_eq(WEXITSTATUS(status), 0,
-                 "the stopped holder's late write was %s (exit %d)",
+    cr_assert_eq(WEXITSTATUS(status), 0, "the stopped holder's late write was %s (exit %d)",
                  WEXITSTATUS(status) == 1 ? "APPLIED" : "not attempted", WEXITSTATUS(status));
     int64_t balance, fence;
     bool found;
@@ -132,9 +130,9 @@ Test(fenced_sqlite, lost_counter_is_detected_by_the_store, .timeout = 120)
         wk_fenced_lease l = wait_for_lock(db, &e);
         cr_assert_eq(fence_store_write(s, "acct", i, l.fence, &applied), SQLITE_OK);
         cr_assert(applied);
-        cr_assert_eq(wk_fenced_lock_release(wk_db_processor(db), &e, wk_name_str("acct"),
-                                            &l.token, &ok),
-                     WK_OK);
+        cr_assert_eq(
+            wk_fenced_lock_release(wk_db_processor(db), &e, wk_name_str("acct"), &l.token, &ok),
+            WK_OK);
     }
     redisContext *raw = wk_test_raw(wk_test_url());
     freeReplyObject(wk_test_cmd(raw, "DEL @@wakuwaku-entity:FencedLock:{%s:acct}:fence", e.ns));
@@ -143,11 +141,9 @@ Test(fenced_sqlite, lost_counter_is_detected_by_the_store, .timeout = 120)
     cr_assert_eq(fence_store_write(s, "acct", 77, l.fence, &applied), SQLITE_OK);
     cr_assert_not(applied, "a fence the store has seen is refused");
     /* The operator's repair: raise the counter above the highest fence. */
-    freeReplyObject(
-        wk_test_cmd(raw, "SET @@wakuwaku-entity:FencedLock:{%s:acct}:fence 3", e.ns));
-    cr_assert_eq(wk_fenced_lock_release(wk_db_processor(db), &e, wk_name_str("acct"), &l.token,
-                                        &ok),
-                 WK_OK);
+    freeReplyObject(wk_test_cmd(raw, "SET @@wakuwaku-entity:FencedLock:{%s:acct}:fence 3", e.ns));
+    cr_assert_eq(
+        wk_fenced_lock_release(wk_db_processor(db), &e, wk_name_str("acct"), &l.token, &ok), WK_OK);
     l = wait_for_lock(db, &e);
     cr_assert_eq(l.fence, 4);
     cr_assert_eq(fence_store_write(s, "acct", 78, l.fence, &applied), SQLITE_OK);
@@ -170,8 +166,7 @@ Test(fenced_sqlite, the_example_program_refuses_the_stale_write, .timeout = 120)
     size_t n = fread(out, 1, sizeof(out) - 1, f);
     out[n] = '\0';
     int status = pclose(f);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d, output:\n%s", status,
-              out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d, output:\n%s", status, out);
     cr_assert(strstr(out, "refused by the fence check"), "%s", out);
     cr_assert(strstr(out, "balance 120"), "%s", out);
 }

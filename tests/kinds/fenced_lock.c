@@ -83,9 +83,9 @@ static int fenced_cycle(wk_processor *p, unsigned i)
         rc = wk_fenced_lock_owned(p, &alloc_fenced, wk_name_u64(i), &lease.token, &own);
     if (rc == WK_OK)
         rc = wk_fenced_lock_release(p, &alloc_fenced, wk_name_u64(i), &lease.token, &ok);
-    return rc != WK_OK ? rc
+    return rc != WK_OK                                                     ? rc
            : lease.acquired && own.owned && own.fence == lease.fence && ok ? WK_OK
-                                                                          : WK_TEST_WRONG_OUTCOME;
+                                                                           : WK_TEST_WRONG_OUTCOME;
 }
 
 static const wk_test_alloc_case allocs[] = {

@@ -119,8 +119,7 @@ static void sem_op(wk_processor *p, const wk_test_soak_env *env)
             break;
     usleep(randombytes_uniform(500));
     atomic_fetch_sub(&s->holders[n], 1);
-    env->account(wk_semaphore_release(p, &soak_sem, wk_name_u64(n), &t, &ok),
-                 "semaphore.release");
+    env->account(wk_semaphore_release(p, &soak_sem, wk_name_u64(n), &t, &ok), "semaphore.release");
 }
 
 static void sem_report(const wk_test_soak_env *env, double elapsed_s)
