@@ -7,8 +7,7 @@
 
 #include <wakuwaku/fenced_lock.h>
 
-#include "collection/common.h"
-#include "collection/wake.h"
+#include "collection/lease_script.h"
 #include "entity/kind.h"
 
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
@@ -103,32 +102,11 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
                const keys *k, const wk__wake_keys *wake, wk_mode mode, const char *const *args,
                const size_t *lens, int nargs, wk_parse_fn parse, void *out)
 {
-    const char *argv[10];
-    size_t argvlen[10];
-    int n = 0;
-    argv[n] = k->lease, argvlen[n++] = k->len;
-    argv[n] = k->fence, argvlen[n++] = k->len;
-    if (wake) {
-        argv[n] = wake->q, argvlen[n++] = wake->q_len;
-        argv[n] = wake->e, argvlen[n++] = wake->e_len;
-    }
-    int nkeys = n;
-    for (int i = 0; i < nargs; i++)
-        argv[n] = args[i], argvlen[n++] = lens[i];
-    if (wake)
-        argv[n] = wake->w, argvlen[n++] = wake->w_len;
-    wk_access access = {e, mode};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
-                  .script = script,
-                  .nkeys = nkeys,
-                  .argc = n,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
+    const char *item[2] = {k->lease, k->fence};
+    size_t item_lens[2] = {k->len, k->len};
+    wk__lease_call c = {op,   script, e,    mode,  item,  item_lens, 2,
+                        wake, args,   lens, nargs, parse, out};
+    return wk__lease_script(p, &c);
 }
 
 /* The companion keys of the lease key (collection/wake.h). */

@@ -8,9 +8,8 @@
 
 #include <wakuwaku/semaphore.h>
 
-#include "collection/common.h"
 #include "collection/lock_scripts.h"
-#include "collection/wake.h"
+#include "collection/lease_script.h"
 #include "entity/kind.h"
 
 /* permits: a whole number in 1..WK_SEMAPHORE_PERMITS_MAX; then the TTL. */
@@ -116,31 +115,26 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
                const keys *k, bool wake, wk_mode mode, const char *const *args, const size_t *lens,
                int nargs, wk_parse_fn parse, void *out)
 {
-    const char *argv[10];
-    size_t argvlen[10];
-    int n = 0;
-    argv[n] = k->permits, argvlen[n++] = k->len;
-    if (wake) {
-        argv[n] = k->wake.q, argvlen[n++] = k->wake.q_len;
-        argv[n] = k->wake.e, argvlen[n++] = k->wake.e_len;
-    }
-    int nkeys = n;
-    for (int i = 0; i < nargs; i++)
-        argv[n] = args[i], argvlen[n++] = lens[i];
-    if (wake)
-        argv[n] = k->wake.w, argvlen[n++] = k->wake.w_len;
-    wk_access access = {e, mode};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
-                  .script = script,
-                  .nkeys = nkeys,
-                  .argc = n,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
+    const char *item[1] = {k->permits};
+    size_t item_lens[1] = {k->len};
+    wk__lease_call c = {op,   script, e,     mode,  item, item_lens, 1, wake ? &k->wake : NULL,
+                        args, lens,   nargs, parse, out};
+    return wk__lease_script(p, &c);
+}
+
+/* release / owned: a token, an outcome of `size` bytes zeroed first. */
+static int token_call(wk_processor *p, const char *op, const wk_script *script,
+                      const wk_entity *sem, const wk_name *name, const wk_token *token, bool wake,
+                      wk_mode mode, wk_parse_fn parse, void *out, size_t size)
+{
+    keys k;
+    int rc = prepare(p, op, sem, name, &k, wake, token ? out : NULL);
+    if (rc)
+        return rc;
+    memset(out, 0, size);
+    const char *args[1] = {(const char *)token->bytes};
+    size_t lens[1] = {WK_TOKEN_LEN};
+    return run(p, op, script, sem, &k, wake, mode, args, lens, 1, parse, out);
 }
 
 /* ARGV token, ttl, N (then cap) of the take scripts. */
@@ -177,15 +171,8 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
 int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
                          bool *was_running)
 {
-    keys k;
-    int rc = prepare(p, "semaphore.release", sem, &name, &k, true, token ? was_running : NULL);
-    if (rc)
-        return rc;
-    *was_running = false;
-    const char *args[1] = {(const char *)token->bytes};
-    size_t lens[1] = {WK_TOKEN_LEN};
-    return run(p, "semaphore.release", &release_script, sem, &k, true, WK_WRITE, args, lens, 1,
-               wk__parse_bool_int, was_running);
+    return token_call(p, "semaphore.release", &release_script, sem, &name, token, true, WK_WRITE,
+                      wk__parse_bool_int, was_running, sizeof(*was_running));
 }
 
 int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
@@ -219,15 +206,8 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
 int wk_semaphore_owned(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
                        wk_lease_state *state)
 {
-    keys k;
-    int rc = prepare(p, "semaphore.owned", sem, &name, &k, false, token ? state : NULL);
-    if (rc)
-        return rc;
-    *state = (wk_lease_state){false, 0};
-    const char *args[1] = {(const char *)token->bytes};
-    size_t lens[1] = {WK_TOKEN_LEN};
-    return run(p, "semaphore.owned", &owned_script, sem, &k, false, WK_READ, args, lens, 1,
-               parse_owned, state);
+    return token_call(p, "semaphore.owned", &owned_script, sem, &name, token, false, WK_READ,
+                      parse_owned, state, sizeof(*state));
 }
 
 static int parse_count(const wk_query *q, const wk_reply *r, wk_diag *d)

@@ -183,16 +183,6 @@ static void private_stop(void)
     wk_test_server_stop(&private_server);
 }
 
-static long long dirty(redisContext *raw)
-{
-    redisReply *r = wk_test_cmd(raw, "INFO persistence");
-    const char *p = strstr(r->str, "rdb_changes_since_last_save:");
-    cr_assert(p);
-    long long v = atoll(p + strlen("rdb_changes_since_last_save:"));
-    freeReplyObject(r);
-    return v;
-}
-
 Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask, .init = private_start,
      .fini = private_stop, .timeout = 120)
 {
@@ -200,10 +190,10 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask, .i
     wk_db *ro = wk_test_open_url(private_server.url, wk_cap_read_only());
     redisContext *raw = wk_test_raw(private_server.url);
     wk_entity e = WK_FENCED_LOCK_ENTITY("owned", 5000);
-    long long d0 = dirty(raw);
+    long long d0 = wk_test_changes(raw);
     wk_fenced_lease l = take(rw, &e, "x");
     cr_assert(l.acquired);
-    long long d1 = dirty(raw), pexpires = wk_test_cmd_calls(raw, "pexpire");
+    long long d1 = wk_test_changes(raw), pexpires = wk_test_cmd_calls(raw, "pexpire");
     cr_assert_gt(d1, d0, "an acquire writes (the counter works)");
     cr_assert_gt(pexpires, 0, "the acquire's PEXPIRE is counted");
     /* Let some of the lease go by, so an extension would show. */
@@ -229,7 +219,7 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask, .i
     cr_assert_eq(wk_fenced_lock_inspect(proc(ro), &e, wk_name_str("nobody"), &st), WK_OK);
     cr_assert_not(st.held);
     cr_assert_eq(st.last_fence, 0);
-    cr_assert_eq(dirty(raw), d1, "owned and inspect wrote something");
+    cr_assert_eq(wk_test_changes(raw), d1, "owned and inspect wrote something");
     cr_assert_eq(wk_test_cmd_calls(raw, "pexpire"), pexpires, "nothing extended a lease");
     /* A read-only handle may ask but not take or free. */
     wk_fenced_lease denied;

@@ -265,16 +265,6 @@ static void private_stop(void)
     wk_test_server_stop(&private_server);
 }
 
-static long long dirty(redisContext *raw)
-{
-    redisReply *r = wk_test_cmd(raw, "INFO persistence");
-    const char *p = strstr(r->str, "rdb_changes_since_last_save:");
-    cr_assert(p);
-    long long v = atoll(p + strlen("rdb_changes_since_last_save:"));
-    freeReplyObject(r);
-    return v;
-}
-
 Test(semaphore, owned_and_inspect_write_nothing_and_read_only_may_ask, .init = private_start,
      .fini = private_stop, .timeout = 120)
 {
@@ -282,10 +272,10 @@ Test(semaphore, owned_and_inspect_write_nothing_and_read_only_may_ask, .init = p
     wk_db *ro = wk_test_open_url(private_server.url, wk_cap_read_only());
     redisContext *raw = wk_test_raw(private_server.url);
     wk_entity e = WK_SEMAPHORE_ENTITY("owned", 2, 5000);
-    long long d0 = dirty(raw);
+    long long d0 = wk_test_changes(raw);
     wk_token t;
     cr_assert(try_permit(rw, &e, "x", &t));
-    long long d1 = dirty(raw), zadds = wk_test_cmd_calls(raw, "zadd");
+    long long d1 = wk_test_changes(raw), zadds = wk_test_cmd_calls(raw, "zadd");
     cr_assert_gt(d1, d0, "a try writes (the counter works)");
     cr_assert_gt(zadds, 0);
     wk_test_sleep_ms(50);
@@ -304,13 +294,13 @@ Test(semaphore, owned_and_inspect_write_nothing_and_read_only_may_ask, .init = p
     cr_assert_eq(wk_semaphore_inspect(proc(ro), &e, wk_name_str("x"), &st), WK_OK);
     cr_assert_eq(st.running, 1);
     cr_assert_eq(st.available, 1);
-    cr_assert_eq(dirty(raw), d1, "owned and inspect wrote something");
+    cr_assert_eq(wk_test_changes(raw), d1, "owned and inspect wrote something");
     cr_assert_eq(wk_test_cmd_calls(raw, "zadd"), zadds, "nothing renewed a permit");
     bool got;
     int64_t freed;
     cr_assert_eq(wk_semaphore_try(proc(ro), &e, wk_name_str("x"), &t, &got), WK_EDENIED);
     cr_assert_eq(wk_semaphore_force_release(proc(ro), &e, wk_name_str("x"), &freed), WK_EDENIED);
-    cr_assert_eq(dirty(raw), d1, "refused queries sent nothing");
+    cr_assert_eq(wk_test_changes(raw), d1, "refused queries sent nothing");
     redisFree(raw);
     wk_db_close(ro);
     wk_db_close(rw);

@@ -84,6 +84,16 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd)
     return stat_calls(c, cmd);
 }
 
+long long wk_test_changes(redisContext *c)
+{
+    redisReply *r = wk_test_cmd(c, "INFO persistence");
+    const char *field = "rdb_changes_since_last_save:";
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field)) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
 const char *wk_test_ns(const char *prefix)
 {
     static char slots[16][96];

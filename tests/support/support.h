@@ -51,6 +51,12 @@ long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
 
+/* The server's count of writes since its last save (INFO persistence,
+ * rdb_changes_since_last_save; the test servers never save): a read-only
+ * query leaves it unchanged. -1 if it cannot be read. Counts every
+ * client's writes: use a private server. */
+long long wk_test_changes(redisContext *c);
+
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
  * (up to 16 live). */
