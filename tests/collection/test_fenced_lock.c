@@ -171,24 +171,12 @@ Test(fenced_lock, extend_keeps_the_fence_and_restarts_the_lease, .timeout = 120)
 /* ---- owned and inspect write nothing: a private server, so the write
  * counter counts this test's commands only. */
 
-static wk_test_server private_server;
-
-static void private_start(void)
+Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
+     .init = wk_test_private_start, .fini = wk_test_private_stop, .timeout = 120)
 {
-    cr_assert_eq(wk_test_server_start(&private_server, NULL), 0, "redis-server did not start");
-}
-
-static void private_stop(void)
-{
-    wk_test_server_stop(&private_server);
-}
-
-Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask, .init = private_start,
-     .fini = private_stop, .timeout = 120)
-{
-    wk_db *rw = wk_test_open_url(private_server.url, NULL);
-    wk_db *ro = wk_test_open_url(private_server.url, wk_cap_read_only());
-    redisContext *raw = wk_test_raw(private_server.url);
+    wk_db *rw = wk_test_open_url(wk_test_private_url(), NULL);
+    wk_db *ro = wk_test_open_url(wk_test_private_url(), wk_cap_read_only());
+    redisContext *raw = wk_test_raw(wk_test_private_url());
     wk_entity e = WK_FENCED_LOCK_ENTITY("owned", 5000);
     long long d0 = wk_test_changes(raw);
     wk_fenced_lease l = take(rw, &e, "x");

@@ -94,6 +94,23 @@ long long wk_test_changes(redisContext *c)
     return v;
 }
 
+static wk_test_server private_server;
+
+void wk_test_private_start(void)
+{
+    cr_assert_eq(wk_test_server_start(&private_server, NULL), 0, "redis-server did not start");
+}
+
+void wk_test_private_stop(void)
+{
+    wk_test_server_stop(&private_server);
+}
+
+const char *wk_test_private_url(void)
+{
+    return private_server.url;
+}
+
 const char *wk_test_ns(const char *prefix)
 {
     static char slots[16][96];

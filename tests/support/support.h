@@ -57,6 +57,13 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd);
  * client's writes: use a private server. */
 long long wk_test_changes(redisContext *c);
 
+/* A redis-server of the test's own, for counters no other test may move:
+ * `.init = wk_test_private_start, .fini = wk_test_private_stop`, then
+ * wk_test_private_url(). Fails the test if it does not start. */
+void wk_test_private_start(void);
+void wk_test_private_stop(void);
+const char *wk_test_private_url(void);
+
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
  * (up to 16 live). */
