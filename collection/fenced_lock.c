@@ -27,7 +27,7 @@ WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, wk__entity_check_ttl};
     "end\n"
 
 /* KEYS: lease, fence. ARGV: token, ttl. The new fence, or 0 when held. */
-static const wk_script try_script = {"fenced_lock.try", TAKE_LUA "return take()\n"};
+const wk_script wk__fenced_lock_try_script = {"fenced_lock.try", TAKE_LUA "return take()\n"};
 
 /* KEYS: lease, fence, q, e (collection/wake.h). ARGV: token (the waiter's
  * id too), ttl, cap, w. {1, fence}, or {0, ms to sleep} after parking. */
@@ -44,7 +44,7 @@ static const wk_script acquire_script = {
 
 /* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
  * the head waiter is woken. */
-static const wk_script release_script = {
+const wk_script wk__fenced_lock_release_script = {
     "fenced_lock.release",
     WK__WAKE_LUA "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
                  "redis.call('DEL', KEYS[1])\n"
@@ -140,8 +140,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
     char ttl[24];
     const char *args[2] = {(const char *)lease->token.bytes, ttl};
     size_t lens[2] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, lock->ttl_ms)};
-    return run(p, "fenced_lock.try", &try_script, lock, &k, NULL, WK_WRITE, args, lens, 2,
-               parse_try, lease);
+    return run(p, "fenced_lock.try", &wk__fenced_lock_try_script, lock, &k, NULL, WK_WRITE, args,
+               lens, 2, parse_try, lease);
 }
 
 /* release / extend: a token, a bool outcome; a release wakes a waiter. */
@@ -166,7 +166,8 @@ static int token_op(wk_processor *p, const char *op, const wk_script *script, co
 int wk_fenced_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
                            const wk_token *token, bool *released)
 {
-    return token_op(p, "fenced_lock.release", &release_script, lock, &name, token, true, released);
+    return token_op(p, "fenced_lock.release", &wk__fenced_lock_release_script, lock, &name, token,
+                    true, released);
 }
 
 int wk_fenced_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,

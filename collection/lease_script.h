@@ -28,6 +28,13 @@ typedef struct wk__lease_call {
     void *out;
 } wk__lease_call;
 
+/* The scripts of the cycles the benchmark repeats with raw hiredis
+ * (bench/bench_lease_kinds.c), KEYS and ARGV as documented beside them. */
+extern const wk_script wk__fenced_lock_try_script;     /* lease, fence | token, ttl */
+extern const wk_script wk__fenced_lock_release_script; /* lease, fence, q, e | token, w */
+extern const wk_script wk__semaphore_try_script;       /* permits | token, ttl, N */
+extern const wk_script wk__semaphore_release_script;   /* permits, q, e | token, w */
+
 /* Runs the call as one query of c->e on `p`: wk_process()'s status. */
 int wk__lease_script(wk_processor *p, const wk__lease_call *c);
 

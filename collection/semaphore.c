@@ -40,9 +40,9 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
 #define RUNNING(now) "redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', " now "), '+inf')"
 
 /* KEYS: permits. ARGV: token, ttl, N. 1 if taken. */
-static const wk_script try_script = {"semaphore.try",
-                                     WK__WAKE_LUA TAKE_LUA "if take(wk_now()) then return 1 end\n"
-                                                           "return 0\n"};
+const wk_script wk__semaphore_try_script = {"semaphore.try", WK__WAKE_LUA TAKE_LUA
+                                            "if take(wk_now()) then return 1 end\n"
+                                            "return 0\n"};
 
 /* KEYS: permits, q, e (collection/wake.h). ARGV: token (the waiter's id
  * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
@@ -61,14 +61,14 @@ static const wk_script acquire_script = {
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
-static const wk_script release_script = {"semaphore.release", WK__WAKE_LUA
-                                         "local now = wk_now()\n"
-                                         "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                         "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                         "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                         "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                         "if s and tonumber(s) > now then return 1 end\n"
-                                         "return 0\n"};
+const wk_script wk__semaphore_release_script = {
+    "semaphore.release", WK__WAKE_LUA "local now = wk_now()\n"
+                                      "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                      "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                      "if s and tonumber(s) > now then return 1 end\n"
+                                      "return 0\n"};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned", WK__WAKE_LUA
@@ -164,15 +164,15 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
     wk_token_random(token);
     take_args a;
     take_args_fill(&a, sem, token, 0);
-    return run(p, "semaphore.try", &try_script, sem, &k, false, WK_WRITE, a.argv, a.lens, 3,
-               wk__parse_bool_int, acquired);
+    return run(p, "semaphore.try", &wk__semaphore_try_script, sem, &k, false, WK_WRITE, a.argv,
+               a.lens, 3, wk__parse_bool_int, acquired);
 }
 
 int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
                          bool *was_running)
 {
-    return token_call(p, "semaphore.release", &release_script, sem, &name, token, true, WK_WRITE,
-                      wk__parse_bool_int, was_running, sizeof(*was_running));
+    return token_call(p, "semaphore.release", &wk__semaphore_release_script, sem, &name, token,
+                      true, WK_WRITE, wk__parse_bool_int, was_running, sizeof(*was_running));
 }
 
 int wk_semaphore_extend(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
