@@ -113,8 +113,12 @@ static void fenced_op(wk_processor *p, const wk_test_soak_env *env)
     unsigned n = randombytes_uniform(NAMES);
     wk_fenced_lease lease;
     bool released;
-    int rc = wk_fenced_lock_try(p, &soak_fenced, wk_name_u64(n), &lease);
-    env->account(rc, "fenced_lock.try");
+    /* One in four waits (woken by releases, over its own connection). */
+    bool wait = randombytes_uniform(4) == 0;
+    int rc =
+        wait ? wk_fenced_lock_acquire(p, &soak_fenced, wk_name_u64(n), wk_deadline_in(200), &lease)
+             : wk_fenced_lock_try(p, &soak_fenced, wk_name_u64(n), &lease);
+    env->account(rc, wait ? "fenced_lock.acquire" : "fenced_lock.try");
     if (rc != WK_OK || !lease.acquired)
         return;
     if (atomic_fetch_add(&s->holders[n], 1) != 0)

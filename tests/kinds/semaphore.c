@@ -107,8 +107,12 @@ static void sem_op(wk_processor *p, const wk_test_soak_env *env)
     unsigned n = randombytes_uniform(NAMES);
     wk_token t;
     bool got = false, ok;
-    int rc = wk_semaphore_try(p, &soak_sem, wk_name_u64(n), &t, &got);
-    env->account(rc, "semaphore.try");
+    /* One in four waits (woken by releases, over its own connection). */
+    bool wait = randombytes_uniform(4) == 0;
+    int rc = wait
+                 ? wk_semaphore_acquire(p, &soak_sem, wk_name_u64(n), wk_deadline_in(200), &t, &got)
+                 : wk_semaphore_try(p, &soak_sem, wk_name_u64(n), &t, &got);
+    env->account(rc, wait ? "semaphore.acquire" : "semaphore.try");
     if (rc != WK_OK || !got)
         return;
     int now = atomic_fetch_add(&s->holders[n], 1) + 1;
