@@ -303,11 +303,10 @@ static void describe_triple(char *dst, size_t cap, const char *const *kinds, siz
 
 Test(key, no_two_triples_build_the_same_key)
 {
-    static const char *const kinds[] = {WK_KIND_LOCK,         WK_KIND_RWLOCK,
-                                        WK_KIND_CACHE,        WK_KIND_HASHED_CACHE,
-                                        WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS,
-                                        WK_KIND_FENCED_LOCK,  WK_KIND_SEMAPHORE,
-                                        "Job"};
+    static const char *const kinds[] = {
+        WK_KIND_LOCK,         WK_KIND_RWLOCK,       WK_KIND_CACHE,
+        WK_KIND_HASHED_CACHE, WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS,
+        WK_KIND_FENCED_LOCK,  WK_KIND_SEMAPHORE,    "Job"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     /* Deferred, like a batch: parsers never run, so a settings snapshot
      * takes its one-command path instead of reading chunks. */
