@@ -88,8 +88,22 @@ static int fenced_cycle(wk_processor *p, unsigned i)
                                                                            : WK_TEST_WRONG_OUTCOME;
 }
 
+/* An uncontended acquire: its first attempt takes the lock, so no wait
+ * (and no blocking connection) happens. */
+static int fenced_acquire_cycle(wk_processor *p, unsigned i)
+{
+    wk_fenced_lease lease;
+    bool ok = false;
+    int rc =
+        wk_fenced_lock_acquire(p, &alloc_fenced, wk_name_u64(i), wk_deadline_in(10000), &lease);
+    if (rc == WK_OK)
+        rc = wk_fenced_lock_release(p, &alloc_fenced, wk_name_u64(i), &lease.token, &ok);
+    return rc != WK_OK ? rc : lease.acquired && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"fenced_lock try+owned+release", NULL, fenced_cycle},
+    {"fenced_lock acquire+release (uncontended)", NULL, fenced_acquire_cycle},
 };
 
 /* ------------------------------------------------------------------------

@@ -82,8 +82,21 @@ static int sem_cycle(wk_processor *p, unsigned i)
     return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 
+/* An uncontended acquire: its first attempt takes the permit, so no
+ * wait (and no blocking connection) happens. */
+static int sem_acquire_cycle(wk_processor *p, unsigned i)
+{
+    wk_token t;
+    bool got = false, ok = false;
+    int rc = wk_semaphore_acquire(p, &alloc_sem, wk_name_u64(i), wk_deadline_in(10000), &t, &got);
+    if (rc == WK_OK)
+        rc = wk_semaphore_release(p, &alloc_sem, wk_name_u64(i), &t, &ok);
+    return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"semaphore try+release", NULL, sem_cycle},
+    {"semaphore acquire+release (uncontended)", NULL, sem_acquire_cycle},
 };
 
 /* ------------------------------------------------------------------------
