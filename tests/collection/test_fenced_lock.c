@@ -214,6 +214,10 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
     bool freed;
     cr_assert_eq(wk_fenced_lock_try(proc(ro), &e, wk_name_str("x"), &denied), WK_EDENIED);
     cr_assert_eq(wk_fenced_lock_force_release(proc(ro), &e, wk_name_str("x"), &freed), WK_EDENIED);
+    cr_assert_eq(
+        wk_fenced_lock_acquire(proc(ro), &e, wk_name_str("x"), wk_deadline_in(1000), &denied),
+        WK_EDENIED);
+    cr_assert_eq(wk_test_changes(raw), d1, "refused queries sent nothing");
     redisFree(raw);
     wk_db_close(ro);
     wk_db_close(rw);

@@ -288,6 +288,9 @@ Test(semaphore, owned_and_inspect_write_nothing_and_read_only_may_ask,
     int64_t freed;
     cr_assert_eq(wk_semaphore_try(proc(ro), &e, wk_name_str("x"), &t, &got), WK_EDENIED);
     cr_assert_eq(wk_semaphore_force_release(proc(ro), &e, wk_name_str("x"), &freed), WK_EDENIED);
+    cr_assert_eq(
+        wk_semaphore_acquire(proc(ro), &e, wk_name_str("x"), wk_deadline_in(1000), &t, &got),
+        WK_EDENIED);
     cr_assert_eq(wk_test_changes(raw), d1, "refused queries sent nothing");
     redisFree(raw);
     wk_db_close(ro);
