@@ -10,8 +10,17 @@
 #include "collection/lease_script.h"
 #include "entity/kind.h"
 
-/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
-WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, wk__entity_check_ttl};
+/* The kind (entity/kind.h): ttl_ms > 0, and no flags (its waiters are
+ * not queued fairly, so WK_ENTITY_FAIR would promise what it does not do). */
+static int check_params(const wk_entity *e, char *msg, size_t len)
+{
+    if (e->flags)
+        return wk__entity_fail(msg, len, "flags must be 0 (got %u): a FencedLock has no fair mode",
+                               e->flags);
+    return wk__entity_check_ttl(e, msg, len);
+}
+
+WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, check_params};
 
 /* Take the lock if free: INCR the counter, store token and fence, set the
  * lease. KEYS[1] lease, KEYS[2] fence; ARGV[1] token, ARGV[2] ttl. The

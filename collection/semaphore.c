@@ -19,6 +19,9 @@ static int check_params(const wk_entity *e, char *msg, size_t len)
         e->capacity != floor(e->capacity))
         return wk__entity_fail(msg, len, "permits must be a whole number from 1 to %d (got %g)",
                                WK_SEMAPHORE_PERMITS_MAX, e->capacity);
+    if (e->flags)
+        return wk__entity_fail(msg, len, "flags must be 0 (got %u): a Semaphore has no fair mode",
+                               e->flags);
     return wk__entity_check_ttl(e, msg, len);
 }
 

@@ -49,7 +49,9 @@
 #ifndef WAKUWAKU_FENCED_LOCK_ENTITY
 #define WAKUWAKU_FENCED_LOCK_ENTITY
 #define WK_KIND_FENCED_LOCK "FencedLock"
-/* A FencedLock entity: namespace and lease length (ttl_ms > 0). */
+/* A FencedLock entity: namespace and lease length (ttl_ms > 0). Its
+ * flags must be 0: WK_ENTITY_FAIR is refused (WK_EINVAL), its waiters are
+ * not served first come, first served. */
 #define WK_FENCED_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_FENCED_LOCK, ns_, ttl_ms_, 0, 0, 0)
 #endif
 

@@ -41,7 +41,7 @@
 #define WK_KIND_SEMAPHORE "Semaphore"
 /* A Semaphore entity: namespace, permits (a whole number from 1 to
  * WK_SEMAPHORE_PERMITS_MAX, in `capacity`) and the lease of each permit
- * (ttl_ms > 0). */
+ * (ttl_ms > 0). Its flags must be 0: WK_ENTITY_FAIR is refused (WK_EINVAL). */
 #define WK_SEMAPHORE_ENTITY(ns_, permits_, ttl_ms_)                                                \
     WK__ENTITY(WK_KIND_SEMAPHORE, ns_, ttl_ms_, permits_, 0, 0)
 /* The most permits a Semaphore may have. */

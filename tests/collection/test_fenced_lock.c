@@ -286,6 +286,9 @@ Test(fenced_lock, refusals, .timeout = 120)
     wk_fenced_lock_state st;
     cr_assert_eq(wk_fenced_lock_try(p, &zero, wk_name_str("a"), &l), WK_EINVAL);
     cr_assert(strstr(wk_db_errmsg(db), "ttl_ms must be > 0"), "%s", wk_db_errmsg(db));
+    wk_entity fair = WK__ENTITY_FLAGS(WK_KIND_FENCED_LOCK, "x", 1000, 0, 0, 0, WK_ENTITY_FAIR);
+    cr_assert_eq(wk_fenced_lock_try(p, &fair, wk_name_str("a"), &l), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "a FencedLock has no fair mode"), "%s", wk_db_errmsg(db));
     cr_assert_eq(wk_fenced_lock_try(p, &lock, wk_name_str("a"), &l), WK_EINVAL);
     cr_assert(strstr(wk_db_errmsg(db), "is not a FencedLock"), "%s", wk_db_errmsg(db));
     cr_assert_eq(wk_fenced_lock_try(p, &good, wk_name_str(NULL), &l), WK_EINVAL);

@@ -374,6 +374,9 @@ Test(semaphore, refusals_name_the_rule, .timeout = 120)
     cr_assert_eq(wk_semaphore_try(p, &huge, wk_name_str("a"), &t, &b), WK_EINVAL);
     cr_assert_eq(wk_entity_check_msg(&nottl, msg, sizeof(msg)), WK_EINVAL);
     cr_assert_str_eq(msg, "ttl_ms must be > 0 (got 0)");
+    wk_entity fair = WK__ENTITY_FLAGS(WK_KIND_SEMAPHORE, "x", 1000, 2, 0, 0, WK_ENTITY_FAIR);
+    cr_assert_eq(wk_entity_check_msg(&fair, msg, sizeof(msg)), WK_EINVAL);
+    cr_assert_str_eq(msg, "flags must be 0 (got 1): a Semaphore has no fair mode");
     cr_assert_eq(wk_semaphore_try(p, &good, wk_name_str("a"), NULL, &b), WK_EINVAL);
     cr_assert_eq(wk_semaphore_release(p, &good, wk_name_str("a"), NULL, &b), WK_EINVAL);
     cr_assert_eq(wk_semaphore_extend(p, &good, wk_name_str("a"), &t, NULL), WK_EINVAL);
