@@ -50,10 +50,7 @@ unsigned wk__key_slot(const void *key, size_t len)
 
 static const char tag_alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/* The first string of 1..3 characters of tag_alphabet, shortest first,
- * whose slot is `slot` (every slot has one: tests/collection/test_wake.c
- * checks all 16384). Writes it into t[4]; returns its length. */
-static size_t tag_for_slot(unsigned slot, char t[4])
+size_t wk__wake_tag_for_slot(unsigned slot, char t[4])
 {
     const size_t n = sizeof(tag_alphabet) - 1;
     for (size_t len = 1; len <= 3; len++) {
@@ -91,7 +88,7 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
         put(b, &base, "}", 1);
     } else {
         char t[4];
-        size_t tlen = tag_for_slot(wk__crc16(item_key, len) & 16383u, t);
+        size_t tlen = wk__wake_tag_for_slot(wk__crc16(item_key, len) & 16383u, t);
         put(b, &base, "{", 1);
         put(b, &base, t, tlen);
         put(b, &base, "}", 1);
@@ -136,14 +133,14 @@ int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
 /* KEYS: q, e. ARGV: w, id. */
 static const wk_script leave_script = {
     "wake.leave",
-    WK__WAKE_LUA "local now = wk_now()\n"
-                 "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
-                 "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
-                 "redis.call('ZREM', KEYS[1], ARGV[2])\n"
-                 "redis.call('ZREM', KEYS[2], ARGV[2])\n"
-                 "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
-                 "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
-                 "return 1\n"};
+    WK__WAKE_LUA_CORE "local now = wk_now()\n"
+                      "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
+                      "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
+                      "redis.call('ZREM', KEYS[1], ARGV[2])\n"
+                      "redis.call('ZREM', KEYS[2], ARGV[2])\n"
+                      "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
+                      "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
+                      "return 1\n"};
 
 int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *keys,
                    const wk_token *id)

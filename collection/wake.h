@@ -18,12 +18,16 @@
  *
  *   2. The Lua contract (WK__WAKE_LUA): local functions that a kind's
  *      scripts start with (string concatenation: WK__WAKE_LUA "body…").
+ *      The text may also sit inside a block (`if redis.call('EXISTS', q)
+ *      == 1 then` WK__WAKE_LUA_CORE `wk_wake(…) end`), so that a release
+ *      nobody waits for creates none of its closures.
  *      Key names are passed to them as arguments; the q and e keys must be
  *      in the script's KEYS, the prefix w travels in ARGV (a waiter's list
  *      name is w .. id, in the same slot).
  *
  *        wk_now()              server time, ms (TIME)
- *        wk_wake(q, e, w, now) prune expired registrations, then wake the
+ *        wk_wake(q, e, w, now) (now may be nil: read only when somebody
+ *                              waits) prune expired registrations, then wake the
  *                              head: one element into its list unless one
  *                              is already there. Every path that frees the
  *                              item (release, force release, a reader
@@ -98,6 +102,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <wakuwaku/clock.h>
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>
 #include <wakuwaku/token.h>
@@ -117,6 +122,11 @@ uint16_t wk__crc16(const void *data, size_t len);
 /* The cluster slot (0..16383) of a key, with the hash-tag rule. */
 unsigned wk__key_slot(const void *key, size_t len);
 
+/* The tag T of the third case above for `slot`, into t[4] (not
+ * NUL-terminated); returns its length, 1..3 (every slot has one:
+ * tests/collection/test_wake.c checks all 16384). */
+size_t wk__wake_tag_for_slot(unsigned slot, char t[4]);
+
 /* The companion keys of one item. */
 typedef struct wk__wake_keys {
     char q[WK__WAKE_KEY_MAX]; /* queue: id → arrival */
@@ -132,9 +142,11 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
 #define WK__WAKE_STR_(x) #x
 #define WK__WAKE_STR(x) WK__WAKE_STR_(x)
 
-/* The Lua functions above, a string literal to put in front of a script's
- * body (WK__WAKE_LUA "body"), so that scripts stay `static const`. */
-#define WK__WAKE_LUA                                                                               \
+/* The Lua functions above, string literals to put in front of a script's
+ * body (WK__WAKE_LUA "body"), so that scripts stay `static const`.
+ * WK__WAKE_LUA_CORE is wk_now, wk_prune and wk_wake alone: release paths
+ * need no more, and every `local function` costs a closure per call. */
+#define WK__WAKE_LUA_CORE                                                                          \
     "local function wk_now()\n"                                                                    \
     "  local t = redis.call('TIME')\n"                                                             \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                                             \
@@ -149,6 +161,7 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
     "end\n"                                                                                        \
     "local function wk_wake(q, e, w, now)\n"                                                       \
     "  if redis.call('EXISTS', q) == 0 then return end\n"                                          \
+    "  now = now or wk_now()\n"                                                                    \
     "  wk_prune(q, e, w, now)\n"                                                                   \
     "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
     "  if head and redis.call('LLEN', w .. head) == 0 then\n"                                      \
@@ -157,7 +170,12 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
     "    local left = ends and (tonumber(ends) - now) or 1\n"                                      \
     "    redis.call('PEXPIRE', w .. head, math.max(1, left))\n"                                    \
     "  end\n"                                                                                      \
-    "end\n"                                                                                        \
+    "end\n"
+
+/* The whole contract: the core plus the waiting side (wk_may_take,
+ * wk_took, wk_park) for acquire-or-park scripts. */
+#define WK__WAKE_LUA                                                                               \
+    WK__WAKE_LUA_CORE                                                                              \
     "local function wk_may_take(q, e, w, id, now, fair)\n"                                         \
     "  if not fair or redis.call('EXISTS', q) == 0 then return true end\n"                         \
     "  wk_prune(q, e, w, now)\n"                                                                   \
@@ -238,6 +256,22 @@ typedef struct wk__waiter {
  * it has left the queue (or its registration runs out by itself).
  */
 int wk__wake_wait(wk__waiter *w, bool *acquired);
+
+/*
+ * The start every waiting acquire shares: check the arguments (processor,
+ * token, acquired, not deferred, backoff — 1 <= initial_ms <= max_ms,
+ * still checked though waits no longer poll), then one plain try
+ * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
+ * costs exactly what the try costs). Returns WK__WAKE_MUST_WAIT when that
+ * try did not acquire and the deadline has not passed; otherwise the
+ * final status (WK_OK with *acquired set, or an error).
+ */
+#define WK__WAKE_MUST_WAIT 1
+typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,
+                          bool *acquired);
+int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const wk_entity *e,
+                   wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                   bool *acquired);
 
 /*
  * Leave the queue of `keys` as waiter `id` (a WRITE of `e` on `p`),

@@ -87,6 +87,28 @@ typedef struct wk_lease_state {
     int64_t ttl_ms; /* ms left on that lease when owned; 0 otherwise */
 } wk_lease_state;
 
+/*
+ * wk_lock_owned — does `token` still hold the lock `name`, and for how
+ * long: *state gets owned and the ms left on its lease (redis-py's
+ * Lock.owned(), redsync's Valid()). Writes nothing and does not extend
+ * the lease: READ effect, so a read-only handle may ask. The answer is
+ * already old when it arrives: the lease may run out right after.
+ * Returns WK_OK, WK_EINVAL (bad entity, name, NULL token or state),
+ * WK_EDENIED, or a connection / server error.
+ */
+WK_API int wk_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
+                         const wk_token *token, wk_lease_state *state);
+
+/*
+ * wk_lock_force_release — free the lock `name` whoever holds it, and wake
+ * its first waiter. For operators (a stuck job, a holder known dead): the
+ * holder is not told, and its release/extend then report false.
+ * *was_held: whether somebody held it. WRITE effect. Returns as
+ * wk_lock_release().
+ */
+WK_API int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name,
+                                 bool *was_held);
+
 /* What wk_lock_inspect() saw. */
 typedef struct wk_lock_state {
     bool held;      /* somebody holds the lock */

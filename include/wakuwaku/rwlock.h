@@ -78,6 +78,24 @@ WK_API int wk_rwlock_release_write(wk_processor *p, const wk_entity *rwlock, wk_
 WK_API int wk_rwlock_extend_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                   const wk_token *token, bool *extended);
 
+/* wk_rwlock_owned_write — does `token` still hold the writer lease, and
+ * for how long (as wk_lock_owned()). READ effect; writes nothing. */
+WK_API int wk_rwlock_owned_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                 const wk_token *token, wk_lease_state *state);
+
+/* wk_rwlock_owned_read — does the reader lease of `token` still run, and
+ * for how long (server time). READ effect; writes nothing, renews
+ * nothing. */
+WK_API int wk_rwlock_owned_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                const wk_token *token, wk_lease_state *state);
+
+/* wk_rwlock_force_release — free `name` whoever holds it (the writer and
+ * every reader lease), and wake its first waiter. For operators; the
+ * holders are not told. *was_held: a writer or a running reader held it.
+ * WRITE effect. */
+WK_API int wk_rwlock_force_release(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                   bool *was_held);
+
 /* What wk_rwlock_inspect() saw. */
 typedef struct wk_rwlock_state {
     bool writer_held;       /* a writer holds the lock */

@@ -233,6 +233,10 @@ static const struct bad {
                          "you mean \"ttl\"?"},
     {"key_of_other_kind.json",
      "5:32: error: $.entities[0].ttl: unknown key \"ttl\": a TokenBucket has no TTL"},
+    {"fair_not_a_lock.json", "4:80: error: $.entities[0].fair: unknown key \"fair\": a Cache has "
+                             "no fair mode (a Lock or an RwLock has)"},
+    {"fair_not_boolean.json",
+     "4:87: error: $.entities[0].fair: fair must be true or false, not a string"},
     {"duplicate_id.json",
      "5:12: error: $.entities[1].id: duplicate entity id \"a\" (also entities[0], line 4:12)"},
     {"duplicate_key.json",

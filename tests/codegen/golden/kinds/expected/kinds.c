@@ -14,6 +14,7 @@
  * ---------------------------------------------------------------------- */
 
 const wk_entity kinds_invoice_entity = WK_LOCK_ENTITY("invoice", 30000);
+const wk_entity kinds_payout_entity = WK_LOCK_FAIR_ENTITY("payout", 10000);
 const wk_entity kinds_catalog_entity = WK_RWLOCK_ENTITY("catalog", 120000);
 const wk_entity kinds_page_entity = WK_CACHE_ENTITY("page", 3600000);
 const wk_entity kinds_etag_entity = WK_HASHED_CACHE_ENTITY("etag", 250);
@@ -25,6 +26,7 @@ const wk_entity kinds_workers_entity = WK_SEMAPHORE_ENTITY("workers", 4.0, 30000
 
 const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
     &kinds_invoice_entity,
+    &kinds_payout_entity,
     &kinds_catalog_entity,
     &kinds_page_entity,
     &kinds_etag_entity,

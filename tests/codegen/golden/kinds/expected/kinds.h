@@ -34,6 +34,11 @@ extern "C" {
 
 /* invoice: Lock:invoice, names are uint64_t, lease 30 s. */
 extern const wk_entity kinds_invoice_entity;
+/* payout: Lock:payout, names are uint64_t, lease 10 s. */
+/*
+ * Payouts go to their waiters first come, first served.
+ */
+extern const wk_entity kinds_payout_entity;
 /* catalog: RwLock:catalog, names are strings, lease 2 min. */
 extern const wk_entity kinds_catalog_entity;
 /* page: Cache:page, names are strings, TTL 1 h, byte bodies. */
@@ -55,7 +60,7 @@ extern const wk_entity kinds_ledger_entity;
 extern const wk_entity kinds_workers_entity;
 
 /* Every entity of the service, in schema order. */
-#define KINDS_ENTITY_COUNT 9
+#define KINDS_ENTITY_COUNT 10
 extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -91,10 +96,75 @@ static inline int kinds_invoice_extend(wk_processor *p, uint64_t invoice, const 
     return wk_lock_extend(p, &kinds_invoice_entity, wk_name_u64(invoice), token, extended);
 }
 
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_invoice_owned(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                      wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_invoice_entity, wk_name_u64(invoice), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_invoice_force_release(wk_processor *p, uint64_t invoice, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_invoice_entity, wk_name_u64(invoice), was_held);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
 static inline int kinds_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
 {
     return wk_lock_inspect(p, &kinds_invoice_entity, wk_name_u64(invoice), state);
+}
+
+/* payout: Lock */
+/* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
+static inline int kinds_payout_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
+{
+    return wk_lock_try(p, &kinds_payout_entity, wk_name_u64(name), token, acquired);
+}
+
+/* WRITE: release the lock if it still holds token. See wk_lock_release(). */
+static inline int kinds_payout_release(wk_processor *p, uint64_t name, const wk_token *token,
+                                       bool *released)
+{
+    return wk_lock_release(p, &kinds_payout_entity, wk_name_u64(name), token, released);
+}
+
+/* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
+static inline int kinds_payout_extend(wk_processor *p, uint64_t name, const wk_token *token,
+                                      bool *extended)
+{
+    return wk_lock_extend(p, &kinds_payout_entity, wk_name_u64(name), token, extended);
+}
+
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_payout_owned(wk_processor *p, uint64_t name, const wk_token *token,
+                                     wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_payout_entity, wk_name_u64(name), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_payout_force_release(wk_processor *p, uint64_t name, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_payout_entity, wk_name_u64(name), was_held);
+}
+
+/* READ: is it held, and for how much longer. See wk_lock_inspect(). */
+static inline int kinds_payout_inspect(wk_processor *p, uint64_t name, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &kinds_payout_entity, wk_name_u64(name), state);
 }
 
 /* catalog: RwLock */
@@ -138,6 +208,32 @@ static inline int kinds_catalog_extend_write(wk_processor *p, const char *shop,
                                              const wk_token *token, bool *extended)
 {
     return wk_rwlock_extend_write(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
+}
+
+/* READ: whether token still holds the writer lease; writes nothing. See wk_rwlock_owned_write(). */
+static inline int kinds_catalog_owned_write(wk_processor *p, const char *shop,
+                                            const wk_token *token, wk_lease_state *state)
+{
+    return wk_rwlock_owned_write(p, &kinds_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * READ: whether the reader lease of token still runs; writes nothing. See
+ * wk_rwlock_owned_read().
+ */
+static inline int kinds_catalog_owned_read(wk_processor *p, const char *shop, const wk_token *token,
+                                           wk_lease_state *state)
+{
+    return wk_rwlock_owned_read(p, &kinds_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * WRITE: free the writer and every reader lease and wake the first waiter
+ * (operators). See wk_rwlock_force_release().
+ */
+static inline int kinds_catalog_force_release(wk_processor *p, const char *shop, bool *was_held)
+{
+    return wk_rwlock_force_release(p, &kinds_catalog_entity, wk_name_str(shop), was_held);
 }
 
 /* READ: whether a writer holds it, and how many readers. See wk_rwlock_inspect(). */
@@ -267,6 +363,25 @@ static inline int kinds_weird_extend(wk_processor *p, uint64_t name, const wk_to
                                      bool *extended)
 {
     return wk_lock_extend(p, &kinds_weird_entity, wk_name_u64(name), token, extended);
+}
+
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_weird_owned(wk_processor *p, uint64_t name, const wk_token *token,
+                                    wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_weird_entity, wk_name_u64(name), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_weird_force_release(wk_processor *p, uint64_t name, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_weird_entity, wk_name_u64(name), was_held);
 }
 
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
@@ -430,6 +545,18 @@ static inline int kinds_worker_invoice_extend(kinds_worker *h, uint64_t invoice,
     return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
 }
 
+static inline int kinds_worker_invoice_owned(kinds_worker *h, uint64_t invoice,
+                                             const wk_token *token, wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
+static inline int kinds_worker_invoice_force_release(kinds_worker *h, uint64_t invoice,
+                                                     bool *was_held)
+{
+    return kinds_invoice_force_release(h ? h->p : NULL, invoice, was_held);
+}
+
 static inline int kinds_worker_invoice_inspect(kinds_worker *h, uint64_t invoice,
                                                wk_lock_state *state)
 {
@@ -471,6 +598,24 @@ static inline int kinds_worker_catalog_extend_write(kinds_worker *h, const char 
                                                     const wk_token *token, bool *extended)
 {
     return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_worker_catalog_owned_write(kinds_worker *h, const char *shop,
+                                                   const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_worker_catalog_owned_read(kinds_worker *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_worker_catalog_force_release(kinds_worker *h, const char *shop,
+                                                     bool *was_held)
+{
+    return kinds_catalog_force_release(h ? h->p : NULL, shop, was_held);
 }
 
 static inline int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop,
@@ -553,6 +698,24 @@ static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t p
 }
 
 /* Not granted by "worker": calling one of these does not compile. */
+#define kinds_worker_payout_try(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_try: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_release(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_release: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_extend: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_owned(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_owned: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_force_release: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_inspect(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_inspect: capability \"worker\" " \
+                   "grants nothing on payout")
 #define kinds_worker_page_put(...) \
     WK_NOT_GRANTED("kinds_worker_page_put: capability \"worker\" " \
                    "grants only read on page, and put is a WRITE query")
@@ -591,6 +754,12 @@ static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t p
                    "grants nothing on weird")
 #define kinds_worker_weird_extend(...) \
     WK_NOT_GRANTED("kinds_worker_weird_extend: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_owned: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_force_release: capability \"worker\" " \
                    "grants nothing on weird")
 #define kinds_worker_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_worker_weird_inspect: capability \"worker\" " \
@@ -649,13 +818,44 @@ int kinds_replica_narrow(kinds_replica *h, wk_db *db);
 void kinds_replica_close(kinds_replica *h);
 
 /* invoice (read): as kinds_invoice_*(). */
+static inline int kinds_replica_invoice_owned(kinds_replica *h, uint64_t invoice,
+                                              const wk_token *token, wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
 static inline int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice,
                                                 wk_lock_state *state)
 {
     return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
 }
 
+/* payout (read): as kinds_payout_*(). */
+static inline int kinds_replica_payout_owned(kinds_replica *h, uint64_t name, const wk_token *token,
+                                             wk_lease_state *state)
+{
+    return kinds_payout_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_replica_payout_inspect(kinds_replica *h, uint64_t name,
+                                               wk_lock_state *state)
+{
+    return kinds_payout_inspect(h ? h->p : NULL, name, state);
+}
+
 /* catalog (read): as kinds_catalog_*(). */
+static inline int kinds_replica_catalog_owned_write(kinds_replica *h, const char *shop,
+                                                    const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_replica_catalog_owned_read(kinds_replica *h, const char *shop,
+                                                   const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
 static inline int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop,
                                                 wk_rwlock_state *state)
 {
@@ -738,6 +938,21 @@ static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
 #define kinds_replica_invoice_extend(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_extend: capability \"replica\" " \
                    "grants only read on invoice, and extend is a WRITE query")
+#define kinds_replica_invoice_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_force_release: capability \"replica\" " \
+                   "grants only read on invoice, and force_release is a WRITE query")
+#define kinds_replica_payout_try(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_try: capability \"replica\" " \
+                   "grants only read on payout, and try is a WRITE query")
+#define kinds_replica_payout_release(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_release: capability \"replica\" " \
+                   "grants only read on payout, and release is a WRITE query")
+#define kinds_replica_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_extend: capability \"replica\" " \
+                   "grants only read on payout, and extend is a WRITE query")
+#define kinds_replica_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_force_release: capability \"replica\" " \
+                   "grants only read on payout, and force_release is a WRITE query")
 #define kinds_replica_catalog_try_read(...) \
     WK_NOT_GRANTED("kinds_replica_catalog_try_read: capability \"replica\" " \
                    "grants only read on catalog, and try_read is a WRITE query")
@@ -756,6 +971,9 @@ static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
 #define kinds_replica_catalog_extend_write(...) \
     WK_NOT_GRANTED("kinds_replica_catalog_extend_write: capability \"replica\" " \
                    "grants only read on catalog, and extend_write is a WRITE query")
+#define kinds_replica_catalog_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_force_release: capability \"replica\" " \
+                   "grants only read on catalog, and force_release is a WRITE query")
 #define kinds_replica_page_put(...) \
     WK_NOT_GRANTED("kinds_replica_page_put: capability \"replica\" " \
                    "grants only read on page, and put is a WRITE query")
@@ -788,6 +1006,12 @@ static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
                    "grants nothing on weird")
 #define kinds_replica_weird_extend(...) \
     WK_NOT_GRANTED("kinds_replica_weird_extend: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_owned: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_force_release: capability \"replica\" " \
                    "grants nothing on weird")
 #define kinds_replica_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_replica_weird_inspect: capability \"replica\" " \
@@ -869,9 +1093,33 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_invoice_extend(...) \
     WK_NOT_GRANTED("kinds_nothing_invoice_extend: capability \"nothing\" " \
                    "grants nothing on invoice")
+#define kinds_nothing_invoice_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_owned: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_force_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
 #define kinds_nothing_invoice_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_invoice_inspect: capability \"nothing\" " \
                    "grants nothing on invoice")
+#define kinds_nothing_payout_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_try: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_release: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_extend: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_owned: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_force_release: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_inspect: capability \"nothing\" " \
+                   "grants nothing on payout")
 #define kinds_nothing_catalog_try_read(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_try_read: capability \"nothing\" " \
                    "grants nothing on catalog")
@@ -889,6 +1137,15 @@ void kinds_nothing_close(kinds_nothing *h);
                    "grants nothing on catalog")
 #define kinds_nothing_catalog_extend_write(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_owned_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_owned_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_owned_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_owned_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_force_release: capability \"nothing\" " \
                    "grants nothing on catalog")
 #define kinds_nothing_catalog_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_inspect: capability \"nothing\" " \
@@ -943,6 +1200,12 @@ void kinds_nothing_close(kinds_nothing *h);
                    "grants nothing on weird")
 #define kinds_nothing_weird_extend(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_extend: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_owned: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_force_release: capability \"nothing\" " \
                    "grants nothing on weird")
 #define kinds_nothing_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_inspect: capability \"nothing\" " \
@@ -1043,10 +1306,57 @@ static inline int kinds_admin_invoice_extend(kinds_admin *h, uint64_t invoice,
     return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
 }
 
+static inline int kinds_admin_invoice_owned(kinds_admin *h, uint64_t invoice, const wk_token *token,
+                                            wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
+static inline int kinds_admin_invoice_force_release(kinds_admin *h, uint64_t invoice,
+                                                    bool *was_held)
+{
+    return kinds_invoice_force_release(h ? h->p : NULL, invoice, was_held);
+}
+
 static inline int kinds_admin_invoice_inspect(kinds_admin *h, uint64_t invoice,
                                               wk_lock_state *state)
 {
     return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
+/* payout (write): as kinds_payout_*(). */
+static inline int kinds_admin_payout_try(kinds_admin *h, uint64_t name, wk_token *token,
+                                         bool *acquired)
+{
+    return kinds_payout_try(h ? h->p : NULL, name, token, acquired);
+}
+
+static inline int kinds_admin_payout_release(kinds_admin *h, uint64_t name, const wk_token *token,
+                                             bool *released)
+{
+    return kinds_payout_release(h ? h->p : NULL, name, token, released);
+}
+
+static inline int kinds_admin_payout_extend(kinds_admin *h, uint64_t name, const wk_token *token,
+                                            bool *extended)
+{
+    return kinds_payout_extend(h ? h->p : NULL, name, token, extended);
+}
+
+static inline int kinds_admin_payout_owned(kinds_admin *h, uint64_t name, const wk_token *token,
+                                           wk_lease_state *state)
+{
+    return kinds_payout_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_admin_payout_force_release(kinds_admin *h, uint64_t name, bool *was_held)
+{
+    return kinds_payout_force_release(h ? h->p : NULL, name, was_held);
+}
+
+static inline int kinds_admin_payout_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
+{
+    return kinds_payout_inspect(h ? h->p : NULL, name, state);
 }
 
 /* catalog (write): as kinds_catalog_*(). */
@@ -1084,6 +1394,24 @@ static inline int kinds_admin_catalog_extend_write(kinds_admin *h, const char *s
                                                    const wk_token *token, bool *extended)
 {
     return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_admin_catalog_owned_write(kinds_admin *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_admin_catalog_owned_read(kinds_admin *h, const char *shop,
+                                                 const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_admin_catalog_force_release(kinds_admin *h, const char *shop,
+                                                    bool *was_held)
+{
+    return kinds_catalog_force_release(h ? h->p : NULL, shop, was_held);
 }
 
 static inline int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop,
@@ -1193,6 +1521,17 @@ static inline int kinds_admin_weird_extend(kinds_admin *h, uint64_t name, const 
                                            bool *extended)
 {
     return kinds_weird_extend(h ? h->p : NULL, name, token, extended);
+}
+
+static inline int kinds_admin_weird_owned(kinds_admin *h, uint64_t name, const wk_token *token,
+                                          wk_lease_state *state)
+{
+    return kinds_weird_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_admin_weird_force_release(kinds_admin *h, uint64_t name, bool *was_held)
+{
+    return kinds_weird_force_release(h ? h->p : NULL, name, was_held);
 }
 
 static inline int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
