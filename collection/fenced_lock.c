@@ -54,11 +54,13 @@ static const wk_script acquire_script = {
 /* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
  * the head waiter is woken. */
 const wk_script wk__fenced_lock_release_script = {
-    "fenced_lock.release",
-    WK__WAKE_LUA "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
-                 "redis.call('DEL', KEYS[1])\n"
-                 "wk_wake(KEYS[3], KEYS[4], ARGV[2], wk_now())\n"
-                 "return 1\n"};
+    "fenced_lock.release", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
+                           "redis.call('DEL', KEYS[1])\n"
+                           /* Only a release somebody waits for defines the wake functions. */
+                           "if redis.call('EXISTS', KEYS[3]) == 1 then\n" WK__WAKE_LUA_CORE
+                           "  wk_wake(KEYS[3], KEYS[4], ARGV[2], nil)\n"
+                           "end\n"
+                           "return 1\n"};
 
 /* KEYS: lease, fence. ARGV: token, ttl. */
 static const wk_script extend_script = {
@@ -78,9 +80,9 @@ static const wk_script inspect_script = {
 
 /* KEYS: lease, fence, q, e. ARGV: w. 1 if a lease was there. The counter
  * stays; the head waiter is woken. */
-static const wk_script force_release_script = {"fenced_lock.force_release", WK__WAKE_LUA
+static const wk_script force_release_script = {"fenced_lock.force_release", WK__WAKE_LUA_CORE
                                                "local n = redis.call('DEL', KEYS[1])\n"
-                                               "wk_wake(KEYS[3], KEYS[4], ARGV[1], wk_now())\n"
+                                               "wk_wake(KEYS[3], KEYS[4], ARGV[1], nil)\n"
                                                "return n\n"};
 
 typedef struct keys {
@@ -332,18 +334,21 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
     keys k;
     wk__wake_keys wk;
     int rc = prepare(p, op, lock, &name, &k, lease);
-    if (!rc)
-        rc = wake_keys(p, op, &k, &wk);
     if (rc)
         return rc;
     lease->acquired = false;
     lease->fence = 0;
-    /* One token for every attempt: it is the waiter's place in the queue,
-     * and the lease's once acquired. */
-    wk_token_random(&lease->token);
     if (wk_processor_is_deferred(p))
         return wk__processor_fail(p, WK_EINVAL,
                                   "%s: cannot wait through a deferred (batch) processor", op);
+    /* One plain try first: the uncontended acquire costs a try. */
+    rc = wk_fenced_lock_try(p, lock, name, lease);
+    if (rc != WK_OK || lease->acquired || wk__boot_ms() >= deadline)
+        return rc;
+    if ((rc = wake_keys(p, op, &k, &wk)) != WK_OK)
+        return rc;
+    /* The try's token, which took nothing, is the waiter's place in the
+     * queue, and the lease's once acquired. */
     fenced_wait fw = {&k, lease};
     wk__waiter w = {.p = p,
                     .op = op,

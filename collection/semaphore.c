@@ -39,13 +39,16 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
     "  return true\n"                                                                              \
     "end\n"
 
+/* Server time in ms, for the scripts that do not wake anyone. */
+#define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
 /* The running permits after `now`. */
 #define RUNNING(now) "redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', " now "), '+inf')"
 
 /* KEYS: permits. ARGV: token, ttl, N. 1 if taken. */
-const wk_script wk__semaphore_try_script = {"semaphore.try", WK__WAKE_LUA TAKE_LUA
-                                            "if take(wk_now()) then return 1 end\n"
-                                            "return 0\n"};
+const wk_script wk__semaphore_try_script = {"semaphore.try",
+                                            NOW_MS TAKE_LUA "if take(now) then return 1 end\n"
+                                                            "return 0\n"};
 
 /* KEYS: permits, q, e (collection/wake.h). ARGV: token (the waiter's id
  * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
@@ -65,34 +68,35 @@ static const wk_script acquire_script = {
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
 const wk_script wk__semaphore_release_script = {
-    "semaphore.release", WK__WAKE_LUA "local now = wk_now()\n"
-                                      "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                      "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                      "wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                      "if s and tonumber(s) > now then return 1 end\n"
-                                      "return 0\n"};
+    "semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                /* Only a release somebody waits for defines the wake functions. */
+                                "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                                "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                "end\n"
+                                "if s and tonumber(s) > now then return 1 end\n"
+                                "return 0\n"};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
-static const wk_script owned_script = {"semaphore.owned", WK__WAKE_LUA
-                                       "local now = wk_now()\n"
-                                       "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                       "if not s or tonumber(s) <= now then return {0} end\n"
-                                       "return {1, tonumber(s) - now}\n"};
+static const wk_script owned_script = {"semaphore.owned",
+                                       NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                              "if not s or tonumber(s) <= now then return {0} end\n"
+                                              "return {1, tonumber(s) - now}\n"};
 
 /* KEYS: permits. Running permits. Reads only. */
-static const wk_script inspect_script = {"semaphore.inspect",
-                                         WK__WAKE_LUA "return " RUNNING("wk_now()") "\n"};
+static const wk_script inspect_script = {"semaphore.inspect", NOW_MS "return " RUNNING("now") "\n"};
 
 /* KEYS: permits, q, e. ARGV: w. The permits that were running; deletes
  * the set and wakes the head waiter. */
 static const wk_script force_release_script = {
-    "semaphore.force_release",
-    WK__WAKE_LUA "local now = wk_now()\n"
-                 "local n = " RUNNING("now") "\n"
-                                             "redis.call('DEL', KEYS[1])\n"
-                                             "wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
-                                             "return n\n"};
+    "semaphore.force_release", NOW_MS
+    "local n = " RUNNING("now") "\n"
+                                "redis.call('DEL', KEYS[1])\n"
+                                "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                                "  wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
+                                "end\n"
+                                "return n\n"};
 
 /* The permit set's key, and its companion keys when `wake`. */
 typedef struct keys {
@@ -273,17 +277,15 @@ int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name, in
                          wk_token *token, bool *acquired)
 {
     static const char op[] = "semaphore.acquire";
-    keys k;
-    int rc = prepare(p, op, sem, &name, &k, true, token ? acquired : NULL);
-    if (rc)
+    /* Checks, then one plain try: the uncontended acquire costs a try. */
+    int rc = wk__wake_begin(op, wk_semaphore_try, p, sem, name, deadline, NULL, token, acquired);
+    if (rc != WK__WAKE_MUST_WAIT)
         return rc;
-    *acquired = false;
-    /* One token for every attempt: the waiter's place in the queue, and
-     * the permit's once taken. */
-    wk_token_random(token);
-    if (wk_processor_is_deferred(p))
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: cannot wait through a deferred (batch) processor", op);
+    keys k;
+    if ((rc = prepare(p, op, sem, &name, &k, true, acquired)) != WK_OK)
+        return rc;
+    /* The try's token, which took nothing, is the waiter's place in the
+     * queue, and the permit's once taken. */
     wk__waiter w = {.p = p,
                     .op = op,
                     .e = sem,
