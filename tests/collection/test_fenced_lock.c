@@ -228,7 +228,7 @@ Test(fenced_lock, owned_writes_nothing_extends_nothing_and_read_only_may_ask,
 Test(fenced_lock, acquire_waits_for_release_by_another_process, .timeout = 120)
 {
     const char *ns = wk_test_ns("fencedwait");
-    wk_entity e = WK_FENCED_LOCK_ENTITY(ns, 60000);
+    wk_entity e = WK_FENCED_LOCK_ENTITY(ns, 600000);
     int took[2], go[2];
     cr_assert_eq(pipe(took), 0);
     cr_assert_eq(pipe(go), 0);
@@ -260,8 +260,9 @@ Test(fenced_lock, acquire_waits_for_release_by_another_process, .timeout = 120)
                  WK_OK);
     cr_assert_not(l.acquired);
     cr_assert_eq(write(go[1], "x", 1), 1);
-    /* The lease is 60 s; the suite's timeout is shorter: only the release
-     * can let this acquire through. */
+    /* The lease is 10 min, the deadline 100 s, the suite's timeout 120 s:
+     * without the release's wake-up the waiter sleeps until the deadline
+     * and fails; only the release can let it through in time. */
     int rc = wk_fenced_lock_acquire(proc(db), &e, wk_name_str("job"), wk_deadline_in(100000), &l);
     cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
     cr_assert(l.acquired);
