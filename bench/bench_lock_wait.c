@@ -23,6 +23,10 @@
  * Uncontended: wk_lock_acquire+release against wk_lock_try+release on a
  * free lock, alternating, commands per cycle and the time ratio.
  *
+ * The floor, also in the same run: raw hiredis RPUSH while another thread
+ * is blocked in BLPOP, until that thread has the element — the wake-up a
+ * handoff cannot beat (it adds the release's script and one attempt).
+ *
  * Not a test: the machine is shared and noisy; compare ratios in one run.
  */
 #include <pthread.h>
@@ -136,6 +140,57 @@ static double round_trip_us(void)
     }
     wk_db_close(db);
     return pct(t, N, 0.5);
+}
+
+/* ------------------------------------------------------------------------
+ * The floor: raw hiredis, one thread blocked in BLPOP, another pushes
+ * ---------------------------------------------------------------------- */
+
+typedef struct floor_run {
+    atomic_llong woke; /* µs the popper got the element; 0: not yet */
+    atomic_bool stop;
+} floor_run;
+
+static void *popper(void *arg)
+{
+    floor_run *f = arg;
+    redisContext *c = raw_open();
+    while (!atomic_load(&f->stop)) {
+        redisReply *r = redisCommand(c, "BLPOP bench_floor 1");
+        if (!r)
+            die("BLPOP", c->errstr);
+        if (r->type == REDIS_REPLY_ARRAY)
+            atomic_store(&f->woke, now_us());
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* Push → the blocked client has it, p50 and p99 in µs. */
+static void push_wake_floor(double *p50, double *p99)
+{
+    enum { N = 400 };
+    static int64_t t[N];
+    floor_run f = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, popper, &f);
+    redisContext *c = raw_open();
+    for (int i = 0; i < N; i++) {
+        wk_test_sleep_ms(2); /* the popper is blocked again */
+        atomic_store(&f.woke, 0);
+        int64_t t0 = now_us();
+        freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        int64_t w;
+        while ((w = atomic_load(&f.woke)) == 0)
+            ;
+        t[i] = w - t0;
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(th, NULL);
+    redisFree(c);
+    *p50 = pct(t, N, 0.5);
+    *p99 = pct(t, N, 0.99);
 }
 
 /* ------------------------------------------------------------------------
@@ -294,8 +349,12 @@ int main(int argc, char **argv)
             die("redis-server", "did not start");
         url = server.url;
     }
-    double rtt = round_trip_us();
-    printf("round trip (PING, median): %.1f µs; hold %d ms\n\n", rtt, hold_ms);
+    double rtt = round_trip_us(), f50, f99;
+    push_wake_floor(&f50, &f99);
+    printf("round trip (PING, median): %.1f µs; hold %d ms\n", rtt, hold_ms);
+    printf("floor (raw hiredis RPUSH → a thread blocked in BLPOP has it): p50 %.0f µs, p99 %.0f "
+           "µs\n\n",
+           f50, f99);
     printf("| mode    | waiters | handoffs | p50 (µs) | p50 (RT) | p99 (µs) | p99 (RT) | cmds/hoff "
            "| cmds/hoff/w |\n");
     printf("|---------|---------|----------|----------|----------|----------|----------|-----------"

@@ -120,14 +120,6 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
     return wk__lease_script(p, &c);
 }
 
-/* The companion keys of the lease key (collection/wake.h). */
-static int wake_keys(wk_processor *p, const char *op, const keys *k, wk__wake_keys *wk)
-{
-    if (wk__wake_keys_build(wk, k->lease, k->len) != WK_OK)
-        return wk__processor_fail(p, WK_EINVAL, "%s: key too long for its wake keys", op);
-    return WK_OK;
-}
-
 static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER || wk_reply_integer(r) < 0)
@@ -163,7 +155,7 @@ static int token_op(wk_processor *p, const char *op, const wk_script *script, co
     wk__wake_keys wk;
     int rc = prepare(p, op, lock, name, &k, token ? (const void *)out : NULL);
     if (!rc && release)
-        rc = wake_keys(p, op, &k, &wk);
+        rc = wk__wake_keys_for(p, op, &wk, k.lease, k.len);
     if (rc)
         return rc;
     *out = false;
@@ -273,7 +265,7 @@ int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name
     wk__wake_keys wk;
     int rc = prepare(p, "fenced_lock.force_release", lock, &name, &k, freed);
     if (!rc)
-        rc = wake_keys(p, "fenced_lock.force_release", &k, &wk);
+        rc = wk__wake_keys_for(p, "fenced_lock.force_release", &wk, k.lease, k.len);
     if (rc)
         return rc;
     *freed = false;
@@ -345,7 +337,7 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
     rc = wk_fenced_lock_try(p, lock, name, lease);
     if (rc != WK_OK || lease->acquired || wk__boot_ms() >= deadline)
         return rc;
-    if ((rc = wake_keys(p, op, &k, &wk)) != WK_OK)
+    if ((rc = wk__wake_keys_for(p, op, &wk, k.lease, k.len)) != WK_OK)
         return rc;
     /* The try's token, which took nothing, is the waiter's place in the
      * queue, and the lease's once acquired. */

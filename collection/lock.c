@@ -98,8 +98,8 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
     if (lock->flags & WK_ENTITY_FAIR) {
         /* No barging past the waiters: a script, still one round trip. */
         wk__wake_keys wk;
-        if ((rc = wk__wake_keys_build(&wk, key, key_len)) != WK_OK)
-            return wk__processor_fail(p, rc, "lock.try: key too long");
+        if ((rc = wk__wake_keys_for(p, "lock.try", &wk, key, key_len)) != WK_OK)
+            return rc;
         return acquire_script(p, "lock.try", lock, key, key_len, &wk, token, -1,
                               wk__parse_first_bool, acquired);
     }
@@ -160,9 +160,9 @@ int wk__release_waking(wk_processor *p, const char *op, const wk_entity *e, cons
                        size_t key_len, const wk_token *token, bool *released)
 {
     wk__wake_keys wk;
-    int rc = wk__wake_keys_build(&wk, key, key_len);
+    int rc = wk__wake_keys_for(p, op, &wk, key, key_len);
     if (rc)
-        return wk__processor_fail(p, rc, "%s: key too long", op);
+        return rc;
     const char *args[2] = {(const char *)token->bytes, wk.w};
     size_t lens[2] = {WK_TOKEN_LEN, wk.w_len};
     return wk__wake_script(p, op, &wk__lock_release_script, WK_WRITE, e, key, key_len, &wk, 0, args,
@@ -255,8 +255,8 @@ int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name, 
         return wk__processor_fail(p, WK_EINVAL, "lock.force_release: was_held is required");
     *was_held = false;
     wk__wake_keys wk;
-    if ((rc = wk__wake_keys_build(&wk, key, key_len)) != WK_OK)
-        return wk__processor_fail(p, rc, "lock.force_release: key too long");
+    if ((rc = wk__wake_keys_for(p, "lock.force_release", &wk, key, key_len)) != WK_OK)
+        return rc;
     const char *args[1] = {wk.w};
     size_t lens[1] = {wk.w_len};
     return wk__wake_script(p, "lock.force_release", &force_release_script, WK_WRITE, lock, key,

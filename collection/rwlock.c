@@ -170,8 +170,8 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
         /* No barging past the waiters: the acquire-or-park script with
          * cap -1, still one round trip. */
         wk__wake_keys wk;
-        if ((rc = wk__wake_keys_build(&wk, k.w, k.w_len)) != WK_OK)
-            return wk__processor_fail(p, rc, "%s: key too long", op);
+        if ((rc = wk__wake_keys_for(p, op, &wk, k.w, k.w_len)) != WK_OK)
+            return rc;
         const wk_script *fair =
             script == &wk__rwlock_try_read_script ? &acquire_read_script : &acquire_write_script;
         return acquire_script(p, op, fair, e, &k, &wk, token, -1, wk__parse_first_bool, acquired);
@@ -227,8 +227,8 @@ int wk_rwlock_release_read(wk_processor *p, const wk_entity *rwlock, wk_name nam
         return rc;
     *was_running = false;
     wk__wake_keys wk;
-    if ((rc = wk__wake_keys_build(&wk, k.w, k.w_len)) != WK_OK)
-        return wk__processor_fail(p, rc, "rwlock.release_read: key too long");
+    if ((rc = wk__wake_keys_for(p, "rwlock.release_read", &wk, k.w, k.w_len)) != WK_OK)
+        return rc;
     const char *args[2] = {(const char *)token->bytes, wk.w};
     size_t lens[2] = {WK_TOKEN_LEN, wk.w_len};
     return wk__wake_script(p, "rwlock.release_read", &wk__rwlock_release_read_script, WK_WRITE,
@@ -336,8 +336,8 @@ static int acquire_waiting(const char *op, wk__try_fn try_once, const wk_script 
         return rc;
     rw_wait rw = {.script = script};
     rc = prepare(p, op, e, &name, &rw.k, token, acquired);
-    if (!rc && (rc = wk__wake_keys_build(&rw.wk, rw.k.w, rw.k.w_len)) != WK_OK)
-        rc = wk__processor_fail(p, rc, "%s: key too long", op);
+    if (!rc)
+        rc = wk__wake_keys_for(p, op, &rw.wk, rw.k.w, rw.k.w_len);
     if (rc)
         return rc;
     wk__waiter w = {.p = p,
@@ -374,8 +374,8 @@ int wk_rwlock_force_release(wk_processor *p, const wk_entity *rwlock, wk_name na
         return rc;
     *was_held = false;
     wk__wake_keys wk;
-    if ((rc = wk__wake_keys_build(&wk, k.w, k.w_len)) != WK_OK)
-        return wk__processor_fail(p, rc, "rwlock.force_release: key too long");
+    if ((rc = wk__wake_keys_for(p, "rwlock.force_release", &wk, k.w, k.w_len)) != WK_OK)
+        return rc;
     const char *args[2] = {k.r, wk.w};
     size_t lens[2] = {k.r_len, wk.w_len};
     return wk__wake_script(p, "rwlock.force_release", &force_release_script, WK_WRITE, rwlock, k.w,

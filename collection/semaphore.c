@@ -111,8 +111,8 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     int rc = wk__prepare(p, op, e, WK_KIND_SEMAPHORE, name, ":permits", k->permits, &k->len);
     if (!rc && !out)
         rc = wk__processor_fail(p, WK_EINVAL, "%s: token and outcome are required", op);
-    if (!rc && wake && wk__wake_keys_build(&k->wake, k->permits, k->len) != WK_OK)
-        rc = wk__processor_fail(p, WK_EINVAL, "%s: key too long for its wake keys", op);
+    if (!rc && wake)
+        rc = wk__wake_keys_for(p, op, &k->wake, k->permits, k->len);
     return rc;
 }
 

@@ -106,6 +106,13 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
     return WK_OK;
 }
 
+int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const char *item_key,
+                      size_t len)
+{
+    int rc = wk__wake_keys_build(k, item_key, len);
+    return rc ? wk__processor_fail(p, rc, "%s: key too long", op) : WK_OK;
+}
+
 /* ------------------------------------------------------------------------
  * Queries of the wait
  * ---------------------------------------------------------------------- */

@@ -139,6 +139,11 @@ typedef struct wk__wake_keys {
  * item_key[0..len). WK_OK, or WK_EINVAL when len > WK_KEY_MAX. */
 int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
 
+/* wk__wake_keys_build() for a query `op` on `p`: a failure is recorded
+ * on the handle ("<op>: key too long"). */
+int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const char *item_key,
+                      size_t len);
+
 #define WK__WAKE_STR_(x) #x
 #define WK__WAKE_STR(x) WK__WAKE_STR_(x)
 

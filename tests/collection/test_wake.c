@@ -149,6 +149,20 @@ static long long zcard(redisContext *raw, const wk__wake_keys *k)
     return n;
 }
 
+/* The locals most tests start with: a handle `db` (processor `p`), a raw
+ * connection `raw`, and `k`, the companion keys of item `name_` of `e`. */
+#define FIXTURE(e, name_)                                                                          \
+    wk_db *db = wk_test_open(NULL);                                                                \
+    wk_processor *p = wk_db_processor(db);                                                         \
+    redisContext *raw = wk_test_raw(wk_test_url());                                                \
+    wk__wake_keys k;                                                                               \
+    wake_keys(e, name_, &k)
+#define FIXTURE_END()                                                                              \
+    do {                                                                                           \
+        redisFree(raw);                                                                            \
+        wk_db_close(db);                                                                           \
+    } while (0)
+
 /* Until `n` waiters are queued (bounded by the suite's timeout). */
 static void wait_queued(redisContext *raw, const wk__wake_keys *k, long long n)
 {
@@ -257,11 +271,7 @@ static void waiters_in_order(const wk_entity *lock, int n)
 {
     char name[32];
     snprintf(name, sizeof(name), "order-%d", n);
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(lock, name, &k);
+    FIXTURE(lock, name);
     wk_token t;
     bool got, ok;
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
@@ -285,8 +295,7 @@ static void waiters_in_order(const wk_entity *lock, int n)
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop") - blpops, n,
                  "each waiter sleeps once and is woken once");
     cr_assert_eq(zcard(raw, &k), 0, "the queue is empty again");
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
 }
 
 Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_order)
@@ -308,11 +317,7 @@ Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_ord
 static bool barge_while_head_is_stopped(const wk_entity *lock)
 {
     const char *name = "barge";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(lock, name, &k);
+    FIXTURE(lock, name);
     wk_token t, t2;
     bool got, ok, barged;
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
@@ -328,8 +333,7 @@ static bool barge_while_head_is_stopped(const wk_entity *lock)
         cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t2, &ok), WK_OK);
     kill(kid, SIGCONT);
     cr_assert_eq(reap(kid), 0, "the waiter gets the lock in the end");
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     return barged;
 }
 
@@ -379,11 +383,7 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     private_server();
     static const wk_entity lock = WK_LOCK_FAIR_ENTITY("giveup", 60000);
     const char *name = "job";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(&lock, name, &k);
+    FIXTURE(&lock, name);
     wk_token held, a;
     bool got, ok;
     cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &held, &got), WK_OK);
@@ -408,8 +408,7 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     cr_assert_eq(wk__wake_leave(p, &lock, &k, &a), WK_OK);
     cr_assert_eq(reap(b), 0, "B got the wake-up A gave up");
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "B slept once");
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
@@ -422,11 +421,7 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     private_server();
     static const wk_entity lock = WK_LOCK_FAIR_ENTITY("crashed-waiter", 2000);
     const char *name = "job";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(&lock, name, &k);
+    FIXTURE(&lock, name);
     wk_token held;
     bool got, ok;
     cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &held, &got), WK_OK);
@@ -445,8 +440,7 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     cr_assert_eq(reap(b), 0, "B gets the lock after A's registration ran out");
     long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
     cr_assert(slept >= 1 && slept <= 6, "B slept %lld times", slept);
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
@@ -488,8 +482,7 @@ Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
     cr_assert(got);
     long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
     cr_assert(slept >= 1 && slept <= 3, "slept %lld times", slept);
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
@@ -502,11 +495,7 @@ Test(wake, a_writers_release_wakes_every_waiting_reader)
     private_server();
     static const wk_entity rw = WK_RWLOCK_ENTITY("readers", 60000);
     const char *name = "doc";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(&rw, name, &k);
+    FIXTURE(&rw, name);
     wk_token t;
     bool got, ok;
     cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str(name), &t, &got), WK_OK);
@@ -524,8 +513,7 @@ Test(wake, a_writers_release_wakes_every_waiting_reader)
         cr_assert_eq(rc, 0, "reader %d: %d (4: the three were never in together)", i, rc);
     }
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 3, "one wake-up each");
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
@@ -534,11 +522,7 @@ Test(wake, the_last_reader_out_wakes_a_waiting_writer)
     private_server();
     static const wk_entity rw = WK_RWLOCK_ENTITY("writer", 60000);
     const char *name = "doc";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(&rw, name, &k);
+    FIXTURE(&rw, name);
     wk_token r1, r2;
     bool got, ok;
     cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str(name), &r1, &got), WK_OK);
@@ -552,8 +536,7 @@ Test(wake, the_last_reader_out_wakes_a_waiting_writer)
     cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str(name), &r2, &ok), WK_OK);
     cr_assert_eq(reap(w), 0);
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "woken once, by the last reader");
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
@@ -562,11 +545,7 @@ Test(wake, the_last_reader_out_wakes_a_waiting_writer)
 static bool reader_passes_waiting_writer(const wk_entity *rw)
 {
     const char *name = "doc";
-    wk_db *db = wk_test_open(NULL);
-    wk_processor *p = wk_db_processor(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
-    wk__wake_keys k;
-    wake_keys(rw, name, &k);
+    FIXTURE(rw, name);
     wk_token r1, r2;
     bool got, passed, ok;
     cr_assert_eq(wk_rwlock_try_read(p, rw, wk_name_str(name), &r1, &got), WK_OK);
@@ -580,8 +559,7 @@ static bool reader_passes_waiting_writer(const wk_entity *rw)
         cr_assert_eq(wk_rwlock_release_read(p, rw, wk_name_str(name), &r2, &ok), WK_OK);
     cr_assert_eq(wk_rwlock_release_read(p, rw, wk_name_str(name), &r1, &ok), WK_OK);
     cr_assert_eq(reap(w), 0);
-    redisFree(raw);
-    wk_db_close(db);
+    FIXTURE_END();
     return passed;
 }
 
