@@ -330,3 +330,46 @@ Test(fenced_lock, corrupt_counter_is_an_error_and_takes_nothing, .timeout = 120)
     redisFree(raw);
     wk_db_close(db);
 }
+
+/* ---- a try whose reply is lost: WK_EUNKNOWN, and its token holds the
+ * lock (the outcome rule of docs/GUARANTEES.md) */
+
+static int private_port(void)
+{
+    const char *colon = strrchr(wk_test_private_url(), ':');
+    cr_assert(colon);
+    return atoi(colon + 1);
+}
+
+Test(fenced_lock, lost_try_reply_is_unknown_and_its_token_holds_the_lock,
+     .init = wk_test_private_start, .fini = wk_test_private_stop, .timeout = 120)
+{
+    wk_test_proxy *proxy;
+    cr_assert_eq(wk_test_proxy_start(&proxy, private_port()), 0);
+    wk_db *db = wk_test_open_url(wk_test_proxy_url(proxy), NULL);
+    wk_entity e = WK_FENCED_LOCK_ENTITY("lost", 60000);
+    /* Load the script first: a lost NOSCRIPT reply would hide nothing. */
+    wk_fenced_lease warm = take(db, &e, "warm");
+    cr_assert(warm.acquired);
+    wk_test_proxy_drop_next_reply(proxy, NULL, NULL);
+    wk_fenced_lease l;
+    int rc = wk_fenced_lock_try(proc(db), &e, wk_name_str("x"), &l);
+    cr_assert_eq(wk_test_proxy_drops(proxy), 1);
+    cr_assert_eq(rc, WK_EUNKNOWN, "the try ran, its reply was lost: got %s (%s)", wk_err_name(rc),
+                 wk_db_errmsg(db));
+    cr_assert_not(l.acquired, "never reported acquired without a reply");
+    /* The token it left may hold the lock — here it does, under fence 1. */
+    wk_fenced_lock_ownership own;
+    cr_assert_eq(wk_fenced_lock_owned(proc(db), &e, wk_name_str("x"), &l.token, &own), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(own.owned);
+    cr_assert_eq(own.fence, 1);
+    bool released;
+    cr_assert_eq(wk_fenced_lock_release(proc(db), &e, wk_name_str("x"), &l.token, &released),
+                 WK_OK);
+    cr_assert(released, "the unknown outcome's token releases the lock");
+    wk_fenced_lease next = take(db, &e, "x");
+    cr_assert_eq(next.fence, 2, "the lost try's fence was spent");
+    wk_db_close(db);
+    wk_test_proxy_stop(proxy);
+}

@@ -392,3 +392,36 @@ Test(semaphore, refusals_name_the_rule, .timeout = 120)
     wk_batch_close(batch);
     wk_db_close(db);
 }
+
+/* ---- a try whose reply is lost: WK_EUNKNOWN, and its token holds a
+ * permit (the outcome rule of docs/GUARANTEES.md) */
+
+Test(semaphore, lost_try_reply_is_unknown_and_its_token_holds_a_permit,
+     .init = wk_test_private_start, .fini = wk_test_private_stop, .timeout = 120)
+{
+    const char *colon = strrchr(wk_test_private_url(), ':');
+    cr_assert(colon);
+    wk_test_proxy *proxy;
+    cr_assert_eq(wk_test_proxy_start(&proxy, atoi(colon + 1)), 0);
+    wk_db *db = wk_test_open_url(wk_test_proxy_url(proxy), NULL);
+    wk_entity e = WK_SEMAPHORE_ENTITY("lost", 1, 60000);
+    wk_token warm, t, other;
+    cr_assert(try_permit(db, &e, "warm", &warm), "loads the script");
+    wk_test_proxy_drop_next_reply(proxy, NULL, NULL);
+    bool got = true;
+    int rc = wk_semaphore_try(proc(db), &e, wk_name_str("x"), &t, &got);
+    cr_assert_eq(wk_test_proxy_drops(proxy), 1);
+    cr_assert_eq(rc, WK_EUNKNOWN, "got %s (%s)", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_not(got, "never reported acquired without a reply");
+    wk_lease_state own;
+    cr_assert_eq(wk_semaphore_owned(proc(db), &e, wk_name_str("x"), &t, &own), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(own.owned, "the token it left holds the permit");
+    cr_assert_not(try_permit(db, &e, "x", &other), "and that permit counts against the bound");
+    bool was_running;
+    cr_assert_eq(wk_semaphore_release(proc(db), &e, wk_name_str("x"), &t, &was_running), WK_OK);
+    cr_assert(was_running);
+    cr_assert(try_permit(db, &e, "x", &other));
+    wk_db_close(db);
+    wk_test_proxy_stop(proxy);
+}
