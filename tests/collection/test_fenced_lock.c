@@ -235,14 +235,11 @@ Test(fenced_lock, acquire_waits_for_release_by_another_process, .timeout = 120)
     pid_t holder = fork();
     cr_assert_geq(holder, 0);
     if (holder == 0) {
-        wk_db_options o = WK_DB_OPTIONS_INIT;
-        o.url = wk_test_url();
-        o.capability = wk_cap_read_write();
-        wk_db *db;
+        wk_db *db = wk_test_open_child();
         wk_fenced_lease l = {0};
         bool ok = false;
         char c;
-        if (wk_db_open(&db, &o, NULL, 0) == WK_OK)
+        if (db)
             wk_fenced_lock_try(wk_db_processor(db), &e, wk_name_str("job"), &l);
         c = l.acquired ? 'y' : 'n';
         if (write(took[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)

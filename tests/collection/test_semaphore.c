@@ -95,11 +95,8 @@ typedef struct bound_shared {
 
 static int bound_worker(const char *ns, bound_shared *s, bool wait)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    wk_db *db;
-    if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+    wk_db *db = wk_test_open_child();
+    if (!db)
         return 2;
     wk_entity e = WK_SEMAPHORE_ENTITY(ns, PERMITS, 10000);
     for (int done = 0; done < ROUNDS;) {
@@ -184,13 +181,10 @@ Test(semaphore, killed_holders_permit_frees_itself_after_its_ttl, .timeout = 120
     pid_t holder = fork();
     cr_assert_geq(holder, 0);
     if (holder == 0) {
-        wk_db_options o = WK_DB_OPTIONS_INIT;
-        o.url = wk_test_url();
-        o.capability = wk_cap_read_write();
-        wk_db *db;
+        wk_db *db = wk_test_open_child();
         wk_token t;
         bool got = false;
-        if (wk_db_open(&db, &o, NULL, 0) == WK_OK)
+        if (db)
             wk_semaphore_try(wk_db_processor(db), &e, wk_name_str("one"), &t, &got);
         char c = got ? 'y' : 'n';
         if (write(ready[1], &c, 1) != 1 || write(ready[1], &t, sizeof(t)) != sizeof(t))
@@ -314,13 +308,10 @@ Test(semaphore, force_release_frees_every_permit_and_wakes_a_waiter, .timeout = 
     pid_t kid = fork();
     cr_assert_geq(kid, 0);
     if (kid == 0) {
-        wk_db_options o = WK_DB_OPTIONS_INIT;
-        o.url = wk_test_url();
-        o.capability = wk_cap_read_write();
-        wk_db *kdb;
+        wk_db *kdb = wk_test_open_child();
         wk_token t;
         bool got = false;
-        if (wk_db_open(&kdb, &o, NULL, 0) != WK_OK)
+        if (!kdb)
             _exit(2);
         int rc = wk_semaphore_acquire(wk_db_processor(kdb), &e, wk_name_str("x"),
                                       wk_deadline_in(100000), &t, &got);

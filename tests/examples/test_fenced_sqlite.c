@@ -46,13 +46,10 @@ static wk_fenced_lease wait_for_lock(wk_db *db, const wk_entity *e)
  * its fence. Exit 0: refused; 1: applied; 2+: set-up failed. */
 static int holder(const char *path, const wk_entity *e, int took, int proceed)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
-    o.capability = wk_cap_read_write();
-    wk_db *db;
+    wk_db *db = wk_test_open_child();
     sqlite3 *s;
     wk_fenced_lease l;
-    if (wk_db_open(&db, &o, NULL, 0) != WK_OK || fence_store_open(&s, path) != SQLITE_OK)
+    if (!db || fence_store_open(&s, path) != SQLITE_OK)
         return 2;
     if (wk_fenced_lock_try(wk_db_processor(db), e, wk_name_str("acct"), &l) != WK_OK || !l.acquired)
         return 3;

@@ -94,6 +94,15 @@ long long wk_test_changes(redisContext *c)
     return v;
 }
 
+wk_db *wk_test_open_child(void)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    wk_db *db = NULL;
+    return wk_db_open(&db, &o, NULL, 0) == WK_OK ? db : NULL;
+}
+
 static wk_test_server private_server;
 
 void wk_test_private_start(void)

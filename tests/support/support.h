@@ -57,6 +57,11 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd);
  * client's writes: use a private server. */
 long long wk_test_changes(redisContext *c);
 
+/* A read-write handle on the shared server for a forked child, which
+ * reports failure by exit status rather than criterion: NULL when it does
+ * not open. */
+wk_db *wk_test_open_child(void);
+
 /* A redis-server of the test's own, for counters no other test may move:
  * `.init = wk_test_private_start, .fini = wk_test_private_stop`, then
  * wk_test_private_url(). Fails the test if it does not start. */
