@@ -78,6 +78,10 @@
  * every waiter behind it sleeps no longer than that. Expiry of a holder:
  * the head sleeps no longer than the holders' remaining lease.
  *
+ * Timeouts: a BLPOP's timeout fires on the server's timer (1/hz, 100 ms by
+ * default), so a wake at a lease's end may come that much late; pushes
+ * wake at once.
+ *
  * Cost: one BLPOP and one attempt per waiter per wake-up; waiters not at
  * the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).

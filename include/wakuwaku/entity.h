@@ -43,7 +43,9 @@ extern "C" {
  *   capacity   TokenBucket: tokens when full (> 0).
  *   rate       TokenBucket: tokens added per `period_ms` (> 0), continuously.
  *   period_ms  TokenBucket: the period of `rate` (> 0).
- *   flags      WK_ENTITY_* below; 0 for the default behaviour.
+ *   flags      WK_ENTITY_* below; 0 for the default behaviour. Other bits
+ *              are refused (WK_EINVAL); WK_ENTITY_FAIR means nothing to
+ *              kinds that do not wait.
  */
 typedef struct wk_entity {
     const char *kind;
@@ -134,6 +136,7 @@ typedef struct wk_entity {
  *               capacity must be a finite number > 0 (got nan)  TokenBucket
  *               rate must be a finite number > 0 (got 0)        TokenBucket
  *               period_ms must be > 0 (got -5)                  TokenBucket
+ *               flags 0x80 has bits no WK_ENTITY_* flag defines
  *
  * The built-in queries put this message in the handle's detail message
  * (wk_db_errmsg()) when they refuse a descriptor. Returns WK_OK or

@@ -78,6 +78,25 @@ typedef struct job {
     shared *sh;
 } job;
 
+static int take(wk_processor *p, const wk_entity *e, const char *name, enum how how, wk_token *t,
+                bool *got)
+{
+    wk_name n = wk_name_str(name);
+    return how == LOCK   ? wk_lock_try(p, e, n, t, got)
+           : how == READ ? wk_rwlock_try_read(p, e, n, t, got)
+                         : wk_rwlock_try_write(p, e, n, t, got);
+}
+
+static int acquire(wk_processor *p, const wk_entity *e, const char *name, enum how how,
+                   int64_t wait_ms, wk_token *t, bool *got)
+{
+    wk_name n = wk_name_str(name);
+    int64_t deadline = wk_deadline_in(wait_ms);
+    return how == LOCK   ? wk_lock_acquire(p, e, n, deadline, NULL, t, got)
+           : how == READ ? wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got)
+                         : wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got);
+}
+
 /* A waiter in a child process: 0 acquired, 2 not acquired, 3 error. */
 static int waiter(const job *j)
 {
@@ -88,10 +107,7 @@ static int waiter(const job *j)
     wk_name n = wk_name_str(j->name);
     wk_token t;
     bool got = false, ok;
-    int64_t deadline = wk_deadline_in(j->wait_ms);
-    int rc = j->how == LOCK   ? wk_lock_acquire(p, j->e, n, deadline, NULL, &t, &got)
-             : j->how == READ ? wk_rwlock_acquire_read(p, j->e, n, deadline, NULL, &t, &got)
-                              : wk_rwlock_acquire_write(p, j->e, n, deadline, NULL, &t, &got);
+    int rc = acquire(p, j->e, j->name, j->how, j->wait_ms, &t, &got);
     if (rc != WK_OK)
         return 3;
     if (!got)
@@ -444,12 +460,11 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     wk_test_server_stop(&private_srv);
 }
 
-/* A holder killed while holding: the waiter sleeps until the lease runs
- * out, then takes it — one or two sleeps, no polling. */
-Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
+/* A holder (`held` side) killed while holding: the waiter (`waits` side)
+ * sleeps until the lease runs out, then takes it — one to three sleeps,
+ * no polling. */
+static void crashed_holder(const wk_entity *e, enum how held, enum how waits)
 {
-    private_server();
-    static const wk_entity lock = WK_LOCK_ENTITY("crashed-holder", 1500);
     const char *name = "job";
     int ready[2];
     cr_assert_eq(pipe(ready), 0);
@@ -459,7 +474,7 @@ Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
         wk_token t;
         bool got = false;
         if (db)
-            wk_lock_try(wk_db_processor(db), &lock, wk_name_str(name), &t, &got);
+            take(wk_db_processor(db), e, name, held, &t, &got);
         char c = got ? 'y' : 'n';
         if (write(ready[1], &c, 1) != 1)
             _exit(3);
@@ -476,13 +491,22 @@ Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
     wk_db *db = wk_test_open(NULL);
     wk_token t;
     bool got = false;
-    cr_assert_eq(wk_lock_acquire(wk_db_processor(db), &lock, wk_name_str(name),
-                                 wk_deadline_in(30000), NULL, &t, &got),
-                 WK_OK);
+    cr_assert_eq(acquire(wk_db_processor(db), e, name, waits, 30000, &t, &got), WK_OK);
     cr_assert(got);
     long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
-    cr_assert(slept >= 1 && slept <= 3, "slept %lld times", slept);
+    cr_assert(slept >= 1 && slept <= 3, "%s: slept %lld times", e->kind, slept);
     FIXTURE_END();
+}
+
+Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("crashed-holder", 1500);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("crashed-holder", 1500);
+    static const wk_entity rw2 = WK_RWLOCK_ENTITY("crashed-holder-2", 1500);
+    crashed_holder(&lock, LOCK, LOCK);
+    crashed_holder(&rw, READ, WRITE);  /* a writer waits out a dead reader */
+    crashed_holder(&rw2, WRITE, READ); /* a reader waits out a dead writer */
     wk_test_server_stop(&private_srv);
 }
 
@@ -664,6 +688,16 @@ Test(wake, force_release_frees_whoever_holds_it_and_wakes_the_waiter)
     wk_db_close(ro);
     wk_db_close(op);
     wk_db_close(db);
+}
+
+Test(wake, unknown_entity_flags_are_refused)
+{
+    wk_entity e = WK_LOCK_FAIR_ENTITY("flags", 1000);
+    cr_assert_eq(wk_entity_check(&e), WK_OK);
+    e.flags |= 0x80u;
+    char msg[WK_ENTITY_MSG_MAX];
+    cr_assert_eq(wk_entity_check_msg(&e, msg, sizeof(msg)), WK_EINVAL);
+    cr_assert_str_eq(msg, "flags 0x81 has bits no WK_ENTITY_* flag defines");
 }
 
 /* Waiting needs WRITE, as acquiring does: a read-only handle is refused
