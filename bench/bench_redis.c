@@ -574,6 +574,8 @@ int main(int argc, char **argv)
                    "------------", "------------", "------------", "-------");
             for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
                 run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
+            for (size_t i = 0; i < bench_lease_kinds_cases_count; i++)
+                run_case(&c, &bench_lease_kinds_cases[i], reps, seq_ops, batch_ops);
             for (size_t i = 0; i < bench_limiter_cache_cases_count; i++)
                 run_case(&c, &bench_limiter_cache_cases[i], reps, seq_ops, batch_ops);
             for (size_t i = 0; i < bench_minimal_cases_count; i++)

@@ -63,9 +63,13 @@ extern const wk_entity kinds_to_client_entity;
 extern const wk_entity kinds_completion_entity;
 /* weird: Lock:(see the schema), names are uint64_t, lease 24 h. */
 extern const wk_entity kinds_weird_entity;
+/* ledger: FencedLock:ledger, names are strings, lease 10 s, fenced. */
+extern const wk_entity kinds_ledger_entity;
+/* workers: Semaphore:workers, names are uint64_t, 4.0 permits, lease 30 s. */
+extern const wk_entity kinds_workers_entity;
 
 /* Every entity of the service, in schema order. */
-#define KINDS_ENTITY_COUNT 11
+#define KINDS_ENTITY_COUNT 13
 extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -529,8 +533,104 @@ static inline int kinds_weird_inspect(wk_processor *p, uint64_t name, wk_lock_st
     return wk_lock_inspect(p, &kinds_weird_entity, wk_name_u64(name), state);
 }
 
+/* ledger: FencedLock */
+/*
+ * WRITE: take the lock if nobody holds it, with the next fence; never waits.
+ * See wk_fenced_lock_try().
+ */
+static inline int kinds_ledger_try(wk_processor *p, const char *account, wk_fenced_lease *lease)
+{
+    return wk_fenced_lock_try(p, &kinds_ledger_entity, wk_name_str(account), lease);
+}
+
+/* WRITE: release the lock if it still holds token. See wk_fenced_lock_release(). */
+static inline int kinds_ledger_release(wk_processor *p, const char *account, const wk_token *token,
+                                       bool *released)
+{
+    return wk_fenced_lock_release(p, &kinds_ledger_entity, wk_name_str(account), token, released);
+}
+
+/*
+ * WRITE: restart the lease for one more TTL if it still holds token. See
+ * wk_fenced_lock_extend().
+ */
+static inline int kinds_ledger_extend(wk_processor *p, const char *account, const wk_token *token,
+                                      bool *extended)
+{
+    return wk_fenced_lock_extend(p, &kinds_ledger_entity, wk_name_str(account), token, extended);
+}
+
+/*
+ * READ: does token still hold it, for how long, under which fence (extends
+ * nothing). See wk_fenced_lock_owned().
+ */
+static inline int kinds_ledger_owned(wk_processor *p, const char *account, const wk_token *token,
+                                     wk_fenced_lock_ownership *state)
+{
+    return wk_fenced_lock_owned(p, &kinds_ledger_entity, wk_name_str(account), token, state);
+}
+
+/* READ: is it held, for how much longer, and the last fence. See wk_fenced_lock_inspect(). */
+static inline int kinds_ledger_inspect(wk_processor *p, const char *account,
+                                       wk_fenced_lock_state *state)
+{
+    return wk_fenced_lock_inspect(p, &kinds_ledger_entity, wk_name_str(account), state);
+}
+
+/*
+ * WRITE: free it whoever holds it (operators); the fence counter is kept. See
+ * wk_fenced_lock_force_release().
+ */
+static inline int kinds_ledger_force_release(wk_processor *p, const char *account, bool *freed)
+{
+    return wk_fenced_lock_force_release(p, &kinds_ledger_entity, wk_name_str(account), freed);
+}
+
+/* workers: Semaphore */
+/* WRITE: take a permit if fewer than the permits run; never waits. See wk_semaphore_try(). */
+static inline int kinds_workers_try(wk_processor *p, uint64_t pool, wk_token *token, bool *acquired)
+{
+    return wk_semaphore_try(p, &kinds_workers_entity, wk_name_u64(pool), token, acquired);
+}
+
+/* WRITE: give back the permit of token. See wk_semaphore_release(). */
+static inline int kinds_workers_release(wk_processor *p, uint64_t pool, const wk_token *token,
+                                        bool *was_running)
+{
+    return wk_semaphore_release(p, &kinds_workers_entity, wk_name_u64(pool), token, was_running);
+}
+
+/* WRITE: renew the running permit of token for one TTL. See wk_semaphore_extend(). */
+static inline int kinds_workers_extend(wk_processor *p, uint64_t pool, const wk_token *token,
+                                       bool *extended)
+{
+    return wk_semaphore_extend(p, &kinds_workers_entity, wk_name_u64(pool), token, extended);
+}
+
+/*
+ * READ: does token still hold a permit, for how long (extends nothing). See
+ * wk_semaphore_owned().
+ */
+static inline int kinds_workers_owned(wk_processor *p, uint64_t pool, const wk_token *token,
+                                      wk_lease_state *state)
+{
+    return wk_semaphore_owned(p, &kinds_workers_entity, wk_name_u64(pool), token, state);
+}
+
+/* READ: running and free permits. See wk_semaphore_inspect(). */
+static inline int kinds_workers_inspect(wk_processor *p, uint64_t pool, wk_semaphore_state *state)
+{
+    return wk_semaphore_inspect(p, &kinds_workers_entity, wk_name_u64(pool), state);
+}
+
+/* WRITE: free every permit whoever holds them (operators). See wk_semaphore_force_release(). */
+static inline int kinds_workers_force_release(wk_processor *p, uint64_t pool, int64_t *freed)
+{
+    return wk_semaphore_force_release(p, &kinds_workers_entity, wk_name_u64(pool), freed);
+}
+
 /* ------------------------------------------------------------------------
- * Capability "worker": default none; invoice write; catalog write; page read; login write
+ * Capability "worker": default none; invoice write; catalog write; page read; login write; ledger read; workers write
  * ---------------------------------------------------------------------- */
 
 /*
@@ -691,6 +791,55 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
     return kinds_login_reset(h ? h->p : NULL, address, was_used);
 }
 
+/* ledger (read): as kinds_ledger_*(). */
+static inline int kinds_worker_ledger_owned(kinds_worker *h, const char *account,
+                                            const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_worker_ledger_inspect(kinds_worker *h, const char *account,
+                                              wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+/* workers (write): as kinds_workers_*(). */
+static inline int kinds_worker_workers_try(kinds_worker *h, uint64_t pool, wk_token *token,
+                                           bool *acquired)
+{
+    return kinds_workers_try(h ? h->p : NULL, pool, token, acquired);
+}
+
+static inline int kinds_worker_workers_release(kinds_worker *h, uint64_t pool,
+                                               const wk_token *token, bool *was_running)
+{
+    return kinds_workers_release(h ? h->p : NULL, pool, token, was_running);
+}
+
+static inline int kinds_worker_workers_extend(kinds_worker *h, uint64_t pool, const wk_token *token,
+                                              bool *extended)
+{
+    return kinds_workers_extend(h ? h->p : NULL, pool, token, extended);
+}
+
+static inline int kinds_worker_workers_owned(kinds_worker *h, uint64_t pool, const wk_token *token,
+                                             wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_worker_workers_inspect(kinds_worker *h, uint64_t pool,
+                                               wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
+static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t pool, int64_t *freed)
+{
+    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
+}
+
 /* Not granted by "worker": calling one of these does not compile. */
 #define kinds_worker_payout_try(...) \
     WK_NOT_GRANTED("kinds_worker_payout_try: capability \"worker\" " \
@@ -806,6 +955,18 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
 #define kinds_worker_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_worker_weird_inspect: capability \"worker\" " \
                    "grants nothing on weird")
+#define kinds_worker_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_try: capability \"worker\" " \
+                   "grants only read on ledger, and try is a WRITE query")
+#define kinds_worker_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_release: capability \"worker\" " \
+                   "grants only read on ledger, and release is a WRITE query")
+#define kinds_worker_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_extend: capability \"worker\" " \
+                   "grants only read on ledger, and extend is a WRITE query")
+#define kinds_worker_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_force_release: capability \"worker\" " \
+                   "grants only read on ledger, and force_release is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "replica": default read; weird none
@@ -976,6 +1137,32 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
     return kinds_completion_subscribe(h ? h->p : NULL, name, from, subscription);
 }
 
+/* ledger (read): as kinds_ledger_*(). */
+static inline int kinds_replica_ledger_owned(kinds_replica *h, const char *account,
+                                             const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_replica_ledger_inspect(kinds_replica *h, const char *account,
+                                               wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+/* workers (read): as kinds_workers_*(). */
+static inline int kinds_replica_workers_owned(kinds_replica *h, uint64_t pool,
+                                              const wk_token *token, wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
+                                                wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
 /* Not granted by "replica": calling one of these does not compile. */
 #define kinds_replica_invoice_try(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
@@ -1091,6 +1278,30 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
 #define kinds_replica_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_replica_weird_inspect: capability \"replica\" " \
                    "grants nothing on weird")
+#define kinds_replica_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_try: capability \"replica\" " \
+                   "grants only read on ledger, and try is a WRITE query")
+#define kinds_replica_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_release: capability \"replica\" " \
+                   "grants only read on ledger, and release is a WRITE query")
+#define kinds_replica_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_extend: capability \"replica\" " \
+                   "grants only read on ledger, and extend is a WRITE query")
+#define kinds_replica_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_force_release: capability \"replica\" " \
+                   "grants only read on ledger, and force_release is a WRITE query")
+#define kinds_replica_workers_try(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_try: capability \"replica\" " \
+                   "grants only read on workers, and try is a WRITE query")
+#define kinds_replica_workers_release(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_release: capability \"replica\" " \
+                   "grants only read on workers, and release is a WRITE query")
+#define kinds_replica_workers_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_extend: capability \"replica\" " \
+                   "grants only read on workers, and extend is a WRITE query")
+#define kinds_replica_workers_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_force_release: capability \"replica\" " \
+                   "grants only read on workers, and force_release is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
@@ -1309,6 +1520,42 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_inspect: capability \"nothing\" " \
                    "grants nothing on weird")
+#define kinds_nothing_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_try: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_release: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_extend: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_owned: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_inspect: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_force_release: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_workers_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_try: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_release: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_extend: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_owned: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_inspect: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_force_release: capability \"nothing\" " \
+                   "grants nothing on workers")
 
 /* ------------------------------------------------------------------------
  * Capability "admin": default write
@@ -1696,6 +1943,78 @@ static inline int kinds_admin_weird_force_release(kinds_admin *h, uint64_t name,
 static inline int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
 {
     return kinds_weird_inspect(h ? h->p : NULL, name, state);
+}
+
+/* ledger (write): as kinds_ledger_*(). */
+static inline int kinds_admin_ledger_try(kinds_admin *h, const char *account,
+                                         wk_fenced_lease *lease)
+{
+    return kinds_ledger_try(h ? h->p : NULL, account, lease);
+}
+
+static inline int kinds_admin_ledger_release(kinds_admin *h, const char *account,
+                                             const wk_token *token, bool *released)
+{
+    return kinds_ledger_release(h ? h->p : NULL, account, token, released);
+}
+
+static inline int kinds_admin_ledger_extend(kinds_admin *h, const char *account,
+                                            const wk_token *token, bool *extended)
+{
+    return kinds_ledger_extend(h ? h->p : NULL, account, token, extended);
+}
+
+static inline int kinds_admin_ledger_owned(kinds_admin *h, const char *account,
+                                           const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_admin_ledger_inspect(kinds_admin *h, const char *account,
+                                             wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+static inline int kinds_admin_ledger_force_release(kinds_admin *h, const char *account, bool *freed)
+{
+    return kinds_ledger_force_release(h ? h->p : NULL, account, freed);
+}
+
+/* workers (write): as kinds_workers_*(). */
+static inline int kinds_admin_workers_try(kinds_admin *h, uint64_t pool, wk_token *token,
+                                          bool *acquired)
+{
+    return kinds_workers_try(h ? h->p : NULL, pool, token, acquired);
+}
+
+static inline int kinds_admin_workers_release(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                              bool *was_running)
+{
+    return kinds_workers_release(h ? h->p : NULL, pool, token, was_running);
+}
+
+static inline int kinds_admin_workers_extend(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                             bool *extended)
+{
+    return kinds_workers_extend(h ? h->p : NULL, pool, token, extended);
+}
+
+static inline int kinds_admin_workers_owned(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                            wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_admin_workers_inspect(kinds_admin *h, uint64_t pool,
+                                              wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
+static inline int kinds_admin_workers_force_release(kinds_admin *h, uint64_t pool, int64_t *freed)
+{
+    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
 }
 
 #ifdef __cplusplus
