@@ -194,10 +194,9 @@ static int give_up(wk__waiter *w, int rc)
     return rc;
 }
 
-int wk__wake_wait(wk__waiter *w, bool *acquired)
+/* The waiting loop; *b is the blocking handle once opened. */
+static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
 {
-    *acquired = false;
-    wk_db *b = NULL;
     for (;;) {
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
@@ -221,16 +220,27 @@ int wk__wake_wait(wk__waiter *w, bool *acquired)
             wk__sleep_until_ms(wk__add_ms(wk__boot_ms(), sleep_ms));
             continue;
         }
-        if (!b && (rc = wk__blocking_of(w->p->db, &b)) != WK_OK)
+        if (!*b && (rc = wk__blocking_of(w->p->db, b, close_b)) != WK_OK)
             return give_up(w, rc);
-        rc = wait_wake(b, w, sleep_ms);
+        rc = wait_wake(*b, w, sleep_ms);
         if (rc != WK_OK) {
             /* A lost pop took at most a wake-up, never the item. */
             int status = rc == WK_EUNKNOWN ? WK_EIO : rc;
             char why[256];
-            snprintf(why, sizeof(why), "%s", wk_db_errmsg(b));
+            snprintf(why, sizeof(why), "%s", wk_db_errmsg(*b));
             give_up(w, status);
             return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
         }
     }
+}
+
+int wk__wake_wait(wk__waiter *w, bool *acquired)
+{
+    *acquired = false;
+    wk_db *b = NULL;
+    bool close_b = false;
+    int rc = wait_loop(w, acquired, &b, &close_b);
+    if (close_b) /* a pool's: opened for this wait only */
+        wk_db_close(b);
+    return rc;
 }

@@ -95,15 +95,25 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     return WK_OK;
 }
 
-int wk__blocking_of(wk_db *db, wk_db **out)
+int wk__blocking_of(wk_db *db, wk_db **out, bool *close_after)
 {
-    if (!out)
+    if (!out || !close_after)
         return WK_EINVAL;
     *out = NULL;
+    *close_after = false;
     if (!db)
         return WK_EINVAL;
+    char err[WK__ERRMSG_MAX];
+    if (db->pool) {
+        /* A pool's shared handle serves every thread at once: no
+         * connection of its own to keep, a new one for this wait. */
+        int rc = wk__blocking_open(out, db, err, sizeof(err));
+        if (rc)
+            return wk__db_fail(db, rc, "%s", err);
+        *close_after = true;
+        return WK_OK;
+    }
     if (!db->blocking) {
-        char err[WK__ERRMSG_MAX];
         int rc = wk__blocking_open(&db->blocking, db, err, sizeof(err));
         if (rc)
             return wk__db_fail(db, rc, "%s", err);

@@ -39,8 +39,11 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen);
  * own capability. Returns WK_OK with *out borrowed from `db`, or the
  * status of opening it, with the message on `db`. Thread-safety: as `db`
  * (one thread at a time), which is also the only user of *out.
+ * A pool's shared handle (used by many threads at once) keeps none: *out
+ * is then a new blocking handle and *close_after true — the caller closes
+ * it when its wait ends.
  */
-int wk__blocking_of(wk_db *db, wk_db **out);
+int wk__blocking_of(wk_db *db, wk_db **out, bool *close_after);
 
 /*
  * Run `query` (a blocking command whose server-side wait is at most

@@ -97,12 +97,12 @@ static int client_id(wk_processor *p, long long *id)
 typedef struct shared_run {
     wk_processor *p;
     wk_entity lock, bucket, cache;
-    atomic_int holders;       /* threads inside the lock right now */
-    atomic_int acquired;      /* successful lock.try */
-    atomic_int allowed;       /* limiter acquires allowed */
-    atomic_int violations;    /* two holders at once, a lost release */
-    atomic_int wrong_bodies;  /* a cache get that did not return our put */
-    atomic_int errors;        /* any status but WK_OK */
+    atomic_int holders;      /* threads inside the lock right now */
+    atomic_int acquired;     /* successful lock.try */
+    atomic_int allowed;      /* limiter acquires allowed */
+    atomic_int violations;   /* two holders at once, a lost release */
+    atomic_int wrong_bodies; /* a cache get that did not return our put */
+    atomic_int errors;       /* any status but WK_OK */
     char first_error[256];
     atomic_flag error_noted;
 } shared_run;
@@ -160,7 +160,8 @@ static void *mixed_worker(void *arg)
         rc = wk_cache_get(r->p, &r->cache, wk_name_u64((uint64_t)w->id), &got_body);
         if (rc)
             note_error(r, "cache.get", rc);
-        else if (!got_body.found || got_body.len != (size_t)n || memcmp(got_body.data, body, (size_t)n))
+        else if (!got_body.found || got_body.len != (size_t)n ||
+                 memcmp(got_body.data, body, (size_t)n))
             atomic_fetch_add(&r->wrong_bodies, 1);
         wk_body_free(&got_body);
     }
@@ -382,9 +383,9 @@ Test(pool, a_batch_on_a_borrowed_handle_stays_on_its_connection)
         bool got[8];
         cr_assert_eq(client_id(bp, &first), WK_OK);
         for (int k = 0; k < 8; k++)
-            cr_assert_eq(wk_lock_try(bp, &lock, wk_name_u64((uint64_t)(round * 8 + k)), &t[k],
-                                     &got[k]),
-                         WK_OK);
+            cr_assert_eq(
+                wk_lock_try(bp, &lock, wk_name_u64((uint64_t)(round * 8 + k)), &t[k], &got[k]),
+                WK_OK);
         cr_assert_eq(client_id(bp, &last), WK_OK);
         cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
         cr_assert_eq(first, mine, "the batch ran on connection %lld, not the borrowed %lld", first,
@@ -574,8 +575,8 @@ Test(pool, helpers_work_through_the_shared_processor)
     /* A failing fill: its message reaches this thread through the pool. */
     wk_body body = WK_BODY_INIT;
     wk_fill_outcome outcome;
-    cr_assert_eq(wk_cache_fill_once(p, &r.cache, wk_name_str("other"), &r.lock, failing_fill,
-                                    NULL, NULL, &body, &outcome),
+    cr_assert_eq(wk_cache_fill_once(p, &r.cache, wk_name_str("other"), &r.lock, failing_fill, NULL,
+                                    NULL, &body, &outcome),
                  WK_ECORRUPT);
     cr_assert(strstr(wk_pool_errmsg(pool), "the fill function failed (WK_ECORRUPT)"), "%s",
               wk_pool_errmsg(pool));
@@ -593,9 +594,8 @@ Test(pool, helpers_work_through_the_shared_processor)
                  WK_OK);
     cr_assert_not(got, "held by the borrowed handle");
     bool released;
-    cr_assert_eq(wk_lock_release(wk_db_processor(holder), &lock, wk_name_str("x"), &held,
-                                 &released),
-                 WK_OK);
+    cr_assert_eq(
+        wk_lock_release(wk_db_processor(holder), &lock, wk_name_str("x"), &held, &released), WK_OK);
     cr_assert(released);
     cr_assert_eq(wk_pool_return(pool, holder), WK_OK);
     cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(2000), &bo, &t, &got),
@@ -629,8 +629,8 @@ Test(pool, settings_through_the_pool_publish_on_the_databases_channel)
     redisSetTimeout(sub, tv);
     freeReplyObject(wk_test_cmd(sub, "SUBSCRIBE %b", chan, len));
     int64_t version;
-    cr_assert_eq(wk_settings_put(p, &st, wk_name_str("app"), "k", 1, "v", 1, &version), WK_OK,
-                 "%s", wk_pool_errmsg(pool));
+    cr_assert_eq(wk_settings_put(p, &st, wk_name_str("app"), "k", 1, "v", 1, &version), WK_OK, "%s",
+                 wk_pool_errmsg(pool));
     redisReply *m = NULL;
     cr_assert_eq(redisGetReply(sub, (void **)&m), REDIS_OK, "nothing published on %s", chan);
     cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
@@ -908,8 +908,53 @@ Test(pool, close_with_a_handle_out_frees_the_pool_when_it_returns)
     wk_entity lock = WK_LOCK_ENTITY("pool-close", 10000);
     wk_token t;
     bool got;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("x"), &t, &got), WK_OK,
-                 "%s", wk_db_errmsg(db));
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("x"), &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
     cr_assert(got);
     cr_assert_eq(wk_pool_return(pool, db), WK_OK); /* frees the pool (ASan: no leak) */
+}
+
+/* Waiting acquires from several threads through the shared processor:
+ * each wait opens a blocking connection of its own (the shared handle
+ * keeps none, which two threads would share), and closes it. */
+typedef struct waiter_arg {
+    wk_pool *pool;
+    const wk_entity *lock;
+    int got; /* acquisitions */
+} waiter_arg;
+
+static void *acquire_release_loop(void *arg)
+{
+    waiter_arg *w = arg;
+    wk_processor *p = wk_pool_processor(w->pool);
+    for (int i = 0; i < 5; i++) {
+        wk_token t;
+        bool got = false, released = false;
+        int rc =
+            wk_lock_acquire(p, w->lock, wk_name_str("one"), wk_deadline_in(20000), NULL, &t, &got);
+        cr_assert_eq(rc, WK_OK, "%s", wk_pool_errmsg(w->pool));
+        cr_assert(got);
+        wk_test_sleep_ms(5); /* held: the others wait */
+        cr_assert_eq(wk_lock_release(p, w->lock, wk_name_str("one"), &t, &released), WK_OK);
+        cr_assert(released);
+        w->got++;
+    }
+    return NULL;
+}
+
+Test(pool, waiting_acquires_from_many_threads_each_wait_on_a_connection_of_their_own)
+{
+    wk_pool *pool = open_pool(NULL, 2, 5000, "pool-waiters");
+    wk_entity lock = WK_LOCK_ENTITY("pool-waiters", 10000);
+    waiter_arg args[4];
+    for (int i = 0; i < 4; i++)
+        args[i] = (waiter_arg){pool, &lock, 0};
+    run_threads(4, acquire_release_loop, args, sizeof(args[0]));
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(args[i].got, 5);
+    /* Nothing left open beyond the pool's own connections. */
+    redisContext *raw = wk_test_raw(server.url);
+    cr_assert_eq(clients_named(raw, "pool-waiters"), 2);
+    redisFree(raw);
+    wk_pool_close(pool);
 }
