@@ -288,8 +288,24 @@ static void update_watch(wk_async *a)
 
 /* ---- the connection ----------------------------------------------------- */
 
+/* The descriptor the watch was shown is closed (or about to be): say so
+ * before anything else is reported. A new socket often gets the same
+ * number, and loops that keep descriptors registered (epoll: libuv,
+ * libevent) must drop the old registration first, which they cannot do
+ * if the number seems unchanged. */
+static void fd_gone(wk_async *a)
+{
+    if (!a->watch || a->seen_fd < 0)
+        return;
+    a->seen_fd = -1;
+    a->seen_events = 0;
+    a->seen_due = -1;
+    a->watch(a, -1, 0, -1, a->watch_arg);
+}
+
 static void close_link(wk_async *a)
 {
+    fd_gone(a);
     wk__dial_end(&a->dial);
     wk__conn_drop(a->db->conn);
     a->state = DOWN;
@@ -752,9 +768,12 @@ static void step(wk_async *a, unsigned ready)
             if (!a->dial.connected && !ready)
                 break;
             char why[256];
+            const struct addrinfo *tried = a->dial.next;
             int rc = wk__dial_check(&a->dial, why, sizeof(why));
             if (rc == WK_OK)
                 connected(a);
+            else if (rc == 1 && a->dial.next != tried)
+                fd_gone(a); /* the next address, on a new socket */
             else if (rc < 0) {
                 char msg[WK__ERRMSG_MAX + 320];
                 snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);

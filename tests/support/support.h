@@ -51,6 +51,11 @@ long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
 
+/* Kill the server's side of the connection whose local socket is `fd`
+ * (CLIENT KILL ADDR, so no other client of a shared server is touched).
+ * 0, or -1 if fd is not a TCP socket or the server refused. */
+int wk_test_kill_client_fd(const char *url, int fd);
+
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
  * (up to 16 live). */
