@@ -100,6 +100,7 @@ struct wk_async {
     size_t argv_cap, argvlen_cap;
     wk_query query; /* an entry rebuilt for its parser */
     bool in_process;
+    bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
 };
 
@@ -817,6 +818,8 @@ static int async_submit(wk_processor *self, wk_query *q)
     db->errmsg[0] = '\0';
     if (!q->name)
         q->name = "query";
+    if (a->closing) /* from a callback run by wk_async_close() */
+        return wk__db_fail(db, WK_EIO, "%s: the handle is closing (not sent)", q->name);
     int rc = wk__db_admit(db, q);
     if (rc)
         return rc;
@@ -876,6 +879,7 @@ void wk_async_close(wk_async *a)
     }
     close_link(a);
     a->in_process = true;
+    a->closing = true;
     flush(a);
     for (size_t i = 0; i < a->count; i++) {
         free(at(a, i)->heap_spans);

@@ -62,7 +62,9 @@
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
  * wk_async_close() from inside a callback; submitting from a callback is
- * fine (that is how requests chain).
+ * fine (that is how requests chain), except from one that
+ * wk_async_close() runs: that submission returns WK_EIO and its callback
+ * is never called.
  */
 #ifndef WAKUWAKU_ASYNC_H
 #define WAKUWAKU_ASYNC_H

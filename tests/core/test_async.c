@@ -450,3 +450,32 @@ Test(async, a_replaced_connection_is_reported_as_no_descriptor_first, .timeout =
     cr_assert_geq(wk_async_fd(a), 0);
     wk_async_close(a);
 }
+
+typedef struct closing_chain {
+    int calls, rc;
+    done_log log;
+} closing_chain;
+
+static void submit_again(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)status, (void)msg;
+    closing_chain *c = arg;
+    c->calls++;
+    static done_ref r;
+    r = (done_ref){&c->log, 1};
+    wk_token_bucket_state st;
+    c->rc =
+        wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("closing"), &st);
+}
+
+Test(async, a_callback_run_by_close_cannot_submit, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    closing_chain c = {0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, submit_again, &c), &bucket, wk_name_str("closing"), &st);
+    wk_async_close(a);
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(c.rc, WK_EIO, "%s", wk_err_name(c.rc));
+    cr_assert_eq(c.log.n, 0, "a refused submission's callback never runs");
+}
