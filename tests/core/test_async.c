@@ -479,3 +479,16 @@ Test(async, a_callback_run_by_close_cannot_submit, .timeout = 60)
     cr_assert_eq(c.rc, WK_EIO, "%s", wk_err_name(c.rc));
     cr_assert_eq(c.log.n, 0, "a refused submission's callback never runs");
 }
+
+Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    wk_token token;
+    bool acquired = true;
+    int rc = wk_lock_acquire(wk_async_with(a, NULL, NULL), &lock, wk_name_str("wait"),
+                             wk_monotonic_ms() + 1000, NULL, &token, &acquired);
+    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
+    cr_assert_not(acquired);
+    cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
+    wk_async_close(a);
+}
