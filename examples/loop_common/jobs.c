@@ -22,7 +22,7 @@ struct jobs_conn {
     void *io;
     bool busy; /* a request is in flight (its callbacks hold this state) */
     bool gone; /* the client left: free when the request completes */
-    char in[4 * LINE_MAX_LEN];
+    char in[16 * LINE_MAX_LEN];
     size_t in_len;
     /* The request in flight: outputs the queries write. */
     char lock_name[2 * LINE_MAX_LEN];
@@ -175,6 +175,12 @@ void jobs_conn_feed(jobs_conn *c, const char *data, size_t len)
     while (len) {
         size_t room = sizeof(c->in) - c->in_len;
         if (room == 0) {
+            if (memchr(c->in, '\n', c->in_len)) {
+                /* Whole lines wait behind the request in flight: the
+                 * client sends faster than its requests complete. */
+                reply(c, "error too many requests queued");
+                return; /* the rest is dropped */
+            }
             /* A line longer than the buffer: answer it and drop it. */
             reply(c, "error line too long");
             c->in_len = 0;
