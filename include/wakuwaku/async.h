@@ -95,6 +95,11 @@ typedef void (*wk_async_done_fn)(wk_async *a, int status, const char *msg, void 
  * after which wk_async_process() must be called even without events (-1:
  * none). Adapters use it to (re)arm their watchers; a poll() loop may
  * instead read wk_async_fd/_events/_timeout_ms before each wait.
+ * Before the descriptor it reported is closed (a lost connection, a
+ * reconnect, the dial moving to the next address) it is called with fd
+ * -1, events 0 and timeout -1, then with the new state: a new socket
+ * often gets the old number, and a loop that keeps descriptors
+ * registered (epoll) must drop the old registration first.
  */
 typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t timeout_ms,
                                   void *arg);
