@@ -113,7 +113,9 @@ int wk__dial_check(wk__dial *d, char *msg, size_t msglen)
     d->fd = -1;
     if (try_next(d))
         return 1;
-    return fail(msg, msglen, WK_EIO, d->why);
+    fail(msg, msglen, WK_EIO, d->why);
+    wk__dial_end(d); /* nothing left to free for the caller */
+    return WK_EIO;
 }
 
 void wk__dial_end(wk__dial *d)
