@@ -41,6 +41,14 @@ extern const size_t bench_minimal_cases_count;
  * `filter` (may be NULL): only scripts whose name contains it. */
 void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter);
 
+/* --async: lock cycles with 64 in flight on an event-loop handle to
+ * `url` vs 64-query batches on c's handle (bench_async.c). */
+void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops);
+/* --pool: lock cycles from 8 threads through a pool of 4 against 8
+ * handles, and 1 thread through a pool of 1 against a handle, `ops`
+ * cycles per row, median of `reps` (bench_pool.c). */
+void bench_pool_run(const char *url, int reps, unsigned ops);
+
 /* Exit with the handle's message unless rc is WK_OK. */
 void bench_check(int rc, bench_ctx *c, const char *what);
 /* Raw hiredis: queue a command, read a reply (exits on error replies). */

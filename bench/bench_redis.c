@@ -16,7 +16,10 @@
  *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
  *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
+ *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
  *                                  # (certificates made with `openssl`)
+ *   bench_redis --pool             # only: 8 threads on a pool of 4 vs 8
+ *                                  # threads with a handle each (bench_pool.c)
  *
  * Then, per Lua script of the library, the server's own time per call
  * (INFO commandstats) next to the smallest script doing the same job
@@ -411,7 +414,7 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true, tls = false;
+    bool quick = false, table = true, scripts = true, tls = false, async = false, pool = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -421,8 +424,12 @@ int main(int argc, char **argv)
             callgrind_ops = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--async"))
+            async = true;
         else if (!strcmp(argv[i], "--tls"))
             tls = true;
+        else if (!strcmp(argv[i], "--pool"))
+            pool = true;
         else if (!strcmp(argv[i], "--scripts"))
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
@@ -432,7 +439,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N] [--tls]\n",
+                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool]\n",
                     argv[0]);
             return 2;
         }
@@ -471,7 +478,9 @@ int main(int argc, char **argv)
     if (!c.raw || c.raw->err)
         die("raw connect", c.raw ? c.raw->errstr : "oom");
 
-    if (callgrind_ops > 0) {
+    if (pool) {
+        bench_pool_run(url, reps, quick ? 2000 : 8000);
+    } else if (callgrind_ops > 0) {
         /* Only library lock cycles: valgrind counts their instructions. */
         for (int i = 0; i < callgrind_ops; i++)
             lock_seq_lib(&c, (unsigned)i);
@@ -479,6 +488,8 @@ int main(int argc, char **argv)
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
         if (tls)
             tls_vs_tcp(&c, tls_lines[0], reps, seq_ops);
+        if (async)
+            bench_async_run(&c, url, reps, batch_ops);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);

@@ -465,14 +465,12 @@ static void connection_lost(wk_async *a, int rc, const char *text)
     for (size_t i = 0; i < a->count; i++) {
         entry *e = at(a, i);
         if (e->state == SENT) {
-            if (e->writes)
-                finish_fmt(a, e, WK_EUNKNOWN, why);
-            else if (rc == WK_EIO && (e->flags & WK_QUERY_RETRY_SAFE) && !e->resent) {
-                e->state = UNSENT; /* a lost read goes once more */
+            if (wk__may_resend(e->flags, e->resent, rc)) {
+                e->state = UNSENT; /* a lost retry-safe query goes once more */
                 e->resent = true;
                 again = true;
             } else
-                finish_fmt(a, e, rc, why);
+                finish_fmt(a, e, wk__lost_status(e->writes, rc), why);
         } else if (e->state == UNSENT) {
             /* Never ran. After a timeout a stalled server would stall
              * again; after a drop it gets one more connection. */

@@ -124,6 +124,10 @@ int wk_batch_open(wk_batch **out, wk_db *db)
     *out = NULL;
     if (!db)
         return WK_EINVAL;
+    if (db->pool)
+        return wk__db_fail(db, WK_EINVAL,
+                           "batch: a pool's shared processor has no connection of its own; "
+                           "open the batch on a handle from wk_pool_borrow()");
     wk_batch *b = calloc(1, sizeof(*b));
     if (!b)
         return WK_ENOMEM;

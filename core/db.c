@@ -24,7 +24,7 @@
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap)
 {
     if (db)
-        vsnprintf(db->errmsg, sizeof(db->errmsg), fmt, ap);
+        vsnprintf(wk__db_msg(db), WK__ERRMSG_MAX, fmt, ap);
     return status;
 }
 
@@ -45,7 +45,7 @@ int wk_diag_fail(wk_diag *diag, int status, const char *fmt, ...)
         char text[WK__ERRMSG_MAX / 2];
         vsnprintf(text, sizeof(text), fmt, ap);
         const char *name = diag->query && diag->query->name ? diag->query->name : "query";
-        snprintf(diag->db->errmsg, sizeof(diag->db->errmsg), "%s: %s", name, text);
+        snprintf(wk__db_msg(diag->db), WK__ERRMSG_MAX, "%s: %s", name, text);
     }
     va_end(ap);
     return status;
@@ -496,6 +496,9 @@ int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
     *out = NULL;
     if (!db || !cap)
         return WK_EINVAL;
+    if (db->pool)
+        return wk__db_fail(db, WK_EINVAL,
+                           "a pool's shared processor cannot be narrowed; narrow a handle");
     wk_db *view = calloc(1, sizeof(*view));
     if (!view)
         return WK_ENOMEM;
@@ -514,7 +517,8 @@ int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
 
 void wk_db_close(wk_db *db)
 {
-    if (!db)
+    /* A pool's shared handle belongs to the pool (wk_pool_close). */
+    if (!db || db->pool)
         return;
     wk__conn_release(db->conn);
     wk_cap_free(db->cap);
@@ -533,12 +537,12 @@ const wk_cap *wk_db_capability(const wk_db *db)
 
 const char *wk_db_errmsg(const wk_db *db)
 {
-    return db ? db->errmsg : "no handle";
+    return db ? wk__db_msg(db) : "no handle";
 }
 
 const char *wk_processor_errmsg(const wk_processor *processor)
 {
-    return processor && processor->db ? processor->db->errmsg : "no handle";
+    return processor && processor->db ? wk__db_msg(processor->db) : "no handle";
 }
 
 bool wk_is_connection_error(int status)
@@ -568,7 +572,8 @@ int wk_db_ping(wk_db *db)
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse_pong};
-    return wk__db_process(&db->proc, &q);
+    /* A pool's shared handle has no connection: its processor borrows one. */
+    return db->pool ? wk_process(&db->proc, &q) : wk__db_process(&db->proc, &q);
 }
 
 int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)

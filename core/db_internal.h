@@ -72,7 +72,23 @@ struct wk_db {
     wk__conn *conn;
     wk_cap *cap;
     char errmsg[WK__ERRMSG_MAX];
+    /* Non-NULL: this is a pool's shared handle (core/pool.c), the `db` of
+     * a processor many threads call at once. It does no I/O itself: conn
+     * is its first connection's, read only for settings (the database),
+     * and the pool owns and frees it. */
+    struct wk_pool *pool;
 };
+
+/* The calling thread's message buffer (WK__ERRMSG_MAX bytes) for queries
+ * through a pool's shared handle (core/pool.c). */
+char *wk__pool_thread_msg(void);
+
+/* Where db's detail message lives: its own buffer, or for a pool's shared
+ * handle the calling thread's, since many threads fail through it at once. */
+static inline char *wk__db_msg(const wk_db *db)
+{
+    return db->pool ? wk__pool_thread_msg() : (char *)db->errmsg;
+}
 
 /* The parser's view of where to put its message. */
 struct wk_diag {

@@ -72,7 +72,7 @@ static void lose_connection(run *r, int rc)
         wk__slot *s = &x->slots[i];
         if (s->state == WK__SENT) {
             s->state = WK__LOST;
-            s->status = s->writes ? WK_EUNKNOWN : rc;
+            s->status = wk__lost_status(s->writes, rc);
         }
     }
     r->conn_rc = rc;
@@ -144,8 +144,8 @@ static bool plan_resend(run *r)
     bool any = false;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state == WK__LOST && !s->resent &&
-            (x->query(x->ctx, i)->flags & WK_QUERY_RETRY_SAFE)) {
+        if (s->state == WK__LOST &&
+            wk__may_resend(x->query(x->ctx, i)->flags, s->resent, r->conn_rc)) {
             s->state = WK__UNSENT;
             s->resent = true;
         }

@@ -49,6 +49,25 @@ typedef struct wk__exchange {
 } wk__exchange;
 
 /*
+ * The outcome rule for a query written on a connection that then failed
+ * with `rc` before its reply came — shared by exchanges and the
+ * event-loop handle (core/async.c), so both settle alike: a write may
+ * have run (WK_EUNKNOWN); a read has the connection's status.
+ */
+static inline int wk__lost_status(bool writes, int rc)
+{
+    return writes ? WK_EUNKNOWN : rc;
+}
+
+/* Whether such a query goes once more on a new connection: only a
+ * retry-safe one not re-sent yet, and only after a dropped connection
+ * (WK_EIO), not a timeout (a stalled server would stall again). */
+static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
+{
+    return rc == WK_EIO && (query_flags & WK_QUERY_RETRY_SAFE) && !resent;
+}
+
+/*
  * Run every slot to REPLIED or a final status. Returns WK_OK when every
  * query succeeded; otherwise the status of the first query the connection
  * failed (LOST or not sent) if any, else of the first failed query, with

@@ -21,6 +21,7 @@
 #include <wakuwaku/hooks.h>
 #include <wakuwaku/batch.h>
 #include <wakuwaku/async.h>
+#include <wakuwaku/pool.h>
 #include <wakuwaku/lock.h>
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/cache.h>

@@ -59,14 +59,16 @@ Test(capability, every_kind_has_query_rows)
                            wk_test_query_at(i)->name, wk_test_query_at(i)->kind);
 }
 
-Test(capability, read_only_refuses_every_write_and_sends_nothing)
+/* Every built-in query through `p`, whose capability is read-only: each
+ * WRITE refused with the capability named and nothing sent, each READ
+ * sent. */
+static void expect_read_only(wk_processor *p)
 {
-    wk_db *db = wk_test_open_url(server.url, wk_cap_read_only());
     redisContext *raw = wk_test_raw(server.url);
     for (size_t i = 0; i < wk_test_nqueries(); i++) {
         const wk_test_query *q = wk_test_query_at(i);
         long long before = wk_test_total_calls(raw);
-        int rc = q->run(wk_db_processor(db), "guarded");
+        int rc = q->run(p, "guarded");
         long long after = wk_test_total_calls(raw);
         if (q->effect == WK_WRITE) {
             cr_assert_eq(rc, WK_EDENIED, "%s: read-only must refuse a WRITE (got %s)", q->name,
@@ -75,16 +77,30 @@ Test(capability, read_only_refuses_every_write_and_sends_nothing)
             char want[128];
             snprintf(want, sizeof(want), "capability \"read-only\" may not WRITE %s:guarded",
                      q->kind);
-            cr_assert(strstr(wk_db_errmsg(db), want), "%s: message \"%s\" lacks \"%s\"", q->name,
-                      wk_db_errmsg(db), want);
+            cr_assert(strstr(wk_processor_errmsg(p), want), "%s: message \"%s\" lacks \"%s\"",
+                      q->name, wk_processor_errmsg(p), want);
         } else {
             cr_assert_eq(rc, WK_OK, "%s: read-only must allow a READ (got %s: %s)", q->name,
-                         wk_err_name(rc), wk_db_errmsg(db));
+                         wk_err_name(rc), wk_processor_errmsg(p));
             cr_assert_gt(after, before, "%s: an allowed query reached Redis", q->name);
         }
     }
     redisFree(raw);
+}
+
+Test(capability, read_only_refuses_every_write_and_sends_nothing)
+{
+    wk_db *db = wk_test_open_url(server.url, wk_cap_read_only());
+    expect_read_only(wk_db_processor(db));
     wk_db_close(db);
+}
+
+/* A pool's shared processor checks exactly as a handle (wakuwaku/pool.h). */
+Test(capability, read_only_pool_refuses_every_write_and_sends_nothing)
+{
+    wk_pool *pool = wk_test_open_pool(server.url, wk_cap_read_only(), 2, 2000, NULL);
+    expect_read_only(wk_pool_processor(pool));
+    wk_pool_close(pool);
 }
 
 Test(capability, read_write_allows_everything)

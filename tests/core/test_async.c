@@ -6,7 +6,6 @@
  * through the loop; and the outcome rules of blocking handles hold
  * (timeouts, dropped replies, NOSCRIPT, reconnects).
  */
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 
@@ -28,33 +27,6 @@ static wk_async *open_async(const char *url, const wk_cap *cap, int command_time
     int rc = wk_async_open(&a, &o, err, sizeof(err));
     cr_assert_eq(rc, WK_OK, "%s", err);
     return a;
-}
-
-/* One turn of a poll() loop. */
-static void turn(wk_async *a)
-{
-    int fd = wk_async_fd(a);
-    unsigned ev = wk_async_events(a);
-    int64_t t = wk_async_timeout_ms(a);
-    struct pollfd p = {
-        .fd = fd,
-        .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) | (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
-    int n = poll(&p, fd >= 0 && ev ? 1 : 0, t < 0 || t > 200 ? 200 : (int)t);
-    unsigned ready = 0;
-    if (n > 0) {
-        if (p.revents & (POLLIN | POLLHUP | POLLERR))
-            ready |= WK_ASYNC_READ;
-        if (p.revents & (POLLOUT | POLLHUP | POLLERR))
-            ready |= WK_ASYNC_WRITE;
-    }
-    wk_async_process(a, ready);
-}
-
-/* Run the loop until nothing is pending (bounded by the suite timeout). */
-static void drain(wk_async *a)
-{
-    while (wk_async_pending(a))
-        turn(a);
 }
 
 typedef struct done_log {
@@ -107,7 +79,7 @@ Test(async, built_in_queries_complete_with_their_outputs, .timeout = 60)
         WK_OK);
     cr_assert_eq(log.n, 0, "callbacks never run inside the submitting call");
     cr_assert_eq(wk_async_pending(a), 4);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 4);
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(log.status[i], WK_OK, "query %d: %s (%s)", i, wk_err_name(log.status[i]),
@@ -126,7 +98,7 @@ Test(async, built_in_queries_complete_with_their_outputs, .timeout = 60)
     done_ref r = {&log, 9};
     wk_lock_try(wk_async_with(a, on_done, &r), &lock, wk_name_str(name), &(wk_token){0}, &again);
     wk_lock_release(wk_async_with(a, on_done, &r), &lock, wk_name_str(name), &token, &released);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_not(again);
     cr_assert(released);
     wk_async_close(a);
@@ -137,7 +109,7 @@ Test(async, sixty_four_in_flight_go_out_in_one_write_and_complete_in_order, .tim
     wk_async *a = open_async(wk_test_url(), NULL, 2000);
     /* Connected first, so that all 64 are queued while the loop waits. */
     while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
-        turn(a);
+        wk_test_async_turn(a);
     redisContext *raw = wk_test_raw(wk_test_url());
     done_log log = {0};
     done_ref refs[64];
@@ -152,7 +124,7 @@ Test(async, sixty_four_in_flight_go_out_in_one_write_and_complete_in_order, .tim
                                  &tokens[i], &got[i]),
                      WK_OK);
     }
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 64);
     for (int i = 0; i < 64; i++) {
         cr_assert_eq(log.status[i], WK_OK, "%d: %s", i, log.msg);
@@ -181,7 +153,7 @@ Test(async, a_refused_query_fails_at_submission_and_is_never_sent, .timeout = 60
     rc = wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str(wk_test_ns("ro")),
                               &st);
     cr_assert_eq(rc, WK_OK);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 1, "only the admitted query completes");
     cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
     cr_assert_eq(wk_test_cmd_calls(raw, "set"), before);
@@ -201,7 +173,7 @@ Test(async, a_refused_connection_fails_the_queries_through_the_loop, .timeout = 
     cr_assert_eq(
         wk_lock_try(wk_async_with(a, on_done, &r), &lock, wk_name_str("x"), &token, &acquired),
         WK_OK);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 1);
     cr_assert_eq(log.status[0], WK_EIO, "%s", wk_err_name(log.status[0]));
     cr_assert(strstr(log.msg, "cannot connect"), "%s", log.msg);
@@ -215,9 +187,9 @@ Test(async, a_stalled_server_makes_a_sent_write_unknown_and_a_read_timed_out, .t
     wk_test_server s;
     cr_assert_eq(wk_test_server_start(&s, NULL), 0);
     wk_async *a = open_async(s.url, NULL, 300);
-    drain(a);
+    wk_test_async_drain(a);
     while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
-        turn(a); /* connected and set up */
+        wk_test_async_turn(a); /* connected and set up */
     done_log log = {0};
     done_ref w = {&log, 0}, rd = {&log, 1};
     wk_token token;
@@ -226,7 +198,7 @@ Test(async, a_stalled_server_makes_a_sent_write_unknown_and_a_read_timed_out, .t
     kill(s.pid, SIGSTOP);
     wk_lock_try(wk_async_with(a, on_done, &w), &lock, wk_name_str("stalled"), &token, &acquired);
     wk_token_bucket_peek(wk_async_with(a, on_done, &rd), &bucket, wk_name_str("stalled"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     kill(s.pid, SIGCONT);
     cr_assert_eq(log.n, 2);
     cr_assert_eq(log.status[0], WK_EUNKNOWN, "%s", wk_err_name(log.status[0]));
@@ -235,7 +207,7 @@ Test(async, a_stalled_server_makes_a_sent_write_unknown_and_a_read_timed_out, .t
     /* The server is back: the next query reconnects. */
     done_ref again = {&log, 2};
     wk_token_bucket_peek(wk_async_with(a, on_done, &again), &bucket, wk_name_str("stalled"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[2], WK_OK, "%s", log.msg);
     wk_async_close(a);
     wk_test_server_stop(&s);
@@ -248,16 +220,16 @@ Test(async, a_lost_reply_makes_a_write_unknown_and_resends_a_read, .timeout = 60
     wk_test_proxy *px;
     cr_assert_eq(wk_test_proxy_start(&px, s.port), 0);
     wk_async *a = open_async(wk_test_proxy_url(px), NULL, 2000);
-    drain(a);
+    wk_test_async_drain(a);
     while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
-        turn(a);
+        wk_test_async_turn(a);
     done_log log = {0};
     done_ref w = {&log, 0};
     wk_token token;
     bool acquired = true;
     wk_test_proxy_drop_next_reply(px, NULL, NULL);
     wk_lock_try(wk_async_with(a, on_done, &w), &lock, wk_name_str("lost"), &token, &acquired);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[0], WK_EUNKNOWN, "%s (%s)", wk_err_name(log.status[0]), log.msg);
     cr_assert(strstr(log.msg, "may or may not"), "%s", log.msg);
 
@@ -266,10 +238,10 @@ Test(async, a_lost_reply_makes_a_write_unknown_and_resends_a_read, .timeout = 60
     done_ref rd = {&log, 1};
     wk_token_bucket_state st;
     wk_token_bucket_peek(wk_async_with(a, NULL, NULL), &bucket, wk_name_str("lost"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     wk_test_proxy_drop_next_reply(px, NULL, NULL);
     wk_token_bucket_peek(wk_async_with(a, on_done, &rd), &bucket, wk_name_str("lost"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[1], WK_OK, "%s (%s)", wk_err_name(log.status[1]), log.msg);
     cr_assert_eq(wk_test_proxy_drops(px), 2);
     wk_async_close(a);
@@ -287,7 +259,7 @@ Test(async, a_flushed_script_is_sent_again_as_eval, .timeout = 60)
     wk_token_bucket_outcome out = {0};
     wk_token_bucket_acquire(wk_async_with(a, on_done, &r), &bucket,
                             wk_name_str(wk_test_ns("noscript")), 1, &out);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 1, "one callback, not one per attempt");
     cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
     cr_assert(out.allowed);
@@ -319,7 +291,7 @@ Test(async, a_callback_submits_the_next_query, .timeout = 60)
     chain c = {.a = a, .left = 5, .name = wk_test_ns("chain")};
     wk_token_bucket_acquire(wk_async_with(a, next_link, &c), &bucket, wk_name_str(c.name), 1,
                             &c.out);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(c.done, 5);
     cr_assert_eq(c.out.remaining, 5);
     wk_async_close(a);
@@ -332,14 +304,14 @@ Test(async, an_idle_connection_killed_by_the_server_is_replaced, .timeout = 60)
     done_ref r = {&log, 0};
     wk_token_bucket_state st;
     wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("idle"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     redisContext *raw = wk_test_raw(wk_test_url());
     freeReplyObject(wk_test_cmd(raw, "CLIENT KILL TYPE normal SKIPME yes"));
     redisFree(raw);
     for (int i = 0; i < 5; i++)
-        turn(a); /* sees the EOF */
+        wk_test_async_turn(a); /* sees the EOF */
     wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("idle"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.n, 2);
     cr_assert_eq(log.status[1], WK_OK, "%s", log.msg);
     wk_async_close(a);
@@ -357,7 +329,7 @@ Test(async, a_wrong_password_and_a_peer_that_is_not_redis_fail_clearly, .timeout
     done_ref r = {&log, 0};
     wk_token_bucket_state st;
     wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("pw"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[0], WK_EAUTH, "%s: %s", wk_err_name(log.status[0]), log.msg);
     cr_assert_null(strstr(log.msg, "wrong"), "never prints the password: %s", log.msg);
     wk_async_close(a);
@@ -369,7 +341,7 @@ Test(async, a_wrong_password_and_a_peer_that_is_not_redis_fail_clearly, .timeout
     a = open_async(peer.url, NULL, 1000);
     done_ref r2 = {&log, 1};
     wk_token_bucket_peek(wk_async_with(a, on_done, &r2), &bucket, wk_name_str("pw"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[1], WK_EPROTO, "%s: %s", wk_err_name(log.status[1]), log.msg);
     wk_async_close(a);
     wk_test_peer_stop(&peer);
@@ -425,7 +397,7 @@ Test(async, a_replaced_connection_is_reported_as_no_descriptor_first, .timeout =
 {
     wk_async *a = open_async(wk_test_url(), NULL, 1000);
     while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
-        turn(a);
+        wk_test_async_turn(a);
     int old = wk_async_fd(a);
     watch_log w = {0};
     wk_async_set_watch(a, record_watch, &w);
@@ -438,7 +410,7 @@ Test(async, a_replaced_connection_is_reported_as_no_descriptor_first, .timeout =
     done_ref r = {&log, 0};
     wk_token_bucket_state st;
     wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("replaced"), &st);
-    drain(a);
+    wk_test_async_drain(a);
     cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
     int gone = -1;
     for (int i = 1; i < w.n && gone < 0; i++)

@@ -19,56 +19,12 @@
 
 #include "support.h"
 
-typedef struct tls_server {
-    wk_test_server s;
-    int tls_port;
-    char certs[64]; /* the certificates' directory */
-    char ca[128], other_ca[128], client_crt[128], client_key[128];
-    char url[96]; /* rediss://127.0.0.1:<tls_port> */
-} tls_server;
+typedef wk_test_tls tls_server;
 
-static void make_certs(const char *dir)
-{
-    static const char script[] =
-        "set -e; cd '%s'; EC='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
-        "openssl req -x509 $EC -keyout ca.key -out ca.crt -days 2 -subj /CN=wk-test-ca;"
-        "openssl req -x509 $EC -keyout other.key -out other.crt -days 2 -subj /CN=wk-other-ca;"
-        "openssl req $EC -keyout server.key -out server.csr -subj /CN=localhost;"
-        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext;"
-        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
-        " -out server.crt -days 2 -extfile server.ext;"
-        "openssl req $EC -keyout client.key -out client.csr -subj /CN=wk-client;"
-        "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
-        " -out client.crt -days 2";
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "(%s) >/dev/null 2>&1", script);
-    char full[2300];
-    snprintf(full, sizeof(full), cmd, dir);
-    cr_assert_eq(system(full), 0, "openssl could not make the test certificates");
-}
-
-/* A redis-server with a plain port (s.port) and a TLS port. */
 static void tls_start_with(tls_server *t, bool auth_clients, const char *extra)
 {
-    memset(t, 0, sizeof(*t));
-    snprintf(t->certs, sizeof(t->certs), "/tmp/wk-test-tls-XXXXXX");
-    cr_assert_not_null(mkdtemp(t->certs));
-    make_certs(t->certs);
-    snprintf(t->ca, sizeof(t->ca), "%s/ca.crt", t->certs);
-    snprintf(t->other_ca, sizeof(t->other_ca), "%s/other.crt", t->certs);
-    snprintf(t->client_crt, sizeof(t->client_crt), "%s/client.crt", t->certs);
-    snprintf(t->client_key, sizeof(t->client_key), "%s/client.key", t->certs);
-    char port[32], cert[160], key[160], ca[160], auth[64];
-    t->tls_port = wk_test_free_port();
-    cr_assert_gt(t->tls_port, 0);
-    snprintf(port, sizeof(port), "tls-port %d", t->tls_port);
-    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", t->certs);
-    snprintf(key, sizeof(key), "tls-key-file %s/server.key", t->certs);
-    snprintf(ca, sizeof(ca), "tls-ca-cert-file %s", t->ca);
-    snprintf(auth, sizeof(auth), "tls-auth-clients %s", auth_clients ? "yes" : "no");
-    const char *config[] = {port, cert, key, ca, auth, extra, NULL};
-    cr_assert_eq(wk_test_server_start(&t->s, config), 0, "redis-server with TLS did not start");
-    snprintf(t->url, sizeof(t->url), "rediss://127.0.0.1:%d", t->tls_port);
+    cr_assert_eq(wk_test_tls_start(t, auth_clients, extra), 0,
+                 "redis-server with TLS (and openssl's certificates) did not start");
 }
 
 static void tls_start(tls_server *t, bool auth_clients)
@@ -78,22 +34,12 @@ static void tls_start(tls_server *t, bool auth_clients)
 
 static void tls_stop(tls_server *t)
 {
-    wk_test_server_stop(&t->s);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->certs);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", t->certs);
+    wk_test_tls_stop(t);
 }
 
 static wk_db_options tls_options(const tls_server *t)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = t->url;
-    o.capability = wk_cap_read_write();
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 2000;
-    o.tls_ca_file = t->ca;
-    return o;
+    return wk_test_tls_options(t);
 }
 
 static int try_open(const wk_db_options *o, char *err, size_t errlen)
@@ -414,4 +360,49 @@ Test(tls, url_scheme)
     wk_url_free(&u);
     cr_assert_eq(wk_url_parse(&u, "redisss://h", err, sizeof(err)), WK_EINVAL);
     cr_assert(strstr(err, "rediss://"), "%s", err);
+}
+
+/* ---- the event-loop handle over TLS: the handshake runs in the loop */
+
+static void on_async(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    int *out = arg;
+    *out = status;
+    if (status != WK_OK)
+        cr_log_info("async: %s", msg);
+}
+
+Test(tls, event_loop_handle_over_tls, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    wk_async *a;
+    char err[256];
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_entity lock = WK_LOCK_ENTITY("tls-async", 30000);
+    wk_token token;
+    bool acquired = false, released = false;
+    int st_try = 1, st_release = 1;
+    wk_lock_try(wk_async_with(a, on_async, &st_try), &lock, wk_name_str("job"), &token, &acquired);
+    wk_test_async_drain(a);
+    wk_lock_release(wk_async_with(a, on_async, &st_release), &lock, wk_name_str("job"), &token,
+                    &released);
+    wk_test_async_drain(a);
+    cr_assert_eq(st_try, WK_OK, "%s", wk_async_errmsg(a));
+    cr_assert_eq(st_release, WK_OK);
+    cr_assert(acquired && released);
+    wk_async_close(a);
+
+    /* An unknown CA is refused in the loop too, as WK_EAUTH. */
+    o.tls_ca_file = t.other_ca;
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    int st = 1;
+    wk_lock_try(wk_async_with(a, on_async, &st), &lock, wk_name_str("job"), &token, &acquired);
+    wk_test_async_drain(a);
+    cr_assert_eq(st, WK_EAUTH, "%s", wk_err_name(st));
+    cr_assert(strstr(wk_async_errmsg(a), "not accepted"), "%s", wk_async_errmsg(a));
+    wk_async_close(a);
+    tls_stop(&t);
 }

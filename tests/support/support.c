@@ -1,6 +1,7 @@
 /*
  * tests/support/support.c — handles, raw commands and names for tests.
  */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,24 @@ wk_db *wk_test_open_url(const char *url, const wk_cap *cap)
 wk_db *wk_test_open(const wk_cap *cap)
 {
     return wk_test_open_url(wk_test_url(), cap);
+}
+
+wk_pool *wk_test_open_pool(const char *url, const wk_cap *cap, int size, int wait_ms,
+                           const char *client_name)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.client_name = client_name;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = size;
+    po.wait_ms = wait_ms;
+    wk_pool *pool = NULL;
+    char err[512];
+    int rc = wk_pool_open(&pool, &po, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "wk_pool_open(%s): %s: %s", url, wk_err_name(rc), err);
+    return pool;
 }
 
 redisContext *wk_test_raw(const char *url)
@@ -111,4 +130,29 @@ int wk_test_kill_client_fd(const char *url, int fd)
     freeReplyObject(r);
     redisFree(raw);
     return ok;
+}
+
+void wk_test_async_turn(wk_async *a)
+{
+    int fd = wk_async_fd(a);
+    unsigned ev = wk_async_events(a);
+    int64_t t = wk_async_timeout_ms(a);
+    struct pollfd p = {
+        .fd = fd,
+        .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) | (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
+    int n = poll(&p, fd >= 0 && ev ? 1 : 0, t < 0 || t > 200 ? 200 : (int)t);
+    unsigned ready = 0;
+    if (n > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_READ;
+        if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+            ready |= WK_ASYNC_WRITE;
+    }
+    wk_async_process(a, ready);
+}
+
+void wk_test_async_drain(wk_async *a)
+{
+    while (wk_async_pending(a))
+        wk_test_async_turn(a);
 }

@@ -41,6 +41,10 @@ const char *wk_test_url(void);
  * failing the test on error. */
 wk_db *wk_test_open(const wk_cap *cap);
 wk_db *wk_test_open_url(const char *url, const wk_cap *cap);
+/* A pool of `size` connections to `url` (cap NULL = read-write; client_name
+ * may be NULL), failing the test on error. */
+wk_pool *wk_test_open_pool(const char *url, const wk_cap *cap, int size, int wait_ms,
+                           const char *client_name);
 
 /* A raw hiredis connection to `url`'s server, for checking state. */
 redisContext *wk_test_raw(const char *url);
@@ -89,10 +93,32 @@ int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, con
                        size_t reply_len);
 void wk_test_peer_stop(wk_test_peer *p);
 /* What Redis 7.0 answers to HELLO 2: the handshake of wk_db_open. */
-#define WK_TEST_HELLO_REPLY                                                                  \
-    "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"          \
-    "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"        \
+#define WK_TEST_HELLO_REPLY                                                                        \
+    "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"                      \
+    "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"                   \
     "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+
+/* A redis-server with a plain port (s.port) and a TLS port, and its
+ * certificates (tests/support/tls_server.c). */
+typedef struct wk_test_tls {
+    wk_test_server s;
+    int tls_port;
+    char certs[64]; /* the certificates' directory */
+    char ca[128], other_ca[128], client_crt[128], client_key[128];
+    char url[96]; /* rediss://127.0.0.1:<tls_port> */
+} wk_test_tls;
+/* Start it; `extra` (may be NULL) is one more config line. 0 or -1. */
+int wk_test_tls_start(wk_test_tls *t, bool auth_clients, const char *extra);
+/* Stop the server and remove the certificates. */
+void wk_test_tls_stop(wk_test_tls *t);
+/* Options for its TLS URL trusting its CA (read-write, short timeouts). */
+wk_db_options wk_test_tls_options(const wk_test_tls *t);
+
+/* One turn of a poll() loop driving an event-loop handle (waits at most
+ * 200 ms), and turns until nothing is pending (bounded by the suite's
+ * timeout). */
+void wk_test_async_turn(wk_async *a);
+void wk_test_async_drain(wk_async *a);
 
 /* Sleep for ms milliseconds. */
 void wk_test_sleep_ms(int ms);

@@ -1,0 +1,317 @@
+/*
+ * core/pool.c — N handles behind one processor that any thread may call
+ * (see wakuwaku/pool.h for the rules).
+ *
+ * The pool is a free stack of handle indices and a queue of waiting
+ * threads under one mutex; each waiter sleeps on a CLOCK_MONOTONIC
+ * condition of its own, and a returned handle goes to the oldest. The shared
+ * processor belongs to `front`, a wk_db without a connection of its own:
+ * it admits a query against the capability (so a refusal waits for
+ * nothing), borrows a handle, runs the query through that handle's own
+ * dispatcher and gives the handle back. Everything a query does on the
+ * wire is the handle's; the pool adds the wait and nothing else.
+ *
+ * Messages: the front's detail message is per thread (wk__db_msg() sends
+ * it to thread_msg below). Why a thread-local buffer rather than a buffer
+ * per pool and thread: wk_processor_errmsg() and the helpers that read it
+ * (fill once, …) see only the processor, and per-pool per-thread storage
+ * (pthread keys) could not free a thread's buffer when a pool closes
+ * while the thread lives on. One buffer per thread, shared by every pool,
+ * is what "this thread's last query" needs, and nothing else is global.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wakuwaku/pool.h>
+
+#include "core/db_internal.h"
+#include "core/private.h"
+
+struct wk_pool {
+    wk_db front;           /* first member: &pool->front.proc is the processor */
+    pthread_mutex_t mu;
+    struct waiter *head, *tail; /* threads waiting for a handle, oldest first */
+    int wait_ms;
+    size_t size;
+    wk_db **handles;       /* all of them; index i is handle i */
+    bool *borrowed;        /* per handle: out of the free stack */
+    size_t *free_stack;    /* indices of free handles; top at nfree - 1 */
+    size_t nfree;
+    bool closed;           /* wk_pool_close() ran with handles still out */
+};
+
+static _Thread_local char thread_msg[WK__ERRMSG_MAX];
+
+char *wk__pool_thread_msg(void)
+{
+    return thread_msg;
+}
+
+/* Free everything; the caller made sure no handle is out. */
+static void destroy(wk_pool *pool)
+{
+    for (size_t i = 0; i < pool->size; i++)
+        wk_db_close(pool->handles[i]);
+    pthread_mutex_destroy(&pool->mu);
+    wk_cap_free(pool->front.cap);
+    free(pool->handles);
+    free(pool->borrowed);
+    free(pool->free_stack);
+    free(pool);
+}
+
+/* A thread waiting for a handle, on its own stack, in the pool's queue. */
+typedef struct waiter {
+    pthread_cond_t cv;     /* signalled by give() once `handle` is set */
+    size_t handle;
+    bool granted;
+    struct waiter *next;
+} waiter;
+
+/* Take w out of the queue (it timed out before a handle came). */
+static void unqueue(wk_pool *pool, waiter *w)
+{
+    waiter *prev = NULL;
+    for (waiter *x = pool->head; x; prev = x, x = x->next) {
+        if (x != w)
+            continue;
+        if (prev)
+            prev->next = w->next;
+        else
+            pool->head = w->next;
+        if (pool->tail == w)
+            pool->tail = prev;
+        return;
+    }
+}
+
+static int timed_out(wk_pool *pool)
+{
+    return wk__db_fail(&pool->front, WK_ETIMEDOUT, "pool: no free connection within %d ms",
+                       pool->wait_ms);
+}
+
+/*
+ * Take a free handle's index, or queue and wait until the deadline for
+ * one. A returned handle goes straight to the longest waiter (give()), so
+ * waiters are served in order and no wake-up finds the handle taken by a
+ * thread that did not wait. The most recently returned free handle goes
+ * out first (a stack): under light load one connection stays warm.
+ */
+static int take(wk_pool *pool, size_t *index)
+{
+    pthread_mutex_lock(&pool->mu);
+    if (pool->nfree > 0) {
+        size_t i = pool->free_stack[--pool->nfree];
+        pool->borrowed[i] = true;
+        pthread_mutex_unlock(&pool->mu);
+        *index = i;
+        return WK_OK;
+    }
+    if (pool->wait_ms == 0) {
+        pthread_mutex_unlock(&pool->mu);
+        return timed_out(pool);
+    }
+    waiter w = {.granted = false};
+    if (wk__cond_init_monotonic(&w.cv) != WK_OK) {
+        pthread_mutex_unlock(&pool->mu);
+        return wk__db_fail(&pool->front, WK_ENOMEM, "pool: cannot make a condition to wait on");
+    }
+    int64_t deadline = wk__add_ms(wk__boot_ms(), pool->wait_ms);
+    if (pool->tail)
+        pool->tail->next = &w;
+    else
+        pool->head = &w;
+    pool->tail = &w;
+    while (!w.granted && wk__boot_ms() < deadline) {
+        struct timespec ts;
+        wk__cond_abstime(deadline, &ts);
+        pthread_cond_timedwait(&w.cv, &pool->mu, &ts);
+    }
+    if (!w.granted)
+        unqueue(pool, &w);
+    pthread_mutex_unlock(&pool->mu);
+    pthread_cond_destroy(&w.cv);
+    if (!w.granted)
+        return timed_out(pool);
+    *index = w.handle;
+    return WK_OK;
+}
+
+/* Give handle i back (WK_EINVAL, changing nothing, if it is not out): to
+ * the longest waiter if any, else to the free stack. After a close with
+ * handles out, the last one back frees the pool. */
+static int give(wk_pool *pool, size_t i)
+{
+    pthread_mutex_lock(&pool->mu);
+    if (!pool->borrowed[i]) {
+        pthread_mutex_unlock(&pool->mu);
+        return WK_EINVAL;
+    }
+    bool last = false;
+    waiter *w = pool->head;
+    if (w) {
+        /* Still borrowed, now by w. Signalled under the lock: w cannot
+         * destroy its condition before it has the lock again. */
+        pool->head = w->next;
+        if (!pool->head)
+            pool->tail = NULL;
+        w->handle = i;
+        w->granted = true;
+        pthread_cond_signal(&w->cv);
+    } else {
+        pool->borrowed[i] = false;
+        pool->free_stack[pool->nfree++] = i;
+        last = pool->closed && pool->nfree == pool->size;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    if (last)
+        destroy(pool);
+    return WK_OK;
+}
+
+static int pool_process(wk_processor *self, wk_query *q)
+{
+    wk_pool *pool = (wk_pool *)self;
+    thread_msg[0] = '\0';
+    if (!q)
+        return WK_EINVAL;
+    if (!q->name)
+        q->name = "query";
+    /* Refused queries wait for nothing and take no connection. */
+    int rc = wk__db_admit(&pool->front, q);
+    if (rc)
+        return rc;
+    size_t i = 0;
+    rc = take(pool, &i);
+    if (rc)
+        return rc;
+    wk_db *db = pool->handles[i];
+    rc = wk__db_process(&db->proc, q);
+    /* Copied while the handle is still ours: the next borrower clears it. */
+    if (rc)
+        wk__copy_text(thread_msg, sizeof(thread_msg), db->errmsg);
+    give(pool, i);
+    return rc;
+}
+
+static int alloc_arrays(wk_pool *pool, size_t n)
+{
+    pool->handles = calloc(n, sizeof(*pool->handles));
+    pool->borrowed = calloc(n, sizeof(*pool->borrowed));
+    pool->free_stack = calloc(n, sizeof(*pool->free_stack));
+    return pool->handles && pool->borrowed && pool->free_stack ? WK_OK : WK_ENOMEM;
+}
+
+int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "pool: out is NULL");
+    *out = NULL;
+    if (!opts || !opts->db)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "pool: %s",
+                              opts ? "options.db is NULL (the connections' options are required)"
+                                   : "options are NULL");
+    if (opts->size < 1 || opts->size > WK_POOL_MAX_SIZE)
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "pool: size must be 1..%d connections (got %d)", WK_POOL_MAX_SIZE,
+                              opts->size);
+    if (opts->wait_ms < 0)
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "pool: wait_ms must be >= 0 (got %d)",
+                              opts->wait_ms);
+
+    wk_pool *pool = calloc(1, sizeof(*pool));
+    if (!pool)
+        return wk__errbuf_set(err, errlen, WK_ENOMEM, "pool: out of memory");
+    if (alloc_arrays(pool, (size_t)opts->size) || pthread_mutex_init(&pool->mu, NULL)) {
+        free(pool->handles);
+        free(pool->borrowed);
+        free(pool->free_stack);
+        free(pool);
+        return wk__errbuf_set(err, errlen, WK_ENOMEM, "pool: out of memory");
+    }
+    pool->wait_ms = opts->wait_ms;
+    int rc = WK_OK;
+    char msg[WK__ERRMSG_MAX];
+    for (int i = 0; i < opts->size && !rc; i++) {
+        rc = wk_db_open(&pool->handles[i], opts->db, msg, sizeof(msg));
+        if (rc)
+            wk__errbuf_set(err, errlen, rc, "pool: connection %d of %d: %s", i + 1, opts->size,
+                           msg);
+        else
+            pool->size++;
+    }
+    /* The front checks against the same capability as every handle. */
+    if (!rc) {
+        rc = wk_cap_intersect(&pool->front.cap, wk_db_capability(pool->handles[0]),
+                              wk_db_capability(pool->handles[0]), NULL);
+        if (rc)
+            wk__errbuf_set(err, errlen, rc, "pool: cannot copy the capability: %s",
+                           wk_strerror(rc));
+    }
+    if (rc) {
+        destroy(pool);
+        return rc;
+    }
+    pool->front.proc.process = pool_process;
+    pool->front.proc.db = &pool->front;
+    pool->front.conn = pool->handles[0]->conn;
+    pool->front.pool = pool;
+    for (size_t i = 0; i < pool->size; i++)
+        pool->free_stack[i] = pool->size - 1 - i; /* handle 0 on top */
+    pool->nfree = pool->size;
+    *out = pool;
+    return WK_OK;
+}
+
+void wk_pool_close(wk_pool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->mu);
+    bool out = pool->nfree < pool->size;
+    pool->closed = true;
+    pthread_mutex_unlock(&pool->mu);
+    if (!out)
+        destroy(pool);
+}
+
+wk_processor *wk_pool_processor(wk_pool *pool)
+{
+    return pool ? &pool->front.proc : NULL;
+}
+
+int wk_pool_borrow(wk_pool *pool, wk_db **db)
+{
+    thread_msg[0] = '\0';
+    if (db)
+        *db = NULL;
+    if (!pool || !db)
+        return WK_EINVAL;
+    size_t i = 0;
+    int rc = take(pool, &i);
+    if (!rc)
+        *db = pool->handles[i];
+    return rc;
+}
+
+int wk_pool_return(wk_pool *pool, wk_db *db)
+{
+    if (!pool || !db)
+        return WK_EINVAL;
+    /* The handles never change after open, so the search needs no lock;
+     * give() checks `borrowed` under it. */
+    size_t i = 0;
+    while (i < pool->size && pool->handles[i] != db)
+        i++;
+    return i < pool->size ? give(pool, i) : WK_EINVAL;
+}
+
+const char *wk_pool_errmsg(const wk_pool *pool)
+{
+    (void)pool;
+    return thread_msg;
+}

@@ -1,0 +1,172 @@
+/*
+ * wakuwaku/pool.h — a pool of connections that any thread may use at once.
+ *
+ * A wk_db is one connection for one thread at a time. A pool opens N of
+ * them from one wk_db_options and hands them out:
+ *
+ *   - wk_pool_processor(pool): ONE processor that any number of threads
+ *     may call concurrently. Each query borrows a free connection for its
+ *     own round trip, runs exactly as on a handle, and gives it back.
+ *   - wk_pool_borrow() / wk_pool_return(): a connection for a stretch of
+ *     work that must stay on one connection (a wk_batch, CLIENT-level
+ *     state, many queries without queueing for each).
+ *
+ *     wk_pool_options po = WK_POOL_OPTIONS_INIT;
+ *     po.db = &db_options;                        // as for wk_db_open()
+ *     po.size = 4;
+ *     wk_pool *pool;
+ *     if (wk_pool_open(&pool, &po, err, sizeof(err)) != WK_OK) …
+ *     wk_processor *p = wk_pool_processor(pool);  // share with every thread
+ *     rc = wk_lock_try(p, &invoice, wk_name_u64(42), &token, &got);
+ *     if (rc) log("%s: %s", wk_err_name(rc), wk_pool_errmsg(pool));
+ *
+ * RULES — the pool adds a wait and nothing else:
+ *  1. Capability: every connection has the options' capability. A query
+ *     is admitted (shape, capability) before it waits for a connection, so
+ *     a refused query is WK_EDENIED at once, sends nothing and takes no
+ *     connection; the handle then admits it again, exactly as ever.
+ *  2. The wait: a query (or wk_pool_borrow) waits at most wait_ms for a
+ *     free connection. None in time: WK_ETIMEDOUT, message "pool: no free
+ *     connection within N ms", and nothing was sent — for a WRITE, the
+ *     OUTCOMES rule of wakuwaku/db.h (WK_ETIMEDOUT: not sent, did not run)
+ *     holds as it is. Waiters are served in the order they began to wait:
+ *     a returned connection goes to the longest waiter, never to a thread
+ *     that came later. The wait comes before the handle's own timeouts, so
+ *     a query through the pool takes at most wait_ms longer than on a
+ *     handle.
+ *  3. Outcomes, reconnects, the idle probe and NOSCRIPT recovery are the
+ *     handle's (wakuwaku/db.h): each connection reconnects on its own, and
+ *     a query is settled on the one connection it borrowed; the pool never
+ *     moves a query to another connection.
+ *  4. The shared processor is not deferred (wk_processor_is_deferred() is
+ *     false), so the helpers that need an outcome at once (deadline
+ *     acquire, fill once, …) work through it; each of their queries may
+ *     use a different connection.
+ *
+ * DETAIL MESSAGES — a handle keeps one message, which many threads cannot
+ * share. For the shared processor the message is the calling thread's:
+ * wk_pool_errmsg(pool), wk_processor_errmsg(wk_pool_processor(pool)) and
+ * wk_db_errmsg(wk_pool_processor(pool)->db) all return the detail of this
+ * thread's last query through a pool's shared processor (one buffer per
+ * thread, shared by all pools), borrowed until this thread's next such
+ * query. A borrowed handle keeps its own message (wk_db_errmsg(db)), as
+ * any handle.
+ *
+ * The shared processor's `db` member is the pool's, not a connection: it
+ * answers wk_db_errmsg(), wk_db_capability() and wk_db_ping() (which
+ * borrows a connection); wk_batch_open() and wk_db_narrow() on it fail
+ * with WK_EINVAL (borrow a handle for a batch), and wk_db_close() on it
+ * does nothing.
+ *
+ * THREADS: wk_pool_processor(), wk_pool_borrow(), wk_pool_return() and
+ * wk_pool_errmsg() may be called from any thread at any time between
+ * wk_pool_open() and wk_pool_close(). A borrowed handle is the borrower's
+ * alone until it is returned (one thread at a time, as any wk_db).
+ * WARNING: a thread that holds a borrowed handle and then queries through
+ * the shared processor (or borrows again) can wait for itself: with every
+ * connection borrowed, that query fails with WK_ETIMEDOUT after wait_ms.
+ */
+#ifndef WAKUWAKU_POOL_H
+#define WAKUWAKU_POOL_H
+
+#include <wakuwaku/db.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wk_pool wk_pool;
+
+/* The most connections a pool opens. */
+#define WK_POOL_MAX_SIZE 1024
+
+/*
+ * Options of wk_pool_open(). Start from WK_POOL_OPTIONS_INIT.
+ *
+ *   db       required: the options every connection is opened with
+ *            (wk_db_options, capability included). Read during
+ *            wk_pool_open() only; nothing is kept.
+ *   size     connections to open, 1 ..= WK_POOL_MAX_SIZE. Default 4.
+ *   wait_ms  >= 0: the longest a query or wk_pool_borrow() waits for a
+ *            free connection; 0 fails at once when none is free.
+ *            Default 2000 (the default command timeout).
+ */
+typedef struct wk_pool_options {
+    const wk_db_options *db;
+    int size;
+    int wait_ms;
+} wk_pool_options;
+
+#define WK_POOL_OPTIONS_INIT {.db = NULL, .size = 4, .wait_ms = 2000}
+
+/*
+ * wk_pool_open — open `size` connections now (eagerly: a wrong URL,
+ * password or capability fails here, not at the first query, and no query
+ * ever pays for a connect that the pool could have made up front).
+ *
+ *   out   OUT: the pool; NULL on failure.
+ *   opts  the options (NULL, a NULL opts->db, a size outside
+ *         1..WK_POOL_MAX_SIZE or a negative wait_ms: WK_EINVAL).
+ *   err   OUT, may be NULL: on failure a message (at most errlen bytes,
+ *         NUL-terminated), naming which connection failed; never a
+ *         password.
+ *
+ * All connections must open: on the first failure every connection opened
+ * so far is closed and that failure's status is returned (any status of
+ * wk_db_open()), or WK_ENOMEM. Close the pool with wk_pool_close().
+ */
+WK_API int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t errlen);
+
+/*
+ * wk_pool_close — close every connection and free the pool. NULL is a
+ * harmless no-op.
+ *
+ * WARNING: call it once no thread uses the pool's processor or waits in
+ * wk_pool_borrow() any more (after joining them): a call racing with
+ * close is undefined behaviour. Handles still borrowed are not closed
+ * under their borrower: the pool is freed when the last of them comes
+ * back through wk_pool_return(), which is the only call allowed after
+ * close.
+ */
+WK_API void wk_pool_close(wk_pool *pool);
+
+/* wk_pool_processor — the processor any thread may call concurrently
+ * (see RULES). Borrowed; valid until wk_pool_close(). NULL for NULL. */
+WK_API wk_processor *wk_pool_processor(wk_pool *pool);
+
+/*
+ * wk_pool_borrow — take a free connection for the calling thread's
+ * exclusive use, waiting at most wait_ms for one.
+ *
+ *   db  OUT: a handle (the pool's; never close it); NULL on failure.
+ *
+ * Use it as any wk_db: its processor, wk_batch_open() on it (close the
+ * batch before returning the handle), wk_db_errmsg() for its messages.
+ * Do not narrow it or keep anything that refers to it past
+ * wk_pool_return(). Returns WK_OK; WK_ETIMEDOUT (no connection free in
+ * time; message in wk_pool_errmsg()); WK_EINVAL (NULL argument);
+ * WK_ENOMEM (the system could not make a condition variable to wait on;
+ * the shared processor may fail so too).
+ */
+WK_API int wk_pool_borrow(wk_pool *pool, wk_db **db);
+
+/*
+ * wk_pool_return — give back a handle from wk_pool_borrow(), whatever
+ * state its connection is in (a broken one reconnects at its next query).
+ * Returns WK_OK, or WK_EINVAL, changing nothing, when `db` is not a
+ * handle of this pool that is borrowed now (NULL, a second return, a
+ * handle of another pool).
+ */
+WK_API int wk_pool_return(wk_pool *pool, wk_db *db);
+
+/* wk_pool_errmsg — the detail of the calling thread's last query through
+ * a pool's shared processor, or of its last failed wk_pool_borrow() (see
+ * DETAIL MESSAGES); "" when it succeeded. Borrowed until this thread's
+ * next such call. Never NULL. */
+WK_API const char *wk_pool_errmsg(const wk_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_POOL_H */

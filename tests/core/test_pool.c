@@ -1,0 +1,915 @@
+/*
+ * tests/core/test_pool.c — the connection pool (wakuwaku/pool.h) against
+ * a private redis-server per test: 8 threads sharing 3 connections with
+ * correct lock, limiter and cache results; the bounded wait (nothing
+ * sent); batches on one borrowed connection; capability refusals; per-
+ * thread messages; the helpers through the pool; reconnects after CLIENT
+ * KILL and a restart; bad input; close with a handle still out.
+ *
+ * Worker threads never call cr_assert (criterion asserts belong to the
+ * test's own thread): they count what went wrong and the test checks.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "support.h"
+
+#define THREADS 8
+
+static wk_test_server server;
+
+static void start(void)
+{
+    cr_assert_eq(wk_test_server_start(&server, NULL), 0, "redis-server did not start");
+}
+
+static void stop(void)
+{
+    wk_test_server_stop(&server);
+}
+
+TestSuite(pool, .init = start, .fini = stop, .timeout = 60);
+
+static wk_pool *open_pool(const wk_cap *cap, int size, int wait_ms, const char *client_name)
+{
+    return wk_test_open_pool(server.url, cap, size, wait_ms, client_name);
+}
+
+/* Run fn on n threads, thread i getting (char *)args + i * size, and join
+ * them all. */
+static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t th[THREADS];
+    cr_assert_leq(n, THREADS);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size), 0);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* Clients of the server named `name` (CLIENT LIST). */
+static int clients_named(redisContext *raw, const char *name)
+{
+    redisReply *r = wk_test_cmd(raw, "CLIENT LIST TYPE normal");
+    char needle[96];
+    snprintf(needle, sizeof(needle), " name=%s ", name);
+    int n = 0;
+    for (const char *s = r->str; (s = strstr(s, needle)) != NULL; s += strlen(needle))
+        n++;
+    freeReplyObject(r);
+    return n;
+}
+
+/* CLIENT ID as a query of our own: touches no entity (empty effect). */
+static int parse_id(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "CLIENT ID: expected an integer");
+    *(long long *)q->out = wk_reply_integer(r);
+    return WK_OK;
+}
+
+static int client_id(wk_processor *p, long long *id)
+{
+    static const char *const argv[] = {"CLIENT", "ID"};
+    static const size_t lens[] = {6, 2};
+    wk_query q = {.name = "test.client_id",
+                  .argc = 2,
+                  .argv = argv,
+                  .argvlen = lens,
+                  .parse = parse_id,
+                  .out = id};
+    return wk_process(p, &q);
+}
+
+/* ------------------------------------------------------------------------
+ * 8 threads, 3 connections
+ * ---------------------------------------------------------------------- */
+
+#define ROUNDS 150
+#define BUCKET_CAPACITY 50
+
+typedef struct shared_run {
+    wk_processor *p;
+    wk_entity lock, bucket, cache;
+    atomic_int holders;       /* threads inside the lock right now */
+    atomic_int acquired;      /* successful lock.try */
+    atomic_int allowed;       /* limiter acquires allowed */
+    atomic_int violations;    /* two holders at once, a lost release */
+    atomic_int wrong_bodies;  /* a cache get that did not return our put */
+    atomic_int errors;        /* any status but WK_OK */
+    char first_error[256];
+    atomic_flag error_noted;
+} shared_run;
+
+typedef struct worker {
+    shared_run *run;
+    int id;
+} worker;
+
+static void note_error(shared_run *r, const char *what, int rc)
+{
+    atomic_fetch_add(&r->errors, 1);
+    if (!atomic_flag_test_and_set(&r->error_noted))
+        snprintf(r->first_error, sizeof(r->first_error), "%s: %s: %s", what, wk_err_name(rc),
+                 wk_processor_errmsg(r->p));
+}
+
+static void *mixed_worker(void *arg)
+{
+    worker *w = arg;
+    shared_run *r = w->run;
+    for (int i = 0; i < ROUNDS; i++) {
+        wk_token t;
+        bool got, released;
+        int rc = wk_lock_try(r->p, &r->lock, wk_name_str("shared"), &t, &got);
+        if (rc) {
+            note_error(r, "lock.try", rc);
+        } else if (got) {
+            atomic_fetch_add(&r->acquired, 1);
+            if (atomic_fetch_add(&r->holders, 1) != 0)
+                atomic_fetch_add(&r->violations, 1);
+            atomic_fetch_sub(&r->holders, 1);
+            rc = wk_lock_release(r->p, &r->lock, wk_name_str("shared"), &t, &released);
+            if (rc)
+                note_error(r, "lock.release", rc);
+            else if (!released)
+                atomic_fetch_add(&r->violations, 1);
+        }
+
+        wk_token_bucket_outcome out;
+        rc = wk_token_bucket_acquire(r->p, &r->bucket, wk_name_str("shared"), 1, &out);
+        if (rc)
+            note_error(r, "token_bucket.acquire", rc);
+        else if (out.allowed)
+            atomic_fetch_add(&r->allowed, 1);
+
+        char body[64];
+        int n = snprintf(body, sizeof(body), "thread %d round %d", w->id, i);
+        rc = wk_cache_put(r->p, &r->cache, wk_name_u64((uint64_t)w->id), body, (size_t)n);
+        if (rc) {
+            note_error(r, "cache.put", rc);
+            continue;
+        }
+        wk_body got_body = WK_BODY_INIT;
+        rc = wk_cache_get(r->p, &r->cache, wk_name_u64((uint64_t)w->id), &got_body);
+        if (rc)
+            note_error(r, "cache.get", rc);
+        else if (!got_body.found || got_body.len != (size_t)n || memcmp(got_body.data, body, (size_t)n))
+            atomic_fetch_add(&r->wrong_bodies, 1);
+        wk_body_free(&got_body);
+    }
+    return NULL;
+}
+
+Test(pool, eight_threads_share_three_connections_with_correct_results)
+{
+    wk_pool *pool = open_pool(NULL, 3, 5000, "wk-pool-mixed");
+    static shared_run r;
+    memset(&r, 0, sizeof(r));
+    atomic_flag_clear(&r.error_noted);
+    r.p = wk_pool_processor(pool);
+    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-mixed", 10000);
+    /* One token an hour: nothing refills during the test. */
+    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-mixed", BUCKET_CAPACITY, 1, 3600000);
+    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-mixed", 60000);
+
+    worker w[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        w[i] = (worker){&r, i};
+    run_threads(THREADS, mixed_worker, w, sizeof(w[0]));
+
+    cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
+                 r.first_error);
+    cr_assert_eq(atomic_load(&r.violations), 0, "the lock had two holders or lost a release");
+    cr_assert_gt(atomic_load(&r.acquired), 0);
+    cr_assert_eq(atomic_load(&r.allowed), BUCKET_CAPACITY,
+                 "the limiter allowed %d of %d attempts; its capacity is %d",
+                 atomic_load(&r.allowed), THREADS * ROUNDS, BUCKET_CAPACITY);
+    cr_assert_eq(atomic_load(&r.wrong_bodies), 0, "a get returned someone else's put");
+
+    redisContext *raw = wk_test_raw(server.url);
+    cr_assert_eq(clients_named(raw, "wk-pool-mixed"), 3, "the pool's 3 connections, no more");
+    redisFree(raw);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * The bounded wait
+ * ---------------------------------------------------------------------- */
+
+typedef struct delayed_return {
+    wk_pool *pool;
+    wk_db *db;
+    int after_ms;
+    int rc;
+} delayed_return;
+
+static void *return_later(void *arg)
+{
+    delayed_return *d = arg;
+    wk_test_sleep_ms(d->after_ms);
+    d->rc = wk_pool_return(d->pool, d->db);
+    return NULL;
+}
+
+Test(pool, every_connection_borrowed_times_out_within_the_bound_and_sends_nothing)
+{
+    wk_pool *pool = open_pool(NULL, 2, 300, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+    wk_entity lock = WK_LOCK_ENTITY("pool-wait", 10000);
+    wk_db *a, *b, *c = (wk_db *)&c;
+    cr_assert_eq(wk_pool_borrow(pool, &a), WK_OK);
+    cr_assert_eq(wk_pool_borrow(pool, &b), WK_OK);
+    cr_assert_neq(a, b);
+
+    redisContext *raw = wk_test_raw(server.url);
+    long long before = wk_test_total_calls(raw);
+    wk_token t;
+    bool got = true;
+    int64_t t0 = wk_test_now_ms();
+    int rc = wk_lock_try(p, &lock, wk_name_str("x"), &t, &got);
+    int64_t took = wk_test_now_ms() - t0;
+    cr_assert_eq(rc, WK_ETIMEDOUT, "got %s", wk_err_name(rc));
+    cr_assert_geq(took, 295, "waited the whole bound (took %lld ms)", (long long)took);
+    cr_assert_lt(took, 1500, "and not much longer (took %lld ms)", (long long)took);
+    cr_assert_str_eq(wk_pool_errmsg(pool), "pool: no free connection within 300 ms");
+    cr_assert_str_eq(wk_processor_errmsg(p), "pool: no free connection within 300 ms");
+    cr_assert_eq(wk_test_total_calls(raw), before, "a query that found no connection was sent");
+
+    /* wk_pool_borrow waits the same way. */
+    t0 = wk_test_now_ms();
+    cr_assert_eq(wk_pool_borrow(pool, &c), WK_ETIMEDOUT);
+    cr_assert_null(c);
+    cr_assert_geq(wk_test_now_ms() - t0, 295);
+    cr_assert_str_eq(wk_pool_errmsg(pool), "pool: no free connection within 300 ms");
+
+    cr_assert_eq(wk_pool_return(pool, a), WK_OK);
+    cr_assert_eq(wk_pool_return(pool, b), WK_OK);
+    redisFree(raw);
+    wk_pool_close(pool);
+
+    /* A connection coming back wakes a waiter long before the bound. */
+    pool = open_pool(NULL, 1, 5000, NULL);
+    p = wk_pool_processor(pool);
+    cr_assert_eq(wk_pool_borrow(pool, &a), WK_OK);
+    delayed_return d = {pool, a, 100, -1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, return_later, &d), 0);
+    t0 = wk_test_now_ms();
+    rc = wk_lock_try(p, &lock, wk_name_str("x"), &t, &got);
+    took = wk_test_now_ms() - t0;
+    pthread_join(th, NULL);
+    cr_assert_eq(d.rc, WK_OK);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_pool_errmsg(pool));
+    cr_assert(got);
+    cr_assert_str_empty(wk_pool_errmsg(pool), "a success clears the thread's message");
+    cr_assert_geq(took, 80, "it waited for the return (took %lld ms)", (long long)took);
+    cr_assert_lt(took, 2500, "and not for the bound (took %lld ms)", (long long)took);
+    wk_pool_close(pool);
+}
+
+typedef struct queued {
+    wk_pool *pool;
+    int start_after_ms;
+    atomic_int *served; /* how many were served before this one */
+    int order, rc;
+} queued;
+
+static void *borrow_in_turn(void *arg)
+{
+    queued *q = arg;
+    wk_test_sleep_ms(q->start_after_ms);
+    wk_db *db;
+    q->rc = wk_pool_borrow(q->pool, &db);
+    if (q->rc == WK_OK) {
+        q->order = atomic_fetch_add(q->served, 1);
+        wk_test_sleep_ms(20);
+        q->rc = wk_pool_return(q->pool, db);
+    }
+    return NULL;
+}
+
+Test(pool, waiters_are_served_in_the_order_they_came)
+{
+    wk_pool *pool = open_pool(NULL, 1, 5000, NULL);
+    wk_db *db;
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    atomic_int served = 0;
+    queued q[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        q[i] = (queued){pool, 80 * i, &served, -1, -1};
+        cr_assert_eq(pthread_create(&th[i], NULL, borrow_in_turn, &q[i]), 0);
+    }
+    wk_test_sleep_ms(450); /* all four queued, 80 ms apart */
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(q[i].rc, WK_OK, "waiter %d: %s", i, wk_err_name(q[i].rc));
+        cr_assert_eq(q[i].order, i, "waiter %d was served %d-th", i, q[i].order);
+    }
+    wk_pool_close(pool);
+}
+
+Test(pool, zero_wait_fails_at_once)
+{
+    wk_pool *pool = open_pool(NULL, 1, 0, NULL);
+    wk_db *db;
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    wk_entity lock = WK_LOCK_ENTITY("pool-nowait", 10000);
+    wk_lock_state st;
+    int64_t t0 = wk_test_now_ms();
+    cr_assert_eq(wk_lock_inspect(wk_pool_processor(pool), &lock, wk_name_str("x"), &st),
+                 WK_ETIMEDOUT);
+    cr_assert_lt(wk_test_now_ms() - t0, 100);
+    cr_assert_str_eq(wk_pool_errmsg(pool), "pool: no free connection within 0 ms");
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK);
+    cr_assert_eq(wk_lock_inspect(wk_pool_processor(pool), &lock, wk_name_str("x"), &st), WK_OK);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Batches stay on one borrowed connection
+ * ---------------------------------------------------------------------- */
+
+#define ID_ROUNDS 200
+
+typedef struct id_worker {
+    wk_processor *p;
+    long long ids[ID_ROUNDS];
+    int failures;
+} id_worker;
+
+static void *collect_ids(void *arg)
+{
+    id_worker *w = arg;
+    for (int i = 0; i < ID_ROUNDS; i++)
+        if (client_id(w->p, &w->ids[i]) != WK_OK)
+            w->failures++;
+    return NULL;
+}
+
+Test(pool, a_batch_on_a_borrowed_handle_stays_on_its_connection)
+{
+    wk_pool *pool = open_pool(NULL, 3, 5000, NULL);
+    wk_db *db;
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    long long mine = -1;
+    cr_assert_eq(client_id(wk_db_processor(db), &mine), WK_OK, "%s", wk_db_errmsg(db));
+
+    /* Others keep the shared processor busy meanwhile. */
+    static id_worker w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].p = wk_pool_processor(pool);
+        cr_assert_eq(pthread_create(&th[i], NULL, collect_ids, &w[i]), 0);
+    }
+
+    wk_entity lock = WK_LOCK_ENTITY("pool-batch", 10000);
+    for (int round = 0; round < 20; round++) {
+        wk_batch *b;
+        cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+        wk_processor *bp = wk_batch_processor(b);
+        long long first = -1, last = -2;
+        wk_token t[8];
+        bool got[8];
+        cr_assert_eq(client_id(bp, &first), WK_OK);
+        for (int k = 0; k < 8; k++)
+            cr_assert_eq(wk_lock_try(bp, &lock, wk_name_u64((uint64_t)(round * 8 + k)), &t[k],
+                                     &got[k]),
+                         WK_OK);
+        cr_assert_eq(client_id(bp, &last), WK_OK);
+        cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+        cr_assert_eq(first, mine, "the batch ran on connection %lld, not the borrowed %lld", first,
+                     mine);
+        cr_assert_eq(last, mine, "the batch moved to connection %lld", last);
+        for (int k = 0; k < 8; k++)
+            cr_assert(got[k]);
+        wk_batch_close(b);
+    }
+
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    long long seen[2] = {-1, -1};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(w[i].failures, 0);
+        for (int k = 0; k < ID_ROUNDS; k++) {
+            cr_assert_neq(w[i].ids[k], mine, "a shared query ran on the borrowed connection");
+            long long id = w[i].ids[k];
+            if (id != seen[0] && id != seen[1]) {
+                cr_assert(seen[0] == -1 || seen[1] == -1, "a fourth connection (%lld)", id);
+                seen[seen[0] == -1 ? 0 : 1] = id;
+            }
+        }
+    }
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Capabilities and messages
+ * ---------------------------------------------------------------------- */
+
+typedef struct denied_worker {
+    wk_processor *p;
+    int denied_rc, read_rc;
+    char denied_msg[256], after_read_msg[256];
+} denied_worker;
+
+static void *deny_then_read(void *arg)
+{
+    denied_worker *w = arg;
+    wk_entity lock = WK_LOCK_ENTITY("pool-thread", 10000);
+    wk_token t;
+    bool got;
+    wk_lock_state st;
+    w->denied_rc = wk_lock_try(w->p, &lock, wk_name_str("x"), &t, &got);
+    snprintf(w->denied_msg, sizeof(w->denied_msg), "%s", wk_processor_errmsg(w->p));
+    w->read_rc = wk_lock_inspect(w->p, &lock, wk_name_str("x"), &st);
+    snprintf(w->after_read_msg, sizeof(w->after_read_msg), "%s", wk_processor_errmsg(w->p));
+    return NULL;
+}
+
+Test(pool, refusals_are_the_handles_sent_nothing_and_wait_for_nothing)
+{
+    wk_pool *pool = open_pool(wk_cap_read_only(), 2, 1000, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+    cr_assert_not(wk_processor_is_deferred(p));
+    cr_assert_str_eq(wk_cap_name(wk_db_capability(p->db)), "read-only");
+    wk_entity lock = WK_LOCK_ENTITY("pool-cap", 10000);
+    wk_token t;
+    bool got;
+    wk_lock_state st;
+    redisContext *raw = wk_test_raw(server.url);
+
+    /* Every connection out: a refusal still comes at once. */
+    wk_db *a, *b;
+    cr_assert_eq(wk_pool_borrow(pool, &a), WK_OK);
+    cr_assert_eq(wk_pool_borrow(pool, &b), WK_OK);
+    long long before = wk_test_total_calls(raw);
+    int64_t t0 = wk_test_now_ms();
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &t, &got), WK_EDENIED);
+    cr_assert_lt(wk_test_now_ms() - t0, 500, "a refusal waited for a connection");
+    cr_assert_str_eq(wk_pool_errmsg(pool),
+                     "capability \"read-only\" may not WRITE Lock:pool-cap (lock.try)");
+    cr_assert_eq(wk_test_total_calls(raw), before, "a refused query reached Redis");
+
+    /* A borrowed handle refuses as any handle, in a batch too. */
+    cr_assert_eq(wk_lock_try(wk_db_processor(a), &lock, wk_name_str("x"), &t, &got), WK_EDENIED);
+    cr_assert(strstr(wk_db_errmsg(a), "may not WRITE Lock:pool-cap"), "%s", wk_db_errmsg(a));
+    wk_batch *batch;
+    cr_assert_eq(wk_batch_open(&batch, b), WK_OK);
+    cr_assert_eq(wk_lock_inspect(wk_batch_processor(batch), &lock, wk_name_str("x"), &st), WK_OK);
+    cr_assert_eq(wk_lock_try(wk_batch_processor(batch), &lock, wk_name_str("x"), &t, &got),
+                 WK_EDENIED);
+    cr_assert_eq(wk_batch_exec(batch), WK_EDENIED);
+    wk_batch_close(batch);
+    cr_assert_eq(wk_test_total_calls(raw), before, "a refused batch reached Redis");
+    cr_assert_eq(wk_pool_return(pool, a), WK_OK);
+    cr_assert_eq(wk_pool_return(pool, b), WK_OK);
+
+    /* Reads pass. */
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_str("x"), &st), WK_OK);
+    cr_assert_gt(wk_test_total_calls(raw), before);
+
+    /* Messages are per thread: this thread's failure survives another's. */
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), NULL, &got), WK_EINVAL);
+    const char *mine = "lock.try: token and acquired are required";
+    cr_assert_str_eq(wk_pool_errmsg(pool), mine);
+    denied_worker w = {.p = p};
+    run_threads(1, deny_then_read, &w, sizeof(w));
+    cr_assert_eq(w.denied_rc, WK_EDENIED);
+    cr_assert_str_eq(w.denied_msg,
+                     "capability \"read-only\" may not WRITE Lock:pool-thread (lock.try)");
+    cr_assert_eq(w.read_rc, WK_OK);
+    cr_assert_str_eq(w.after_read_msg, "");
+    cr_assert_str_eq(wk_pool_errmsg(pool), mine, "another thread's queries changed ours");
+    cr_assert_str_eq(wk_db_errmsg(p->db), mine);
+
+    redisFree(raw);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Helpers through the shared processor
+ * ---------------------------------------------------------------------- */
+
+typedef struct fill_run {
+    wk_processor *p;
+    wk_entity cache, lock;
+    atomic_int fills;
+    int rc[THREADS];
+    wk_fill_outcome outcome[THREADS];
+    bool body_ok[THREADS];
+} fill_run;
+
+typedef struct fill_worker {
+    fill_run *run;
+    int id;
+} fill_worker;
+
+static int slow_fill(void *arg, wk_body *out)
+{
+    fill_run *r = arg;
+    atomic_fetch_add(&r->fills, 1);
+    wk_test_sleep_ms(150);
+    out->data = malloc(6);
+    memcpy(out->data, "filled", 6);
+    out->len = 6;
+    return WK_OK;
+}
+
+static void *fill_worker_main(void *arg)
+{
+    fill_worker *w = arg;
+    fill_run *r = w->run;
+    wk_fill_options fo = WK_FILL_OPTIONS_INIT;
+    fo.wait_ms = 10000;
+    wk_body body = WK_BODY_INIT;
+    r->rc[w->id] = wk_cache_fill_once(r->p, &r->cache, wk_name_str("item"), &r->lock, slow_fill, r,
+                                      &fo, &body, &r->outcome[w->id]);
+    r->body_ok[w->id] = body.found && body.len == 6 && memcmp(body.data, "filled", 6) == 0;
+    wk_body_free(&body);
+    return NULL;
+}
+
+static int failing_fill(void *arg, wk_body *out)
+{
+    (void)arg;
+    (void)out;
+    return WK_ECORRUPT;
+}
+
+Test(pool, helpers_work_through_the_shared_processor)
+{
+    wk_pool *pool = open_pool(NULL, 3, 5000, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+
+    /* Fill once: 8 threads miss at once, exactly one fills. */
+    static fill_run r;
+    memset(&r, 0, sizeof(r));
+    r.p = p;
+    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-fill", 60000);
+    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-fill", 10000);
+    fill_worker w[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        w[i] = (fill_worker){&r, i};
+    run_threads(THREADS, fill_worker_main, w, sizeof(w[0]));
+    cr_assert_eq(atomic_load(&r.fills), 1, "the fill ran %d times", atomic_load(&r.fills));
+    int filled = 0;
+    for (int i = 0; i < THREADS; i++) {
+        cr_assert_eq(r.rc[i], WK_OK, "thread %d: %s", i, wk_err_name(r.rc[i]));
+        cr_assert(r.body_ok[i], "thread %d got no body", i);
+        filled += r.outcome[i] == WK_FILL_FILLED;
+    }
+    cr_assert_eq(filled, 1);
+
+    /* A failing fill: its message reaches this thread through the pool. */
+    wk_body body = WK_BODY_INIT;
+    wk_fill_outcome outcome;
+    cr_assert_eq(wk_cache_fill_once(p, &r.cache, wk_name_str("other"), &r.lock, failing_fill,
+                                    NULL, NULL, &body, &outcome),
+                 WK_ECORRUPT);
+    cr_assert(strstr(wk_pool_errmsg(pool), "the fill function failed (WK_ECORRUPT)"), "%s",
+              wk_pool_errmsg(pool));
+
+    /* Deadline acquire waits for a holder, each try on any connection. */
+    wk_entity lock = WK_LOCK_ENTITY("pool-deadline", 10000);
+    wk_db *holder;
+    cr_assert_eq(wk_pool_borrow(pool, &holder), WK_OK);
+    wk_token held, t;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(holder), &lock, wk_name_str("x"), &held, &got), WK_OK);
+    cr_assert(got);
+    wk_backoff bo = WK_BACKOFF_INIT;
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(200), &bo, &t, &got),
+                 WK_OK);
+    cr_assert_not(got, "held by the borrowed handle");
+    bool released;
+    cr_assert_eq(wk_lock_release(wk_db_processor(holder), &lock, wk_name_str("x"), &held,
+                                 &released),
+                 WK_OK);
+    cr_assert(released);
+    cr_assert_eq(wk_pool_return(pool, holder), WK_OK);
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(2000), &bo, &t, &got),
+                 WK_OK);
+    cr_assert(got);
+    wk_pool_close(pool);
+}
+
+/* Settings name their Pub/Sub channel after the handle's database: through
+ * the shared processor it is the connections' database too. */
+Test(pool, settings_through_the_pool_publish_on_the_databases_channel)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = server.url;
+    o.capability = wk_cap_read_write();
+    o.database = 3;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 2;
+    wk_pool *pool;
+    cr_assert_eq(wk_pool_open(&pool, &po, NULL, 0), WK_OK);
+    wk_processor *p = wk_pool_processor(pool);
+    wk_entity st = WK_SETTINGS_ENTITY("pool-settings");
+    char chan[WK_KEY_MAX];
+    size_t len;
+    wk_name app = wk_name_str("app");
+    cr_assert_eq(wk_key_build(chan, sizeof(chan), &len, &st, &app, ":chan:3"), WK_OK);
+
+    redisContext *sub = wk_test_raw(server.url);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(sub, tv);
+    freeReplyObject(wk_test_cmd(sub, "SUBSCRIBE %b", chan, len));
+    int64_t version;
+    cr_assert_eq(wk_settings_put(p, &st, wk_name_str("app"), "k", 1, "v", 1, &version), WK_OK,
+                 "%s", wk_pool_errmsg(pool));
+    redisReply *m = NULL;
+    cr_assert_eq(redisGetReply(sub, (void **)&m), REDIS_OK, "nothing published on %s", chan);
+    cr_assert(m->type == REDIS_REPLY_ARRAY && m->elements == 3);
+    cr_assert_eq(m->element[1]->len, len);
+    cr_assert_eq(memcmp(m->element[1]->str, chan, len), 0);
+    freeReplyObject(m);
+    redisFree(sub);
+
+    wk_settings_map *snap;
+    cr_assert_eq(wk_settings_snapshot(p, &st, wk_name_str("app"), &snap), WK_OK);
+    cr_assert_eq(snap->count, 1);
+    cr_assert_eq(snap->version, version);
+    wk_settings_map_free(snap);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Reconnects
+ * ---------------------------------------------------------------------- */
+
+/* Borrow every connection; CLIENT ID of each into ids[]. */
+static void ids_of_all(wk_pool *pool, int n, long long *ids)
+{
+    wk_db *db[8];
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(wk_pool_borrow(pool, &db[i]), WK_OK);
+        wk_entity lock = WK_LOCK_ENTITY("pool-ids", 10000);
+        wk_lock_state st;
+        /* A read first: after a kill it is re-sent on a new connection. */
+        int rc = wk_lock_inspect(wk_db_processor(db[i]), &lock, wk_name_str("x"), &st);
+        cr_assert_eq(rc, WK_OK, "connection %d: %s: %s", i, wk_err_name(rc), wk_db_errmsg(db[i]));
+        cr_assert_eq(client_id(wk_db_processor(db[i]), &ids[i]), WK_OK);
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < i; k++)
+            cr_assert_neq(ids[i], ids[k]);
+        cr_assert_eq(wk_pool_return(pool, db[i]), WK_OK);
+    }
+}
+
+Test(pool, connections_reconnect_after_client_kill)
+{
+    wk_pool *pool = open_pool(NULL, 3, 2000, "wk-pool-kill");
+    wk_processor *p = wk_pool_processor(pool);
+    redisContext *raw = wk_test_raw(server.url);
+    long long before[3], after[3];
+    ids_of_all(pool, 3, before);
+
+    redisReply *kr = wk_test_cmd(raw, "CLIENT KILL TYPE normal SKIPME yes");
+    cr_assert_eq(kr->integer, 3);
+    freeReplyObject(kr);
+    ids_of_all(pool, 3, after);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++)
+            cr_assert_neq(after[i], before[k], "connection %d was not replaced", i);
+    cr_assert_eq(clients_named(raw, "wk-pool-kill"), 3);
+
+    /* A write meeting a killed connection keeps the handle's outcome (not
+     * re-sent elsewhere), and the next write runs. */
+    kr = wk_test_cmd(raw, "CLIENT KILL TYPE normal SKIPME yes");
+    freeReplyObject(kr);
+    wk_entity lock = WK_LOCK_ENTITY("pool-kill", 10000);
+    wk_token t;
+    bool got;
+    int rc = wk_lock_try(p, &lock, wk_name_str("x"), &t, &got);
+    /* WK_OK only if the connection sat idle long enough to be probed. */
+    cr_assert(rc == WK_EUNKNOWN || rc == WK_EIO || rc == WK_OK, "got %s", wk_err_name(rc));
+    if (rc)
+        cr_assert(wk_pool_errmsg(pool)[0], "the handle's message reaches the thread");
+    rc = wk_lock_try(p, &lock, wk_name_str("y"), &t, &got);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_pool_errmsg(pool));
+    cr_assert(got);
+    redisFree(raw);
+    wk_pool_close(pool);
+}
+
+typedef struct cycle_worker {
+    wk_processor *p;
+    int id, failures;
+} cycle_worker;
+
+static void *lock_cycles(void *arg)
+{
+    cycle_worker *w = arg;
+    wk_entity lock = WK_LOCK_ENTITY("pool-restart", 10000);
+    for (int i = 0; i < 50; i++) {
+        wk_token t;
+        bool got, released;
+        wk_name name = wk_name_u64((uint64_t)(w->id * 1000 + i));
+        if (wk_lock_try(w->p, &lock, name, &t, &got) || !got ||
+            wk_lock_release(w->p, &lock, name, &t, &released) || !released)
+            w->failures++;
+    }
+    return NULL;
+}
+
+Test(pool, a_restarted_server_is_reached_again)
+{
+    wk_pool *pool = open_pool(NULL, 2, 2000, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+    long long ids[2];
+    ids_of_all(pool, 2, ids);
+
+    wk_test_server_stop(&server);
+    wk_entity lock = WK_LOCK_ENTITY("pool-restart", 10000);
+    wk_lock_state st;
+    int rc = wk_lock_inspect(p, &lock, wk_name_str("x"), &st);
+    cr_assert(wk_is_connection_error(rc), "server down: %s", wk_err_name(rc));
+    cr_assert(wk_pool_errmsg(pool)[0], "the failure has a message");
+
+    cr_assert_eq(wk_test_server_restart(&server, NULL), 0);
+    wk_test_sleep_ms(1100); /* idle long enough to be probed */
+    wk_db *db[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(wk_pool_borrow(pool, &db[i]), WK_OK);
+        wk_token t;
+        bool got;
+        rc = wk_lock_try(wk_db_processor(db[i]), &lock, wk_name_u64((uint64_t)i), &t, &got);
+        cr_assert_eq(rc, WK_OK, "connection %d after the restart: %s: %s", i, wk_err_name(rc),
+                     wk_db_errmsg(db[i]));
+        cr_assert(got);
+    }
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(wk_pool_return(pool, db[i]), WK_OK);
+
+    cycle_worker w[4];
+    for (int i = 0; i < 4; i++)
+        w[i] = (cycle_worker){p, i + 1, 0};
+    run_threads(4, lock_cycles, w, sizeof(w[0]));
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(w[i].failures, 0, "thread %d", i);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad input, the shared handle, close
+ * ---------------------------------------------------------------------- */
+
+static int try_open(wk_pool **out, const wk_db_options *o, int size, int wait_ms, char *err,
+                    size_t n)
+{
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = o;
+    po.size = size;
+    po.wait_ms = wait_ms;
+    return wk_pool_open(out, &po, err, n);
+}
+
+Test(pool, bad_options_are_refused_and_leave_nothing)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = server.url;
+    o.capability = wk_cap_read_write();
+    wk_pool *pool = (wk_pool *)&pool;
+    char err[512];
+
+    cr_assert_eq(wk_pool_open(NULL, NULL, err, sizeof(err)), WK_EINVAL);
+    cr_assert_eq(wk_pool_open(&pool, NULL, err, sizeof(err)), WK_EINVAL);
+    cr_assert_null(pool);
+    cr_assert_str_eq(err, "pool: options are NULL");
+    cr_assert_eq(try_open(&pool, NULL, 2, 100, err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "options.db is NULL"), "%s", err);
+    cr_assert_eq(try_open(&pool, &o, 0, 100, err, sizeof(err)), WK_EINVAL);
+    cr_assert_str_eq(err, "pool: size must be 1..1024 connections (got 0)");
+    cr_assert_eq(try_open(&pool, &o, WK_POOL_MAX_SIZE + 1, 100, err, sizeof(err)), WK_EINVAL);
+    cr_assert_eq(try_open(&pool, &o, 2, -1, err, sizeof(err)), WK_EINVAL);
+    cr_assert_str_eq(err, "pool: wait_ms must be >= 0 (got -1)");
+    cr_assert_null(pool);
+    cr_assert_eq(try_open(&pool, &o, 1, 0, NULL, 0), WK_OK, "NULL err is allowed");
+    wk_pool_close(pool);
+
+    /* wk_db_open's own checks, naming the connection. */
+    wk_db_options nocap = o;
+    nocap.capability = NULL;
+    cr_assert_eq(try_open(&pool, &nocap, 2, 100, err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "pool: connection 1 of 2: options.capability is required"), "%s", err);
+
+    /* Nobody listening. */
+    char dead[64];
+    snprintf(dead, sizeof(dead), "redis://127.0.0.1:%d", wk_test_free_port());
+    wk_db_options down = o;
+    down.url = dead;
+    down.connect_timeout_ms = 500;
+    cr_assert_eq(try_open(&pool, &down, 2, 100, err, sizeof(err)), WK_EIO);
+    cr_assert_null(pool);
+    cr_assert(strstr(err, "connection 1 of 2") && strstr(err, "cannot connect"), "%s", err);
+
+    /* The third connection is refused: the two opened are closed again. */
+    wk_test_server small;
+    const char *cfg[] = {"maxclients 2", NULL};
+    cr_assert_eq(wk_test_server_start(&small, cfg), 0);
+    wk_db_options two = o;
+    two.url = small.url;
+    two.client_name = "wk-pool-partial";
+    int rc = try_open(&pool, &two, 3, 100, err, sizeof(err));
+    cr_assert_neq(rc, WK_OK);
+    cr_assert_null(pool);
+    cr_assert(strstr(err, "pool: connection 3 of 3"), "%s", err);
+    int left = -1;
+    for (int tries = 0; tries < 50 && left != 0; tries++) {
+        wk_test_sleep_ms(20);
+        redisContext *raw = wk_test_raw(small.url);
+        left = clients_named(raw, "wk-pool-partial");
+        redisFree(raw);
+    }
+    cr_assert_eq(left, 0, "a failed open left %d connections open", left);
+    wk_test_server_stop(&small);
+
+    /* NULLs elsewhere. */
+    wk_pool_close(NULL);
+    cr_assert_null(wk_pool_processor(NULL));
+    wk_db *db = (wk_db *)&db;
+    cr_assert_eq(wk_pool_borrow(NULL, &db), WK_EINVAL);
+    cr_assert_null(db);
+    cr_assert_eq(wk_pool_return(NULL, NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_pool_errmsg(NULL), "");
+}
+
+Test(pool, returns_are_checked_and_the_shared_handle_does_no_io_of_its_own)
+{
+    wk_pool *pool = open_pool(NULL, 2, 200, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+    wk_db *db, *other = wk_test_open_url(server.url, NULL);
+    cr_assert_eq(wk_pool_borrow(NULL, NULL), WK_EINVAL);
+    cr_assert_eq(wk_pool_borrow(pool, NULL), WK_EINVAL);
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    cr_assert_eq(wk_pool_return(pool, NULL), WK_EINVAL);
+    cr_assert_eq(wk_pool_return(pool, other), WK_EINVAL, "not the pool's");
+    cr_assert_eq(wk_pool_return(pool, p->db), WK_EINVAL, "the shared handle is never borrowed");
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK);
+    cr_assert_eq(wk_pool_return(pool, db), WK_EINVAL, "returned twice");
+    /* Still two connections, not three. */
+    wk_db *a, *b, *c;
+    cr_assert_eq(wk_pool_borrow(pool, &a), WK_OK);
+    cr_assert_eq(wk_pool_borrow(pool, &b), WK_OK);
+    cr_assert_eq(wk_pool_borrow(pool, &c), WK_ETIMEDOUT);
+    cr_assert_eq(wk_pool_return(pool, a), WK_OK);
+    cr_assert_eq(wk_pool_return(pool, b), WK_OK);
+
+    /* The shared processor's handle: no batch, no narrowing, no close. */
+    wk_batch *batch = (wk_batch *)&batch;
+    cr_assert_eq(wk_batch_open(&batch, p->db), WK_EINVAL);
+    cr_assert_null(batch);
+    cr_assert(strstr(wk_pool_errmsg(pool), "wk_pool_borrow()"), "%s", wk_pool_errmsg(pool));
+    wk_db *view = (wk_db *)&view;
+    cr_assert_eq(wk_db_narrow(&view, p->db, wk_cap_read_only(), NULL), WK_EINVAL);
+    cr_assert_null(view);
+    cr_assert(strstr(wk_db_errmsg(p->db), "cannot be narrowed"), "%s", wk_db_errmsg(p->db));
+    cr_assert_eq(wk_db_errmsg(p->db), wk_pool_errmsg(pool), "one buffer per thread");
+    wk_db_close(p->db); /* does nothing */
+    cr_assert_eq(wk_db_ping(p->db), WK_OK, "ping borrows a connection");
+    wk_entity lock = WK_LOCK_ENTITY("pool-shared", 10000);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &t, &got), WK_OK);
+    cr_assert(got);
+
+    /* Through a hooks wrapper, messages still reach this thread. */
+    wk_hooks hooks;
+    wk_hooks_init(&hooks, p);
+    cr_assert_eq(wk_lock_try(&hooks.base, &lock, wk_name_str("x"), NULL, &got), WK_EINVAL);
+    cr_assert_str_eq(wk_processor_errmsg(&hooks.base), "lock.try: token and acquired are required");
+
+    wk_db_close(other);
+    wk_pool_close(pool);
+}
+
+Test(pool, close_with_a_handle_out_frees_the_pool_when_it_returns)
+{
+    wk_pool *pool = open_pool(NULL, 2, 200, NULL);
+    wk_db *db;
+    cr_assert_eq(wk_pool_borrow(pool, &db), WK_OK);
+    wk_pool_close(pool);
+    /* The borrower finishes its work; the handle is still open. */
+    wk_entity lock = WK_LOCK_ENTITY("pool-close", 10000);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("x"), &t, &got), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    cr_assert_eq(wk_pool_return(pool, db), WK_OK); /* frees the pool (ASan: no leak) */
+}
