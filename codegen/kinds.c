@@ -13,6 +13,8 @@
  * per-kind code. In `params`/`args`, "BODY" stands for the entity's body
  * type.
  */
+#include <stdio.h>
+
 #include "../collection/token_bucket_units.h"
 #include "schema.h"
 
@@ -24,6 +26,21 @@ static const param_desc param_rate = {"rate", "rate", RULE_POSITIVE, true, 0,
                                       "only a TokenBucket has capacity, rate and period"};
 static const param_desc param_period = {"period", "period_ms", RULE_DURATION, false, 1000,
                                         "only a TokenBucket has capacity, rate and period"};
+
+/* LiveView: max_diffs is a whole number (0, which the crate allows, is
+ * written as the runtime macro's argument by hand: a schema gives >= 1). */
+static const param_desc param_max_diffs = {"max_diffs", "capacity", RULE_POSITIVE, true, 0,
+                                           "only a LiveView has max_diffs"};
+
+static int live_view_check(const entity *e, char *why, size_t whylen)
+{
+    double m = e->params[0].num;
+    if (m == (double)(int64_t)m && m <= 9007199254740992.0)
+        return -1;
+    snprintf(why, whylen, "max_diffs must be a whole number up to 2^53 (got %s)",
+             e->params[0].text);
+    return 0;
+}
 
 /* TokenBucket: the limiter's exact arithmetic refuses what it cannot
  * represent (collection/token_bucket_units.h), so the generator does too. */
@@ -138,6 +155,57 @@ static const op_desc settings_ops[] = {
      "the whole map and its version (free with wk_settings_map_free())", NULL},
 };
 
+static const op_desc live_view_bytes_ops[] = {
+    {"create", true, "wk_live_view_create", "const void *body, size_t len, bool *created",
+     "body, len, created", "create it at version 1 unless it exists", NULL},
+    {"commit", true, "wk_live_view_commit",
+     "uint64_t parent, const void *diff, size_t diff_len, const void *body, size_t body_len, "
+     "wk_live_view_commit_outcome *outcome",
+     "parent, diff, diff_len, body, body_len, outcome",
+     "move it from version parent to the next through diff (conflict if not at parent)", NULL},
+    {"get", false, "wk_live_view_get", "wk_live_view_body *out", "out",
+     "the latest version and body (free with wk_live_view_body_free())", NULL},
+    {"version", false, "wk_live_view_version", "uint64_t *version, bool *found", "version, found",
+     "the latest version only", NULL},
+    {"history", false, "wk_live_view_history", "wk_live_view_log *out", "out",
+     "the base and the diffs after it (free with wk_live_view_log_free())", NULL},
+    {"remove", true, "wk_live_view_remove", "bool *removed", "removed",
+     "delete it and its history", NULL},
+    {"subscribe", false, "wk_live_view_subscribe",
+     "const wk_live_view_sub_options *opts, wk_live_view_body *head, wk_live_view_sub **sub",
+     "opts, head, sub", "read the head and follow the versions after it on a connection of its own",
+     NULL},
+    {"resume", false, "wk_live_view_resume",
+     "uint64_t version, const wk_live_view_sub_options *opts, wk_live_view_sub **sub",
+     "version, opts, sub", "follow the versions after version on a connection of its own", NULL},
+};
+
+static const op_desc live_view_typed_ops[] = {
+    {"create", true, "wk_live_view_create_typed", "const BODY *body, bool *created",
+     "CODEC, body, created", "encode the body and create it at version 1 unless it exists",
+     NULL},
+    {"commit", true, "wk_live_view_commit_typed",
+     "uint64_t parent, const void *diff, size_t diff_len, const BODY *body, "
+     "wk_live_view_commit_outcome *outcome",
+     "parent, diff, diff_len, CODEC, body, outcome",
+     "encode the new body and commit it from parent through diff (bytes)", NULL},
+    {"get", false, "wk_live_view_get_typed", "BODY *body, uint64_t *version, bool *found",
+     "CODEC, body, version, found",
+     "read and decode the latest body (free it with BODY_free()); not deferred", NULL},
+    {"version", false, "wk_live_view_version", "uint64_t *version, bool *found", "version, found",
+     "the latest version only", NULL},
+    {"history", false, "wk_live_view_history", "wk_live_view_log *out", "out",
+     "the base and the diffs after it, as bytes (free with wk_live_view_log_free())", NULL},
+    {"remove", true, "wk_live_view_remove", "bool *removed", "removed",
+     "delete it and its history", NULL},
+    {"subscribe", false, "wk_live_view_subscribe",
+     "const wk_live_view_sub_options *opts, wk_live_view_body *head, wk_live_view_sub **sub",
+     "opts, head, sub", "read the head (bytes) and follow the versions after it", NULL},
+    {"resume", false, "wk_live_view_resume",
+     "uint64_t version, const wk_live_view_sub_options *opts, wk_live_view_sub **sub",
+     "version, opts, sub", "follow the versions after version on a connection of its own", NULL},
+};
+
 /* The rows: one per kind, in the order schemas list them in messages. A
  * new kind is one row here, with its op tables above. */
 static const kind_desc kinds[] = {
@@ -156,6 +224,9 @@ static const kind_desc kinds[] = {
      NULL, OPS(bucket_ops), 0},
     {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL, settings_ops,
      NULL, OPS(settings_ops), 0},
+    {"LiveView", "WK_KIND_LIVE_VIEW", "WK_LIVE_VIEW_ENTITY", {&param_max_diffs, NULL},
+     ", history of up to {max_diffs} diffs", true, live_view_check, live_view_bytes_ops,
+     live_view_typed_ops, OPS(live_view_bytes_ops), OPS(live_view_typed_ops)},
 };
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))

@@ -26,7 +26,7 @@ void wk_body_free(wk_body *body)
     *body = (wk_body)WK_BODY_INIT;
 }
 
-int wk__body_copy(wk_body *body, const void *src, size_t len)
+int wk__bytes_copy(uint8_t **dst, size_t *dst_len, const void *src, size_t len)
 {
     if (len == SIZE_MAX)
         return WK_ENOMEM;
@@ -36,9 +36,14 @@ int wk__body_copy(wk_body *body, const void *src, size_t len)
     if (len)
         memcpy(data, src, len);
     data[len] = '\0';
-    body->data = data;
-    body->len = len;
+    *dst = data;
+    *dst_len = len;
     return WK_OK;
+}
+
+int wk__body_copy(wk_body *body, const void *src, size_t len)
+{
+    return wk__bytes_copy(&body->data, &body->len, src, len);
 }
 
 int wk__no_deferred(wk_processor *p, const char *op)

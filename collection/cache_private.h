@@ -14,6 +14,9 @@
  * data never NULL). Returns WK_OK or WK_ENOMEM (body untouched). */
 int wk__body_copy(wk_body *body, const void *src, size_t len);
 
+/* The same into any pair of (data, len): LiveView's bodies and diffs. */
+int wk__bytes_copy(uint8_t **dst, size_t *dst_len, const void *src, size_t len);
+
 /* WK_EINVAL with a message when `p` is deferred (a batch): for helpers
  * that need an outcome at once. */
 int wk__no_deferred(wk_processor *p, const char *op);

@@ -85,3 +85,20 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected OK or nil");
     }
 }
+
+bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    if (!s || len == 0 || len > 20 || (len > 1 && s[0] == '0'))
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}

@@ -26,6 +26,10 @@ int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char 
 /* Writes the decimal form of v into buf (≥ 24 bytes); returns the length. */
 size_t wk__fmt_i64(char *buf, int64_t v);
 
+/* Strict decimal, as the library's scripts write numbers: digits only, no
+ * sign, no leading zero (but "0"), at most `max`. False otherwise. */
+bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
+
 /* Parsers. `out` of the query points at the type named. */
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */

@@ -370,24 +370,6 @@ const wk_settings_entry *wk_settings_map_find(const wk_settings_map *snap,
     return NULL;
 }
 
-/* Strict decimal: digits only, no sign, no leading zero (but "0"), fits. */
-static bool parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-    if (len == 0 || len > 20 || (len > 1 && s[0] == '0'))
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (max - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
 /* A chunk-shaped reply, {epoch, version, cursor, {k1, v1, …}}, checked:
  * the head and cursor are written, *pairs is the array. */
 static int parse_chunk_reply(const wk_reply *r, wk_diag *d, wk__settings_head *head,
@@ -406,12 +388,12 @@ static int parse_chunk_reply(const wk_reply *r, wk_diag *d, wk__settings_head *h
     const char *es = wk_reply_str(epoch, &elen), *vs = wk_reply_str(version, &vlen),
                *cs = wk_reply_str(next, &clen);
     uint64_t v, c;
-    if (!parse_decimal(vs, vlen, INT64_MAX, &v))
+    if (!wk__parse_decimal(vs, vlen, INT64_MAX, &v))
         return wk_diag_fail(d, WK_ECORRUPT, "the version is not a counter");
     if (elen != 0 && elen != WK_SETTINGS_EPOCH_LEN)
         return wk_diag_fail(d, WK_EPROTO, "expected an epoch of %d characters",
                             WK_SETTINGS_EPOCH_LEN);
-    if (!parse_decimal(cs, clen, UINT64_MAX, &c))
+    if (!wk__parse_decimal(cs, clen, UINT64_MAX, &c))
         return wk_diag_fail(d, WK_EPROTO, "expected an HSCAN cursor");
     for (size_t i = 0; i < wk_reply_count(map); i++) {
         if (wk_reply_get_type(wk_reply_at(map, i)) != WK_REPLY_STRING)
@@ -514,7 +496,7 @@ static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
         wk_reply_get_type(version) != WK_REPLY_STRING ||
         (elen != 0 && elen != WK_SETTINGS_EPOCH_LEN))
         return wk_diag_fail(d, WK_EPROTO, "expected {epoch, version}");
-    if (!parse_decimal(vs, vlen, INT64_MAX, &v))
+    if (!wk__parse_decimal(vs, vlen, INT64_MAX, &v))
         return wk_diag_fail(d, WK_ECORRUPT, "the version is not a counter");
     if (elen)
         memcpy(head->epoch, es, elen);
@@ -711,7 +693,7 @@ static bool netstring(const char *m, size_t len, size_t *pos, const char **field
     while (i < len && i - start <= 20 && m[i] >= '0' && m[i] <= '9')
         i++;
     uint64_t n;
-    if (i >= len || m[i] != ':' || !parse_decimal(m + start, i - start, SIZE_MAX, &n))
+    if (i >= len || m[i] != ':' || !wk__parse_decimal(m + start, i - start, SIZE_MAX, &n))
         return false;
     i++;
     if (n > len - i || len - i - n < 1 || m[i + n] != ',')
@@ -739,7 +721,7 @@ int wk_settings_change_decode(const void *msg, size_t len, wk_settings_change *c
         if (!((es[i] >= '0' && es[i] <= '9') || (es[i] >= 'a' && es[i] <= 'f')))
             goto corrupt;
     }
-    if (!netstring(m, len, &pos, &vs, &vlen) || !parse_decimal(vs, vlen, INT64_MAX, &version) ||
+    if (!netstring(m, len, &pos, &vs, &vlen) || !wk__parse_decimal(vs, vlen, INT64_MAX, &version) ||
         version < 1 || !netstring(m, len, &pos, &change->key, &change->key_len))
         goto corrupt;
     if (m[0] == 'P' && !netstring(m, len, &pos, &change->value, &change->value_len))

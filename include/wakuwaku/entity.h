@@ -77,8 +77,8 @@ typedef struct wk_entity {
  * built-in kinds have theirs in their headers: WK_LOCK_ENTITY (lock.h),
  * WK_RWLOCK_ENTITY (rwlock.h), WK_CACHE_ENTITY (cache.h),
  * WK_HASHED_CACHE_ENTITY (hashed_cache.h), WK_TOKEN_BUCKET_ENTITY
- * (token_bucket.h), WK_SETTINGS_ENTITY (settings.h), each with its
- * WK_KIND_X name. */
+ * (token_bucket.h), WK_SETTINGS_ENTITY (settings.h), WK_LIVE_VIEW_ENTITY
+ * (live_view.h), each with its WK_KIND_X name. */
 #define WK_CUSTOM_ENTITY(kind_, ns_) WK__ENTITY(kind_, ns_, 0, 0, 0, 0)
 
 /*

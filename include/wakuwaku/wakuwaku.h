@@ -28,6 +28,7 @@
 #include <wakuwaku/hashed_cache.h>
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
+#include <wakuwaku/live_view.h>
 #include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/cron.h>

@@ -67,6 +67,10 @@ Test(key, every_builtin_kind_spelled_like_rust)
     EXPECT(&hc, wk_name_str("u1"), NULL, "@@wakuwaku-entity:HashedCache:profile:u1");
     EXPECT(&tb, wk_name_str("1.2.3.4"), NULL, "@@wakuwaku-entity:TokenBucket:login:1.2.3.4");
     EXPECT(&st, wk_name_str("main"), NULL, "@@wakuwaku-entity:Settings:flags:main");
+    /* specs/rust-dynamic-structures.md, LiveView: a key pair :h / :l. */
+    wk_entity lv = WK_LIVE_VIEW_ENTITY("document", 100);
+    EXPECT(&lv, wk_name_u64(7), ":h", "@@wakuwaku-entity:LiveView:{document:7}:h");
+    EXPECT(&lv, wk_name_u64(7), ":l", "@@wakuwaku-entity:LiveView:{document:7}:l");
 }
 
 Test(key, empty_name_allowed)
@@ -197,6 +201,16 @@ static int run_every_query(wk_processor *p, const wk_entity *e, wk_name n, int *
         rc[nrc++] = wk_settings_remove(p, e, n, "k", 1, &removal);
         rc[nrc++] = wk_settings_snapshot(p, e, n, &map);
         wk_settings_map_free(map);
+    } else if (strcmp(e->kind, WK_KIND_LIVE_VIEW) == 0) {
+        /* The queries a deferred processor takes (version, history and
+         * subscribe need their outcome at once); they build both keys. */
+        wk_live_view_body body = WK_LIVE_VIEW_BODY_INIT;
+        wk_live_view_commit_outcome out;
+        rc[nrc++] = wk_live_view_create(p, e, n, "v", 1, &b);
+        rc[nrc++] = wk_live_view_commit(p, e, n, 1, "d", 1, "vd", 2, &out);
+        rc[nrc++] = wk_live_view_get(p, e, n, &body);
+        rc[nrc++] = wk_live_view_remove(p, e, n, &b);
+        wk_live_view_body_free(&body);
     } else {
         /* A kind of the caller's own: the keys its queries would build. */
         static const char *const suffixes[] = {NULL, "", ":x", ":y"};
@@ -286,7 +300,7 @@ Test(key, no_two_triples_build_the_same_key)
     static const char *const kinds[] = {WK_KIND_LOCK,         WK_KIND_RWLOCK,
                                         WK_KIND_CACHE,        WK_KIND_HASHED_CACHE,
                                         WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS,
-                                        "Job"};
+                                        WK_KIND_LIVE_VIEW,    "Job"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     /* Deferred, like a batch: parsers never run, so a settings snapshot
      * takes its one-command path instead of reading chunks. */

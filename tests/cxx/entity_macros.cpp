@@ -18,6 +18,7 @@ static const wk_entity cache = WK_CACHE_ENTITY("catalog", 60000);
 static const wk_entity hashed = WK_HASHED_CACHE_ENTITY("page", 60000);
 static const wk_entity bucket = WK_TOKEN_BUCKET_ENTITY("login", 20, 1, 3000);
 static const wk_entity settings = WK_SETTINGS_ENTITY("flags");
+static const wk_entity view = WK_LIVE_VIEW_ENTITY("document", 100);
 static const wk_entity custom = WK_CUSTOM_ENTITY("Mine", "things");
 
 static int failures;
@@ -32,7 +33,7 @@ static void expect(bool ok, const char *what)
 
 int main()
 {
-    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &custom};
+    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &view, &custom};
     for (const wk_entity *e : all)
         expect(wk_entity_check(e) == WK_OK, e->kind);
 
@@ -45,6 +46,9 @@ int main()
            "TokenBucket fields");
     expect(std::strcmp(settings.kind, WK_KIND_SETTINGS) == 0 && settings.ttl_ms == 0,
            "Settings kind");
+    expect(std::strcmp(view.kind, WK_KIND_LIVE_VIEW) == 0 && view.capacity == 100 &&
+               view.ttl_ms == 0,
+           "LiveView fields");
 
     /* Variables of other arithmetic types, as C++ callers pass them. */
     int capacity = 10;

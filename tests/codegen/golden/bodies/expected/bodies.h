@@ -42,9 +42,11 @@ extern const wk_entity bodies_hdoc_entity;
 extern const wk_entity bodies_tree_entity;
 /* raw: Cache:raw, names are uint64_t, TTL 5 s, byte bodies. */
 extern const wk_entity bodies_raw_entity;
+/* live: LiveView:live, names are strings, history of up to 16.0 diffs, body bodies_everything. */
+extern const wk_entity bodies_live_entity;
 
 /* Every entity of the service, in schema order. */
-#define BODIES_ENTITY_COUNT 4
+#define BODIES_ENTITY_COUNT 5
 extern const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -314,6 +316,79 @@ static inline int bodies_raw_remove(wk_processor *p, uint64_t name, bool *remove
     return wk_cache_remove(p, &bodies_raw_entity, wk_name_u64(name), removed);
 }
 
+/* live: LiveView */
+/*
+ * WRITE: encode the body and create it at version 1 unless it exists. See
+ * wk_live_view_create_typed().
+ */
+static inline int bodies_live_create(wk_processor *p, const char *title,
+                                     const bodies_everything *body, bool *created)
+{
+    return wk_live_view_create_typed(p, &bodies_live_entity, wk_name_str(title),
+                                     &bodies_everything_codec, body, created);
+}
+
+/*
+ * WRITE: encode the new body and commit it from parent through diff (bytes).
+ * See wk_live_view_commit_typed().
+ */
+static inline int bodies_live_commit(wk_processor *p, const char *title, uint64_t parent,
+                                     const void *diff, size_t diff_len,
+                                     const bodies_everything *body,
+                                     wk_live_view_commit_outcome *outcome)
+{
+    return wk_live_view_commit_typed(p, &bodies_live_entity, wk_name_str(title), parent, diff,
+                                     diff_len, &bodies_everything_codec, body, outcome);
+}
+
+/*
+ * READ: read and decode the latest body (free it with
+ * bodies_everything_free()); not deferred. See wk_live_view_get_typed().
+ */
+static inline int bodies_live_get(wk_processor *p, const char *title, bodies_everything *body,
+                                  uint64_t *version, bool *found)
+{
+    return wk_live_view_get_typed(p, &bodies_live_entity, wk_name_str(title),
+                                  &bodies_everything_codec, body, version, found);
+}
+
+/* READ: the latest version only. See wk_live_view_version(). */
+static inline int bodies_live_version(wk_processor *p, const char *title, uint64_t *version,
+                                      bool *found)
+{
+    return wk_live_view_version(p, &bodies_live_entity, wk_name_str(title), version, found);
+}
+
+/*
+ * READ: the base and the diffs after it, as bytes (free with
+ * wk_live_view_log_free()). See wk_live_view_history().
+ */
+static inline int bodies_live_history(wk_processor *p, const char *title, wk_live_view_log *out)
+{
+    return wk_live_view_history(p, &bodies_live_entity, wk_name_str(title), out);
+}
+
+/* WRITE: delete it and its history. See wk_live_view_remove(). */
+static inline int bodies_live_remove(wk_processor *p, const char *title, bool *removed)
+{
+    return wk_live_view_remove(p, &bodies_live_entity, wk_name_str(title), removed);
+}
+
+/* READ: read the head (bytes) and follow the versions after it. See wk_live_view_subscribe(). */
+static inline int bodies_live_subscribe(wk_processor *p, const char *title,
+                                        const wk_live_view_sub_options *opts,
+                                        wk_live_view_body *head, wk_live_view_sub **sub)
+{
+    return wk_live_view_subscribe(p, &bodies_live_entity, wk_name_str(title), opts, head, sub);
+}
+
+/* READ: follow the versions after version on a connection of its own. See wk_live_view_resume(). */
+static inline int bodies_live_resume(wk_processor *p, const char *title, uint64_t version,
+                                     const wk_live_view_sub_options *opts, wk_live_view_sub **sub)
+{
+    return wk_live_view_resume(p, &bodies_live_entity, wk_name_str(title), version, opts, sub);
+}
+
 /* ------------------------------------------------------------------------
  * Capability "reader": default read
  * ---------------------------------------------------------------------- */
@@ -398,6 +473,39 @@ static inline int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body
     return bodies_raw_get(h ? h->p : NULL, name, out);
 }
 
+/* live (read): as bodies_live_*(). */
+static inline int bodies_reader_live_get(bodies_reader *h, const char *title,
+                                         bodies_everything *body, uint64_t *version, bool *found)
+{
+    return bodies_live_get(h ? h->p : NULL, title, body, version, found);
+}
+
+static inline int bodies_reader_live_version(bodies_reader *h, const char *title, uint64_t *version,
+                                             bool *found)
+{
+    return bodies_live_version(h ? h->p : NULL, title, version, found);
+}
+
+static inline int bodies_reader_live_history(bodies_reader *h, const char *title,
+                                             wk_live_view_log *out)
+{
+    return bodies_live_history(h ? h->p : NULL, title, out);
+}
+
+static inline int bodies_reader_live_subscribe(bodies_reader *h, const char *title,
+                                               const wk_live_view_sub_options *opts,
+                                               wk_live_view_body *head, wk_live_view_sub **sub)
+{
+    return bodies_live_subscribe(h ? h->p : NULL, title, opts, head, sub);
+}
+
+static inline int bodies_reader_live_resume(bodies_reader *h, const char *title, uint64_t version,
+                                            const wk_live_view_sub_options *opts,
+                                            wk_live_view_sub **sub)
+{
+    return bodies_live_resume(h ? h->p : NULL, title, version, opts, sub);
+}
+
 /* Not granted by "reader": calling one of these does not compile. */
 #define bodies_reader_doc_put(...) \
     WK_NOT_GRANTED("bodies_reader_doc_put: capability \"reader\" " \
@@ -423,6 +531,15 @@ static inline int bodies_reader_raw_get(bodies_reader *h, uint64_t name, wk_body
 #define bodies_reader_raw_remove(...) \
     WK_NOT_GRANTED("bodies_reader_raw_remove: capability \"reader\" " \
                    "grants only read on raw, and remove is a WRITE query")
+#define bodies_reader_live_create(...) \
+    WK_NOT_GRANTED("bodies_reader_live_create: capability \"reader\" " \
+                   "grants only read on live, and create is a WRITE query")
+#define bodies_reader_live_commit(...) \
+    WK_NOT_GRANTED("bodies_reader_live_commit: capability \"reader\" " \
+                   "grants only read on live, and commit is a WRITE query")
+#define bodies_reader_live_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_live_remove: capability \"reader\" " \
+                   "grants only read on live, and remove is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "writer": default none; doc write; tree read
@@ -520,6 +637,30 @@ static inline int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_
 #define bodies_writer_raw_remove(...) \
     WK_NOT_GRANTED("bodies_writer_raw_remove: capability \"writer\" " \
                    "grants nothing on raw")
+#define bodies_writer_live_create(...) \
+    WK_NOT_GRANTED("bodies_writer_live_create: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_commit(...) \
+    WK_NOT_GRANTED("bodies_writer_live_commit: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_get(...) \
+    WK_NOT_GRANTED("bodies_writer_live_get: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_version(...) \
+    WK_NOT_GRANTED("bodies_writer_live_version: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_history(...) \
+    WK_NOT_GRANTED("bodies_writer_live_history: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_live_remove: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_subscribe(...) \
+    WK_NOT_GRANTED("bodies_writer_live_subscribe: capability \"writer\" " \
+                   "grants nothing on live")
+#define bodies_writer_live_resume(...) \
+    WK_NOT_GRANTED("bodies_writer_live_resume: capability \"writer\" " \
+                   "grants nothing on live")
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ const wk_entity kinds_page_entity = WK_CACHE_ENTITY("page", 3600000);
 const wk_entity kinds_etag_entity = WK_HASHED_CACHE_ENTITY("etag", 250);
 const wk_entity kinds_login_entity = WK_TOKEN_BUCKET_ENTITY("login", 20.0, 1.0, 3000);
 const wk_entity kinds_export_entity = WK_TOKEN_BUCKET_ENTITY("export", 0.5, 2.5, 250);
+const wk_entity kinds_doc_entity = WK_LIVE_VIEW_ENTITY("doc", 100.0);
 const wk_entity kinds_weird_entity = WK_LOCK_ENTITY("we\"ird\\ns/*?\?*/ \303\251", 86400000);
 
 const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
@@ -28,6 +29,7 @@ const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
     &kinds_etag_entity,
     &kinds_login_entity,
     &kinds_export_entity,
+    &kinds_doc_entity,
     &kinds_weird_entity,
 };
 

@@ -47,11 +47,16 @@ extern const wk_entity kinds_etag_entity;
 extern const wk_entity kinds_login_entity;
 /* export: TokenBucket:export, names are int64_t, 0.5 tokens, refilled at 2.5 per 250 ms. */
 extern const wk_entity kinds_export_entity;
+/* doc: LiveView:doc, names are uint64_t, history of up to 100.0 diffs, byte bodies. */
+/*
+ * Documents followed by diffs (bytes).
+ */
+extern const wk_entity kinds_doc_entity;
 /* weird: Lock:(see the schema), names are uint64_t, lease 24 h. */
 extern const wk_entity kinds_weird_entity;
 
 /* Every entity of the service, in schema order. */
-#define KINDS_ENTITY_COUNT 7
+#define KINDS_ENTITY_COUNT 8
 extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -244,6 +249,74 @@ static inline int kinds_export_reset(wk_processor *p, int64_t int_, bool *was_us
     return wk_token_bucket_reset(p, &kinds_export_entity, wk_name_i64(int_), was_used);
 }
 
+/* doc: LiveView */
+/* WRITE: create it at version 1 unless it exists. See wk_live_view_create(). */
+static inline int kinds_doc_create(wk_processor *p, uint64_t doc, const void *body, size_t len,
+                                   bool *created)
+{
+    return wk_live_view_create(p, &kinds_doc_entity, wk_name_u64(doc), body, len, created);
+}
+
+/*
+ * WRITE: move it from version parent to the next through diff (conflict if not
+ * at parent). See wk_live_view_commit().
+ */
+static inline int kinds_doc_commit(wk_processor *p, uint64_t doc, uint64_t parent, const void *diff,
+                                   size_t diff_len, const void *body, size_t body_len,
+                                   wk_live_view_commit_outcome *outcome)
+{
+    return wk_live_view_commit(p, &kinds_doc_entity, wk_name_u64(doc), parent, diff, diff_len, body,
+                               body_len, outcome);
+}
+
+/*
+ * READ: the latest version and body (free with wk_live_view_body_free()). See
+ * wk_live_view_get().
+ */
+static inline int kinds_doc_get(wk_processor *p, uint64_t doc, wk_live_view_body *out)
+{
+    return wk_live_view_get(p, &kinds_doc_entity, wk_name_u64(doc), out);
+}
+
+/* READ: the latest version only. See wk_live_view_version(). */
+static inline int kinds_doc_version(wk_processor *p, uint64_t doc, uint64_t *version, bool *found)
+{
+    return wk_live_view_version(p, &kinds_doc_entity, wk_name_u64(doc), version, found);
+}
+
+/*
+ * READ: the base and the diffs after it (free with wk_live_view_log_free()).
+ * See wk_live_view_history().
+ */
+static inline int kinds_doc_history(wk_processor *p, uint64_t doc, wk_live_view_log *out)
+{
+    return wk_live_view_history(p, &kinds_doc_entity, wk_name_u64(doc), out);
+}
+
+/* WRITE: delete it and its history. See wk_live_view_remove(). */
+static inline int kinds_doc_remove(wk_processor *p, uint64_t doc, bool *removed)
+{
+    return wk_live_view_remove(p, &kinds_doc_entity, wk_name_u64(doc), removed);
+}
+
+/*
+ * READ: read the head and follow the versions after it on a connection of its
+ * own. See wk_live_view_subscribe().
+ */
+static inline int kinds_doc_subscribe(wk_processor *p, uint64_t doc,
+                                      const wk_live_view_sub_options *opts, wk_live_view_body *head,
+                                      wk_live_view_sub **sub)
+{
+    return wk_live_view_subscribe(p, &kinds_doc_entity, wk_name_u64(doc), opts, head, sub);
+}
+
+/* READ: follow the versions after version on a connection of its own. See wk_live_view_resume(). */
+static inline int kinds_doc_resume(wk_processor *p, uint64_t doc, uint64_t version,
+                                   const wk_live_view_sub_options *opts, wk_live_view_sub **sub)
+{
+    return wk_live_view_resume(p, &kinds_doc_entity, wk_name_u64(doc), version, opts, sub);
+}
+
 /* weird: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
 static inline int kinds_weird_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
@@ -434,6 +507,30 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
 #define kinds_worker_export_reset(...) \
     WK_NOT_GRANTED("kinds_worker_export_reset: capability \"worker\" " \
                    "grants nothing on export")
+#define kinds_worker_doc_create(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_create: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_commit(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_commit: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_get(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_get: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_version(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_version: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_history(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_history: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_remove: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_subscribe(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_subscribe: capability \"worker\" " \
+                   "grants nothing on doc")
+#define kinds_worker_doc_resume(...) \
+    WK_NOT_GRANTED("kinds_worker_doc_resume: capability \"worker\" " \
+                   "grants nothing on doc")
 #define kinds_worker_weird_try(...) \
     WK_NOT_GRANTED("kinds_worker_weird_try: capability \"worker\" " \
                    "grants nothing on weird")
@@ -541,6 +638,37 @@ static inline int kinds_replica_export_peek(kinds_replica *h, int64_t int_,
     return kinds_export_peek(h ? h->p : NULL, int_, state);
 }
 
+/* doc (read): as kinds_doc_*(). */
+static inline int kinds_replica_doc_get(kinds_replica *h, uint64_t doc, wk_live_view_body *out)
+{
+    return kinds_doc_get(h ? h->p : NULL, doc, out);
+}
+
+static inline int kinds_replica_doc_version(kinds_replica *h, uint64_t doc, uint64_t *version,
+                                            bool *found)
+{
+    return kinds_doc_version(h ? h->p : NULL, doc, version, found);
+}
+
+static inline int kinds_replica_doc_history(kinds_replica *h, uint64_t doc, wk_live_view_log *out)
+{
+    return kinds_doc_history(h ? h->p : NULL, doc, out);
+}
+
+static inline int kinds_replica_doc_subscribe(kinds_replica *h, uint64_t doc,
+                                              const wk_live_view_sub_options *opts,
+                                              wk_live_view_body *head, wk_live_view_sub **sub)
+{
+    return kinds_doc_subscribe(h ? h->p : NULL, doc, opts, head, sub);
+}
+
+static inline int kinds_replica_doc_resume(kinds_replica *h, uint64_t doc, uint64_t version,
+                                           const wk_live_view_sub_options *opts,
+                                           wk_live_view_sub **sub)
+{
+    return kinds_doc_resume(h ? h->p : NULL, doc, version, opts, sub);
+}
+
 /* Not granted by "replica": calling one of these does not compile. */
 #define kinds_replica_invoice_try(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
@@ -593,6 +721,15 @@ static inline int kinds_replica_export_peek(kinds_replica *h, int64_t int_,
 #define kinds_replica_export_reset(...) \
     WK_NOT_GRANTED("kinds_replica_export_reset: capability \"replica\" " \
                    "grants only read on export, and reset is a WRITE query")
+#define kinds_replica_doc_create(...) \
+    WK_NOT_GRANTED("kinds_replica_doc_create: capability \"replica\" " \
+                   "grants only read on doc, and create is a WRITE query")
+#define kinds_replica_doc_commit(...) \
+    WK_NOT_GRANTED("kinds_replica_doc_commit: capability \"replica\" " \
+                   "grants only read on doc, and commit is a WRITE query")
+#define kinds_replica_doc_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_doc_remove: capability \"replica\" " \
+                   "grants only read on doc, and remove is a WRITE query")
 #define kinds_replica_weird_try(...) \
     WK_NOT_GRANTED("kinds_replica_weird_try: capability \"replica\" " \
                    "grants nothing on weird")
@@ -724,6 +861,30 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_export_reset(...) \
     WK_NOT_GRANTED("kinds_nothing_export_reset: capability \"nothing\" " \
                    "grants nothing on export")
+#define kinds_nothing_doc_create(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_create: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_commit(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_commit: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_get(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_get: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_version(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_version: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_history(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_history: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_remove: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_subscribe(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_subscribe: capability \"nothing\" " \
+                   "grants nothing on doc")
+#define kinds_nothing_doc_resume(...) \
+    WK_NOT_GRANTED("kinds_nothing_doc_resume: capability \"nothing\" " \
+                   "grants nothing on doc")
 #define kinds_nothing_weird_try(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_try: capability \"nothing\" " \
                    "grants nothing on weird")
@@ -927,6 +1088,55 @@ static inline int kinds_admin_export_peek(kinds_admin *h, int64_t int_,
 static inline int kinds_admin_export_reset(kinds_admin *h, int64_t int_, bool *was_used)
 {
     return kinds_export_reset(h ? h->p : NULL, int_, was_used);
+}
+
+/* doc (write): as kinds_doc_*(). */
+static inline int kinds_admin_doc_create(kinds_admin *h, uint64_t doc, const void *body, size_t len,
+                                         bool *created)
+{
+    return kinds_doc_create(h ? h->p : NULL, doc, body, len, created);
+}
+
+static inline int kinds_admin_doc_commit(kinds_admin *h, uint64_t doc, uint64_t parent,
+                                         const void *diff, size_t diff_len, const void *body,
+                                         size_t body_len, wk_live_view_commit_outcome *outcome)
+{
+    return kinds_doc_commit(h ? h->p : NULL, doc, parent, diff, diff_len, body, body_len, outcome);
+}
+
+static inline int kinds_admin_doc_get(kinds_admin *h, uint64_t doc, wk_live_view_body *out)
+{
+    return kinds_doc_get(h ? h->p : NULL, doc, out);
+}
+
+static inline int kinds_admin_doc_version(kinds_admin *h, uint64_t doc, uint64_t *version,
+                                          bool *found)
+{
+    return kinds_doc_version(h ? h->p : NULL, doc, version, found);
+}
+
+static inline int kinds_admin_doc_history(kinds_admin *h, uint64_t doc, wk_live_view_log *out)
+{
+    return kinds_doc_history(h ? h->p : NULL, doc, out);
+}
+
+static inline int kinds_admin_doc_remove(kinds_admin *h, uint64_t doc, bool *removed)
+{
+    return kinds_doc_remove(h ? h->p : NULL, doc, removed);
+}
+
+static inline int kinds_admin_doc_subscribe(kinds_admin *h, uint64_t doc,
+                                            const wk_live_view_sub_options *opts,
+                                            wk_live_view_body *head, wk_live_view_sub **sub)
+{
+    return kinds_doc_subscribe(h ? h->p : NULL, doc, opts, head, sub);
+}
+
+static inline int kinds_admin_doc_resume(kinds_admin *h, uint64_t doc, uint64_t version,
+                                         const wk_live_view_sub_options *opts,
+                                         wk_live_view_sub **sub)
+{
+    return kinds_doc_resume(h ? h->p : NULL, doc, version, opts, sub);
 }
 
 /* weird (write): as kinds_weird_*(). */

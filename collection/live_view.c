@@ -1,0 +1,993 @@
+/*
+ * collection/live_view.c — LiveView: a head hash (v, b) and a history
+ * stream of <version>-0 entries, byte-compatible with the Rust crate
+ * (specs/rust-dynamic-structures.md); subscriptions read the stream with
+ * XREAD BLOCK on a blocking handle of their own (core/blocking.h).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wakuwaku/live_view.h>
+
+#include "collection/cache_private.h"
+#include "collection/live_view_scripts.h"
+#include "core/blocking.h"
+#include "entity/kind.h"
+
+/* max_diffs lives in `capacity`: a whole number the scripts read exactly. */
+static int check_params(const wk_entity *e, char *msg, size_t len)
+{
+    double m = e->capacity;
+    if (!isfinite(m) || m < 0 || m != floor(m) || m > (double)WK_LIVE_VIEW_VERSION_MAX)
+        return wk__entity_fail(msg, len, "max_diffs must be a whole number 0..2^53 (got %g)", m);
+    return WK_OK;
+}
+
+WK__KIND(live_view) = {WK_KIND_LIVE_VIEW, check_params};
+
+/* ------------------------------------------------------------------------
+ * Scripts: the crate's steps (KEYS head, log), written here.
+ * ---------------------------------------------------------------------- */
+
+/* ARGV: body. 1 created, 0 it existed. */
+static const wk_script create_script = {"live_view.create",
+                                        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                        "redis.call('HSET', KEYS[1], 'v', '1', 'b', ARGV[1])\n"
+                                        "redis.call('DEL', KEYS[2])\n"
+                                        "redis.call('XADD', KEYS[2], '1-0', 'base', ARGV[1])\n"
+                                        "return 1\n"};
+
+/* ARGV: parent, diff, body, max_diffs. {0} absent, {1, head} conflict,
+ * {2, version} committed. The parent is compared as text, like the crate. */
+const wk_script wk__live_view_commit_script = {
+    "live_view.commit", "local v = redis.call('HGET', KEYS[1], 'v')\n"
+                        "if not v then return {0} end\n"
+                        "if v ~= ARGV[1] then return {1, tonumber(v)} end\n"
+                        "local next = string.format('%d', tonumber(v) + 1)\n"
+                        "redis.call('HSET', KEYS[1], 'v', next, 'b', ARGV[3])\n"
+                        "local id = next .. '-0'\n"
+                        "if redis.call('XLEN', KEYS[2]) > tonumber(ARGV[4]) then\n"
+                        "  redis.call('XTRIM', KEYS[2], 'MAXLEN', 0)\n"
+                        "  redis.call('XADD', KEYS[2], id, 'base', ARGV[3], 'diff', ARGV[2])\n"
+                        "else\n"
+                        "  redis.call('XADD', KEYS[2], id, 'diff', ARGV[2])\n"
+                        "end\n"
+                        "return {2, tonumber(next)}\n"};
+
+/* ------------------------------------------------------------------------
+ * Keys and small helpers
+ * ---------------------------------------------------------------------- */
+
+typedef struct keys {
+    char head[WK_KEY_MAX], log[WK_KEY_MAX];
+    size_t head_len, log_len;
+} keys;
+
+static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
+                   keys *k)
+{
+    int rc = wk__prepare(p, op, e, WK_KIND_LIVE_VIEW, name, ":h", k->head, &k->head_len);
+    if (rc)
+        return rc;
+    /* The entity and name passed the checks above. */
+    return wk__key_build_checked(k->log, WK_KEY_MAX, &k->log_len, e, name, ":l");
+}
+
+/* A version or an ID part, as the scripts and Redis write them. */
+static bool parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    return wk__parse_decimal(s, len, UINT64_MAX, out);
+}
+
+static size_t fmt_u64(char *buf, uint64_t v)
+{
+    return (size_t)snprintf(buf, 24, "%llu", (unsigned long long)v);
+}
+
+void wk_live_view_body_free(wk_live_view_body *body)
+{
+    if (!body)
+        return;
+    free(body->data);
+    *body = (wk_live_view_body)WK_LIVE_VIEW_BODY_INIT;
+}
+
+void wk_live_view_log_free(wk_live_view_log *h)
+{
+    if (!h)
+        return;
+    wk_live_view_body_free(&h->base);
+    for (size_t i = 0; i < h->ndiffs; i++)
+        free(h->diffs[i].data);
+    free(h->diffs);
+    *h = (wk_live_view_log)WK_LIVE_VIEW_LOG_INIT;
+}
+
+/* ------------------------------------------------------------------------
+ * create, commit, remove
+ * ---------------------------------------------------------------------- */
+
+/* One query on `e`: the script (KEYS head and log first) or, with no
+ * script, the command in argv. A READ is a pure read: retry-safe, and its
+ * error replies go to the parser (a key of another type is corruption). A
+ * WRITE is never retry-safe. */
+static int run_query(wk_processor *p, const wk_entity *e, wk_mode mode, const char *op,
+                     const wk_script *script, int argc, const char *const *argv,
+                     const size_t *argvlen, wk_parse_fn parse, void *out)
+{
+    wk_access access = {e, mode};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS : 0,
+                  .script = script,
+                  .nkeys = script ? 2 : 0,
+                  .argc = argc,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, const void *body,
+                        size_t len, bool *created)
+{
+    keys k;
+    int rc = prepare(p, "live_view.create", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!created || (!body && len) || len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.create: created is required, body only NULL when "
+                                  "empty, at most WK_BODY_MAX bytes");
+    *created = false;
+    const char *argv[3] = {k.head, k.log, body ? (const char *)body : ""};
+    size_t argvlen[3] = {k.head_len, k.log_len, len};
+    return run_query(p, view, WK_WRITE, "live_view.create", &create_script, 3, argv, argvlen,
+                     wk__parse_bool_int, created);
+}
+
+static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_live_view_commit_outcome *out = q->out;
+    size_t n = wk_reply_count(r);
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || n < 1 || n > 2)
+        return wk_diag_fail(d, WK_ECORRUPT, "unexpected live view commit reply");
+    long long v[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        const wk_reply *e = wk_reply_at(r, i);
+        if (wk_reply_get_type(e) != WK_REPLY_INTEGER || wk_reply_integer(e) < 0)
+            return wk_diag_fail(d, WK_ECORRUPT, "unexpected live view commit reply");
+        v[i] = wk_reply_integer(e);
+    }
+    if (n == 1 && v[0] == 0) {
+        out->result = WK_LIVE_VIEW_ABSENT;
+        out->version = 0;
+    } else if (n == 2 && (v[0] == 1 || v[0] == 2)) {
+        out->result = v[0] == 1 ? WK_LIVE_VIEW_CONFLICT : WK_LIVE_VIEW_COMMITTED;
+        out->version = (uint64_t)v[1];
+    } else {
+        return wk_diag_fail(d, WK_ECORRUPT, "unexpected live view commit reply");
+    }
+    return WK_OK;
+}
+
+int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, uint64_t parent,
+                        const void *diff, size_t diff_len, const void *body, size_t body_len,
+                        wk_live_view_commit_outcome *outcome)
+{
+    keys k;
+    int rc = prepare(p, "live_view.commit", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!outcome || (!diff && diff_len) || (!body && body_len) || diff_len > WK_BODY_MAX ||
+        body_len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.commit: outcome is required; diff and body only "
+                                  "NULL when empty, at most WK_BODY_MAX bytes");
+    if (parent < 1 || parent >= WK_LIVE_VIEW_VERSION_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.commit: parent must be 1..2^53-1 (got %llu)",
+                                  (unsigned long long)parent);
+    outcome->result = WK_LIVE_VIEW_ABSENT;
+    outcome->version = 0;
+    char par[24], max[24];
+    const char *argv[6] = {
+        k.head, k.log, par, diff ? (const char *)diff : "", body ? (const char *)body : "", max};
+    size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent),
+                         diff_len,   body_len,  fmt_u64(max, (uint64_t)view->capacity)};
+    return run_query(p, view, WK_WRITE, "live_view.commit", &wk__live_view_commit_script, 6, argv,
+                     argvlen, parse_commit, outcome);
+}
+
+int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed)
+{
+    keys k;
+    int rc = prepare(p, "live_view.remove", view, &name, &k);
+    if (rc)
+        return rc;
+    if (removed)
+        *removed = false;
+    const char *argv[3] = {"UNLINK", k.head, k.log};
+    size_t argvlen[3] = {6, k.head_len, k.log_len};
+    /* Without `removed` the outcome goes nowhere; a batch parses later,
+     * when a local would be gone, so it gets no parser at all. */
+    bool ignored;
+    return run_query(p, view, WK_WRITE, "live_view.remove", NULL, 3, argv, argvlen,
+                     removed || !wk_processor_is_deferred(p) ? wk__parse_bool_int : NULL,
+                     removed ? removed : &ignored);
+}
+
+/* ------------------------------------------------------------------------
+ * get, version
+ * ---------------------------------------------------------------------- */
+
+static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_live_view_body *out = q->out;
+    char key[WK__KEY_TEXT_MAX];
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a LiveView head hash");
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != 2)
+        return wk_diag_fail(d, WK_EPROTO, "expected two values from HMGET");
+    const wk_reply *v = wk_reply_at(r, 0), *b = wk_reply_at(r, 1);
+    bool has_v = wk_reply_get_type(v) == WK_REPLY_STRING;
+    bool has_b = wk_reply_get_type(b) == WK_REPLY_STRING;
+    if (!has_v && !has_b && wk_reply_get_type(v) == WK_REPLY_NIL &&
+        wk_reply_get_type(b) == WK_REPLY_NIL)
+        return WK_OK;
+    wk__query_key(q, key, sizeof(key));
+    size_t vlen, blen;
+    const char *vs = wk_reply_str(v, &vlen), *bs = wk_reply_str(b, &blen);
+    uint64_t version;
+    if (!has_v || !has_b)
+        return wk_diag_fail(d, WK_ECORRUPT, "live view head \"%s\" lacks its version or body", key);
+    if (!parse_u64(vs, vlen, &version))
+        return wk_diag_fail(d, WK_ECORRUPT,
+                            "live view head \"%s\" has a version that is not a "
+                            "decimal u64",
+                            key);
+    if (wk__bytes_copy(&out->data, &out->len, bs, blen) != WK_OK)
+        return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", blen);
+    out->version = version;
+    out->found = true;
+    return WK_OK;
+}
+
+/* HMGET head v b as a READ of `e`, into `out` (freed first). */
+static int get_head(wk_processor *p, const wk_entity *e, const char *op, const keys *k,
+                    wk_live_view_body *out)
+{
+    wk_live_view_body_free(out);
+    const char *argv[4] = {"HMGET", k->head, "v", "b"};
+    size_t argvlen[4] = {5, k->head_len, 1, 1};
+    return run_query(p, e, WK_READ, op, NULL, 4, argv, argvlen, parse_head, out);
+}
+
+int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_live_view_body *out)
+{
+    keys k;
+    int rc = prepare(p, "live_view.get", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "live_view.get: out is required");
+    return get_head(p, view, "live_view.get", &k, out);
+}
+
+/* What HGET head v found. */
+typedef struct version_out {
+    uint64_t *version;
+    bool *found;
+} version_out;
+
+static int parse_version(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    const version_out *out = q->out;
+    size_t len;
+    const char *s;
+    char key[WK__KEY_TEXT_MAX];
+    switch (wk_reply_get_type(r)) {
+    case WK_REPLY_NIL:
+        return WK_OK;
+    case WK_REPLY_STRING:
+        s = wk_reply_str(r, &len);
+        if (!parse_u64(s, len, out->version)) {
+            wk__query_key(q, key, sizeof(key));
+            return wk_diag_fail(d, WK_ECORRUPT,
+                                "live view head \"%s\" has a version that is not a decimal u64",
+                                key);
+        }
+        *out->found = true;
+        return WK_OK;
+    case WK_REPLY_ERROR:
+        return wk__parse_error_reply(q, r, d, "a LiveView head hash");
+    default:
+        return wk_diag_fail(d, WK_EPROTO, "expected a string or nil reply to HGET");
+    }
+}
+
+static int version_query(wk_processor *p, const wk_entity *e, const char *op, const char *head,
+                         size_t head_len, version_out *out)
+{
+    *out->found = false;
+    *out->version = 0;
+    const char *argv[3] = {"HGET", head, "v"};
+    size_t argvlen[3] = {4, head_len, 1};
+    return run_query(p, e, WK_READ, op, NULL, 3, argv, argvlen, parse_version, out);
+}
+
+int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, uint64_t *version,
+                         bool *found)
+{
+    keys k;
+    int rc = prepare(p, "live_view.version", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!version || !found)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.version: version and found are required");
+    /* The parser's pair of pointers lives on this stack. */
+    if ((rc = wk__no_deferred(p, "live_view.version")))
+        return rc;
+    version_out out = {version, found};
+    return version_query(p, view, "live_view.version", k.head, k.head_len, &out);
+}
+
+/* ------------------------------------------------------------------------
+ * Stream entries (XRANGE and XREAD replies)
+ * ---------------------------------------------------------------------- */
+
+/* One entry, its values copied into the owner's byte store. `why` is NULL
+ * for a well-formed entry, else what is wrong with it. */
+typedef struct entry {
+    uint64_t ms, seq;
+    bool has_id, has_base, has_diff;
+    size_t base_off, base_len, diff_off, diff_len;
+    const char *why;
+} entry;
+
+/* Entries of one reply: an array of entries and the bytes they point at,
+ * both reused from reply to reply. */
+typedef struct entries {
+    entry *v;
+    size_t n, cap, next;
+    uint8_t *bytes;
+    size_t used, bytes_cap;
+} entries;
+
+static void entries_clear(entries *es)
+{
+    es->n = es->next = es->used = 0;
+}
+
+static void entries_free(entries *es)
+{
+    free(es->v);
+    free(es->bytes);
+    memset(es, 0, sizeof(*es));
+}
+
+static int store(entries *es, const char *s, size_t len, size_t *off)
+{
+    if (es->used + len + 1 > es->bytes_cap) {
+        size_t cap = es->bytes_cap ? es->bytes_cap : 4096;
+        while (cap < es->used + len + 1)
+            cap *= 2;
+        uint8_t *b = realloc(es->bytes, cap);
+        if (!b)
+            return WK_ENOMEM;
+        es->bytes = b;
+        es->bytes_cap = cap;
+    }
+    if (len)
+        memcpy(es->bytes + es->used, s, len);
+    es->bytes[es->used + len] = '\0';
+    *off = es->used;
+    es->used += len + 1;
+    return WK_OK;
+}
+
+static bool parse_id(const wk_reply *r, uint64_t *ms, uint64_t *seq)
+{
+    wk_reply_type t = wk_reply_get_type(r);
+    size_t len;
+    const char *s = wk_reply_str(r, &len);
+    if ((t != WK_REPLY_STRING && t != WK_REPLY_STATUS) || !s)
+        return false;
+    const char *dash = memchr(s, '-', len);
+    return dash && parse_u64(s, (size_t)(dash - s), ms) &&
+           parse_u64(dash + 1, len - (size_t)(dash - s) - 1, seq);
+}
+
+/* The first pair of `fields` named `name` whose value is a string. */
+static const wk_reply *field(const wk_reply *fields, const char *name)
+{
+    size_t nlen = strlen(name);
+    for (size_t i = 0; i + 1 < wk_reply_count(fields); i += 2) {
+        size_t len;
+        const wk_reply *f = wk_reply_at(fields, i), *v = wk_reply_at(fields, i + 1);
+        const char *s = wk_reply_str(f, &len);
+        if (wk_reply_get_type(f) == WK_REPLY_STRING && wk_reply_get_type(v) == WK_REPLY_STRING &&
+            len == nlen && memcmp(s, name, nlen) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+/* Append the entries of an array reply (XRANGE, or one stream of XREAD).
+ * A malformed entry is kept, marked, so the reader reports it in its turn
+ * rather than failing the entries around it. */
+static int entries_add(entries *es, const wk_reply *list)
+{
+    size_t n = wk_reply_count(list);
+    if (es->n + n > es->cap) {
+        size_t cap = es->cap ? es->cap : 16;
+        while (cap < es->n + n)
+            cap *= 2;
+        entry *v = realloc(es->v, cap * sizeof(*v));
+        if (!v)
+            return WK_ENOMEM;
+        es->v = v;
+        es->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const wk_reply *e = wk_reply_at(list, i);
+        entry *out = &es->v[es->n++];
+        memset(out, 0, sizeof(*out));
+        const wk_reply *fields = wk_reply_at(e, 1);
+        if (wk_reply_get_type(e) != WK_REPLY_ARRAY || wk_reply_count(e) != 2) {
+            out->why = "stream entry is not an ID and its fields";
+            continue;
+        }
+        if (!parse_id(wk_reply_at(e, 0), &out->ms, &out->seq)) {
+            out->why = "malformed stream entry ID";
+            continue;
+        }
+        out->has_id = true;
+        if (wk_reply_get_type(fields) != WK_REPLY_ARRAY || wk_reply_count(fields) % 2) {
+            out->why = "stream entry fields are not name-value pairs";
+            continue;
+        }
+        const wk_reply *base = field(fields, "base"), *diff = field(fields, "diff");
+        size_t len;
+        const char *s;
+        if (base) {
+            s = wk_reply_str(base, &len);
+            if (store(es, s, len, &out->base_off))
+                return WK_ENOMEM;
+            out->base_len = len;
+            out->has_base = true;
+        }
+        if (diff) {
+            s = wk_reply_str(diff, &len);
+            if (store(es, s, len, &out->diff_off))
+                return WK_ENOMEM;
+            out->diff_len = len;
+            out->has_diff = true;
+        }
+    }
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * history
+ * ---------------------------------------------------------------------- */
+
+static int parse_range(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    entries *es = q->out;
+    switch (wk_reply_get_type(r)) {
+    case WK_REPLY_NIL:
+        return WK_OK;
+    case WK_REPLY_ARRAY:
+        if (entries_add(es, r))
+            return wk_diag_fail(d, WK_ENOMEM, "no memory for the history");
+        return WK_OK;
+    case WK_REPLY_ERROR:
+        return wk__parse_error_reply(q, r, d, "a LiveView history stream");
+    default:
+        return wk_diag_fail(d, WK_ECORRUPT, "XRANGE reply is not an array");
+    }
+}
+
+/* The history in `es` as `out`; WK_ECORRUPT (message on p) for the shapes
+ * the crate rejects. */
+static int build_history(wk_processor *p, const keys *k, const entries *es, wk_live_view_log *out)
+{
+    char key[WK__KEY_TEXT_MAX];
+    wk__render_key(key, sizeof(key), k->log, k->log_len);
+    if (es->n == 0)
+        return WK_OK;
+    const entry *first = &es->v[0];
+    if (first->why)
+        return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, first->why);
+    if (!first->has_base)
+        return wk__processor_fail(p, WK_ECORRUPT,
+                                  "live_view.history: \"%s\" doesn't start with a base", key);
+    if (first->seq != 0)
+        return wk__processor_fail(p, WK_ECORRUPT,
+                                  "live_view.history: \"%s\": entry ID is not <version>-0", key);
+    out->diffs = calloc(es->n > 1 ? es->n - 1 : 1, sizeof(*out->diffs));
+    if (!out->diffs || wk__bytes_copy(&out->base.data, &out->base.len, es->bytes + first->base_off,
+                                      first->base_len))
+        return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
+    out->base.version = first->ms;
+    out->base.found = true;
+    uint64_t version = first->ms;
+    for (size_t i = 1; i < es->n; i++) {
+        const entry *e = &es->v[i];
+        if (e->why)
+            return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, e->why);
+        if (e->seq != 0)
+            return wk__processor_fail(
+                p, WK_ECORRUPT, "live_view.history: \"%s\": entry ID is not <version>-0", key);
+        if (version == UINT64_MAX || e->ms != version + 1 || !e->has_diff)
+            return wk__processor_fail(p, WK_ECORRUPT,
+                                      "live_view.history: \"%s\": entry %llu-0 is not a diff "
+                                      "to the next version",
+                                      key, (unsigned long long)e->ms);
+        wk_live_view_diff *dst = &out->diffs[out->ndiffs];
+        if (wk__bytes_copy(&dst->data, &dst->len, es->bytes + e->diff_off, e->diff_len))
+            return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
+        out->ndiffs++;
+        version = e->ms;
+    }
+    return WK_OK;
+}
+
+int wk_live_view_history(wk_processor *p, const wk_entity *view, wk_name name,
+                         wk_live_view_log *out)
+{
+    keys k;
+    int rc = prepare(p, "live_view.history", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "live_view.history: out is required");
+    wk_live_view_log_free(out);
+    if ((rc = wk__no_deferred(p, "live_view.history")))
+        return rc;
+    entries es = {0};
+    const char *argv[4] = {"XRANGE", k.log, "-", "+"};
+    size_t argvlen[4] = {6, k.log_len, 1, 1};
+    rc = run_query(p, view, WK_READ, "live_view.history", NULL, 4, argv, argvlen, parse_range, &es);
+    if (rc == WK_OK)
+        rc = build_history(p, &k, &es, out);
+    if (rc)
+        wk_live_view_log_free(out);
+    entries_free(&es);
+    return rc;
+}
+
+/* apply() of `diff` to `body` into `out` (replaced only on success). */
+static int apply_one(wk_live_view_apply_fn apply, void *arg, wk_live_view_body *out,
+                     const uint8_t *diff, size_t diff_len)
+{
+    uint8_t *next = NULL;
+    size_t next_len = 0;
+    int rc = apply(arg, out->data, out->len, diff, diff_len, &next, &next_len);
+    if (rc) {
+        free(next);
+        return rc;
+    }
+    uint8_t *copy;
+    size_t copy_len;
+    /* Keep the NUL-terminated form the other bodies have. */
+    rc = wk__bytes_copy(&copy, &copy_len, next ? next : (const uint8_t *)"", next ? next_len : 0);
+    free(next);
+    if (rc)
+        return rc;
+    free(out->data);
+    out->data = copy;
+    out->len = copy_len;
+    return WK_OK;
+}
+
+int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply_fn apply, void *arg,
+                            wk_live_view_body *out)
+{
+    if (!h || !apply || !out || !h->base.found)
+        return WK_EINVAL;
+    wk_live_view_body_free(out);
+    int rc = wk__bytes_copy(&out->data, &out->len, h->base.data, h->base.len);
+    if (rc)
+        return rc;
+    out->version = h->base.version;
+    out->found = true;
+    for (size_t i = 0; i < h->ndiffs && rc == WK_OK; i++) {
+        rc = apply_one(apply, arg, out, h->diffs[i].data, h->diffs[i].len);
+        out->version++;
+    }
+    if (rc)
+        wk_live_view_body_free(out);
+    return rc;
+}
+
+int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
+                        wk_live_view_apply_fn apply, void *arg)
+{
+    if (!view || !ev)
+        return WK_EINVAL;
+    if (ev->type == WK_LIVE_VIEW_SNAPSHOT) {
+        uint8_t *copy;
+        size_t len;
+        if (wk__bytes_copy(&copy, &len, ev->data ? ev->data : (const uint8_t *)"", ev->len))
+            return WK_ENOMEM;
+        free(view->data);
+        view->data = copy;
+        view->len = len;
+        view->version = ev->version;
+        view->found = true;
+        return WK_OK;
+    }
+    if (ev->type != WK_LIVE_VIEW_DIFF || !apply || !view->found || ev->version != view->version + 1)
+        return WK_EINVAL;
+    int rc = apply_one(apply, arg, view, ev->data, ev->len);
+    if (rc == WK_OK)
+        view->version = ev->version;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Subscriptions
+ * ---------------------------------------------------------------------- */
+
+/* Entries one XREAD asks for, as the crate. */
+#define READ_BATCH "128"
+
+struct wk_live_view_sub {
+    wk_db *b;      /* the blocking handle: its own connection */
+    wk__held held; /* the entity (for the capability check) and name */
+    keys k;
+    uint64_t version;             /* c: the version of the last event */
+    uint64_t after_ms, after_seq; /* the XREAD cursor */
+    int64_t poll_ms;
+    bool gone;
+    atomic_bool stopped;
+    entries pending;
+    bool timed_out; /* the last XREAD returned nil */
+};
+
+static int open_sub(wk_processor *p, const char *op, const wk_entity *view, const wk_name *name,
+                    const keys *k, uint64_t version, const wk_live_view_sub_options *opts,
+                    wk_live_view_sub **out)
+{
+    wk_live_view_sub_options o =
+        opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
+    if (o.poll_ms < 1)
+        return wk__processor_fail(p, WK_EINVAL, "%s: poll_ms must be >= 1 (got %lld)", op,
+                                  (long long)o.poll_ms);
+    wk_live_view_sub *s = calloc(1, sizeof(*s));
+    if (!s || wk__held_init(&s->held, view, WK_KIND_LIVE_VIEW, name) != WK_OK) {
+        free(s);
+        return wk__processor_fail(p, WK_ENOMEM, "%s: out of memory", op);
+    }
+    char err[256];
+    int rc = wk__blocking_open(&s->b, p->db, err, sizeof(err));
+    if (rc) {
+        wk__held_free(&s->held);
+        free(s);
+        return wk__processor_fail(p, rc, "%s: cannot open the subscription's connection: %s", op,
+                                  err);
+    }
+    s->k = *k;
+    s->version = s->after_ms = version;
+    s->poll_ms = o.poll_ms;
+    atomic_init(&s->stopped, false);
+    *out = s;
+    return WK_OK;
+}
+
+static int sub_args(wk_processor *p, const char *op, wk_live_view_sub **sub)
+{
+    if (!sub)
+        return wk__processor_fail(p, WK_EINVAL, "%s: sub is required", op);
+    *sub = NULL;
+    if (!p->db)
+        return wk__processor_fail(p, WK_EINVAL, "%s: the processor has no handle", op);
+    return wk__no_deferred(p, op);
+}
+
+int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_name name,
+                           const wk_live_view_sub_options *opts, wk_live_view_body *head,
+                           wk_live_view_sub **sub)
+{
+    keys k;
+    int rc = prepare(p, "live_view.subscribe", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!head)
+        return wk__processor_fail(p, WK_EINVAL, "live_view.subscribe: head is required");
+    if ((rc = sub_args(p, "live_view.subscribe", sub)))
+        return rc;
+    rc = get_head(p, view, "live_view.subscribe", &k, head);
+    if (rc || !head->found)
+        return rc;
+    rc = open_sub(p, "live_view.subscribe", view, &name, &k, head->version, opts, sub);
+    if (rc)
+        wk_live_view_body_free(head);
+    return rc;
+}
+
+int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name name, uint64_t version,
+                        const wk_live_view_sub_options *opts, wk_live_view_sub **sub)
+{
+    keys k;
+    int rc = prepare(p, "live_view.resume", view, &name, &k);
+    if (rc)
+        return rc;
+    if ((rc = sub_args(p, "live_view.resume", sub)))
+        return rc;
+    /* Nothing is sent here, so the check dispatch makes is made here. */
+    wk_access access = {view, WK_READ};
+    const wk_cap *cap = wk_db_capability(p->db);
+    if (!wk_cap_allows(cap, &access))
+        return wk__processor_fail(p, WK_EDENIED,
+                                  "capability \"%s\" may not READ %s:%s (live_view.resume)",
+                                  wk_cap_name(cap), view->kind, view->ns);
+    return open_sub(p, "live_view.resume", view, &name, &k, version, opts, sub);
+}
+
+uint64_t wk_live_view_sub_version(const wk_live_view_sub *sub)
+{
+    return sub ? sub->version : 0;
+}
+
+const char *wk_live_view_sub_errmsg(const wk_live_view_sub *sub)
+{
+    return sub ? wk_db_errmsg(sub->b) : "";
+}
+
+void wk_live_view_sub_stop(wk_live_view_sub *sub)
+{
+    if (!sub)
+        return;
+    atomic_store(&sub->stopped, true);
+    wk__blocking_interrupt(sub->b);
+}
+
+void wk_live_view_sub_close(wk_live_view_sub *sub)
+{
+    if (!sub)
+        return;
+    wk_db_close(sub->b);
+    wk__held_free(&sub->held);
+    entries_free(&sub->pending);
+    free(sub);
+}
+
+/* XREAD: nil is a timeout; RESP2 [[key, entries]] (a RESP3 map never
+ * comes: handles speak RESP2). */
+static int parse_read(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_live_view_sub *s = q->out;
+    if (wk_reply_get_type(r) == WK_REPLY_NIL) {
+        s->timed_out = true;
+        return WK_OK;
+    }
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a LiveView history stream");
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_ECORRUPT, "XREAD reply is neither nil nor an array");
+    if (wk_reply_count(r) == 0)
+        return WK_OK;
+    const wk_reply *stream = wk_reply_at(r, 0);
+    if (wk_reply_get_type(stream) != WK_REPLY_ARRAY || wk_reply_count(stream) < 2)
+        return wk_diag_fail(d, WK_ECORRUPT, "XREAD stream is not a key and its entries");
+    const wk_reply *list = wk_reply_at(stream, 1);
+    if (wk_reply_get_type(list) == WK_REPLY_NIL)
+        return WK_OK;
+    if (wk_reply_get_type(list) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_ECORRUPT, "XREAD entries are not an array");
+    if (entries_add(&s->pending, list))
+        return wk_diag_fail(d, WK_ENOMEM, "no memory for %zu entries", wk_reply_count(list));
+    /* The cursor moves past every entry whose ID could be read. */
+    for (size_t i = 0; i < s->pending.n; i++) {
+        const entry *e = &s->pending.v[i];
+        if (!e->has_id)
+            continue;
+        s->after_ms = e->ms;
+        s->after_seq = e->seq;
+    }
+    return WK_OK;
+}
+
+static int xread(wk_live_view_sub *s)
+{
+    char block[24], after[48];
+    size_t after_len = fmt_u64(after, s->after_ms);
+    after[after_len++] = '-';
+    after_len += fmt_u64(after + after_len, s->after_seq);
+    const char *argv[8] = {"XREAD", "COUNT",   READ_BATCH, "BLOCK",
+                           block,   "STREAMS", s->k.log,   after};
+    size_t argvlen[8] = {5,        5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->k.log_len,
+                         after_len};
+    wk_access access = {&s->held.entity, WK_READ};
+    wk_query q = {.name = "live_view.recv",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_PARSE_ERRORS,
+                  .argc = 8,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_read,
+                  .out = s};
+    entries_clear(&s->pending);
+    s->timed_out = false;
+    int rc = wk__blocking_process(s->b, &q, s->poll_ms);
+    if (rc)
+        entries_clear(&s->pending);
+    return rc;
+}
+
+/* After a quiet poll: is the view still there, at or past our version? */
+static int still_there(wk_live_view_sub *s, bool *there)
+{
+    uint64_t v = 0;
+    bool found = false;
+    version_out out = {&v, &found};
+    int rc = version_query(wk_db_processor(s->b), &s->held.entity, "live_view.recv", s->k.head,
+                           s->k.head_len, &out);
+    *there = found && v >= s->version;
+    return rc;
+}
+
+/* Why entry `e` cannot be an event: WK_ECORRUPT naming the log. */
+static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
+{
+    char key[WK__KEY_TEXT_MAX];
+    wk__render_key(key, sizeof(key), s->k.log, s->k.log_len);
+    if (!e->has_id)
+        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT, "live_view.recv: \"%s\": %s",
+                                  key, why);
+    return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
+                              "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)", key,
+                              (unsigned long long)e->ms, (unsigned long long)e->seq, why,
+                              (unsigned long long)s->version);
+}
+
+/* The event of entry `e` seen from version c (the crate's rule). */
+static int event_of(wk_live_view_sub *s, const entry *e, wk_live_view_event *ev)
+{
+    if (e->why)
+        return corrupt_entry(s, e, e->why);
+    if (e->seq != 0)
+        return corrupt_entry(s, e, "ID is not <version>-0");
+    bool next = s->version != UINT64_MAX && e->ms == s->version + 1;
+    if (next && e->has_diff) {
+        ev->type = WK_LIVE_VIEW_DIFF;
+        ev->data = s->pending.bytes + e->diff_off; /* NUL-terminated by store() */
+        ev->len = e->diff_len;
+    } else if (e->has_base) {
+        ev->type = WK_LIVE_VIEW_SNAPSHOT;
+        ev->data = s->pending.bytes + e->base_off;
+        ev->len = e->base_len;
+    } else {
+        return corrupt_entry(s, e, "diff doesn't follow the previous version");
+    }
+    ev->version = e->ms;
+    s->version = e->ms;
+    return WK_OK;
+}
+
+int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
+{
+    if (!s || !ev)
+        return WK_EINVAL;
+    *ev = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
+    for (;;) {
+        if (atomic_load(&s->stopped)) {
+            ev->type = WK_LIVE_VIEW_STOPPED;
+            return WK_OK;
+        }
+        if (s->gone) {
+            ev->type = WK_LIVE_VIEW_GONE;
+            return WK_OK;
+        }
+        if (s->pending.next < s->pending.n) {
+            /* The entry leaves the queue before it is judged, as in the
+             * crate: a bad one is reported once, then passed over. */
+            const entry *e = &s->pending.v[s->pending.next++];
+            return event_of(s, e, ev);
+        }
+        int rc = xread(s);
+        if (rc == WK_OK && s->timed_out) {
+            bool there;
+            rc = still_there(s, &there);
+            if (rc == WK_OK && !there)
+                s->gone = true;
+        }
+        if (rc && atomic_load(&s->stopped))
+            continue; /* the interrupt's own failure: report the stop */
+        if (rc)
+            return rc;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Typed bodies
+ * ---------------------------------------------------------------------- */
+
+static void free_encoded(const wk_codec *codec, uint8_t *bytes)
+{
+    if (!bytes)
+        return;
+    if (codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+}
+
+static int encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                  uint8_t **bytes, size_t *len)
+{
+    if (!wk__codec_ok(codec) || !value)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: a codec with encode and decode, and value are required", op);
+    *bytes = NULL;
+    *len = 0;
+    int rc = wk__codec_encode(p, op, codec, value, bytes, len);
+    if (rc == WK_OK && !*bytes && *len)
+        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
+    if (rc)
+        free_encoded(codec, *bytes);
+    return rc;
+}
+
+int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_name name,
+                              const wk_codec *codec, const void *value, bool *created)
+{
+    uint8_t *bytes;
+    size_t len;
+    int rc = encode(p, "live_view.create", codec, value, &bytes, &len);
+    if (rc)
+        return rc;
+    rc = wk_live_view_create(p, view, name, bytes, len, created);
+    free_encoded(codec, bytes);
+    return rc;
+}
+
+int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name name, uint64_t parent,
+                              const void *diff, size_t diff_len, const wk_codec *codec,
+                              const void *value, wk_live_view_commit_outcome *outcome)
+{
+    uint8_t *bytes;
+    size_t len;
+    int rc = encode(p, "live_view.commit", codec, value, &bytes, &len);
+    if (rc)
+        return rc;
+    rc = wk_live_view_commit(p, view, name, parent, diff, diff_len, bytes, len, outcome);
+    free_encoded(codec, bytes);
+    return rc;
+}
+
+int wk_live_view_get_typed(wk_processor *p, const wk_entity *view, wk_name name,
+                           const wk_codec *codec, void *value, uint64_t *version, bool *found)
+{
+    if (found)
+        *found = false;
+    keys k;
+    int rc = prepare(p, "live_view.get", view, &name, &k);
+    if (rc)
+        return rc;
+    if (!wk__codec_ok(codec) || !value || !version || !found)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "live_view.get: a codec with encode and decode, value, version "
+                                  "and found are required");
+    if ((rc = wk__no_deferred(p, "live_view.get (typed)")))
+        return rc;
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    rc = get_head(p, view, "live_view.get", &k, &head);
+    if (rc == WK_OK && head.found)
+        rc = wk__codec_decode(p, "live_view.get", codec, k.head, k.head_len, head.data, head.len,
+                              value);
+    if (rc == WK_OK && head.found) {
+        *version = head.version;
+        *found = true;
+    }
+    wk_live_view_body_free(&head);
+    return rc;
+}
