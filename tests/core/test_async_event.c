@@ -62,6 +62,11 @@ static void loop_free(loop *l)
     free(l);
 }
 
+static bool loop_empty(loop *l)
+{
+    return event_base_get_num_events(l->base, EVENT_BASE_COUNT_ADDED) == 0;
+}
+
 static int loop_bad_attach(void)
 {
     struct event_base *base = event_base_new();

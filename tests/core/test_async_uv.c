@@ -62,6 +62,11 @@ static void loop_free(loop *l)
     free(l);
 }
 
+static bool loop_empty(loop *l)
+{
+    return !uv_loop_alive(&l->uv);
+}
+
 static int loop_bad_attach(void)
 {
     uv_loop_t uv;

@@ -16,6 +16,8 @@
  *   void loop_free(loop *l);    after every detach: asserts the loop is
  *                               left with nothing of the adapter's
  *   int loop_bad_attach(void);  attach with NULL arguments: the status
+ *   bool loop_empty(loop *l);   nothing of the adapter's is armed (no
+ *                               watcher, no timer)
  *
  * Time only bounds the suite (its .timeout); no case compares durations.
  */
@@ -335,6 +337,38 @@ Test(LOOP_SUITE, detaching_from_a_callback_is_safe, .timeout = 60)
                          wk_name_str("from-callback"), &st);
     while (d.calls == 0)
         loop_turn(l);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* Nobody listens: the dial fails through the loop (libuv reports the
+ * socket's error as a poll status), the queries complete with WK_EIO,
+ * and the handle, down with nothing queued (descriptor -1, events 0,
+ * timeout -1), leaves nothing armed; the next submission dials again. */
+Test(LOOP_SUITE, a_refused_connection_fails_through_the_loop_and_disarms, .timeout = 60)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", wk_test_free_port());
+    loop *l = loop_new();
+    wk_async *a = lc_open(url, 2000);
+    loop_attach(l, a);
+    for (int round = 0; round < 2; round++) {
+        lc_result r = {0};
+        wk_token token;
+        bool acquired = true;
+        cr_assert_eq(wk_lock_try(wk_async_with(a, lc_done, &r), &lc_lock, wk_name_str("refused"),
+                                 &token, &acquired),
+                     WK_OK);
+        lc_drain(l, a, NULL);
+        cr_assert_eq(r.calls, 1);
+        cr_assert_eq(r.status, WK_EIO, "%d: %s: %s", round, wk_err_name(r.status), r.msg);
+        cr_assert(strstr(r.msg, "cannot connect"), "%s", r.msg);
+        cr_assert_not(acquired);
+        cr_assert_eq(wk_async_fd(a), -1);
+        cr_assert_eq(loop_watched_fd(l, 0), -1);
+        cr_assert(loop_empty(l), "round %d: a watcher or timer is still armed", round);
+    }
+    loop_detach(l, 0);
     wk_async_close(a);
     loop_free(l);
 }
