@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <wakuwaku/wakuwaku.h>
@@ -368,6 +369,32 @@ Test(LOOP_SUITE, a_refused_connection_fails_through_the_loop_and_disarms, .timeo
         cr_assert_eq(loop_watched_fd(l, 0), -1);
         cr_assert(loop_empty(l), "round %d: a watcher or timer is still armed", round);
     }
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* A dial that fails inside the submitting call (no such unix socket):
+ * the callback is due at once but never runs inside the call, so the
+ * watch asks for timeout 0 and the loop's next turn runs it. */
+Test(LOOP_SUITE, a_query_failing_at_submission_completes_on_the_next_turn, .timeout = 60)
+{
+    char url[96];
+    snprintf(url, sizeof(url), "unix:///tmp/wk-no-such-socket-%d", (int)getpid());
+    loop *l = loop_new();
+    wk_async *a = lc_open(url, 2000);
+    loop_attach(l, a);
+    lc_result r = {0};
+    wk_token_bucket_state st;
+    cr_assert_eq(wk_token_bucket_peek(wk_async_with(a, lc_done, &r), &lc_bucket,
+                                      wk_name_str("nowhere"), &st),
+                 WK_OK);
+    cr_assert_eq(r.calls, 0, "never inside the submitting call");
+    cr_assert_eq(wk_async_timeout_ms(a), 0);
+    cr_assert_not(loop_empty(l), "the timer is armed");
+    loop_turn(l);
+    cr_assert_eq(r.calls, 1, "one turn runs it");
+    cr_assert_eq(r.status, WK_EIO, "%s: %s", wk_err_name(r.status), r.msg);
     loop_detach(l, 0);
     wk_async_close(a);
     loop_free(l);
