@@ -100,6 +100,10 @@ typedef void (*wk_async_done_fn)(wk_async *a, int status, const char *msg, void 
  * -1, events 0 and timeout -1, then with the new state: a new socket
  * often gets the old number, and a loop that keeps descriptors
  * registered (epoll) must drop the old registration first.
+ * WARNING: the watch is not called when nothing changed, so a one-shot
+ * timer that fired before the timeout was over (loops count from a
+ * cached time) must be armed again, from wk_async_timeout_ms(), after
+ * its wk_async_process(a, 0); the adapters do.
  */
 typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t timeout_ms,
                                   void *arg);

@@ -76,16 +76,29 @@ static inline void wk__event_free(wk_async_event *e)
 }
 
 /* Run the handle for the events that fired; free the attachment after if
- * a callback detached it meanwhile. */
-static inline void wk__event_process(wk_async_event *e, unsigned ready)
+ * a callback detached it meanwhile. False when it is no longer attached. */
+static inline bool wk__event_process(wk_async_event *e, unsigned ready)
 {
     if (!e->async)
-        return;
+        return false;
     e->in_callback = true;
     wk_async_process(e->async, ready);
     e->in_callback = false;
-    if (!e->async)
+    if (!e->async) {
         wk__event_free(e); /* detached from a query's callback */
+        return false;
+    }
+    return true;
+}
+
+static inline void wk__event_arm_timer(wk_async_event *e, int64_t timeout_ms)
+{
+    struct timeval tv;
+    tv.tv_sec = timeout_ms / 1000;
+    tv.tv_usec = timeout_ms % 1000 * 1000;
+    event_base_update_cache_time(e->base); /* count from now, not from the turn's start */
+    if (event_add(e->timer, &tv) != 0)
+        e->err = 1;
 }
 
 static inline void wk__event_on_io(evutil_socket_t fd, short what, void *arg)
@@ -98,7 +111,17 @@ static inline void wk__event_on_io(evutil_socket_t fd, short what, void *arg)
 static inline void wk__event_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
-    wk__event_process((wk_async_event *)arg, 0);
+    wk_async_event *e = (wk_async_event *)arg;
+    if (!wk__event_process(e, 0))
+        return;
+    /* libevent counts a timer from its cached time, so it may fire a
+     * little before the handle's deadline: then nothing changed, the
+     * watch is not called, and the spent timer must be added again. */
+    if (!evtimer_pending(e->timer, NULL)) {
+        int64_t ms = wk_async_timeout_ms(e->async);
+        if (ms >= 0)
+            wk__event_arm_timer(e, ms);
+    }
 }
 
 /* Make the events match what the handle waits for. */
@@ -127,15 +150,10 @@ static inline void wk__event_watch(wk_async *a, int fd, unsigned events, int64_t
                 e->err = 1; /* the timer still brings the handle's timeouts */
         }
     }
-    if (timeout_ms < 0) {
+    if (timeout_ms < 0)
         event_del(e->timer);
-    } else {
-        struct timeval tv;
-        tv.tv_sec = timeout_ms / 1000;
-        tv.tv_usec = timeout_ms % 1000 * 1000;
-        if (event_add(e->timer, &tv) != 0)
-            e->err = 1;
-    }
+    else
+        wk__event_arm_timer(e, timeout_ms);
 }
 
 /*

@@ -129,8 +129,18 @@ static inline void wk__uv_on_poll(uv_poll_t *p, int status, int events)
 static inline void wk__uv_on_timer(uv_timer_t *t)
 {
     wk_async_uv *u = (wk_async_uv *)t->data;
-    if (u->async)
-        wk_async_process(u->async, 0);
+    if (!u->async)
+        return;
+    wk_async *a = u->async;
+    wk_async_process(a, 0);
+    /* libuv counts a timer from the loop's cached time, so it may fire a
+     * little before the handle's deadline: then nothing changed, the
+     * watch is not called, and the spent timer must be armed again. */
+    if (u->async && !uv_is_active((uv_handle_t *)&u->timer)) {
+        int64_t ms = wk_async_timeout_ms(a);
+        if (ms >= 0)
+            uv_timer_start(&u->timer, wk__uv_on_timer, (uint64_t)ms, 0);
+    }
 }
 
 /* Make the watchers match what the handle waits for. */
@@ -162,10 +172,12 @@ static inline void wk__uv_arm(wk_async_uv *u, int fd, unsigned events, int64_t t
         else
             u->events = want;
     }
-    if (timeout_ms < 0)
+    if (timeout_ms < 0) {
         uv_timer_stop(&u->timer);
-    else
+    } else {
+        uv_update_time(u->loop); /* count from now, not from the turn's start */
         uv_timer_start(&u->timer, wk__uv_on_timer, (uint64_t)timeout_ms, 0);
+    }
 }
 
 static inline void wk__uv_watch(wk_async *a, int fd, unsigned events, int64_t timeout_ms, void *arg)
