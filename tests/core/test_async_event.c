@@ -67,6 +67,17 @@ static bool loop_empty(loop *l)
     return event_base_get_num_events(l->base, EVENT_BASE_COUNT_ADDED) == 0;
 }
 
+static void loop_fire_timer(loop *l, int i)
+{
+    struct timeval now = {0, 0};
+    event_add(l->att[i]->timer, &now);
+}
+
+static bool loop_timer_armed(const loop *l, int i)
+{
+    return evtimer_pending(l->att[i]->timer, NULL);
+}
+
 static int loop_bad_attach(void)
 {
     struct event_base *base = event_base_new();

@@ -67,6 +67,17 @@ static bool loop_empty(loop *l)
     return !uv_loop_alive(&l->uv);
 }
 
+static void loop_fire_timer(loop *l, int i)
+{
+    wk_async_uv *u = l->att[i];
+    uv_timer_start(&u->timer, u->timer.timer_cb, 0, 0);
+}
+
+static bool loop_timer_armed(const loop *l, int i)
+{
+    return uv_is_active((const uv_handle_t *)&l->att[i]->timer);
+}
+
 static int loop_bad_attach(void)
 {
     uv_loop_t uv;
