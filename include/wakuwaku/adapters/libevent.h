@@ -147,7 +147,7 @@ static inline void wk__event_watch(wk_async *a, int fd, unsigned events, int64_t
             if (event_add(e->io, NULL) == 0)
                 e->events = want;
             else
-                e->err = 1; /* the timer still brings the handle's timeouts */
+                e->err = 1; /* tried again at the next change */
         }
     }
     if (timeout_ms < 0)
@@ -210,7 +210,8 @@ static inline void wk_async_detach_event(wk_async_event *e)
 }
 
 /* wk_async_event_error — 1 if adding an event to the base ever failed
- * (the handle then went on by its timeouts only), else 0. */
+ * (the descriptor then went unwatched until the next change, only the
+ * timer running the handle), else 0. */
 static inline int wk_async_event_error(const wk_async_event *e)
 {
     return e ? e->err : 0;

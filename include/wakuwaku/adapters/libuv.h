@@ -154,8 +154,9 @@ static inline void wk__uv_arm(wk_async_uv *u, int fd, unsigned events, int64_t t
         uv_poll_t *p = (uv_poll_t *)malloc(sizeof(*p));
         int rc = p ? uv_poll_init(u->loop, p, fd) : UV_ENOMEM;
         if (rc) {
-            /* Without a watcher the handle still meets its timeouts (the
-             * timer below), so its queries fail in time instead of hanging. */
+            /* Out of memory, or libuv refused the descriptor: tried
+             * again at the next change; meanwhile only the timer runs
+             * the handle (wk_async_uv_error says why). */
             free(p);
             u->err = rc;
         } else {
@@ -235,7 +236,8 @@ static inline void wk_async_detach_uv(wk_async_uv *u)
 }
 
 /* wk_async_uv_error — the last libuv error arming a watcher (a uv_strerror
- * code; 0: none). With one, the handle went on by its timeouts only. */
+ * code; 0: none). With one, the descriptor went unwatched for a while
+ * (only the timer ran the handle), so replies may have come late. */
 static inline int wk_async_uv_error(const wk_async_uv *u)
 {
     return u ? u->err : 0;
