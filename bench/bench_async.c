@@ -10,17 +10,11 @@
 #include <time.h>
 
 #include "bench_cases.h"
+#include "bench_util.h"
 
 #define IN_FLIGHT 64
 
 static const wk_entity async_lock = WK_LOCK_ENTITY("bench-async", 30000);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void fail(const char *what, const char *msg)
 {
@@ -98,15 +92,9 @@ static double batch_cycles(bench_ctx *c, unsigned ops)
     return ops / (now_s() - t0);
 }
 
-static int cmp(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 static double median_of(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp);
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

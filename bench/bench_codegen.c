@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #ifndef WK_CODEGEN_PATH
 #define WK_CODEGEN_PATH "codegen/wk-codegen"
 #endif
@@ -71,19 +73,6 @@ static void write_schema(const char *path, int n_entities, int n_records, int n_
     }
     fprintf(f, "  ]\n}\n");
     fclose(f);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static long file_size(const char *path)

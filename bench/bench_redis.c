@@ -17,6 +17,8 @@
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
  *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
  *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
+ *   bench_redis --replicas         # also: lock cycles with WAIT 1 (acknowledged leases) and
+ *                                  # through redis-sentinel:// vs plain, on a Sentinel topology
  *                                  # (certificates made with `openssl`)
  *   bench_redis --pool             # only: 8 threads on a pool of 4 vs 8
  *                                  # threads with a handle each (bench_pool.c)
@@ -379,6 +381,53 @@ static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsign
     wk_db_close(t.db);
 }
 
+/* ------------------------------------------------------------------------
+ * --replicas: on a primary + replica + 3 sentinels (tests/support), the
+ * sequential lock cycle plain (redis:// to the primary), with WAIT 1
+ * after each acquire (lease_replicas = 1), and through redis-sentinel://
+ * (all library; ratios against plain, same run)
+ * ---------------------------------------------------------------------- */
+
+static void replicas_run(int reps, unsigned ops)
+{
+    wk_test_sentinels t;
+    if (wk_test_sentinels_start(&t, NULL, NULL) != 0)
+        die("sentinel topology", "could not start it");
+    const char *urls[3] = {t.primary.url, t.primary.url, t.url};
+    const char *names[3] = {"lock try + release (plain)", "  with WAIT 1 (lease_replicas = 1)",
+                            "  through redis-sentinel://"};
+    bench_ctx h[3] = {{0}};
+    for (int k = 0; k < 3; k++) {
+        wk_db_options o = WK_DB_OPTIONS_INIT;
+        o.url = urls[k];
+        o.capability = wk_cap_read_write();
+        o.lease_replicas = k == 1 ? 1 : 0;
+        char err[256];
+        if (wk_db_open(&h[k].db, &o, err, sizeof(err)) != WK_OK)
+            die("wk_db_open (replicas)", err);
+        timed(&h[k], lock_seq_lib, ops / 4, 1);
+    }
+    double rate[3][32];
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 3; k++) {
+            int at = (k + r) % 3; /* rotate the order: drift hits all three */
+            rate[at][r] = timed(&h[at], lock_seq_lib, ops, 1);
+        }
+    printf("| %-38s | %-10s | %10s | %5s |\n", "case (primary + 1 replica)", "mode", "ops/s",
+           "ratio");
+    printf("|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
+           "------------", "-------");
+    double plain = median(rate[0], reps);
+    for (int k = 0; k < 3; k++) {
+        double m = median(rate[k], reps);
+        printf("| %-38s | %-10s | %10.0f | %5.3f |\n", names[k], "sequential", m, m / plain);
+        wk_db_close(h[k].db);
+    }
+    printf("\n");
+    fflush(stdout);
+    wk_test_sentinels_stop(&t);
+}
+
 static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
                      unsigned batch_ops)
 {
@@ -414,7 +463,8 @@ int main(int argc, char **argv)
 {
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
-    bool quick = false, table = true, scripts = true, tls = false, async = false, pool = false;
+    bool quick = false, table = true, scripts = true, tls = false, async = false, pool = false,
+         replicas = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -430,6 +480,8 @@ int main(int argc, char **argv)
             tls = true;
         else if (!strcmp(argv[i], "--pool"))
             pool = true;
+        else if (!strcmp(argv[i], "--replicas"))
+            replicas = true;
         else if (!strcmp(argv[i], "--scripts"))
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
@@ -439,7 +491,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool]\n",
+                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool] [--replicas]\n",
                     argv[0]);
             return 2;
         }
@@ -490,6 +542,8 @@ int main(int argc, char **argv)
             tls_vs_tcp(&c, tls_lines[0], reps, seq_ops);
         if (async)
             bench_async_run(&c, url, reps, batch_ops);
+        if (replicas)
+            replicas_run(reps, seq_ops);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);

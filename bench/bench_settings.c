@@ -31,6 +31,9 @@
 
 #include <wakuwaku/wakuwaku.h>
 
+#define BENCH_PROG "bench_settings"
+#include "bench_util.h"
+
 #include "support.h" /* tests/support: a private redis-server */
 
 static double now_ms(void)
@@ -38,25 +41,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "bench_settings: %s: %s\n", what, detail);
-    exit(1);
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (!r)
-        die("raw command", c->errstr);
-    if (r->type == REDIS_REPLY_ERROR)
-        die("raw command", r->str);
-    return r;
 }
 
 /* What the server says about the commands since the last reset. */

@@ -209,7 +209,8 @@ void emit_op_signature(outbuf *o, const schema *s, const entity *e, const op_des
     outbuf t = {0};
     out_printf(&t, "%s %s_%s(%s, ", ret, fn, op->op, first);
     emit_name_params(&t, e);
-    out_puts(&t, ", ");
+    if (*op->params) /* an op may take nothing but the name (pipe close) */
+        out_puts(&t, ", ");
     emit_op_text(&t, s, op->params, e);
     out_printf(&t, ")%s", end);
     out_declf(o, "%s", t.data ? t.data : "");
@@ -224,7 +225,8 @@ void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const
     emit_op_text(&t, s, op->runtime, e);
     out_printf(&t, "(p, &%s, ", e->descriptor);
     emit_name_value(&t, e);
-    out_puts(&t, ", ");
+    if (*op->args)
+        out_puts(&t, ", ");
     emit_op_text(&t, s, op->args, e);
     out_puts(&t, ");\n");
     out_puts(o, "{\n");
@@ -243,7 +245,8 @@ void emit_handle_definition(outbuf *o, const schema *s, const capability *c, con
                       fn.data ? fn.data : "", "\n");
     out_printf(&call, "    return %s_%s(h ? h->p : NULL, ", e->fn_prefix, op->op);
     emit_name_args(&call, e);
-    out_puts(&call, ", ");
+    if (*op->args && strcmp(op->args, "CODEC") != 0)
+        out_puts(&call, ", ");
     /* the op's own parameters, by name (the accessor supplies the codec) */
     for (const char *p = op->args; *p;) {
         if (strncmp(p, "CODEC, ", 7) == 0) {

@@ -206,6 +206,56 @@ static const op_desc live_view_typed_ops[] = {
      "version, opts, sub", "follow the versions after version on a connection of its own", NULL},
 };
 
+static const op_desc pipe_bytes_ops[] = {
+    {"send", true, "wk_pipe_send", "const void *body, size_t len", "body, len",
+     "append a message and restart the pipe's TTL", NULL},
+    {"close", true, "wk_pipe_close", "", "", "close the pipe: its receiver ends after the messages",
+     NULL},
+    {"receive", true, "wk_pipe_receive", "wk_pipe_receiver **receiver", "receiver",
+     "open the receiver (its own connection; wk_pipe_recv(), wk_pipe_receiver_close())", NULL},
+};
+
+static const op_desc pipe_typed_ops[] = {
+    {"send", true, "wk_pipe_send_typed", "const BODY *body", "CODEC, body",
+     "encode and append a message, restart the pipe's TTL", NULL},
+    {"close", true, "wk_pipe_close", "", "", "close the pipe: its receiver ends after the messages",
+     NULL},
+    {"receive", true, "wk_pipe_receive", "wk_pipe_receiver **receiver", "receiver",
+     "open the receiver (decode with wk_pipe_recv_typed() and the body's codec)", NULL},
+};
+
+static const op_desc stream_buffer_bytes_ops[] = {
+    {"append", true, "wk_stream_buffer_append", "const void *body, size_t len, int64_t *index",
+     "body, len, index", "append a body (index -1: the buffer was finished)", NULL},
+    {"finish", true, "wk_stream_buffer_finish", "bool *finished_now", "finished_now",
+     "end the buffer: subscribers end after its last body", NULL},
+    {"read", false, "wk_stream_buffer_read", "uint64_t from, wk_stream_buffer_contents *out",
+     "from, out", "the bodies from index from on (free with wk_stream_buffer_contents_free())",
+     NULL},
+    {"remove", true, "wk_stream_buffer_remove", "bool *removed", "removed", "delete the buffer",
+     NULL},
+    {"subscribe", false, "wk_stream_buffer_subscribe",
+     "uint64_t from, wk_stream_buffer_subscription **subscription", "from, subscription",
+     "follow the buffer from index from on (its own connection; wk_stream_buffer_recv())", NULL},
+};
+
+static const op_desc stream_buffer_typed_ops[] = {
+    {"append", true, "wk_stream_buffer_append_typed", "const BODY *body, int64_t *index",
+     "CODEC, body, index", "encode and append a body (index -1: the buffer was finished)", NULL},
+    {"finish", true, "wk_stream_buffer_finish", "bool *finished_now", "finished_now",
+     "end the buffer: subscribers end after its last body", NULL},
+    {"read", false, "wk_stream_buffer_read", "uint64_t from, wk_stream_buffer_contents *out",
+     "from, out",
+     "the encoded bodies from index from on (free with "
+     "wk_stream_buffer_contents_free())",
+     NULL},
+    {"remove", true, "wk_stream_buffer_remove", "bool *removed", "removed", "delete the buffer",
+     NULL},
+    {"subscribe", false, "wk_stream_buffer_subscribe",
+     "uint64_t from, wk_stream_buffer_subscription **subscription", "from, subscription",
+     "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)", NULL},
+};
+
 /* The rows: one per kind, in the order schemas list them in messages. A
  * new kind is one row here, with its op tables above. */
 static const kind_desc kinds[] = {
@@ -227,6 +277,11 @@ static const kind_desc kinds[] = {
     {"LiveView", "WK_KIND_LIVE_VIEW", "WK_LIVE_VIEW_ENTITY", {&param_max_diffs, NULL},
      ", history of up to {max_diffs} diffs", true, live_view_check, live_view_bytes_ops,
      live_view_typed_ops, OPS(live_view_bytes_ops), OPS(live_view_typed_ops)},
+    {"Pipe", "WK_KIND_PIPE", "WK_PIPE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
+     pipe_bytes_ops, pipe_typed_ops, OPS(pipe_bytes_ops), OPS(pipe_typed_ops)},
+    {"StreamBuffer", "WK_KIND_STREAM_BUFFER", "WK_STREAM_BUFFER_ENTITY", {&param_ttl, NULL},
+     ", TTL {ttl}", true, NULL, stream_buffer_bytes_ops, stream_buffer_typed_ops,
+     OPS(stream_buffer_bytes_ops), OPS(stream_buffer_typed_ops)},
 };
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "collection/common.h"
+#include "collection/lock_scripts.h"
 
 /* "Kind:ns" of an entity that passed the naming rules, printable. */
 static void entity_text(char *dst, size_t cap, const wk_entity *e)
@@ -101,4 +102,49 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
     }
     *out = v;
     return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Acknowledged leases (wk_db_options.lease_replicas)
+ * ---------------------------------------------------------------------- */
+
+int wk__lease_admit(wk_processor *p, const char *op)
+{
+    if (wk__lease_replicas(p) > 0 && wk_processor_is_deferred(p))
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: the handle waits for replicas after a lease "
+                                  "(lease_replicas); a deferred processor (batch, event loop) "
+                                  "cannot",
+                                  op);
+    return WK_OK;
+}
+
+int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
+                      const char *key, size_t key_len, const wk_token *token, bool *acquired)
+{
+    int want = wk__lease_replicas(p);
+    if (want <= 0 || !*acquired)
+        return WK_OK;
+    long long acked = 0;
+    int wait_rc = wk__lease_wait(p, &acked);
+    if (wait_rc == WK_OK && acked >= want)
+        return WK_OK;
+    char why[WK_ENTITY_MSG_MAX * 2];
+    if (wait_rc)
+        snprintf(why, sizeof(why), "WAIT failed (%s: %.200s)", wk_err_name(wait_rc),
+                 wk_processor_errmsg(p));
+    else
+        snprintf(why, sizeof(why), "%lld of %d replica(s) acknowledged it", acked, want);
+    /* Not held as asked: give it back, with its token (touches nothing
+     * if the lease is someone else's by now). */
+    *acquired = false;
+    bool released = false;
+    int rc = wk__token_script(p, op, release, e, key, key_len, token, false, &released);
+    if (rc)
+        return wk__processor_fail(p, WK_EUNKNOWN,
+                                  "%s: lease taken but %s, and its release failed (%s): it may "
+                                  "still be held under the token until its TTL runs out",
+                                  op, why, wk_err_name(rc));
+    return wk__processor_fail(p, WK_ENOTREPLICATED,
+                              "%s: lease taken but %s; released, not acquired", op, why);
 }

@@ -34,6 +34,23 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */
 
+/*
+ * Acknowledged leases — every acquire of a lease kind (Lock, RwLock, the
+ * lock family) calls these two:
+ *   wk__lease_admit    before sending: WK_EINVAL (message set) when the
+ *                      handle waits for replicas and p is deferred.
+ *   wk__lease_confirm  after the try returned WK_OK: when the handle has
+ *                      lease_replicas N and *acquired is true, WAIT; fewer
+ *                      than N acknowledgements (or a failed WAIT) run
+ *                      `release` (KEYS: key; ARGV: token) and return
+ *                      WK_ENOTREPLICATED with *acquired false — or
+ *                      WK_EUNKNOWN when that release failed too (the lease
+ *                      may still be held under the token). Otherwise WK_OK.
+ */
+int wk__lease_admit(wk_processor *p, const char *op);
+int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
+                      const char *key, size_t key_len, const wk_token *token, bool *acquired);
+
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})
 

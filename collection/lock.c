@@ -55,6 +55,8 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
         return rc;
     if (!token || !acquired)
         return wk__processor_fail(p, WK_EINVAL, "lock.try: token and acquired are required");
+    if ((rc = wk__lease_admit(p, "lock.try")))
+        return rc;
     /* Outcomes go straight to the caller's memory, so this works in a
      * batch too: the token now, `acquired` when the reply is parsed. */
     *acquired = false;
@@ -70,7 +72,11 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
                   .argvlen = argvlen,
                   .parse = wk__parse_set_nx,
                   .out = acquired};
-    return wk_process(p, &q);
+    rc = wk_process(p, &q);
+    if (!rc)
+        rc = wk__lease_confirm(p, "lock.try", &wk__lock_release_script, lock, key, key_len, token,
+                               acquired);
+    return rc;
 }
 
 static int token_op(wk_processor *p, const char *op, const wk_script *script,

@@ -86,6 +86,8 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
 {
     keys k;
     int rc = prepare(p, op, e, name, &k, token, acquired);
+    if (!rc)
+        rc = wk__lease_admit(p, op);
     if (rc)
         return rc;
     *acquired = false;
@@ -103,7 +105,15 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
                   .argvlen = argvlen,
                   .parse = wk__parse_bool_int,
                   .out = acquired};
-    return wk_process(p, &q);
+    rc = wk_process(p, &q);
+    /* An unacknowledged lease goes back: a reader's leaves the set, a
+     * writer's key is deleted with the Lock script. */
+    bool reader = script == &wk__rwlock_try_read_script;
+    if (!rc)
+        rc = wk__lease_confirm(p, op,
+                               reader ? &wk__rwlock_release_read_script : &wk__lock_release_script,
+                               e, reader ? k.r : k.w, reader ? k.r_len : k.w_len, token, acquired);
+    return rc;
 }
 
 int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name, wk_token *token,

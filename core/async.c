@@ -539,21 +539,6 @@ static const wk_query *rebuild(wk_async *a, const entry *e, const char *bytes)
     return &a->query;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return WK_OK;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * size);
-    if (!p)
-        return WK_ENOMEM;
-    *arr = p;
-    *cap = n;
-    return WK_OK;
-}
-
 /* Room for one more entry (the ring is unrolled when it grows). */
 static int ring_reserve(wk_async *a)
 {
@@ -575,8 +560,9 @@ static int ring_reserve(wk_async *a)
 /* Append the command of query q to store as a new UNSENT entry. */
 static int enqueue(wk_async *a, const wk_query *q, bool as_eval, const entry *like)
 {
-    if (ring_reserve(a) || grow((void **)&a->argv, &a->argv_cap, (size_t)q->argc, sizeof(char *)) ||
-        grow((void **)&a->argvlen, &a->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
+    if (ring_reserve(a) ||
+        wk__grow_array((void **)&a->argv, &a->argv_cap, (size_t)q->argc, sizeof(char *)) ||
+        wk__grow_array((void **)&a->argvlen, &a->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
         return WK_ENOMEM;
     entry e = like ? *like
                    : (entry){.name = q->name,
@@ -850,6 +836,17 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
     if (rc) {
         free(a);
         return rc;
+    }
+    if (a->db->conn->url.service) {
+        /* The loop's connect state machine dials one address; asking the
+         * sentinels first is for blocking handles (wakuwaku/db.h). */
+        wk_db_close(a->db);
+        free(a);
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "redis-sentinel:// URLs are for blocking handles (wk_db_open); the "
+                     "event-loop handle needs a redis://, rediss:// or unix:// URL");
+        return WK_EINVAL;
     }
     a->proc.process = async_submit;
     a->proc.db = a->db;

@@ -21,26 +21,26 @@ typedef struct entry {
     unsigned flags;
     const wk_script *script;
     int nkeys, argc;
-    size_t first_span;     /* index into batch->spans */
+    size_t first_span; /* index into batch->spans */
     wk_parse_fn parse;
     void *out;
 } entry;
 
 struct wk_batch {
-    wk_processor proc;     /* first member */
+    wk_processor proc; /* first member */
     wk_db *db;
     entry *entries;
-    wk__slot *slots;       /* state and status per entry */
+    wk__slot *slots; /* state and status per entry */
     size_t count, cap, slots_cap;
     wk__span *spans;
     size_t nspans, spans_cap;
     wk__buf buf;
-    wk_query scratch;      /* an entry rebuilt as a query */
-    const char **argv;     /* its arguments, pointing into buf */
+    wk_query scratch;  /* an entry rebuilt as a query */
+    const char **argv; /* its arguments, pointing into buf */
     size_t *argvlen;
     size_t argv_cap, argvlen_cap;
-    bool executed;         /* statuses belong to the last exec */
-    int refused;           /* first refusal; poisons the batch */
+    bool executed; /* statuses belong to the last exec */
+    int refused;   /* first refusal; poisons the batch */
     char refusal[WK__ERRMSG_MAX + 32];
 };
 
@@ -52,21 +52,6 @@ static void reset(wk_batch *b)
     b->executed = false;
     b->refused = WK_OK;
     b->refusal[0] = '\0';
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return WK_OK;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * size);
-    if (!p)
-        return WK_ENOMEM;
-    *arr = p;
-    *cap = n;
-    return WK_OK;
 }
 
 static int batch_process(wk_processor *self, wk_query *q)
@@ -89,11 +74,12 @@ static int batch_process(wk_processor *self, wk_query *q)
         return rc;
     }
     /* Room for everything exec needs, so exec itself cannot run out. */
-    if (grow((void **)&b->entries, &b->cap, b->count + 1, sizeof(entry)) ||
-        grow((void **)&b->slots, &b->slots_cap, b->count + 1, sizeof(wk__slot)) ||
-        grow((void **)&b->spans, &b->spans_cap, b->nspans + (size_t)q->argc, sizeof(wk__span)) ||
-        grow((void **)&b->argv, &b->argv_cap, (size_t)q->argc, sizeof(char *)) ||
-        grow((void **)&b->argvlen, &b->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
+    if (wk__grow_array((void **)&b->entries, &b->cap, b->count + 1, sizeof(entry)) ||
+        wk__grow_array((void **)&b->slots, &b->slots_cap, b->count + 1, sizeof(wk__slot)) ||
+        wk__grow_array((void **)&b->spans, &b->spans_cap, b->nspans + (size_t)q->argc,
+                       sizeof(wk__span)) ||
+        wk__grow_array((void **)&b->argv, &b->argv_cap, (size_t)q->argc, sizeof(char *)) ||
+        wk__grow_array((void **)&b->argvlen, &b->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory queuing", q->name);
     size_t mark = b->buf.len;
     rc = wk__format_query(db, &b->buf, q, false, b->spans + b->nspans);
@@ -101,9 +87,8 @@ static int batch_process(wk_processor *self, wk_query *q)
         b->buf.len = mark;
         return rc;
     }
-    b->slots[b->count] = (wk__slot){.state = WK__UNSENT,
-                                    .writes = wk_effect_is_write(&q->effect),
-                                    .end = b->buf.len};
+    b->slots[b->count] = (wk__slot){
+        .state = WK__UNSENT, .writes = wk_effect_is_write(&q->effect), .end = b->buf.len};
     entry *e = &b->entries[b->count++];
     *e = (entry){.name = q->name,
                  .flags = q->flags,

@@ -20,20 +20,6 @@ static int fail(char *err, size_t errlen, int rc, const char *what)
 }
 
 /* A copy of a URL's strings (the new connection outlives nothing). */
-static int url_copy(wk_url *dst, const wk_url *src)
-{
-    *dst = *src;
-    dst->host = dst->path = dst->username = dst->password = NULL;
-    if ((src->host && !(dst->host = strdup(src->host))) ||
-        (src->path && !(dst->path = strdup(src->path))) ||
-        (src->username && !(dst->username = strdup(src->username))) ||
-        (src->password && !(dst->password = strdup(src->password)))) {
-        wk_url_free(dst);
-        return WK_ENOMEM;
-    }
-    return WK_OK;
-}
-
 static int wake_pipe(wk__conn *conn)
 {
     int fds[2];
@@ -74,7 +60,15 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     b->proc.process = wk__db_process;
     b->proc.db = b;
 
-    int rc = url_copy(&conn->url, &from->url);
+    int rc = wk__url_copy(&conn->url, &from->url);
+    if (!rc && from->sentinel_username &&
+        !(conn->sentinel_username = strdup(from->sentinel_username)))
+        rc = WK_ENOMEM;
+    if (!rc && from->sentinel_password &&
+        !(conn->sentinel_password = strdup(from->sentinel_password)))
+        rc = WK_ENOMEM;
+    conn->lease_replicas = from->lease_replicas;
+    conn->lease_ack_timeout_ms = from->lease_ack_timeout_ms;
     if (!rc && from->client_name && !(conn->client_name = strdup(from->client_name)))
         rc = WK_ENOMEM;
     if (!rc && from->tls) {

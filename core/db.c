@@ -234,15 +234,15 @@ static int check_server(wk__link *c, const wk__conn *conn, const char *addr, cha
     return rc;
 }
 
-/* Connect the socket within the connect timeout (core/dial.c); a
+/* Connect the socket to `at` within the connect timeout (core/dial.c); a
  * hiredis context around it holds the reply reader and the error text. */
-static int dial_blocking(const wk__conn *conn, const char *addr, redisContext **out, char *msg,
-                         size_t msglen)
+static int dial_blocking(const wk__conn *conn, const wk_url *at, const char *addr,
+                         redisContext **out, char *msg, size_t msglen)
 {
     *out = NULL;
     char why[200];
     wk__dial d;
-    int rc = wk__dial_start(&d, &conn->url, why, sizeof(why));
+    int rc = wk__dial_start(&d, at, why, sizeof(why));
     if (rc)
         return msg_fail(msg, msglen, rc, "cannot connect to Redis at %s: %s", addr, why);
     int64_t deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
@@ -273,14 +273,20 @@ static int dial_blocking(const wk__conn *conn, const char *addr, redisContext **
     return WK_OK;
 }
 
-int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
+/* Connect to the data node at `at` (conn->url itself, or a primary the
+ * sentinels named) with conn's credentials and settings. */
+static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, wk__link *out,
+                        char *msg, size_t msglen)
 {
     char addr[300];
-    wk__conn_where(conn, addr, sizeof(addr));
+    if (at->path)
+        snprintf(addr, sizeof(addr), "unix:%s", at->path);
+    else
+        snprintf(addr, sizeof(addr), "%s:%d", at->host, at->port);
     memset(out, 0, sizeof(*out));
     int64_t start_ms = wk_monotonic_ms();
     redisContext *c;
-    int dialed = dial_blocking(conn, addr, &c, msg, msglen);
+    int dialed = dial_blocking(conn, at, addr, &c, msg, msglen);
     if (dialed)
         return dialed;
     c->reader->fn = &wk__reply_functions;
@@ -321,10 +327,223 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
     return WK_OK;
 }
 
+/* ------------------------------------------------------------------------
+ * Sentinel: which node is the primary of the service
+ * ---------------------------------------------------------------------- */
+
+/* A pause between two rounds over the sentinels. */
+#define SENTINEL_ROUND_PAUSE_MS 50
+
+/* Ask one sentinel for the primary of conn's service: its address in
+ * host (hostlen bytes) and *port. WK_OK, or a failure with msg (1: the
+ * sentinel does not know the service). */
+static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host, size_t hostlen,
+                        int *port, wk__link *keep, char *msg, size_t msglen)
+{
+    char addr[300];
+    snprintf(addr, sizeof(addr), "sentinel %s:%d", node->host, node->port);
+    wk_url at = {.host = node->host, .port = node->port};
+    redisContext *c;
+    int rc = dial_blocking(conn, &at, addr, &c, msg, msglen);
+    if (rc)
+        return rc;
+    c->reader->fn = &wk__reply_functions;
+    wk__link link = {.ctx = c, .tx = &wk__plain_transport, .wake_fd = conn->wake_fd};
+    if (conn->sentinel_password) {
+        const char *argv[3] = {"AUTH", conn->sentinel_username, conn->sentinel_password};
+        if (conn->sentinel_username)
+            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
+        else {
+            argv[1] = conn->sentinel_password;
+            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
+        }
+    }
+    redisReply *r = NULL;
+    if (!rc) {
+        const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", conn->url.service};
+        rc = setup_round_trip(&link, conn, 3, argv, &r);
+        if (rc)
+            rc = setup_failure(msg, msglen, rc, "SENTINEL get-master-addr-by-name", addr, conn,
+                               &link);
+    }
+    if (!rc) {
+        if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
+            rc = msg_fail(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr,
+                          conn->url.service);
+        else if (r->type == REDIS_REPLY_ERROR)
+            rc = msg_fail(msg, msglen,
+                          r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
+                          "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
+        else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+                 r->element[0]->type != REDIS_REPLY_STRING ||
+                 r->element[1]->type != REDIS_REPLY_STRING || r->element[0]->len >= hostlen ||
+                 atoi(r->element[1]->str) <= 0 || atoi(r->element[1]->str) > 65535)
+            rc = msg_fail(msg, msglen, WK_EPROTO,
+                          "%s answered SENTINEL get-master-addr-by-name with no address", addr);
+        else {
+            memcpy(host, r->element[0]->str, r->element[0]->len + 1);
+            *port = atoi(r->element[1]->str);
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    if (!rc && keep)
+        *keep = link;
+    else
+        wk__link_close(&link);
+    return rc;
+}
+
+/* Subscribe the sentinel connection to +switch-master: the failover
+ * notice. Best effort: on failure the link is closed (a failover then
+ * reaches the handle when the sentinels close its connection). */
+static void subscribe_notice(const wk__conn *conn, wk__link *link)
+{
+    const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
+    redisReply *r = NULL;
+    if (setup_round_trip(link, conn, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
+        wk__link_close(link);
+    if (r)
+        freeReplyObject(r);
+}
+
+/* Whether the notice connection brought a switch of conn's service. A
+ * broken notice connection is closed (and says nothing). */
+static bool failover_noticed(wk__conn *conn)
+{
+    wk__link *link = &conn->notice;
+    bool switched = false;
+    int rc = wk__wire_receive(link);
+    for (;;) {
+        redisReply *r = NULL;
+        if (rc || (rc = wk__wire_take(link, &r)) || !r)
+            break;
+        /* ["message", "+switch-master", "<service> <old ip> <old port> <new ip> <new port>"] */
+        size_t n = strlen(conn->url.service);
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len > n &&
+            memcmp(r->element[2]->str, conn->url.service, n) == 0 && r->element[2]->str[n] == ' ')
+            switched = true;
+        freeReplyObject(r);
+    }
+    if (rc)
+        wk__link_close(link);
+    return switched;
+}
+
+/* Whether the node on `link` says it is a primary (ROLE). WK_OK; 1 (with
+ * msg) for a replica or sentinel; a failure otherwise. */
+static int check_role(wk__link *link, const wk__conn *conn, const char *addr, char *msg,
+                      size_t msglen)
+{
+    const char *argv[1] = {"ROLE"};
+    redisReply *r;
+    int rc = setup_round_trip(link, conn, 1, argv, &r);
+    if (rc)
+        return setup_failure(msg, msglen, rc, "ROLE", addr, conn, link);
+    if (r->type == REDIS_REPLY_ERROR)
+        rc =
+            msg_fail(msg, msglen, WK_EREDIS,
+                     "ROLE refused by %s: %.200s (the data node's user needs +role)", addr, r->str);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+             r->element[0]->type != REDIS_REPLY_STRING)
+        rc = msg_fail(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
+    else if (strcmp(r->element[0]->str, "master") != 0)
+        rc = msg_fail(msg, msglen, 1, "%s is a %.20s, not the primary (yet)", addr,
+                      r->element[0]->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Pause ms milliseconds (a wake-up of a blocking handle ends it early). */
+static void pause_ms(const wk__conn *conn, int64_t ms)
+{
+    struct pollfd p = {.fd = conn->wake_fd, .events = POLLIN};
+    if (ms > 0)
+        (void)poll(&p, conn->wake_fd >= 0 ? 1 : 0, (int)ms);
+}
+
+/*
+ * The primary of conn's service, connected: rounds over the sentinels in
+ * order until one names a node that accepts the connection and says it
+ * is the primary, or max(connect, command timeout) has passed. A refused
+ * password at the primary ends the search at once (it would not change).
+ */
+static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
+                            char *msg, size_t msglen)
+{
+    int64_t budget =
+        (int64_t)conn->connect_timeout.tv_sec * 1000 + conn->connect_timeout.tv_usec / 1000;
+    int64_t command =
+        (int64_t)conn->command_timeout.tv_sec * 1000 + conn->command_timeout.tv_usec / 1000;
+    if (command > budget)
+        budget = command;
+    int64_t deadline = wk_monotonic_ms() + budget;
+    int last = WK_EIO;
+    char why[WK__ERRMSG_MAX / 2] = "no sentinel answered";
+    for (;;) {
+        for (size_t i = 0; i < conn->url.nsentinels; i++) {
+            char host[256];
+            int port = 0;
+            wk__link kept = {0};
+            int rc = ask_sentinel(conn, &conn->url.sentinels[i], host, sizeof(host), &port,
+                                  notice ? &kept : NULL, why, sizeof(why));
+            if (rc == WK_ENOMEM)
+                return msg_fail(msg, msglen, rc, "%s", why);
+            if (rc) {
+                last = rc > 0 ? WK_EIO : rc;
+                continue;
+            }
+            wk_url at = {.host = host, .port = port};
+            rc = connect_node(conn, &at, select_db, out, why, sizeof(why));
+            if (!rc) {
+                char addr[300];
+                snprintf(addr, sizeof(addr), "%s:%d", host, port);
+                rc = check_role(out, conn, addr, why, sizeof(why));
+                if (rc)
+                    wk__link_close(out);
+            }
+            if (!rc && kept.ctx) {
+                subscribe_notice(conn, &kept);
+                *notice = kept;
+                return WK_OK;
+            }
+            wk__link_close(&kept);
+            if (!rc)
+                return WK_OK;
+            if (rc == WK_EAUTH || rc == WK_ENOMEM)
+                return msg_fail(msg, msglen, rc, "%s", why);
+            last = rc > 0 ? WK_EIO : rc;
+        }
+        int64_t left = deadline - wk_monotonic_ms();
+        if (left <= 0 || atomic_load(&conn->interrupted))
+            break;
+        pause_ms(conn, left < SENTINEL_ROUND_PAUSE_MS ? left : SENTINEL_ROUND_PAUSE_MS);
+    }
+    return msg_fail(msg, msglen, last,
+                    "no primary of service \"%.100s\" found through %zu sentinel(s) in %lld ms; "
+                    "last: %s",
+                    conn->url.service, conn->url.nsentinels, (long long)budget, why);
+}
+
+int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
+{
+    if (conn->url.service)
+        return connect_sentinel(conn, select_db, out, NULL, msg, msglen);
+    return connect_node(conn, &conn->url, select_db, out, msg, msglen);
+}
+
 int wk__conn_open(wk_db *db)
 {
     wk__conn *conn = db->conn;
-    int rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
+    int rc;
+    if (conn->url.service) {
+        wk__link_close(&conn->notice); /* a new one comes with the primary */
+        rc = connect_sentinel(conn, true, &conn->link, &conn->notice, db->errmsg,
+                              sizeof(db->errmsg));
+    } else {
+        rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
+    }
     if (rc == WK_OK)
         conn->last_io_ms = wk_monotonic_ms();
     return rc;
@@ -347,6 +566,8 @@ int wk__conn_ensure(wk_db *db)
     wk__conn *conn = db->conn;
     if (conn->link.ctx && conn->link.ctx->err)
         wk__conn_drop(conn);
+    if (conn->link.ctx && conn->notice.ctx && failover_noticed(conn))
+        wk__conn_drop(conn); /* the sentinels switched the primary */
     if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
         !idle_conn_alive(&conn->link))
         wk__conn_drop(conn);
@@ -363,12 +584,18 @@ void wk__conn_release(wk__conn *conn)
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
+    wk__link_close(&conn->notice);
     if (conn->settings)
         wk__conn_release(conn->settings); /* the TLS settings were borrowed */
     else
         wk__tls_config_free(conn->tls);
     wk_url_free(&conn->url);
     free(conn->client_name);
+    free(conn->sentinel_username);
+    if (conn->sentinel_password) {
+        sodium_memzero(conn->sentinel_password, strlen(conn->sentinel_password));
+        free(conn->sentinel_password);
+    }
     free(conn->out.data);
     if (conn->wake_fd >= 0)
         close(conn->wake_fd);
@@ -420,6 +647,28 @@ static int tls_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_
     return wk__tls_config_new(&conn->tls, &t, msg, msglen);
 }
 
+/* Sentinel credentials (only with redis-sentinel://) and acknowledged
+ * leases. */
+static int sentinel_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_t msglen)
+{
+    if (!conn->url.service && (opts->sentinel_username || opts->sentinel_password))
+        return msg_fail(msg, msglen, WK_EINVAL,
+                        "options.sentinel_%s is set but the URL is not redis-sentinel://",
+                        opts->sentinel_password ? "password" : "username");
+    if (opts->sentinel_username && !opts->sentinel_password)
+        return msg_fail(msg, msglen, WK_EINVAL,
+                        "options.sentinel_username needs options.sentinel_password");
+    if (opts->lease_replicas < 0 || (opts->lease_replicas > 0 && opts->lease_ack_timeout_ms <= 0))
+        return msg_fail(msg, msglen, WK_EINVAL,
+                        "options.lease_replicas must be >= 0, with lease_ack_timeout_ms > 0");
+    conn->lease_replicas = opts->lease_replicas;
+    conn->lease_ack_timeout_ms = opts->lease_ack_timeout_ms;
+    int rc = set_text(&conn->sentinel_username, opts->sentinel_username);
+    if (!rc)
+        rc = set_text(&conn->sentinel_password, opts->sentinel_password);
+    return rc;
+}
+
 int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 {
     if (err && errlen)
@@ -462,6 +711,8 @@ int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
         rc = set_text(&conn->client_name, opts->client_name);
     if (!rc && opts->database >= 0)
         conn->url.database = opts->database;
+    if (!rc)
+        rc = sentinel_setup(conn, opts, db->errmsg, sizeof(db->errmsg));
     if (!rc)
         rc = tls_setup(conn, opts, db->errmsg, sizeof(db->errmsg));
     if (!rc)
@@ -584,4 +835,47 @@ int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
         wk__db_vfail(p->db, status, fmt, ap);
     va_end(ap);
     return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Acknowledged leases: WAIT after a lease was taken
+ * ---------------------------------------------------------------------- */
+
+int wk__lease_replicas(const wk_processor *p)
+{
+    return p && p->db && p->db->conn ? p->db->conn->lease_replicas : 0;
+}
+
+static int parse_wait(const wk_query *q, const wk_reply *reply, wk_diag *diag)
+{
+    if (wk_reply_get_type(reply) != WK_REPLY_INTEGER)
+        return wk_diag_fail(diag, WK_EPROTO, "expected an integer reply to WAIT");
+    *(long long *)q->out = wk_reply_integer(reply);
+    return WK_OK;
+}
+
+int wk__lease_wait(wk_processor *p, long long *acked)
+{
+    *acked = 0;
+    wk_db *db = p->db;
+    wk__conn *conn = db->conn;
+    char n[24], ms[24];
+    snprintf(n, sizeof(n), "%d", conn->lease_replicas);
+    snprintf(ms, sizeof(ms), "%d", conn->lease_ack_timeout_ms);
+    const char *argv[3] = {"WAIT", n, ms};
+    size_t argvlen[3] = {4, strlen(n), strlen(ms)};
+    /* No entity, so no capability check (like PING); not retry-safe: on
+     * a new connection WAIT would count acknowledgements of nothing. */
+    wk_query q = {.name = "lease.wait",
+                  .argc = 3,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_wait,
+                  .out = acked};
+    /* The server holds the reply for up to the WAIT timeout. */
+    int64_t saved = conn->extra_wait_ms;
+    conn->extra_wait_ms = saved + conn->lease_ack_timeout_ms;
+    int rc = wk__db_process(&db->proc, &q);
+    conn->extra_wait_ms = saved;
+    return rc;
 }

@@ -59,6 +59,17 @@ typedef struct wk__conn {
     struct wk__conn *settings; /* a blocking handle's: the connection whose
                                   TLS settings it borrows (one reference) */
     uint64_t reconnects;       /* connections opened after the first */
+    /* redis-sentinel:// (url.service set): the sentinels' credentials
+     * (NULL: no AUTH to sentinels). */
+    char *sentinel_username, *sentinel_password;
+    /* The failover notice: a connection to the sentinel that named the
+     * primary, subscribed to +switch-master (ctx NULL: none). Read
+     * without waiting before each query; a switch of this service drops
+     * the data connection, so the query goes to the new primary. */
+    wk__link notice;
+    /* Acknowledged leases: WAIT lease_replicas lease_ack_timeout_ms after
+     * a lease is taken (0: no WAIT). */
+    int lease_replicas, lease_ack_timeout_ms;
 
     wk__buf out; /* RESP of the query being sent */
 
@@ -140,6 +151,13 @@ int wk__conn_open(wk_db *db);
 /* Release one reference to a connection; the last frees it. */
 void wk__conn_release(wk__conn *conn);
 
+/* A copy of a parsed URL (sentinel list included); WK_ENOMEM leaves dst
+ * empty. */
+int wk__url_copy(wk_url *dst, const wk_url *src);
+/* Whether a reply is a READONLY error (the node is a replica: the
+ * command did not run). */
+bool wk__reply_is_readonly(const redisReply *reply);
+
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);
 /* Close the connection after a failure; the next query reconnects. */
@@ -162,6 +180,10 @@ int wk__db_admit(wk_db *db, const wk_query *query);
  * EVAL when `as_eval`). When `spans` is not NULL it receives where each of
  * the query's own arguments landed (argc entries). */
 int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval, wk__span *spans);
+/* Make room for `need` elements of `size` bytes in the array `*arr` (a
+ * pointer to the array's pointer) of capacity *cap, doubling from 16:
+ * WK_OK or WK_ENOMEM (the array is then unchanged). */
+int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size);
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
 /*

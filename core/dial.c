@@ -113,9 +113,8 @@ int wk__dial_check(wk__dial *d, char *msg, size_t msglen)
     d->fd = -1;
     if (try_next(d))
         return 1;
-    fail(msg, msglen, WK_EIO, d->why);
-    wk__dial_end(d); /* nothing left to free for the caller */
-    return WK_EIO;
+    wk__dial_end(d); /* no address left: free them (the reason stays in d->why) */
+    return fail(msg, msglen, WK_EIO, d->why);
 }
 
 void wk__dial_end(wk__dial *d)

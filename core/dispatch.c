@@ -221,6 +221,21 @@ const char *wk__script_sha(wk__conn *conn, const wk_script *script)
     return conn->scripts[slot].sha;
 }
 
+int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return WK_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*(void **)arr, n * size);
+    if (!p)
+        return WK_ENOMEM;
+    *(void **)arr = p;
+    *cap = n;
+    return WK_OK;
+}
+
 int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, wk__span *spans)
 {
     wk__conn *conn = db->conn;
@@ -250,7 +265,8 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, w
     }
     if (wk__buf_reserve(buf, need))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory formatting the command", q->name);
-    buf->len = (size_t)(put_header(buf->data + buf->len, '*', (size_t)(q->argc + extra)) - buf->data);
+    buf->len =
+        (size_t)(put_header(buf->data + buf->len, '*', (size_t)(q->argc + extra)) - buf->data);
     if (q->script) {
         put_bulk(buf, as_eval ? "EVAL" : "EVALSHA", as_eval ? 4 : 7);
         put_bulk(buf, head, head_len);
@@ -274,6 +290,17 @@ bool wk__reply_is_noscript(const redisReply *reply)
 {
     return reply->type == REDIS_REPLY_ERROR && reply->len >= 8 &&
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+bool wk__reply_is_readonly(const redisReply *reply)
+{
+    /* A command refused by a replica; a script's write refused inside it
+     * ("READONLY … script: …" since Redis 7.0, or Redis 6's "ERR Error
+     * running script … READONLY …"). Either way nothing was written. */
+    return reply->type == REDIS_REPLY_ERROR && reply->str &&
+           (strncmp(reply->str, "READONLY", 8) == 0 ||
+            (strncmp(reply->str, "ERR Error running script", 24) == 0 &&
+             strstr(reply->str, "-READONLY")));
 }
 
 int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)

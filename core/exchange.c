@@ -13,8 +13,9 @@
 #include "core/exchange.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
- * a reconnect, one for NOSCRIPT on the new connection. */
-#define MAX_ROUNDS 6
+ * a reconnect, one for NOSCRIPT on the new connection; a Sentinel
+ * handle's READONLY re-send adds one (and its NOSCRIPT one more). */
+#define MAX_ROUNDS 8
 
 typedef struct run {
     wk__exchange *x;
@@ -22,6 +23,7 @@ typedef struct run {
     char why[WK__ERRMSG_MAX / 2]; /* its detail */
     size_t first_failed;     /* first query with its own failure */
     char first_msg[WK__ERRMSG_MAX / 2];
+    bool readonly; /* a reply was READONLY: drop, re-discover */
 } run;
 
 static bool any_unsent(const wk__exchange *x)
@@ -129,12 +131,22 @@ static void round_trip(run *r, bool first_round)
         if (q->script && !s->as_eval && wk__reply_is_noscript(reply)) {
             s->state = WK__UNSENT; /* it did not run */
             s->as_eval = true;
+        } else if (conn->url.service && !s->readonly && wk__reply_is_readonly(reply)) {
+            /* A replica refused it (a failover made this node one): it
+             * did not run; it goes to the primary the sentinels name. */
+            s->state = WK__UNSENT;
+            s->readonly = true;
+            r->readonly = true;
         } else {
             settle(r, i, wk__parse_reply(x->db, q, reply));
         }
         freeReplyObject(reply);
     }
     conn->last_io_ms = wk_monotonic_ms();
+    if (r->readonly) {
+        r->readonly = false;
+        wk__conn_drop(conn); /* the next round asks the sentinels again */
+    }
 }
 
 /* After a dropped connection: what may go again on a new one. */
@@ -178,6 +190,7 @@ int wk__exchange_run(wk__exchange *x)
     r.x = x;
     r.conn_rc = WK_OK;
     r.first_failed = SIZE_MAX;
+    r.readonly = false;
     bool reconnected = false;
     for (int round = 0; round < MAX_ROUNDS && any_unsent(x); round++) {
         int rc = wk__conn_ensure(x->db);

@@ -11,7 +11,10 @@
  *            WK_ETIMEDOUT, …): it did not run.
  *   SENT     written (the kernel took all its bytes), no reply yet.
  *   REPLIED  its reply was parsed, or it was refused before sending: the
- *            status is the query's own outcome.
+ *            status is the query's own outcome. (Sentinel handles: a
+ *            READONLY reply — the node turned replica, the command did
+ *            not run — makes the query UNSENT again, once, and drops the
+ *            connection, so it goes to the primary found anew.)
  *   LOST     written, and the reply never came (connection lost, timeout,
  *            garbage). A write is WK_EUNKNOWN: it may or may not have run.
  *            A read has the connection's status — and a retry-safe query is
@@ -30,6 +33,7 @@ typedef struct wk__slot {
     bool writes;         /* its effect writes (set by the owner) */
     bool as_eval;        /* answered NOSCRIPT: send as EVAL, which loads it */
     bool resent;         /* re-sent once already after a lost reply */
+    bool readonly;       /* answered READONLY once (Sentinel: re-sent) */
     int status;
     size_t end;          /* where its command ends in the bytes being written */
 } wk__slot;

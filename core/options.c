@@ -58,8 +58,13 @@ int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src)
 {
     *dst = *src;
     dst->url = dst->username = dst->password = dst->client_name = NULL;
+    dst->sentinel_username = dst->sentinel_password = NULL;
     dst->capability = NULL;
     int rc = dup_text(&dst->url, src->url);
+    if (!rc)
+        rc = dup_text(&dst->sentinel_username, src->sentinel_username);
+    if (!rc)
+        rc = dup_text(&dst->sentinel_password, src->sentinel_password);
     if (!rc)
         rc = dup_text(&dst->username, src->username);
     if (!rc)
@@ -90,8 +95,14 @@ void wk__db_options_free(wk_db_options *o)
         free((char *)o->password);
     }
     free((char *)o->client_name);
+    free((char *)o->sentinel_username);
+    if (o->sentinel_password) {
+        sodium_memzero((char *)o->sentinel_password, strlen(o->sentinel_password));
+        free((char *)o->sentinel_password);
+    }
     wk_cap_free((wk_cap *)o->capability);
     o->url = o->username = o->password = o->client_name = NULL;
+    o->sentinel_username = o->sentinel_password = NULL;
     o->capability = NULL;
 }
 

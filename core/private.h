@@ -83,6 +83,14 @@ int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list 
  * and the capability are the copy's own. WK_OK, or WK_ENOMEM (or the
  * status of copying the capability) with nothing left to free. A NULL
  * capability stays NULL (wk_db_open() then says so). */
+/* Acknowledged leases (wk_db_options.lease_replicas): the handle's N, 0
+ * when off or when p has no handle. */
+int wk__lease_replicas(const wk_processor *p);
+/* WAIT N lease_ack_timeout_ms on p's handle, straight to the handle (no
+ * wrapper, no capability check: it names no entity). *acked: how many
+ * replicas acknowledged. A failure leaves the detail on the handle. */
+int wk__lease_wait(wk_processor *p, long long *acked);
+
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);
 
 /* Free what wk__db_options_copy() made (the password zeroed first) and

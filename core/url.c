@@ -4,6 +4,10 @@
  *   redis://[[user]:password@]host[:port][/db]
  *   rediss://…    the same, over TLS (url->tls; default port 6379 too)
  *   unix:///absolute/path[?db=N]
+ *   redis-sentinel://[[user]:password@]h1[:p1][,h2[:p2]…]/service[/db]
+ *                 the sentinels to ask (default port 26379), the service
+ *                 (its primary's name), the db; the userinfo is the data
+ *                 nodes' (sentinel credentials are options of the handle)
  *
  * User and password are percent-decoded, so a password may contain '@',
  * ':' or '/'. Error messages never quote the password.
@@ -13,6 +17,8 @@
 #include <string.h>
 
 #include <wakuwaku/db.h>
+
+#include "core/db_internal.h"
 
 static int url_fail(char *err, size_t errlen, const char *msg)
 {
@@ -82,6 +88,10 @@ void wk_url_free(wk_url *url)
 {
     if (!url)
         return;
+    for (size_t i = 0; i < url->nsentinels; i++)
+        free(url->sentinels[i].host);
+    free(url->sentinels);
+    free(url->service);
     free(url->host);
     free(url->path);
     free(url->username);
@@ -130,24 +140,28 @@ static int parse_userinfo(wk_url *url, const char *s, size_t n, char *err, size_
     return WK_OK;
 }
 
-static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
+/* The userinfo of a redis:// or redis-sentinel:// URL (up to the last '@'
+ * before `end`), if any; *host is where the host part starts. */
+static int parse_at(wk_url *url, const char *rest, const char *end, const char **host, char *err,
+                    size_t errlen)
 {
-    const char *end = rest + strcspn(rest, "/?#");
-    if (*end == '?' || *end == '#')
-        return url_fail(err, errlen, "query strings are not supported in redis:// URLs");
-    /* The userinfo ends at the last '@' before the path. */
     const char *at = NULL;
     for (const char *p = rest; p < end; p++) {
         if (*p == '@')
             at = p;
     }
-    const char *host = rest;
-    if (at) {
-        int rc = parse_userinfo(url, rest, (size_t)(at - rest), err, errlen);
-        if (rc)
-            return rc;
-        host = at + 1;
-    }
+    *host = rest;
+    if (!at)
+        return WK_OK;
+    *host = at + 1;
+    return parse_userinfo(url, rest, (size_t)(at - rest), err, errlen);
+}
+
+/* "host[:port]" or "[v6][:port]" in [host, end): where the host name
+ * ends (after a '[': the name starts at host + 1) and the port. */
+static int parse_host_port(const char *host, const char *end, long default_port,
+                           const char **name_end, long *port, char *err, size_t errlen)
+{
     const char *host_end, *port_start = NULL;
     if (*host == '[') {
         host_end = memchr(host, ']', (size_t)(end - host));
@@ -168,9 +182,41 @@ static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
     }
     if (host_end == host)
         return url_fail(err, errlen, "missing host");
-    long port = 6379;
-    if (port_start && !parse_int(port_start, (size_t)(end - port_start), 1, 65535, &port))
+    *port = default_port;
+    if (port_start && !parse_int(port_start, (size_t)(end - port_start), 1, 65535, port))
         return url_fail(err, errlen, "port must be 1..65535");
+    *name_end = host_end;
+    return WK_OK;
+}
+
+/* What comes before the path: *end is where the path starts, *host where
+ * the host part does (after the userinfo, which is parsed into url). */
+static int parse_authority(wk_url *url, const char *rest, const char *scheme, const char **end,
+                           const char **host, char *err, size_t errlen)
+{
+    *end = rest + strcspn(rest, "/?#");
+    if (**end == '?' || **end == '#') {
+        char msg[80];
+        snprintf(msg, sizeof(msg), "query strings are not supported in %s URLs", scheme);
+        return url_fail(err, errlen, msg);
+    }
+    /* The userinfo ends at the last '@' before the path. */
+    return parse_at(url, rest, *end, host, err, errlen);
+}
+
+static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
+{
+    const char *end, *host;
+    int rc = parse_authority(url, rest, "redis://", &end, &host, err, errlen);
+    if (rc)
+        return rc;
+    const char *host_end;
+    long port;
+    rc = parse_host_port(host, end, 6379, &host_end, &port, err, errlen);
+    if (rc)
+        return rc;
+    if (*host == '[')
+        host++;
     url->port = (int)port;
     if (*end == '/' && end[1]) {
         long db;
@@ -179,6 +225,58 @@ static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
         url->database = (int)db;
     }
     url->host = strndup(host, (size_t)(host_end - host));
+    return url->host ? WK_OK : WK_ENOMEM;
+}
+
+/* "h1[:p1],h2[:p2]…/service[/db]" after the userinfo. */
+static int parse_sentinel(wk_url *url, const char *rest, char *err, size_t errlen)
+{
+    const char *end, *host;
+    int rc = parse_authority(url, rest, "redis-sentinel://", &end, &host, err, errlen);
+    if (rc)
+        return rc;
+    size_t n = 1;
+    for (const char *p = host; p < end; p++)
+        n += *p == ',';
+    url->sentinels = calloc(n, sizeof(*url->sentinels));
+    if (!url->sentinels)
+        return WK_ENOMEM;
+    while (url->nsentinels < n) {
+        const char *item_end = memchr(host, ',', (size_t)(end - host));
+        if (!item_end)
+            item_end = end;
+        const char *host_end;
+        long port;
+        rc = parse_host_port(host, item_end, 26379, &host_end, &port, err, errlen);
+        if (rc)
+            return rc;
+        const char *h = *host == '[' ? host + 1 : host;
+        wk_url_node *node = &url->sentinels[url->nsentinels++];
+        node->port = (int)port;
+        if (!(node->host = strndup(h, (size_t)(host_end - h))))
+            return WK_ENOMEM;
+        host = item_end + 1;
+    }
+    if (*end != '/' || end[1] == '\0' || end[1] == '/')
+        return url_fail(err, errlen, "redis-sentinel:// needs a service name (…/service[/db])");
+    const char *service = end + 1, *slash = strchr(service, '/');
+    if (strpbrk(service, "?#"))
+        return url_fail(err, errlen, "query strings are not supported in redis-sentinel:// URLs");
+    size_t service_len = slash ? (size_t)(slash - service) : strlen(service);
+    if (slash && slash[1]) {
+        long db;
+        if (!parse_int(slash + 1, strlen(slash + 1), 0, 1L << 30, &db))
+            return url_fail(err, errlen, "database must be a number (/service/0)");
+        url->database = (int)db;
+    }
+    bool bad = false;
+    url->service = decode(service, service_len, &bad);
+    if (!url->service)
+        return bad ? url_fail(err, errlen, "bad %-escape in the service name") : WK_ENOMEM;
+    /* host and port start as the first sentinel's; a connection puts its
+     * primary's there. */
+    url->port = url->sentinels[0].port;
+    url->host = strdup(url->sentinels[0].host);
     return url->host ? WK_OK : WK_ENOMEM;
 }
 
@@ -199,9 +297,39 @@ int wk_url_parse(wk_url *url, const char *text, char *err, size_t errlen)
     else if (strncmp(text, "rediss://", 9) == 0) {
         url->tls = true;
         rc = parse_tcp(url, text + 9, err, errlen);
-    } else
-        rc = url_fail(err, errlen, "scheme must be redis://, rediss:// or unix://");
+    } else if (strncmp(text, "redis-sentinel://", 17) == 0)
+        rc = parse_sentinel(url, text + 17, err, errlen);
+    else
+        rc = url_fail(err, errlen,
+                      "scheme must be redis://, rediss://, unix:// or redis-sentinel://");
     if (rc)
         wk_url_free(url);
     return rc;
+}
+
+int wk__url_copy(wk_url *dst, const wk_url *src)
+{
+    *dst = *src;
+    dst->host = dst->path = dst->username = dst->password = dst->service = NULL;
+    dst->sentinels = NULL;
+    dst->nsentinels = 0;
+    if ((src->host && !(dst->host = strdup(src->host))) ||
+        (src->path && !(dst->path = strdup(src->path))) ||
+        (src->username && !(dst->username = strdup(src->username))) ||
+        (src->password && !(dst->password = strdup(src->password))) ||
+        (src->service && !(dst->service = strdup(src->service))) ||
+        (src->nsentinels && !(dst->sentinels = calloc(src->nsentinels, sizeof(wk_url_node)))))
+        goto fail;
+    for (; dst->nsentinels < src->nsentinels; dst->nsentinels++) {
+        wk_url_node *n = &dst->sentinels[dst->nsentinels];
+        n->port = src->sentinels[dst->nsentinels].port;
+        if (!(n->host = strdup(src->sentinels[dst->nsentinels].host))) {
+            dst->nsentinels++;
+            goto fail;
+        }
+    }
+    return WK_OK;
+fail:
+    wk_url_free(dst);
+    return WK_ENOMEM;
 }

@@ -5,7 +5,9 @@
  * Status codes follow one rule: 0 (WK_OK) is success, every failure is a
  * distinct negative value from the table below. "Lock not acquired", "cache
  * miss" and "rate limited" are outcomes reported through OUT parameters,
- * never status codes.
+ * never status codes. WK_ENOTREPLICATED is not one of them: a lease was
+ * taken but could not be made as safe as the handle asked (lease_replicas),
+ * so it was given back — a failure of the topology, not contention.
  */
 #ifndef WAKUWAKU_COMMON_H
 #define WAKUWAKU_COMMON_H
@@ -38,7 +40,8 @@ extern "C" {
     XX(ENOMEM, -7, "out of memory")                                           \
     XX(EPROTO, -8, "unexpected reply from the server")                        \
     XX(EAUTH, -9, "authentication with the server failed")                    \
-    XX(EUNKNOWN, -10, "outcome unknown: the write was sent and its reply never came")
+    XX(EUNKNOWN, -10, "outcome unknown: the write was sent and its reply never came")      \
+    XX(ENOTREPLICATED, -11, "too few replicas acknowledged the lease; it was released")
 
 typedef enum wk_status {
     WK_OK = 0,

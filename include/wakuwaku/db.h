@@ -84,6 +84,47 @@ extern "C" {
  * All TLS settings are read once at open (one OpenSSL context per handle,
  * shared by its reconnects and its subscriber connections); the files are
  * not read again on reconnect.
+ *
+ * SENTINEL — url "redis-sentinel://[user:password@]h1[:p1][,h2[:p2]…]/
+ * service[/db]" (default sentinel port 26379). Every connection (the
+ * first, each reconnect, subscriber and blocking connections) asks the
+ * sentinels in the order given, first that answers, for the primary of
+ * `service` (SENTINEL get-master-addr-by-name), connects to it, checks
+ * that ROLE says master, then does the usual AUTH / HELLO / SELECT. A
+ * sentinel that does not answer, does not know the service, or names a
+ * node that is down or not a primary (yet) sends the search on to the
+ * next one, round after round, for up to max(connect_timeout_ms,
+ * command_timeout_ms); then the connect fails (WK_EIO, or WK_ETIMEDOUT,
+ * with the last reason). Credentials: the URL's user and password (or
+ * options.username / options.password, which override them as for
+ * redis://) are the DATA NODES' ones; the sentinels get
+ *   sentinel_username   AUTH [user] password sent to each sentinel;
+ *   sentinel_password   NULL (both): the sentinels are asked without AUTH.
+ * Re-discovery: a dropped connection (the sentinels close clients of a
+ * node they reconfigure, so a failover reaches the handle this way) makes
+ * the next query's reconnect ask the sentinels again. A READONLY error
+ * reply (the node turned replica) means the command did not run: the
+ * connection is dropped and the query is sent again, once, on the primary
+ * found anew — a write answered READONLY is never WK_EUNKNOWN; if no
+ * primary is found in time it fails as not sent (WK_EIO / WK_ETIMEDOUT).
+ * A write sent whose reply was lost is WK_EUNKNOWN as usual. Sentinel is
+ * for blocking handles: wk_async_open() refuses a redis-sentinel:// URL
+ * with WK_EINVAL. No TLS to sentinels or data nodes (tls_* are refused).
+ *
+ * ACKNOWLEDGED LEASES — what a Lock or RwLock (writer or reader) acquire
+ * on this handle waits for:
+ *   lease_replicas        0 (default): nothing. N > 0: after a try that
+ *                         took the lease, WAIT N lease_ack_timeout_ms on
+ *                         the same connection; fewer than N replicas
+ *                         acknowledging releases the lease with its token
+ *                         and fails the try with WK_ENOTREPLICATED
+ *                         (*acquired false; the message gives the count).
+ *   lease_ack_timeout_ms  > 0 when lease_replicas > 0; the longest WAIT
+ *                         blocks (the reply is awaited for this plus
+ *                         command_timeout_ms).
+ * Acquires through a deferred processor (a batch) are refused with
+ * WK_EINVAL while lease_replicas > 0: the WAIT needs the try's outcome at
+ * once. docs/GUARANTEES.md says what an acknowledged lease buys.
  */
 typedef struct wk_db_options {
     const char *url;
@@ -99,13 +140,18 @@ typedef struct wk_db_options {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_server_name;
+    const char *sentinel_username;
+    const char *sentinel_password;
+    int lease_replicas;
+    int lease_ack_timeout_ms;
 } wk_db_options;
 
 #define WK_DB_OPTIONS_INIT                                                                  \
     {.url = NULL, .connect_timeout_ms = 2000, .command_timeout_ms = 2000, .username = NULL, \
      .password = NULL, .database = -1, .capability = NULL, .client_name = NULL,             \
      .tls_ca_file = NULL, .tls_ca_dir = NULL, .tls_cert_file = NULL, .tls_key_file = NULL,  \
-     .tls_server_name = NULL}
+     .tls_server_name = NULL, .sentinel_username = NULL, .sentinel_password = NULL,           \
+     .lease_replicas = 0, .lease_ack_timeout_ms = 1000}
 
 /*
  * wk_db_open — connect and return a handle.
@@ -191,6 +237,12 @@ WK_API bool wk_is_connection_error(int status);
  * URL parsing (exposed for tools and tests)
  * ---------------------------------------------------------------------- */
 
+/* One host and port (a sentinel's address). */
+typedef struct wk_url_node {
+    char *host;
+    int port;
+} wk_url_node;
+
 /* A parsed URL; wk_url_free() releases its strings. */
 typedef struct wk_url {
     char *host;      /* TCP host, NULL for unix sockets */
@@ -200,11 +252,16 @@ typedef struct wk_url {
     char *password;  /* NULL if absent */
     int database;    /* 0 if absent */
     bool tls;        /* rediss:// */
+    /* redis-sentinel:// only (NULL / 0 otherwise); host and port then
+     * hold the first sentinel's address. */
+    char *service;          /* the service (primary) name */
+    wk_url_node *sentinels; /* the sentinels, in the URL's order */
+    size_t nsentinels;
 } wk_url;
 
 /*
- * wk_url_parse — parse a redis://, rediss:// or unix:// URL (see
- * wk_db_options).
+ * wk_url_parse — parse a redis://, rediss://, unix:// or redis-sentinel://
+ * URL (see wk_db_options).
  * Returns WK_OK, WK_EINVAL (message in `err` if not NULL — never
  * containing the password) or WK_ENOMEM. On failure `url` holds nothing
  * to free.

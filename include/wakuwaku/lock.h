@@ -56,6 +56,9 @@ extern "C" {
  * argument), WK_EDENIED, or a connection / server error. WRITE effect.
  * After WK_EUNKNOWN the lock may be held under a token you never saw; it
  * runs out after the TTL.
+ * On a handle with lease_replicas (wakuwaku/db.h, ACKNOWLEDGED LEASES):
+ * WK_ENOTREPLICATED when fewer replicas acknowledged the lease (it was
+ * released; *acquired false), and WK_EINVAL through a batch.
  */
 WK_API int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *token,
                        bool *acquired);

@@ -51,7 +51,12 @@ WK_API int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name 
                               wk_token *token, bool *acquired);
 
 /* wk_rwlock_try_write — take the writer lease unless a writer holds it or
- * any reader lease is running. Never waits. */
+ * any reader lease is running. Never waits.
+ *
+ * Both try functions, on a handle with lease_replicas (wakuwaku/db.h,
+ * ACKNOWLEDGED LEASES): WAIT after taking the lease; too few replicas →
+ * released, *acquired false, WK_ENOTREPLICATED; through a batch:
+ * WK_EINVAL. */
 WK_API int wk_rwlock_try_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                wk_token *token, bool *acquired);
 

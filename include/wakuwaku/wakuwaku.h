@@ -29,6 +29,8 @@
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
 #include <wakuwaku/live_view.h>
+#include <wakuwaku/pipe.h>
+#include <wakuwaku/stream_buffer.h>
 #include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/cron.h>

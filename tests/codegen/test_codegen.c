@@ -84,7 +84,8 @@ static char *run(const char *cmd, int *status)
     char *dir = make_tmp();
     char out[600], full[8192];
     snprintf(out, sizeof(out), "%s/out.txt", dir);
-    snprintf(full, sizeof(full), "( %s ) >'%s' 2>&1", cmd, out);
+    int n = snprintf(full, sizeof(full), "( %s ) >'%s' 2>&1", cmd, out);
+    cr_assert(n > 0 && (size_t)n < sizeof(full), "command too long: %s", cmd);
     int rc = system(full);
     *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
     char *text = slurp(out, NULL);

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "redis_fixture.h"
 
@@ -296,6 +297,60 @@ Test(codegen_roundtrip, recursive_records)
     cr_assert_eq(out.children[0].children[1].children_len, 0);
     bodies_node_free(&out);
     cr_assert_null(out.name, "free re-initialises");
+    wk_db_close(db);
+}
+
+/* The generated Pipe and StreamBuffer accessors encode with the record's
+ * codec; receivers and subscriptions decode with the same codec. */
+Test(codegen_roundtrip, typed_pipe_and_stream_buffer)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    bodies_node leaf = {.name = "leaf"};
+    bodies_node frame = {.name = "frame", .children = &leaf, .children_len = 1};
+    const char *session = wk_test_ns("session");
+    cr_assert_eq(bodies_frames_send(p, session, &frame), WK_OK);
+    cr_assert_eq(bodies_frames_close(p, session), WK_OK);
+    wk_pipe_receiver *rx;
+    cr_assert_eq(bodies_frames_receive(p, session, &rx), WK_OK);
+    bodies_node out;
+    wk_pipe_got got;
+    cr_assert_eq(wk_pipe_recv_typed(rx, &bodies_node_codec, &out, &got), WK_OK);
+    cr_assert_eq(got, WK_PIPE_MESSAGE);
+    cr_assert_str_eq(out.name, "frame");
+    cr_assert(out.children_len == 1 && strcmp(out.children[0].name, "leaf") == 0);
+    bodies_node_free(&out);
+    cr_assert_eq(wk_pipe_recv_typed(rx, &bodies_node_codec, &out, &got), WK_OK);
+    cr_assert_eq(got, WK_PIPE_END);
+    wk_pipe_receiver_close(rx);
+
+    uint64_t completion = 1000000 + (uint64_t)getpid();
+    int64_t index = -2;
+    cr_assert_eq(bodies_chunks_append(p, completion, &frame, &index), WK_OK);
+    cr_assert_eq(index, 0);
+    cr_assert_eq(bodies_chunks_append(p, completion, &leaf, &index), WK_OK);
+    cr_assert_eq(index, 1);
+    cr_assert_eq(bodies_chunks_finish(p, completion, NULL), WK_OK);
+    wk_stream_buffer_subscription *sub;
+    cr_assert_eq(bodies_chunks_subscribe(p, completion, 1, &sub), WK_OK);
+    wk_stream_buffer_got sgot;
+    cr_assert_eq(wk_stream_buffer_recv_typed(sub, &bodies_node_codec, &out, &sgot), WK_OK);
+    cr_assert_eq(sgot, WK_STREAM_BUFFER_BODY);
+    cr_assert_str_eq(out.name, "leaf");
+    bodies_node_free(&out);
+    cr_assert_eq(wk_stream_buffer_recv_typed(sub, &bodies_node_codec, &out, &sgot), WK_OK);
+    cr_assert_eq(sgot, WK_STREAM_BUFFER_END);
+    wk_stream_buffer_subscription_close(sub);
+    wk_stream_buffer_contents c = WK_STREAM_BUFFER_CONTENTS_INIT;
+    cr_assert_eq(bodies_chunks_read(p, completion, 0, &c), WK_OK);
+    cr_assert(c.count == 2 && c.finished);
+    cr_assert_eq(
+        bodies_node_codec.decode(&bodies_node_codec, c.bodies[0].data, c.bodies[0].len, &out),
+        WK_OK);
+    cr_assert_str_eq(out.name, "frame");
+    bodies_node_free(&out);
+    wk_stream_buffer_contents_free(&c);
+    cr_assert_eq(bodies_chunks_remove(p, completion, NULL), WK_OK);
     wk_db_close(db);
 }
 

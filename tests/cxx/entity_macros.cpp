@@ -23,6 +23,8 @@ static const wk_entity hashed = WK_HASHED_CACHE_ENTITY("page", 60000);
 static const wk_entity bucket = WK_TOKEN_BUCKET_ENTITY("login", 20, 1, 3000);
 static const wk_entity settings = WK_SETTINGS_ENTITY("flags");
 static const wk_entity view = WK_LIVE_VIEW_ENTITY("document", 100);
+static const wk_entity pipe = WK_PIPE_ENTITY("to-client", 60000);
+static const wk_entity sbuf = WK_STREAM_BUFFER_ENTITY("completion", 120000);
 static const wk_entity custom = WK_CUSTOM_ENTITY("Mine", "things");
 
 static int failures;
@@ -37,7 +39,8 @@ static void expect(bool ok, const char *what)
 
 int main()
 {
-    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings, &view, &custom};
+    const wk_entity *all[] = {&lock,     &rwlock, &cache, &hashed, &bucket,
+                              &settings, &view,   &pipe,  &sbuf,   &custom};
     for (const wk_entity *e : all)
         expect(wk_entity_check(e) == WK_OK, e->kind);
 
@@ -53,6 +56,9 @@ int main()
     expect(std::strcmp(view.kind, WK_KIND_LIVE_VIEW) == 0 && view.capacity == 100 &&
                view.ttl_ms == 0,
            "LiveView fields");
+    expect(std::strcmp(pipe.kind, WK_KIND_PIPE) == 0 && pipe.ttl_ms == 60000, "Pipe fields");
+    expect(std::strcmp(sbuf.kind, WK_KIND_STREAM_BUFFER) == 0 && sbuf.ttl_ms == 120000,
+           "StreamBuffer fields");
 
     /* Variables of other arithmetic types, as C++ callers pass them. */
     int capacity = 10;

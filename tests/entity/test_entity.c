@@ -104,7 +104,8 @@ Test(entity, check_msg_names_the_field_and_the_rule)
 Test(entity, every_builtin_kind_is_registered)
 {
     const char *const builtin[] = {WK_KIND_LOCK,         WK_KIND_RWLOCK,       WK_KIND_CACHE,
-                                   WK_KIND_HASHED_CACHE, WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS};
+                                   WK_KIND_HASHED_CACHE, WK_KIND_TOKEN_BUCKET, WK_KIND_SETTINGS,
+                                   WK_KIND_PIPE,         WK_KIND_STREAM_BUFFER};
     size_t n = 0;
     for (const wk__kind *const *k = wk__kinds; *k; k++)
         n++;

@@ -1,6 +1,6 @@
 /*
  * tests/soak/soak.c — 8 processes mixing every kind's soak operations
- * (tests/kinds/kinds.h: lock, RwLock, limiter and HashedCache today)
+ * (tests/kinds/kinds.h: lock, RwLock, limiter, HashedCache and Pipe today)
  * against one redis-server while a fault injector kills connections,
  * flushes scripts and stalls the server. Invariants are checked throughout
  * in memory shared by the workers, independent of Redis; each kind's file
@@ -13,6 +13,8 @@
  *                       (token_bucket.c);
  *   cache integrity     every HashedCache body hashes to its stored hash
  *                       (cache.c);
+ *   pipe delivery       a receiver never gets a message twice or out of
+ *                       order, nor skips one sent for sure (pipe.c);
  *   data integrity      no corrupt or malformed reply (WK_ECORRUPT,
  *                       WK_EPROTO) and no status outside the table (here,
  *                       for every call).

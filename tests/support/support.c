@@ -3,6 +3,7 @@
  */
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,17 @@ wk_db *wk_test_open_url(const char *url, const wk_cap *cap)
     int rc = wk_db_open(&db, &o, err, sizeof(err));
     cr_assert_eq(rc, WK_OK, "wk_db_open(%s): %s: %s", url, wk_err_name(rc), err);
     return db;
+}
+
+wk_db *wk_test_open_as(const wk_cap *cap, const char *client_name, int database)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.client_name = client_name;
+    o.database = database;
+    wk_db *db = NULL;
+    return wk_db_open(&db, &o, NULL, 0) == WK_OK ? db : NULL;
 }
 
 wk_db *wk_test_open(const wk_cap *cap)
@@ -104,6 +116,63 @@ long long wk_test_total_calls(redisContext *c)
 long long wk_test_cmd_calls(redisContext *c, const char *cmd)
 {
     return stat_calls(c, cmd);
+}
+
+int wk_test_kill_clients_named(redisContext *c, const char *name)
+{
+    char field[96];
+    snprintf(field, sizeof(field), " name=%s ", name);
+    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE normal");
+    int killed = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(list->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long long id;
+        if (!strstr(line, field) || sscanf(line, "id=%lld", &id) != 1)
+            continue;
+        redisReply *k = wk_test_cmd(c, "CLIENT KILL ID %lld", id);
+        killed += k->type == REDIS_REPLY_INTEGER ? (int)k->integer : 0;
+        freeReplyObject(k);
+    }
+    freeReplyObject(list);
+    return killed;
+}
+
+struct wk_test_killer {
+    pthread_t thread;
+    const char *name;
+    atomic_bool stop;
+    int kills;
+};
+
+static void *killer_main(void *arg)
+{
+    wk_test_killer *k = arg;
+    redisContext *raw = wk_test_raw(wk_test_url());
+    while (!atomic_load(&k->stop)) {
+        k->kills += wk_test_kill_clients_named(raw, k->name);
+        wk_test_sleep_ms(2);
+    }
+    redisFree(raw);
+    return NULL;
+}
+
+wk_test_killer *wk_test_killer_start(const char *name)
+{
+    wk_test_killer *k = calloc(1, sizeof(*k));
+    cr_assert(k);
+    k->name = name;
+    atomic_init(&k->stop, false);
+    cr_assert_eq(pthread_create(&k->thread, NULL, killer_main, k), 0);
+    return k;
+}
+
+int wk_test_killer_stop(wk_test_killer *k)
+{
+    atomic_store(&k->stop, true);
+    pthread_join(k->thread, NULL);
+    int kills = k->kills;
+    free(k);
+    return kills;
 }
 
 const char *wk_test_ns(const char *prefix)

@@ -54,6 +54,18 @@ redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...);
 long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
+/* A handle on the suite's server with a capability (NULL = read-write), a
+ * client name (NULL: none) and a database (-1: the default). NULL on
+ * failure, without asserting: forked children may call it. */
+wk_db *wk_test_open_as(const wk_cap *cap, const char *client_name, int database);
+/* CLIENT KILL ID, through `c`, of every connection whose client name is
+ * `name` (CLIENT LIST TYPE normal); returns how many were killed. */
+int wk_test_kill_clients_named(redisContext *c, const char *name);
+/* A thread killing the connections named `name` on the suite's server
+ * every 2 ms until stopped; stop joins it and returns how many it killed. */
+typedef struct wk_test_killer wk_test_killer;
+wk_test_killer *wk_test_killer_start(const char *name);
+int wk_test_killer_stop(wk_test_killer *k);
 
 /* Kill the server's side of the connection whose local socket is `fd`
  * (CLIENT KILL ADDR, so no other client of a shared server is touched).
@@ -113,6 +125,34 @@ int wk_test_tls_start(wk_test_tls *t, bool auth_clients, const char *extra);
 void wk_test_tls_stop(wk_test_tls *t);
 /* Options for its TLS URL trusting its CA (read-write, short timeouts). */
 wk_db_options wk_test_tls_options(const wk_test_tls *t);
+
+/* A Sentinel topology (tests/support/sentinel_topology.c): a primary, a
+ * replica of it and three sentinels watching it as `service`, all on
+ * 127.0.0.1 free ports, stopped by pid. */
+typedef struct wk_test_sentinels {
+    wk_test_server primary, replica; /* as started: roles change on failover */
+    wk_test_server sentinel[3];
+    char sentinel_conf[3][160]; /* their config files */
+    char service[32];
+    const char *data_password;     /* requirepass / masterauth; NULL: none */
+    const char *sentinel_password; /* the sentinels' requirepass; NULL: none */
+    char url[160];                 /* redis-sentinel://…/<service> */
+} wk_test_sentinels;
+/* Start it and wait until the replica is in sync and each sentinel knows
+ * the replica and the other two. The password strings must outlive it.
+ * 0 or -1 (nothing left running). */
+int wk_test_sentinels_start(wk_test_sentinels *t, const char *data_password,
+                            const char *sentinel_password);
+void wk_test_sentinels_stop(wk_test_sentinels *t);
+/* The primary's port according to sentinel i (0..2); -1: no answer. */
+int wk_test_sentinels_primary_port(const wk_test_sentinels *t, int i);
+/* SENTINEL FAILOVER on sentinel 0, then wait until all three name a new
+ * primary that says ROLE master. Its port, or -1 after timeout_ms. */
+int wk_test_sentinels_failover(wk_test_sentinels *t, int timeout_ms);
+/* Whether the data node on `port` says ROLE slave. */
+bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port);
+/* A raw connection to a node or sentinel of the topology, AUTH'd. */
+redisContext *wk_test_sentinels_raw(const wk_test_sentinels *t, int port);
 
 /* One turn of a poll() loop driving an event-loop handle (waits at most
  * 200 ms), and turns until nothing is pending (bounded by the suite's

@@ -22,6 +22,8 @@ const wk_entity bodies_hdoc_entity = WK_HASHED_CACHE_ENTITY("hdoc", 60000);
 const wk_entity bodies_tree_entity = WK_CACHE_ENTITY("tree", 60000);
 const wk_entity bodies_raw_entity = WK_CACHE_ENTITY("raw", 5000);
 const wk_entity bodies_live_entity = WK_LIVE_VIEW_ENTITY("live", 16.0);
+const wk_entity bodies_frames_entity = WK_PIPE_ENTITY("frames", 60000);
+const wk_entity bodies_chunks_entity = WK_STREAM_BUFFER_ENTITY("chunks", 120000);
 
 const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT] = {
     &bodies_doc_entity,
@@ -29,6 +31,8 @@ const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT] = {
     &bodies_tree_entity,
     &bodies_raw_entity,
     &bodies_live_entity,
+    &bodies_frames_entity,
+    &bodies_chunks_entity,
 };
 
 /* ------------------------------------------------------------------------

@@ -44,9 +44,13 @@ extern const wk_entity bodies_tree_entity;
 extern const wk_entity bodies_raw_entity;
 /* live: LiveView:live, names are strings, history of up to 16.0 diffs, body bodies_everything. */
 extern const wk_entity bodies_live_entity;
+/* frames: Pipe:frames, names are strings, TTL 1 min, body bodies_node. */
+extern const wk_entity bodies_frames_entity;
+/* chunks: StreamBuffer:chunks, names are uint64_t, TTL 2 min, body bodies_node. */
+extern const wk_entity bodies_chunks_entity;
 
 /* Every entity of the service, in schema order. */
-#define BODIES_ENTITY_COUNT 5
+#define BODIES_ENTITY_COUNT 7
 extern const wk_entity *const bodies_entities[BODIES_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -389,6 +393,75 @@ static inline int bodies_live_resume(wk_processor *p, const char *title, uint64_
     return wk_live_view_resume(p, &bodies_live_entity, wk_name_str(title), version, opts, sub);
 }
 
+/* frames: Pipe */
+/* WRITE: encode and append a message, restart the pipe's TTL. See wk_pipe_send_typed(). */
+static inline int bodies_frames_send(wk_processor *p, const char *session, const bodies_node *body)
+{
+    return wk_pipe_send_typed(p, &bodies_frames_entity, wk_name_str(session), &bodies_node_codec,
+                              body);
+}
+
+/* WRITE: close the pipe: its receiver ends after the messages. See wk_pipe_close(). */
+static inline int bodies_frames_close(wk_processor *p, const char *session)
+{
+    return wk_pipe_close(p, &bodies_frames_entity, wk_name_str(session));
+}
+
+/*
+ * WRITE: open the receiver (decode with wk_pipe_recv_typed() and the body's
+ * codec). See wk_pipe_receive().
+ */
+static inline int bodies_frames_receive(wk_processor *p, const char *session,
+                                        wk_pipe_receiver **receiver)
+{
+    return wk_pipe_receive(p, &bodies_frames_entity, wk_name_str(session), receiver);
+}
+
+/* chunks: StreamBuffer */
+/*
+ * WRITE: encode and append a body (index -1: the buffer was finished). See
+ * wk_stream_buffer_append_typed().
+ */
+static inline int bodies_chunks_append(wk_processor *p, uint64_t completion,
+                                       const bodies_node *body, int64_t *index)
+{
+    return wk_stream_buffer_append_typed(p, &bodies_chunks_entity, wk_name_u64(completion),
+                                         &bodies_node_codec, body, index);
+}
+
+/* WRITE: end the buffer: subscribers end after its last body. See wk_stream_buffer_finish(). */
+static inline int bodies_chunks_finish(wk_processor *p, uint64_t completion, bool *finished_now)
+{
+    return wk_stream_buffer_finish(p, &bodies_chunks_entity, wk_name_u64(completion), finished_now);
+}
+
+/*
+ * READ: the encoded bodies from index from on (free with
+ * wk_stream_buffer_contents_free()). See wk_stream_buffer_read().
+ */
+static inline int bodies_chunks_read(wk_processor *p, uint64_t completion, uint64_t from,
+                                     wk_stream_buffer_contents *out)
+{
+    return wk_stream_buffer_read(p, &bodies_chunks_entity, wk_name_u64(completion), from, out);
+}
+
+/* WRITE: delete the buffer. See wk_stream_buffer_remove(). */
+static inline int bodies_chunks_remove(wk_processor *p, uint64_t completion, bool *removed)
+{
+    return wk_stream_buffer_remove(p, &bodies_chunks_entity, wk_name_u64(completion), removed);
+}
+
+/*
+ * READ: follow the buffer (decode with wk_stream_buffer_recv_typed() and the
+ * body's codec). See wk_stream_buffer_subscribe().
+ */
+static inline int bodies_chunks_subscribe(wk_processor *p, uint64_t completion, uint64_t from,
+                                          wk_stream_buffer_subscription **subscription)
+{
+    return wk_stream_buffer_subscribe(p, &bodies_chunks_entity, wk_name_u64(completion), from,
+                                      subscription);
+}
+
 /* ------------------------------------------------------------------------
  * Capability "reader": default read
  * ---------------------------------------------------------------------- */
@@ -506,6 +579,20 @@ static inline int bodies_reader_live_resume(bodies_reader *h, const char *title,
     return bodies_live_resume(h ? h->p : NULL, title, version, opts, sub);
 }
 
+/* chunks (read): as bodies_chunks_*(). */
+static inline int bodies_reader_chunks_read(bodies_reader *h, uint64_t completion, uint64_t from,
+                                            wk_stream_buffer_contents *out)
+{
+    return bodies_chunks_read(h ? h->p : NULL, completion, from, out);
+}
+
+static inline int bodies_reader_chunks_subscribe(bodies_reader *h, uint64_t completion,
+                                                 uint64_t from,
+                                                 wk_stream_buffer_subscription **subscription)
+{
+    return bodies_chunks_subscribe(h ? h->p : NULL, completion, from, subscription);
+}
+
 /* Not granted by "reader": calling one of these does not compile. */
 #define bodies_reader_doc_put(...) \
     WK_NOT_GRANTED("bodies_reader_doc_put: capability \"reader\" " \
@@ -540,6 +627,24 @@ static inline int bodies_reader_live_resume(bodies_reader *h, const char *title,
 #define bodies_reader_live_remove(...) \
     WK_NOT_GRANTED("bodies_reader_live_remove: capability \"reader\" " \
                    "grants only read on live, and remove is a WRITE query")
+#define bodies_reader_frames_send(...) \
+    WK_NOT_GRANTED("bodies_reader_frames_send: capability \"reader\" " \
+                   "grants only read on frames, and send is a WRITE query")
+#define bodies_reader_frames_close(...) \
+    WK_NOT_GRANTED("bodies_reader_frames_close: capability \"reader\" " \
+                   "grants only read on frames, and close is a WRITE query")
+#define bodies_reader_frames_receive(...) \
+    WK_NOT_GRANTED("bodies_reader_frames_receive: capability \"reader\" " \
+                   "grants only read on frames, and receive is a WRITE query")
+#define bodies_reader_chunks_append(...) \
+    WK_NOT_GRANTED("bodies_reader_chunks_append: capability \"reader\" " \
+                   "grants only read on chunks, and append is a WRITE query")
+#define bodies_reader_chunks_finish(...) \
+    WK_NOT_GRANTED("bodies_reader_chunks_finish: capability \"reader\" " \
+                   "grants only read on chunks, and finish is a WRITE query")
+#define bodies_reader_chunks_remove(...) \
+    WK_NOT_GRANTED("bodies_reader_chunks_remove: capability \"reader\" " \
+                   "grants only read on chunks, and remove is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "writer": default none; doc write; tree read
@@ -661,6 +766,30 @@ static inline int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_
 #define bodies_writer_live_resume(...) \
     WK_NOT_GRANTED("bodies_writer_live_resume: capability \"writer\" " \
                    "grants nothing on live")
+#define bodies_writer_frames_send(...) \
+    WK_NOT_GRANTED("bodies_writer_frames_send: capability \"writer\" " \
+                   "grants nothing on frames")
+#define bodies_writer_frames_close(...) \
+    WK_NOT_GRANTED("bodies_writer_frames_close: capability \"writer\" " \
+                   "grants nothing on frames")
+#define bodies_writer_frames_receive(...) \
+    WK_NOT_GRANTED("bodies_writer_frames_receive: capability \"writer\" " \
+                   "grants nothing on frames")
+#define bodies_writer_chunks_append(...) \
+    WK_NOT_GRANTED("bodies_writer_chunks_append: capability \"writer\" " \
+                   "grants nothing on chunks")
+#define bodies_writer_chunks_finish(...) \
+    WK_NOT_GRANTED("bodies_writer_chunks_finish: capability \"writer\" " \
+                   "grants nothing on chunks")
+#define bodies_writer_chunks_read(...) \
+    WK_NOT_GRANTED("bodies_writer_chunks_read: capability \"writer\" " \
+                   "grants nothing on chunks")
+#define bodies_writer_chunks_remove(...) \
+    WK_NOT_GRANTED("bodies_writer_chunks_remove: capability \"writer\" " \
+                   "grants nothing on chunks")
+#define bodies_writer_chunks_subscribe(...) \
+    WK_NOT_GRANTED("bodies_writer_chunks_subscribe: capability \"writer\" " \
+                   "grants nothing on chunks")
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@ const wk_entity kinds_etag_entity = WK_HASHED_CACHE_ENTITY("etag", 250);
 const wk_entity kinds_login_entity = WK_TOKEN_BUCKET_ENTITY("login", 20.0, 1.0, 3000);
 const wk_entity kinds_export_entity = WK_TOKEN_BUCKET_ENTITY("export", 0.5, 2.5, 250);
 const wk_entity kinds_doc_entity = WK_LIVE_VIEW_ENTITY("doc", 100.0);
+const wk_entity kinds_to_client_entity = WK_PIPE_ENTITY("to-client", 60000);
+const wk_entity kinds_completion_entity = WK_STREAM_BUFFER_ENTITY("completion", 120000);
 const wk_entity kinds_weird_entity = WK_LOCK_ENTITY("we\"ird\\ns/*?\?*/ \303\251", 86400000);
 
 const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
@@ -30,6 +32,8 @@ const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
     &kinds_login_entity,
     &kinds_export_entity,
     &kinds_doc_entity,
+    &kinds_to_client_entity,
+    &kinds_completion_entity,
     &kinds_weird_entity,
 };
 

@@ -52,11 +52,15 @@ extern const wk_entity kinds_export_entity;
  * Documents followed by diffs (bytes).
  */
 extern const wk_entity kinds_doc_entity;
+/* to_client: Pipe:to-client, names are strings, TTL 1 min, byte bodies. */
+extern const wk_entity kinds_to_client_entity;
+/* completion: StreamBuffer:completion, names are uint64_t, TTL 2 min, byte bodies. */
+extern const wk_entity kinds_completion_entity;
 /* weird: Lock:(see the schema), names are uint64_t, lease 24 h. */
 extern const wk_entity kinds_weird_entity;
 
 /* Every entity of the service, in schema order. */
-#define KINDS_ENTITY_COUNT 8
+#define KINDS_ENTITY_COUNT 10
 extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -317,6 +321,72 @@ static inline int kinds_doc_resume(wk_processor *p, uint64_t doc, uint64_t versi
     return wk_live_view_resume(p, &kinds_doc_entity, wk_name_u64(doc), version, opts, sub);
 }
 
+/* to_client: Pipe */
+/* WRITE: append a message and restart the pipe's TTL. See wk_pipe_send(). */
+static inline int kinds_to_client_send(wk_processor *p, const char *session, const void *body,
+                                       size_t len)
+{
+    return wk_pipe_send(p, &kinds_to_client_entity, wk_name_str(session), body, len);
+}
+
+/* WRITE: close the pipe: its receiver ends after the messages. See wk_pipe_close(). */
+static inline int kinds_to_client_close(wk_processor *p, const char *session)
+{
+    return wk_pipe_close(p, &kinds_to_client_entity, wk_name_str(session));
+}
+
+/*
+ * WRITE: open the receiver (its own connection; wk_pipe_recv(),
+ * wk_pipe_receiver_close()). See wk_pipe_receive().
+ */
+static inline int kinds_to_client_receive(wk_processor *p, const char *session,
+                                          wk_pipe_receiver **receiver)
+{
+    return wk_pipe_receive(p, &kinds_to_client_entity, wk_name_str(session), receiver);
+}
+
+/* completion: StreamBuffer */
+/* WRITE: append a body (index -1: the buffer was finished). See wk_stream_buffer_append(). */
+static inline int kinds_completion_append(wk_processor *p, uint64_t name, const void *body,
+                                          size_t len, int64_t *index)
+{
+    return wk_stream_buffer_append(p, &kinds_completion_entity, wk_name_u64(name), body, len,
+                                   index);
+}
+
+/* WRITE: end the buffer: subscribers end after its last body. See wk_stream_buffer_finish(). */
+static inline int kinds_completion_finish(wk_processor *p, uint64_t name, bool *finished_now)
+{
+    return wk_stream_buffer_finish(p, &kinds_completion_entity, wk_name_u64(name), finished_now);
+}
+
+/*
+ * READ: the bodies from index from on (free with
+ * wk_stream_buffer_contents_free()). See wk_stream_buffer_read().
+ */
+static inline int kinds_completion_read(wk_processor *p, uint64_t name, uint64_t from,
+                                        wk_stream_buffer_contents *out)
+{
+    return wk_stream_buffer_read(p, &kinds_completion_entity, wk_name_u64(name), from, out);
+}
+
+/* WRITE: delete the buffer. See wk_stream_buffer_remove(). */
+static inline int kinds_completion_remove(wk_processor *p, uint64_t name, bool *removed)
+{
+    return wk_stream_buffer_remove(p, &kinds_completion_entity, wk_name_u64(name), removed);
+}
+
+/*
+ * READ: follow the buffer from index from on (its own connection;
+ * wk_stream_buffer_recv()). See wk_stream_buffer_subscribe().
+ */
+static inline int kinds_completion_subscribe(wk_processor *p, uint64_t name, uint64_t from,
+                                             wk_stream_buffer_subscription **subscription)
+{
+    return wk_stream_buffer_subscribe(p, &kinds_completion_entity, wk_name_u64(name), from,
+                                      subscription);
+}
+
 /* weird: Lock */
 /* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
 static inline int kinds_weird_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
@@ -531,6 +601,30 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
 #define kinds_worker_doc_resume(...) \
     WK_NOT_GRANTED("kinds_worker_doc_resume: capability \"worker\" " \
                    "grants nothing on doc")
+#define kinds_worker_to_client_send(...) \
+    WK_NOT_GRANTED("kinds_worker_to_client_send: capability \"worker\" " \
+                   "grants nothing on to_client")
+#define kinds_worker_to_client_close(...) \
+    WK_NOT_GRANTED("kinds_worker_to_client_close: capability \"worker\" " \
+                   "grants nothing on to_client")
+#define kinds_worker_to_client_receive(...) \
+    WK_NOT_GRANTED("kinds_worker_to_client_receive: capability \"worker\" " \
+                   "grants nothing on to_client")
+#define kinds_worker_completion_append(...) \
+    WK_NOT_GRANTED("kinds_worker_completion_append: capability \"worker\" " \
+                   "grants nothing on completion")
+#define kinds_worker_completion_finish(...) \
+    WK_NOT_GRANTED("kinds_worker_completion_finish: capability \"worker\" " \
+                   "grants nothing on completion")
+#define kinds_worker_completion_read(...) \
+    WK_NOT_GRANTED("kinds_worker_completion_read: capability \"worker\" " \
+                   "grants nothing on completion")
+#define kinds_worker_completion_remove(...) \
+    WK_NOT_GRANTED("kinds_worker_completion_remove: capability \"worker\" " \
+                   "grants nothing on completion")
+#define kinds_worker_completion_subscribe(...) \
+    WK_NOT_GRANTED("kinds_worker_completion_subscribe: capability \"worker\" " \
+                   "grants nothing on completion")
 #define kinds_worker_weird_try(...) \
     WK_NOT_GRANTED("kinds_worker_weird_try: capability \"worker\" " \
                    "grants nothing on weird")
@@ -669,6 +763,19 @@ static inline int kinds_replica_doc_resume(kinds_replica *h, uint64_t doc, uint6
     return kinds_doc_resume(h ? h->p : NULL, doc, version, opts, sub);
 }
 
+/* completion (read): as kinds_completion_*(). */
+static inline int kinds_replica_completion_read(kinds_replica *h, uint64_t name, uint64_t from,
+                                                wk_stream_buffer_contents *out)
+{
+    return kinds_completion_read(h ? h->p : NULL, name, from, out);
+}
+
+static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t name, uint64_t from,
+                                                     wk_stream_buffer_subscription **subscription)
+{
+    return kinds_completion_subscribe(h ? h->p : NULL, name, from, subscription);
+}
+
 /* Not granted by "replica": calling one of these does not compile. */
 #define kinds_replica_invoice_try(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
@@ -730,6 +837,24 @@ static inline int kinds_replica_doc_resume(kinds_replica *h, uint64_t doc, uint6
 #define kinds_replica_doc_remove(...) \
     WK_NOT_GRANTED("kinds_replica_doc_remove: capability \"replica\" " \
                    "grants only read on doc, and remove is a WRITE query")
+#define kinds_replica_to_client_send(...) \
+    WK_NOT_GRANTED("kinds_replica_to_client_send: capability \"replica\" " \
+                   "grants only read on to_client, and send is a WRITE query")
+#define kinds_replica_to_client_close(...) \
+    WK_NOT_GRANTED("kinds_replica_to_client_close: capability \"replica\" " \
+                   "grants only read on to_client, and close is a WRITE query")
+#define kinds_replica_to_client_receive(...) \
+    WK_NOT_GRANTED("kinds_replica_to_client_receive: capability \"replica\" " \
+                   "grants only read on to_client, and receive is a WRITE query")
+#define kinds_replica_completion_append(...) \
+    WK_NOT_GRANTED("kinds_replica_completion_append: capability \"replica\" " \
+                   "grants only read on completion, and append is a WRITE query")
+#define kinds_replica_completion_finish(...) \
+    WK_NOT_GRANTED("kinds_replica_completion_finish: capability \"replica\" " \
+                   "grants only read on completion, and finish is a WRITE query")
+#define kinds_replica_completion_remove(...) \
+    WK_NOT_GRANTED("kinds_replica_completion_remove: capability \"replica\" " \
+                   "grants only read on completion, and remove is a WRITE query")
 #define kinds_replica_weird_try(...) \
     WK_NOT_GRANTED("kinds_replica_weird_try: capability \"replica\" " \
                    "grants nothing on weird")
@@ -885,6 +1010,30 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_doc_resume(...) \
     WK_NOT_GRANTED("kinds_nothing_doc_resume: capability \"nothing\" " \
                    "grants nothing on doc")
+#define kinds_nothing_to_client_send(...) \
+    WK_NOT_GRANTED("kinds_nothing_to_client_send: capability \"nothing\" " \
+                   "grants nothing on to_client")
+#define kinds_nothing_to_client_close(...) \
+    WK_NOT_GRANTED("kinds_nothing_to_client_close: capability \"nothing\" " \
+                   "grants nothing on to_client")
+#define kinds_nothing_to_client_receive(...) \
+    WK_NOT_GRANTED("kinds_nothing_to_client_receive: capability \"nothing\" " \
+                   "grants nothing on to_client")
+#define kinds_nothing_completion_append(...) \
+    WK_NOT_GRANTED("kinds_nothing_completion_append: capability \"nothing\" " \
+                   "grants nothing on completion")
+#define kinds_nothing_completion_finish(...) \
+    WK_NOT_GRANTED("kinds_nothing_completion_finish: capability \"nothing\" " \
+                   "grants nothing on completion")
+#define kinds_nothing_completion_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_completion_read: capability \"nothing\" " \
+                   "grants nothing on completion")
+#define kinds_nothing_completion_remove(...) \
+    WK_NOT_GRANTED("kinds_nothing_completion_remove: capability \"nothing\" " \
+                   "grants nothing on completion")
+#define kinds_nothing_completion_subscribe(...) \
+    WK_NOT_GRANTED("kinds_nothing_completion_subscribe: capability \"nothing\" " \
+                   "grants nothing on completion")
 #define kinds_nothing_weird_try(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_try: capability \"nothing\" " \
                    "grants nothing on weird")
@@ -1137,6 +1286,53 @@ static inline int kinds_admin_doc_resume(kinds_admin *h, uint64_t doc, uint64_t 
                                          wk_live_view_sub **sub)
 {
     return kinds_doc_resume(h ? h->p : NULL, doc, version, opts, sub);
+}
+
+/* to_client (write): as kinds_to_client_*(). */
+static inline int kinds_admin_to_client_send(kinds_admin *h, const char *session, const void *body,
+                                             size_t len)
+{
+    return kinds_to_client_send(h ? h->p : NULL, session, body, len);
+}
+
+static inline int kinds_admin_to_client_close(kinds_admin *h, const char *session)
+{
+    return kinds_to_client_close(h ? h->p : NULL, session);
+}
+
+static inline int kinds_admin_to_client_receive(kinds_admin *h, const char *session,
+                                                wk_pipe_receiver **receiver)
+{
+    return kinds_to_client_receive(h ? h->p : NULL, session, receiver);
+}
+
+/* completion (write): as kinds_completion_*(). */
+static inline int kinds_admin_completion_append(kinds_admin *h, uint64_t name, const void *body,
+                                                size_t len, int64_t *index)
+{
+    return kinds_completion_append(h ? h->p : NULL, name, body, len, index);
+}
+
+static inline int kinds_admin_completion_finish(kinds_admin *h, uint64_t name, bool *finished_now)
+{
+    return kinds_completion_finish(h ? h->p : NULL, name, finished_now);
+}
+
+static inline int kinds_admin_completion_read(kinds_admin *h, uint64_t name, uint64_t from,
+                                              wk_stream_buffer_contents *out)
+{
+    return kinds_completion_read(h ? h->p : NULL, name, from, out);
+}
+
+static inline int kinds_admin_completion_remove(kinds_admin *h, uint64_t name, bool *removed)
+{
+    return kinds_completion_remove(h ? h->p : NULL, name, removed);
+}
+
+static inline int kinds_admin_completion_subscribe(kinds_admin *h, uint64_t name, uint64_t from,
+                                                   wk_stream_buffer_subscription **subscription)
+{
+    return kinds_completion_subscribe(h ? h->p : NULL, name, from, subscription);
 }
 
 /* weird (write): as kinds_weird_*(). */

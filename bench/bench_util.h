@@ -1,0 +1,58 @@
+/*
+ * bench/bench_util.h — what the standalone benchmarks share: the clock
+ * and the median's comparison (bench_codegen, bench_dynamic); with
+ * BENCH_PROG defined (the program's name, for messages) before the
+ * include, also the error exit and the checked raw hiredis command
+ * (bench_settings, bench_dynamic).
+ */
+#ifndef WK_BENCH_UTIL_H
+#define WK_BENCH_UTIL_H
+
+#include <time.h>
+
+/* Seconds on CLOCK_MONOTONIC. */
+__attribute__((unused)) static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* qsort() order of doubles, for medians. */
+__attribute__((unused)) static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#ifdef BENCH_PROG
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <hiredis/hiredis.h>
+
+/* Print "<prog>: <what>: <detail>" and exit(1): a benchmark that cannot do
+ * its work has nothing to report. */
+__attribute__((unused)) static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "%s: %s: %s\n", BENCH_PROG, what, detail);
+    exit(1);
+}
+
+/* A raw command whose failure or error reply ends the benchmark. */
+__attribute__((unused)) static redisReply *cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r)
+        die("raw command", c->errstr);
+    if (r->type == REDIS_REPLY_ERROR)
+        die("raw command", r->str);
+    return r;
+}
+#endif /* BENCH_PROG */
+
+#endif /* WK_BENCH_UTIL_H */

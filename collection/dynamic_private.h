@@ -1,0 +1,28 @@
+/*
+ * collection/dynamic_private.h — what Pipe (pipe.c, which defines these)
+ * and StreamBuffer (stream_buffer.c) share: the shape of their append-like
+ * scripts and their typed writes. Not installed.
+ */
+#ifndef WK_COLLECTION_DYNAMIC_PRIVATE_H
+#define WK_COLLECTION_DYNAMIC_PRIVATE_H
+
+#include "collection/cache_private.h"
+
+/*
+ * Run `script` as a WRITE of `e` on KEYS[1] = key, with ARGV = body, ttl_ms
+ * (body NULL: ARGV = ttl_ms alone; a body of len 0 is the empty string),
+ * parsed by `parse` into `out` (both may be NULL): pipe.push,
+ * stream_buffer.append and stream_buffer.finish.
+ */
+int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
+                        const wk_entity *e, const char *key, size_t key_len, const void *body,
+                        size_t len, wk_parse_fn parse, void *out);
+
+/* A typed write: check the codec and value, encode `value`, hand the bytes
+ * to `use` (which sends them and checks their length), free them. Returns
+ * `use`'s status, or the refusal / encoder's status with its message on
+ * `p`. */
+int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                      int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx);
+
+#endif /* WK_COLLECTION_DYNAMIC_PRIVATE_H */

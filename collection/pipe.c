@@ -1,0 +1,433 @@
+/*
+ * collection/pipe.c — Pipe (wakuwaku/pipe.h): the crate's sender and
+ * closer (RPUSH + PEXPIRE on :m / :c), and a receiver that takes messages
+ * with a script it may repeat after a lost reply, on a blocking handle of
+ * its own (core/blocking.h).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <wakuwaku/pipe.h>
+
+#include "collection/dynamic_private.h"
+#include "core/blocking.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(pipe) = {WK_KIND_PIPE, wk__entity_check_ttl};
+
+/* RPUSH and PEXPIRE together: the crate's MULTI/EXEC, as one query. */
+static const wk_script push_script = {"pipe.push", "redis.call('RPUSH', KEYS[1], ARGV[1])\n"
+                                                   "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                                                   "return 1\n"};
+
+/*
+ * Take message number ARGV[1] + 1: KEYS :m, :c, :r; ARGV taken, ttl_ms.
+ * If :r already records that number, the reply of an earlier run was lost:
+ * answer it again rather than pop another. Else pop :m, or — when :m is
+ * empty — the close marker, in BLPOP's key order. {1, body}, {2} (closed)
+ * or {0} (nothing yet).
+ */
+static const wk_script take_script = {
+    "pipe.take",
+    "local want = tonumber(ARGV[1]) + 1\n"
+    "local n = tonumber(redis.call('HGET', KEYS[3], 'n') or '0')\n"
+    "if n == want then\n"
+    "  if redis.call('HGET', KEYS[3], 'c') == '1' then return {2} end\n"
+    "  return {1, redis.call('HGET', KEYS[3], 'b') or ''}\n"
+    "end\n"
+    "local body = redis.call('LPOP', KEYS[1])\n"
+    "local closed = '0'\n"
+    "if not body then\n"
+    "  if not redis.call('LPOP', KEYS[2]) then return {0} end\n"
+    "  body, closed = '', '1'\n"
+    "end\n"
+    "redis.call('HSET', KEYS[3], 'n', string.format('%d', want), 'b', body, 'c', closed)\n"
+    "redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
+    "if closed == '1' then return {2} end\n"
+    "return {1, body}\n"};
+
+enum { KEY_M, KEY_C, KEY_R, NKEYS };
+static const char *const suffixes[NKEYS] = {":m", ":c", ":r"};
+
+struct wk_pipe_receiver {
+    wk_db *b; /* the blocking handle */
+    wk__held held;
+    char keys[NKEYS][WK_KEY_MAX];
+    size_t key_len[NKEYS];
+    uint64_t taken; /* messages taken, by this receiver or its predecessors */
+    bool ended;
+    /* The stop: `waiting` is true only inside the BLMOVE, the one place
+     * an interrupt may cut, so a take is never cut short. */
+    pthread_mutex_t mu;
+    bool waiting;
+    atomic_bool stop;
+    /* The last message (the take's parser copies it here). */
+    uint8_t *body;
+    size_t len, cap;
+    int took; /* the take's reply: 0 nothing, 1 a message, 2 the close */
+};
+
+/* ------------------------------------------------------------------------
+ * Helpers shared with StreamBuffer (collection/dynamic_private.h)
+ * ---------------------------------------------------------------------- */
+
+int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
+                        const wk_entity *e, const char *key, size_t key_len, const void *body,
+                        size_t len, wk_parse_fn parse, void *out)
+{
+    char ttl[24];
+    const char *argv[3] = {key, body ? body : "", ttl};
+    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, e->ttl_ms)};
+    if (!body) {
+        argv[1] = ttl;
+        argvlen[1] = argvlen[2];
+    }
+    wk_access access = {e, WK_WRITE};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .script = script,
+                  .nkeys = 1,
+                  .argc = body ? 3 : 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                      int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx)
+{
+    if (!wk__codec_ok(codec) || !value)
+        return p ? wk__processor_fail(p, WK_EINVAL, "%s: a codec and a value are required", op)
+                 : WK_EINVAL;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc = wk__codec_encode(p, op, codec, value, &bytes, &len);
+    if (rc)
+        return rc;
+    rc = use(ctx, bytes, len);
+    if (bytes && codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Sender
+ * ---------------------------------------------------------------------- */
+
+static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
+                const char *suffix, const void *body, size_t len)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, op, e, WK_KIND_PIPE, name, suffix, key, &key_len);
+    if (rc)
+        return rc;
+    if ((!body && len) || len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL, "%s: body NULL or longer than WK_BODY_MAX", op);
+    return wk__script_body_ttl(p, op, &push_script, e, key, key_len, body ? body : "", len, NULL,
+                               NULL);
+}
+
+int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body, size_t len)
+{
+    return push(p, "pipe.send", pipe, &name, ":m", body, len);
+}
+
+int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name)
+{
+    return push(p, "pipe.close", pipe, &name, ":c", "", 0);
+}
+
+typedef struct typed_send {
+    wk_processor *p;
+    const wk_entity *pipe;
+    wk_name name;
+} typed_send;
+
+static int send_encoded(void *ctx, const uint8_t *bytes, size_t len)
+{
+    typed_send *t = ctx;
+    return wk_pipe_send(t->p, t->pipe, t->name, bytes, len);
+}
+
+int wk_pipe_send_typed(wk_processor *p, const wk_entity *pipe, wk_name name, const wk_codec *codec,
+                       const void *value)
+{
+    typed_send t = {p, pipe, name};
+    return wk__codec_encoded(p, "pipe.send", codec, value, send_encoded, &t);
+}
+
+/* ------------------------------------------------------------------------
+ * The receiver
+ * ---------------------------------------------------------------------- */
+
+/* HGET :r n → the count taken so far (absent: 0). */
+static int parse_count(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    uint64_t *out = q->out;
+    *out = 0;
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a Pipe receiver hash");
+    if (wk_reply_get_type(r) == WK_REPLY_NIL)
+        return WK_OK;
+    size_t len;
+    const char *s = wk_reply_str(r, &len);
+    if (!s || !len || len > 19)
+        return wk_diag_fail(d, WK_ECORRUPT, "pipe.receive: the receiver state holds no count");
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return wk_diag_fail(d, WK_ECORRUPT,
+                                "pipe.receive: the receiver state's count is not a number");
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return WK_OK;
+}
+
+static int parse_take(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_pipe_receiver *rx = q->out;
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "Pipe lists and hash");
+    const wk_reply *kind = wk_reply_at(r, 0);
+    if (wk_reply_get_type(kind) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "pipe.take: expected {kind, body}");
+    long long k = wk_reply_integer(kind);
+    if (k == 0 || k == 2) {
+        rx->took = (int)k;
+        return WK_OK;
+    }
+    size_t len;
+    const char *s = wk_reply_str(wk_reply_at(r, 1), &len);
+    if (k != 1 || !s)
+        return wk_diag_fail(d, WK_EPROTO, "pipe.take: expected {kind, body}");
+    if (len + 1 > rx->cap) {
+        /* Doubling from 256 bytes: steady traffic stops reallocating. */
+        size_t cap = rx->cap ? rx->cap : 256;
+        while (cap < len + 1)
+            cap = cap > SIZE_MAX / 2 ? len + 1 : cap * 2;
+        uint8_t *grown = realloc(rx->body, cap);
+        if (!grown)
+            return wk_diag_fail(d, WK_ENOMEM, "pipe.take: out of memory for a message");
+        rx->body = grown;
+        rx->cap = cap;
+    }
+    memcpy(rx->body, s, len);
+    rx->body[len] = '\0';
+    rx->len = len;
+    rx->took = 1;
+    return WK_OK;
+}
+
+int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pipe_receiver **out)
+{
+    if (out)
+        *out = NULL;
+    char keys[NKEYS][WK_KEY_MAX];
+    size_t key_len[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        int rc = wk__prepare(p, "pipe.receive", pipe, WK_KIND_PIPE, &name, suffixes[i], keys[i],
+                             &key_len[i]);
+        if (rc)
+            return rc;
+    }
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "pipe.receive: out is required");
+    int rc = wk__no_deferred(p, "pipe.receive");
+    if (rc)
+        return rc;
+    uint64_t taken = 0;
+    const char *argv[3] = {"HGET", keys[KEY_R], "n"};
+    size_t argvlen[3] = {4, key_len[KEY_R], 1};
+    wk_access access = {pipe, WK_WRITE};
+    wk_query q = {.name = "pipe.receive",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_PARSE_ERRORS,
+                  .argc = 3,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_count,
+                  .out = &taken};
+    if ((rc = wk_process(p, &q)))
+        return rc;
+
+    wk_pipe_receiver *r = calloc(1, sizeof(*r));
+    if (!r)
+        return wk__processor_fail(p, WK_ENOMEM, "pipe.receive: out of memory");
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return wk__processor_fail(p, WK_ENOMEM, "pipe.receive: no mutex");
+    }
+    atomic_init(&r->stop, false);
+    r->taken = taken;
+    memcpy(r->keys, keys, sizeof(keys));
+    memcpy(r->key_len, key_len, sizeof(key_len));
+    char err[256];
+    rc = wk__held_init(&r->held, pipe, WK_KIND_PIPE, &name);
+    if (rc == WK_OK && (rc = wk__blocking_open(&r->b, p->db, err, sizeof(err))) != WK_OK)
+        wk__processor_fail(p, rc, "pipe.receive: %s", err);
+    if (rc) {
+        wk_pipe_receiver_close(r);
+        return rc;
+    }
+    *out = r;
+    return WK_OK;
+}
+
+/* One take, never cut short by a stop. */
+static int take(wk_pipe_receiver *r)
+{
+    char want[24], ttl[24];
+    const char *argv[5] = {r->keys[KEY_M], r->keys[KEY_C], r->keys[KEY_R], want, ttl};
+    size_t argvlen[5] = {r->key_len[KEY_M], r->key_len[KEY_C], r->key_len[KEY_R],
+                         wk__fmt_i64(want, (int64_t)r->taken),
+                         wk__fmt_i64(ttl, r->held.entity.ttl_ms)};
+    wk_access access = {&r->held.entity, WK_WRITE};
+    wk_query q = {.name = "pipe.take",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_PARSE_ERRORS,
+                  .script = &take_script,
+                  .nkeys = 3,
+                  .argc = 5,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_take,
+                  .out = r};
+    r->took = 0;
+    return wk__blocking_process(r->b, &q, 0);
+}
+
+static int parse_wait(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a Pipe list");
+    return WK_OK;
+}
+
+/* Wait up to `ms` for :m to hold something, without taking it: BLMOVE
+ * from :m to its own head changes nothing. */
+static int wait_slice(wk_pipe_receiver *r, int64_t ms)
+{
+    char secs[32];
+    int n = snprintf(secs, sizeof(secs), "%.3f", (double)ms / 1000.0);
+    const char *argv[6] = {"BLMOVE", r->keys[KEY_M], r->keys[KEY_M], "LEFT", "LEFT", secs};
+    size_t argvlen[6] = {6, r->key_len[KEY_M], r->key_len[KEY_M], 4, 4, (size_t)n};
+    wk_access access = {&r->held.entity, WK_WRITE};
+    wk_query q = {.name = "pipe.wait",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_PARSE_ERRORS,
+                  .parse = parse_wait,
+                  .argc = 6,
+                  .argv = argv,
+                  .argvlen = argvlen};
+    pthread_mutex_lock(&r->mu);
+    bool stopped = atomic_load(&r->stop);
+    r->waiting = !stopped;
+    pthread_mutex_unlock(&r->mu);
+    if (stopped)
+        return WK_OK;
+    int rc = wk__blocking_process(r->b, &q, ms);
+    pthread_mutex_lock(&r->mu);
+    r->waiting = false;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* The receiver's outcome for a failed query: nothing was delivered, and
+ * the next call asks for the same message, so a lost reply is no unknown
+ * outcome here. */
+static int connection_status(int rc)
+{
+    return rc == WK_EUNKNOWN ? WK_EIO : rc;
+}
+
+int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg)
+{
+    if (!r || !msg)
+        return WK_EINVAL;
+    msg->body = NULL;
+    msg->len = 0;
+    if (r->ended) {
+        msg->got = WK_PIPE_END;
+        return WK_OK;
+    }
+    int64_t ttl = r->held.entity.ttl_ms;
+    int64_t gone_at = wk__add_ms(wk__boot_ms(), ttl);
+    for (;;) {
+        if (atomic_load(&r->stop)) {
+            msg->got = WK_PIPE_STOPPED;
+            return WK_OK;
+        }
+        int rc = take(r);
+        if (rc)
+            return connection_status(rc);
+        if (r->took == 1) {
+            r->taken++;
+            msg->got = WK_PIPE_MESSAGE;
+            msg->body = r->body;
+            msg->len = r->len;
+            return WK_OK;
+        }
+        if (r->took == 2) {
+            r->taken++;
+            r->ended = true;
+            msg->got = WK_PIPE_END;
+            return WK_OK;
+        }
+        int64_t left = gone_at - wk__boot_ms();
+        if (left <= 0) {
+            msg->got = WK_PIPE_GONE;
+            return WK_OK;
+        }
+        rc = wait_slice(r, left < WK_PIPE_POLL_MS ? left : WK_PIPE_POLL_MS);
+        if (rc && !atomic_load(&r->stop))
+            return connection_status(rc);
+    }
+}
+
+int wk_pipe_recv_typed(wk_pipe_receiver *r, const wk_codec *codec, void *value, wk_pipe_got *got)
+{
+    if (!r || !wk__codec_ok(codec) || !value || !got)
+        return WK_EINVAL;
+    wk_pipe_message m;
+    int rc = wk_pipe_recv(r, &m);
+    *got = rc ? 0 : m.got;
+    if (rc || m.got != WK_PIPE_MESSAGE)
+        return rc;
+    return wk__codec_decode(wk_db_processor(r->b), "pipe.recv", codec, r->keys[KEY_M],
+                            r->key_len[KEY_M], m.body, m.len, value);
+}
+
+void wk_pipe_receiver_stop(wk_pipe_receiver *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    atomic_store(&r->stop, true);
+    if (r->waiting)
+        wk__blocking_interrupt(r->b);
+    pthread_mutex_unlock(&r->mu);
+}
+
+const char *wk_pipe_receiver_errmsg(const wk_pipe_receiver *r)
+{
+    return r && r->b ? wk_db_errmsg(r->b) : "";
+}
+
+void wk_pipe_receiver_close(wk_pipe_receiver *r)
+{
+    if (!r)
+        return;
+    wk_db_close(r->b);
+    wk__held_free(&r->held);
+    pthread_mutex_destroy(&r->mu);
+    free(r->body);
+    free(r);
+}

@@ -1,0 +1,533 @@
+/*
+ * collection/stream_buffer.c — StreamBuffer (wakuwaku/stream_buffer.h):
+ * append and finish scripts on one stream with explicit IDs 0-(i+1),
+ * XRANGE reads, and subscriptions that XREAD BLOCK on a blocking handle of
+ * their own (core/blocking.h).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <wakuwaku/stream_buffer.h>
+
+#include "collection/dynamic_private.h"
+#include "core/blocking.h"
+#include "entity/kind.h"
+
+/* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
+WK__KIND(stream_buffer) = {WK_KIND_STREAM_BUFFER, wk__entity_check_ttl};
+
+/* Both scripts: a buffer is finished when its newest entry's first field
+ * is `end` (the crate's test); the next entry is 0-(XLEN+1). */
+#define FINISHED_TEST                                                                              \
+    "local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n"                      \
+    "local done = newest[1] ~= nil and newest[1][2][1] == 'end'\n"
+
+static const wk_script append_script = {
+    "stream_buffer.append",
+    FINISHED_TEST "if done then return -1 end\n"
+                  "local n = redis.call('XLEN', KEYS[1])\n"
+                  "redis.call('XADD', KEYS[1], '0-' .. string.format('%d', n + 1), 'b', ARGV[1])\n"
+                  "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                  "return n\n"};
+
+static const wk_script finish_script = {
+    "stream_buffer.finish",
+    FINISHED_TEST "if done then return 0 end\n"
+                  "local n = redis.call('XLEN', KEYS[1])\n"
+                  "redis.call('XADD', KEYS[1], '0-' .. string.format('%d', n + 1), 'end', '')\n"
+                  "redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
+                  "return 1\n"};
+
+/* ------------------------------------------------------------------------
+ * Entries: [id, [field, value, …]]
+ * ---------------------------------------------------------------------- */
+
+enum { ENTRY_BODY, ENTRY_END, ENTRY_BAD };
+
+typedef struct entry {
+    uint64_t ms, seq;
+    int what;
+    const char *body; /* ENTRY_BODY: in the reply */
+    size_t len;
+} entry;
+
+static bool parse_u64(const char *s, size_t len, uint64_t *v)
+{
+    if (!len || len > 20)
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+            return false;
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* "<ms>-<seq>" into buf (>= 42 bytes); returns the length. */
+static size_t id_text(char *buf, uint64_t ms, uint64_t seq)
+{
+    int n = snprintf(buf, 42, "%llu-%llu", (unsigned long long)ms, (unsigned long long)seq);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* The value of the first pair named `name` (string pairs only). */
+static const char *field(const wk_reply *fields, const char *name, size_t *len)
+{
+    size_t nlen = strlen(name);
+    for (size_t i = 0; i + 1 < wk_reply_count(fields); i += 2) {
+        size_t flen;
+        const char *f = wk_reply_str(wk_reply_at(fields, i), &flen);
+        const char *v = wk_reply_str(wk_reply_at(fields, i + 1), len);
+        if (f && v && flen == nlen && memcmp(f, name, nlen) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+/* An entry whose ID does not parse cannot be stepped over: the reply is
+ * refused as a whole. Other shapes make an ENTRY_BAD, which is. */
+static int parse_entry(const wk_reply *r, entry *e, wk_diag *d)
+{
+    size_t idlen;
+    const char *id = wk_reply_str(wk_reply_at(r, 0), &idlen);
+    const char *dash = id ? memchr(id, '-', idlen) : NULL;
+    if (wk_reply_count(r) != 2 || !dash || !parse_u64(id, (size_t)(dash - id), &e->ms) ||
+        !parse_u64(dash + 1, idlen - (size_t)(dash - id) - 1, &e->seq))
+        return wk_diag_fail(d, WK_ECORRUPT, "malformed stream buffer entry ID");
+    const wk_reply *fields = wk_reply_at(r, 1);
+    e->what = ENTRY_BAD;
+    if (wk_reply_get_type(fields) != WK_REPLY_ARRAY || wk_reply_count(fields) % 2)
+        return WK_OK;
+    size_t len;
+    if ((e->body = field(fields, "b", &e->len)))
+        e->what = ENTRY_BODY;
+    else if (field(fields, "end", &len))
+        e->what = ENTRY_END;
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Writes
+ * ---------------------------------------------------------------------- */
+
+/* The index of the body, or -1 when the buffer was finished. */
+static int parse_append(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "stream_buffer.append: expected an integer");
+    long long n = wk_reply_integer(r);
+    *(int64_t *)q->out = n < 0 ? -1 : n;
+    return WK_OK;
+}
+
+int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, const void *body,
+                            size_t len, int64_t *index)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "stream_buffer.append", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    if ((!body && len) || len > WK_BODY_MAX)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "stream_buffer.append: body NULL or longer than WK_BODY_MAX");
+    if (index)
+        *index = -1;
+    return wk__script_body_ttl(p, "stream_buffer.append", &append_script, sb, key, key_len,
+                               body ? body : "", len, index ? parse_append : NULL, index);
+}
+
+typedef struct typed_append {
+    wk_processor *p;
+    const wk_entity *sb;
+    wk_name name;
+    int64_t *index;
+} typed_append;
+
+static int append_encoded(void *ctx, const uint8_t *bytes, size_t len)
+{
+    typed_append *t = ctx;
+    return wk_stream_buffer_append(t->p, t->sb, t->name, bytes, len, t->index);
+}
+
+int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name name,
+                                  const wk_codec *codec, const void *value, int64_t *index)
+{
+    typed_append t = {p, sb, name, index};
+    return wk__codec_encoded(p, "stream_buffer.append", codec, value, append_encoded, &t);
+}
+
+int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "stream_buffer.finish", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    if (finished_now)
+        *finished_now = false;
+    return wk__script_body_ttl(p, "stream_buffer.finish", &finish_script, sb, key, key_len, NULL, 0,
+                               finished_now ? wk__parse_bool_int : NULL, finished_now);
+}
+
+int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "stream_buffer.remove", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    return wk__unlink(p, "stream_buffer.remove", sb, key, key_len, removed);
+}
+
+/* ------------------------------------------------------------------------
+ * Read
+ * ---------------------------------------------------------------------- */
+
+static int parse_range(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_stream_buffer_contents *c = q->out;
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
+    if (wk_reply_get_type(r) == WK_REPLY_NIL)
+        return WK_OK;
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_EPROTO, "stream_buffer.read: XRANGE reply is not an array");
+    size_t n = wk_reply_count(r), bytes = 0, bodies = 0;
+    entry e;
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_entry(wk_reply_at(r, i), &e, d);
+        if (rc)
+            return rc;
+        if (e.what == ENTRY_BAD)
+            return wk_diag_fail(d, WK_ECORRUPT, "unknown stream buffer entry %llu-%llu",
+                                (unsigned long long)e.ms, (unsigned long long)e.seq);
+        if (e.what == ENTRY_BODY) {
+            bodies++;
+            bytes += e.len + 1;
+        }
+    }
+    /* One block: the array, then the bodies. */
+    uint8_t *block = malloc(bodies * sizeof(wk_stream_buffer_body) + bytes + 1);
+    if (!block)
+        return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.read: out of memory");
+    wk_stream_buffer_body *arr = (wk_stream_buffer_body *)(void *)block;
+    uint8_t *o = block + bodies * sizeof(wk_stream_buffer_body);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        parse_entry(wk_reply_at(r, i), &e, d);
+        if (e.what == ENTRY_END) {
+            c->finished = true;
+            continue;
+        }
+        memcpy(o, e.body, e.len);
+        o[e.len] = '\0';
+        arr[k].data = o;
+        arr[k++].len = e.len;
+        o += e.len + 1;
+    }
+    c->bodies = arr;
+    c->count = bodies;
+    return WK_OK;
+}
+
+void wk_stream_buffer_contents_free(wk_stream_buffer_contents *c)
+{
+    if (!c)
+        return;
+    free(c->bodies);
+    c->bodies = NULL;
+    c->count = 0;
+    c->finished = false;
+}
+
+int wk_stream_buffer_read(wk_processor *p, const wk_entity *sb, wk_name name, uint64_t from,
+                          wk_stream_buffer_contents *out)
+{
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc =
+        wk__prepare(p, "stream_buffer.read", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key, &key_len);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "stream_buffer.read: out is required");
+    wk_stream_buffer_contents_free(out);
+    char start[48];
+    size_t start_len = id_text(start, 0, from == UINT64_MAX ? from : from + 1);
+    const char *argv[4] = {"XRANGE", key, start, "+"};
+    size_t argvlen[4] = {6, key_len, start_len, 1};
+    wk_access access = {sb, WK_READ};
+    wk_query q = {.name = "stream_buffer.read",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                  .argc = 4,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_range,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+/* ------------------------------------------------------------------------
+ * Subscriptions
+ * ---------------------------------------------------------------------- */
+
+/* An entry read but not handed out yet; bodies live in `arena`. */
+typedef struct pending {
+    uint64_t ms, seq;
+    int what;
+    size_t off, len;
+} pending;
+
+struct wk_stream_buffer_subscription {
+    wk_db *b; /* the blocking handle */
+    wk__held held;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    uint64_t after_ms, after_seq; /* the cursor: the last entry read */
+    pending queue[WK_STREAM_BUFFER_BATCH];
+    size_t head, count;
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+    wk_stream_buffer_got final; /* 0, or END / GONE once it ended */
+    atomic_bool stop;           /* lock-free: a signal handler may set it */
+};
+
+/* XREAD's reply: nil (timed out) or [[key, entries]]. Entries leave the
+ * reply before they are handed out, and the cursor moves past the last. */
+static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_stream_buffer_subscription *s = q->out;
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
+    if (wk_reply_get_type(r) == WK_REPLY_NIL)
+        return WK_OK;
+    const wk_reply *stream = wk_reply_at(r, 0);
+    const wk_reply *entries = wk_reply_at(stream, 1);
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != 1 ||
+        wk_reply_count(stream) != 2 || wk_reply_get_type(entries) != WK_REPLY_ARRAY ||
+        wk_reply_count(entries) > WK_STREAM_BUFFER_BATCH)
+        return wk_diag_fail(d, WK_EPROTO, "stream_buffer.recv: XREAD reply of the wrong shape");
+    size_t n = wk_reply_count(entries), bytes = 0;
+    entry e;
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_entry(wk_reply_at(entries, i), &e, d);
+        if (rc)
+            return rc;
+        bytes += e.what == ENTRY_BODY ? e.len + 1 : 0;
+    }
+    if (bytes > s->arena_cap) {
+        size_t cap = s->arena_cap ? s->arena_cap : 4096;
+        while (cap < bytes)
+            cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
+        uint8_t *grown = realloc(s->arena, cap);
+        if (!grown)
+            return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.recv: out of memory");
+        s->arena = grown;
+        s->arena_cap = cap;
+    }
+    s->arena_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        parse_entry(wk_reply_at(entries, i), &e, d);
+        pending *pe = &s->queue[i];
+        pe->ms = s->after_ms = e.ms;
+        pe->seq = s->after_seq = e.seq;
+        pe->what = e.what;
+        pe->off = s->arena_len;
+        pe->len = e.len;
+        if (e.what == ENTRY_BODY) {
+            memcpy(s->arena + s->arena_len, e.body, e.len);
+            s->arena[s->arena_len + e.len] = '\0';
+            s->arena_len += e.len + 1;
+        }
+    }
+    s->head = 0;
+    s->count = n;
+    return WK_OK;
+}
+
+static int xread(wk_stream_buffer_subscription *s)
+{
+    char block[24], after[48];
+    int64_t ttl = s->held.entity.ttl_ms;
+    const char *argv[8] = {"XREAD", "COUNT", "128", "BLOCK", block, "STREAMS", s->key, after};
+    size_t argvlen[8] = {5,
+                         5,
+                         3,
+                         5,
+                         wk__fmt_i64(block, ttl),
+                         7,
+                         s->key_len,
+                         id_text(after, s->after_ms, s->after_seq)};
+    _Static_assert(WK_STREAM_BUFFER_BATCH == 128, "the COUNT argument");
+    wk_access access = {&s->held.entity, WK_READ};
+    wk_query q = {.name = "stream_buffer.recv",
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_PARSE_ERRORS,
+                  .argc = 8,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_xread,
+                  .out = s};
+    return wk__blocking_process(s->b, &q, ttl);
+}
+
+static int parse_exists(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to EXISTS");
+    *(bool *)q->out = wk_reply_integer(r) > 0;
+    return WK_OK;
+}
+
+static int exists(wk_processor *p, const char *op, const wk_entity *e, const char *key,
+                  size_t key_len, bool *out)
+{
+    const char *argv[2] = {"EXISTS", key};
+    size_t argvlen[2] = {6, key_len};
+    wk_access access = {e, WK_READ};
+    wk_query q = {.name = op,
+                  .effect = WK__EFFECT1(access),
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .argc = 2,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_exists,
+                  .out = out};
+    return wk_process(p, &q);
+}
+
+int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name name, uint64_t from,
+                               wk_stream_buffer_subscription **out)
+{
+    if (out)
+        *out = NULL;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    int rc = wk__prepare(p, "stream_buffer.subscribe", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
+                         &key_len);
+    if (rc)
+        return rc;
+    if (!out)
+        return wk__processor_fail(p, WK_EINVAL, "stream_buffer.subscribe: out is required");
+    if ((rc = wk__no_deferred(p, "stream_buffer.subscribe")))
+        return rc;
+    bool present;
+    if ((rc = exists(p, "stream_buffer.subscribe", sb, key, key_len, &present)))
+        return rc;
+    wk_stream_buffer_subscription *s = calloc(1, sizeof(*s));
+    if (!s)
+        return wk__processor_fail(p, WK_ENOMEM, "stream_buffer.subscribe: out of memory");
+    memcpy(s->key, key, key_len);
+    s->key_len = key_len;
+    s->after_seq = from; /* the entry 0-from precedes index `from` */
+    char err[256];
+    rc = wk__held_init(&s->held, sb, WK_KIND_STREAM_BUFFER, &name);
+    if (rc == WK_OK && (rc = wk__blocking_open(&s->b, p->db, err, sizeof(err))) != WK_OK)
+        wk__processor_fail(p, rc, "stream_buffer.subscribe: %s", err);
+    if (rc) {
+        wk_stream_buffer_subscription_close(s);
+        return rc;
+    }
+    *out = s;
+    return WK_OK;
+}
+
+int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item)
+{
+    if (!s || !item)
+        return WK_EINVAL;
+    item->index = 0;
+    item->body = NULL;
+    item->len = 0;
+    for (;;) {
+        if (s->final) {
+            item->got = s->final;
+            return WK_OK;
+        }
+        if (s->stop) {
+            item->got = WK_STREAM_BUFFER_STOPPED;
+            return WK_OK;
+        }
+        if (s->count) {
+            const pending *pe = &s->queue[s->head++];
+            s->count--;
+            if (pe->what == ENTRY_END) {
+                s->final = WK_STREAM_BUFFER_END;
+                continue;
+            }
+            if (pe->what == ENTRY_BAD)
+                return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
+                                          "stream_buffer.recv: unknown stream buffer entry "
+                                          "%llu-%llu (skipped)",
+                                          (unsigned long long)pe->ms, (unsigned long long)pe->seq);
+            item->got = WK_STREAM_BUFFER_BODY;
+            item->index = pe->seq ? pe->seq - 1 : 0; /* 0-0 cannot be stored */
+            item->body = s->arena + pe->off;
+            item->len = pe->len;
+            return WK_OK;
+        }
+        int rc = xread(s);
+        if (rc && s->stop)
+            continue;
+        if (rc)
+            return rc == WK_EUNKNOWN ? WK_EIO : rc;
+        if (s->count)
+            continue;
+        /* A whole TTL without an append: gone, unless the key is still there. */
+        bool present = true;
+        rc = exists(wk_db_processor(s->b), "stream_buffer.recv", &s->held.entity, s->key,
+                    s->key_len, &present);
+        if (rc && s->stop)
+            continue;
+        if (rc)
+            return rc;
+        if (!present)
+            s->final = WK_STREAM_BUFFER_GONE;
+    }
+}
+
+int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec *codec,
+                                void *value, wk_stream_buffer_got *got)
+{
+    if (!s || !wk__codec_ok(codec) || !value || !got)
+        return WK_EINVAL;
+    wk_stream_buffer_item it;
+    int rc = wk_stream_buffer_recv(s, &it);
+    *got = rc ? 0 : it.got;
+    if (rc || it.got != WK_STREAM_BUFFER_BODY)
+        return rc;
+    return wk__codec_decode(wk_db_processor(s->b), "stream_buffer.recv", codec, s->key, s->key_len,
+                            it.body, it.len, value);
+}
+
+void wk_stream_buffer_subscription_stop(wk_stream_buffer_subscription *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stop, true);
+    /* XREAD takes nothing, so cutting it anywhere loses nothing. */
+    wk__blocking_interrupt(s->b);
+}
+
+const char *wk_stream_buffer_subscription_errmsg(const wk_stream_buffer_subscription *s)
+{
+    return s && s->b ? wk_db_errmsg(s->b) : "";
+}
+
+void wk_stream_buffer_subscription_close(wk_stream_buffer_subscription *s)
+{
+    if (!s)
+        return;
+    wk_db_close(s->b);
+    wk__held_free(&s->held);
+    free(s->arena);
+    free(s);
+}

@@ -1,0 +1,487 @@
+/*
+ * tests/core/test_sentinel.c — redis-sentinel:// handles and acknowledged
+ * leases against a real topology started per test (tests/support/
+ * sentinel_topology.c: a primary, a replica, three sentinels, each
+ * stopped by pid): finding the primary, credentials apart for sentinels
+ * and data nodes, a SENTINEL FAILOVER under load, READONLY, and a lease
+ * acknowledged by a replica surviving the loss of its primary while an
+ * unacknowledged one is lost.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "support.h"
+
+#define DATA_PW "data-secret"
+#define SENTINEL_PW "sentinel-secret"
+
+static wk_db *open_sentinel(const wk_test_sentinels *t, int lease_replicas, int timeout_ms,
+                            int *rc_out, char *err, size_t errlen)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = t->url;
+    o.capability = wk_cap_read_write();
+    o.password = t->data_password;
+    o.sentinel_password = t->sentinel_password;
+    o.connect_timeout_ms = timeout_ms;
+    o.command_timeout_ms = timeout_ms;
+    o.lease_replicas = lease_replicas;
+    o.lease_ack_timeout_ms = 200;
+    wk_db *db = NULL;
+    int rc = wk_db_open(&db, &o, err, errlen);
+    if (rc_out)
+        *rc_out = rc;
+    return db;
+}
+
+static wk_db *must_open(const wk_test_sentinels *t, int lease_replicas)
+{
+    char err[512];
+    int rc;
+    wk_db *db = open_sentinel(t, lease_replicas, 3000, &rc, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "open %s: %s: %s", t->url, wk_err_name(rc), err);
+    return db;
+}
+
+/* The length of the value of `key` on the node at port (raw); 0 when
+ * missing. */
+static size_t raw_strlen(const wk_test_sentinels *t, int port, const char *key, size_t klen)
+{
+    redisContext *c = wk_test_sentinels_raw(t, port);
+    cr_assert(c, "raw connection to %d", port);
+    redisReply *r = redisCommand(c, "STRLEN %b", key, klen);
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+    size_t n = (size_t)r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* ------------------------------------------------------------------------
+ * URLs
+ * ---------------------------------------------------------------------- */
+
+Test(sentinel, url_lists_sentinels_service_and_db, .timeout = 60)
+{
+    wk_url u;
+    char err[200];
+    cr_assert_eq(wk_url_parse(&u, "redis-sentinel://u:p%40ss@10.0.0.1:5000,[::1],h3:7/mysvc/3", err,
+                              sizeof(err)),
+                 WK_OK, "%s", err);
+    cr_assert_eq(u.nsentinels, 3);
+    cr_assert_str_eq(u.sentinels[0].host, "10.0.0.1");
+    cr_assert_eq(u.sentinels[0].port, 5000);
+    cr_assert_str_eq(u.sentinels[1].host, "::1");
+    cr_assert_eq(u.sentinels[1].port, 26379, "the sentinel default port");
+    cr_assert_str_eq(u.sentinels[2].host, "h3");
+    cr_assert_eq(u.sentinels[2].port, 7);
+    cr_assert_str_eq(u.service, "mysvc");
+    cr_assert_eq(u.database, 3);
+    cr_assert_str_eq(u.username, "u");
+    cr_assert_str_eq(u.password, "p@ss");
+    cr_assert_str_eq(u.host, "10.0.0.1", "host/port start as the first sentinel's");
+    cr_assert_eq(u.port, 5000);
+    cr_assert_not(u.tls);
+    wk_url_free(&u);
+
+    cr_assert_eq(wk_url_parse(&u, "redis-sentinel://s1/svc", err, sizeof(err)), WK_OK);
+    cr_assert_eq(u.nsentinels, 1);
+    cr_assert_eq(u.database, 0);
+    cr_assert_null(u.password);
+    wk_url_free(&u);
+
+    /* Other schemes keep no sentinel fields. */
+    cr_assert_eq(wk_url_parse(&u, "redis://h:1/2", err, sizeof(err)), WK_OK);
+    cr_assert_null(u.service);
+    cr_assert_eq(u.nsentinels, 0);
+    wk_url_free(&u);
+
+    const char *bad[] = {"redis-sentinel://s1",       "redis-sentinel://s1/",
+                         "redis-sentinel://s1:0/svc", "redis-sentinel://s1,,s2/svc",
+                         "redis-sentinel://s1/svc/x", "redis-sentinel://s1/svc?x=1",
+                         "redis-sentinel://:pw@/svc", "redis-sentinel://[::1/svc"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_eq(wk_url_parse(&u, bad[i], err, sizeof(err)), WK_EINVAL, "%s", bad[i]);
+        cr_assert_null(strstr(err, "pw"), "never the password: %s", err);
+    }
+}
+
+Test(sentinel, options_are_checked_at_open, .timeout = 60)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.capability = wk_cap_read_write();
+    o.url = "redis://127.0.0.1:1";
+    o.sentinel_password = "x";
+    wk_db *db = NULL;
+    char err[256];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "redis-sentinel://"), "%s", err);
+    o.sentinel_password = NULL;
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 0;
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert(strstr(err, "lease_ack_timeout_ms"), "%s", err);
+    /* The event-loop handle refuses Sentinel URLs plainly. */
+    wk_db_options a = WK_DB_OPTIONS_INIT;
+    a.capability = wk_cap_read_write();
+    a.url = "redis-sentinel://127.0.0.1:1/svc";
+    wk_async *as = NULL;
+    cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_EINVAL);
+    cr_assert_null(as);
+    cr_assert(strstr(err, "blocking"), "%s", err);
+}
+
+/* ------------------------------------------------------------------------
+ * Discovery and credentials
+ * ---------------------------------------------------------------------- */
+
+Test(sentinel, finds_the_primary_with_separate_credentials, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    /* The first sentinel is down: the next one answers. */
+    kill(t.sentinel[0].pid, SIGSTOP);
+    wk_db *db = must_open(&t, 0);
+    kill(t.sentinel[0].pid, SIGCONT);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("sent"), 30000);
+    wk_token token;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("a"), &token, &got), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    wk_name a = wk_name_str("a");
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &a, NULL), WK_OK);
+    cr_assert_eq(raw_strlen(&t, t.primary.port, key, klen), WK_TOKEN_LEN,
+                 "the write went to the primary");
+
+    /* A settings follower's connections (its handle, its subscriber) go
+     * through the sentinels too. */
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = t.url;
+    fo.capability = wk_cap_read_write();
+    fo.password = DATA_PW;
+    fo.sentinel_password = SENTINEL_PW;
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("sset"));
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.db = &fo;
+    so.settings = &settings;
+    so.name = wk_name_str("cfg");
+    wk_settings_follower *f = NULL;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    int64_t version = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, wk_name_str("cfg"), "k", 1, "v", 1,
+                                 &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    bool reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, version, 10000, &reached), WK_OK);
+    cr_assert(reached, "the follower got the change through the primary");
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+
+    /* Sentinel credentials are not the data node's: without the sentinel
+     * password the sentinels refuse, with the data password as sentinel
+     * password too. */
+    char err[512];
+    int rc;
+    t.sentinel_password = NULL;
+    cr_assert_null(open_sentinel(&t, 0, 300, &rc, err, sizeof(err)));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    t.sentinel_password = DATA_PW;
+    cr_assert_null(open_sentinel(&t, 0, 300, &rc, err, sizeof(err)));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    cr_assert_null(strstr(err, DATA_PW), "never the password: %s", err);
+    /* A wrong data password is refused by the primary, at once. */
+    t.sentinel_password = SENTINEL_PW;
+    t.data_password = "wrong";
+    cr_assert_null(open_sentinel(&t, 0, 300, &rc, err, sizeof(err)));
+    cr_assert_eq(rc, WK_EAUTH, "%s: %s", wk_err_name(rc), err);
+    t.data_password = DATA_PW;
+    /* An unknown service: every sentinel says so, and the open fails. */
+    char url[sizeof(t.url)];
+    memcpy(url, t.url, sizeof(url));
+    strcpy(strrchr(t.url, '/'), "/nosuch");
+    cr_assert_null(open_sentinel(&t, 0, 300, &rc, err, sizeof(err)));
+    cr_assert_eq(rc, WK_EIO, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "does not know the service"), "%s", err);
+    memcpy(t.url, url, sizeof(url));
+    wk_test_sentinels_stop(&t);
+}
+
+/* ------------------------------------------------------------------------
+ * Failover under load
+ * ---------------------------------------------------------------------- */
+
+typedef struct load {
+    wk_test_sentinels *t;
+    wk_entity lock;
+    atomic_bool stop;
+    atomic_int ok, unknown, not_sent, other, after_switch_ok;
+    atomic_bool switched;
+    int last_other;
+    char other_msg[512];
+} load;
+
+static void *lock_cycles(void *arg)
+{
+    load *l = arg;
+    wk_db *db = must_open(l->t, 0);
+    wk_processor *p = wk_db_processor(db);
+    for (int i = 0; !atomic_load(&l->stop); i++) {
+        wk_token token;
+        bool got = false;
+        int rc = wk_lock_try(p, &l->lock, wk_name_u64((uint64_t)i), &token, &got);
+        if (rc == WK_OK && got) {
+            bool released = false;
+            rc = wk_lock_release(p, &l->lock, wk_name_u64((uint64_t)i), &token, &released);
+        }
+        if (rc == WK_OK) {
+            atomic_fetch_add(&l->ok, 1);
+            if (atomic_load(&l->switched))
+                atomic_fetch_add(&l->after_switch_ok, 1);
+        } else if (rc == WK_EUNKNOWN) {
+            atomic_fetch_add(&l->unknown, 1);
+        } else if (rc == WK_EIO || rc == WK_ETIMEDOUT) {
+            atomic_fetch_add(&l->not_sent, 1);
+        } else {
+            if (atomic_fetch_add(&l->other, 1) == 0) {
+                l->last_other = rc;
+                snprintf(l->other_msg, sizeof(l->other_msg), "%s", wk_db_errmsg(db));
+            }
+        }
+    }
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(sentinel, failover_under_load_moves_writes_to_the_new_primary, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    load l = {.t = &t, .lock = WK_LOCK_ENTITY(wk_test_ns("load"), 30000)};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, lock_cycles, &l), 0);
+    while (atomic_load(&l.ok) < 200)
+        wk_test_sleep_ms(5);
+    int now = wk_test_sentinels_failover(&t, 20000);
+    cr_assert_eq(now, t.replica.port, "the replica was promoted");
+    /* The handles heard the failover notice (+switch-master) and left
+     * the old primary, which the sentinels demote only seconds later:
+     * once both workers have gone on, no write reaches it any more. */
+    atomic_store(&l.switched, true);
+    while (atomic_load(&l.after_switch_ok) < 100)
+        wk_test_sleep_ms(5);
+    redisContext *old = wk_test_sentinels_raw(&t, t.primary.port);
+    cr_assert(old);
+    long long before = wk_test_cmd_calls(old, "set");
+    int ok_before = atomic_load(&l.after_switch_ok);
+    while (atomic_load(&l.after_switch_ok) < ok_before + 200)
+        wk_test_sleep_ms(5);
+    cr_assert_eq(wk_test_cmd_calls(old, "set"), before,
+                 "writes after the switch go to the new primary, not the old one");
+    redisFree(old);
+    atomic_store(&l.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(atomic_load(&l.other), 0,
+                 "only connection outcomes during a failover (no READONLY error): %s %s",
+                 wk_err_name(l.last_other), l.other_msg);
+    cr_log_info("failover under load: %d ok, %d unknown, %d not sent", atomic_load(&l.ok),
+                atomic_load(&l.unknown), atomic_load(&l.not_sent));
+    /* A handle opened now writes to the new primary. */
+    wk_db *db = must_open(&t, 0);
+    wk_token token;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &l.lock, wk_name_str("after"), &token, &got),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    wk_name after = wk_name_str("after");
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &l.lock, &after, NULL), WK_OK);
+    cr_assert_eq(raw_strlen(&t, t.replica.port, key, klen), WK_TOKEN_LEN);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
+/* ------------------------------------------------------------------------
+ * READONLY: the node turned replica under the handle
+ * ---------------------------------------------------------------------- */
+
+static void raw_ok(const wk_test_sentinels *t, int port, const char *cmd)
+{
+    redisContext *c = wk_test_sentinels_raw(t, port);
+    cr_assert(c);
+    redisReply *r = redisCommand(c, cmd);
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "%s: %s", cmd, r ? r->str : "no reply");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Every sentinel forgets the service and watches the node on `port` as
+ * its primary instead. */
+static void repoint_sentinels(const wk_test_sentinels *t, int port)
+{
+    for (int i = 0; i < 3; i++) {
+        char cmd[160];
+        raw_ok(t, t->sentinel[i].port,
+               (snprintf(cmd, sizeof(cmd), "SENTINEL REMOVE %s", t->service), cmd));
+        raw_ok(t, t->sentinel[i].port,
+               (snprintf(cmd, sizeof(cmd), "SENTINEL MONITOR %s 127.0.0.1 %d 2", t->service, port),
+                cmd));
+        raw_ok(t, t->sentinel[i].port,
+               (snprintf(cmd, sizeof(cmd), "SENTINEL SET %s auth-pass %s", t->service,
+                         t->data_password),
+                cmd));
+    }
+}
+
+Test(sentinel, readonly_reply_did_not_run_and_goes_to_the_new_primary, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    char err[512];
+    int rc;
+    wk_db *stuck = open_sentinel(&t, 0, 500, &rc, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s", err);
+    wk_db *moved = must_open(&t, 0);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("ro"), 30000);
+    wk_token token;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(stuck), &lock, wk_name_str("a"), &token, &got), WK_OK);
+    cr_assert_eq(wk_lock_try(wk_db_processor(moved), &lock, wk_name_str("b"), &token, &got), WK_OK);
+    /* Swap the roles behind the sentinels' back (no client is killed):
+     * both handles' next writes meet READONLY. */
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
+    raw_ok(&t, t.primary.port, cmd);
+    /* The sentinels still name the demoted node, ROLE says replica: no
+     * primary within the timeout, and the write did not run. */
+    rc = wk_lock_try(wk_db_processor(stuck), &lock, wk_name_str("c"), &token, &got);
+    cr_assert(rc == WK_EIO || rc == WK_ETIMEDOUT,
+              "a write a replica refused did not run: not sent, never %s (%s)", wk_err_name(rc),
+              wk_db_errmsg(stuck));
+    cr_assert(strstr(wk_db_errmsg(stuck), "not the primary"), "%s", wk_db_errmsg(stuck));
+    cr_assert_not(got);
+    /* Once the sentinels name the new primary, the refused write is sent
+     * again there and runs, once. */
+    repoint_sentinels(&t, t.replica.port);
+    rc = wk_lock_try(wk_db_processor(moved), &lock, wk_name_str("d"), &token, &got);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(moved));
+    cr_assert(got, "re-sent on the new primary");
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    wk_name d = wk_name_str("d");
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &d, NULL), WK_OK);
+    cr_assert_eq(raw_strlen(&t, t.replica.port, key, klen), WK_TOKEN_LEN);
+    wk_db_close(stuck);
+    wk_db_close(moved);
+    wk_test_sentinels_stop(&t);
+}
+
+/* ------------------------------------------------------------------------
+ * Acknowledged leases
+ * ---------------------------------------------------------------------- */
+
+Test(sentinel, acknowledged_lease_survives_failover_unacknowledged_is_lost, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *acked = must_open(&t, 1), *plain = must_open(&t, 0);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("ack"), 60000);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("ackrw"), 60000);
+    wk_token a, b, b2, r;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(acked), &lock, wk_name_str("A"), &a, &got), WK_OK,
+                 "%s", wk_db_errmsg(acked));
+    cr_assert(got, "a replica acknowledged A");
+    cr_assert_eq(wk_rwlock_try_write(wk_db_processor(acked), &rw, wk_name_str("W"), &r, &got),
+                 WK_OK, "%s", wk_db_errmsg(acked));
+    cr_assert(got);
+
+    /* Cut the replica off: stopped, its link closed by the primary. */
+    kill(t.replica.pid, SIGSTOP);
+    redisContext *c = wk_test_sentinels_raw(&t, t.primary.port);
+    cr_assert(c);
+    freeReplyObject(redisCommand(c, "CLIENT KILL TYPE replica"));
+    /* No replica acknowledges now: the acknowledged acquire gives B2 back. */
+    int rc = wk_lock_try(wk_db_processor(acked), &lock, wk_name_str("B2"), &b2, &got);
+    cr_assert_eq(rc, WK_ENOTREPLICATED, "%s (%s)", wk_err_name(rc), wk_db_errmsg(acked));
+    cr_assert_not(got);
+    cr_assert(strstr(wk_db_errmsg(acked), "0 of 1 replica"), "%s", wk_db_errmsg(acked));
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(acked), &lock, wk_name_str("B2"), &st), WK_OK);
+    cr_assert_not(st.held, "released, not left behind");
+    rc = wk_rwlock_try_read(wk_db_processor(acked), &rw, wk_name_str("R"), &b2, &got);
+    cr_assert_eq(rc, WK_ENOTREPLICATED, "%s", wk_err_name(rc));
+    wk_rwlock_state rs;
+    cr_assert_eq(wk_rwlock_inspect(wk_db_processor(acked), &rw, wk_name_str("R"), &rs), WK_OK);
+    cr_assert_eq(rs.readers, 0, "the reader lease was released");
+    /* The plain handle takes B; only the primary has it. */
+    cr_assert_eq(wk_lock_try(wk_db_processor(plain), &lock, wk_name_str("B"), &b, &got), WK_OK);
+    cr_assert(got);
+    /* The primary dies, the replica resumes and is promoted. */
+    redisFree(c);
+    wk_test_server_stop(&t.primary);
+    kill(t.replica.pid, SIGCONT);
+    cr_assert_eq(wk_test_sentinels_failover(&t, 20000), t.replica.port);
+
+    wk_db *db = must_open(&t, 0);
+    wk_processor *p = wk_db_processor(db);
+    wk_token other;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("A"), &other, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert_not(got, "the acknowledged lease A survived the failover");
+    bool released = false;
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("A"), &a, &released), WK_OK);
+    cr_assert(released, "and its holder's token still holds it");
+    cr_assert_eq(wk_rwlock_release_write(p, &rw, wk_name_str("W"), &r, &released), WK_OK);
+    cr_assert(released, "the acknowledged writer lease survived too");
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("B"), &other, &got), WK_OK);
+    cr_assert(got, "the unacknowledged lease B was lost: someone else takes it");
+    cr_assert_eq(wk_lock_release(wk_db_processor(plain), &lock, wk_name_str("B"), &b, &released),
+                 WK_OK, "%s", wk_db_errmsg(plain));
+    cr_assert_not(released, "B's first holder no longer holds it");
+    wk_db_close(db);
+    wk_db_close(plain);
+    wk_db_close(acked);
+    wk_test_sentinels_stop(&t);
+}
+
+Test(sentinel, acknowledged_leases_refuse_a_batch, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = s.url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 50;
+    wk_db *db = NULL;
+    char err[256];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("batch"), 30000);
+    wk_token token;
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_batch_processor(b), &lock, wk_name_str("x"), &token, &got),
+                 WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "lease_replicas"), "%s", wk_db_errmsg(db));
+    /* No replica at all: the try is given back. */
+    int rc = wk_lock_try(wk_db_processor(db), &lock, wk_name_str("x"), &token, &got);
+    cr_assert_eq(rc, WK_ENOTREPLICATED, "%s", wk_db_errmsg(db));
+    cr_assert_not(got);
+    cr_assert_str_eq(wk_err_name(WK_ENOTREPLICATED), "WK_ENOTREPLICATED");
+    wk_batch_close(b);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
