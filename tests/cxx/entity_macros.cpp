@@ -11,10 +11,6 @@
 #include <cstring>
 
 #include <wakuwaku/wakuwaku.h>
-/* The header-only event-loop adapters compile as C++ too (nothing of
- * them is called here, so the loops need not be linked). */
-#include <wakuwaku/adapters/libevent.h>
-#include <wakuwaku/adapters/libuv.h>
 
 static const wk_entity lock = WK_LOCK_ENTITY("invoice", 30000);
 static const wk_entity rwlock = WK_RWLOCK_ENTITY("index", 5000);
