@@ -31,6 +31,9 @@ typedef struct bench_case {
 
 extern const bench_case bench_limiter_cache_cases[];
 extern const size_t bench_limiter_cache_cases_count;
+/* FencedLock and Semaphore try+release (bench_lease_kinds.c). */
+extern const bench_case bench_lease_kinds_cases[];
+extern const size_t bench_lease_kinds_cases_count;
 /* The limiter and hashed revalidation against raw hiredis sending the
  * smallest scripts doing the same job (bench_scripts.c). */
 extern const bench_case bench_minimal_cases[];

@@ -137,12 +137,30 @@ static void lock_raw_send(bench_ctx *c, unsigned i, unsigned char tok[16], char 
     bench_raw_append(c, 6, argv, lens);
 }
 
+/* The release script's wake keys (collection/wake.h): a key without a
+ * hash tag and without '}' is the tag of its companions; a key with a tag
+ * is their prefix. */
+typedef struct wake_raw {
+    char q[160], e[160], w[160];
+    size_t ql, el, wl;
+} wake_raw;
+
+static void wake_raw_keys(wake_raw *k, const char *key, size_t klen, bool tagged)
+{
+    const char *open = tagged ? "" : "{", *close = tagged ? "" : "}";
+    k->ql = (size_t)sprintf(k->q, "%s%.*s%s:q", open, (int)klen, key, close);
+    k->el = (size_t)sprintf(k->e, "%s%.*s%s:e", open, (int)klen, key, close);
+    k->wl = (size_t)sprintf(k->w, "%s%.*s%s:w:", open, (int)klen, key, close);
+}
+
 static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], const char *key,
                                   size_t klen)
 {
-    const char *argv[] = {"EVALSHA", release_sha, "1", key, (const char *)tok};
-    size_t lens[] = {7, 40, 1, klen, 16};
-    bench_raw_append(c, 5, argv, lens);
+    wake_raw k;
+    wake_raw_keys(&k, key, klen, false);
+    const char *argv[] = {"EVALSHA", release_sha, "3", key, k.q, k.e, (const char *)tok, k.w};
+    size_t lens[] = {7, 40, 1, klen, k.ql, k.el, 16, k.wl};
+    bench_raw_append(c, 8, argv, lens);
 }
 
 static void lock_seq_raw(bench_ctx *c, unsigned i)
@@ -229,9 +247,12 @@ static void rw_raw_send(bench_ctx *c, unsigned i, rw_raw *s)
 
 static void rw_raw_release_send(bench_ctx *c, const rw_raw *s)
 {
-    const char *argv[] = {"EVALSHA", release_read_sha, "1", s->r, (const char *)s->tok};
-    size_t lens[] = {7, 40, 1, s->rl, 16};
-    bench_raw_append(c, 5, argv, lens);
+    wake_raw k;
+    wake_raw_keys(&k, s->w, s->wl, true); /* the writer key's companions */
+    const char *argv[] = {"EVALSHA", release_read_sha, "3", s->r, k.q, k.e, (const char *)s->tok,
+                          k.w};
+    size_t lens[] = {7, 40, 1, s->rl, k.ql, k.el, 16, k.wl};
+    bench_raw_append(c, 8, argv, lens);
 }
 
 static void rw_seq_raw(bench_ctx *c, unsigned i)
@@ -553,6 +574,8 @@ int main(int argc, char **argv)
                    "------------", "------------", "------------", "-------");
             for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
                 run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
+            for (size_t i = 0; i < bench_lease_kinds_cases_count; i++)
+                run_case(&c, &bench_lease_kinds_cases[i], reps, seq_ops, batch_ops);
             for (size_t i = 0; i < bench_limiter_cache_cases_count; i++)
                 run_case(&c, &bench_limiter_cache_cases[i], reps, seq_ops, batch_ops);
             for (size_t i = 0; i < bench_minimal_cases_count; i++)

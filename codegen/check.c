@@ -598,6 +598,12 @@ static void entity_keys(ctx *c, const kind_desc *kd, const char **allowed,
                                                                      kd->name)};
         }
     }
+    if (!kd || kd->fair_macro)
+        allowed[na++] = "fair";
+    else
+        misplaced[nm++] = (misplaced_key){
+            "fair", pool_printf(c->pl, "a %s has no fair mode (a Lock or an RwLock has)",
+                                kd->name)};
     if (!kd || kd->has_body)
         allowed[na++] = "body";
     else
@@ -750,6 +756,15 @@ static void parse_entity(ctx *c, const cg_json_value *v, const char *path, entit
     if (e->name_type == NAME_BYTES)
         e->param_len = pool_printf(c->pl, "%s_len", e->param);
     e->description = get_description(c, v, path);
+    if ((m = member(v, "fair"))) {
+        if (m->value->type != CG_JSON_T_BOOL) {
+            diag_error(c->d, m->value->pos, path_key(c, path, "fair"),
+                       "fair must be true or false, not %s", cg_json_type_name(m->value->type));
+            good = false;
+        } else {
+            e->fair = m->value->boolean;
+        }
+    }
     if (kind_ok)
         good = parse_params(c, v, path, e) && good;
     *ok = good;

@@ -46,7 +46,8 @@ static void emit_entities(const schema *s, outbuf *o)
     for (size_t i = 0; i < s->nentities; i++) {
         const entity *e = &s->entities[i];
         const kind_desc *kd = kind_info(e->kind);
-        out_printf(o, "const wk_entity %s = %s(", e->descriptor, kd->entity_macro);
+        out_printf(o, "const wk_entity %s = %s(", e->descriptor,
+                   e->fair ? kd->fair_macro : kd->entity_macro);
         emit_c_string(o, e->ns);
         for (size_t k = 0; kd->params[k]; k++) {
             if (kd->params[k]->rule == RULE_DURATION)

@@ -18,12 +18,18 @@
 #include "../collection/token_bucket_units.h"
 #include "schema.h"
 
+/* The entity part of the header alone: WK_SEMAPHORE_PERMITS_MAX. */
+#define WK__ENTITY_MACROS_ONLY
+#include "../include/wakuwaku/semaphore.h"
+
 /* The parameters, shared by the kinds that take them. */
 static const param_desc param_ttl = {"ttl", "ttl_ms", RULE_DURATION, true, 0, "a %s has no TTL"};
 static const param_desc param_capacity = {"capacity", "capacity", RULE_POSITIVE, true, 0,
                                           "only a TokenBucket has capacity, rate and period"};
 static const param_desc param_rate = {"rate", "rate", RULE_POSITIVE, true, 0,
                                       "only a TokenBucket has capacity, rate and period"};
+static const param_desc param_permits = {"permits", "capacity", RULE_POSITIVE, true, 0,
+                                         "only a Semaphore has permits"};
 static const param_desc param_period = {"period", "period_ms", RULE_DURATION, false, 1000,
                                         "only a TokenBucket has capacity, rate and period"};
 
@@ -52,6 +58,18 @@ static int bucket_check(const entity *e, char *why, size_t whylen)
     return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
 }
 
+/* Semaphore: permits are whole (entity/kind rule of collection/semaphore.c);
+ * the runtime refuses the rest, so the generator does too. */
+static int semaphore_check(const entity *e, char *why, size_t whylen)
+{
+    double n = e->params[0].num;
+    if (n >= 1 && n <= WK_SEMAPHORE_PERMITS_MAX && n == (double)(int64_t)n)
+        return -1;
+    snprintf(why, whylen, "permits must be a whole number from 1 to %d (got %s)",
+             WK_SEMAPHORE_PERMITS_MAX, e->params[0].text);
+    return 0;
+}
+
 #define OPS(a) (sizeof(a) / sizeof((a)[0]))
 
 static const op_desc lock_ops[] = {
@@ -61,6 +79,11 @@ static const op_desc lock_ops[] = {
      "token, released", "release the lock if it still holds token", NULL},
     {"extend", true, "wk_lock_extend", "const wk_token *token, bool *extended",
      "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
+    {"owned", false, "wk_lock_owned", "const wk_token *token, wk_lease_state *state",
+     "token, state", "whether token still holds the lease and for how long; writes nothing",
+     NULL},
+    {"force_release", true, "wk_lock_force_release", "bool *was_held", "was_held",
+     "free the lock whoever holds it and wake its first waiter (operators)", NULL},
     {"inspect", false, "wk_lock_inspect", "wk_lock_state *state", "state",
      "is it held, and for how much longer", NULL},
 };
@@ -78,6 +101,12 @@ static const op_desc rwlock_ops[] = {
      "token, released", "release the writer lease", NULL},
     {"extend_write", true, "wk_rwlock_extend_write", "const wk_token *token, bool *extended",
      "token, extended", "renew the writer lease", NULL},
+    {"owned_write", false, "wk_rwlock_owned_write", "const wk_token *token, wk_lease_state *state",
+     "token, state", "whether token still holds the writer lease; writes nothing", NULL},
+    {"owned_read", false, "wk_rwlock_owned_read", "const wk_token *token, wk_lease_state *state",
+     "token, state", "whether the reader lease of token still runs; writes nothing", NULL},
+    {"force_release", true, "wk_rwlock_force_release", "bool *was_held", "was_held",
+     "free the writer and every reader lease and wake the first waiter (operators)", NULL},
     {"inspect", false, "wk_rwlock_inspect", "wk_rwlock_state *state", "state",
      "whether a writer holds it, and how many readers", NULL},
 };
@@ -256,32 +285,68 @@ static const op_desc stream_buffer_typed_ops[] = {
      "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)", NULL},
 };
 
+static const op_desc fenced_lock_ops[] = {
+    {"try", true, "wk_fenced_lock_try", "wk_fenced_lease *lease", "lease",
+     "take the lock if nobody holds it, with the next fence; never waits", NULL},
+    {"release", true, "wk_fenced_lock_release", "const wk_token *token, bool *released",
+     "token, released", "release the lock if it still holds token", NULL},
+    {"extend", true, "wk_fenced_lock_extend", "const wk_token *token, bool *extended",
+     "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
+    {"owned", false, "wk_fenced_lock_owned",
+     "const wk_token *token, wk_fenced_lock_ownership *state", "token, state",
+     "does token still hold it, for how long, under which fence (extends nothing)", NULL},
+    {"inspect", false, "wk_fenced_lock_inspect", "wk_fenced_lock_state *state", "state",
+     "is it held, for how much longer, and the last fence", NULL},
+    {"force_release", true, "wk_fenced_lock_force_release", "bool *freed", "freed",
+     "free it whoever holds it (operators); the fence counter is kept", NULL},
+};
+
+static const op_desc semaphore_ops[] = {
+    {"try", true, "wk_semaphore_try", "wk_token *token, bool *acquired", "token, acquired",
+     "take a permit if fewer than the permits run; never waits", NULL},
+    {"release", true, "wk_semaphore_release", "const wk_token *token, bool *was_running",
+     "token, was_running", "give back the permit of token", NULL},
+    {"extend", true, "wk_semaphore_extend", "const wk_token *token, bool *extended",
+     "token, extended", "renew the running permit of token for one TTL", NULL},
+    {"owned", false, "wk_semaphore_owned", "const wk_token *token, wk_lease_state *state",
+     "token, state", "does token still hold a permit, for how long (extends nothing)", NULL},
+    {"inspect", false, "wk_semaphore_inspect", "wk_semaphore_state *state", "state",
+     "running and free permits", NULL},
+    {"force_release", true, "wk_semaphore_force_release", "int64_t *freed", "freed",
+     "free every permit whoever holds them (operators)", NULL},
+};
+
 /* The rows: one per kind, in the order schemas list them in messages. A
  * new kind is one row here, with its op tables above. */
 static const kind_desc kinds[] = {
     {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false, NULL,
-     lock_ops, NULL, OPS(lock_ops), 0},
+     lock_ops, NULL, OPS(lock_ops), 0, "WK_LOCK_FAIR_ENTITY"},
     {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false,
-     NULL, rwlock_ops, NULL, OPS(rwlock_ops), 0},
+     NULL, rwlock_ops, NULL, OPS(rwlock_ops), 0, "WK_RWLOCK_FAIR_ENTITY"},
     {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     cache_bytes_ops, cache_typed_ops, OPS(cache_bytes_ops), OPS(cache_typed_ops)},
+     cache_bytes_ops, cache_typed_ops, OPS(cache_bytes_ops), OPS(cache_typed_ops), NULL},
     {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY", {&param_ttl, NULL},
      ", TTL {ttl}", true, NULL, hashed_bytes_ops, hashed_typed_ops, OPS(hashed_bytes_ops),
-     OPS(hashed_typed_ops)},
+     OPS(hashed_typed_ops), NULL},
     {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
      {&param_capacity, &param_rate, &param_period, NULL},
      ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check, bucket_ops,
-     NULL, OPS(bucket_ops), 0},
+     NULL, OPS(bucket_ops), 0, NULL},
     {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL, settings_ops,
-     NULL, OPS(settings_ops), 0},
+     NULL, OPS(settings_ops), 0, NULL},
     {"LiveView", "WK_KIND_LIVE_VIEW", "WK_LIVE_VIEW_ENTITY", {&param_max_diffs, NULL},
      ", history of up to {max_diffs} diffs", true, live_view_check, live_view_bytes_ops,
-     live_view_typed_ops, OPS(live_view_bytes_ops), OPS(live_view_typed_ops)},
+     live_view_typed_ops, OPS(live_view_bytes_ops), OPS(live_view_typed_ops), NULL},
     {"Pipe", "WK_KIND_PIPE", "WK_PIPE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     pipe_bytes_ops, pipe_typed_ops, OPS(pipe_bytes_ops), OPS(pipe_typed_ops)},
+     pipe_bytes_ops, pipe_typed_ops, OPS(pipe_bytes_ops), OPS(pipe_typed_ops), NULL},
     {"StreamBuffer", "WK_KIND_STREAM_BUFFER", "WK_STREAM_BUFFER_ENTITY", {&param_ttl, NULL},
      ", TTL {ttl}", true, NULL, stream_buffer_bytes_ops, stream_buffer_typed_ops,
-     OPS(stream_buffer_bytes_ops), OPS(stream_buffer_typed_ops)},
+     OPS(stream_buffer_bytes_ops), OPS(stream_buffer_typed_ops), NULL},
+    {"FencedLock", "WK_KIND_FENCED_LOCK", "WK_FENCED_LOCK_ENTITY", {&param_ttl, NULL},
+     ", lease {ttl}, fenced", false, NULL, fenced_lock_ops, NULL, OPS(fenced_lock_ops), 0, NULL},
+    {"Semaphore", "WK_KIND_SEMAPHORE", "WK_SEMAPHORE_ENTITY", {&param_permits, &param_ttl, NULL},
+     ", {permits} permits, lease {ttl}", false, semaphore_check, semaphore_ops, NULL,
+     OPS(semaphore_ops), 0, NULL},
 };
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))

@@ -111,6 +111,7 @@ typedef struct entity {
     const char *param_len;   /* NAME_BYTES: "<param>_len" */
     param_value params[KIND_PARAMS_MAX]; /* as the kind's params (kind_desc) */
     record *body;            /* caches; NULL: byte bodies */
+    bool fair;               /* "fair": true (kinds with a fair_macro) */
     const char *description;
     const char *descriptor;  /* <service>_<id>_entity */
     const char *fn_prefix;   /* <service>_<id> */
@@ -189,6 +190,9 @@ typedef struct kind_desc {
      * not NULL */
     const op_desc *ops, *typed_ops;
     size_t nops, ntyped_ops;
+    /* the initialiser of a fair entity ("fair": true), taking the same
+     * arguments as entity_macro; NULL: the kind has no fair mode */
+    const char *fair_macro;
 } kind_desc;
 
 /* The kind of row k (0 <= k < kind_count()). */

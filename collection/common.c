@@ -28,8 +28,7 @@ static int refuse(wk_processor *p, const char *op, const wk_entity *e, const cha
         return wk__processor_fail(p, WK_EINVAL, "%s: invalid entity %s: %s", op, text, why);
     if (wk__name_check(name, why, sizeof(why)) != WK_OK)
         return wk__processor_fail(p, WK_EINVAL, "%s: invalid name for %s: %s", op, text, why);
-    return wk__processor_fail(p, WK_EINVAL, "%s: cannot build the key of a name of %s", op,
-                              text);
+    return wk__processor_fail(p, WK_EINVAL, "%s: cannot build the key of a name of %s", op, text);
 }
 
 int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char *kind,
@@ -119,8 +118,8 @@ int wk__lease_admit(wk_processor *p, const char *op)
     return WK_OK;
 }
 
-int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
-                      const char *key, size_t key_len, const wk_token *token, bool *acquired)
+int wk__lease_confirm(wk_processor *p, const char *op, wk__lease_release_fn release,
+                      const wk_entity *e, wk_name name, const wk_token *token, bool *acquired)
 {
     int want = wk__lease_replicas(p);
     if (want <= 0 || !*acquired)
@@ -139,7 +138,7 @@ int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release,
      * if the lease is someone else's by now). */
     *acquired = false;
     bool released = false;
-    int rc = wk__token_script(p, op, release, e, key, key_len, token, false, &released);
+    int rc = release(p, e, name, token, &released);
     if (rc)
         return wk__processor_fail(p, WK_EUNKNOWN,
                                   "%s: lease taken but %s, and its release failed (%s): it may "

@@ -31,8 +31,8 @@ size_t wk__fmt_i64(char *buf, int64_t v);
 bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
 
 /* Parsers. `out` of the query points at the type named. */
-int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d);  /* bool: 1/0 */
-int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bool: OK/nil */
+int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d); /* bool: 1/0 */
+int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);   /* bool: OK/nil */
 
 /*
  * Acknowledged leases — every acquire of a lease kind (Lock, RwLock, the
@@ -42,14 +42,16 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);    /* bo
  *   wk__lease_confirm  after the try returned WK_OK: when the handle has
  *                      lease_replicas N and *acquired is true, WAIT; fewer
  *                      than N acknowledgements (or a failed WAIT) run
- *                      `release` (KEYS: key; ARGV: token) and return
+ *                      `release` (the kind's public release) and return
  *                      WK_ENOTREPLICATED with *acquired false — or
  *                      WK_EUNKNOWN when that release failed too (the lease
  *                      may still be held under the token). Otherwise WK_OK.
  */
 int wk__lease_admit(wk_processor *p, const char *op);
-int wk__lease_confirm(wk_processor *p, const char *op, const wk_script *release, const wk_entity *e,
-                      const char *key, size_t key_len, const wk_token *token, bool *acquired);
+typedef int (*wk__lease_release_fn)(wk_processor *p, const wk_entity *e, wk_name name,
+                                    const wk_token *token, bool *released);
+int wk__lease_confirm(wk_processor *p, const char *op, wk__lease_release_fn release,
+                      const wk_entity *e, wk_name name, const wk_token *token, bool *acquired);
 
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})

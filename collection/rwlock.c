@@ -1,10 +1,14 @@
 /*
  * collection/rwlock.c — RwLock: a writer key (like a Lock) and a sorted set
  * of reader leases scored by their end (server ms). Every script reads the
- * clock with TIME and drops expired readers before deciding.
+ * clock with TIME and drops expired readers before deciding. Waiters are
+ * queued on the writer key's companion keys (collection/wake.h): the
+ * writer's release, and the release of the last reader, wake the first;
+ * a reader that gets in wakes the next (it may be a reader too).
  */
 #include "collection/common.h"
 #include "collection/lock_scripts.h"
+#include "collection/wake.h"
 
 #include <wakuwaku/rwlock.h>
 
@@ -34,13 +38,70 @@ const wk_script wk__rwlock_try_write_script = {
            "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
            "return 0\n"};
 
-/* KEYS: r. ARGV: token. Returns 1 if the lease was still running. */
+/* KEYS: r, q, e. ARGV: token, w. Returns 1 if the lease was still
+ * running. The last reader out wakes the first waiter. */
 const wk_script wk__rwlock_release_read_script = {
-    "rwlock.release_read", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                  "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                  "if s and tonumber(s) > now then return 1 end\n"
-                                  "return 0\n"};
+    "rwlock.release_read",
+    NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+           "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+           "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+           "if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 "
+           "then\n" WK__WAKE_LUA_CORE "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+           "end\n"
+           "if s and tonumber(s) > now then return 1 end\n"
+           "return 0\n"};
+
+/* The acquire-or-park scripts. KEYS: w, q, e, r. ARGV: token, ttl, wake
+ * prefix, cap (-1: a plain try of a fair RwLock, does not wait), fair
+ * (1/0). {1, 0} acquired, or {0, sleep ms}. */
+#define ACQUIRE_PROLOGUE                                                                           \
+    "local now = wk_now()\n"                                                                       \
+    "local id = ARGV[4] == '-1' and '' or ARGV[1]\n"                                               \
+    "local ttl = tonumber(ARGV[2])\n"                                                              \
+    "redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
+
+static const wk_script acquire_read_script = {
+    "rwlock.acquire_read", WK__WAKE_LUA ACQUIRE_PROLOGUE
+    "if wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
+    "   redis.call('EXISTS', KEYS[1]) == 0 then\n"
+    "  redis.call('ZADD', KEYS[4], string.format('%.0f', now + ttl), ARGV[1])\n"
+    "  if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end\n"
+    "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, true)\n"
+    "  return {1, 0}\n"
+    "end\n"
+    "if id == '' then return {0, 0} end\n"
+    "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
+    "                   redis.call('PTTL', KEYS[1]))}\n"};
+
+static const wk_script acquire_write_script = {
+    "rwlock.acquire_write", WK__WAKE_LUA ACQUIRE_PROLOGUE
+    "if wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
+    "   redis.call('ZCARD', KEYS[4]) == 0 and\n"
+    "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
+    "  return {1, 0}\n"
+    "end\n"
+    "if id == '' then return {0, 0} end\n"
+    "local blocked = redis.call('PTTL', KEYS[1])\n"
+    "local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')\n"
+    "if last[2] and tonumber(last[2]) - now > blocked then blocked = tonumber(last[2]) - now end\n"
+    "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]), blocked)}\n"};
+
+/* KEYS: w, q, e, r. ARGV: w prefix. Returns 1 if a writer or a running
+ * reader held it. */
+static const wk_script force_release_script = {
+    "rwlock.force_release", WK__WAKE_LUA_CORE NOW_MS
+    "local held = redis.call('EXISTS', KEYS[1]) == 1 or\n"
+    "  redis.call('ZCOUNT', KEYS[4], '(' .. string.format('%.0f', now), '+inf') > 0\n"
+    "redis.call('DEL', KEYS[1], KEYS[4])\n"
+    "wk_wake(KEYS[2], KEYS[3], ARGV[1], now)\n"
+    "return held and 1 or 0\n"};
+
+/* KEYS: r. ARGV: token. ms left on that reader's lease, or -2. */
+static const wk_script owned_read_script = {
+    "rwlock.owned_read", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                "if s and tonumber(s) > now then return tonumber(s) - now end\n"
+                                "return -2\n"};
 
 /* KEYS: r. ARGV: token, ttl. Renews only a running lease. */
 const wk_script wk__rwlock_extend_read_script = {
@@ -80,6 +141,21 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     return rc;
 }
 
+/* One run of an acquire-or-park script: KEYS w, q, e, r. */
+static int acquire_script(wk_processor *p, const char *op, const wk_script *script,
+                          const wk_entity *e, const keys *k, const wk__wake_keys *wk,
+                          const wk_token *token, int64_t cap_ms, wk_parse_fn parse, void *out)
+{
+    char ttl[24], cap[24];
+    const char *args[6] = {
+        k->r, (const char *)token->bytes, ttl, wk->w, cap, (e->flags & WK_ENTITY_FAIR) ? "1" : "0"};
+    size_t lens[6] = {
+        k->r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms), wk->w_len, wk__fmt_i64(cap, cap_ms),
+        1};
+    return wk__wake_script(p, op, script, WK_WRITE, e, k->w, k->w_len, wk, 1, args, lens, 6, parse,
+                           out);
+}
+
 /* try_read / try_write: both keys, fresh token, ttl. */
 static int try_acquire(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
                        const wk_name *name, wk_token *token, bool *acquired)
@@ -92,6 +168,16 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
         return rc;
     *acquired = false;
     wk_token_random(token);
+    if (e->flags & WK_ENTITY_FAIR) {
+        /* No barging past the waiters: the acquire-or-park script with
+         * cap -1, still one round trip. */
+        wk__wake_keys wk;
+        if ((rc = wk__wake_keys_for(p, op, &wk, k.w, k.w_len)) != WK_OK)
+            return rc;
+        const wk_script *fair =
+            script == &wk__rwlock_try_read_script ? &acquire_read_script : &acquire_write_script;
+        return acquire_script(p, op, fair, e, &k, &wk, token, -1, wk__parse_first_bool, acquired);
+    }
     char ttl[24];
     const char *argv[4] = {k.w, k.r, (const char *)token->bytes, ttl};
     size_t argvlen[4] = {k.w_len, k.r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms)};
@@ -106,13 +192,12 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
                   .parse = wk__parse_bool_int,
                   .out = acquired};
     rc = wk_process(p, &q);
-    /* An unacknowledged lease goes back: a reader's leaves the set, a
-     * writer's key is deleted with the Lock script. */
+    /* An unacknowledged lease goes back through the public release, which
+     * also wakes whoever waits. */
     bool reader = script == &wk__rwlock_try_read_script;
     if (!rc)
-        rc = wk__lease_confirm(p, op,
-                               reader ? &wk__rwlock_release_read_script : &wk__lock_release_script,
-                               e, reader ? k.r : k.w, reader ? k.r_len : k.w_len, token, acquired);
+        rc = wk__lease_confirm(p, op, reader ? wk_rwlock_release_read : wk_rwlock_release_write, e,
+                               *name, token, acquired);
     return rc;
 }
 
@@ -145,8 +230,19 @@ static int reader_op(wk_processor *p, const char *op, const wk_script *script, c
 int wk_rwlock_release_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
                            const wk_token *token, bool *was_running)
 {
-    return reader_op(p, "rwlock.release_read", &wk__rwlock_release_read_script, rwlock, &name,
-                     token, false, was_running);
+    keys k;
+    int rc = prepare(p, "rwlock.release_read", rwlock, &name, &k, token, was_running);
+    if (rc)
+        return rc;
+    *was_running = false;
+    wk__wake_keys wk;
+    if ((rc = wk__wake_keys_for(p, "rwlock.release_read", &wk, k.w, k.w_len)) != WK_OK)
+        return rc;
+    const char *args[2] = {(const char *)token->bytes, wk.w};
+    size_t lens[2] = {WK_TOKEN_LEN, wk.w_len};
+    return wk__wake_script(p, "rwlock.release_read", &wk__rwlock_release_read_script, WK_WRITE,
+                           rwlock, k.r, k.r_len, &wk, 0, args, lens, 2, wk__parse_bool_int,
+                           was_running);
 }
 
 int wk_rwlock_extend_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
@@ -171,8 +267,12 @@ static int writer_op(wk_processor *p, const char *op, const wk_script *script, c
 int wk_rwlock_release_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                             const wk_token *token, bool *released)
 {
-    return writer_op(p, "rwlock.release_write", &wk__lock_release_script, rwlock, &name, token,
-                     false, released);
+    keys k;
+    int rc = prepare(p, "rwlock.release_write", rwlock, &name, &k, token, released);
+    if (rc)
+        return rc;
+    *released = false;
+    return wk__release_waking(p, "rwlock.release_write", rwlock, k.w, k.w_len, token, released);
 }
 
 int wk_rwlock_extend_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
@@ -217,4 +317,102 @@ int wk_rwlock_inspect(wk_processor *p, const wk_entity *rwlock, wk_name name,
                   .parse = parse_inspect,
                   .out = state};
     return wk_process(p, &q);
+}
+
+/* ------------------------------------------------------------------------
+ * Waiting acquires (collection/wake.h), force release, owned
+ * ---------------------------------------------------------------------- */
+
+typedef struct rw_wait {
+    keys k;
+    wk__wake_keys wk;
+    const wk_script *script;
+} rw_wait;
+
+static int rw_attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
+{
+    rw_wait *rw = w->ctx;
+    return acquire_script(w->p, w->op, rw->script, w->e, &rw->k, &rw->wk, w->id, cap_ms,
+                          wk__wake_parse_outcome, out);
+}
+
+static int acquire_waiting(const char *op, wk__try_fn try_once, const wk_script *script,
+                           wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
+                           const wk_backoff *backoff, wk_token *token, bool *acquired)
+{
+    int rc = wk__wake_begin(op, try_once, p, e, name, deadline, backoff, token, acquired);
+    if (rc != WK__WAKE_MUST_WAIT)
+        return rc;
+    rw_wait rw = {.script = script};
+    rc = prepare(p, op, e, &name, &rw.k, token, acquired);
+    if (!rc)
+        rc = wk__wake_keys_for(p, op, &rw.wk, rw.k.w, rw.k.w_len);
+    if (rc)
+        return rc;
+    wk__waiter w = {.p = p,
+                    .op = op,
+                    .e = e,
+                    .keys = &rw.wk,
+                    .id = token,
+                    .deadline = deadline,
+                    .attempt = rw_attempt,
+                    .ctx = &rw};
+    return wk__wake_wait(&w, acquired);
+}
+
+int wk_rwlock_acquire_read(wk_processor *p, const wk_entity *rwlock, wk_name name, int64_t deadline,
+                           const wk_backoff *backoff, wk_token *token, bool *acquired)
+{
+    return acquire_waiting("rwlock.acquire_read", wk_rwlock_try_read, &acquire_read_script, p,
+                           rwlock, name, deadline, backoff, token, acquired);
+}
+
+int wk_rwlock_acquire_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                            int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                            bool *acquired)
+{
+    return acquire_waiting("rwlock.acquire_write", wk_rwlock_try_write, &acquire_write_script, p,
+                           rwlock, name, deadline, backoff, token, acquired);
+}
+
+int wk_rwlock_force_release(wk_processor *p, const wk_entity *rwlock, wk_name name, bool *was_held)
+{
+    keys k;
+    int rc = prepare(p, "rwlock.force_release", rwlock, &name, &k, was_held, was_held);
+    if (rc)
+        return rc;
+    *was_held = false;
+    wk__wake_keys wk;
+    if ((rc = wk__wake_keys_for(p, "rwlock.force_release", &wk, k.w, k.w_len)) != WK_OK)
+        return rc;
+    const char *args[2] = {k.r, wk.w};
+    size_t lens[2] = {k.r_len, wk.w_len};
+    return wk__wake_script(p, "rwlock.force_release", &force_release_script, WK_WRITE, rwlock, k.w,
+                           k.w_len, &wk, 1, args, lens, 2, wk__parse_bool_int, was_held);
+}
+
+static int owned(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
+                 const wk_name *name, bool reader, const wk_token *token, wk_lease_state *state)
+{
+    keys k;
+    int rc = prepare(p, op, e, name, &k, token, state);
+    if (rc)
+        return rc;
+    state->owned = false;
+    state->ttl_ms = 0;
+    return reader ? wk__owned_script(p, op, script, e, k.r, k.r_len, token, state)
+                  : wk__owned_script(p, op, script, e, k.w, k.w_len, token, state);
+}
+
+int wk_rwlock_owned_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                          const wk_token *token, wk_lease_state *state)
+{
+    return owned(p, "rwlock.owned_write", &wk__lock_owned_script, rwlock, &name, false, token,
+                 state);
+}
+
+int wk_rwlock_owned_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                         const wk_token *token, wk_lease_state *state)
+{
+    return owned(p, "rwlock.owned_read", &owned_read_script, rwlock, &name, true, token, state);
 }

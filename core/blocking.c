@@ -95,6 +95,23 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     return WK_OK;
 }
 
+int wk__blocking_of(wk_db *db, wk_db **out)
+{
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    if (!db)
+        return WK_EINVAL;
+    if (!db->blocking) {
+        char err[WK__ERRMSG_MAX];
+        int rc = wk__blocking_open(&db->blocking, db, err, sizeof(err));
+        if (rc)
+            return wk__db_fail(db, rc, "%s", err);
+    }
+    *out = db->blocking;
+    return WK_OK;
+}
+
 int wk__blocking_process(wk_db *b, wk_query *query, int64_t block_ms)
 {
     if (!b || !b->conn || b->conn->wake_fd < 0 || block_ms < 0)

@@ -33,6 +33,16 @@
 int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen);
 
 /*
+ * The blocking handle of `db` itself: opened (wk__blocking_open) on the
+ * first call, then kept and closed by wk_db_close(db). A handle narrowed
+ * from `db` is a handle of its own, with its own blocking handle and its
+ * own capability. Returns WK_OK with *out borrowed from `db`, or the
+ * status of opening it, with the message on `db`. Thread-safety: as `db`
+ * (one thread at a time), which is also the only user of *out.
+ */
+int wk__blocking_of(wk_db *db, wk_db **out);
+
+/*
  * Run `query` (a blocking command whose server-side wait is at most
  * `block_ms`; 0: it does not block) on the blocking handle `b`: as
  * wk_process() on the handle, except that the reply is awaited for

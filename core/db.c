@@ -771,6 +771,7 @@ void wk_db_close(wk_db *db)
     /* A pool's shared handle belongs to the pool (wk_pool_close). */
     if (!db || db->pool)
         return;
+    wk_db_close(db->blocking);
     wk__conn_release(db->conn);
     wk_cap_free(db->cap);
     free(db);

@@ -82,6 +82,7 @@ struct wk_db {
     wk_processor proc; /* first member: &db->proc is the handle's processor */
     wk__conn *conn;
     wk_cap *cap;
+    wk_db *blocking; /* wk__blocking_of(): opened on first use, closed with the handle */
     char errmsg[WK__ERRMSG_MAX];
     /* Non-NULL: this is a pool's shared handle (core/pool.c), the `db` of
      * a processor many threads call at once. It does no I/O itself: conn

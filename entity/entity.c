@@ -106,6 +106,9 @@ int wk_entity_check_msg(const wk_entity *e, char *msg, size_t len)
     int rc = wk__entity_names_check(e, msg, len);
     if (rc != WK_OK)
         return rc;
+    if (e->flags & ~WK_ENTITY_FAIR)
+        return wk__entity_fail(msg, len, "flags 0x%x has bits no WK_ENTITY_* flag defines",
+                               e->flags);
     const wk__kind *kind = wk__kind_find(e->kind);
     if (kind && kind->check_params)
         return kind->check_params(e, msg, len);

@@ -5,7 +5,10 @@
  * THREADS: a wk_db (and every handle narrowed from it, which shares its
  * connection) is used by one thread at a time, like a hiredis context.
  * Give each thread its own wk_db_open(); helpers that need a thread of their
- * own open their own connection from the same options.
+ * own open their own connection from the same options. A handle whose
+ * waiting acquire (wk_lock_acquire …) has had to wait also keeps a second
+ * connection for those waits, opened with its options and capability the
+ * first time, closed by wk_db_close() (each narrowed handle has its own).
  *
  * CONNECTIONS: wk_db_open() connects at once and checks the server in the
  * same step (HELLO, after AUTH; SELECT after it): a port that is not Redis,

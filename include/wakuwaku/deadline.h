@@ -3,25 +3,29 @@
  * the waiting acquires of lock.h and rwlock.h wait.
  *
  * The familiar lock(timeout) of simple Redis locks, built on the atomic
- * acquires of lock.h and rwlock.h (SET NX PX, or one script): every try
- * either takes the lock *with* its expiry or changes nothing, so a crash
- * between two commands can never leave a lock without expiry.
+ * acquires of lock.h and rwlock.h (SET NX PX, or one script): every
+ * attempt either takes the lock *with* its expiry or changes nothing, so a
+ * crash between two commands can never leave a lock without expiry.
  *
- *   wk_lock_acquire          retries wk_lock_try           WRITE
- *   wk_rwlock_acquire_read   retries wk_rwlock_try_read    WRITE
- *   wk_rwlock_acquire_write  retries wk_rwlock_try_write   WRITE
+ *   wk_lock_acquire          lock.try, then lock.acquire       WRITE
+ *   wk_rwlock_acquire_read   rwlock.try_read, then             WRITE
+ *                            rwlock.acquire_read
+ *   wk_rwlock_acquire_write  rwlock.try_write, then            WRITE
+ *                            rwlock.acquire_write
  *
- * These helpers send no query of their own: each try is the corresponding
- * non-waiting query, with its effect, checked against the capability like
- * any other call.
+ * Every query is checked against the capability like any other call.
  *
- * Waiting: tries are separated by a capped, jittered exponential backoff
- * ("decorrelated jitter": each sleep is drawn uniformly between
- * `initial_ms` and three times the previous sleep, capped at `max_ms`,
- * using libsodium's randombytes_uniform), so contenders spread out instead
- * of retrying in lock-step. A sleep never goes past the deadline: it lasts
- * min(backoff, time left), and when the deadline comes one last try is
- * made at it. Deadlines are points on the library's clock
+ * Waiting: wake on release. The first attempt is the plain try. If the
+ * lock is held, an acquire-or-queue script tries again and queues the
+ * caller; the caller then sleeps in BLPOP on a list of its own (wake.wait,
+ * on the handle's blocking connection, opened the first time it waits),
+ * until a release pushes to it (a release wakes the first waiter), until
+ * the holder's lease would end (the first waiter), or until a waiter
+ * ahead of it must have renewed its place (the others), and never past
+ * the deadline; when the deadline comes one last attempt is made at it.
+ * Leaving without the lock it leaves the queue (wake.leave) and passes on
+ * a wake-up it got. `backoff` is still checked (1 <= initial_ms <= max_ms)
+ * but no longer used. Deadlines are points on the library's clock
  * (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it), so changing
  * the wall clock does not stretch or cut a wait, and a deadline that
  * passes while the system is suspended has passed when it resumes.

@@ -43,6 +43,9 @@ extern "C" {
  *   capacity   TokenBucket: tokens when full (> 0).
  *   rate       TokenBucket: tokens added per `period_ms` (> 0), continuously.
  *   period_ms  TokenBucket: the period of `rate` (> 0).
+ *   flags      WK_ENTITY_* below; 0 for the default behaviour. Other bits
+ *              are refused (WK_EINVAL); WK_ENTITY_FAIR means nothing to
+ *              kinds that do not wait.
  */
 typedef struct wk_entity {
     const char *kind;
@@ -51,7 +54,11 @@ typedef struct wk_entity {
     double capacity;
     double rate;
     int64_t period_ms;
+    unsigned flags;
 } wk_entity;
+
+/* Entity flags */
+#define WK_ENTITY_FAIR (1u << 0) /* Lock, RwLock: first come, first served (lock.h) */
 
 /*
  * WK__ENTITY — every field of a descriptor, in declaration order, for the
@@ -61,7 +68,8 @@ typedef struct wk_entity {
  * leave a field out). In C++ the numbers are cast (a braced initialiser
  * refuses an int variable as a double); in C they are not, so C keeps
  * diagnosing a wrong argument. A new field of wk_entity is added here, and
- * to each call.
+ * to each call (`flags` was added through WK__ENTITY_FLAGS instead, so the
+ * existing calls did not change).
  */
 #ifdef __cplusplus
 #define WK__ENTITY_NUM(type_, v_) static_cast<type_>(v_)
@@ -69,9 +77,14 @@ typedef struct wk_entity {
 #define WK__ENTITY_NUM(type_, v_) (v_)
 #endif
 #define WK__ENTITY(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_)                         \
+    WK__ENTITY_FLAGS(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_, 0)
+/* WK__ENTITY with flags (WK_ENTITY_FAIR …), for the initialisers that set
+ * them (WK_LOCK_FAIR_ENTITY …); WK__ENTITY is this with flags 0, so the
+ * calls written before `flags` existed stay as they are. */
+#define WK__ENTITY_FLAGS(kind_, ns_, ttl_ms_, capacity_, rate_, period_ms_, flags_)           \
     {.kind = (kind_), .ns = (ns_), .ttl_ms = WK__ENTITY_NUM(int64_t, ttl_ms_),                \
      .capacity = WK__ENTITY_NUM(double, capacity_), .rate = WK__ENTITY_NUM(double, rate_),    \
-     .period_ms = WK__ENTITY_NUM(int64_t, period_ms_)}
+     .period_ms = WK__ENTITY_NUM(int64_t, period_ms_), .flags = WK__ENTITY_NUM(unsigned, flags_)}
 
 /* A descriptor of a kind of your own (custom queries): no parameters. The
  * built-in kinds have theirs in their headers: WK_LOCK_ENTITY (lock.h),
@@ -123,6 +136,7 @@ typedef struct wk_entity {
  *               capacity must be a finite number > 0 (got nan)  TokenBucket
  *               rate must be a finite number > 0 (got 0)        TokenBucket
  *               period_ms must be > 0 (got -5)                  TokenBucket
+ *               flags 0x80 has bits no WK_ENTITY_* flag defines
  *
  * The built-in queries put this message in the handle's detail message
  * (wk_db_errmsg()) when they refuse a descriptor. Returns WK_OK or

@@ -8,8 +8,20 @@
  *   wk_lock_release  delete if the key holds token   WRITE
  *   wk_lock_extend   restart the lease (one TTL)     WRITE
  *   wk_lock_inspect  held? for how long (PTTL)       READ
- *   wk_lock_acquire  retries wk_lock_try until a     WRITE (one try query
- *                    deadline (wakuwaku/deadline.h)  per try)
+ *   wk_lock_owned    does token still hold it, for   READ (writes nothing,
+ *                    how long                        extends nothing)
+ *   wk_lock_force_release  free it, whoever holds it WRITE (operators)
+ *   wk_lock_acquire  try, then sleep until a release WRITE
+ *                    or the deadline (deadline.h)
+ *
+ * Waiting (wakuwaku/deadline.h): waiters queue on companion keys in the
+ * lock's cluster slot (…{<lock key>}:q, :e, :w:<token>) and sleep in BLPOP
+ * on the handle's blocking connection; every release wakes the first.
+ *
+ * FAIRNESS: a Lock declared with WK_LOCK_FAIR_ENTITY goes to its waiters
+ * first come, first served: while anyone waits, wk_lock_try by anyone else
+ * says "not acquired" even if the lock is free (its try is then a script,
+ * still one round trip). Every user of a name must agree on its fairness.
  *
  * "Not acquired", "not released" are outcomes (OUT booleans), not errors.
  *
@@ -30,6 +42,10 @@
 #define WK_KIND_LOCK "Lock"
 /* A Lock entity: namespace and lease length (ttl_ms > 0). */
 #define WK_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0)
+/* A fair Lock entity: the lock goes to its waiters first come, first
+ * served, and no caller barges in ahead of them (see FAIRNESS below). */
+#define WK_LOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                          \
+    WK__ENTITY_FLAGS(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
 #endif
 
 #if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -79,6 +95,35 @@ WK_API int wk_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
 WK_API int wk_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,
                           const wk_token *token, bool *extended);
 
+/* What an `owned` query saw (wk_lock_owned(), wk_rwlock_owned_write(),
+ * wk_rwlock_owned_read(), and the other lease kinds'). */
+typedef struct wk_lease_state {
+    bool owned;     /* the token still holds its lease */
+    int64_t ttl_ms; /* ms left on that lease when owned; 0 otherwise */
+} wk_lease_state;
+
+/*
+ * wk_lock_owned — does `token` still hold the lock `name`, and for how
+ * long: *state gets owned and the ms left on its lease (redis-py's
+ * Lock.owned(), redsync's Valid()). Writes nothing and does not extend
+ * the lease: READ effect, so a read-only handle may ask. The answer is
+ * already old when it arrives: the lease may run out right after.
+ * Returns WK_OK, WK_EINVAL (bad entity, name, NULL token or state),
+ * WK_EDENIED, or a connection / server error.
+ */
+WK_API int wk_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
+                         const wk_token *token, wk_lease_state *state);
+
+/*
+ * wk_lock_force_release — free the lock `name` whoever holds it, and wake
+ * its first waiter. For operators (a stuck job, a holder known dead): the
+ * holder is not told, and its release/extend then report false.
+ * *was_held: whether somebody held it. WRITE effect. Returns as
+ * wk_lock_release().
+ */
+WK_API int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name,
+                                 bool *was_held);
+
 /* What wk_lock_inspect() saw. */
 typedef struct wk_lock_state {
     bool held;      /* somebody holds the lock */
@@ -91,7 +136,7 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
                            wk_lock_state *state);
 
 /*
- * wk_lock_acquire — take the lock `name`, retrying wk_lock_try() until it
+ * wk_lock_acquire — take the lock `name`, waiting for its release until it
  * is acquired or the deadline passes.
  *
  *   p         the processor. A deferred one (a batch) is refused with
@@ -100,7 +145,8 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *   deadline  a point on wk_monotonic_ms()'s clock, e.g.
  *             wk_deadline_in(2000). A deadline already past still makes
  *             exactly one try.
- *   backoff   NULL for WK_BACKOFF_INIT; else initial_ms 1..max_ms.
+ *   backoff   NULL for WK_BACKOFF_INIT; else initial_ms 1..max_ms. Still
+ *             checked, no longer used: the wait does not poll.
  *   token     OUT: the token of the last try. It holds the lock when
  *             *acquired is true, never after WK_OK with *acquired false,
  *             and MAY hold it after WK_EUNKNOWN (see the WARNING in
@@ -119,9 +165,23 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *
  * Never returns WK_OK with *acquired false before the deadline; never
  * sleeps past the deadline (the only overrun is the scheduler's wake-up
- * latency plus the final try's round trip). WRITE effect on `lock` (one
- * lock.try query per try). Thread-safety: as the processor's handle (one
- * thread at a time); the function keeps no state between calls.
+ * latency plus the final attempt's round trip).
+ *
+ * How it waits: one lock.try first (a free lock costs exactly a
+ * wk_lock_try). If held, a lock.acquire script tries again and queues
+ * the caller, then it sleeps in BLPOP (wake.wait) on the blocking
+ * connection of the handle behind `p`: opened with the handle's options
+ * and capability the first time it waits, kept until wk_db_close(). A
+ * release wakes the first waiter, who attempts again; the first waiter
+ * also wakes when the holder's lease would end. Leaving without the lock
+ * (deadline, error) it leaves the queue (wake.leave), passing on a
+ * wake-up it got. Errors of the wait itself: the blocking connection's
+ * open status, or WK_EIO / WK_ETIMEDOUT when it fails while sleeping (the
+ * lock is then not held by *token). Every query is a WRITE of `lock`;
+ * wrappers of `p` see lock.try, lock.acquire and wake.leave, not the
+ * BLPOPs. A processor with no handle (p->db NULL) sleeps the same bounds
+ * instead of blocking. Thread-safety: as the processor's handle (one
+ * thread at a time).
  */
 WK_API int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
                            const wk_backoff *backoff, wk_token *token, bool *acquired);

@@ -16,14 +16,21 @@
  *   wk_rwlock_extend_read    renews only a running lease           WRITE
  *   wk_rwlock_release_write / _extend_write   as wk_lock_*         WRITE
  *   wk_rwlock_inspect        writer held? readers running?         READ
- *   wk_rwlock_acquire_read / _write   retry until a deadline       WRITE
- *                            (wakuwaku/deadline.h)
+ *   wk_rwlock_owned_write / _owned_read   this token's lease?      READ
+ *   wk_rwlock_force_release  drop writer and readers, wake         WRITE
+ *   wk_rwlock_acquire_read / _write   try, then sleep until a      WRITE
+ *                            release or the deadline (deadline.h)
+ *
+ * Waiters queue on the writer key's companions (…{<ns>:<name>}:w:q …, see
+ * wakuwaku/lock.h). The writer's release and the last reader's release
+ * wake the first waiter; a reader that gets in wakes the next one.
  *
  * Taking a read lease is a WRITE: it changes Redis.
  *
  * WARNING: readers do not wait for a waiting writer, so a steady stream of
- * overlapping readers can starve writers indefinitely. Use a Lock when
- * writers must make progress under constant reading.
+ * overlapping readers can starve writers indefinitely — unless the entity
+ * is fair (WK_RWLOCK_FAIR_ENTITY: first come, first served; a reader's try
+ * fails while a writer waits).
  */
 /* The kind: its name in keys and the initialiser of its descriptors
  * (wakuwaku/entity.h). Plain macros in a guard of their own, which
@@ -34,6 +41,11 @@
 /* An RwLock entity: namespace and the lease length of the writer and
  * of each reader (ttl_ms > 0). */
 #define WK_RWLOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0)
+/* A fair RwLock entity: waiting readers and writers get it first come,
+ * first served, and a reader does not pass a waiting writer (no writer
+ * starvation; see FAIRNESS in wakuwaku/lock.h). */
+#define WK_RWLOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                        \
+    WK__ENTITY_FLAGS(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
 #endif
 
 #if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -78,6 +90,24 @@ WK_API int wk_rwlock_release_write(wk_processor *p, const wk_entity *rwlock, wk_
 WK_API int wk_rwlock_extend_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                   const wk_token *token, bool *extended);
 
+/* wk_rwlock_owned_write — does `token` still hold the writer lease, and
+ * for how long (as wk_lock_owned()). READ effect; writes nothing. */
+WK_API int wk_rwlock_owned_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                 const wk_token *token, wk_lease_state *state);
+
+/* wk_rwlock_owned_read — does the reader lease of `token` still run, and
+ * for how long (server time). READ effect; writes nothing, renews
+ * nothing. */
+WK_API int wk_rwlock_owned_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                const wk_token *token, wk_lease_state *state);
+
+/* wk_rwlock_force_release — free `name` whoever holds it (the writer and
+ * every reader lease), and wake its first waiter. For operators; the
+ * holders are not told. *was_held: a writer or a running reader held it.
+ * WRITE effect. */
+WK_API int wk_rwlock_force_release(wk_processor *p, const wk_entity *rwlock, wk_name name,
+                                   bool *was_held);
+
 /* What wk_rwlock_inspect() saw. */
 typedef struct wk_rwlock_state {
     bool writer_held;       /* a writer holds the lock */
@@ -91,9 +121,8 @@ WK_API int wk_rwlock_inspect(wk_processor *p, const wk_entity *rwlock, wk_name n
                              wk_rwlock_state *state);
 
 /*
- * wk_rwlock_acquire_read — take a reader lease, retrying
- * wk_rwlock_try_read() (which fails only while a writer holds the lock)
- * until acquired or the deadline passes. Arguments, return codes and
+ * wk_rwlock_acquire_read — take a reader lease, waiting for the writer's
+ * release until acquired or the deadline passes. Arguments, return codes and
  * guarantees as wk_lock_acquire(); an RwLock entity. WRITE effect.
  */
 WK_API int wk_rwlock_acquire_read(wk_processor *p, const wk_entity *rwlock, wk_name name,
@@ -101,13 +130,14 @@ WK_API int wk_rwlock_acquire_read(wk_processor *p, const wk_entity *rwlock, wk_n
                                   bool *acquired);
 
 /*
- * wk_rwlock_acquire_write — take the writer lease, retrying
- * wk_rwlock_try_write() until acquired or the deadline passes. As
+ * wk_rwlock_acquire_write — take the writer lease, waiting for the
+ * releases of the writer and of the last reader until acquired or the
+ * deadline passes. As
  * wk_lock_acquire(); an RwLock entity. WRITE effect.
  *
- * WARNING: readers do not wait for a waiting writer (see rwlock.h), so
- * under a steady stream of overlapping readers this times out however
- * long the deadline.
+ * WARNING: unless the entity is fair, readers do not wait for a waiting
+ * writer (see rwlock.h), so under a steady stream of overlapping readers
+ * this times out however long the deadline.
  */
 WK_API int wk_rwlock_acquire_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                    int64_t deadline, const wk_backoff *backoff, wk_token *token,

@@ -31,6 +31,8 @@
 #include <wakuwaku/live_view.h>
 #include <wakuwaku/pipe.h>
 #include <wakuwaku/stream_buffer.h>
+#include <wakuwaku/fenced_lock.h>
+#include <wakuwaku/semaphore.h>
 #include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/cron.h>

@@ -234,6 +234,10 @@ static const struct bad {
                          "you mean \"ttl\"?"},
     {"key_of_other_kind.json",
      "5:32: error: $.entities[0].ttl: unknown key \"ttl\": a TokenBucket has no TTL"},
+    {"fair_not_a_lock.json", "4:80: error: $.entities[0].fair: unknown key \"fair\": a Cache has "
+                             "no fair mode (a Lock or an RwLock has)"},
+    {"fair_not_boolean.json",
+     "4:87: error: $.entities[0].fair: fair must be true or false, not a string"},
     {"duplicate_id.json",
      "5:12: error: $.entities[1].id: duplicate entity id \"a\" (also entities[0], line 4:12)"},
     {"duplicate_key.json",
@@ -268,6 +272,8 @@ static const struct bad {
      "4:73: error: $.entities[0].ttl: invalid ttl \"30 sec\": write a whole number with a unit"},
     {"rate_zero.json", "4:96: error: $.entities[0].rate: rate must be > 0 (got 0)"},
     {"capacity_zero.json", "4:85: error: $.entities[0].capacity: capacity must be > 0 (got 0)"},
+    {"permits_fractional.json", "4:82: error: $.entities[0].permits: permits must be a whole "
+                                "number from 1 to 1000000 (got 1.5)"},
     {"capacity_inexact.json",
      "4:85: error: $.entities[0].capacity: capacity 0.1 is not n/2^k with whole n <= 2^50 and k "
      "<= 50: use a whole number up to 2^50 = 1125899906842624 or a binary fraction such as 2.5"},

@@ -185,6 +185,26 @@ static int run_every_query(wk_processor *p, const wk_entity *e, wk_name n, int *
         rc[nrc++] = wk_rwlock_release_write(p, e, n, &t, &b);
         rc[nrc++] = wk_rwlock_extend_write(p, e, n, &t, &b);
         rc[nrc++] = wk_rwlock_inspect(p, e, n, &st);
+    } else if (strcmp(e->kind, WK_KIND_FENCED_LOCK) == 0) {
+        wk_fenced_lease lease;
+        wk_fenced_lock_ownership own;
+        wk_fenced_lock_state st;
+        rc[nrc++] = wk_fenced_lock_try(p, e, n, &lease);
+        rc[nrc++] = wk_fenced_lock_release(p, e, n, &t, &b);
+        rc[nrc++] = wk_fenced_lock_extend(p, e, n, &t, &b);
+        rc[nrc++] = wk_fenced_lock_owned(p, e, n, &t, &own);
+        rc[nrc++] = wk_fenced_lock_inspect(p, e, n, &st);
+        rc[nrc++] = wk_fenced_lock_force_release(p, e, n, &b);
+    } else if (strcmp(e->kind, WK_KIND_SEMAPHORE) == 0) {
+        wk_lease_state own;
+        wk_semaphore_state st;
+        int64_t freed;
+        rc[nrc++] = wk_semaphore_try(p, e, n, &t, &b);
+        rc[nrc++] = wk_semaphore_release(p, e, n, &t, &b);
+        rc[nrc++] = wk_semaphore_extend(p, e, n, &t, &b);
+        rc[nrc++] = wk_semaphore_owned(p, e, n, &t, &own);
+        rc[nrc++] = wk_semaphore_inspect(p, e, n, &st);
+        rc[nrc++] = wk_semaphore_force_release(p, e, n, &freed);
     } else if (strcmp(e->kind, WK_KIND_CACHE) == 0) {
         wk_body body = WK_BODY_INIT;
         rc[nrc++] = wk_cache_get(p, e, n, &body);
@@ -327,7 +347,7 @@ Test(key, no_two_triples_build_the_same_key)
         WK_KIND_LOCK,         WK_KIND_RWLOCK,        WK_KIND_CACHE,
         WK_KIND_HASHED_CACHE, WK_KIND_TOKEN_BUCKET,  WK_KIND_SETTINGS,
         WK_KIND_LIVE_VIEW,    WK_KIND_PIPE,          WK_KIND_STREAM_BUFFER,
-        "Job"};
+        WK_KIND_FENCED_LOCK,  WK_KIND_SEMAPHORE,     "Job"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     /* Deferred, like a batch: parsers never run, so a settings snapshot
      * takes its one-command path instead of reading chunks. */
@@ -384,8 +404,8 @@ Test(key, no_two_triples_build_the_same_key)
             cr_assert_fail("%s and %s both build the key \"%s\"", a, b, key);
         }
     }
-    /* At least one key per accepted triple (RwLock, Settings and the
-     * custom kind have several). */
+    /* At least one key per accepted triple (RwLock, Settings, FencedLock,
+     * Semaphore and the custom kind have several). */
     cr_assert_geq(distinct, accepted_ns * NAME_COUNT, "%zu distinct keys", distinct);
     cr_assert_eq(wrongly_accepted, 0,
                  "%zu namespaces holding ':', '{' or '}' were accepted, e.g. %s",

@@ -21,6 +21,8 @@ static const wk_entity settings = WK_SETTINGS_ENTITY("flags");
 static const wk_entity view = WK_LIVE_VIEW_ENTITY("document", 100);
 static const wk_entity pipe = WK_PIPE_ENTITY("to-client", 60000);
 static const wk_entity sbuf = WK_STREAM_BUFFER_ENTITY("completion", 120000);
+static const wk_entity fenced = WK_FENCED_LOCK_ENTITY("ledger", 10000);
+static const wk_entity sem = WK_SEMAPHORE_ENTITY("workers", 4, 30000);
 static const wk_entity custom = WK_CUSTOM_ENTITY("Mine", "things");
 
 static int failures;
@@ -35,8 +37,8 @@ static void expect(bool ok, const char *what)
 
 int main()
 {
-    const wk_entity *all[] = {&lock,     &rwlock, &cache, &hashed, &bucket,
-                              &settings, &view,   &pipe,  &sbuf,   &custom};
+    const wk_entity *all[] = {&lock, &rwlock, &cache, &hashed, &bucket, &settings,
+                              &view, &pipe,   &sbuf,  &fenced, &sem,    &custom};
     for (const wk_entity *e : all)
         expect(wk_entity_check(e) == WK_OK, e->kind);
 
@@ -55,6 +57,11 @@ int main()
     expect(std::strcmp(pipe.kind, WK_KIND_PIPE) == 0 && pipe.ttl_ms == 60000, "Pipe fields");
     expect(std::strcmp(sbuf.kind, WK_KIND_STREAM_BUFFER) == 0 && sbuf.ttl_ms == 120000,
            "StreamBuffer fields");
+    expect(std::strcmp(fenced.kind, WK_KIND_FENCED_LOCK) == 0 && fenced.ttl_ms == 10000,
+           "FencedLock fields");
+    expect(std::strcmp(sem.kind, WK_KIND_SEMAPHORE) == 0 && sem.capacity == 4 &&
+               sem.ttl_ms == 30000,
+           "Semaphore fields");
 
     /* Variables of other arithmetic types, as C++ callers pass them. */
     int capacity = 10;

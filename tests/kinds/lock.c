@@ -89,7 +89,67 @@ static int q_rw_inspect(wk_processor *p, const char *ns)
     return wk_rwlock_inspect(p, &e, wk_name_str("n"), &st);
 }
 
+#define FAIR_LOCK_E(ns) wk_entity e = WK_LOCK_FAIR_ENTITY(ns, 5000)
+#define FAIR_RW_E(ns) wk_entity e = WK_RWLOCK_FAIR_ENTITY(ns, 5000)
+
+static int q_lock_try_fair(wk_processor *p, const char *ns)
+{
+    FAIR_LOCK_E(ns);
+    bool b;
+    return wk_lock_try(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_lock_owned(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    wk_lease_state st;
+    return wk_lock_owned(p, &e, wk_name_str("n"), &any_token, &st);
+}
+static int q_lock_force_release(wk_processor *p, const char *ns)
+{
+    LOCK_E(ns);
+    bool b;
+    return wk_lock_force_release(p, &e, wk_name_str("n"), &b);
+}
+static int q_rw_try_read_fair(wk_processor *p, const char *ns)
+{
+    FAIR_RW_E(ns);
+    bool b;
+    return wk_rwlock_try_read(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_try_write_fair(wk_processor *p, const char *ns)
+{
+    FAIR_RW_E(ns);
+    bool b;
+    return wk_rwlock_try_write(p, &e, wk_name_str("n"), &any_token, &b);
+}
+static int q_rw_owned_write(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    wk_lease_state st;
+    return wk_rwlock_owned_write(p, &e, wk_name_str("n"), &any_token, &st);
+}
+static int q_rw_owned_read(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    wk_lease_state st;
+    return wk_rwlock_owned_read(p, &e, wk_name_str("n"), &any_token, &st);
+}
+static int q_rw_force_release(wk_processor *p, const char *ns)
+{
+    RW_E(ns);
+    bool b;
+    return wk_rwlock_force_release(p, &e, wk_name_str("n"), &b);
+}
+
 static const wk_test_query queries[] = {
+    {"lock.try (fair)", WK_KIND_LOCK, WK_WRITE, q_lock_try_fair},
+    {"lock.owned", WK_KIND_LOCK, WK_READ, q_lock_owned},
+    {"lock.force_release", WK_KIND_LOCK, WK_WRITE, q_lock_force_release},
+    {"rwlock.try_read (fair)", WK_KIND_RWLOCK, WK_WRITE, q_rw_try_read_fair},
+    {"rwlock.try_write (fair)", WK_KIND_RWLOCK, WK_WRITE, q_rw_try_write_fair},
+    {"rwlock.owned_write", WK_KIND_RWLOCK, WK_READ, q_rw_owned_write},
+    {"rwlock.owned_read", WK_KIND_RWLOCK, WK_READ, q_rw_owned_read},
+    {"rwlock.force_release", WK_KIND_RWLOCK, WK_WRITE, q_rw_force_release},
     {"lock.try", WK_KIND_LOCK, WK_WRITE, q_lock_try},
     {"lock.release", WK_KIND_LOCK, WK_WRITE, q_lock_release},
     {"lock.extend", WK_KIND_LOCK, WK_WRITE, q_lock_extend},
@@ -130,9 +190,41 @@ static int rw_cycle(wk_processor *p, unsigned i)
     return rc;
 }
 
+static const wk_entity alloc_fair = WK_LOCK_FAIR_ENTITY("alloc-fair", 10000);
+
+/* A free lock: the waiting acquire is its plain try. */
+static int lock_acquire_cycle(wk_processor *p, unsigned i)
+{
+    wk_token t;
+    bool got = false, ok = false;
+    int rc = wk_lock_acquire(p, &alloc_lock, wk_name_u64(i), wk_deadline_in(1000), NULL, &t, &got);
+    if (rc == WK_OK)
+        rc = wk_lock_release(p, &alloc_lock, wk_name_u64(i), &t, &ok);
+    return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
+}
+
+static int fair_cycle(wk_processor *p, unsigned i)
+{
+    wk_token t;
+    bool got = false, ok = false;
+    int rc = wk_lock_try(p, &alloc_fair, wk_name_u64(i), &t, &got);
+    if (rc == WK_OK)
+        rc = wk_lock_release(p, &alloc_fair, wk_name_u64(i), &t, &ok);
+    return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
+}
+
+static int owned_op(wk_processor *p, unsigned i)
+{
+    wk_lease_state st;
+    return wk_lock_owned(p, &alloc_lock, wk_name_u64(i), &any_token, &st);
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"lock try+release", NULL, lock_cycle},
     {"rwlock read cycle", NULL, rw_cycle},
+    {"lock acquire (free)+release", NULL, lock_acquire_cycle},
+    {"fair lock try+release", NULL, fair_cycle},
+    {"lock owned", NULL, owned_op},
 };
 
 /* ------------------------------------------------------------------------
@@ -204,8 +296,37 @@ static void rw_op(wk_processor *p, const wk_test_soak_env *env)
     }
 }
 
+/* Waiting acquires (wake on release) on names of their own, unfair and
+ * fair: under faults they keep exclusion (their own holders' counts). */
+static const wk_entity soak_wait[2] = {WK_LOCK_ENTITY("soak-wait", LEASE_MS),
+                                       WK_LOCK_FAIR_ENTITY("soak-fair", LEASE_MS)};
+
+typedef struct wait_shared {
+    atomic_int holders[2][LOCK_NAMES];
+} wait_shared;
+
+static void wait_op(wk_processor *p, const wk_test_soak_env *env)
+{
+    wait_shared *s = env->shared;
+    unsigned n = randombytes_uniform(LOCK_NAMES), fair = randombytes_uniform(2);
+    const wk_entity *e = &soak_wait[fair];
+    atomic_int *holders = &s->holders[fair][n];
+    wk_token t;
+    bool got = false, released;
+    int rc = wk_lock_acquire(p, e, wk_name_u64(n), wk_deadline_in(300), NULL, &t, &got);
+    env->account(rc, "lock.acquire");
+    if (rc != WK_OK || !got)
+        return;
+    if (atomic_fetch_add(holders, 1) != 0)
+        env->violation("%s %d has two holders", "lock (waiting)", (int)n);
+    usleep(randombytes_uniform(300));
+    atomic_fetch_sub(holders, 1);
+    env->account(wk_lock_release(p, e, wk_name_u64(n), &t, &released), "lock.release");
+}
+
 static const wk_test_soak_op soak[] = {
     {"lock", 4, sizeof(lock_shared), lock_op, NULL},
+    {"lock.acquire", 2, sizeof(wait_shared), wait_op, NULL},
     {"rwlock", 3, sizeof(rw_shared), rw_op, NULL},
 };
 

@@ -175,6 +175,42 @@ int wk_test_killer_stop(wk_test_killer *k)
     return kills;
 }
 
+long long wk_test_changes(redisContext *c)
+{
+    redisReply *r = wk_test_cmd(c, "INFO persistence");
+    const char *field = "rdb_changes_since_last_save:";
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field)) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+wk_db *wk_test_open_child(void)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    wk_db *db = NULL;
+    return wk_db_open(&db, &o, NULL, 0) == WK_OK ? db : NULL;
+}
+
+static wk_test_server private_server;
+
+void wk_test_private_start(void)
+{
+    cr_assert_eq(wk_test_server_start(&private_server, NULL), 0, "redis-server did not start");
+}
+
+void wk_test_private_stop(void)
+{
+    wk_test_server_stop(&private_server);
+}
+
+const char *wk_test_private_url(void)
+{
+    return private_server.url;
+}
+
 const char *wk_test_ns(const char *prefix)
 {
     static char slots[16][96];

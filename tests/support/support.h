@@ -72,6 +72,24 @@ int wk_test_killer_stop(wk_test_killer *k);
  * 0, or -1 if fd is not a TCP socket or the server refused. */
 int wk_test_kill_client_fd(const char *url, int fd);
 
+/* The server's count of writes since its last save (INFO persistence,
+ * rdb_changes_since_last_save; the test servers never save): a read-only
+ * query leaves it unchanged. -1 if it cannot be read. Counts every
+ * client's writes: use a private server. */
+long long wk_test_changes(redisContext *c);
+
+/* A read-write handle on the shared server for a forked child, which
+ * reports failure by exit status rather than criterion: NULL when it does
+ * not open. */
+wk_db *wk_test_open_child(void);
+
+/* A redis-server of the test's own, for counters no other test may move:
+ * `.init = wk_test_private_start, .fini = wk_test_private_stop`, then
+ * wk_test_private_url(). Fails the test if it does not start. */
+void wk_test_private_start(void);
+void wk_test_private_stop(void);
+const char *wk_test_private_url(void);
+
 /* A namespace unique to this test process, so parallel tests never share
  * keys: "<prefix>-<pid>-<counter>". Returns a static buffer per call slot
  * (up to 16 live). */

@@ -76,6 +76,25 @@ static inline int shop_invoice_extend(wk_processor *p, uint64_t invoice, const w
     return wk_lock_extend(p, &shop_invoice_entity, wk_name_u64(invoice), token, extended);
 }
 
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int shop_invoice_owned(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                     wk_lease_state *state)
+{
+    return wk_lock_owned(p, &shop_invoice_entity, wk_name_u64(invoice), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int shop_invoice_force_release(wk_processor *p, uint64_t invoice, bool *was_held)
+{
+    return wk_lock_force_release(p, &shop_invoice_entity, wk_name_u64(invoice), was_held);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
 static inline int shop_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
 {
@@ -123,6 +142,32 @@ static inline int shop_catalog_extend_write(wk_processor *p, const char *shop,
                                             const wk_token *token, bool *extended)
 {
     return wk_rwlock_extend_write(p, &shop_catalog_entity, wk_name_str(shop), token, extended);
+}
+
+/* READ: whether token still holds the writer lease; writes nothing. See wk_rwlock_owned_write(). */
+static inline int shop_catalog_owned_write(wk_processor *p, const char *shop, const wk_token *token,
+                                           wk_lease_state *state)
+{
+    return wk_rwlock_owned_write(p, &shop_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * READ: whether the reader lease of token still runs; writes nothing. See
+ * wk_rwlock_owned_read().
+ */
+static inline int shop_catalog_owned_read(wk_processor *p, const char *shop, const wk_token *token,
+                                          wk_lease_state *state)
+{
+    return wk_rwlock_owned_read(p, &shop_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * WRITE: free the writer and every reader lease and wake the first waiter
+ * (operators). See wk_rwlock_force_release().
+ */
+static inline int shop_catalog_force_release(wk_processor *p, const char *shop, bool *was_held)
+{
+    return wk_rwlock_force_release(p, &shop_catalog_entity, wk_name_str(shop), was_held);
 }
 
 /* READ: whether a writer holds it, and how many readers. See wk_rwlock_inspect(). */
@@ -211,6 +256,18 @@ static inline int shop_worker_invoice_extend(shop_worker *h, uint64_t invoice,
     return shop_invoice_extend(h ? h->p : NULL, invoice, token, extended);
 }
 
+static inline int shop_worker_invoice_owned(shop_worker *h, uint64_t invoice, const wk_token *token,
+                                            wk_lease_state *state)
+{
+    return shop_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
+static inline int shop_worker_invoice_force_release(shop_worker *h, uint64_t invoice,
+                                                    bool *was_held)
+{
+    return shop_invoice_force_release(h ? h->p : NULL, invoice, was_held);
+}
+
 static inline int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice,
                                               wk_lock_state *state)
 {
@@ -218,6 +275,18 @@ static inline int shop_worker_invoice_inspect(shop_worker *h, uint64_t invoice,
 }
 
 /* catalog (read): as shop_catalog_*(). */
+static inline int shop_worker_catalog_owned_write(shop_worker *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return shop_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int shop_worker_catalog_owned_read(shop_worker *h, const char *shop,
+                                                 const wk_token *token, wk_lease_state *state)
+{
+    return shop_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
 static inline int shop_worker_catalog_inspect(shop_worker *h, const char *shop,
                                               wk_rwlock_state *state)
 {
@@ -243,6 +312,9 @@ static inline int shop_worker_catalog_inspect(shop_worker *h, const char *shop,
 #define shop_worker_catalog_extend_write(...) \
     WK_NOT_GRANTED("shop_worker_catalog_extend_write: capability \"worker\" " \
                    "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_worker_catalog_force_release(...) \
+    WK_NOT_GRANTED("shop_worker_catalog_force_release: capability \"worker\" " \
+                   "grants only read on catalog, and force_release is a WRITE query")
 #define shop_worker_login_acquire(...) \
     WK_NOT_GRANTED("shop_worker_login_acquire: capability \"worker\" " \
                    "grants nothing on login")
@@ -294,6 +366,12 @@ int shop_replica_narrow(shop_replica *h, wk_db *db);
 void shop_replica_close(shop_replica *h);
 
 /* invoice (read): as shop_invoice_*(). */
+static inline int shop_replica_invoice_owned(shop_replica *h, uint64_t invoice,
+                                             const wk_token *token, wk_lease_state *state)
+{
+    return shop_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
 static inline int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice,
                                                wk_lock_state *state)
 {
@@ -301,6 +379,18 @@ static inline int shop_replica_invoice_inspect(shop_replica *h, uint64_t invoice
 }
 
 /* catalog (read): as shop_catalog_*(). */
+static inline int shop_replica_catalog_owned_write(shop_replica *h, const char *shop,
+                                                   const wk_token *token, wk_lease_state *state)
+{
+    return shop_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int shop_replica_catalog_owned_read(shop_replica *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return shop_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
 static inline int shop_replica_catalog_inspect(shop_replica *h, const char *shop,
                                                wk_rwlock_state *state)
 {
@@ -324,6 +414,9 @@ static inline int shop_replica_login_peek(shop_replica *h, const char *address,
 #define shop_replica_invoice_extend(...) \
     WK_NOT_GRANTED("shop_replica_invoice_extend: capability \"replica\" " \
                    "grants only read on invoice, and extend is a WRITE query")
+#define shop_replica_invoice_force_release(...) \
+    WK_NOT_GRANTED("shop_replica_invoice_force_release: capability \"replica\" " \
+                   "grants only read on invoice, and force_release is a WRITE query")
 #define shop_replica_catalog_try_read(...) \
     WK_NOT_GRANTED("shop_replica_catalog_try_read: capability \"replica\" " \
                    "grants only read on catalog, and try_read is a WRITE query")
@@ -342,6 +435,9 @@ static inline int shop_replica_login_peek(shop_replica *h, const char *address,
 #define shop_replica_catalog_extend_write(...) \
     WK_NOT_GRANTED("shop_replica_catalog_extend_write: capability \"replica\" " \
                    "grants only read on catalog, and extend_write is a WRITE query")
+#define shop_replica_catalog_force_release(...) \
+    WK_NOT_GRANTED("shop_replica_catalog_force_release: capability \"replica\" " \
+                   "grants only read on catalog, and force_release is a WRITE query")
 #define shop_replica_login_acquire(...) \
     WK_NOT_GRANTED("shop_replica_login_acquire: capability \"replica\" " \
                    "grants only read on login, and acquire is a WRITE query")
@@ -401,6 +497,12 @@ void shop_nothing_close(shop_nothing *h);
 #define shop_nothing_invoice_extend(...) \
     WK_NOT_GRANTED("shop_nothing_invoice_extend: capability \"nothing\" " \
                    "grants nothing on invoice")
+#define shop_nothing_invoice_owned(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_owned: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define shop_nothing_invoice_force_release(...) \
+    WK_NOT_GRANTED("shop_nothing_invoice_force_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
 #define shop_nothing_invoice_inspect(...) \
     WK_NOT_GRANTED("shop_nothing_invoice_inspect: capability \"nothing\" " \
                    "grants nothing on invoice")
@@ -421,6 +523,15 @@ void shop_nothing_close(shop_nothing *h);
                    "grants nothing on catalog")
 #define shop_nothing_catalog_extend_write(...) \
     WK_NOT_GRANTED("shop_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_owned_write(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_owned_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_owned_read(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_owned_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define shop_nothing_catalog_force_release(...) \
+    WK_NOT_GRANTED("shop_nothing_catalog_force_release: capability \"nothing\" " \
                    "grants nothing on catalog")
 #define shop_nothing_catalog_inspect(...) \
     WK_NOT_GRANTED("shop_nothing_catalog_inspect: capability \"nothing\" " \

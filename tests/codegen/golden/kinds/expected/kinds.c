@@ -14,6 +14,7 @@
  * ---------------------------------------------------------------------- */
 
 const wk_entity kinds_invoice_entity = WK_LOCK_ENTITY("invoice", 30000);
+const wk_entity kinds_payout_entity = WK_LOCK_FAIR_ENTITY("payout", 10000);
 const wk_entity kinds_catalog_entity = WK_RWLOCK_ENTITY("catalog", 120000);
 const wk_entity kinds_page_entity = WK_CACHE_ENTITY("page", 3600000);
 const wk_entity kinds_etag_entity = WK_HASHED_CACHE_ENTITY("etag", 250);
@@ -23,9 +24,12 @@ const wk_entity kinds_doc_entity = WK_LIVE_VIEW_ENTITY("doc", 100.0);
 const wk_entity kinds_to_client_entity = WK_PIPE_ENTITY("to-client", 60000);
 const wk_entity kinds_completion_entity = WK_STREAM_BUFFER_ENTITY("completion", 120000);
 const wk_entity kinds_weird_entity = WK_LOCK_ENTITY("we\"ird\\ns/*?\?*/ \303\251", 86400000);
+const wk_entity kinds_ledger_entity = WK_FENCED_LOCK_ENTITY("ledger", 10000);
+const wk_entity kinds_workers_entity = WK_SEMAPHORE_ENTITY("workers", 4.0, 30000);
 
 const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
     &kinds_invoice_entity,
+    &kinds_payout_entity,
     &kinds_catalog_entity,
     &kinds_page_entity,
     &kinds_etag_entity,
@@ -35,6 +39,8 @@ const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
     &kinds_to_client_entity,
     &kinds_completion_entity,
     &kinds_weird_entity,
+    &kinds_ledger_entity,
+    &kinds_workers_entity,
 };
 
 /* ------------------------------------------------------------------------
@@ -43,14 +49,16 @@ const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT] = {
 
 /* Capability "worker" */
 
-static const wk_cap_entry kinds__worker_grants[4] = {
+static const wk_cap_entry kinds__worker_grants[6] = {
     {WK_KIND_LOCK, "invoice", WK_GRANT_WRITE},
     {WK_KIND_RWLOCK, "catalog", WK_GRANT_WRITE},
     {WK_KIND_CACHE, "page", WK_GRANT_READ},
     {WK_KIND_TOKEN_BUCKET, "login", WK_GRANT_WRITE},
+    {WK_KIND_FENCED_LOCK, "ledger", WK_GRANT_READ},
+    {WK_KIND_SEMAPHORE, "workers", WK_GRANT_WRITE},
 };
 
-static const wk_cap_table kinds__worker_cap = {"worker", WK_GRANT_NONE, kinds__worker_grants, 4};
+static const wk_cap_table kinds__worker_cap = {"worker", WK_GRANT_NONE, kinds__worker_grants, 6};
 
 int kinds_worker_cap_new(wk_cap **out)
 {

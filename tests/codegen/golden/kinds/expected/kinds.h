@@ -34,6 +34,11 @@ extern "C" {
 
 /* invoice: Lock:invoice, names are uint64_t, lease 30 s. */
 extern const wk_entity kinds_invoice_entity;
+/* payout: Lock:payout, names are uint64_t, lease 10 s. */
+/*
+ * Payouts go to their waiters first come, first served.
+ */
+extern const wk_entity kinds_payout_entity;
 /* catalog: RwLock:catalog, names are strings, lease 2 min. */
 extern const wk_entity kinds_catalog_entity;
 /* page: Cache:page, names are strings, TTL 1 h, byte bodies. */
@@ -58,9 +63,13 @@ extern const wk_entity kinds_to_client_entity;
 extern const wk_entity kinds_completion_entity;
 /* weird: Lock:(see the schema), names are uint64_t, lease 24 h. */
 extern const wk_entity kinds_weird_entity;
+/* ledger: FencedLock:ledger, names are strings, lease 10 s, fenced. */
+extern const wk_entity kinds_ledger_entity;
+/* workers: Semaphore:workers, names are uint64_t, 4.0 permits, lease 30 s. */
+extern const wk_entity kinds_workers_entity;
 
 /* Every entity of the service, in schema order. */
-#define KINDS_ENTITY_COUNT 10
+#define KINDS_ENTITY_COUNT 13
 extern const wk_entity *const kinds_entities[KINDS_ENTITY_COUNT];
 
 /* ------------------------------------------------------------------------
@@ -96,10 +105,75 @@ static inline int kinds_invoice_extend(wk_processor *p, uint64_t invoice, const 
     return wk_lock_extend(p, &kinds_invoice_entity, wk_name_u64(invoice), token, extended);
 }
 
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_invoice_owned(wk_processor *p, uint64_t invoice, const wk_token *token,
+                                      wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_invoice_entity, wk_name_u64(invoice), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_invoice_force_release(wk_processor *p, uint64_t invoice, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_invoice_entity, wk_name_u64(invoice), was_held);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
 static inline int kinds_invoice_inspect(wk_processor *p, uint64_t invoice, wk_lock_state *state)
 {
     return wk_lock_inspect(p, &kinds_invoice_entity, wk_name_u64(invoice), state);
+}
+
+/* payout: Lock */
+/* WRITE: take the lock if nobody holds it; never waits. See wk_lock_try(). */
+static inline int kinds_payout_try(wk_processor *p, uint64_t name, wk_token *token, bool *acquired)
+{
+    return wk_lock_try(p, &kinds_payout_entity, wk_name_u64(name), token, acquired);
+}
+
+/* WRITE: release the lock if it still holds token. See wk_lock_release(). */
+static inline int kinds_payout_release(wk_processor *p, uint64_t name, const wk_token *token,
+                                       bool *released)
+{
+    return wk_lock_release(p, &kinds_payout_entity, wk_name_u64(name), token, released);
+}
+
+/* WRITE: restart the lease for one more TTL if it still holds token. See wk_lock_extend(). */
+static inline int kinds_payout_extend(wk_processor *p, uint64_t name, const wk_token *token,
+                                      bool *extended)
+{
+    return wk_lock_extend(p, &kinds_payout_entity, wk_name_u64(name), token, extended);
+}
+
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_payout_owned(wk_processor *p, uint64_t name, const wk_token *token,
+                                     wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_payout_entity, wk_name_u64(name), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_payout_force_release(wk_processor *p, uint64_t name, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_payout_entity, wk_name_u64(name), was_held);
+}
+
+/* READ: is it held, and for how much longer. See wk_lock_inspect(). */
+static inline int kinds_payout_inspect(wk_processor *p, uint64_t name, wk_lock_state *state)
+{
+    return wk_lock_inspect(p, &kinds_payout_entity, wk_name_u64(name), state);
 }
 
 /* catalog: RwLock */
@@ -143,6 +217,32 @@ static inline int kinds_catalog_extend_write(wk_processor *p, const char *shop,
                                              const wk_token *token, bool *extended)
 {
     return wk_rwlock_extend_write(p, &kinds_catalog_entity, wk_name_str(shop), token, extended);
+}
+
+/* READ: whether token still holds the writer lease; writes nothing. See wk_rwlock_owned_write(). */
+static inline int kinds_catalog_owned_write(wk_processor *p, const char *shop,
+                                            const wk_token *token, wk_lease_state *state)
+{
+    return wk_rwlock_owned_write(p, &kinds_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * READ: whether the reader lease of token still runs; writes nothing. See
+ * wk_rwlock_owned_read().
+ */
+static inline int kinds_catalog_owned_read(wk_processor *p, const char *shop, const wk_token *token,
+                                           wk_lease_state *state)
+{
+    return wk_rwlock_owned_read(p, &kinds_catalog_entity, wk_name_str(shop), token, state);
+}
+
+/*
+ * WRITE: free the writer and every reader lease and wake the first waiter
+ * (operators). See wk_rwlock_force_release().
+ */
+static inline int kinds_catalog_force_release(wk_processor *p, const char *shop, bool *was_held)
+{
+    return wk_rwlock_force_release(p, &kinds_catalog_entity, wk_name_str(shop), was_held);
 }
 
 /* READ: whether a writer holds it, and how many readers. See wk_rwlock_inspect(). */
@@ -408,14 +508,129 @@ static inline int kinds_weird_extend(wk_processor *p, uint64_t name, const wk_to
     return wk_lock_extend(p, &kinds_weird_entity, wk_name_u64(name), token, extended);
 }
 
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int kinds_weird_owned(wk_processor *p, uint64_t name, const wk_token *token,
+                                    wk_lease_state *state)
+{
+    return wk_lock_owned(p, &kinds_weird_entity, wk_name_u64(name), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int kinds_weird_force_release(wk_processor *p, uint64_t name, bool *was_held)
+{
+    return wk_lock_force_release(p, &kinds_weird_entity, wk_name_u64(name), was_held);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
 static inline int kinds_weird_inspect(wk_processor *p, uint64_t name, wk_lock_state *state)
 {
     return wk_lock_inspect(p, &kinds_weird_entity, wk_name_u64(name), state);
 }
 
+/* ledger: FencedLock */
+/*
+ * WRITE: take the lock if nobody holds it, with the next fence; never waits.
+ * See wk_fenced_lock_try().
+ */
+static inline int kinds_ledger_try(wk_processor *p, const char *account, wk_fenced_lease *lease)
+{
+    return wk_fenced_lock_try(p, &kinds_ledger_entity, wk_name_str(account), lease);
+}
+
+/* WRITE: release the lock if it still holds token. See wk_fenced_lock_release(). */
+static inline int kinds_ledger_release(wk_processor *p, const char *account, const wk_token *token,
+                                       bool *released)
+{
+    return wk_fenced_lock_release(p, &kinds_ledger_entity, wk_name_str(account), token, released);
+}
+
+/*
+ * WRITE: restart the lease for one more TTL if it still holds token. See
+ * wk_fenced_lock_extend().
+ */
+static inline int kinds_ledger_extend(wk_processor *p, const char *account, const wk_token *token,
+                                      bool *extended)
+{
+    return wk_fenced_lock_extend(p, &kinds_ledger_entity, wk_name_str(account), token, extended);
+}
+
+/*
+ * READ: does token still hold it, for how long, under which fence (extends
+ * nothing). See wk_fenced_lock_owned().
+ */
+static inline int kinds_ledger_owned(wk_processor *p, const char *account, const wk_token *token,
+                                     wk_fenced_lock_ownership *state)
+{
+    return wk_fenced_lock_owned(p, &kinds_ledger_entity, wk_name_str(account), token, state);
+}
+
+/* READ: is it held, for how much longer, and the last fence. See wk_fenced_lock_inspect(). */
+static inline int kinds_ledger_inspect(wk_processor *p, const char *account,
+                                       wk_fenced_lock_state *state)
+{
+    return wk_fenced_lock_inspect(p, &kinds_ledger_entity, wk_name_str(account), state);
+}
+
+/*
+ * WRITE: free it whoever holds it (operators); the fence counter is kept. See
+ * wk_fenced_lock_force_release().
+ */
+static inline int kinds_ledger_force_release(wk_processor *p, const char *account, bool *freed)
+{
+    return wk_fenced_lock_force_release(p, &kinds_ledger_entity, wk_name_str(account), freed);
+}
+
+/* workers: Semaphore */
+/* WRITE: take a permit if fewer than the permits run; never waits. See wk_semaphore_try(). */
+static inline int kinds_workers_try(wk_processor *p, uint64_t pool, wk_token *token, bool *acquired)
+{
+    return wk_semaphore_try(p, &kinds_workers_entity, wk_name_u64(pool), token, acquired);
+}
+
+/* WRITE: give back the permit of token. See wk_semaphore_release(). */
+static inline int kinds_workers_release(wk_processor *p, uint64_t pool, const wk_token *token,
+                                        bool *was_running)
+{
+    return wk_semaphore_release(p, &kinds_workers_entity, wk_name_u64(pool), token, was_running);
+}
+
+/* WRITE: renew the running permit of token for one TTL. See wk_semaphore_extend(). */
+static inline int kinds_workers_extend(wk_processor *p, uint64_t pool, const wk_token *token,
+                                       bool *extended)
+{
+    return wk_semaphore_extend(p, &kinds_workers_entity, wk_name_u64(pool), token, extended);
+}
+
+/*
+ * READ: does token still hold a permit, for how long (extends nothing). See
+ * wk_semaphore_owned().
+ */
+static inline int kinds_workers_owned(wk_processor *p, uint64_t pool, const wk_token *token,
+                                      wk_lease_state *state)
+{
+    return wk_semaphore_owned(p, &kinds_workers_entity, wk_name_u64(pool), token, state);
+}
+
+/* READ: running and free permits. See wk_semaphore_inspect(). */
+static inline int kinds_workers_inspect(wk_processor *p, uint64_t pool, wk_semaphore_state *state)
+{
+    return wk_semaphore_inspect(p, &kinds_workers_entity, wk_name_u64(pool), state);
+}
+
+/* WRITE: free every permit whoever holds them (operators). See wk_semaphore_force_release(). */
+static inline int kinds_workers_force_release(wk_processor *p, uint64_t pool, int64_t *freed)
+{
+    return wk_semaphore_force_release(p, &kinds_workers_entity, wk_name_u64(pool), freed);
+}
+
 /* ------------------------------------------------------------------------
- * Capability "worker": default none; invoice write; catalog write; page read; login write
+ * Capability "worker": default none; invoice write; catalog write; page read; login write; ledger read; workers write
  * ---------------------------------------------------------------------- */
 
 /*
@@ -473,6 +688,18 @@ static inline int kinds_worker_invoice_extend(kinds_worker *h, uint64_t invoice,
     return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
 }
 
+static inline int kinds_worker_invoice_owned(kinds_worker *h, uint64_t invoice,
+                                             const wk_token *token, wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
+static inline int kinds_worker_invoice_force_release(kinds_worker *h, uint64_t invoice,
+                                                     bool *was_held)
+{
+    return kinds_invoice_force_release(h ? h->p : NULL, invoice, was_held);
+}
+
 static inline int kinds_worker_invoice_inspect(kinds_worker *h, uint64_t invoice,
                                                wk_lock_state *state)
 {
@@ -516,6 +743,24 @@ static inline int kinds_worker_catalog_extend_write(kinds_worker *h, const char 
     return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
 }
 
+static inline int kinds_worker_catalog_owned_write(kinds_worker *h, const char *shop,
+                                                   const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_worker_catalog_owned_read(kinds_worker *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_worker_catalog_force_release(kinds_worker *h, const char *shop,
+                                                     bool *was_held)
+{
+    return kinds_catalog_force_release(h ? h->p : NULL, shop, was_held);
+}
+
 static inline int kinds_worker_catalog_inspect(kinds_worker *h, const char *shop,
                                                wk_rwlock_state *state)
 {
@@ -546,7 +791,74 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
     return kinds_login_reset(h ? h->p : NULL, address, was_used);
 }
 
+/* ledger (read): as kinds_ledger_*(). */
+static inline int kinds_worker_ledger_owned(kinds_worker *h, const char *account,
+                                            const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_worker_ledger_inspect(kinds_worker *h, const char *account,
+                                              wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+/* workers (write): as kinds_workers_*(). */
+static inline int kinds_worker_workers_try(kinds_worker *h, uint64_t pool, wk_token *token,
+                                           bool *acquired)
+{
+    return kinds_workers_try(h ? h->p : NULL, pool, token, acquired);
+}
+
+static inline int kinds_worker_workers_release(kinds_worker *h, uint64_t pool,
+                                               const wk_token *token, bool *was_running)
+{
+    return kinds_workers_release(h ? h->p : NULL, pool, token, was_running);
+}
+
+static inline int kinds_worker_workers_extend(kinds_worker *h, uint64_t pool, const wk_token *token,
+                                              bool *extended)
+{
+    return kinds_workers_extend(h ? h->p : NULL, pool, token, extended);
+}
+
+static inline int kinds_worker_workers_owned(kinds_worker *h, uint64_t pool, const wk_token *token,
+                                             wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_worker_workers_inspect(kinds_worker *h, uint64_t pool,
+                                               wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
+static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t pool, int64_t *freed)
+{
+    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
+}
+
 /* Not granted by "worker": calling one of these does not compile. */
+#define kinds_worker_payout_try(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_try: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_release(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_release: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_extend: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_owned(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_owned: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_force_release: capability \"worker\" " \
+                   "grants nothing on payout")
+#define kinds_worker_payout_inspect(...) \
+    WK_NOT_GRANTED("kinds_worker_payout_inspect: capability \"worker\" " \
+                   "grants nothing on payout")
 #define kinds_worker_page_put(...) \
     WK_NOT_GRANTED("kinds_worker_page_put: capability \"worker\" " \
                    "grants only read on page, and put is a WRITE query")
@@ -634,9 +946,27 @@ static inline int kinds_worker_login_reset(kinds_worker *h, const char *address,
 #define kinds_worker_weird_extend(...) \
     WK_NOT_GRANTED("kinds_worker_weird_extend: capability \"worker\" " \
                    "grants nothing on weird")
+#define kinds_worker_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_owned: capability \"worker\" " \
+                   "grants nothing on weird")
+#define kinds_worker_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_weird_force_release: capability \"worker\" " \
+                   "grants nothing on weird")
 #define kinds_worker_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_worker_weird_inspect: capability \"worker\" " \
                    "grants nothing on weird")
+#define kinds_worker_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_try: capability \"worker\" " \
+                   "grants only read on ledger, and try is a WRITE query")
+#define kinds_worker_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_release: capability \"worker\" " \
+                   "grants only read on ledger, and release is a WRITE query")
+#define kinds_worker_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_extend: capability \"worker\" " \
+                   "grants only read on ledger, and extend is a WRITE query")
+#define kinds_worker_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_worker_ledger_force_release: capability \"worker\" " \
+                   "grants only read on ledger, and force_release is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "replica": default read; weird none
@@ -679,13 +1009,44 @@ int kinds_replica_narrow(kinds_replica *h, wk_db *db);
 void kinds_replica_close(kinds_replica *h);
 
 /* invoice (read): as kinds_invoice_*(). */
+static inline int kinds_replica_invoice_owned(kinds_replica *h, uint64_t invoice,
+                                              const wk_token *token, wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
 static inline int kinds_replica_invoice_inspect(kinds_replica *h, uint64_t invoice,
                                                 wk_lock_state *state)
 {
     return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
 }
 
+/* payout (read): as kinds_payout_*(). */
+static inline int kinds_replica_payout_owned(kinds_replica *h, uint64_t name, const wk_token *token,
+                                             wk_lease_state *state)
+{
+    return kinds_payout_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_replica_payout_inspect(kinds_replica *h, uint64_t name,
+                                               wk_lock_state *state)
+{
+    return kinds_payout_inspect(h ? h->p : NULL, name, state);
+}
+
 /* catalog (read): as kinds_catalog_*(). */
+static inline int kinds_replica_catalog_owned_write(kinds_replica *h, const char *shop,
+                                                    const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_replica_catalog_owned_read(kinds_replica *h, const char *shop,
+                                                   const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
 static inline int kinds_replica_catalog_inspect(kinds_replica *h, const char *shop,
                                                 wk_rwlock_state *state)
 {
@@ -776,6 +1137,32 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
     return kinds_completion_subscribe(h ? h->p : NULL, name, from, subscription);
 }
 
+/* ledger (read): as kinds_ledger_*(). */
+static inline int kinds_replica_ledger_owned(kinds_replica *h, const char *account,
+                                             const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_replica_ledger_inspect(kinds_replica *h, const char *account,
+                                               wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+/* workers (read): as kinds_workers_*(). */
+static inline int kinds_replica_workers_owned(kinds_replica *h, uint64_t pool,
+                                              const wk_token *token, wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
+                                                wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
 /* Not granted by "replica": calling one of these does not compile. */
 #define kinds_replica_invoice_try(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_try: capability \"replica\" " \
@@ -786,6 +1173,21 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
 #define kinds_replica_invoice_extend(...) \
     WK_NOT_GRANTED("kinds_replica_invoice_extend: capability \"replica\" " \
                    "grants only read on invoice, and extend is a WRITE query")
+#define kinds_replica_invoice_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_invoice_force_release: capability \"replica\" " \
+                   "grants only read on invoice, and force_release is a WRITE query")
+#define kinds_replica_payout_try(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_try: capability \"replica\" " \
+                   "grants only read on payout, and try is a WRITE query")
+#define kinds_replica_payout_release(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_release: capability \"replica\" " \
+                   "grants only read on payout, and release is a WRITE query")
+#define kinds_replica_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_extend: capability \"replica\" " \
+                   "grants only read on payout, and extend is a WRITE query")
+#define kinds_replica_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_payout_force_release: capability \"replica\" " \
+                   "grants only read on payout, and force_release is a WRITE query")
 #define kinds_replica_catalog_try_read(...) \
     WK_NOT_GRANTED("kinds_replica_catalog_try_read: capability \"replica\" " \
                    "grants only read on catalog, and try_read is a WRITE query")
@@ -804,6 +1206,9 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
 #define kinds_replica_catalog_extend_write(...) \
     WK_NOT_GRANTED("kinds_replica_catalog_extend_write: capability \"replica\" " \
                    "grants only read on catalog, and extend_write is a WRITE query")
+#define kinds_replica_catalog_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_catalog_force_release: capability \"replica\" " \
+                   "grants only read on catalog, and force_release is a WRITE query")
 #define kinds_replica_page_put(...) \
     WK_NOT_GRANTED("kinds_replica_page_put: capability \"replica\" " \
                    "grants only read on page, and put is a WRITE query")
@@ -864,9 +1269,39 @@ static inline int kinds_replica_completion_subscribe(kinds_replica *h, uint64_t 
 #define kinds_replica_weird_extend(...) \
     WK_NOT_GRANTED("kinds_replica_weird_extend: capability \"replica\" " \
                    "grants nothing on weird")
+#define kinds_replica_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_owned: capability \"replica\" " \
+                   "grants nothing on weird")
+#define kinds_replica_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_weird_force_release: capability \"replica\" " \
+                   "grants nothing on weird")
 #define kinds_replica_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_replica_weird_inspect: capability \"replica\" " \
                    "grants nothing on weird")
+#define kinds_replica_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_try: capability \"replica\" " \
+                   "grants only read on ledger, and try is a WRITE query")
+#define kinds_replica_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_release: capability \"replica\" " \
+                   "grants only read on ledger, and release is a WRITE query")
+#define kinds_replica_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_extend: capability \"replica\" " \
+                   "grants only read on ledger, and extend is a WRITE query")
+#define kinds_replica_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_ledger_force_release: capability \"replica\" " \
+                   "grants only read on ledger, and force_release is a WRITE query")
+#define kinds_replica_workers_try(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_try: capability \"replica\" " \
+                   "grants only read on workers, and try is a WRITE query")
+#define kinds_replica_workers_release(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_release: capability \"replica\" " \
+                   "grants only read on workers, and release is a WRITE query")
+#define kinds_replica_workers_extend(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_extend: capability \"replica\" " \
+                   "grants only read on workers, and extend is a WRITE query")
+#define kinds_replica_workers_force_release(...) \
+    WK_NOT_GRANTED("kinds_replica_workers_force_release: capability \"replica\" " \
+                   "grants only read on workers, and force_release is a WRITE query")
 
 /* ------------------------------------------------------------------------
  * Capability "nothing": default none
@@ -920,9 +1355,33 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_invoice_extend(...) \
     WK_NOT_GRANTED("kinds_nothing_invoice_extend: capability \"nothing\" " \
                    "grants nothing on invoice")
+#define kinds_nothing_invoice_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_owned: capability \"nothing\" " \
+                   "grants nothing on invoice")
+#define kinds_nothing_invoice_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_invoice_force_release: capability \"nothing\" " \
+                   "grants nothing on invoice")
 #define kinds_nothing_invoice_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_invoice_inspect: capability \"nothing\" " \
                    "grants nothing on invoice")
+#define kinds_nothing_payout_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_try: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_release: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_extend: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_owned: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_force_release: capability \"nothing\" " \
+                   "grants nothing on payout")
+#define kinds_nothing_payout_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_payout_inspect: capability \"nothing\" " \
+                   "grants nothing on payout")
 #define kinds_nothing_catalog_try_read(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_try_read: capability \"nothing\" " \
                    "grants nothing on catalog")
@@ -940,6 +1399,15 @@ void kinds_nothing_close(kinds_nothing *h);
                    "grants nothing on catalog")
 #define kinds_nothing_catalog_extend_write(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_extend_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_owned_write(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_owned_write: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_owned_read(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_owned_read: capability \"nothing\" " \
+                   "grants nothing on catalog")
+#define kinds_nothing_catalog_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_catalog_force_release: capability \"nothing\" " \
                    "grants nothing on catalog")
 #define kinds_nothing_catalog_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_catalog_inspect: capability \"nothing\" " \
@@ -1043,9 +1511,51 @@ void kinds_nothing_close(kinds_nothing *h);
 #define kinds_nothing_weird_extend(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_extend: capability \"nothing\" " \
                    "grants nothing on weird")
+#define kinds_nothing_weird_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_owned: capability \"nothing\" " \
+                   "grants nothing on weird")
+#define kinds_nothing_weird_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_weird_force_release: capability \"nothing\" " \
+                   "grants nothing on weird")
 #define kinds_nothing_weird_inspect(...) \
     WK_NOT_GRANTED("kinds_nothing_weird_inspect: capability \"nothing\" " \
                    "grants nothing on weird")
+#define kinds_nothing_ledger_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_try: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_release: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_extend: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_owned: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_inspect: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_ledger_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_ledger_force_release: capability \"nothing\" " \
+                   "grants nothing on ledger")
+#define kinds_nothing_workers_try(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_try: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_release: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_extend(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_extend: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_owned(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_owned: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_inspect(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_inspect: capability \"nothing\" " \
+                   "grants nothing on workers")
+#define kinds_nothing_workers_force_release(...) \
+    WK_NOT_GRANTED("kinds_nothing_workers_force_release: capability \"nothing\" " \
+                   "grants nothing on workers")
 
 /* ------------------------------------------------------------------------
  * Capability "admin": default write
@@ -1106,10 +1616,57 @@ static inline int kinds_admin_invoice_extend(kinds_admin *h, uint64_t invoice,
     return kinds_invoice_extend(h ? h->p : NULL, invoice, token, extended);
 }
 
+static inline int kinds_admin_invoice_owned(kinds_admin *h, uint64_t invoice, const wk_token *token,
+                                            wk_lease_state *state)
+{
+    return kinds_invoice_owned(h ? h->p : NULL, invoice, token, state);
+}
+
+static inline int kinds_admin_invoice_force_release(kinds_admin *h, uint64_t invoice,
+                                                    bool *was_held)
+{
+    return kinds_invoice_force_release(h ? h->p : NULL, invoice, was_held);
+}
+
 static inline int kinds_admin_invoice_inspect(kinds_admin *h, uint64_t invoice,
                                               wk_lock_state *state)
 {
     return kinds_invoice_inspect(h ? h->p : NULL, invoice, state);
+}
+
+/* payout (write): as kinds_payout_*(). */
+static inline int kinds_admin_payout_try(kinds_admin *h, uint64_t name, wk_token *token,
+                                         bool *acquired)
+{
+    return kinds_payout_try(h ? h->p : NULL, name, token, acquired);
+}
+
+static inline int kinds_admin_payout_release(kinds_admin *h, uint64_t name, const wk_token *token,
+                                             bool *released)
+{
+    return kinds_payout_release(h ? h->p : NULL, name, token, released);
+}
+
+static inline int kinds_admin_payout_extend(kinds_admin *h, uint64_t name, const wk_token *token,
+                                            bool *extended)
+{
+    return kinds_payout_extend(h ? h->p : NULL, name, token, extended);
+}
+
+static inline int kinds_admin_payout_owned(kinds_admin *h, uint64_t name, const wk_token *token,
+                                           wk_lease_state *state)
+{
+    return kinds_payout_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_admin_payout_force_release(kinds_admin *h, uint64_t name, bool *was_held)
+{
+    return kinds_payout_force_release(h ? h->p : NULL, name, was_held);
+}
+
+static inline int kinds_admin_payout_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
+{
+    return kinds_payout_inspect(h ? h->p : NULL, name, state);
 }
 
 /* catalog (write): as kinds_catalog_*(). */
@@ -1147,6 +1704,24 @@ static inline int kinds_admin_catalog_extend_write(kinds_admin *h, const char *s
                                                    const wk_token *token, bool *extended)
 {
     return kinds_catalog_extend_write(h ? h->p : NULL, shop, token, extended);
+}
+
+static inline int kinds_admin_catalog_owned_write(kinds_admin *h, const char *shop,
+                                                  const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_write(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_admin_catalog_owned_read(kinds_admin *h, const char *shop,
+                                                 const wk_token *token, wk_lease_state *state)
+{
+    return kinds_catalog_owned_read(h ? h->p : NULL, shop, token, state);
+}
+
+static inline int kinds_admin_catalog_force_release(kinds_admin *h, const char *shop,
+                                                    bool *was_held)
+{
+    return kinds_catalog_force_release(h ? h->p : NULL, shop, was_held);
 }
 
 static inline int kinds_admin_catalog_inspect(kinds_admin *h, const char *shop,
@@ -1354,9 +1929,92 @@ static inline int kinds_admin_weird_extend(kinds_admin *h, uint64_t name, const 
     return kinds_weird_extend(h ? h->p : NULL, name, token, extended);
 }
 
+static inline int kinds_admin_weird_owned(kinds_admin *h, uint64_t name, const wk_token *token,
+                                          wk_lease_state *state)
+{
+    return kinds_weird_owned(h ? h->p : NULL, name, token, state);
+}
+
+static inline int kinds_admin_weird_force_release(kinds_admin *h, uint64_t name, bool *was_held)
+{
+    return kinds_weird_force_release(h ? h->p : NULL, name, was_held);
+}
+
 static inline int kinds_admin_weird_inspect(kinds_admin *h, uint64_t name, wk_lock_state *state)
 {
     return kinds_weird_inspect(h ? h->p : NULL, name, state);
+}
+
+/* ledger (write): as kinds_ledger_*(). */
+static inline int kinds_admin_ledger_try(kinds_admin *h, const char *account,
+                                         wk_fenced_lease *lease)
+{
+    return kinds_ledger_try(h ? h->p : NULL, account, lease);
+}
+
+static inline int kinds_admin_ledger_release(kinds_admin *h, const char *account,
+                                             const wk_token *token, bool *released)
+{
+    return kinds_ledger_release(h ? h->p : NULL, account, token, released);
+}
+
+static inline int kinds_admin_ledger_extend(kinds_admin *h, const char *account,
+                                            const wk_token *token, bool *extended)
+{
+    return kinds_ledger_extend(h ? h->p : NULL, account, token, extended);
+}
+
+static inline int kinds_admin_ledger_owned(kinds_admin *h, const char *account,
+                                           const wk_token *token, wk_fenced_lock_ownership *state)
+{
+    return kinds_ledger_owned(h ? h->p : NULL, account, token, state);
+}
+
+static inline int kinds_admin_ledger_inspect(kinds_admin *h, const char *account,
+                                             wk_fenced_lock_state *state)
+{
+    return kinds_ledger_inspect(h ? h->p : NULL, account, state);
+}
+
+static inline int kinds_admin_ledger_force_release(kinds_admin *h, const char *account, bool *freed)
+{
+    return kinds_ledger_force_release(h ? h->p : NULL, account, freed);
+}
+
+/* workers (write): as kinds_workers_*(). */
+static inline int kinds_admin_workers_try(kinds_admin *h, uint64_t pool, wk_token *token,
+                                          bool *acquired)
+{
+    return kinds_workers_try(h ? h->p : NULL, pool, token, acquired);
+}
+
+static inline int kinds_admin_workers_release(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                              bool *was_running)
+{
+    return kinds_workers_release(h ? h->p : NULL, pool, token, was_running);
+}
+
+static inline int kinds_admin_workers_extend(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                             bool *extended)
+{
+    return kinds_workers_extend(h ? h->p : NULL, pool, token, extended);
+}
+
+static inline int kinds_admin_workers_owned(kinds_admin *h, uint64_t pool, const wk_token *token,
+                                            wk_lease_state *state)
+{
+    return kinds_workers_owned(h ? h->p : NULL, pool, token, state);
+}
+
+static inline int kinds_admin_workers_inspect(kinds_admin *h, uint64_t pool,
+                                              wk_semaphore_state *state)
+{
+    return kinds_workers_inspect(h ? h->p : NULL, pool, state);
+}
+
+static inline int kinds_admin_workers_force_release(kinds_admin *h, uint64_t pool, int64_t *freed)
+{
+    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
 }
 
 #ifdef __cplusplus

@@ -69,6 +69,25 @@ static inline int mini_job_extend(wk_processor *p, int64_t name, const wk_token 
     return wk_lock_extend(p, &mini_job_entity, wk_name_i64(name), token, extended);
 }
 
+/*
+ * READ: whether token still holds the lease and for how long; writes nothing.
+ * See wk_lock_owned().
+ */
+static inline int mini_job_owned(wk_processor *p, int64_t name, const wk_token *token,
+                                 wk_lease_state *state)
+{
+    return wk_lock_owned(p, &mini_job_entity, wk_name_i64(name), token, state);
+}
+
+/*
+ * WRITE: free the lock whoever holds it and wake its first waiter (operators).
+ * See wk_lock_force_release().
+ */
+static inline int mini_job_force_release(wk_processor *p, int64_t name, bool *was_held)
+{
+    return wk_lock_force_release(p, &mini_job_entity, wk_name_i64(name), was_held);
+}
+
 /* READ: is it held, and for how much longer. See wk_lock_inspect(). */
 static inline int mini_job_inspect(wk_processor *p, int64_t name, wk_lock_state *state)
 {

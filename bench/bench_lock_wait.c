@@ -1,0 +1,377 @@
+/*
+ * bench/bench_lock_wait.c — how fast a waiting acquire gets a lock once
+ * its holder releases it, and what waiting costs the server, on a
+ * redis-server this program starts (or --url).
+ *
+ *   bench_lock_wait                  # 2 and 8 waiters, unfair and fair
+ *   bench_lock_wait --handoffs 400   # handoffs measured per case
+ *
+ * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
+ * looping on one Lock name: wk_lock_acquire (deadline 10 s), hold
+ * --hold-ms (default 20), release, then outside until another thread
+ * has taken it (so every release is a handoff to a waiter). A *handoff* is an acquire that started
+ * before the release it waited for; its latency runs from just before that release call to the
+ * acquire's return, so it includes the release's own trip to the server. Printed next to the round
+ * trip (PING) measured in the same run, as p50 and p99 in µs and in round trips.
+ *
+ * Load: the commands the acquires sent per handoff — every query through
+ * the contenders' processors (counted by a wrapper processor) except the
+ * releases, plus the server's BLPOP calls (INFO commandstats; BLPOP runs
+ * on the handles' blocking connections, beside the processor) — and that
+ * per waiter. The acquire that succeeds is included.
+ *
+ * Uncontended: wk_lock_acquire+release against wk_lock_try+release on a
+ * free lock, alternating, commands per cycle and the time ratio.
+ *
+ * The floor, also in the same run: raw hiredis RPUSH while another thread
+ * is blocked in BLPOP, until that thread has the element — the wake-up a
+ * handoff cannot beat (it adds the release's script and one attempt).
+ *
+ * Not a test: the machine is shared and noisy; compare ratios in one run.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include <wakuwaku/wakuwaku.h>
+
+#include "support.h" /* tests/support: a private redis-server */
+
+static const char *url;
+
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "bench_lock_wait: %s: %s\n", what, detail);
+    exit(1);
+}
+static int hold_ms = 20;
+
+/* A wrapper processor that counts the queries it passes on. */
+typedef struct counting {
+    wk_processor base;
+    wk_processor *inner;
+    atomic_llong *count;
+} counting;
+
+static int counting_process(wk_processor *self, wk_query *q)
+{
+    counting *c = (counting *)self;
+    atomic_fetch_add(c->count, 1);
+    return wk_process(c->inner, q);
+}
+
+static long long cmdstat_calls(redisContext *c, const char *cmd)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    if (!r || r->type != REDIS_REPLY_STRING)
+        die("INFO", c->errstr);
+    char field[64];
+    snprintf(field, sizeof(field), "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(r->str, field);
+    long long n = p ? atoll(p + strlen(field)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static wk_db *open_db(void)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    wk_db *db;
+    char err[256];
+    if (wk_db_open(&db, &o, err, sizeof(err)) != WK_OK)
+        die("connect", err);
+    return db;
+}
+
+static redisContext *raw_open(void)
+{
+    wk_url u;
+    char err[256];
+    if (wk_url_parse(&u, url, err, sizeof(err)) != WK_OK)
+        die("url", err);
+    redisContext *c = redisConnect(u.host ? u.host : "127.0.0.1", u.port);
+    wk_url_free(&u);
+    if (!c || c->err)
+        die("raw connect", c ? c->errstr : "out of memory");
+    return c;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(int64_t *v, size_t n, double p)
+{
+    qsort(v, n, sizeof(*v), cmp_i64);
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return (double)v[i];
+}
+
+/* ------------------------------------------------------------------------
+ * Round trip
+ * ---------------------------------------------------------------------- */
+
+static double round_trip_us(void)
+{
+    wk_db *db = open_db();
+    enum { N = 2000 };
+    static int64_t t[N];
+    for (int i = 0; i < N; i++) {
+        int64_t t0 = now_us();
+        if (wk_db_ping(db) != WK_OK)
+            die("ping", wk_db_errmsg(db));
+        t[i] = now_us() - t0;
+    }
+    wk_db_close(db);
+    return pct(t, N, 0.5);
+}
+
+/* ------------------------------------------------------------------------
+ * The floor: raw hiredis, one thread blocked in BLPOP, another pushes
+ * ---------------------------------------------------------------------- */
+
+typedef struct floor_run {
+    atomic_llong woke; /* µs the popper got the element; 0: not yet */
+    atomic_bool stop;
+} floor_run;
+
+static void *popper(void *arg)
+{
+    floor_run *f = arg;
+    redisContext *c = raw_open();
+    while (!atomic_load(&f->stop)) {
+        redisReply *r = redisCommand(c, "BLPOP bench_floor 1");
+        if (!r)
+            die("BLPOP", c->errstr);
+        if (r->type == REDIS_REPLY_ARRAY)
+            atomic_store(&f->woke, now_us());
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* Push → the blocked client has it, p50 and p99 in µs. */
+static void push_wake_floor(double *p50, double *p99)
+{
+    enum { N = 400 };
+    static int64_t t[N];
+    floor_run f = {0};
+    pthread_t th;
+    pthread_create(&th, NULL, popper, &f);
+    redisContext *c = raw_open();
+    for (int i = 0; i < N; i++) {
+        wk_test_sleep_ms(2); /* the popper is blocked again */
+        atomic_store(&f.woke, 0);
+        int64_t t0 = now_us();
+        freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        int64_t w;
+        while ((w = atomic_load(&f.woke)) == 0)
+            ;
+        t[i] = w - t0;
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(th, NULL);
+    redisFree(c);
+    *p50 = pct(t, N, 0.5);
+    *p99 = pct(t, N, 0.99);
+}
+
+/* ------------------------------------------------------------------------
+ * Handoffs
+ * ---------------------------------------------------------------------- */
+
+typedef struct run {
+    const wk_entity *lock;
+    int target;          /* handoffs to measure */
+    atomic_int handoffs; /* measured so far */
+    atomic_int acquires; /* successful acquires */
+    atomic_int releases;
+    atomic_llong released_at; /* µs, just before the last release call */
+    atomic_llong queries;     /* through the contenders' processors */
+    atomic_bool stop;
+    int64_t *lat; /* target entries */
+} run;
+
+static void *contender(void *arg)
+{
+    run *r = arg;
+    wk_db *db = open_db();
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries};
+    wk_processor *p = &cp.base;
+    while (!atomic_load(&r->stop)) {
+        wk_token t;
+        bool got = false;
+        int64_t started = now_us();
+        int rc =
+            wk_lock_acquire(p, r->lock, wk_name_str("h"), wk_deadline_in(10000), NULL, &t, &got);
+        int64_t done = now_us();
+        if (rc != WK_OK)
+            die("acquire", wk_db_errmsg(db));
+        if (!got)
+            continue;
+        int mine = atomic_fetch_add(&r->acquires, 1) + 1;
+        int64_t rel = atomic_load(&r->released_at);
+        if (rel > started) {
+            int i = atomic_fetch_add(&r->handoffs, 1);
+            if (i < r->target)
+                r->lat[i] = done - rel;
+            else
+                atomic_store(&r->stop, true);
+        }
+        wk_test_sleep_ms(hold_ms); /* the work */
+        bool ok;
+        atomic_store(&r->released_at, now_us());
+        if (wk_lock_release(p, r->lock, wk_name_str("h"), &t, &ok) != WK_OK)
+            die("release", wk_db_errmsg(db));
+        atomic_fetch_add(&r->releases, 1);
+        /* Outside until a waiter has it (at most 1 s), so that every
+         * release is a handoff and the releaser does not barge back. */
+        for (int i = 0; i < 1000 && atomic_load(&r->acquires) == mine && !atomic_load(&r->stop);
+             i++)
+            wk_test_sleep_ms(1);
+    }
+    wk_db_close(db);
+    return NULL;
+}
+
+static void handoff_case(const char *label, const wk_entity *lock, int waiters, int target,
+                         double rtt)
+{
+    run r = {.lock = lock, .target = target};
+    r.lat = calloc((size_t)target, sizeof(int64_t));
+    redisContext *c = raw_open();
+    freeReplyObject(redisCommand(c, "FLUSHALL"));
+    long long before = cmdstat_calls(c, "blpop");
+    pthread_t th[16];
+    for (int i = 0; i <= waiters; i++)
+        pthread_create(&th[i], NULL, contender, &r);
+    for (int i = 0; i <= waiters; i++)
+        pthread_join(th[i], NULL);
+    long long blpops = cmdstat_calls(c, "blpop") - before;
+    redisFree(c);
+    int n = atomic_load(&r.handoffs);
+    if (n > target)
+        n = target;
+    long long waiting = atomic_load(&r.queries) - atomic_load(&r.releases) + blpops;
+    double p50 = pct(r.lat, (size_t)n, 0.5), p99 = pct(r.lat, (size_t)n, 0.99);
+    printf("| %-7s | %7d | %8d | %8.0f | %8.1f | %8.0f | %8.1f | %9.2f | %10.2f |\n", label,
+           waiters, n, p50, p50 / rtt, p99, p99 / rtt, (double)waiting / n,
+           (double)waiting / n / waiters);
+    free(r.lat);
+}
+
+/* ------------------------------------------------------------------------
+ * Uncontended
+ * ---------------------------------------------------------------------- */
+
+static void uncontended(double rtt)
+{
+    static const wk_entity lock = WK_LOCK_ENTITY("bench_free", 10000);
+    wk_db *db = open_db();
+    atomic_llong queries = 0;
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries};
+    wk_processor *p = &cp.base;
+    enum { N = 3000, REPS = 5 };
+    double t_acq[REPS], t_try[REPS];
+    long long c_acq = 0, c_try = 0;
+    for (int rep = 0; rep < REPS; rep++) {
+        for (int mode = 0; mode < 2; mode++) {
+            long long before = atomic_load(&queries);
+            int64_t t0 = now_us();
+            for (int i = 0; i < N; i++) {
+                wk_token t;
+                bool got = false, ok;
+                int rc = mode ? wk_lock_try(p, &lock, wk_name_u64((unsigned)i), &t, &got)
+                              : wk_lock_acquire(p, &lock, wk_name_u64((unsigned)i),
+                                                wk_deadline_in(1000), NULL, &t, &got);
+                if (rc != WK_OK || !got)
+                    die("uncontended", wk_db_errmsg(db));
+                wk_lock_release(p, &lock, wk_name_u64((unsigned)i), &t, &ok);
+            }
+            double us = (double)(now_us() - t0) / N;
+            long long cmds = atomic_load(&queries) - before;
+            if (mode) {
+                t_try[rep] = us;
+                c_try = cmds;
+            } else {
+                t_acq[rep] = us;
+                c_acq = cmds;
+            }
+        }
+    }
+    int64_t a[REPS], b[REPS];
+    for (int i = 0; i < REPS; i++) {
+        a[i] = (int64_t)(t_acq[i] * 1000);
+        b[i] = (int64_t)(t_try[i] * 1000);
+    }
+    double ma = pct(a, REPS, 0.5) / 1000, mb = pct(b, REPS, 0.5) / 1000;
+    printf("\nuncontended cycle (+release), median of %d × %d: acquire %.1f µs (%.2f commands), "
+           "try %.1f µs (%.2f commands), ratio %.3f; round trip %.1f µs\n",
+           REPS, N, ma, (double)c_acq / N, mb, (double)c_try / N, ma / mb, rtt);
+    wk_db_close(db);
+}
+
+int main(int argc, char **argv)
+{
+    int target = 300;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
+            url = argv[++i];
+        else if (strcmp(argv[i], "--handoffs") == 0 && i + 1 < argc)
+            target = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--hold-ms") == 0 && i + 1 < argc)
+            hold_ms = atoi(argv[++i]);
+        else
+            die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N]");
+    }
+    if (target < 10)
+        die("usage", "--handoffs must be ≥ 10");
+    wk_test_server server = {0};
+    if (!url) {
+        if (wk_test_server_start(&server, NULL) != 0)
+            die("redis-server", "did not start");
+        url = server.url;
+    }
+    double rtt = round_trip_us(), f50, f99;
+    push_wake_floor(&f50, &f99);
+    printf("round trip (PING, median): %.1f µs; hold %d ms\n", rtt, hold_ms);
+    printf("floor (raw hiredis RPUSH → a thread blocked in BLPOP has it): p50 %.0f µs, p99 %.0f "
+           "µs\n\n",
+           f50, f99);
+    printf("| mode    | waiters | handoffs | p50 (µs) | p50 (RT) | p99 (µs) | p99 (RT) | cmds/hoff "
+           "| cmds/hoff/w |\n");
+    printf("|---------|---------|----------|----------|----------|----------|----------|-----------"
+           "|-------------|\n");
+    static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
+#ifdef WK_ENTITY_FAIR
+    static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
+#endif
+    int counts[2] = {2, 8};
+    for (int i = 0; i < 2; i++) {
+        handoff_case("unfair", &unfair, counts[i], target, rtt);
+#ifdef WK_ENTITY_FAIR
+        handoff_case("fair", &fair, counts[i], target, rtt);
+#endif
+    }
+    uncontended(rtt);
+    if (server.pid)
+        wk_test_server_stop(&server);
+    return 0;
+}

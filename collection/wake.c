@@ -1,0 +1,234 @@
+/*
+ * collection/wake.c — wake on release (collection/wake.h): companion keys
+ * in the item's cluster slot, the waiter loop on the handle's blocking
+ * connection, and the leave script.
+ */
+#include <stdio.h>
+
+#include "collection/common.h"
+#include "collection/wake.h"
+#include "core/blocking.h"
+
+/* ------------------------------------------------------------------------
+ * Slots and companion keys
+ * ---------------------------------------------------------------------- */
+
+uint16_t wk__crc16(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+/* Where the hash tag of a key is, if it has one (Redis Cluster spec). */
+static bool hash_tag(const char *key, size_t len, size_t *start, size_t *end)
+{
+    const char *open = memchr(key, '{', len);
+    if (!open)
+        return false;
+    size_t s = (size_t)(open - key) + 1;
+    const char *close = memchr(key + s, '}', len - s);
+    if (!close || close == key + s)
+        return false; /* no '}', or "{}": the whole key is hashed */
+    *start = s;
+    *end = (size_t)(close - key);
+    return true;
+}
+
+unsigned wk__key_slot(const void *key, size_t len)
+{
+    size_t s, e;
+    if (hash_tag(key, len, &s, &e))
+        return wk__crc16((const char *)key + s, e - s) & 16383u;
+    return wk__crc16(key, len) & 16383u;
+}
+
+static const char tag_alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+size_t wk__wake_tag_for_slot(unsigned slot, char t[4])
+{
+    const size_t n = sizeof(tag_alphabet) - 1;
+    for (size_t len = 1; len <= 3; len++) {
+        size_t total = len == 1 ? n : len == 2 ? n * n : n * n * n;
+        for (size_t i = 0; i < total; i++) {
+            size_t v = i;
+            for (size_t k = len; k-- > 0;) {
+                t[k] = tag_alphabet[v % n];
+                v /= n;
+            }
+            if ((wk__crc16(t, len) & 16383u) == slot)
+                return len;
+        }
+    }
+    return 0; /* unreachable */
+}
+
+static void put(char *dst, size_t *at, const void *src, size_t len)
+{
+    memcpy(dst + *at, src, len);
+    *at += len;
+}
+
+int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
+{
+    if (!k || !item_key || len > WK_KEY_MAX)
+        return WK_EINVAL;
+    size_t base = 0, s, e;
+    char *b = k->q;
+    if (hash_tag(item_key, len, &s, &e)) {
+        put(b, &base, item_key, len);
+    } else if (!memchr(item_key, '}', len)) {
+        put(b, &base, "{", 1);
+        put(b, &base, item_key, len);
+        put(b, &base, "}", 1);
+    } else {
+        char t[4];
+        size_t tlen = wk__wake_tag_for_slot(wk__crc16(item_key, len) & 16383u, t);
+        put(b, &base, "{", 1);
+        put(b, &base, t, tlen);
+        put(b, &base, "}", 1);
+        put(b, &base, item_key, len);
+    }
+    memcpy(k->e, b, base);
+    memcpy(k->w, b, base);
+    k->q_len = k->e_len = k->w_len = base;
+    put(k->q, &k->q_len, ":q", 3); /* with the NUL, not counted below */
+    put(k->e, &k->e_len, ":e", 3);
+    put(k->w, &k->w_len, ":w:", 4);
+    k->q_len--;
+    k->e_len--;
+    k->w_len--;
+    return WK_OK;
+}
+
+int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const char *item_key,
+                      size_t len)
+{
+    int rc = wk__wake_keys_build(k, item_key, len);
+    return rc ? wk__processor_fail(p, rc, "%s: key too long", op) : WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Queries of the wait
+ * ---------------------------------------------------------------------- */
+
+int wk__wake_parse_outcome(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    const wk_reply *got = wk_reply_at(r, 0), *sleep = wk_reply_at(r, 1);
+    if (wk_reply_count(r) != 2 || wk_reply_get_type(got) != WK_REPLY_INTEGER ||
+        wk_reply_get_type(sleep) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected {acquired, sleep_ms}");
+    wk__wake_outcome *out = q->out;
+    out->acquired = wk_reply_integer(got) == 1;
+    out->sleep_ms = wk_reply_integer(sleep);
+    return WK_OK;
+}
+
+int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
+{
+    int64_t left = deadline - wk__boot_ms();
+    if (left > e->ttl_ms)
+        left = e->ttl_ms;
+    return left < 1 ? 1 : left;
+}
+
+/* KEYS: q, e. ARGV: w, id. */
+static const wk_script leave_script = {
+    "wake.leave",
+    WK__WAKE_LUA_CORE "local now = wk_now()\n"
+                      "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
+                      "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
+                      "redis.call('ZREM', KEYS[1], ARGV[2])\n"
+                      "redis.call('ZREM', KEYS[2], ARGV[2])\n"
+                      "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
+                      "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
+                      "return 1\n"};
+
+int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *keys,
+                   const wk_token *id)
+{
+    const char *argv[4] = {keys->q, keys->e, keys->w, (const char *)id->bytes};
+    size_t argvlen[4] = {keys->q_len, keys->e_len, keys->w_len, WK_TOKEN_LEN};
+    wk_access access = {e, WK_WRITE};
+    wk_query q = {.name = "wake.leave",
+                  .effect = WK__EFFECT1(access),
+                  .script = &leave_script,
+                  .nkeys = 2,
+                  .argc = 4,
+                  .argv = argv,
+                  .argvlen = argvlen};
+    return wk_process(p, &q);
+}
+
+/* BLPOP <w><id> for sleep_ms on the blocking handle. The element itself
+ * means nothing: either way the waiter attempts again. */
+static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms)
+{
+    char list[WK__WAKE_KEY_MAX], secs[32];
+    memcpy(list, w->keys->w, w->keys->w_len);
+    memcpy(list + w->keys->w_len, w->id->bytes, WK_TOKEN_LEN);
+    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(sleep_ms / 1000),
+             (long long)(sleep_ms % 1000));
+    const char *argv[3] = {"BLPOP", list, secs};
+    size_t argvlen[3] = {5, w->keys->w_len + WK_TOKEN_LEN, strlen(secs)};
+    wk_access access = {w->e, WK_WRITE}; /* a pop removes */
+    wk_query q = {.name = "wake.wait",
+                  .effect = WK__EFFECT1(access),
+                  .argc = 3,
+                  .argv = argv,
+                  .argvlen = argvlen};
+    return wk__blocking_process(b, &q, sleep_ms);
+}
+
+/* Leave without the item; the leave's own failure is not the caller's
+ * news (the registration runs out by itself). */
+static int give_up(wk__waiter *w, int rc)
+{
+    int lrc = wk__wake_leave(w->p, w->e, w->keys, w->id);
+    (void)lrc;
+    return rc;
+}
+
+int wk__wake_wait(wk__waiter *w, bool *acquired)
+{
+    *acquired = false;
+    wk_db *b = NULL;
+    for (;;) {
+        wk__wake_outcome out = {false, 0};
+        int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
+        if (rc != WK_OK)
+            return rc; /* an earlier registration runs out by itself */
+        if (out.acquired) {
+            *acquired = true;
+            return WK_OK;
+        }
+        int64_t left = w->deadline - wk__boot_ms();
+        if (left <= 0)
+            return give_up(w, WK_OK);
+        int64_t sleep_ms = out.sleep_ms < left ? out.sleep_ms : left;
+        if (sleep_ms < 1)
+            sleep_ms = 1;
+        if (!w->p->db) {
+            /* A processor with no handle behind it: no blocking
+             * connection to open; sleep the same bound instead. */
+            wk__sleep_until_ms(wk__add_ms(wk__boot_ms(), sleep_ms));
+            continue;
+        }
+        if (!b && (rc = wk__blocking_of(w->p->db, &b)) != WK_OK)
+            return give_up(w, rc);
+        rc = wait_wake(b, w, sleep_ms);
+        if (rc != WK_OK) {
+            /* A lost pop took at most a wake-up, never the item. */
+            int status = rc == WK_EUNKNOWN ? WK_EIO : rc;
+            char why[256];
+            snprintf(why, sizeof(why), "%s", wk_db_errmsg(b));
+            give_up(w, status);
+            return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
+        }
+    }
+}

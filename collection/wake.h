@@ -1,0 +1,293 @@
+/*
+ * collection/wake.h — wake on release: the waiting acquires of the lock
+ * family (Lock, RwLock, and later kinds) sleep on Redis until the holder
+ * releases, instead of polling. Not installed.
+ *
+ * One mechanism for every kind, in three parts:
+ *
+ *   1. Companion keys (wk__wake_keys_build): per item, in the item's
+ *      cluster slot,
+ *        <base>:q      sorted set: waiter id → arrival (server µs); the
+ *                      queue order, oldest first (the "head")
+ *        <base>:e      sorted set: waiter id → end of its registration
+ *                      (server ms); an expired registration is a waiter
+ *                      that gave up or crashed, and is pruned
+ *        <base>:w:<id> list: the wake-up of one waiter (at most one
+ *                      element), BLPOPed by that waiter only
+ *      where <base> keeps the item key's slot (below).
+ *
+ *   2. The Lua contract (WK__WAKE_LUA): local functions that a kind's
+ *      scripts start with (string concatenation: WK__WAKE_LUA "body…").
+ *      The text may also sit inside a block (`if redis.call('EXISTS', q)
+ *      == 1 then` WK__WAKE_LUA_CORE `wk_wake(…) end`), so that a release
+ *      nobody waits for creates none of its closures.
+ *      Key names are passed to them as arguments; the q and e keys must be
+ *      in the script's KEYS, the prefix w travels in ARGV (a waiter's list
+ *      name is w .. id, in the same slot).
+ *
+ *        wk_now()              server time, ms (TIME)
+ *        wk_wake(q, e, w, now) (now may be nil: read only when somebody
+ *                              waits) prune expired registrations, then wake the
+ *                              head: one element into its list unless one
+ *                              is already there. Every path that frees the
+ *                              item (release, force release, a reader
+ *                              release that empties the readers …) calls
+ *                              it. Cheap when nobody waits (one EXISTS).
+ *        wk_may_take(q, e, w, id, now, fair)
+ *                              prune, then whether `id` may take the item
+ *                              now: always when not fair; when fair, only
+ *                              if the queue is empty or `id` is its head
+ *                              (no barging). id '' = a caller that does
+ *                              not wait (a plain try).
+ *        wk_took(q, e, w, id, now, chain)
+ *                              `id` took the item: leave the queue; with
+ *                              chain (shared holders: readers, permits),
+ *                              wake the next head too, who may also fit.
+ *        wk_park(q, e, w, id, now, cap, blocked)
+ *                              `id` could not take it: join the queue at
+ *                              its tail (or keep its place) and return how
+ *                              long to sleep, ms ≥ 1: the head sleeps at
+ *                              most `blocked` (the holders' remaining
+ *                              lease, ms; < 0: unknown), the others at
+ *                              most until the registration of a waiter
+ *                              ahead ends (it may have crashed); both at
+ *                              most `cap`. The registration lasts that
+ *                              sleep plus WK__WAKE_GRACE_MS.
+ *
+ *      A kind's acquire-or-park script is then
+ *          local now = wk_now()
+ *          if wk_may_take(q, e, w, id, now, fair) and <take it> then
+ *            wk_took(q, e, w, id, now, <shared?>) return {1, 0}
+ *          end
+ *          return {0, wk_park(q, e, w, id, now, cap, <holders' PTTL>)}
+ *      (reply parsed by wk__wake_parse_outcome), and its release script
+ *      calls wk_wake() after freeing.
+ *
+ *   3. The waiter loop (wk__wake_wait): attempt (the script above), and
+ *      while not acquired and before the deadline, BLPOP the waiter's own
+ *      list for the returned sleep on the handle's blocking connection
+ *      (core/blocking.h), then attempt again. On the way out without the
+ *      item it leaves the queue (wk__wake_leave), passing a wake-up it got
+ *      (or its turn as head) to the next waiter, so a waiter that gives up
+ *      just as it is woken loses nobody's wake-up.
+ *
+ * Why no wake-up is lost: a release wakes the head; a live head always
+ * attempts again after waking (and either takes the item or parks again,
+ * to be woken by the next release), or leaves and wakes the next head; a
+ * crashed head's registration ends at most its sleep + grace later, and
+ * every waiter behind it sleeps no longer than that. Expiry of a holder:
+ * the head sleeps no longer than the holders' remaining lease.
+ *
+ * Timeouts: a BLPOP's timeout fires on the server's timer (1/hz, 100 ms by
+ * default), so a wake at a lease's end may come that much late; pushes
+ * wake at once.
+ *
+ * Cost: one BLPOP and one attempt per waiter per wake-up; waiters not at
+ * the head sleep untouched. The uncontended acquire is the kind's plain
+ * try (no extra round trip, no blocking connection).
+ *
+ * Cluster slots. Redis hashes the bytes between the first '{' and the
+ * first '}' after it, if that is not empty; else the whole key. <base> is
+ *   - item key itself, when it has such a tag (multi-key items: RwLock);
+ *   - "{" item key "}", when it has no tag and contains no '}' (a Lock
+ *     key: the whole key becomes the tag, so the slot is the same);
+ *   - "{" T "}" item key, otherwise (a Lock whose name holds '}'), T the
+ *     first string of 1–3 characters of [0-9A-Za-z] (shortest first, in
+ *     that order) whose CRC16 slot is the item key's.
+ *
+ * Thread-safety: as the processor's handle. The blocking connection is
+ * the handle's own (wk__blocking_of): opened on the first wait, kept until
+ * the handle closes.
+ */
+#ifndef WK_COLLECTION_WAKE_H
+#define WK_COLLECTION_WAKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <wakuwaku/clock.h>
+#include <wakuwaku/key.h>
+#include <wakuwaku/query.h>
+#include <wakuwaku/token.h>
+
+/* Longest companion key (base + ":w:" + a token's 16 bytes). */
+#define WK__WAKE_KEY_MAX (WK_KEY_MAX + 32)
+
+/* How much longer than its announced sleep a waiter's registration
+ * lasts: the time a live waiter has to come back (a round trip, a
+ * scheduler delay) before it counts as gone. It is also the most a
+ * crashed waiter costs the waiters behind it, beyond its sleep. */
+#define WK__WAKE_GRACE_MS 1000
+
+/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster uses. */
+uint16_t wk__crc16(const void *data, size_t len);
+
+/* The cluster slot (0..16383) of a key, with the hash-tag rule. */
+unsigned wk__key_slot(const void *key, size_t len);
+
+/* The tag T of the third case above for `slot`, into t[4] (not
+ * NUL-terminated); returns its length, 1..3 (every slot has one:
+ * tests/collection/test_wake.c checks all 16384). */
+size_t wk__wake_tag_for_slot(unsigned slot, char t[4]);
+
+/* The companion keys of one item. */
+typedef struct wk__wake_keys {
+    char q[WK__WAKE_KEY_MAX]; /* queue: id → arrival */
+    char e[WK__WAKE_KEY_MAX]; /* registrations: id → end */
+    char w[WK__WAKE_KEY_MAX]; /* prefix of a waiter's list */
+    size_t q_len, e_len, w_len;
+} wk__wake_keys;
+
+/* Build the companion keys of the item whose (first) key is
+ * item_key[0..len). WK_OK, or WK_EINVAL when len > WK_KEY_MAX. */
+int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len);
+
+/* wk__wake_keys_build() for a query `op` on `p`: a failure is recorded
+ * on the handle ("<op>: key too long"). */
+int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const char *item_key,
+                      size_t len);
+
+#define WK__WAKE_STR_(x) #x
+#define WK__WAKE_STR(x) WK__WAKE_STR_(x)
+
+/* The Lua functions above, string literals to put in front of a script's
+ * body (WK__WAKE_LUA "body"), so that scripts stay `static const`.
+ * WK__WAKE_LUA_CORE is wk_now, wk_prune and wk_wake alone: release paths
+ * need no more, and every `local function` costs a closure per call. */
+#define WK__WAKE_LUA_CORE                                                                          \
+    "local function wk_now()\n"                                                                    \
+    "  local t = redis.call('TIME')\n"                                                             \
+    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                                             \
+    "end\n"                                                                                        \
+    "local function wk_prune(q, e, w, now)\n"                                                      \
+    "  local gone = redis.call('ZRANGEBYSCORE', e, '-inf', now)\n"                                 \
+    "  for i = 1, #gone do\n"                                                                      \
+    "    redis.call('ZREM', q, gone[i])\n"                                                         \
+    "    redis.call('ZREM', e, gone[i])\n"                                                         \
+    "    redis.call('DEL', w .. gone[i])\n"                                                        \
+    "  end\n"                                                                                      \
+    "end\n"                                                                                        \
+    "local function wk_wake(q, e, w, now)\n"                                                       \
+    "  if redis.call('EXISTS', q) == 0 then return end\n"                                          \
+    "  now = now or wk_now()\n"                                                                    \
+    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
+    "  if head and redis.call('LLEN', w .. head) == 0 then\n"                                      \
+    "    redis.call('RPUSH', w .. head, '1')\n"                                                    \
+    "    local ends = redis.call('ZSCORE', e, head)\n"                                             \
+    "    local left = ends and (tonumber(ends) - now) or 1\n"                                      \
+    "    redis.call('PEXPIRE', w .. head, math.max(1, left))\n"                                    \
+    "  end\n"                                                                                      \
+    "end\n"
+
+/* The whole contract: the core plus the waiting side (wk_may_take,
+ * wk_took, wk_park) for acquire-or-park scripts. */
+#define WK__WAKE_LUA                                                                               \
+    WK__WAKE_LUA_CORE                                                                              \
+    "local function wk_may_take(q, e, w, id, now, fair)\n"                                         \
+    "  if not fair or redis.call('EXISTS', q) == 0 then return true end\n"                         \
+    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
+    "  return (not head) or head == id\n"                                                          \
+    "end\n"                                                                                        \
+    "local function wk_took(q, e, w, id, now, chain)\n"                                            \
+    "  if id == '' then return end\n"                                                              \
+    "  if redis.call('ZREM', q, id) == 1 then redis.call('ZREM', e, id) end\n"                     \
+    "  redis.call('DEL', w .. id)\n"                                                               \
+    "  if chain then wk_wake(q, e, w, now) end\n"                                                  \
+    "end\n"                                                                                        \
+    "local function wk_park(q, e, w, id, now, cap, blocked)\n"                                     \
+    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  if not redis.call('ZSCORE', q, id) then\n"                                                  \
+    "    local t = redis.call('TIME')\n"                                                           \
+    "    redis.call('ZADD', q, string.format('%.0f', t[1] * 1000000 + t[2]), id)\n"                \
+    "  end\n"                                                                                      \
+    "  local rank = redis.call('ZRANK', q, id)\n"                                                  \
+    "  local sleep = cap\n"                                                                        \
+    "  if rank == 0 then\n"                                                                        \
+    "    if blocked >= 0 and blocked < sleep then sleep = blocked end\n"                           \
+    "  else\n"                                                                                     \
+    "    local ahead = redis.call('ZRANGE', q, 0, rank - 1)\n"                                     \
+    "    for i = 1, #ahead do\n"                                                                   \
+    "      local ends = redis.call('ZSCORE', e, ahead[i])\n"                                       \
+    "      if ends and tonumber(ends) - now < sleep then sleep = tonumber(ends) - now end\n"       \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  if sleep < 1 then sleep = 1 end\n"                                                          \
+    "  local keep = sleep + " WK__WAKE_STR(                                                        \
+        WK__WAKE_GRACE_MS) "\n"                                                                    \
+                           "  redis.call('ZADD', e, string.format('%.0f', now + keep), id)\n"      \
+                           "  if redis.call('PTTL', q) < keep then redis.call('PEXPIRE', q, "      \
+                           "keep) end\n"                                                           \
+                           "  if redis.call('PTTL', e) < keep then redis.call('PEXPIRE', e, "      \
+                           "keep) end\n"                                                           \
+                           "  return sleep\n"                                                      \
+                           "end\n"
+
+/* The reply of an acquire-or-park script, {1, 0} or {0, sleep_ms}. */
+typedef struct wk__wake_outcome {
+    bool acquired;
+    int64_t sleep_ms;
+} wk__wake_outcome;
+
+/* Parser for that reply; `out` is a wk__wake_outcome. */
+int wk__wake_parse_outcome(const wk_query *q, const wk_reply *r, wk_diag *d);
+
+/* The `cap` argument of wk_park for a wait ending at `deadline` on an
+ * entity whose lease is ttl_ms: min(time left, ttl_ms), at least 1. A
+ * waiter re-registers at least once per lease, so a crashed waiter holds
+ * its place for at most one lease plus the grace. */
+int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline);
+
+/* One waiting acquire. The kind fills it and calls wk__wake_wait(). */
+typedef struct wk__waiter {
+    wk_processor *p;           /* the caller's processor (attempts, leave) */
+    const char *op;            /* "lock.acquire", for messages */
+    const wk_entity *e;        /* the entity (the effect of every query) */
+    const wk__wake_keys *keys; /* the item's companion keys */
+    const wk_token *id;        /* the waiter's id: the acquire's token */
+    int64_t deadline;          /* wk_monotonic_ms() clock */
+    /* Run the kind's acquire-or-park script once with this cap (as a
+     * query on w->p); fill *out. Returns the query's status. */
+    int (*attempt)(struct wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out);
+    void *ctx; /* the kind's */
+} wk__waiter;
+
+/*
+ * Wait until w->attempt reports acquired or the deadline passes. The
+ * first attempt is made at once (even with a deadline already past).
+ * Returns WK_OK (see *acquired), or the first error of an attempt or of
+ * the wait: an attempt's status as is (WK_EUNKNOWN: it may have taken the
+ * item, see wakuwaku/deadline.h); a failed wait (its connection) as
+ * WK_EIO / WK_ETIMEDOUT (a lost wake-up pop took nothing); the status of
+ * opening the blocking connection. Whenever it returns without the item
+ * it has left the queue (or its registration runs out by itself).
+ */
+int wk__wake_wait(wk__waiter *w, bool *acquired);
+
+/*
+ * The start every waiting acquire shares: check the arguments (processor,
+ * token, acquired, not deferred, backoff — 1 <= initial_ms <= max_ms,
+ * still checked though waits no longer poll), then one plain try
+ * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
+ * costs exactly what the try costs). Returns WK__WAKE_MUST_WAIT when that
+ * try did not acquire and the deadline has not passed; otherwise the
+ * final status (WK_OK with *acquired set, or an error).
+ */
+#define WK__WAKE_MUST_WAIT 1
+typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,
+                          bool *acquired);
+int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const wk_entity *e,
+                   wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
+                   bool *acquired);
+
+/*
+ * Leave the queue of `keys` as waiter `id` (a WRITE of `e` on `p`),
+ * waking the next head if `id` was the head or had a wake-up pending.
+ * Used by wk__wake_wait; a kind calls it only for waits of its own.
+ */
+int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *keys,
+                   const wk_token *id);
+
+#endif /* WK_COLLECTION_WAKE_H */

@@ -1,0 +1,716 @@
+/*
+ * tests/collection/test_wake.c — wake on release (collection/wake.h) for
+ * Lock and RwLock against real redis-servers: companion keys in the
+ * item's cluster slot; 1, 2 and 8 waiters in other processes, each woken
+ * once, in queue order; a waiter that gives up as it is woken passes the
+ * wake-up on; a crashed waiter and a crashed holder; fairness (no try
+ * barges past the queue); owned (writes nothing) and force release.
+ *
+ * Tests that count commands run a private redis-server of their own
+ * (criterion runs two tests at a time against the shared one), so its
+ * counters see this test's commands only. Nothing here measures time:
+ * waits are bounded by the suite's timeout and by the waiters' deadlines.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <wakuwaku/rwlock.h>
+
+#include "collection/lock_scripts.h"
+#include "collection/wake.h"
+#include "redis_fixture.h"
+
+TestSuite(wake, .timeout = 90);
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------- */
+
+static wk_test_server private_srv;
+
+/* A redis-server of this test's own; children inherit its URL. */
+static void private_server(void)
+{
+    if (getenv("WK_WAKE_DEBUG"))
+        return;
+    cr_assert_eq(wk_test_server_start(&private_srv, NULL), 0);
+    setenv("WK_TEST_REDIS_URL", private_srv.url, 1);
+}
+
+static wk_db *child_open(const wk_cap *cap)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = cap;
+    wk_db *db = NULL;
+    return wk_db_open(&db, &o, NULL, 0) == WK_OK ? db : NULL;
+}
+
+/* What the children report, in shared memory. */
+typedef struct shared {
+    atomic_int order[16]; /* child indexes in the order they acquired */
+    atomic_int acquired;
+} shared;
+
+static shared *shared_new(void)
+{
+    shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(s, MAP_FAILED);
+    memset(s, 0, sizeof(*s));
+    return s;
+}
+
+enum how { LOCK, READ, WRITE };
+
+typedef struct job {
+    const wk_entity *e;
+    const char *name;
+    enum how how;
+    int idx;
+    int64_t wait_ms; /* the acquire's deadline, from now */
+    int hold_ms;     /* then hold this long (READ: until `together` readers are in) */
+    int together;
+    shared *sh;
+} job;
+
+static int take(wk_processor *p, const wk_entity *e, const char *name, enum how how, wk_token *t,
+                bool *got)
+{
+    wk_name n = wk_name_str(name);
+    return how == LOCK   ? wk_lock_try(p, e, n, t, got)
+           : how == READ ? wk_rwlock_try_read(p, e, n, t, got)
+                         : wk_rwlock_try_write(p, e, n, t, got);
+}
+
+static int acquire(wk_processor *p, const wk_entity *e, const char *name, enum how how,
+                   int64_t wait_ms, wk_token *t, bool *got)
+{
+    wk_name n = wk_name_str(name);
+    int64_t deadline = wk_deadline_in(wait_ms);
+    return how == LOCK   ? wk_lock_acquire(p, e, n, deadline, NULL, t, got)
+           : how == READ ? wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got)
+                         : wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got);
+}
+
+/* A waiter in a child process: 0 acquired, 2 not acquired, 3 error. */
+static int waiter(const job *j)
+{
+    wk_db *db = child_open(wk_cap_read_write());
+    if (!db)
+        return 3;
+    wk_processor *p = wk_db_processor(db);
+    wk_name n = wk_name_str(j->name);
+    wk_token t;
+    bool got = false, ok;
+    int rc = acquire(p, j->e, j->name, j->how, j->wait_ms, &t, &got);
+    if (rc != WK_OK)
+        return 3;
+    if (!got)
+        return 2;
+    int at = atomic_fetch_add(&j->sh->acquired, 1);
+    j->sh->order[at] = j->idx;
+    if (j->how == READ) {
+        /* Hold until all `together` readers got in: each is still in when
+         * the last one arrives. */
+        for (int i = 0; i < 2000 && atomic_load(&j->sh->acquired) < j->together; i++)
+            wk_test_sleep_ms(5);
+        if (atomic_load(&j->sh->acquired) < j->together)
+            return 4;
+    }
+    wk_test_sleep_ms(j->hold_ms);
+    rc = j->how == LOCK   ? wk_lock_release(p, j->e, n, &t, &ok)
+         : j->how == READ ? wk_rwlock_release_read(p, j->e, n, &t, &ok)
+                          : wk_rwlock_release_write(p, j->e, n, &t, &ok);
+    wk_db_close(db);
+    return rc == WK_OK && ok ? 0 : 3;
+}
+
+static pid_t spawn(const job *j)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(waiter(j));
+    return pid;
+}
+
+static int reap(pid_t pid)
+{
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The companion keys of item `name` of `e` (RwLock: of its writer key). */
+static void wake_keys(const wk_entity *e, const char *name, wk__wake_keys *k)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name n = wk_name_str(name);
+    bool rw = strcmp(e->kind, WK_KIND_RWLOCK) == 0;
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &n, rw ? ":w" : NULL), WK_OK);
+    cr_assert_eq(wk__wake_keys_build(k, key, len), WK_OK);
+}
+
+static long long zcard(redisContext *raw, const wk__wake_keys *k)
+{
+    redisReply *r = wk_test_cmd(raw, "ZCARD %b", k->q, k->q_len);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+/* The locals most tests start with: a handle `db` (processor `p`), a raw
+ * connection `raw`, and `k`, the companion keys of item `name_` of `e`. */
+#define FIXTURE(e, name_)                                                                          \
+    wk_db *db = wk_test_open(NULL);                                                                \
+    wk_processor *p = wk_db_processor(db);                                                         \
+    redisContext *raw = wk_test_raw(wk_test_url());                                                \
+    wk__wake_keys k;                                                                               \
+    wake_keys(e, name_, &k)
+#define FIXTURE_END()                                                                              \
+    do {                                                                                           \
+        redisFree(raw);                                                                            \
+        wk_db_close(db);                                                                           \
+    } while (0)
+
+/* Until `n` waiters are queued (bounded by the suite's timeout). */
+static void wait_queued(redisContext *raw, const wk__wake_keys *k, long long n)
+{
+    while (zcard(raw, k) != n)
+        wk_test_sleep_ms(5);
+}
+
+static long long info_field(redisContext *raw, const char *section, const char *field)
+{
+    redisReply *r = wk_test_cmd(raw, "INFO %s", section);
+    const char *at = strstr(r->str, field);
+    cr_assert_not_null(at, "%s not in INFO %s", field, section);
+    long long v = atoll(at + strlen(field) + 1);
+    freeReplyObject(r);
+    return v;
+}
+
+/* ------------------------------------------------------------------------
+ * Slots and companion keys
+ * ---------------------------------------------------------------------- */
+
+Test(wake, crc16_and_the_hash_tag_rule)
+{
+    cr_assert_eq(wk__crc16("123456789", 9), 0x31C3); /* the Cluster spec's check value */
+    cr_assert_eq(wk__key_slot("foo", 3), 12182);     /* CLUSTER KEYSLOT foo */
+    cr_assert_eq(wk__key_slot("{user1000}.following", 20),
+                 wk__key_slot("{user1000}.followers", 20));
+    cr_assert_eq(wk__key_slot("{user1000}.following", 20), wk__crc16("user1000", 8) & 16383);
+    cr_assert_eq(wk__key_slot("foo{}{bar}", 10), wk__crc16("foo{}{bar}", 10) & 16383);
+    cr_assert_eq(wk__key_slot("foo{{bar}}zap", 13), wk__crc16("{bar", 4) & 16383);
+    cr_assert_eq(wk__key_slot("foo{bar}{zap}", 13), wk__crc16("bar", 3) & 16383);
+    cr_assert_eq(wk__key_slot("a{b", 3), wk__crc16("a{b", 3) & 16383);
+}
+
+Test(wake, every_slot_has_a_short_tag)
+{
+    for (unsigned s = 0; s < 16384; s++) {
+        char t[4];
+        size_t len = wk__wake_tag_for_slot(s, t);
+        cr_assert(len >= 1 && len <= 3, "slot %u: no tag", s);
+        cr_assert_null(memchr(t, '{', len));
+        cr_assert_null(memchr(t, '}', len));
+        cr_assert_eq(wk__crc16(t, len) & 16383, s, "slot %u", s);
+    }
+}
+
+static void same_slot(const wk_entity *e, const void *name, size_t name_len)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name n = wk_name_bytes(name, name_len);
+    bool rw = strcmp(e->kind, WK_KIND_RWLOCK) == 0;
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &n, rw ? ":w" : NULL), WK_OK);
+    wk__wake_keys k;
+    cr_assert_eq(wk__wake_keys_build(&k, key, len), WK_OK);
+    unsigned slot = wk__key_slot(key, len);
+    char list[WK__WAKE_KEY_MAX];
+    memcpy(list, k.w, k.w_len);
+    memcpy(list + k.w_len, "0123456789abcdef", 16);
+    cr_assert_eq(wk__key_slot(k.q, k.q_len), slot, "q of %.*s", (int)len, key);
+    cr_assert_eq(wk__key_slot(k.e, k.e_len), slot, "e of %.*s", (int)len, key);
+    cr_assert_eq(wk__key_slot(list, k.w_len + 16), slot, "w of %.*s", (int)len, key);
+    if (rw) {
+        key[len - 1] = 'r'; /* the reader key: the same tag */
+        cr_assert_eq(wk__key_slot(key, len), slot);
+    }
+}
+
+Test(wake, companion_keys_share_the_items_slot_whatever_braces_the_name_holds)
+{
+    static const wk_entity lock = WK_LOCK_ENTITY("slots", 1000);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("slots", 1000);
+    static const char *names[] = {"plain", "a{b",   "a}b", "{}", "x{}y}", "}{",
+                                  "{a}",   "{a}b}", "}}}", "{",  "{{}}",  ""};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        same_slot(&lock, names[i], strlen(names[i]));
+        same_slot(&rw, names[i], strlen(names[i]));
+    }
+    /* Binary names with braces and NULs, from a fixed seed. */
+    unsigned x = 12345;
+    for (int i = 0; i < 2000; i++) {
+        unsigned char name[12];
+        for (size_t b = 0; b < sizeof(name); b++) {
+            x = x * 1103515245u + 12345u;
+            unsigned v = (x >> 16) % 6;
+            name[b] = v == 0 ? '{' : v == 1 ? '}' : v == 2 ? 0 : (unsigned char)('a' + v);
+        }
+        same_slot(&lock, name, 1 + (size_t)i % sizeof(name));
+        same_slot(&rw, name, 1 + (size_t)i % sizeof(name));
+    }
+    /* Distinct items, distinct companions. */
+    wk__wake_keys a, b;
+    wake_keys(&lock, "a}b", &a);
+    wake_keys(&lock, "a}c", &b);
+    cr_assert(a.q_len != b.q_len || memcmp(a.q, b.q, a.q_len) != 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Waking
+ * ---------------------------------------------------------------------- */
+
+/* n waiters, queued one after the other, then one release: each is woken
+ * once (one BLPOP each, by the server's count) and they get the lock in
+ * the order they queued. */
+static void waiters_in_order(const wk_entity *lock, int n)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "order-%d", n);
+    FIXTURE(lock, name);
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    long long blpops = wk_test_cmd_calls(raw, "blpop");
+    shared *sh = shared_new();
+    pid_t kids[16];
+    for (int i = 0; i < n; i++) {
+        job j = {lock, name, LOCK, i, 60000, 5, 0, sh};
+        kids[i] = spawn(&j);
+        wait_queued(raw, &k, i + 1);
+    }
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert(ok);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(reap(kids[i]), 0, "waiter %d of %d", i, n);
+    cr_assert_eq(atomic_load(&sh->acquired), n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(sh->order[i], i, "%d waiters: position %d went to waiter %d", n, i,
+                     sh->order[i]);
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop") - blpops, n,
+                 "each waiter sleeps once and is woken once");
+    cr_assert_eq(zcard(raw, &k), 0, "the queue is empty again");
+    FIXTURE_END();
+}
+
+Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_order)
+{
+    private_server();
+    static const wk_entity unfair = WK_LOCK_ENTITY("order", 60000);
+    static const wk_entity fair = WK_LOCK_FAIR_ENTITY("order-fair", 60000);
+    int counts[] = {1, 2, 8};
+    for (int i = 0; i < 3; i++) {
+        waiters_in_order(&unfair, counts[i]);
+        waiters_in_order(&fair, counts[i]);
+    }
+    wk_test_server_stop(&private_srv);
+}
+
+/* The head is stopped (SIGSTOP) when the lock is released, so the lock
+ * stays free until it runs again: a fair Lock refuses every try in the
+ * meantime, an unfair one lets it barge in. */
+static bool barge_while_head_is_stopped(const wk_entity *lock)
+{
+    const char *name = "barge";
+    FIXTURE(lock, name);
+    wk_token t, t2;
+    bool got, ok, barged;
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job j = {lock, name, LOCK, 0, 60000, 0, 0, sh};
+    pid_t kid = spawn(&j);
+    wait_queued(raw, &k, 1);
+    kill(kid, SIGSTOP);
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t2, &barged), WK_OK);
+    if (barged)
+        cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t2, &ok), WK_OK);
+    kill(kid, SIGCONT);
+    cr_assert_eq(reap(kid), 0, "the waiter gets the lock in the end");
+    FIXTURE_END();
+    return barged;
+}
+
+Test(wake, a_fair_lock_lets_no_try_barge_past_its_waiters)
+{
+    const wk_entity fair = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair"), 60000);
+    const wk_entity unfair = WK_LOCK_ENTITY(wk_test_ns("barge"), 60000);
+    cr_assert_not(barge_while_head_is_stopped(&fair), "fair: the queued waiter goes first");
+    cr_assert(barge_while_head_is_stopped(&unfair), "unfair: a try takes a free lock");
+}
+
+/* Runs the Lock acquire script as waiter `id` with `cap`: a waiter that
+ * this test drives by hand (it never BLPOPs). */
+static wk__wake_outcome park_by_hand(wk_processor *p, const wk_entity *lock, const char *name,
+                                     const wk__wake_keys *k, const wk_token *id, int64_t cap)
+{
+    char key[WK_KEY_MAX], ttl[24], caps[24];
+    size_t len;
+    wk_name n = wk_name_str(name);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, lock, &n, NULL), WK_OK);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)lock->ttl_ms);
+    snprintf(caps, sizeof(caps), "%lld", (long long)cap);
+    const char *argv[8] = {key, k->q, k->e, (const char *)id->bytes, ttl, k->w, caps, "1"};
+    size_t lens[8] = {len,         k->q_len, k->e_len,     WK_TOKEN_LEN,
+                      strlen(ttl), k->w_len, strlen(caps), 1};
+    wk__wake_outcome out = {false, 0};
+    wk_access a = {lock, WK_WRITE};
+    wk_query q = {.name = "test.park",
+                  .effect = {&a, 1},
+                  .script = &wk__lock_acquire_script,
+                  .nkeys = 3,
+                  .argc = 8,
+                  .argv = argv,
+                  .argvlen = lens,
+                  .parse = wk__wake_parse_outcome,
+                  .out = &out};
+    cr_assert_eq(wk_process(p, &q), WK_OK, "%s", wk_processor_errmsg(p));
+    return out;
+}
+
+/* A, the head, is woken by the release and gives up right then (its
+ * deadline passed): leaving, it passes the wake-up to B. Fair, and A's
+ * registration lasts a minute, so without the pass B could not get the
+ * lock before its own deadline. */
+Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_FAIR_ENTITY("giveup", 60000);
+    const char *name = "job";
+    FIXTURE(&lock, name);
+    wk_token held, a;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &held, &got), WK_OK);
+    cr_assert(got);
+    wk_token_random(&a);
+    wk__wake_outcome o = park_by_hand(p, &lock, name, &k, &a, 60000);
+    cr_assert_not(o.acquired);
+    cr_assert_gt(o.sleep_ms, 0);
+    shared *sh = shared_new();
+    job j = {&lock, name, LOCK, 1, 20000, 0, 0, sh};
+    pid_t b = spawn(&j);
+    wait_queued(raw, &k, 2);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &held, &ok), WK_OK);
+    cr_assert(ok);
+    /* The release woke A (the head), not B. */
+    char list[WK__WAKE_KEY_MAX];
+    memcpy(list, k.w, k.w_len);
+    memcpy(list + k.w_len, a.bytes, WK_TOKEN_LEN);
+    redisReply *r = wk_test_cmd(raw, "LLEN %b", list, k.w_len + WK_TOKEN_LEN);
+    cr_assert_eq(r->integer, 1, "A has its wake-up");
+    freeReplyObject(r);
+    cr_assert_eq(wk__wake_leave(p, &lock, &k, &a), WK_OK);
+    cr_assert_eq(reap(b), 0, "B got the wake-up A gave up");
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "B slept once");
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A waits at the head and is killed; B queues behind it. The release
+ * wakes A, who is gone: B gets the lock once A's registration runs out
+ * (one lease plus the grace), sleeping a few times, not polling. Fair,
+ * so B could never pass A if a dead waiter were not pruned. */
+Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_FAIR_ENTITY("crashed-waiter", 2000);
+    const char *name = "job";
+    FIXTURE(&lock, name);
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &held, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job ja = {&lock, name, LOCK, 0, 60000, 0, 0, sh};
+    pid_t a = spawn(&ja);
+    wait_queued(raw, &k, 1);
+    kill(a, SIGKILL);
+    reap(a);
+    job jb = {&lock, name, LOCK, 1, 30000, 0, 0, sh};
+    long long blpops = wk_test_cmd_calls(raw, "blpop");
+    pid_t b = spawn(&jb);
+    wait_queued(raw, &k, 2);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &held, &ok), WK_OK);
+    cr_assert_eq(reap(b), 0, "B gets the lock after A's registration ran out");
+    long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
+    cr_assert(slept >= 1 && slept <= 6, "B slept %lld times", slept);
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A holder (`held` side) killed while holding: the waiter (`waits` side)
+ * sleeps until the lease runs out, then takes it — one to three sleeps,
+ * no polling. */
+static void crashed_holder(const wk_entity *e, enum how held, enum how waits)
+{
+    const char *name = "job";
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        wk_db *db = child_open(wk_cap_read_write());
+        wk_token t;
+        bool got = false;
+        if (db)
+            take(wk_db_processor(db), e, name, held, &t, &got);
+        char c = got ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(3);
+        pause();
+        _exit(0);
+    }
+    char c = 0;
+    cr_assert_eq(read(ready[0], &c, 1), 1);
+    cr_assert_eq(c, 'y');
+    kill(holder, SIGKILL);
+    reap(holder);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    long long blpops = wk_test_cmd_calls(raw, "blpop");
+    wk_db *db = wk_test_open(NULL);
+    wk_token t;
+    bool got = false;
+    cr_assert_eq(acquire(wk_db_processor(db), e, name, waits, 30000, &t, &got), WK_OK);
+    cr_assert(got);
+    long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
+    cr_assert(slept >= 1 && slept <= 3, "%s: slept %lld times", e->kind, slept);
+    FIXTURE_END();
+}
+
+Test(wake, a_crashed_holder_hands_over_when_its_lease_runs_out)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("crashed-holder", 1500);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("crashed-holder", 1500);
+    static const wk_entity rw2 = WK_RWLOCK_ENTITY("crashed-holder-2", 1500);
+    crashed_holder(&lock, LOCK, LOCK);
+    crashed_holder(&rw, READ, WRITE);  /* a writer waits out a dead reader */
+    crashed_holder(&rw2, WRITE, READ); /* a reader waits out a dead writer */
+    wk_test_server_stop(&private_srv);
+}
+
+/* ------------------------------------------------------------------------
+ * RwLock
+ * ---------------------------------------------------------------------- */
+
+Test(wake, a_writers_release_wakes_every_waiting_reader)
+{
+    private_server();
+    static const wk_entity rw = WK_RWLOCK_ENTITY("readers", 60000);
+    const char *name = "doc";
+    FIXTURE(&rw, name);
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        job j = {&rw, name, READ, i, 60000, 0, 3, sh};
+        kids[i] = spawn(&j);
+        wait_queued(raw, &k, i + 1);
+    }
+    cr_assert_eq(wk_rwlock_release_write(p, &rw, wk_name_str(name), &t, &ok), WK_OK);
+    for (int i = 0; i < 3; i++) {
+        int rc = reap(kids[i]);
+        cr_assert_eq(rc, 0, "reader %d: %d (4: the three were never in together)", i, rc);
+    }
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 3, "one wake-up each");
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, the_last_reader_out_wakes_a_waiting_writer)
+{
+    private_server();
+    static const wk_entity rw = WK_RWLOCK_ENTITY("writer", 60000);
+    const char *name = "doc";
+    FIXTURE(&rw, name);
+    wk_token r1, r2;
+    bool got, ok;
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str(name), &r1, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str(name), &r2, &got), WK_OK);
+    shared *sh = shared_new();
+    job j = {&rw, name, WRITE, 0, 60000, 0, 0, sh};
+    pid_t w = spawn(&j);
+    wait_queued(raw, &k, 1);
+    cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str(name), &r1, &ok), WK_OK);
+    cr_assert_eq(zcard(raw, &k), 1, "one reader left: the writer still waits");
+    cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str(name), &r2, &ok), WK_OK);
+    cr_assert_eq(reap(w), 0);
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "woken once, by the last reader");
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A fair RwLock: with a writer queued, a new reader does not get in
+ * beside the running one (no writer starvation); unfair, it does. */
+static bool reader_passes_waiting_writer(const wk_entity *rw)
+{
+    const char *name = "doc";
+    FIXTURE(rw, name);
+    wk_token r1, r2;
+    bool got, passed, ok;
+    cr_assert_eq(wk_rwlock_try_read(p, rw, wk_name_str(name), &r1, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job j = {rw, name, WRITE, 0, 60000, 0, 0, sh};
+    pid_t w = spawn(&j);
+    wait_queued(raw, &k, 1);
+    cr_assert_eq(wk_rwlock_try_read(p, rw, wk_name_str(name), &r2, &passed), WK_OK);
+    if (passed)
+        cr_assert_eq(wk_rwlock_release_read(p, rw, wk_name_str(name), &r2, &ok), WK_OK);
+    cr_assert_eq(wk_rwlock_release_read(p, rw, wk_name_str(name), &r1, &ok), WK_OK);
+    cr_assert_eq(reap(w), 0);
+    FIXTURE_END();
+    return passed;
+}
+
+Test(wake, a_fair_rwlock_lets_no_reader_pass_a_waiting_writer)
+{
+    const wk_entity fair = WK_RWLOCK_FAIR_ENTITY(wk_test_ns("fair-rw"), 60000);
+    const wk_entity unfair = WK_RWLOCK_ENTITY(wk_test_ns("unfair-rw"), 60000);
+    cr_assert_not(reader_passes_waiting_writer(&fair));
+    cr_assert(reader_passes_waiting_writer(&unfair));
+}
+
+/* ------------------------------------------------------------------------
+ * owned and force release
+ * ---------------------------------------------------------------------- */
+
+Test(wake, owned_reports_the_lease_without_writing_or_extending)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("owned", 60000);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("owned", 60000);
+    wk_db *db = wk_test_open(NULL);
+    wk_db *ro = wk_test_open(wk_cap_read_only());
+    wk_processor *p = wk_db_processor(db), *rp = wk_db_processor(ro);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_name n = wk_name_str("x");
+    wk_token t, w, r, other;
+    bool got, ok;
+    wk_token_random(&other);
+    cr_assert_eq(wk_lock_try(p, &lock, n, &t, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("w"), &w, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("r"), &r, &got), WK_OK);
+    long long dirty = info_field(raw, "persistence", "rdb_changes_since_last_save");
+    wk_lease_state st, st2;
+    cr_assert_eq(wk_lock_owned(rp, &lock, n, &t, &st), WK_OK, "READ: a read-only handle asks");
+    cr_assert(st.owned);
+    cr_assert(st.ttl_ms > 0 && st.ttl_ms <= 60000, "%lld", (long long)st.ttl_ms);
+    wk_test_sleep_ms(20);
+    cr_assert_eq(wk_lock_owned(rp, &lock, n, &t, &st2), WK_OK);
+    cr_assert(st2.owned && st2.ttl_ms <= st.ttl_ms, "owned does not extend");
+    cr_assert_eq(wk_lock_owned(rp, &lock, n, &other, &st), WK_OK);
+    cr_assert_not(st.owned);
+    cr_assert_eq(st.ttl_ms, 0);
+    cr_assert_eq(wk_rwlock_owned_write(rp, &rw, wk_name_str("w"), &w, &st), WK_OK);
+    cr_assert(st.owned && st.ttl_ms > 0);
+    cr_assert_eq(wk_rwlock_owned_write(rp, &rw, wk_name_str("w"), &other, &st), WK_OK);
+    cr_assert_not(st.owned);
+    cr_assert_eq(wk_rwlock_owned_read(rp, &rw, wk_name_str("r"), &r, &st), WK_OK);
+    cr_assert(st.owned && st.ttl_ms > 0 && st.ttl_ms <= 60000);
+    cr_assert_eq(wk_rwlock_owned_read(rp, &rw, wk_name_str("r"), &other, &st), WK_OK);
+    cr_assert_not(st.owned);
+    cr_assert_eq(info_field(raw, "persistence", "rdb_changes_since_last_save"), dirty,
+                 "owned wrote nothing");
+    cr_assert_eq(wk_lock_release(p, &lock, n, &t, &ok), WK_OK);
+    cr_assert_eq(wk_lock_owned(rp, &lock, n, &t, &st), WK_OK);
+    cr_assert_not(st.owned, "released: no longer owned");
+    cr_assert_eq(wk_lock_owned(rp, &lock, n, NULL, &st), WK_EINVAL);
+    redisFree(raw);
+    wk_db_close(ro);
+    wk_db_close(db);
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, force_release_frees_whoever_holds_it_and_wakes_the_waiter)
+{
+    const wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("force"), 60000);
+    const wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("force"), 60000);
+    const char *name = "stuck";
+    wk_db *db = wk_test_open(NULL);
+    wk_db *op = wk_test_open(NULL);
+    wk_db *ro = wk_test_open(wk_cap_read_only());
+    wk_processor *p = wk_db_processor(db);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk__wake_keys k;
+    wake_keys(&lock, name, &k);
+    wk_token t;
+    bool got, ok, was;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &t, &got), WK_OK);
+    shared *sh = shared_new();
+    job j = {&lock, name, LOCK, 0, 60000, 0, 0, sh};
+    pid_t w = spawn(&j);
+    wait_queued(raw, &k, 1);
+    cr_assert_eq(wk_lock_force_release(wk_db_processor(ro), &lock, wk_name_str(name), &was),
+                 WK_EDENIED);
+    cr_assert_eq(wk_lock_force_release(wk_db_processor(op), &lock, wk_name_str(name), &was), WK_OK);
+    cr_assert(was);
+    cr_assert_eq(reap(w), 0, "the waiter was woken and took it");
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert_not(ok, "the old holder's release reports false");
+    cr_assert_eq(wk_lock_force_release(wk_db_processor(op), &lock, wk_name_str(name), &was), WK_OK);
+    cr_assert_not(was, "nobody held it");
+
+    wk_token wt, rt;
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("a"), &wt, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("b"), &rt, &got), WK_OK);
+    cr_assert_eq(wk_rwlock_force_release(wk_db_processor(op), &rw, wk_name_str("a"), &was), WK_OK);
+    cr_assert(was);
+    cr_assert_eq(wk_rwlock_force_release(wk_db_processor(op), &rw, wk_name_str("b"), &was), WK_OK);
+    cr_assert(was);
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("b"), &wt, &got), WK_OK);
+    cr_assert(got, "the readers are gone");
+    redisFree(raw);
+    wk_db_close(ro);
+    wk_db_close(op);
+    wk_db_close(db);
+}
+
+Test(wake, unknown_entity_flags_are_refused)
+{
+    wk_entity e = WK_LOCK_FAIR_ENTITY("flags", 1000);
+    cr_assert_eq(wk_entity_check(&e), WK_OK);
+    e.flags |= 0x80u;
+    char msg[WK_ENTITY_MSG_MAX];
+    cr_assert_eq(wk_entity_check_msg(&e, msg, sizeof(msg)), WK_EINVAL);
+    cr_assert_str_eq(msg, "flags 0x81 has bits no WK_ENTITY_* flag defines");
+}
+
+/* Waiting needs WRITE, as acquiring does: a read-only handle is refused
+ * before anything is sent, and opens no blocking connection. */
+Test(wake, waiting_needs_write)
+{
+    const wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("denied"), 60000);
+    wk_db *ro = wk_test_open(wk_cap_read_only());
+    wk_token t;
+    bool got = true;
+    cr_assert_eq(wk_lock_acquire(wk_db_processor(ro), &lock, wk_name_str("x"), wk_deadline_in(1000),
+                                 NULL, &t, &got),
+                 WK_EDENIED);
+    cr_assert_not(got);
+    wk_db_close(ro);
+}
