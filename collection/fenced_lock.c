@@ -134,6 +134,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
 {
     keys k;
     int rc = prepare(p, "fenced_lock.try", lock, &name, &k, lease);
+    if (!rc)
+        rc = wk__lease_admit(p, "fenced_lock.try");
     if (rc)
         return rc;
     /* Written now, so a batch's caller has the token before it runs. */
@@ -143,8 +145,14 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
     char ttl[24];
     const char *args[2] = {(const char *)lease->token.bytes, ttl};
     size_t lens[2] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, lock->ttl_ms)};
-    return run(p, "fenced_lock.try", &wk__fenced_lock_try_script, lock, &k, NULL, WK_WRITE, args,
-               lens, 2, parse_try, lease);
+    rc = run(p, "fenced_lock.try", &wk__fenced_lock_try_script, lock, &k, NULL, WK_WRITE, args,
+             lens, 2, parse_try, lease);
+    /* lease_replicas: an unacknowledged lease is given back (its fence
+     * stays spent: fences only have to increase). */
+    if (!rc)
+        rc = wk__lease_confirm(p, "fenced_lock.try", wk_fenced_lock_release, lock, name,
+                               &lease->token, &lease->acquired);
+    return rc;
 }
 
 /* release / extend: a token, a bool outcome; a release wakes a waiter. */
@@ -349,7 +357,8 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
                     .id = &lease->token,
                     .deadline = deadline,
                     .attempt = attempt,
-                    .ctx = &fw};
-    bool acquired;
-    return wk__wake_wait(&w, &acquired);
+                    .ctx = &fw,
+                    .release = wk_fenced_lock_release,
+                    .name = name};
+    return wk__wake_wait(&w, &lease->acquired);
 }

@@ -245,7 +245,9 @@ int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_
                     .id = token,
                     .deadline = deadline,
                     .attempt = lock_attempt,
-                    .ctx = &lw};
+                    .ctx = &lw,
+                    .release = wk_lock_release,
+                    .name = name};
     return wk__wake_wait(&w, acquired);
 }
 

@@ -356,7 +356,10 @@ static int acquire_waiting(const char *op, wk__try_fn try_once, const wk_script 
                     .id = token,
                     .deadline = deadline,
                     .attempt = rw_attempt,
-                    .ctx = &rw};
+                    .ctx = &rw,
+                    .release = script == &acquire_read_script ? wk_rwlock_release_read
+                                                              : wk_rwlock_release_write,
+                    .name = name};
     return wk__wake_wait(&w, acquired);
 }
 

@@ -165,14 +165,20 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
 {
     keys k;
     int rc = prepare(p, "semaphore.try", sem, &name, &k, false, token ? acquired : NULL);
+    if (!rc)
+        rc = wk__lease_admit(p, "semaphore.try");
     if (rc)
         return rc;
     *acquired = false;
     wk_token_random(token);
     take_args a;
     take_args_fill(&a, sem, token, 0);
-    return run(p, "semaphore.try", &wk__semaphore_try_script, sem, &k, false, WK_WRITE, a.argv,
-               a.lens, 3, wk__parse_bool_int, acquired);
+    rc = run(p, "semaphore.try", &wk__semaphore_try_script, sem, &k, false, WK_WRITE, a.argv,
+             a.lens, 3, wk__parse_bool_int, acquired);
+    if (!rc) /* lease_replicas: an unacknowledged permit is given back */
+        rc = wk__lease_confirm(p, "semaphore.try", wk_semaphore_release, sem, name, token,
+                               acquired);
+    return rc;
 }
 
 int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,
@@ -293,6 +299,8 @@ int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name, in
                     .id = token,
                     .deadline = deadline,
                     .attempt = attempt,
-                    .ctx = &k};
+                    .ctx = &k,
+                    .release = wk_semaphore_release,
+                    .name = name};
     return wk__wake_wait(&w, acquired);
 }

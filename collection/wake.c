@@ -205,6 +205,8 @@ int wk__wake_wait(wk__waiter *w, bool *acquired)
             return rc; /* an earlier registration runs out by itself */
         if (out.acquired) {
             *acquired = true;
+            if (w->release) /* lease_replicas: WAIT, or give it back */
+                return wk__lease_confirm(w->p, w->op, w->release, w->e, w->name, w->id, acquired);
             return WK_OK;
         }
         int64_t left = w->deadline - wk__boot_ms();

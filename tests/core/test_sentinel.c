@@ -485,3 +485,118 @@ Test(sentinel, acknowledged_leases_refuse_a_batch, .timeout = 60)
     wk_db_close(db);
     wk_test_server_stop(&s);
 }
+
+/* A holder that releases after a while, so the acquire below has to
+ * wait and takes the item through the wake-on-release path. */
+typedef struct later_release {
+    const char *url;
+    int kind; /* 0 Lock, 1 RwLock writer, 2 FencedLock, 3 Semaphore of 1 */
+    const wk_entity *e;
+} later_release;
+
+static void *hold_then_release(void *arg)
+{
+    later_release *l = arg;
+    wk_db *db = wk_test_open_url(l->url, NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_token t;
+    bool got = false, done = false;
+    wk_fenced_lease fl;
+    switch (l->kind) {
+    case 0:
+        cr_assert_eq(wk_lock_try(p, l->e, wk_name_str("w"), &t, &got), WK_OK);
+        break;
+    case 1:
+        cr_assert_eq(wk_rwlock_try_write(p, l->e, wk_name_str("w"), &t, &got), WK_OK);
+        break;
+    case 2:
+        cr_assert_eq(wk_fenced_lock_try(p, l->e, wk_name_str("w"), &fl), WK_OK);
+        got = fl.acquired;
+        t = fl.token;
+        break;
+    default:
+        cr_assert_eq(wk_semaphore_try(p, l->e, wk_name_str("w"), &t, &got), WK_OK);
+    }
+    cr_assert(got);
+    wk_test_sleep_ms(300);
+    switch (l->kind) {
+    case 0:
+        wk_lock_release(p, l->e, wk_name_str("w"), &t, &done);
+        break;
+    case 1:
+        wk_rwlock_release_write(p, l->e, wk_name_str("w"), &t, &done);
+        break;
+    case 2:
+        wk_fenced_lock_release(p, l->e, wk_name_str("w"), &t, &done);
+        break;
+    default:
+        wk_semaphore_release(p, l->e, wk_name_str("w"), &t, &done);
+    }
+    wk_db_close(db);
+    return NULL;
+}
+
+/* lease_replicas covers a lease taken after waiting too: with no replica
+ * the waiting acquire of every lease kind is WK_ENOTREPLICATED, not
+ * acquired, and the item is free again. */
+Test(sentinel, acknowledged_leases_cover_waiting_acquires, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = s.url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 50;
+    wk_db *db = NULL;
+    char err[256];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY("acked-wait", 30000);
+    wk_entity rw = WK_RWLOCK_ENTITY("acked-wait", 30000);
+    wk_entity fenced = WK_FENCED_LOCK_ENTITY("acked-wait", 30000);
+    wk_entity sem = WK_SEMAPHORE_ENTITY("acked-wait", 1, 30000);
+    const wk_entity *es[4] = {&lock, &rw, &fenced, &sem};
+    for (int kind = 0; kind < 4; kind++) {
+        later_release l = {s.url, kind, es[kind]};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, hold_then_release, &l), 0);
+        wk_test_sleep_ms(100); /* held before the acquire starts */
+        int64_t deadline = wk_monotonic_ms() + 20000;
+        wk_token t;
+        bool got = true;
+        wk_fenced_lease fl;
+        int rc;
+        switch (kind) {
+        case 0:
+            rc = wk_lock_acquire(p, &lock, wk_name_str("w"), deadline, NULL, &t, &got);
+            break;
+        case 1:
+            rc = wk_rwlock_acquire_write(p, &rw, wk_name_str("w"), deadline, NULL, &t, &got);
+            break;
+        case 2:
+            rc = wk_fenced_lock_acquire(p, &fenced, wk_name_str("w"), deadline, &fl);
+            got = fl.acquired;
+            break;
+        default:
+            rc = wk_semaphore_acquire(p, &sem, wk_name_str("w"), deadline, &t, &got);
+        }
+        pthread_join(th, NULL);
+        cr_assert_eq(rc, WK_ENOTREPLICATED, "kind %d: %s (%s)", kind, wk_err_name(rc),
+                     wk_db_errmsg(db));
+        cr_assert_not(got, "kind %d", kind);
+    }
+    /* Given back: every item is free. */
+    redisContext *raw = wk_test_raw(s.url);
+    redisReply *r = wk_test_cmd(raw, "DBSIZE");
+    long long left = r->integer;
+    freeReplyObject(r);
+    r = wk_test_cmd(raw, "KEYS *");
+    for (size_t i = 0; i < r->elements; i++)
+        cr_assert(strstr(r->element[i]->str, ":fence"), "left held: %s (of %lld keys)",
+                  r->element[i]->str, left);
+    freeReplyObject(r);
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}

@@ -90,14 +90,18 @@ static int fenced_cycle(wk_processor *p, unsigned i)
 
 /* An uncontended acquire: its first attempt takes the lock, so no wait
  * (and no blocking connection) happens. */
+/* Its own names: the suites run in parallel, and a try cycle on the same
+ * names would make this acquire wait (and open its blocking connection). */
+static const wk_entity alloc_fenced_wait = WK_FENCED_LOCK_ENTITY("alloc-acquire", 10000);
+
 static int fenced_acquire_cycle(wk_processor *p, unsigned i)
 {
     wk_fenced_lease lease;
     bool ok = false;
-    int rc =
-        wk_fenced_lock_acquire(p, &alloc_fenced, wk_name_u64(i), wk_deadline_in(10000), &lease);
+    int rc = wk_fenced_lock_acquire(p, &alloc_fenced_wait, wk_name_u64(i), wk_deadline_in(10000),
+                                    &lease);
     if (rc == WK_OK)
-        rc = wk_fenced_lock_release(p, &alloc_fenced, wk_name_u64(i), &lease.token, &ok);
+        rc = wk_fenced_lock_release(p, &alloc_fenced_wait, wk_name_u64(i), &lease.token, &ok);
     return rc != WK_OK ? rc : lease.acquired && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 

@@ -193,13 +193,18 @@ static int rw_cycle(wk_processor *p, unsigned i)
 static const wk_entity alloc_fair = WK_LOCK_FAIR_ENTITY("alloc-fair", 10000);
 
 /* A free lock: the waiting acquire is its plain try. */
+/* Its own names: the suites run in parallel, and a try cycle on the same
+ * names would make this acquire wait (and open its blocking connection). */
+static const wk_entity alloc_lock_wait = WK_LOCK_ENTITY("alloc-acquire", 10000);
+
 static int lock_acquire_cycle(wk_processor *p, unsigned i)
 {
     wk_token t;
     bool got = false, ok = false;
-    int rc = wk_lock_acquire(p, &alloc_lock, wk_name_u64(i), wk_deadline_in(1000), NULL, &t, &got);
+    int rc =
+        wk_lock_acquire(p, &alloc_lock_wait, wk_name_u64(i), wk_deadline_in(1000), NULL, &t, &got);
     if (rc == WK_OK)
-        rc = wk_lock_release(p, &alloc_lock, wk_name_u64(i), &t, &ok);
+        rc = wk_lock_release(p, &alloc_lock_wait, wk_name_u64(i), &t, &ok);
     return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 

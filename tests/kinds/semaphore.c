@@ -84,13 +84,18 @@ static int sem_cycle(wk_processor *p, unsigned i)
 
 /* An uncontended acquire: its first attempt takes the permit, so no
  * wait (and no blocking connection) happens. */
+/* Its own names: the suites run in parallel, and a try cycle on the same
+ * names would make this acquire wait (and open its blocking connection). */
+static const wk_entity alloc_sem_wait = WK_SEMAPHORE_ENTITY("alloc-acquire", 4, 10000);
+
 static int sem_acquire_cycle(wk_processor *p, unsigned i)
 {
     wk_token t;
     bool got = false, ok = false;
-    int rc = wk_semaphore_acquire(p, &alloc_sem, wk_name_u64(i), wk_deadline_in(10000), &t, &got);
+    int rc =
+        wk_semaphore_acquire(p, &alloc_sem_wait, wk_name_u64(i), wk_deadline_in(10000), &t, &got);
     if (rc == WK_OK)
-        rc = wk_semaphore_release(p, &alloc_sem, wk_name_u64(i), &t, &ok);
+        rc = wk_semaphore_release(p, &alloc_sem_wait, wk_name_u64(i), &t, &ok);
     return rc != WK_OK ? rc : got && ok ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 

@@ -141,17 +141,20 @@ static void expect_done(const wk_test_alloc_case *c, int rc)
     cr_assert_eq(rc, WK_OK, "%s: %s", c->what, wk_err_name(rc));
 }
 
-static void count_ops_on(wk_processor *p, const wk_test_alloc_case *c, unsigned n)
+/* `base` offsets the item names: the handle's and the pool's runs of a
+ * case go on in parallel processes, and sharing names would make a
+ * waiting acquire wait. */
+static void count_ops_on(wk_processor *p, const wk_test_alloc_case *c, unsigned n, unsigned base)
 {
     locate_hiredis();
     if (c->setup)
         expect_done(c, c->setup(p));
     for (unsigned i = 0; i < 20; i++)
-        expect_done(c, c->op(p, i)); /* warm-up: scripts, buffers */
+        expect_done(c, c->op(p, base + i)); /* warm-up: scripts, buffers */
     library_allocs = hiredis_allocs = 0;
     counting = true;
     for (unsigned i = 0; i < n; i++) {
-        int rc = c->op(p, 1000 + i);
+        int rc = c->op(p, base + 1000 + i);
         if (rc != WK_OK) {
             counting = false;
             expect_done(c, rc);
@@ -168,7 +171,7 @@ static void count_ops_on(wk_processor *p, const wk_test_alloc_case *c, unsigned 
 static void count_ops(const wk_test_alloc_case *c, unsigned n)
 {
     wk_db *db = wk_test_open(NULL);
-    count_ops_on(wk_db_processor(db), c, n);
+    count_ops_on(wk_db_processor(db), c, n, 0);
     wk_db_close(db);
 }
 
@@ -177,7 +180,7 @@ static void count_ops(const wk_test_alloc_case *c, unsigned n)
 static void count_pool_ops(const wk_test_alloc_case *c, unsigned n)
 {
     wk_pool *pool = wk_test_open_pool(wk_test_url(), NULL, 2, 2000, NULL);
-    count_ops_on(wk_pool_processor(pool), c, n);
+    count_ops_on(wk_pool_processor(pool), c, n, 100000);
     wk_pool_close(pool);
 }
 
