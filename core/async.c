@@ -100,6 +100,7 @@ struct wk_async {
     size_t argv_cap, argvlen_cap;
     wk_query query; /* an entry rebuilt for its parser */
     bool in_process;
+    bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
 };
 
@@ -288,8 +289,24 @@ static void update_watch(wk_async *a)
 
 /* ---- the connection ----------------------------------------------------- */
 
+/* The descriptor the watch was shown is closed (or about to be): say so
+ * before anything else is reported. A new socket often gets the same
+ * number, and loops that keep descriptors registered (epoll: libuv,
+ * libevent) must drop the old registration first, which they cannot do
+ * if the number seems unchanged. */
+static void fd_gone(wk_async *a)
+{
+    if (!a->watch || a->seen_fd < 0)
+        return;
+    a->seen_fd = -1;
+    a->seen_events = 0;
+    a->seen_due = -1;
+    a->watch(a, -1, 0, -1, a->watch_arg);
+}
+
 static void close_link(wk_async *a)
 {
+    fd_gone(a);
     wk__dial_end(&a->dial);
     wk__conn_drop(a->db->conn);
     a->state = DOWN;
@@ -736,9 +753,12 @@ static void step(wk_async *a, unsigned ready)
             if (!a->dial.connected && !ready)
                 break;
             char why[256];
+            const struct addrinfo *tried = a->dial.next;
             int rc = wk__dial_check(&a->dial, why, sizeof(why));
             if (rc == WK_OK)
                 connected(a);
+            else if (rc == 1 && a->dial.next != tried)
+                fd_gone(a); /* the next address, on a new socket */
             else if (rc < 0) {
                 char msg[WK__ERRMSG_MAX + 320];
                 snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
@@ -782,6 +802,8 @@ static int async_submit(wk_processor *self, wk_query *q)
     db->errmsg[0] = '\0';
     if (!q->name)
         q->name = "query";
+    if (a->closing) /* from a callback run by wk_async_close() */
+        return wk__db_fail(db, WK_EIO, "%s: the handle is closing (not sent)", q->name);
     int rc = wk__db_admit(db, q);
     if (rc)
         return rc;
@@ -852,6 +874,7 @@ void wk_async_close(wk_async *a)
     }
     close_link(a);
     a->in_process = true;
+    a->closing = true;
     flush(a);
     for (size_t i = 0; i < a->count; i++) {
         free(at(a, i)->heap_spans);

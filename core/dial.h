@@ -31,7 +31,8 @@ int wk__dial_start(wk__dial *d, const wk_url *url, char *msg, size_t msglen);
 
 /* After d->fd became writable (or failed): WK_OK once connected; 1 when
  * this address failed and the next one is being tried (a new d->fd: wait
- * again); WK_EIO with msg when no address is left. */
+ * again); WK_EIO with msg when no address is left (the dial is ended:
+ * nothing to free). */
 int wk__dial_check(wk__dial *d, char *msg, size_t msglen);
 
 /* Give up: close the socket (unless taken) and free the addresses. */

@@ -62,7 +62,9 @@
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
  * wk_async_close() from inside a callback; submitting from a callback is
- * fine (that is how requests chain).
+ * fine (that is how requests chain), except from one that
+ * wk_async_close() runs: that submission returns WK_EIO and its callback
+ * is never called.
  */
 #ifndef WAKUWAKU_ASYNC_H
 #define WAKUWAKU_ASYNC_H
@@ -93,6 +95,15 @@ typedef void (*wk_async_done_fn)(wk_async *a, int status, const char *msg, void 
  * after which wk_async_process() must be called even without events (-1:
  * none). Adapters use it to (re)arm their watchers; a poll() loop may
  * instead read wk_async_fd/_events/_timeout_ms before each wait.
+ * Before the descriptor it reported is closed (a lost connection, a
+ * reconnect, the dial moving to the next address) it is called with fd
+ * -1, events 0 and timeout -1, then with the new state: a new socket
+ * often gets the old number, and a loop that keeps descriptors
+ * registered (epoll) must drop the old registration first.
+ * WARNING: the watch is not called when nothing changed, so a one-shot
+ * timer that fired before the timeout was over (loops count from a
+ * cached time) must be armed again, from wk_async_timeout_ms(), after
+ * its wk_async_process(a, 0); the adapters do.
  */
 typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t timeout_ms,
                                   void *arg);

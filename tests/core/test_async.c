@@ -378,3 +378,89 @@ Test(async, bad_input, .timeout = 60)
     wk_async_process(NULL, 0);
     wk_async_close(NULL);
 }
+
+/* What the watch callback was told, in order. */
+typedef struct watch_log {
+    int n;
+    int fd[128];
+} watch_log;
+
+static void record_watch(wk_async *a, int fd, unsigned events, int64_t timeout_ms, void *arg)
+{
+    (void)a, (void)events, (void)timeout_ms;
+    watch_log *w = arg;
+    if (w->n < 128)
+        w->fd[w->n++] = fd;
+}
+
+Test(async, a_replaced_connection_is_reported_as_no_descriptor_first, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    while (wk_async_fd(a) < 0 || wk_async_timeout_ms(a) >= 0)
+        wk_test_async_turn(a);
+    int old = wk_async_fd(a);
+    watch_log w = {0};
+    wk_async_set_watch(a, record_watch, &w);
+    cr_assert_eq(w.n, 1);
+    cr_assert_eq(w.fd[0], old);
+    /* Killed before the handle noticed: the next turn sees the EOF and
+     * connects again at once, often on a socket with the same number. */
+    cr_assert_eq(wk_test_kill_client_fd(wk_test_url(), old), 0);
+    done_log log = {0};
+    done_ref r = {&log, 0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("replaced"), &st);
+    wk_test_async_drain(a);
+    cr_assert_eq(log.status[0], WK_OK, "%s", log.msg);
+    int gone = -1;
+    for (int i = 1; i < w.n && gone < 0; i++)
+        if (w.fd[i] == -1)
+            gone = i;
+    cr_assert_geq(gone, 1, "the old descriptor was reported gone");
+    for (int i = 1; i < gone; i++)
+        cr_assert_eq(w.fd[i], old, "nothing else before it");
+    cr_assert_geq(wk_async_fd(a), 0);
+    wk_async_close(a);
+}
+
+typedef struct closing_chain {
+    int calls, rc;
+    done_log log;
+} closing_chain;
+
+static void submit_again(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)status, (void)msg;
+    closing_chain *c = arg;
+    c->calls++;
+    static done_ref r;
+    r = (done_ref){&c->log, 1};
+    wk_token_bucket_state st;
+    c->rc =
+        wk_token_bucket_peek(wk_async_with(a, on_done, &r), &bucket, wk_name_str("closing"), &st);
+}
+
+Test(async, a_callback_run_by_close_cannot_submit, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    closing_chain c = {0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, submit_again, &c), &bucket, wk_name_str("closing"), &st);
+    wk_async_close(a);
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(c.rc, WK_EIO, "%s", wk_err_name(c.rc));
+    cr_assert_eq(c.log.n, 0, "a refused submission's callback never runs");
+}
+
+Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 1000);
+    wk_token token;
+    bool acquired = true;
+    int rc = wk_lock_acquire(wk_async_with(a, NULL, NULL), &lock, wk_name_str("wait"),
+                             wk_monotonic_ms() + 1000, NULL, &token, &acquired);
+    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
+    cr_assert_not(acquired);
+    cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
+    wk_async_close(a);
+}

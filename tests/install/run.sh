@@ -70,6 +70,25 @@ pkgconfig)
     if readelf -d "$libdir/libwakuwaku.so" | grep NEEDED | grep -q jansson; then
         fail "libwakuwaku.so needs jansson"
     fi
+
+    # The event-loop adapters: installed header-only, compiled by the
+    # program with its loop; the library links neither loop.
+    if readelf -d "$libdir/libwakuwaku.so" | grep NEEDED | grep -Eq 'libuv|libevent'; then
+        fail "libwakuwaku.so needs libuv or libevent"
+    fi
+    for loop in libuv:uv libevent:event; do
+        header=${loop%%:*} fn=${loop#*:}
+        [ -f "$prefix/include/wakuwaku/adapters/$header.h" ] ||
+            fail "include/wakuwaku/adapters/$header.h is not installed"
+        printf '#include <wakuwaku/adapters/%s.h>\n%s\n' "$header" \
+            "int main(void) { return wk_async_attach_$fn(NULL, NULL, NULL) == WK_EINVAL ? 0 : 1; }" \
+            >"$tmp/adapter_$header.c"
+        # shellcheck disable=SC2046,SC2086
+        "$cc" $flags -D_DEFAULT_SOURCE "$tmp/adapter_$header.c" \
+            $(pkg-config --cflags --libs wakuwaku "$header") -o "$tmp/adapter_$header" ||
+            fail "the installed $header.h does not compile"
+        LD_LIBRARY_PATH=$libdir "$tmp/adapter_$header" || fail "the $header adapter failed to run"
+    done
     ;;
 *)
     fail "unknown mode"

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <criterion/criterion.h>
 
@@ -215,6 +218,23 @@ const char *wk_test_ns(const char *prefix)
     char *s = slots[next++ % 16];
     snprintf(s, sizeof(slots[0]), "%s-%d-%d", prefix, (int)getpid(), next);
     return s;
+}
+
+int wk_test_kill_client_fd(const char *url, int fd)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sin_family != AF_INET)
+        return -1;
+    char ip[INET_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip)))
+        return -1;
+    redisContext *raw = wk_test_raw(url);
+    redisReply *r = wk_test_cmd(raw, "CLIENT KILL ADDR %s:%d", ip, (int)ntohs(sa.sin_port));
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 0 : -1;
+    freeReplyObject(r);
+    redisFree(raw);
+    return ok;
 }
 
 void wk_test_async_turn(wk_async *a)

@@ -67,6 +67,11 @@ typedef struct wk_test_killer wk_test_killer;
 wk_test_killer *wk_test_killer_start(const char *name);
 int wk_test_killer_stop(wk_test_killer *k);
 
+/* Kill the server's side of the connection whose local socket is `fd`
+ * (CLIENT KILL ADDR, so no other client of a shared server is touched).
+ * 0, or -1 if fd is not a TCP socket or the server refused. */
+int wk_test_kill_client_fd(const char *url, int fd);
+
 /* The server's count of writes since its last save (INFO persistence,
  * rdb_changes_since_last_save; the test servers never save): a read-only
  * query leaves it unchanged. -1 if it cannot be read. Counts every

@@ -1,0 +1,231 @@
+/*
+ * examples/loop_common/jobs.c — "job <id>" requests through a wk_async
+ * (see jobs.h): lock, limiter, reply, release, each step in the previous
+ * one's callback.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs.h"
+
+const wk_entity jobs_lock = WK_LOCK_ENTITY("loopjobs", JOBS_LOCK_TTL_MS);
+const wk_entity jobs_bucket =
+    WK_TOKEN_BUCKET_ENTITY("loopjobs", JOBS_BUCKET_CAPACITY, 1, JOBS_BUCKET_PERIOD_MS);
+
+#define LINE_MAX_LEN 256
+
+struct jobs_conn {
+    wk_async *a;
+    jobs_send_fn send;
+    void *io;
+    bool busy; /* a request is in flight (its callbacks hold this state) */
+    bool gone; /* the client left: free when the request completes */
+    char in[16 * LINE_MAX_LEN];
+    size_t in_len;
+    /* The request in flight: outputs the queries write. */
+    char lock_name[2 * LINE_MAX_LEN];
+    wk_token token;
+    bool acquired, released;
+    wk_token_bucket_outcome limit;
+    char prefix[LINE_MAX_LEN];
+};
+
+static void pump(jobs_conn *c);
+
+static void reply(jobs_conn *c, const char *text)
+{
+    if (c->gone)
+        return;
+    char line[LINE_MAX_LEN + 16];
+    int n = snprintf(line, sizeof(line), "%s\n", text);
+    if (n < 0 || (size_t)n >= sizeof(line)) {
+        line[sizeof(line) - 2] = '\n'; /* a long error message, cut */
+        n = (int)sizeof(line) - 1;
+    }
+    c->send(c->io, line, (size_t)n);
+}
+
+/* "error <message>" for a failed query (its message, else the status's). */
+static void error_text(char *text, size_t len, int status, const char *msg)
+{
+    snprintf(text, len, "error %s", msg && msg[0] ? msg : wk_strerror(status));
+}
+
+static void reply_error(jobs_conn *c, int status, const char *msg)
+{
+    char text[LINE_MAX_LEN];
+    error_text(text, sizeof(text), status, msg);
+    reply(c, text);
+}
+
+/* The request is over: the next line, or the end of a departed client. */
+static void request_done(jobs_conn *c)
+{
+    c->busy = false;
+    if (c->gone)
+        free(c);
+    else
+        pump(c);
+}
+
+static void on_release(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    jobs_conn *c = arg;
+    if (status != WK_OK)
+        fprintf(stderr, "release %s: %s\n", c->lock_name, msg); /* the lease runs out */
+    request_done(c);
+}
+
+/* Reply, then release the lock (the reply is on its way meanwhile). */
+static void reply_and_release(jobs_conn *c, const char *text)
+{
+    reply(c, text);
+    int rc = wk_lock_release(wk_async_with(c->a, on_release, c), &jobs_lock,
+                             wk_name_str(c->lock_name), &c->token, &c->released);
+    if (rc != WK_OK)
+        request_done(c); /* not queued (the handle is closing): the lease runs out */
+}
+
+static void on_limit(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    jobs_conn *c = arg;
+    if (status != WK_OK) {
+        char text[LINE_MAX_LEN];
+        error_text(text, sizeof(text), status, msg);
+        reply_and_release(c, text);
+    } else {
+        reply_and_release(c, c->limit.allowed ? "ok" : "limited");
+    }
+}
+
+static void on_lock(wk_async *a, int status, const char *msg, void *arg)
+{
+    jobs_conn *c = arg;
+    if (status != WK_OK) {
+        reply_error(c, status, msg);
+        request_done(c);
+        return;
+    }
+    if (!c->acquired) {
+        reply(c, "busy");
+        request_done(c);
+        return;
+    }
+    int rc = wk_token_bucket_acquire(wk_async_with(a, on_limit, c), &jobs_bucket,
+                                     wk_name_str(c->prefix), 1, &c->limit);
+    if (rc != WK_OK)
+        on_limit(a, rc, NULL, c); /* not queued: reply and release the same way */
+}
+
+/* Start the request of one line. */
+static void start(jobs_conn *c, const char *line)
+{
+    if (strncmp(line, "job ", 4) != 0 || !line[4]) {
+        reply(c, "error expected \"job <id>\"");
+        return;
+    }
+    snprintf(c->lock_name, sizeof(c->lock_name), "%s:%s", c->prefix, line + 4);
+    c->busy = true;
+    int rc = wk_lock_try(wk_async_with(c->a, on_lock, c), &jobs_lock, wk_name_str(c->lock_name),
+                         &c->token, &c->acquired);
+    if (rc != WK_OK) {
+        c->busy = false; /* refused at submission: no callback will run */
+        reply_error(c, rc, NULL);
+    }
+}
+
+/* Start the next complete line's request unless one is in flight. */
+static void pump(jobs_conn *c)
+{
+    while (!c->busy && !c->gone) {
+        char *nl = memchr(c->in, '\n', c->in_len);
+        if (!nl)
+            return;
+        size_t len = (size_t)(nl - c->in);
+        char line[LINE_MAX_LEN];
+        size_t keep = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
+        memcpy(line, c->in, keep);
+        line[keep] = '\0';
+        if (keep && line[keep - 1] == '\r')
+            line[keep - 1] = '\0';
+        memmove(c->in, nl + 1, c->in_len - len - 1);
+        c->in_len -= len + 1;
+        start(c, line);
+    }
+}
+
+jobs_conn *jobs_conn_new(wk_async *a, const char *prefix, jobs_send_fn send, void *io)
+{
+    jobs_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->a = a;
+    c->send = send;
+    c->io = io;
+    snprintf(c->prefix, sizeof(c->prefix), "%s", prefix);
+    return c;
+}
+
+void jobs_conn_feed(jobs_conn *c, const char *data, size_t len)
+{
+    while (len) {
+        size_t room = sizeof(c->in) - c->in_len;
+        if (room == 0) {
+            if (memchr(c->in, '\n', c->in_len)) {
+                /* Whole lines wait behind the request in flight: the
+                 * client sends faster than its requests complete. */
+                reply(c, "error too many requests queued");
+                return; /* the rest is dropped */
+            }
+            /* A line longer than the buffer: answer it and drop it. */
+            reply(c, "error line too long");
+            c->in_len = 0;
+            room = sizeof(c->in);
+        }
+        size_t n = len < room ? len : room;
+        memcpy(c->in + c->in_len, data, n);
+        c->in_len += n;
+        data += n;
+        len -= n;
+        pump(c);
+    }
+}
+
+void jobs_conn_free(jobs_conn *c)
+{
+    if (!c)
+        return;
+    c->gone = true;
+    if (!c->busy)
+        free(c);
+}
+
+int jobs_open(int argc, char **argv, wk_async **a, int *port, const char **prefix)
+{
+    const char *url = getenv("WK_REDIS_URL");
+    const char *p = argc > 1 ? argv[1] : getenv("WK_LOOP_PORT");
+    const char *pre = getenv("WK_LOOP_PREFIX");
+    char *end = NULL;
+    long n = p && p[0] ? strtol(p, &end, 10) : 0;
+    if ((end && *end) || n < 0 || n > 65535) {
+        fprintf(stderr, "usage: %s [port]   (port 0 or none: a free one)\n", argv[0]);
+        return 1;
+    }
+    *port = (int)n;
+    *prefix = pre && pre[0] ? pre : "demo";
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url && url[0] ? url : "redis://127.0.0.1:6379";
+    o.capability = wk_cap_read_write();
+    o.client_name = "wk-loop-example";
+    char err[256];
+    int rc = wk_async_open(a, &o, err, sizeof(err));
+    if (rc != WK_OK) {
+        fprintf(stderr, "wk_async_open: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,420 @@
+/*
+ * tests/support/async_loop_cases.h — the cases every event-loop adapter
+ * (include/wakuwaku/adapters/) must pass, run by the real loop against
+ * real redis-servers. Included once by a suite (tests/core/test_async_uv.c,
+ * test_async_event.c) after it defined, for its loop:
+ *
+ *   LOOP_SUITE                  the criterion suite name
+ *   typedef struct loop loop;   the loop and the adapter's attachments
+ *   loop *loop_new(void);
+ *   void loop_attach(loop *l, wk_async *a);  attach (asserts WK_OK); up to
+ *                                            LOOP_MAX_HANDLES handles
+ *   void loop_turn(loop *l);    one turn of the loop, waiting for events
+ *   int loop_watched_fd(const loop *l, int i); the descriptor the i-th
+ *                               attachment watches (-1: none)
+ *   void loop_detach(loop *l, int i);
+ *   void loop_free(loop *l);    after every detach: asserts the loop is
+ *                               left with nothing of the adapter's
+ *   int loop_bad_attach(void);  attach with NULL arguments: the status
+ *   bool loop_empty(loop *l);   nothing of the adapter's is armed (no
+ *                               watcher, no timer)
+ *   void loop_fire_timer(loop *l, int i); make the i-th attachment's timer
+ *                               fire at the next turn, as a timer counted
+ *                               from a stale clock would, early
+ *   bool loop_timer_armed(const loop *l, int i);
+ *
+ * Time only bounds the suite (its .timeout); no case compares durations.
+ */
+#ifndef WK_TEST_ASYNC_LOOP_CASES_H
+#define WK_TEST_ASYNC_LOOP_CASES_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <wakuwaku/wakuwaku.h>
+
+#include "support.h"
+
+#define LOOP_MAX_HANDLES 2
+
+static const wk_entity lc_lock = WK_LOCK_ENTITY("adapter", 30000);
+static const wk_entity lc_bucket = WK_TOKEN_BUCKET_ENTITY("adapter", 1000, 1, 1000);
+static const wk_entity lc_cache = WK_CACHE_ENTITY("adapter", 60000);
+
+static wk_async *lc_open(const char *url, int command_timeout_ms)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.connect_timeout_ms = 2000;
+    o.command_timeout_ms = command_timeout_ms;
+    wk_async *a = NULL;
+    char err[256];
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    return a;
+}
+
+/* Turn the loop until the handles have nothing pending. */
+static void lc_drain(loop *l, wk_async *a, wk_async *b)
+{
+    while (wk_async_pending(a) || (b && wk_async_pending(b)))
+        loop_turn(l);
+}
+
+typedef struct lc_result {
+    int status;
+    int calls;
+    char msg[256];
+} lc_result;
+
+static void lc_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    lc_result *r = arg;
+    r->status = status;
+    r->calls++;
+    snprintf(r->msg, sizeof(r->msg), "%s", msg);
+}
+
+/* One read through the loop, so that the handle is connected after. */
+static void lc_settle(loop *l, wk_async *a)
+{
+    lc_result r = {0};
+    wk_token_bucket_state st;
+    cr_assert_eq(
+        wk_token_bucket_peek(wk_async_with(a, lc_done, &r), &lc_bucket, wk_name_str("settle"), &st),
+        WK_OK);
+    lc_drain(l, a, NULL);
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_OK, "%s: %s", wk_err_name(r.status), r.msg);
+}
+
+/* A request as the example servers run it: lock, limiter, cache, release,
+ * each step submitted from the previous one's callback. */
+typedef struct lc_job {
+    char name[96];
+    wk_token token;
+    bool acquired, released;
+    wk_token_bucket_outcome limit;
+    int step, status;
+    char msg[256];
+} lc_job;
+
+static void lc_job_step(wk_async *a, int status, const char *msg, void *arg)
+{
+    lc_job *j = arg;
+    if (status != WK_OK) {
+        j->status = status;
+        snprintf(j->msg, sizeof(j->msg), "step %d: %s", j->step, msg);
+        j->step = -1;
+        return;
+    }
+    int rc = WK_OK;
+    switch (++j->step) {
+    case 1:
+        cr_assert(j->acquired, "%s", j->name);
+        rc = wk_token_bucket_acquire(wk_async_with(a, lc_job_step, j), &lc_bucket,
+                                     wk_name_str(j->name), 1, &j->limit);
+        break;
+    case 2:
+        cr_assert(j->limit.allowed, "%s", j->name);
+        rc = wk_cache_put(wk_async_with(a, lc_job_step, j), &lc_cache, wk_name_str(j->name),
+                          j->name, strlen(j->name));
+        break;
+    case 3:
+        rc = wk_lock_release(wk_async_with(a, lc_job_step, j), &lc_lock, wk_name_str(j->name),
+                             &j->token, &j->released);
+        break;
+    default:
+        break; /* 4: done */
+    }
+    cr_assert_eq(rc, WK_OK, "step %d: %s", j->step, wk_err_name(rc));
+}
+
+static void lc_job_start(wk_async *a, lc_job *j, const char *ns, int i)
+{
+    memset(j, 0, sizeof(*j));
+    snprintf(j->name, sizeof(j->name), "%s-%d", ns, i);
+    cr_assert_eq(wk_lock_try(wk_async_with(a, lc_job_step, j), &lc_lock, wk_name_str(j->name),
+                             &j->token, &j->acquired),
+                 WK_OK);
+}
+
+static void lc_job_check(const lc_job *j)
+{
+    cr_assert_eq(j->step, 4, "%s: %s (%s)", j->name, j->msg, wk_err_name(j->status));
+    cr_assert(j->released, "%s", j->name);
+}
+
+Test(LOOP_SUITE, lock_limiter_and_cache_complete_through_the_loop, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    const char *name = wk_test_ns("basic");
+    lc_result r[4] = {{0}};
+    wk_token token;
+    bool acquired = false;
+    wk_token_bucket_outcome limit = {0};
+    char body[32];
+    wk_buffer got = {.data = body, .cap = sizeof(body)};
+    wk_lock_try(wk_async_with(a, lc_done, &r[0]), &lc_lock, wk_name_str(name), &token, &acquired);
+    wk_token_bucket_acquire(wk_async_with(a, lc_done, &r[1]), &lc_bucket, wk_name_str(name), 3,
+                            &limit);
+    wk_cache_put(wk_async_with(a, lc_done, &r[2]), &lc_cache, wk_name_str(name), "hello", 5);
+    wk_cache_get_into(wk_async_with(a, lc_done, &r[3]), &lc_cache, wk_name_str(name), &got);
+    lc_drain(l, a, NULL);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(r[i].calls, 1);
+        cr_assert_eq(r[i].status, WK_OK, "%d: %s", i, r[i].msg);
+    }
+    cr_assert(acquired);
+    cr_assert(limit.allowed);
+    cr_assert_eq(limit.remaining, 997);
+    cr_assert(got.found);
+    cr_assert_eq(got.len, 5);
+    cr_assert_eq(memcmp(body, "hello", 5), 0);
+    cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a));
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+Test(LOOP_SUITE, sixty_four_requests_in_flight_chain_lock_limiter_cache_release, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    const char *ns = wk_test_ns("many");
+    static lc_job jobs[64];
+    for (int i = 0; i < 64; i++)
+        lc_job_start(a, &jobs[i], ns, i);
+    cr_assert_eq(wk_async_pending(a), 64);
+    lc_drain(l, a, NULL);
+    for (int i = 0; i < 64; i++)
+        lc_job_check(&jobs[i]);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* The server kills the connection while the handle is idle; requests
+ * submitted before the loop noticed complete on a new connection — a
+ * new socket, usually with the old one's number, which the adapter must
+ * watch anew (epoll forgets a closed descriptor). Twice. */
+Test(LOOP_SUITE, a_killed_connection_is_replaced_and_watched_anew, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    const char *ns = wk_test_ns("killed");
+    static lc_job jobs[16];
+    for (int round = 0; round < 2; round++) {
+        int fd = wk_async_fd(a);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(loop_watched_fd(l, 0), fd);
+        cr_assert_eq(wk_test_kill_client_fd(wk_test_url(), fd), 0);
+        for (int i = 0; i < 16; i++)
+            lc_job_start(a, &jobs[i], ns, round * 16 + i);
+        lc_drain(l, a, NULL);
+        for (int i = 0; i < 16; i++)
+            lc_job_check(&jobs[i]);
+        cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a));
+    }
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* A reconnect onto a descriptor with another number: b's connection is
+ * killed and a's closed, so b's new socket takes a's old number. */
+Test(LOOP_SUITE, a_reconnect_on_another_descriptor_is_followed, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    wk_async *b = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    loop_attach(l, b);
+    lc_settle(l, a);
+    lc_settle(l, b);
+    int fa = wk_async_fd(a), fb = wk_async_fd(b);
+    cr_assert_neq(fa, fb);
+    cr_assert_eq(wk_test_kill_client_fd(wk_test_url(), fb), 0);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    static lc_job jobs[8];
+    for (int i = 0; i < 8; i++)
+        lc_job_start(b, &jobs[i], wk_test_ns("moved"), i);
+    lc_drain(l, b, NULL);
+    for (int i = 0; i < 8; i++)
+        lc_job_check(&jobs[i]);
+    cr_assert_neq(wk_async_fd(b), fb, "a new socket, on the number a had");
+    cr_assert_eq(loop_watched_fd(l, 1), wk_async_fd(b));
+    loop_detach(l, 1);
+    wk_async_close(b);
+    loop_free(l);
+}
+
+/* A stopped server: the loop's timer expires the command timeout — a
+ * sent write is WK_EUNKNOWN, a read WK_ETIMEDOUT; once it runs again the
+ * next query reconnects. */
+Test(LOOP_SUITE, a_stalled_server_times_out_through_the_loop_timer, .timeout = 60)
+{
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    loop *l = loop_new();
+    wk_async *a = lc_open(s.url, 1000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    lc_result w = {0}, rd = {0}, again = {0};
+    wk_token token;
+    bool acquired = true;
+    wk_token_bucket_state st;
+    kill(s.pid, SIGSTOP);
+    wk_lock_try(wk_async_with(a, lc_done, &w), &lc_lock, wk_name_str("stalled"), &token, &acquired);
+    wk_token_bucket_peek(wk_async_with(a, lc_done, &rd), &lc_bucket, wk_name_str("stalled"), &st);
+    while (wk_async_timeout_ms(a) < 0)
+        loop_turn(l); /* written: the command timeout runs */
+    /* The timer fires before the deadline: nothing is due yet, the watch
+     * is not called, and the adapter must arm the timer again itself. */
+    loop_fire_timer(l, 0);
+    loop_turn(l);
+    if (wk_async_pending(a))
+        cr_assert(loop_timer_armed(l, 0), "an early timer left the handle without one");
+    lc_drain(l, a, NULL);
+    kill(s.pid, SIGCONT);
+    cr_assert_eq(w.status, WK_EUNKNOWN, "%s: %s", wk_err_name(w.status), w.msg);
+    cr_assert(strstr(w.msg, "may or may not"), "%s", w.msg);
+    cr_assert_eq(rd.status, WK_ETIMEDOUT, "%s: %s", wk_err_name(rd.status), rd.msg);
+    wk_token_bucket_peek(wk_async_with(a, lc_done, &again), &lc_bucket, wk_name_str("stalled"),
+                         &st);
+    lc_drain(l, a, NULL);
+    cr_assert_eq(again.status, WK_OK, "%s", again.msg);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+    wk_test_server_stop(&s);
+}
+
+/* Detached with queries queued: the loop keeps nothing of the adapter,
+ * wk_async_close() completes them, nothing leaks (the sanitized build). */
+Test(LOOP_SUITE, detach_then_close_completes_what_is_queued_and_leaks_nothing, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    lc_result r[3] = {{0}};
+    wk_token token;
+    bool acquired;
+    wk_token_bucket_state st;
+    wk_lock_try(wk_async_with(a, lc_done, &r[0]), &lc_lock, wk_name_str(wk_test_ns("detach")),
+                &token, &acquired);
+    wk_token_bucket_peek(wk_async_with(a, lc_done, &r[1]), &lc_bucket, wk_name_str("detach"), &st);
+    wk_cache_put(wk_async_with(a, lc_done, &r[2]), &lc_cache, wk_name_str("detach"), "x", 1);
+    loop_detach(l, 0);
+    cr_assert_eq(wk_async_pending(a), 3, "detaching completes nothing");
+    wk_async_close(a);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(r[i].calls, 1);
+        cr_assert_eq(r[i].status, WK_EIO, "%d: %s", i, wk_err_name(r[i].status));
+    }
+    loop_free(l);
+}
+
+typedef struct lc_detacher {
+    loop *l;
+    int calls;
+} lc_detacher;
+
+static void lc_detach_in_callback(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)status, (void)msg;
+    lc_detacher *d = arg;
+    d->calls++;
+    loop_detach(d->l, 0);
+}
+
+Test(LOOP_SUITE, detaching_from_a_callback_is_safe, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_detacher d = {l, 0};
+    wk_token_bucket_state st;
+    wk_token_bucket_peek(wk_async_with(a, lc_detach_in_callback, &d), &lc_bucket,
+                         wk_name_str("from-callback"), &st);
+    while (d.calls == 0)
+        loop_turn(l);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* Nobody listens: the dial fails through the loop (libuv reports the
+ * socket's error as a poll status), the queries complete with WK_EIO,
+ * and the handle, down with nothing queued (descriptor -1, events 0,
+ * timeout -1), leaves nothing armed; the next submission dials again. */
+Test(LOOP_SUITE, a_refused_connection_fails_through_the_loop_and_disarms, .timeout = 60)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", wk_test_free_port());
+    loop *l = loop_new();
+    wk_async *a = lc_open(url, 2000);
+    loop_attach(l, a);
+    for (int round = 0; round < 2; round++) {
+        lc_result r = {0};
+        wk_token token;
+        bool acquired = true;
+        cr_assert_eq(wk_lock_try(wk_async_with(a, lc_done, &r), &lc_lock, wk_name_str("refused"),
+                                 &token, &acquired),
+                     WK_OK);
+        lc_drain(l, a, NULL);
+        cr_assert_eq(r.calls, 1);
+        cr_assert_eq(r.status, WK_EIO, "%d: %s: %s", round, wk_err_name(r.status), r.msg);
+        cr_assert(strstr(r.msg, "cannot connect"), "%s", r.msg);
+        cr_assert_not(acquired);
+        cr_assert_eq(wk_async_fd(a), -1);
+        cr_assert_eq(loop_watched_fd(l, 0), -1);
+        cr_assert(loop_empty(l), "round %d: a watcher or timer is still armed", round);
+    }
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+/* A dial that fails inside the submitting call (no such unix socket):
+ * the callback is due at once but never runs inside the call, so the
+ * watch asks for timeout 0 and the loop's next turn runs it. */
+Test(LOOP_SUITE, a_query_failing_at_submission_completes_on_the_next_turn, .timeout = 60)
+{
+    char url[96];
+    snprintf(url, sizeof(url), "unix:///tmp/wk-no-such-socket-%d", (int)getpid());
+    loop *l = loop_new();
+    wk_async *a = lc_open(url, 2000);
+    loop_attach(l, a);
+    lc_result r = {0};
+    wk_token_bucket_state st;
+    cr_assert_eq(wk_token_bucket_peek(wk_async_with(a, lc_done, &r), &lc_bucket,
+                                      wk_name_str("nowhere"), &st),
+                 WK_OK);
+    cr_assert_eq(r.calls, 0, "never inside the submitting call");
+    cr_assert_eq(wk_async_timeout_ms(a), 0);
+    cr_assert_not(loop_empty(l), "the timer is armed");
+    loop_turn(l);
+    cr_assert_eq(r.calls, 1, "one turn runs it");
+    cr_assert_eq(r.status, WK_EIO, "%s: %s", wk_err_name(r.status), r.msg);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
+Test(LOOP_SUITE, attaching_needs_a_handle_and_a_loop, .timeout = 60)
+{
+    cr_assert_eq(loop_bad_attach(), WK_EINVAL);
+}
+
+#endif /* WK_TEST_ASYNC_LOOP_CASES_H */
