@@ -338,3 +338,104 @@ Test(wk_cli, settings_get_put_remove)
     cr_assert(strstr(r.out, svc), "%s", r.out);
     wk_db_close(db);
 }
+
+/* Multi-key kinds (their names come out of the hash tag of their keys):
+ * the billing RwLock, and a schema of the test's own with a FencedLock and
+ * a Semaphore. */
+Test(wk_cli, rwlock_fenced_lock_and_semaphore)
+{
+    wk_db *db = wk_test_open(NULL);
+    char shop[64];
+    snprintf(shop, sizeof(shop), "shop:{x}-%d", (int)getpid());
+    static const wk_entity catalog = WK_RWLOCK_ENTITY("catalog", 10000);
+    wk_token token;
+    bool got;
+    cr_assert_eq(
+        wk_rwlock_try_write(wk_db_processor(db), &catalog, wk_name_str(shop), &token, &got), WK_OK);
+    cr_assert(got);
+    char hex[2 * WK_TOKEN_LEN + 1];
+    hex_of(&token, hex);
+    result r;
+    run_wk(&r, false, "--json catalog inspect '%s'", shop);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *j = parse_json(&r);
+    cr_assert(json_is_true(json_object_get(j, "writer_held")));
+    json_decref(j);
+    run_wk(&r, false, "--json catalog owned '%s' %s", shop, hex);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "as")), "writer");
+    json_decref(j);
+    run_wk(&r, false, "--json catalog list");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    json_t *names = json_object_get(j, "names");
+    size_t seen = 0;
+    for (size_t i = 0; i < json_array_size(names); i++)
+        seen += !strcmp(json_string_value(json_array_get(names, i)), shop);
+    cr_assert_eq(seen, 1, "once, though it has several keys: %s", r.out);
+    json_decref(j);
+    run_wk(&r, false, "--as worker catalog force-release '%s'", shop);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, false, "catalog inspect '%s'", shop);
+    cr_assert_eq(r.status, 1);
+
+    char dir[] = "/tmp/wk-cli-schema-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/schema.json", dir);
+    char ns_f[64], ns_s[64];
+    snprintf(ns_f, sizeof(ns_f), "fence-%d", (int)getpid());
+    snprintf(ns_s, sizeof(ns_s), "sem-%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f,
+            "{\"service\": \"ops\", \"entities\": ["
+            "{\"id\": \"job\", \"kind\": \"FencedLock\", \"namespace\": \"%s\", \"name\": \"i64\","
+            " \"ttl\": \"30s\"},"
+            "{\"id\": \"slot\", \"kind\": \"Semaphore\", \"namespace\": \"%s\", \"name\": \"str\","
+            " \"ttl\": \"30s\", \"permits\": 3}],"
+            "\"capabilities\": [{\"id\": \"viewer\", \"default\": \"read\"}]}\n",
+            ns_f, ns_s);
+    fclose(f);
+    wk_entity job = WK_FENCED_LOCK_ENTITY(ns_f, 30000);
+    wk_entity slot = WK_SEMAPHORE_ENTITY(ns_s, 3, 30000);
+    wk_fenced_lease lease;
+    cr_assert_eq(wk_fenced_lock_try(wk_db_processor(db), &job, wk_name_i64(-5), &lease), WK_OK);
+    cr_assert(lease.acquired);
+    wk_token t1, t2;
+    cr_assert_eq(wk_semaphore_try(wk_db_processor(db), &slot, wk_name_str("a"), &t1, &got), WK_OK);
+    cr_assert_eq(wk_semaphore_try(wk_db_processor(db), &slot, wk_name_str("a"), &t2, &got), WK_OK);
+
+    run_wk(&r, true, "--url '%s' --schema '%s' --json job inspect -5", wk_test_url(), path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "last_fence")), lease.fence);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json job list", wk_test_url(), path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "-5"), "%s", r.out);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer job force-release -5", wk_test_url(),
+           path);
+    cr_assert_eq(r.status, 3);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json slot inspect a", wk_test_url(), path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "running")), 2);
+    cr_assert_eq(json_integer_value(json_object_get(j, "available")), 1);
+    json_decref(j);
+    hex_of(&t1, hex);
+    run_wk(&r, true, "--url '%s' --schema '%s' slot owned a %s", wk_test_url(), path, hex);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write --json slot force-release a",
+           wk_test_url(), path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "freed")), 2);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' slot inspect a", wk_test_url(), path);
+    cr_assert_eq(r.status, 1);
+    unlink(path);
+    rmdir(dir);
+    wk_db_close(db);
+}

@@ -680,7 +680,8 @@ static int cmd_list(invocation *inv, wk_name unused)
         rc = scan_prefix(inv, pat, &o);
     }
     if (!rc) {
-        qsort(found.v, found.n, sizeof(*found.v), cmp_names);
+        if (found.n)
+            qsort(found.v, found.n, sizeof(*found.v), cmp_names);
         if (json_mode)
             fputs("{\"names\":[", stdout);
         size_t shown = 0;
