@@ -809,31 +809,6 @@ static void list_entities(const schema *s)
  * Schema, capability, handle
  * ---------------------------------------------------------------------- */
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *grown = realloc(buf, cap *= 2);
-        if (!grown)
-            free(buf);
-        buf = grown;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static void descriptor_of(const entity *e, wk_entity *out)
 {
     const kind_desc *kd = kind_info(e->kind);
@@ -1007,7 +982,7 @@ int main(int argc, char **argv)
         return usage_error("--schema is required (or $WK_SCHEMA)");
 
     size_t len;
-    char *text = read_all(inv.schema_path, &len);
+    char *text = read_file(inv.schema_path, &len);
     if (!text) {
         fprintf(stderr, "wk: cannot read %s: %s\n", inv.schema_path, strerror(errno));
         return EXIT_USAGE;
