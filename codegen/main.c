@@ -29,37 +29,6 @@ static void usage(FILE *to)
           to);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-            }
-            break;
-        }
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
-        }
-        buf = grown;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* Creates dir and its missing parents (mkdir -p). Returns 0 or -1 with
  * errno set. */
 static int make_dirs(const char *dir)

@@ -2,6 +2,7 @@
  * codegen/util.c — the generator's small plumbing: the model's memory
  * pool, error reporting and the output buffer.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,4 +373,39 @@ void out_reflow(outbuf *dst, const outbuf *src)
         }
         p += n;
     }
+}
+
+/* ------------------------------------------------------------------------
+ * Files
+ * ---------------------------------------------------------------------- */
+
+char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            if (ferror(f)) {
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+        cap *= 2;
+        char *grown = realloc(buf, cap);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+        }
+        buf = grown;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
 }

@@ -36,5 +36,6 @@
 #include <wakuwaku/deadline.h>
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/cron.h>
+#include <wakuwaku/metrics.h>
 
 #endif /* WAKUWAKU_H */

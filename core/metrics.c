@@ -1,0 +1,420 @@
+/*
+ * core/metrics.c — the metrics wrapper: counts every query by name, entity
+ * and outcome, a latency histogram per series, and the Prometheus text
+ * exposition of both (wakuwaku/metrics.h).
+ *
+ * The per-query path takes no lock and allocates nothing: the series is
+ * found through an address cache (open addressing over the addresses of
+ * the query name, kind and namespace strings), then a few relaxed atomic
+ * increments. A miss takes the mutex once to find or add the series by
+ * its strings and to fill a cache slot.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <wakuwaku/metrics.h>
+
+/* ------------------------------------------------------------------------
+ * The table
+ * ---------------------------------------------------------------------- */
+
+#define SLOTS 256   /* address cache slots, a power of two */
+#define PROBES 8    /* slots tried per lookup before the slow path */
+#define OUTCOMES 13 /* "ok", WK_EDENIED … WK_ENOTREPLICATED (-1 … -11), other */
+#define OVERFLOW WK_METRICS_SERIES
+
+static const uint64_t bounds_ns[WK_METRICS_BUCKETS] = {
+    50000,    100000,   250000,    500000,    1000000,   2500000,    5000000,    10000000,
+    25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 10000000000};
+static const char *const bounds_text[WK_METRICS_BUCKETS] = {
+    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
+    "0.025", "0.05",   "0.1",     "0.25",   "0.5",   "1",      "2.5",   "10"};
+
+typedef struct series {
+    char query[WK_METRICS_LABEL_MAX];
+    char kind[WK_METRICS_LABEL_MAX];
+    char ns[WK_METRICS_LABEL_MAX];
+    _Atomic uint64_t outcomes[OUTCOMES];
+    _Atomic uint64_t buckets[WK_METRICS_BUCKETS + 1]; /* not cumulative; last: +Inf */
+    _Atomic uint64_t sum_ns;
+} series;
+
+typedef struct slot {
+    const char *_Atomic name; /* NULL: free; published last (release) */
+    const char *kind;
+    const char *ns;
+    int index;
+} slot;
+
+struct wk_metrics {
+    wk_processor base; /* first: the processor recovers the table from self */
+    wk_processor *inner;
+    pthread_mutex_t lock; /* adding a series or a slot */
+    _Atomic int count;    /* series in use, not counting the overflow one */
+    slot slots[SLOTS];
+    series rows[WK_METRICS_SERIES + 1]; /* the last one: overflow ("other") */
+};
+
+static const char empty[] = "";
+
+static size_t slot_hash(const char *name, const char *kind, const char *ns)
+{
+    uintptr_t h = (uintptr_t)name * 0x9E3779B97F4A7C15ull;
+    h ^= (uintptr_t)kind * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uintptr_t)ns * 0x165667B19E3779F9ull;
+    return (size_t)(h >> 32) & (SLOTS - 1);
+}
+
+static bool fits(const char *s)
+{
+    return strlen(s) < WK_METRICS_LABEL_MAX;
+}
+
+/* The slow path, under the mutex: the series of these strings (found or
+ * added, or the overflow one), and a cache slot for these addresses. */
+static int find_slow(wk_metrics *m, const char *name, const char *kind, const char *ns, size_t h)
+{
+    pthread_mutex_lock(&m->lock);
+    int n = atomic_load_explicit(&m->count, memory_order_relaxed);
+    int index = OVERFLOW;
+    if (fits(name) && fits(kind) && fits(ns)) {
+        for (int i = 0; i < n; i++) {
+            series *s = &m->rows[i];
+            if (!strcmp(s->query, name) && !strcmp(s->kind, kind) && !strcmp(s->ns, ns)) {
+                index = i;
+                break;
+            }
+        }
+        if (index == OVERFLOW && n < WK_METRICS_SERIES) {
+            series *s = &m->rows[n];
+            strcpy(s->query, name);
+            strcpy(s->kind, kind);
+            strcpy(s->ns, ns);
+            index = n;
+            atomic_store_explicit(&m->count, n + 1, memory_order_release);
+        }
+    }
+    for (size_t p = 0; p < PROBES; p++) {
+        slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
+        const char *held = atomic_load_explicit(&sl->name, memory_order_relaxed);
+        if (held == name && sl->kind == kind && sl->ns == ns)
+            break; /* another thread cached it meanwhile */
+        if (!held) {
+            sl->kind = kind;
+            sl->ns = ns;
+            sl->index = index;
+            atomic_store_explicit(&sl->name, name, memory_order_release);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return index;
+}
+
+static series *find(wk_metrics *m, const wk_query *q)
+{
+    const char *name = q->name ? q->name : "?";
+    const char *kind = empty, *ns = empty;
+    if (q->effect.count && q->effect.accesses && q->effect.accesses[0].entity) {
+        const wk_entity *e = q->effect.accesses[0].entity;
+        kind = e->kind ? e->kind : empty;
+        ns = e->ns ? e->ns : empty;
+    }
+    size_t h = slot_hash(name, kind, ns);
+    for (size_t p = 0; p < PROBES; p++) {
+        slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
+        const char *held = atomic_load_explicit(&sl->name, memory_order_acquire);
+        if (!held)
+            break;
+        if (held == name && sl->kind == kind && sl->ns == ns)
+            return &m->rows[sl->index];
+    }
+    return &m->rows[find_slow(m, name, kind, ns, h)];
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void record(wk_metrics *m, const wk_query *q, int rc, uint64_t ns)
+{
+    series *s = find(m, q);
+    int outcome = rc == 0 ? 0 : (rc < 0 && rc >= -11) ? -rc : OUTCOMES - 1;
+    atomic_fetch_add_explicit(&s->outcomes[outcome], 1, memory_order_relaxed);
+    int b = 0;
+    while (b < WK_METRICS_BUCKETS && ns > bounds_ns[b])
+        b++;
+    atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->sum_ns, ns, memory_order_relaxed);
+}
+
+static int run(wk_metrics *m, wk_processor *inner, wk_query *q)
+{
+    uint64_t t0 = now_ns();
+    int rc = wk_process(inner, q);
+    uint64_t t1 = now_ns();
+    record(m, q, rc, t1 - t0);
+    return rc;
+}
+
+static int metrics_process(wk_processor *self, wk_query *query)
+{
+    wk_metrics *m = (wk_metrics *)self;
+    return run(m, m->inner, query);
+}
+
+static int wrapper_process(wk_processor *self, wk_query *query)
+{
+    wk_metrics_wrapper *w = (wk_metrics_wrapper *)self;
+    return run(w->metrics, w->inner, query);
+}
+
+int wk_metrics_open(wk_metrics **out, wk_processor *inner)
+{
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    wk_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
+        return WK_ENOMEM;
+    if (pthread_mutex_init(&m->lock, NULL)) {
+        free(m);
+        return WK_ENOMEM;
+    }
+    m->base.process = metrics_process;
+    m->base.db = inner ? inner->db : NULL;
+    m->base.flags = inner ? inner->flags : 0;
+    m->inner = inner;
+    series *o = &m->rows[OVERFLOW];
+    strcpy(o->query, "other");
+    strcpy(o->kind, "other");
+    strcpy(o->ns, "other");
+    *out = m;
+    return WK_OK;
+}
+
+void wk_metrics_close(wk_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+wk_processor *wk_metrics_processor(wk_metrics *m)
+{
+    return m ? &m->base : NULL;
+}
+
+int wk_metrics_wrap(wk_metrics_wrapper *w, wk_metrics *m, wk_processor *inner)
+{
+    if (!w || !m || !inner)
+        return WK_EINVAL;
+    w->base.process = wrapper_process;
+    w->base.db = inner->db;
+    w->base.flags = inner->flags;
+    w->inner = inner;
+    w->metrics = m;
+    return WK_OK;
+}
+
+void wk_metrics_reset(wk_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < SLOTS; i++) {
+        atomic_store(&m->slots[i].name, NULL);
+        m->slots[i].kind = m->slots[i].ns = NULL;
+        m->slots[i].index = 0;
+    }
+    for (int i = 0; i <= WK_METRICS_SERIES; i++) {
+        series *s = &m->rows[i];
+        for (int k = 0; k < OUTCOMES; k++)
+            atomic_store(&s->outcomes[k], 0);
+        for (int k = 0; k <= WK_METRICS_BUCKETS; k++)
+            atomic_store(&s->buckets[k], 0);
+        atomic_store(&s->sum_ns, 0);
+    }
+    atomic_store(&m->count, 0);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static const series *lookup(const wk_metrics *m, const char *query, const char *kind,
+                            const char *ns)
+{
+    int n = atomic_load_explicit(&((wk_metrics *)m)->count, memory_order_acquire);
+    for (int i = 0; i <= n; i++) {
+        const series *s = &m->rows[i == n ? OVERFLOW : i];
+        if (!strcmp(s->query, query) && !strcmp(s->kind, kind) && !strcmp(s->ns, ns))
+            return s;
+    }
+    return NULL;
+}
+
+uint64_t wk_metrics_count(const wk_metrics *m, const char *query, const char *kind, const char *ns,
+                          int outcome)
+{
+    if (!m || !query || !kind || !ns)
+        return 0;
+    const series *s = lookup(m, query, kind, ns);
+    if (!s)
+        return 0;
+    int k = outcome == 0 ? 0 : (outcome < 0 && outcome >= -11) ? -outcome : OUTCOMES - 1;
+    return atomic_load_explicit(&((series *)s)->outcomes[k], memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------
+ * The Prometheus text exposition format
+ * ---------------------------------------------------------------------- */
+
+/* Output to a FILE or to a buffer, counting every byte either way. */
+typedef struct sink {
+    FILE *f;
+    char *buf;
+    size_t size, len;
+    bool failed;
+} sink;
+
+static void put(sink *o, const char *s, size_t n)
+{
+    if (o->f) {
+        if (n && fwrite(s, 1, n, o->f) != n)
+            o->failed = true;
+    } else if (o->len < o->size) {
+        size_t room = o->size - o->len;
+        memcpy(o->buf + o->len, s, n < room ? n : room);
+    }
+    o->len += n;
+}
+
+static void puts_(sink *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+__attribute__((format(printf, 2, 3))) static void putf(sink *o, const char *fmt, ...)
+{
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(o, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* A label value with \, " and newline escaped, as the format requires. */
+static void put_value(sink *o, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\')
+            puts_(o, "\\\\");
+        else if (*v == '"')
+            puts_(o, "\\\"");
+        else if (*v == '\n')
+            puts_(o, "\\n");
+        else
+            put(o, v, 1);
+    }
+}
+
+static void put_labels(sink *o, const series *s)
+{
+    puts_(o, "query=\"");
+    put_value(o, s->query);
+    puts_(o, "\",kind=\"");
+    put_value(o, s->kind);
+    puts_(o, "\",namespace=\"");
+    put_value(o, s->ns);
+    puts_(o, "\"");
+}
+
+static const char *outcome_name(int k)
+{
+    if (k == 0)
+        return "ok";
+    if (k == OUTCOMES - 1)
+        return "other";
+    return wk_err_name(-k);
+}
+
+static uint64_t load(const _Atomic uint64_t *v)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
+}
+
+static void write_all(const wk_metrics *m, sink *o)
+{
+    int n = atomic_load_explicit(&((wk_metrics *)m)->count, memory_order_acquire);
+    puts_(o, "# HELP wk_queries_total Queries processed, by name, entity and outcome.\n"
+             "# TYPE wk_queries_total counter\n");
+    for (int i = 0; i <= n; i++) {
+        const series *s = &m->rows[i == n ? OVERFLOW : i];
+        for (int k = 0; k < OUTCOMES; k++) {
+            uint64_t c = load(&s->outcomes[k]);
+            if (!c)
+                continue;
+            puts_(o, "wk_queries_total{");
+            put_labels(o, s);
+            putf(o, ",outcome=\"%s\"} %llu\n", outcome_name(k), (unsigned long long)c);
+        }
+    }
+    puts_(o, "# HELP wk_query_duration_seconds Query latency, by name and entity.\n"
+             "# TYPE wk_query_duration_seconds histogram\n");
+    for (int i = 0; i <= n; i++) {
+        const series *s = &m->rows[i == n ? OVERFLOW : i];
+        uint64_t counts[WK_METRICS_BUCKETS + 1], total = 0;
+        for (int b = 0; b <= WK_METRICS_BUCKETS; b++)
+            total += counts[b] = load(&s->buckets[b]);
+        if (i == n && !total)
+            continue; /* the overflow series only once used */
+        uint64_t cum = 0;
+        for (int b = 0; b <= WK_METRICS_BUCKETS; b++) {
+            cum += counts[b];
+            puts_(o, "wk_query_duration_seconds_bucket{");
+            put_labels(o, s);
+            putf(o, ",le=\"%s\"} %llu\n", b < WK_METRICS_BUCKETS ? bounds_text[b] : "+Inf",
+                 (unsigned long long)cum);
+        }
+        uint64_t sum = load(&s->sum_ns);
+        puts_(o, "wk_query_duration_seconds_sum{");
+        put_labels(o, s);
+        putf(o, "} %llu.%09llu\n", (unsigned long long)(sum / 1000000000u),
+             (unsigned long long)(sum % 1000000000u));
+        puts_(o, "wk_query_duration_seconds_count{");
+        put_labels(o, s);
+        putf(o, "} %llu\n", (unsigned long long)cum);
+    }
+}
+
+int wk_metrics_write_prometheus(const wk_metrics *m, FILE *f)
+{
+    if (!m || !f)
+        return WK_EINVAL;
+    sink o = {.f = f};
+    write_all(m, &o);
+    if (o.failed || fflush(f))
+        return WK_EIO;
+    return WK_OK;
+}
+
+int wk_metrics_format_prometheus(const wk_metrics *m, char *buf, size_t size, size_t *len)
+{
+    if (!m || (!buf && size))
+        return WK_EINVAL;
+    sink o = {.buf = buf, .size = size};
+    write_all(m, &o);
+    if (len)
+        *len = o.len;
+    if (size)
+        buf[o.len < size ? o.len : size - 1] = '\0';
+    return o.len < size ? WK_OK : WK_EINVAL;
+}

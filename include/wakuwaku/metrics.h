@@ -1,0 +1,147 @@
+/*
+ * wakuwaku/metrics.h — query metrics as a processor wrapper, written in
+ * the Prometheus text exposition format.
+ *
+ * The wrapper counts every query that passes through it — reads and writes
+ * (hooks see writes only) — by query name, entity (kind and namespace of
+ * the query's first access) and outcome ("ok" or the status name,
+ * "WK_EDENIED" …), and measures its latency into a fixed-bucket histogram.
+ * The tables are allocated once, by wk_metrics_open, and nothing per
+ * query: they are bounded (WK_METRICS_SERIES series of name × entity);
+ * queries beyond that are counted in one overflow series whose labels are
+ * query="other", kind="other", namespace="other".
+ *
+ *     wk_metrics *m;
+ *     if (wk_metrics_open(&m, wk_db_processor(db)) != WK_OK) …
+ *     wk_lock_try(wk_metrics_processor(m), &invoice, wk_name_u64(42), &token, &got);
+ *     wk_metrics_write_prometheus(m, stdout);   // e.g. for GET /metrics
+ *     wk_metrics_close(m);
+ *
+ * Output (one family per metric, series in first-seen order):
+ *
+ *     # HELP wk_queries_total Queries processed, by name, entity and outcome.
+ *     # TYPE wk_queries_total counter
+ *     wk_queries_total{query="lock.try",kind="Lock",namespace="invoice",outcome="ok"} 1
+ *     # HELP wk_query_duration_seconds Query latency, by name and entity.
+ *     # TYPE wk_query_duration_seconds histogram
+ *     wk_query_duration_seconds_bucket{query="lock.try",…,le="0.0001"} 0
+ *     …
+ *     wk_query_duration_seconds_bucket{…,le="+Inf"} 1
+ *     wk_query_duration_seconds_sum{…} 0.000213
+ *     wk_query_duration_seconds_count{…} 1
+ *
+ * THREAD SAFETY: the counters are C11 atomics (relaxed) and a new series
+ * is added under a mutex, so several threads may count into one table at
+ * once, each through its own wrapper (wk_metrics_wrap) over its own inner
+ * processor — e.g. one per handle of a pool — and the table may be written
+ * out (wk_metrics_write_prometheus) while queries run. The table's own
+ * processor (wk_metrics_processor) has its inner processor's thread rules.
+ * A write taken while queries run sees each counter at some recent value;
+ * a histogram's _count may then differ from its +Inf bucket by the queries
+ * in flight.
+ *
+ * WARNING: series are found by the addresses of the query's name and of the
+ * entity's kind and namespace strings. Those strings must not change while
+ * they are at that address (string literals and static descriptors, as
+ * generated and built-in code has, are fine). Names longer than
+ * WK_METRICS_LABEL_MAX - 1 bytes go to the overflow series.
+ *
+ * Over a deferred processor (a batch) a query is counted when it is queued,
+ * with the status of queuing, and its latency is the time to queue it.
+ */
+#ifndef WAKUWAKU_METRICS_H
+#define WAKUWAKU_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <wakuwaku/query.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WK_METRICS_SERIES 64     /* distinct (query name, entity) series */
+#define WK_METRICS_LABEL_MAX 129 /* bytes kept per label, with the NUL */
+
+/* The histogram's finite upper bounds, in seconds (then +Inf):
+ * 50 µs, 100 µs, 250 µs, 500 µs, 1 ms, 2.5 ms, 5 ms, 10 ms, 25 ms, 50 ms,
+ * 100 ms, 250 ms, 500 ms, 1 s, 2.5 s, 10 s. */
+#define WK_METRICS_BUCKETS 16
+
+/* The metrics table (opaque). */
+typedef struct wk_metrics wk_metrics;
+
+/*
+ * wk_metrics_open — a metrics table whose processor wraps `inner`.
+ *
+ *   out    OUT: the new table; NULL on failure. Free with wk_metrics_close.
+ *   inner  where queries go next; may be NULL when every query goes
+ *          through wk_metrics_wrap() wrappers (the table's own processor
+ *          then fails queries with WK_EINVAL).
+ *
+ * Returns WK_OK, WK_EINVAL (out NULL) or WK_ENOMEM. The only allocation.
+ */
+WK_API int wk_metrics_open(wk_metrics **out, wk_processor *inner);
+
+/* wk_metrics_close — free the table; NULL is a harmless no-op. Nothing may
+ * use its processor or its wrappers afterwards. */
+WK_API void wk_metrics_close(wk_metrics *m);
+
+/* wk_metrics_processor — the wrapping processor (borrowed, lives as long
+ * as `m`); it copies `inner`'s db and flags. NULL if `m` is NULL. */
+WK_API wk_processor *wk_metrics_processor(wk_metrics *m);
+
+/*
+ * A second (third …) way into one table: a wrapper of another inner
+ * processor (one per thread, e.g. each handle of a pool) that counts into
+ * `metrics`. Caller-allocated, holds no resources; must not outlive the
+ * table. Fill it with wk_metrics_wrap; fields are private except `base`.
+ */
+typedef struct wk_metrics_wrapper {
+    wk_processor base; /* pass &wrapper.base wherever a processor goes */
+    wk_processor *inner;
+    wk_metrics *metrics;
+} wk_metrics_wrapper;
+
+/* wk_metrics_wrap — set `w` up to send queries to `inner`, counted in `m`.
+ * Returns WK_OK or WK_EINVAL (an argument NULL). */
+WK_API int wk_metrics_wrap(wk_metrics_wrapper *w, wk_metrics *m, wk_processor *inner);
+
+/* wk_metrics_reset — every counter back to 0 and every series forgotten.
+ * WARNING: not while queries or writes run on `m` or its wrappers. */
+WK_API void wk_metrics_reset(wk_metrics *m);
+
+/*
+ * wk_metrics_count — how many queries of one series ended with one outcome
+ * (0 for "ok", a WK_E… status for that status), for tests and health
+ * checks. Labels are compared as strings; "other" for all three names the
+ * overflow series. 0 when there is no such series. Thread-safe.
+ */
+WK_API uint64_t wk_metrics_count(const wk_metrics *m, const char *query, const char *kind,
+                                 const char *ns, int outcome);
+
+/*
+ * wk_metrics_write_prometheus — write every metric in the Prometheus text
+ * exposition format (version 0.0.4) to `f`. Label values are escaped
+ * (backslash, double quote, newline). Returns WK_OK, WK_EINVAL (an
+ * argument NULL) or WK_EIO (a write to `f` failed). Thread-safe against
+ * running queries (see above).
+ */
+WK_API int wk_metrics_write_prometheus(const wk_metrics *m, FILE *f);
+
+/*
+ * wk_metrics_format_prometheus — the same text into `buf` of `size` bytes,
+ * always NUL-terminated when size > 0. *len (if not NULL) gets the length
+ * of the whole text, even when it did not fit. Returns WK_OK, or WK_EINVAL
+ * when `m` is NULL, `buf` is NULL with size > 0, or the text needs more
+ * than size - 1 bytes (buf then holds a truncated prefix: call again with
+ * *len + 1 bytes).
+ */
+WK_API int wk_metrics_format_prometheus(const wk_metrics *m, char *buf, size_t size, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_METRICS_H */

@@ -1,0 +1,432 @@
+/*
+ * tests/core/test_metrics.c — the metrics wrapper: counts by name, entity
+ * and outcome (reads and writes), the overflow series, the histogram, and
+ * the Prometheus text exposition, checked line by line by a small parser of
+ * the format's rules written here.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+#include <wakuwaku/metrics.h>
+
+#include "redis_fixture.h"
+
+TestSuite(metrics, .timeout = 60);
+
+/* ---- a stub inner processor: returns the status the test asks for */
+
+typedef struct stub {
+    wk_processor base;
+    int status;
+    int calls;
+} stub;
+
+static int stub_process(wk_processor *self, wk_query *q)
+{
+    (void)q;
+    stub *s = (stub *)self;
+    s->calls++;
+    return s->status;
+}
+
+static stub stub_new(int status)
+{
+    stub s = {{stub_process, NULL, 0}, status, 0};
+    return s;
+}
+
+static int run_query(wk_processor *p, const char *name, const wk_entity *e, wk_mode mode)
+{
+    wk_access a = {e, mode};
+    wk_query q = {.name = name, .effect = {&a, e ? 1 : 0}};
+    return wk_process(p, &q);
+}
+
+static char *format(const wk_metrics *m)
+{
+    size_t len = 0;
+    cr_assert_eq(wk_metrics_format_prometheus(m, NULL, 0, &len), WK_EINVAL);
+    char *buf = malloc(len + 1);
+    cr_assert(buf);
+    size_t len2 = 0;
+    cr_assert_eq(wk_metrics_format_prometheus(m, buf, len + 1, &len2), WK_OK);
+    cr_assert_eq(len2, len);
+    cr_assert_eq(strlen(buf), len);
+    return buf;
+}
+
+/* ---- a checker of the Prometheus text format (version 0.0.4) */
+
+#define MAX_FAMILIES 8
+
+typedef struct checker {
+    char help[MAX_FAMILIES][64];
+    char type[MAX_FAMILIES][64];
+    char type_of[MAX_FAMILIES][16];
+    int nhelp, ntype;
+    /* the histogram series being read: its labels without le */
+    char hist_labels[1024];
+    double last_le, last_bucket;
+    bool in_hist, saw_inf, saw_sum;
+    double inf_value;
+    int samples;
+} checker;
+
+static bool name_char(int c, bool first)
+{
+    return isalpha(c) || c == '_' || c == ':' || (!first && isdigit(c));
+}
+
+/* Metric name at *p; advances. */
+static size_t read_name(const char **p, char *out, size_t cap, bool label)
+{
+    size_t n = 0;
+    while (name_char((unsigned char)**p, n == 0) && !(label && **p == ':')) {
+        cr_assert_lt(n + 1, cap);
+        out[n++] = *(*p)++;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static int family_of(const checker *c, const char *metric)
+{
+    for (int i = 0; i < c->ntype; i++) {
+        size_t n = strlen(c->type[i]);
+        if (strncmp(metric, c->type[i], n))
+            continue;
+        const char *rest = metric + n;
+        if (!*rest)
+            return i;
+        if (!strcmp(c->type_of[i], "histogram") &&
+            (!strcmp(rest, "_bucket") || !strcmp(rest, "_sum") || !strcmp(rest, "_count")))
+            return i;
+    }
+    return -1;
+}
+
+static void check_line(checker *c, const char *line)
+{
+    if (line[0] == '#') {
+        char word[8], name[64];
+        const char *p = line + 1;
+        cr_assert_eq(*p++, ' ', "comment without a space: %s", line);
+        size_t w = 0;
+        while (*p && *p != ' ' && w < sizeof(word) - 1)
+            word[w++] = *p++;
+        word[w] = '\0';
+        cr_assert_eq(*p++, ' ', "%s", line);
+        cr_assert(read_name(&p, name, sizeof(name), false) > 0, "%s", line);
+        cr_assert_eq(*p++, ' ', "%s", line);
+        if (!strcmp(word, "HELP")) {
+            for (int i = 0; i < c->nhelp; i++)
+                cr_assert_str_neq(c->help[i], name, "HELP twice for %s", name);
+            cr_assert(*p, "HELP without text");
+            strcpy(c->help[c->nhelp++], name);
+        } else if (!strcmp(word, "TYPE")) {
+            for (int i = 0; i < c->ntype; i++)
+                cr_assert_str_neq(c->type[i], name, "TYPE twice for %s", name);
+            cr_assert(!strcmp(p, "counter") || !strcmp(p, "gauge") || !strcmp(p, "histogram") ||
+                          !strcmp(p, "summary") || !strcmp(p, "untyped"),
+                      "bad type %s", p);
+            strcpy(c->type[c->ntype], name);
+            strcpy(c->type_of[c->ntype++], p);
+        }
+        return;
+    }
+    char metric[128], labels[1024] = "", le[32] = "";
+    const char *p = line;
+    cr_assert(read_name(&p, metric, sizeof(metric), false) > 0, "no metric name: %s", line);
+    int fam = family_of(c, metric);
+    cr_assert_geq(fam, 0, "sample before its TYPE line: %s", line);
+    size_t lp = 0;
+    if (*p == '{') {
+        p++;
+        bool firstlabel = true;
+        while (*p != '}') {
+            if (!firstlabel)
+                cr_assert_eq(*p++, ',', "labels not comma separated: %s", line);
+            firstlabel = false;
+            char lname[64], value[512];
+            cr_assert(read_name(&p, lname, sizeof(lname), true) > 0, "bad label: %s", line);
+            cr_assert_eq(*p++, '=', "%s", line);
+            cr_assert_eq(*p++, '"', "%s", line);
+            size_t v = 0;
+            while (*p != '"') {
+                cr_assert(*p && *p != '\n', "unterminated value: %s", line);
+                if (*p == '\\') {
+                    p++;
+                    cr_assert(*p == '\\' || *p == '"' || *p == 'n', "bad escape in %s", line);
+                }
+                value[v++] = *p++;
+            }
+            value[v] = '\0';
+            p++;
+            if (!strcmp(lname, "le"))
+                strcpy(le, value);
+            else
+                lp += (size_t)snprintf(labels + lp, sizeof(labels) - lp, "%s=%s;", lname, value);
+        }
+        p++;
+    }
+    cr_assert_eq(*p++, ' ', "no space before the value: %s", line);
+    char *end;
+    double value = strtod(p, &end);
+    cr_assert(end != p && *end == '\0', "bad value in %s", line);
+    cr_assert(value >= 0 && isfinite(value), "%s", line);
+    c->samples++;
+
+    const char *suffix = metric + strlen(c->type[fam]);
+    if (strcmp(c->type_of[fam], "histogram"))
+        return;
+    if (!strcmp(suffix, "_bucket")) {
+        cr_assert(le[0], "bucket without le: %s", line);
+        double bound = !strcmp(le, "+Inf") ? INFINITY : strtod(le, NULL);
+        if (!c->in_hist || strcmp(c->hist_labels, labels)) {
+            cr_assert(!c->in_hist, "series ended without _sum/_count");
+            c->in_hist = true;
+            c->saw_inf = c->saw_sum = false;
+            strcpy(c->hist_labels, labels);
+            c->last_le = -1;
+            c->last_bucket = 0;
+        }
+        cr_assert(!c->saw_inf, "bucket after +Inf: %s", line);
+        cr_assert_gt(bound, c->last_le, "le not increasing: %s", line);
+        cr_assert_geq(value, c->last_bucket, "buckets not cumulative: %s", line);
+        c->last_le = bound;
+        c->last_bucket = value;
+        if (isinf(bound)) {
+            c->saw_inf = true;
+            c->inf_value = value;
+        }
+    } else if (!strcmp(suffix, "_sum")) {
+        cr_assert(c->in_hist && c->saw_inf && !strcmp(c->hist_labels, labels),
+                  "_sum without its +Inf bucket: %s", line);
+        c->saw_sum = true;
+    } else {
+        cr_assert(c->in_hist && c->saw_sum && !strcmp(c->hist_labels, labels),
+                  "_count without _sum: %s", line);
+        cr_assert_eq(value, c->inf_value, "_count differs from +Inf: %s", line);
+        c->in_hist = false;
+    }
+}
+
+/* Check all of `text`; returns the number of samples. */
+static int check_prometheus(const char *text)
+{
+    checker c;
+    memset(&c, 0, sizeof(c));
+    size_t n = strlen(text);
+    cr_assert(n == 0 || text[n - 1] == '\n', "text does not end with a newline");
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        char line[2048];
+        size_t len = (size_t)(nl - p);
+        cr_assert_lt(len, sizeof(line));
+        memcpy(line, p, len);
+        line[len] = '\0';
+        cr_assert(len > 0, "empty line");
+        check_line(&c, line);
+        p = nl + 1;
+    }
+    cr_assert(!c.in_hist, "a histogram series without _count");
+    return c.samples;
+}
+
+/* ---- tests */
+
+static const wk_entity reports = WK_CUSTOM_ENTITY("Report", "monthly");
+static const wk_entity other_ns = WK_CUSTOM_ENTITY("Report", "weekly");
+
+Test(metrics, counts_by_name_entity_and_outcome)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(run_query(p, "report.get", &reports, WK_READ), WK_OK);
+    cr_assert_eq(run_query(p, "report.put", &reports, WK_WRITE), WK_OK);
+    cr_assert_eq(run_query(p, "report.get", &other_ns, WK_READ), WK_OK);
+    s.status = WK_EDENIED;
+    cr_assert_eq(run_query(p, "report.put", &reports, WK_WRITE), WK_EDENIED);
+    s.status = -99;
+    cr_assert_eq(run_query(p, "report.put", &reports, WK_WRITE), -99);
+    cr_assert_eq(s.calls, 7);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Report", "monthly", WK_OK), 3);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Report", "weekly", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "report.put", "Report", "monthly", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "report.put", "Report", "monthly", WK_EDENIED), 1);
+    cr_assert_eq(wk_metrics_count(m, "report.put", "Report", "monthly", -99), 1);
+    cr_assert_eq(wk_metrics_count(m, "report.del", "Report", "monthly", WK_OK), 0);
+
+    /* the same strings at other addresses are the same series */
+    char name[] = "report.get", kind[] = "Report", ns[] = "monthly";
+    wk_entity copy = WK_CUSTOM_ENTITY(kind, ns);
+    s.status = WK_OK;
+    cr_assert_eq(run_query(p, name, &copy, WK_READ), WK_OK);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Report", "monthly", WK_OK), 4);
+
+    char *text = format(m);
+    cr_assert(strstr(text, "wk_queries_total{query=\"report.get\",kind=\"Report\","
+                           "namespace=\"monthly\",outcome=\"ok\"} 4\n"),
+              "%s", text);
+    cr_assert(strstr(text, "outcome=\"WK_EDENIED\"} 1\n"), "%s", text);
+    cr_assert(strstr(text, "outcome=\"other\"} 1\n"), "%s", text);
+    cr_assert(strstr(text, "wk_query_duration_seconds_count{query=\"report.get\",kind=\"Report\","
+                           "namespace=\"monthly\"} 4\n"),
+              "%s", text);
+    cr_assert_gt(check_prometheus(text), 0);
+    free(text);
+    wk_metrics_reset(m);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Report", "monthly", WK_OK), 0);
+    wk_metrics_close(m);
+    wk_metrics_close(NULL);
+}
+
+Test(metrics, overflow_series_and_queries_without_entity)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    static char names[WK_METRICS_SERIES + 10][16];
+    for (int i = 0; i < WK_METRICS_SERIES + 10; i++) {
+        snprintf(names[i], sizeof(names[i]), "q.%d", i);
+        cr_assert_eq(run_query(wk_metrics_processor(m), names[i], &reports, WK_READ), WK_OK);
+    }
+    cr_assert_eq(run_query(wk_metrics_processor(m), "ping", NULL, WK_READ), WK_OK);
+    cr_assert_eq(wk_metrics_count(m, "q.0", "Report", "monthly", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "q.63", "Report", "monthly", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "q.64", "Report", "monthly", WK_OK), 0);
+    cr_assert_eq(wk_metrics_count(m, "other", "other", "other", WK_OK), 11);
+    char *text = format(m);
+    cr_assert(strstr(text, "query=\"other\",kind=\"other\",namespace=\"other\",le=\"+Inf\"} 11\n"),
+              "%s", text);
+    check_prometheus(text);
+    free(text);
+    wk_metrics_close(m);
+}
+
+Test(metrics, label_values_are_escaped)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    /* a custom query name may hold anything (kinds and namespaces are
+     * checked by dispatch, the wrapper sits before it) */
+    cr_assert_eq(run_query(wk_metrics_processor(m), "odd\\\"name\nx", &reports, WK_READ), WK_OK);
+    char *text = format(m);
+    cr_assert(strstr(text, "query=\"odd\\\\\\\"name\\nx\""), "%s", text);
+    check_prometheus(text);
+    free(text);
+    wk_metrics_close(m);
+}
+
+Test(metrics, latency_lands_in_buckets_and_sum)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    for (int i = 0; i < 10; i++)
+        run_query(wk_metrics_processor(m), "report.get", &reports, WK_READ);
+    char *text = format(m);
+    /* +Inf holds all ten; the sum is a number of seconds ≥ 0 */
+    cr_assert(strstr(text, "le=\"+Inf\"} 10\n"), "%s", text);
+    cr_assert(strstr(text, "wk_query_duration_seconds_sum{query=\"report.get\""), "%s", text);
+    check_prometheus(text);
+    free(text);
+
+    /* the buffer variant truncates, NUL-terminated, and says how much */
+    char small[40];
+    size_t len = 0;
+    cr_assert_eq(wk_metrics_format_prometheus(m, small, sizeof(small), &len), WK_EINVAL);
+    cr_assert_gt(len, sizeof(small));
+    cr_assert_eq(strlen(small), sizeof(small) - 1);
+
+    FILE *f = tmpfile();
+    cr_assert(f);
+    cr_assert_eq(wk_metrics_write_prometheus(m, f), WK_OK);
+    cr_assert_eq((size_t)ftell(f), len);
+    fclose(f);
+    cr_assert_eq(wk_metrics_write_prometheus(NULL, stdout), WK_EINVAL);
+    wk_metrics_close(m);
+}
+
+enum { THREADS = 4, PER_THREAD = 5000 };
+
+static void *hammer(void *arg)
+{
+    wk_processor *p = arg;
+    for (int i = 0; i < PER_THREAD; i++)
+        run_query(p, (i & 1) ? "report.put" : "report.get", &reports, WK_READ);
+    return NULL;
+}
+
+Test(metrics, wrappers_feed_one_table_from_threads)
+{
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, NULL), WK_OK);
+    cr_assert_eq(run_query(wk_metrics_processor(m), "x", &reports, WK_READ), WK_EINVAL);
+    stub stubs[THREADS];
+    wk_metrics_wrapper w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        stubs[i] = stub_new(WK_OK);
+        cr_assert_eq(wk_metrics_wrap(&w[i], m, &stubs[i].base), WK_OK);
+    }
+    cr_assert_eq(wk_metrics_wrap(&w[0], m, NULL), WK_EINVAL);
+    cr_assert_eq(wk_metrics_wrap(&w[0], m, &stubs[0].base), WK_OK);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, hammer, &w[i].base), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Report", "monthly", WK_OK),
+                 THREADS * PER_THREAD / 2);
+    cr_assert_eq(wk_metrics_count(m, "report.put", "Report", "monthly", WK_OK),
+                 THREADS * PER_THREAD / 2);
+    char *text = format(m);
+    check_prometheus(text);
+    free(text);
+    wk_metrics_close(m);
+}
+
+/* Through a real handle: reads and writes both, refusals by capability
+ * counted with their status. */
+Test(metrics, counts_real_reads_writes_and_refusals)
+{
+    const char *ns = wk_test_ns("metrics");
+    wk_entity lock = WK_LOCK_ENTITY(ns, 5000);
+    wk_entity cache = WK_CACHE_ENTITY(ns, 5000);
+    wk_db *db = wk_test_open(NULL);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, wk_db_processor(db)), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    cr_assert_eq(p->db, db);
+    wk_token token;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_u64(42), &token, &got), WK_OK);
+    cr_assert(got);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_u64(42), &token, &got), WK_OK);
+    cr_assert_eq(wk_metrics_count(m, "lock.try", "Lock", ns, WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "lock.release", "Lock", ns, WK_OK), 1);
+
+    wk_body body = WK_BODY_INIT;
+    cr_assert_eq(wk_cache_get(p, &cache, wk_name_str("absent"), &body), WK_OK);
+    cr_assert(!body.found);
+    wk_body_free(&body);
+    cr_assert_eq(wk_metrics_count(m, "cache.get", "Cache", ns, WK_OK), 1);
+
+    wk_db *ro = wk_test_open(wk_cap_read_only());
+    wk_metrics_wrapper w;
+    cr_assert_eq(wk_metrics_wrap(&w, m, wk_db_processor(ro)), WK_OK);
+    cr_assert_eq(wk_lock_try(&w.base, &lock, wk_name_u64(42), &token, &got), WK_EDENIED);
+    cr_assert_eq(wk_metrics_count(m, "lock.try", "Lock", ns, WK_EDENIED), 1);
+    char *text = format(m);
+    check_prometheus(text);
+    free(text);
+    wk_metrics_close(m);
+    wk_db_close(ro);
+    wk_db_close(db);
+}
