@@ -55,8 +55,8 @@ struct wk_lease_keeper {
 
     /* Shared with any thread, lock-free. */
     atomic_bool lost;
-    atomic_int lost_status;       /* STATUS_UNSET until decided */
-    atomic_int last_error;        /* last connection error of an extension, WK_OK after a success */
+    atomic_int lost_status; /* STATUS_UNSET until decided */
+    atomic_int last_error;  /* last connection error of an extension, WK_OK after a success */
     atomic_int_least64_t valid_until;
     atomic_uint_least64_t extensions;
 
@@ -214,9 +214,9 @@ static void keeper_free(wk_lease_keeper *k)
 /* The entity kind a lease kind needs, or NULL for an unknown one. */
 static const char *kind_of(wk_lease_kind kind)
 {
-    return kind == WK_LEASE_LOCK                            ? WK_KIND_LOCK
+    return kind == WK_LEASE_LOCK                             ? WK_KIND_LOCK
            : kind == WK_LEASE_WRITE || kind == WK_LEASE_READ ? WK_KIND_RWLOCK
-                                                            : NULL;
+                                                             : NULL;
 }
 
 /* Check the options of start; on success *period is the period to use. */
@@ -233,8 +233,8 @@ static int check_options(const wk_lease_keeper_options *opts, int64_t *period, c
                               (int)opts->kind);
     char why[WK_ENTITY_MSG_MAX];
     if (wk_entity_check_msg(e, why, sizeof(why)) != WK_OK)
-        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: invalid %s entity: %s",
-                              kind, why);
+        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: invalid %s entity: %s", kind,
+                              why);
     if (strcmp(e->kind, kind) != 0)
         return wk__errbuf_set(err, errlen, WK_EINVAL,
                               "lease keeper: the entity must be a valid %s entity", kind);
@@ -294,8 +294,8 @@ static wk_lease_keeper *keeper_new(const wk_lease_keeper_options *opts, int64_t 
         return NULL;
     }
     /* Only the kind and the TTL matter to a lock's queries. */
-    k->held.entity = (wk_entity){.kind = k->held.entity.kind, .ns = k->held.ns,
-                                 .ttl_ms = opts->entity->ttl_ms};
+    k->held.entity =
+        (wk_entity){.kind = k->held.entity.kind, .ns = k->held.ns, .ttl_ms = opts->entity->ttl_ms};
     k->kind = opts->kind;
     k->token = opts->token;
     k->ttl_ms = opts->entity->ttl_ms;
@@ -441,17 +441,9 @@ void wk_lease_keeper_free(wk_lease_keeper *k)
 
 int wk_lease_keeper_stop(wk_lease_keeper *k, wk_lease_outcome *outcome)
 {
-    if (outcome)
-        memset(outcome, 0, sizeof(*outcome));
-    if (!k)
-        return WK_OK;
-    bool own;
-    int rc = halt(k, &own);
-    if (own)
-        return rc;
-    if (outcome)
-        *outcome = k->outcome;
-    keeper_free(k);
+    /* The deprecated pair in one call (halt is idempotent). */
+    int rc = wk_lease_keeper_halt(k, outcome);
+    wk_lease_keeper_free(k);
     return rc;
 }
 
@@ -459,7 +451,8 @@ int wk_lease_keeper_run(const wk_lease_keeper_options *opts, wk_lease_work_fn wo
                         wk_lease_outcome *outcome, char *err, size_t errlen)
 {
     if (!outcome || !work)
-        return wk__errbuf_set(err, errlen, WK_EINVAL, "lease keeper: work and outcome are required");
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "lease keeper: work and outcome are required");
     memset(outcome, 0, sizeof(*outcome));
     wk_lease_keeper *k;
     int rc = wk_lease_keeper_start(&k, opts, err, errlen);

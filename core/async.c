@@ -92,6 +92,7 @@ struct wk_async {
     size_t head, count, cap;
     size_t unsent_from; /* ring index (relative) of the first entry not fully written */
     size_t sent_from;   /* … and of the first that may await a reply */
+    size_t nfinal;      /* entries FINAL: their callbacks are due */
     wk__buf store;
     size_t wpos; /* bytes of store written */
     wk__buf scratch;
@@ -123,8 +124,10 @@ static int64_t command_timeout_ms(const wk_async *a)
 /* ---- completing --------------------------------------------------------- */
 
 /* Give entry e its final status (callbacks run later, in flush()). */
-static void finish(entry *e, int status, const char *msg)
+static void finish(wk_async *a, entry *e, int status, const char *msg)
 {
+    if (e->state != FINAL)
+        a->nfinal++;
     e->state = FINAL;
     e->status = status;
     free(e->msg);
@@ -140,8 +143,7 @@ static void finish_fmt(wk_async *a, entry *e, int status, const char *why)
     else if (e->writes && e->state == UNSENT)
         tail = " (not sent: the write did not happen)";
     snprintf(text, sizeof(text), "%s: %s%s", e->name, why, tail);
-    (void)a;
-    finish(e, status, text);
+    finish(a, e, status, text);
 }
 
 /* Pop finished entries off the front; free what they hold. */
@@ -175,6 +177,7 @@ static void flush(wk_async *a)
         if (e->state != FINAL)
             continue;
         e->state = CALLED;
+        a->nfinal--;
         wk_async_done_fn done = e->done;
         void *arg = e->arg;
         int status = e->status;
@@ -188,12 +191,9 @@ static void flush(wk_async *a)
 
 /* ---- the watch ---------------------------------------------------------- */
 
-static bool any_final(wk_async *a)
+static bool any_final(const wk_async *a)
 {
-    for (size_t i = 0; i < a->count; i++)
-        if (at(a, i)->state == FINAL)
-            return true;
-    return false;
+    return a->nfinal > 0;
 }
 
 int wk_async_fd(const wk_async *a)
@@ -498,7 +498,7 @@ static void restage(wk_async *a)
             continue;
         size_t len = e->end - e->start;
         if (wk__buf_reserve(&a->scratch, len)) {
-            finish(e, WK_ENOMEM, "out of memory re-queuing a query");
+            finish(a, e, WK_ENOMEM, "out of memory re-queuing a query");
             continue;
         }
         memcpy(a->scratch.data + a->scratch.len, a->store.data + e->start, len);
@@ -620,7 +620,7 @@ static void deliver(wk_async *a, redisReply *reply)
         }
         e = oldest_sent(a); /* the ring may have moved */
         if (rc)
-            finish(e, rc, "out of memory re-sending a script as EVAL");
+            finish(a, e, rc, "out of memory re-sending a script as EVAL");
         else {
             free(e->heap_spans);
             e->heap_spans = NULL;
@@ -631,7 +631,7 @@ static void deliver(wk_async *a, redisReply *reply)
     a->db->errmsg[0] = '\0';
     int status = wk__parse_reply(a->db, rebuild(a, e, a->store.data + e->start), reply);
     freeReplyObject(reply);
-    finish(e, status, a->db->errmsg);
+    finish(a, e, status, a->db->errmsg);
 }
 
 /* Write what is queued; mark what the kernel took whole as SENT. */

@@ -56,10 +56,10 @@ static int blpop(wk_db *b, const char *name, int64_t block_ms, popped *out)
     return wk__blocking_process(b, &q, block_ms);
 }
 
-static wk_db *open_with(const wk_cap *cap, int command_timeout_ms, int database)
+static wk_db *open_on(const char *url, const wk_cap *cap, int command_timeout_ms, int database)
 {
     wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = wk_test_url();
+    o.url = url;
     o.capability = cap;
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = command_timeout_ms;
@@ -68,6 +68,11 @@ static wk_db *open_with(const wk_cap *cap, int command_timeout_ms, int database)
     char err[256];
     cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
     return db;
+}
+
+static wk_db *open_with(const wk_cap *cap, int command_timeout_ms, int database)
+{
+    return open_on(wk_test_url(), cap, command_timeout_ms, database);
 }
 
 static wk_db *blocking_of(wk_db *db)
@@ -170,9 +175,12 @@ Test(blocking, another_thread_ends_the_wait_and_the_next_query_reconnects, .time
 
 Test(blocking, the_capability_is_the_handles, .timeout = 30)
 {
-    wk_db *db = open_with(wk_cap_read_only(), 200, -1);
+    /* A server of its own: the other tests' BLPOPs do not move its count. */
+    wk_test_server srv;
+    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);
+    wk_db *db = open_on(srv.url, wk_cap_read_only(), 200, -1);
     wk_db *b = blocking_of(db);
-    redisContext *raw = wk_test_raw(wk_test_url());
+    redisContext *raw = wk_test_raw(srv.url);
     long long before = wk_test_cmd_calls(raw, "blpop");
     popped out;
     int rc = blpop(b, wk_test_ns("denied"), 100, &out);
@@ -181,6 +189,7 @@ Test(blocking, the_capability_is_the_handles, .timeout = 30)
     redisFree(raw);
     wk_db_close(b);
     wk_db_close(db);
+    wk_test_server_stop(&srv);
 }
 
 Test(blocking, bad_input, .timeout = 30)
