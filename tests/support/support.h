@@ -172,6 +172,68 @@ bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port);
 /* A raw connection to a node or sentinel of the topology, AUTH'd. */
 redisContext *wk_test_sentinels_raw(const wk_test_sentinels *t, int port);
 
+/* A Redis Cluster (tests/support/cluster_topology.c): six redis-server
+ * processes with cluster-enabled on 127.0.0.1 free ports (and their bus
+ * ports, +10000), three primaries with one replica each, made by
+ * `redis-cli --cluster create`. The nodes belong to a keeper process of
+ * their own, which reaps them, restarts one on request and stops them by
+ * pid; any process can attach to a running topology by its directory. */
+#define WK_TEST_CLUSTER_NODES 6
+typedef struct wk_test_cluster {
+    char dir[64];                     /* its directory: node dirs n0..n5, state, control FIFO */
+    pid_t keeper;                     /* the process owning the nodes */
+    bool owner;                       /* started here (stop stops it) rather than attached */
+    int port[WK_TEST_CLUSTER_NODES];  /* nodes 0..2 start as primaries */
+    pid_t pid[WK_TEST_CLUSTER_NODES]; /* 0: down */
+    char url[160];                    /* redis://127.0.0.1:P0,127.0.0.1:P1,127.0.0.1:P2 */
+} wk_test_cluster;
+/* Start it and wait until every node says cluster_state:ok, all agree on
+ * the slot map and every replica is in sync. 0 or -1 (nothing left
+ * running). */
+int wk_test_cluster_start(wk_test_cluster *c);
+/* Stop every node (by pid) and remove the directory; only the starter
+ * stops it (a no-op on an attached one). */
+void wk_test_cluster_stop(wk_test_cluster *c);
+/* Fill `c` from a running topology's directory (current pids). 0 or -1. */
+int wk_test_cluster_attach(wk_test_cluster *c, const char *dir);
+/* Until the live nodes are settled as after start (cluster_state:ok, one
+ * slot map, three primaries, replicas in sync): 0, or -1 after timeout_ms. */
+int wk_test_cluster_wait_settled(const wk_test_cluster *c, int timeout_ms);
+/* A raw connection (2 s timeouts) to a node; NULL when it does not answer. */
+redisContext *wk_test_cluster_raw(const wk_test_cluster *c, int port);
+/* `calls` of one command in a node's INFO commandstats (0 if never run,
+ * -1 if it does not answer). */
+long long wk_test_cluster_calls(const wk_test_cluster *c, int port, const char *cmd);
+/* The current primaries serving slots (up to 3); how many. */
+int wk_test_cluster_primaries(const wk_test_cluster *c, int ports[3]);
+/* A live replica of the primary on `primary_port`, -1 if none. */
+int wk_test_cluster_replica_of(const wk_test_cluster *c, int primary_port);
+/* CLUSTER KEYSLOT of a key; the primary serving a slot / a key (-1). */
+int wk_test_cluster_keyslot(const wk_test_cluster *c, const char *key, size_t len);
+int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot);
+int wk_test_cluster_key_port(const wk_test_cluster *c, const char *key, size_t len);
+/* A slot migration in three steps, so that traffic runs in between (the
+ * ASK window): begin (SETSLOT IMPORTING on the target, then MIGRATING on
+ * the source), move keys (GETKEYSINSLOT up to `max` + one MIGRATE; how
+ * many moved, -1 on error: call until 0), finish (SETSLOT NODE on the
+ * target, the source, then the other primaries). 0 or -1. */
+typedef struct wk_test_migration {
+    int slot, from, to; /* ports */
+} wk_test_migration;
+int wk_test_cluster_migrate_begin(const wk_test_cluster *c, wk_test_migration *m, int slot,
+                                  int to_port);
+int wk_test_cluster_migrate_keys(const wk_test_cluster *c, const wk_test_migration *m, int max);
+int wk_test_cluster_migrate_finish(const wk_test_cluster *c, const wk_test_migration *m);
+/* CLUSTER FAILOVER on a replica, then wait until every live node has it as
+ * a primary and the map is settled. 0 or -1. */
+int wk_test_cluster_failover(const wk_test_cluster *c, int replica_port, int timeout_ms);
+/* SIGKILL the primary on `primary_port` and wait until its replica is
+ * promoted everywhere; the replica's port, or -1. */
+int wk_test_cluster_kill_primary(wk_test_cluster *c, int primary_port, int timeout_ms);
+/* Have the keeper start a stopped node again (same port, same nodes.conf:
+ * it rejoins as a replica) and wait until settled. 0 or -1. */
+int wk_test_cluster_restart(wk_test_cluster *c, int port, int timeout_ms);
+
 /* One turn of a poll() loop driving an event-loop handle (waits at most
  * 200 ms), and turns until nothing is pending (bounded by the suite's
  * timeout). */
