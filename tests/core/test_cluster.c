@@ -1,0 +1,995 @@
+/*
+ * tests/core/test_cluster.c — handles against a real Redis Cluster
+ * (tests/support/cluster_topology.c: three primaries, three replicas,
+ * started ONCE for the suite by the runner and shared by its tests).
+ *
+ * What it proves: a seed list or any one node's URL finds the cluster;
+ * every built-in query of every kind runs against it; a batch fans out to
+ * every primary with a status per query; a slot migration under load from
+ * forked processes (locks, a limiter, caches) breaks no invariant and
+ * really goes through ASK; a primary failover (CLUSTER FAILOVER, then
+ * SIGKILL) under the same load fails calls only with connection errors,
+ * after which they succeed again; settings followers, acknowledged leases,
+ * helpers and generated code work with a cluster URL; a custom script
+ * whose keys span slots is refused before anything is sent.
+ *
+ * The tests of one run share the topology: those that move slots, fail a
+ * node over or count a node's commands hold an exclusive lock on it (a
+ * file lock in its directory), the others a shared one.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include "support.h"
+#include "tests/kinds/kinds.h"
+#include "collection/settings_internal.h"
+
+/* ------------------------------------------------------------------------
+ * The suite's topology
+ * ---------------------------------------------------------------------- */
+
+#define ENV_DIR "WK_TEST_CLUSTER_DIR"
+
+static wk_test_cluster fixture;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (getenv(ENV_DIR))
+        return;
+    if (wk_test_cluster_start(&fixture) != 0) {
+        fprintf(stderr, "cannot start a Redis Cluster for the tests\n");
+        exit(1);
+    }
+    setenv(ENV_DIR, fixture.dir, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    wk_test_cluster_stop(&fixture);
+}
+
+/* This test process's view of the topology. */
+static wk_test_cluster C;
+
+static void attach(int how)
+{
+    const char *dir = getenv(ENV_DIR);
+    cr_assert(dir, "no cluster");
+    char path[128];
+    snprintf(path, sizeof(path), "%s/suite.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    cr_assert(fd >= 0);
+    cr_assert_eq(flock(fd, how), 0); /* released when the test's process ends */
+    cr_assert_eq(wk_test_cluster_attach(&C, dir), 0);
+    /* Whatever the test before did, the map is settled before this one. */
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "the cluster did not settle");
+}
+
+static void shared(void)
+{
+    attach(LOCK_SH);
+}
+
+static void exclusive(void)
+{
+    attach(LOCK_EX);
+}
+
+static wk_db *open_opts(const wk_db_options *o)
+{
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "open %s: %s: %s", o->url, wk_err_name(rc), err);
+    return db;
+}
+
+static wk_db *open_cluster(void)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    return open_opts(&o);
+}
+
+/* The key of (entity, name) and the port of the primary serving it. */
+static int item_port(const wk_entity *e, wk_name name, const char *suffix, char *key, size_t *klen)
+{
+    cr_assert_eq(wk_key_build(key, WK_KEY_MAX + 1, klen, e, &name, suffix), WK_OK);
+    int port = wk_test_cluster_key_port(&C, key, *klen);
+    cr_assert(port > 0);
+    return port;
+}
+
+/* A raw reply of a node, asserted. */
+static redisReply *raw_at(int port, const char *fmt, ...)
+{
+    redisContext *r = wk_test_cluster_raw(&C, port);
+    cr_assert(r, "raw connection to %d", port);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    cr_assert(rep, "%s on %d: %s", fmt, port, r->errstr);
+    redisFree(r);
+    return rep;
+}
+
+/* ------------------------------------------------------------------------
+ * Opening
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    cr_assert_eq(wk_db_cluster_primaries(db), 3);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("open"), 30000);
+    wk_token token;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("a"), &token, &got), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int port = item_port(&lock, wk_name_str("a"), NULL, key, &klen);
+    redisReply *r = raw_at(port, "STRLEN %b", key, klen);
+    cr_assert_eq(r->integer, WK_TOKEN_LEN, "the write is on the primary of its slot");
+    freeReplyObject(r);
+    wk_db_close(db);
+
+    /* One node's URL is enough, a replica's too. */
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "redis://127.0.0.1:%d", C.port[i]);
+        wk_db_options o = WK_DB_OPTIONS_INIT;
+        o.url = url;
+        o.capability = wk_cap_read_write();
+        db = open_opts(&o);
+        cr_assert_eq(wk_db_cluster_primaries(db), 3, "through %s", url);
+        wk_lock_state st;
+        cr_assert_eq(wk_lock_inspect(wk_db_processor(db), &lock, wk_name_str("a"), &st), WK_OK,
+                     "%s: %s", url, wk_db_errmsg(db));
+        cr_assert(st.held, "through %s", url);
+        wk_db_close(db);
+    }
+
+    /* A standalone server is no cluster. */
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    db = wk_test_open_url(s.url, NULL);
+    cr_assert_eq(wk_db_cluster_primaries(db), 0);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+
+    /* The event-loop handle refuses a cluster (for now), plainly. */
+    wk_db_options a = WK_DB_OPTIONS_INIT;
+    a.url = C.url;
+    a.capability = wk_cap_read_write();
+    wk_async *as = NULL;
+    char err[256];
+    cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_EINVAL, "%s", err);
+    cr_assert_null(as);
+}
+
+/* ------------------------------------------------------------------------
+ * Every built-in query (tests/kinds/ registry)
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, every_builtin_query_on_every_kind, .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    /* A namespace per kind (the rows of a kind build on each other, as in
+     * the capability test), so the items land on several primaries. */
+    char tag[32];
+    snprintf(tag, sizeof(tag), "every%d", (int)getpid());
+    for (size_t i = 0; i < wk_test_nqueries(); i++) {
+        const wk_test_query *q = wk_test_query_at(i);
+        char ns[96];
+        snprintf(ns, sizeof(ns), "%s-%s", tag, q->kind);
+        int rc = q->run(wk_db_processor(db), ns);
+        cr_assert_eq(rc, WK_OK, "%s: %s: %s", q->name, wk_err_name(rc), wk_db_errmsg(db));
+    }
+    wk_db_close(db);
+    /* The items are where their slots say, on more than one primary. */
+    int prim[3], with_items = 0;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = raw_at(prim[i], "KEYS *%s-*", tag);
+        for (size_t k = 0; k < r->elements; k++)
+            cr_assert_eq(wk_test_cluster_key_port(&C, r->element[k]->str, r->element[k]->len),
+                         prim[i], "%s is on the primary of its slot", r->element[k]->str);
+        with_items += r->elements > 0;
+        freeReplyObject(r);
+    }
+    cr_assert_geq(with_items, 2, "the kinds' items spread over the primaries");
+}
+
+/* ------------------------------------------------------------------------
+ * A batch fans out
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, batch_of_64_reaches_every_primary_with_a_status_per_query, .init = exclusive,
+     .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("batch"), 30000);
+    wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("batchc"), 30000);
+    enum { LOCKS = 60 };
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    long long want_set[3] = {0}, want_get[3] = {0};
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    for (int i = 0; i < LOCKS; i++) {
+        int port = item_port(&lock, wk_name_u64((uint64_t)i), NULL, key, &klen);
+        for (int k = 0; k < 3; k++)
+            want_set[k] += prim[k] == port;
+    }
+    /* Lock 0 is held already (not acquired, WK_OK); cache 1 holds a hash
+     * (WRONGTYPE: WK_EREDIS for that query alone); cache 2 is missing. */
+    wk_token held;
+    bool got0 = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_u64(0), &held, &got0), WK_OK);
+    cr_assert(got0);
+    cr_assert_eq(wk_cache_put(wk_db_processor(db), &cache, wk_name_u64(0), "body", 4), WK_OK);
+    int wrong = item_port(&cache, wk_name_u64(1), NULL, key, &klen);
+    freeReplyObject(raw_at(wrong, "HSET %b f v", key, klen));
+    for (int c = 0; c < 3; c++) {
+        int port = item_port(&cache, wk_name_u64((uint64_t)c), NULL, key, &klen);
+        for (int k = 0; k < 3; k++)
+            want_get[k] += prim[k] == port;
+    }
+    long long set_before[3], get_before[3];
+    for (int k = 0; k < 3; k++) {
+        set_before[k] = wk_test_cluster_calls(&C, prim[k], "set");
+        get_before[k] = wk_test_cluster_calls(&C, prim[k], "get");
+    }
+
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_processor *p = wk_batch_processor(b);
+    wk_token tokens[LOCKS];
+    bool got[LOCKS];
+    wk_body bodies[3] = {{0}};
+    for (int i = 0; i < LOCKS; i++)
+        cr_assert_eq(wk_lock_try(p, &lock, wk_name_u64((uint64_t)i), &tokens[i], &got[i]), WK_OK);
+    for (int c = 0; c < 3; c++)
+        cr_assert_eq(wk_cache_get(p, &cache, wk_name_u64((uint64_t)c), &bodies[c]), WK_OK);
+    /* 64th: a lock try on a name of its own. */
+    wk_token last;
+    bool got_last = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("last"), &last, &got_last), WK_OK);
+    cr_assert_eq(wk_batch_count(b), 64);
+    int rc = wk_batch_exec(b);
+    cr_assert_eq(rc, WK_EREDIS, "the first failure is the batch's status: %s (%s)", wk_err_name(rc),
+                 wk_db_errmsg(db));
+    for (int i = 0; i < LOCKS; i++) {
+        cr_assert_eq(wk_batch_status(b, (size_t)i), WK_OK, "lock %d: %s", i,
+                     wk_err_name(wk_batch_status(b, (size_t)i)));
+        cr_assert_eq(got[i], i != 0, "lock %d acquired iff not held before", i);
+    }
+    cr_assert_eq(wk_batch_status(b, LOCKS + 0), WK_OK);
+    cr_assert(bodies[0].found && bodies[0].len == 4 && memcmp(bodies[0].data, "body", 4) == 0);
+    cr_assert_eq(wk_batch_status(b, LOCKS + 1), WK_EREDIS, "WRONGTYPE for the hash only");
+    cr_assert_eq(wk_batch_status(b, LOCKS + 2), WK_OK);
+    cr_assert_not(bodies[2].found);
+    cr_assert_eq(wk_batch_status(b, 63), WK_OK);
+    cr_assert(got_last);
+    int port_last = item_port(&lock, wk_name_str("last"), NULL, key, &klen);
+    for (int k = 0; k < 3; k++) {
+        want_set[k] += prim[k] == port_last;
+        long long sets = wk_test_cluster_calls(&C, prim[k], "set") - set_before[k];
+        long long gets = wk_test_cluster_calls(&C, prim[k], "get") - get_before[k];
+        cr_assert_gt(want_set[k], 0, "names spread over every primary");
+        cr_assert_eq(sets, want_set[k], "primary %d ran the SETs of its slots: %lld, not %lld",
+                     prim[k], sets, want_set[k]);
+        cr_assert_eq(gets, want_get[k], "primary %d: %lld GETs, not %lld", prim[k], gets,
+                     want_get[k]);
+    }
+    for (int c = 0; c < 3; c++)
+        wk_body_free(&bodies[c]);
+
+    /* The releases, batched too: every one was still held. */
+    bool released[LOCKS];
+    for (int i = 1; i < LOCKS; i++)
+        wk_lock_release(p, &lock, wk_name_u64((uint64_t)i), &tokens[i], &released[i]);
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    for (int i = 1; i < LOCKS; i++)
+        cr_assert(released[i], "lock %d", i);
+    wk_batch_close(b);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Load from forked processes: locks, a limiter, caches
+ * ---------------------------------------------------------------------- */
+
+#define WORKERS 4
+#define LOAD_LOCKS 6
+#define LOAD_BUCKETS 2
+#define BUCKET_CAP 20
+#define BUCKET_RATE 10 /* per second */
+
+/* Shared by the parent and the workers (MAP_SHARED before fork). */
+typedef struct load {
+    char ns[3][64];          /* lock, bucket, cache namespaces */
+    atomic_bool stop, check; /* check: invariants hold (no data loss) */
+    atomic_int holders[LOAD_LOCKS];
+    atomic_long allowed[LOAD_BUCKETS];           /* while `check` */
+    atomic_long calls[WORKERS], streak[WORKERS]; /* streak: OKs in a row */
+    atomic_long ok, failed, unknown_reads, other;
+    atomic_long failed_single; /* one-key queries: ASK and MOVED never fail them */
+    atomic_long unknown_multi; /* TRYAGAIN means "did not run": never WK_EUNKNOWN */
+    atomic_int violations;
+    char violation[256];
+    char other_msg[256];
+} load;
+
+static wk_entity load_lock(const load *l)
+{
+    return (wk_entity)WK_LOCK_ENTITY(l->ns[0], 3000);
+}
+static wk_entity load_bucket(const load *l)
+{
+    return (wk_entity)WK_TOKEN_BUCKET_ENTITY(l->ns[1], BUCKET_CAP, BUCKET_RATE, 1000);
+}
+static wk_entity load_cache(const load *l)
+{
+    return (wk_entity)WK_CACHE_ENTITY(l->ns[2], 30000);
+}
+
+static void violated(load *l, const char *what)
+{
+    if (atomic_fetch_add(&l->violations, 1) == 0)
+        snprintf(l->violation, sizeof(l->violation), "%s", what);
+}
+
+/* Count one call. `write`: the query writes (a lost reply is then
+ * WK_EUNKNOWN; a read never is). `multi`: it names several keys of one
+ * slot (a release names the wake keys too), which a slot in migration
+ * answers TRYAGAIN while some of them are missing. */
+static void count(load *l, int w, int rc, bool write, bool multi, wk_db *db)
+{
+    atomic_fetch_add(&l->calls[w], 1);
+    if (rc == WK_OK) {
+        atomic_fetch_add(&l->ok, 1);
+        atomic_fetch_add(&l->streak[w], 1);
+        return;
+    }
+    atomic_store(&l->streak[w], 0);
+    atomic_fetch_add(&l->failed, 1);
+    if (!multi)
+        atomic_fetch_add(&l->failed_single, 1);
+    else if (rc == WK_EUNKNOWN && atomic_load(&l->check))
+        atomic_fetch_add(&l->unknown_multi, 1);
+    if (rc == WK_EUNKNOWN && !write)
+        atomic_fetch_add(&l->unknown_reads, 1);
+    if (!wk_is_connection_error(rc) && atomic_fetch_add(&l->other, 1) == 0)
+        snprintf(l->other_msg, sizeof(l->other_msg), "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+}
+
+static int worker(load *l, int w)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
+    wk_db *db = NULL;
+    if (wk_db_open(&db, &o, NULL, 0) != WK_OK)
+        return 2;
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = load_lock(l), bucket = load_bucket(l), cache = load_cache(l);
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", w);
+    uint64_t seq = 0;
+    for (unsigned i = (unsigned)w; !atomic_load(&l->stop); i++) {
+        /* A lock cycle: nobody else holds the name between try and release. */
+        unsigned n = i % LOAD_LOCKS;
+        wk_token t;
+        bool got = false, released = false;
+        int rc = wk_lock_try(p, &lock, wk_name_u64(n), &t, &got);
+        count(l, w, rc, true, false, db);
+        if (rc == WK_OK && got) {
+            if (atomic_fetch_add(&l->holders[n], 1) != 0 && atomic_load(&l->check))
+                violated(l, "two holders of one lock name");
+            atomic_fetch_sub(&l->holders[n], 1);
+            rc = wk_lock_release(p, &lock, wk_name_u64(n), &t, &released);
+            count(l, w, rc, true, true, db);
+            if (rc == WK_OK && !released && atomic_load(&l->check))
+                violated(l, "a held lock was not released (lease lost)");
+        }
+        /* The limiter: what it admits is counted against its bound. */
+        wk_token_bucket_outcome out;
+        unsigned b = i % LOAD_BUCKETS;
+        rc = wk_token_bucket_acquire(p, &bucket, wk_name_u64(b), 1, &out);
+        count(l, w, rc, true, false, db);
+        if (rc == WK_OK && out.allowed && atomic_load(&l->check))
+            atomic_fetch_add(&l->allowed[b], 1);
+        /* A cache of this worker's own: a read sees the last write. */
+        char body[32];
+        int len = snprintf(body, sizeof(body), "%d:%llu", w, (unsigned long long)++seq);
+        rc = wk_cache_put(p, &cache, wk_name_str(name), body, (size_t)len);
+        count(l, w, rc, true, false, db);
+        if (rc == WK_OK) {
+            wk_body got_body = {0};
+            rc = wk_cache_get(p, &cache, wk_name_str(name), &got_body);
+            count(l, w, rc, false, false, db);
+            if (rc == WK_OK && atomic_load(&l->check) &&
+                (!got_body.found || got_body.len != (size_t)len ||
+                 memcmp(got_body.data, body, (size_t)len) != 0))
+                violated(l, "a cache read did not see the value just written");
+            wk_body_free(&got_body);
+        }
+    }
+    wk_db_close(db);
+    return 0;
+}
+
+static load *load_start(pid_t kids[WORKERS], const char *tag)
+{
+    load *l = mmap(NULL, sizeof(load), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(l != MAP_FAILED);
+    memset(l, 0, sizeof(*l));
+    snprintf(l->ns[0], sizeof(l->ns[0]), "%sl-%d", tag, (int)getpid());
+    snprintf(l->ns[1], sizeof(l->ns[1]), "%sb-%d", tag, (int)getpid());
+    snprintf(l->ns[2], sizeof(l->ns[2]), "%sc-%d", tag, (int)getpid());
+    atomic_store(&l->check, true);
+    for (int w = 0; w < WORKERS; w++) {
+        kids[w] = fork();
+        cr_assert(kids[w] >= 0);
+        if (kids[w] == 0)
+            _exit(worker(l, w));
+    }
+    return l;
+}
+
+/* Until every worker made `more` calls beyond now (bounded by the suite's
+ * timeout). */
+static void load_run(load *l, long more)
+{
+    long until[WORKERS];
+    for (int w = 0; w < WORKERS; w++)
+        until[w] = atomic_load(&l->calls[w]) + more;
+    for (int w = 0; w < WORKERS; w++)
+        while (atomic_load(&l->calls[w]) < until[w])
+            wk_test_sleep_ms(5);
+}
+
+/* Until every worker has `n` successful calls in a row. */
+static void load_until_streak(load *l, long n)
+{
+    for (int w = 0; w < WORKERS; w++)
+        while (atomic_load(&l->streak[w]) < n)
+            wk_test_sleep_ms(5);
+}
+
+static void load_stop(load *l, pid_t kids[WORKERS])
+{
+    atomic_store(&l->stop, true);
+    for (int w = 0; w < WORKERS; w++) {
+        int status;
+        cr_assert_eq(waitpid(kids[w], &status, 0), kids[w]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %d ended badly", w);
+    }
+}
+
+/* The limiter's bound over `seconds` of checked load: capacity + refill,
+ * plus one for the refill's rounding. */
+static void assert_limiter_bound(const load *l, double seconds)
+{
+    for (int b = 0; b < LOAD_BUCKETS; b++) {
+        long allowed = atomic_load(&l->allowed[b]);
+        double bound = BUCKET_CAP + BUCKET_RATE * seconds + 1;
+        cr_assert_leq((double)allowed, bound, "bucket %d admitted %ld > %.1f in %.1f s", b, allowed,
+                      bound, seconds);
+    }
+}
+
+/* The slots of every key the load uses. */
+static int load_slots(const load *l, int *slots, int max)
+{
+    wk_entity lock = load_lock(l), bucket = load_bucket(l), cache = load_cache(l);
+    wk_name names[LOAD_LOCKS + LOAD_BUCKETS + WORKERS];
+    const wk_entity *ents[LOAD_LOCKS + LOAD_BUCKETS + WORKERS];
+    char wname[WORKERS][16];
+    int n = 0;
+    for (int i = 0; i < LOAD_LOCKS; i++, n++) {
+        names[n] = wk_name_u64((uint64_t)i);
+        ents[n] = &lock;
+    }
+    for (int i = 0; i < LOAD_BUCKETS; i++, n++) {
+        names[n] = wk_name_u64((uint64_t)i);
+        ents[n] = &bucket;
+    }
+    for (int w = 0; w < WORKERS; w++, n++) {
+        snprintf(wname[w], sizeof(wname[w]), "w%d", w);
+        names[n] = wk_name_str(wname[w]);
+        ents[n] = &cache;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        cr_assert_eq(wk_key_build(key, sizeof(key), &klen, ents[i], &names[i], NULL), WK_OK);
+        int slot = wk_test_cluster_keyslot(&C, key, klen);
+        bool seen = false;
+        for (int j = 0; j < k; j++)
+            seen |= slots[j] == slot;
+        if (!seen && k < max)
+            slots[k++] = slot;
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------------------
+ * Slot migration under load
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, slot_migration_under_load_breaks_no_invariant_and_goes_through_ask, .init = exclusive,
+     .timeout = 120)
+{
+    pid_t kids[WORKERS];
+    int64_t t0 = wk_test_now_ms();
+    load *l = load_start(kids, "mig");
+    load_until_streak(l, 20);
+    int slots[32], prim[3];
+    int nslots = load_slots(l, slots, 32);
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    wk_test_migration m[32];
+    long long asking_before[3];
+    for (int k = 0; k < 3; k++)
+        asking_before[k] = wk_test_cluster_calls(&C, prim[k], "asking");
+    /* Every slot in use moves to the next primary. */
+    for (int i = 0; i < nslots; i++) {
+        int from = wk_test_cluster_slot_port(&C, slots[i]), to = -1;
+        for (int k = 0; k < 3; k++)
+            if (prim[k] == from)
+                to = prim[(k + 1) % 3];
+        cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m[i], slots[i], to), 0, "slot %d",
+                     slots[i]);
+    }
+    /* The ASK window: keys not moved yet are served by the source, new
+     * ones (a released lock, say) by the target after ASKING. */
+    load_run(l, 200);
+    /* Keys move one at a time, with traffic in between. */
+    for (bool more = true; more;) {
+        more = false;
+        for (int i = 0; i < nslots; i++) {
+            int moved = wk_test_cluster_migrate_keys(&C, &m[i], 1);
+            cr_assert_geq(moved, 0, "MIGRATE of slot %d failed", m[i].slot);
+            more |= moved > 0;
+        }
+        load_run(l, 10);
+    }
+    load_run(l, 200); /* every key on its target: ASK for all of them */
+    for (int i = 0; i < nslots; i++)
+        cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m[i]), 0, "slot %d", m[i].slot);
+    load_until_streak(l, 50); /* MOVED: the handles learn the new owners */
+    load_stop(l, kids);
+    double seconds = (double)(wk_test_now_ms() - t0) / 1000.0;
+
+    cr_assert_eq(atomic_load(&l->violations), 0, "%d violations, first: %s",
+                 atomic_load(&l->violations), l->violation);
+    cr_assert_eq(atomic_load(&l->failed_single), 0,
+                 "ASK and MOVED never fail a one-key query: %ld failed, first: %s",
+                 atomic_load(&l->failed_single), l->other_msg);
+    cr_assert_eq(atomic_load(&l->unknown_multi), 0, "TRYAGAIN did not run: not WK_EUNKNOWN");
+    cr_assert_eq(atomic_load(&l->other), 0, "only \"did not run\" failures: %s", l->other_msg);
+    assert_limiter_bound(l, seconds);
+    long long asked = 0;
+    for (int k = 0; k < 3; k++)
+        asked += wk_test_cluster_calls(&C, prim[k], "asking") - asking_before[k];
+    cr_assert_gt(asked, 0, "the importing nodes were asked (ASK followed)");
+    for (int i = 0; i < nslots; i++)
+        cr_assert_eq(wk_test_cluster_slot_port(&C, m[i].slot), m[i].to, "slot %d moved", m[i].slot);
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0);
+    cr_log_info("migration of %d slots under load: %ld calls ok, %ld releases failed "
+                "(TRYAGAIN), ASKING %lld",
+                nslots, atomic_load(&l->ok), atomic_load(&l->failed), asked);
+    munmap(l, sizeof(*l));
+}
+
+/* ------------------------------------------------------------------------
+ * Primary failover under load
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, failover_under_load_fails_only_with_connection_errors_then_recovers,
+     .init = exclusive, .timeout = 120)
+{
+    pid_t kids[WORKERS];
+    int64_t t0 = wk_test_now_ms();
+    load *l = load_start(kids, "fo");
+    load_until_streak(l, 20);
+    /* The shard of lock 0 carries part of the load. */
+    wk_entity lock = load_lock(l);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int primary = item_port(&lock, wk_name_u64(0), NULL, key, &klen);
+    int replica = wk_test_cluster_replica_of(&C, primary);
+    cr_assert(replica > 0);
+
+    /* 1. A manual failover: the replica catches up before it takes over,
+     * so nothing is lost and the invariants hold throughout. */
+    cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
+    load_until_streak(l, 50);
+    double checked = (double)(wk_test_now_ms() - t0) / 1000.0;
+    atomic_store(&l->check, false);
+    assert_limiter_bound(l, checked);
+    cr_assert_eq(atomic_load(&l->violations), 0, "manual failover: %s", l->violation);
+    long failed_manual = atomic_load(&l->failed);
+
+    /* 2. SIGKILL of the new primary: its replica (the old primary) is
+     * promoted after the node timeout. Asynchronous replication may lose
+     * the last writes, so only the outcomes are checked now. */
+    int promoted = wk_test_cluster_kill_primary(&C, replica, 30000);
+    cr_assert_eq(promoted, primary, "the old primary, now its replica, was promoted");
+    load_until_streak(l, 50);
+    load_stop(l, kids);
+    cr_assert_eq(atomic_load(&l->other), 0, "only connection errors: %ld others, first: %s",
+                 atomic_load(&l->other), l->other_msg);
+    cr_assert_eq(atomic_load(&l->unknown_reads), 0, "a read is never WK_EUNKNOWN");
+    cr_log_info("failover under load: %ld ok, %ld failed (%ld in the manual failover)",
+                atomic_load(&l->ok), atomic_load(&l->failed), failed_manual);
+    munmap(l, sizeof(*l));
+
+    /* The killed node comes back as a replica: the topology is whole again. */
+    cr_assert_eq(wk_test_cluster_restart(&C, replica, 30000), 0);
+    cr_assert_eq(wk_test_cluster_replica_of(&C, primary), replica);
+}
+
+/* ------------------------------------------------------------------------
+ * Settings and a follower across nodes
+ * ---------------------------------------------------------------------- */
+
+/* The node whose Pub/Sub has a subscriber on `chan`, -1 if none. */
+static int subscriber_node(const char *chan, size_t len)
+{
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++) {
+        if (C.pid[i] <= 0)
+            continue;
+        redisReply *r = raw_at(C.port[i], "PUBSUB NUMSUB %b", chan, len);
+        bool here = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer > 0;
+        freeReplyObject(r);
+        if (here)
+            return C.port[i];
+    }
+    return -1;
+}
+
+Test(cluster, settings_follower_converges_across_nodes, .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    wk_processor *p = wk_db_processor(db);
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("set"));
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = C.url;
+    fo.capability = wk_cap_read_write();
+    /* A name whose writer's node (its slot's primary) is not the node the
+     * follower's subscriber is on: the change crosses the cluster bus. */
+    wk_settings_follower *f = NULL;
+    char name[16], chan[WK_KEY_MAX + 1];
+    size_t chan_len;
+    int writer = -1, sub = -1;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        snprintf(name, sizeof(name), "cfg%d", attempt);
+        wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+        so.db = &fo;
+        so.settings = &settings;
+        so.name = wk_name_str(name);
+        char err[256];
+        cr_assert_eq(wk_settings_follower_start(&f, &so, err, sizeof(err)), WK_OK, "%s", err);
+        wk_name n = wk_name_str(name);
+        cr_assert_eq(wk__settings_channel(db, &settings, &n, chan, sizeof(chan), &chan_len), WK_OK);
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        writer = item_port(&settings, n, NULL, key, &klen);
+        for (int k = 0; k < 500 && (sub = subscriber_node(chan, chan_len)) < 0; k++)
+            wk_test_sleep_ms(10);
+        cr_assert(sub > 0, "the follower subscribed somewhere");
+        if (sub != writer)
+            break;
+        wk_settings_follower_free(f);
+        f = NULL;
+    }
+    cr_assert(f, "no name of 16 had its writer's node apart from its subscriber's (%d)", sub);
+    int64_t version = 0;
+    for (int i = 0; i < 3; i++) {
+        char k[8];
+        snprintf(k, sizeof(k), "k%d", i);
+        cr_assert_eq(
+            wk_settings_put(p, &settings, wk_name_str(name), k, strlen(k), "v", 1, &version), WK_OK,
+            "%s", wk_db_errmsg(db));
+    }
+    bool reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, version, 20000, &reached), WK_OK);
+    cr_assert(reached, "the follower got changes published on another node");
+    /* Its subscriber's connection dies: the follower reconnects, reloads
+     * and gets what was written meanwhile. */
+    freeReplyObject(raw_at(sub, "CLIENT KILL TYPE pubsub"));
+    cr_assert_eq(wk_settings_put(p, &settings, wk_name_str(name), "k9", 2, "after", 5, &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, version, 20000, &reached), WK_OK);
+    cr_assert(reached, "the follower caught up after losing its subscriber");
+    char buf[16];
+    size_t vlen = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(f, "k9", 2, buf, sizeof(buf), &vlen, &found), WK_OK);
+    cr_assert(found && vlen == 5 && memcmp(buf, "after", 5) == 0);
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Acknowledged leases
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, acknowledged_lease_waits_for_the_replica_of_its_own_shard, .init = exclusive,
+     .timeout = 120)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 300;
+    wk_db *db = open_opts(&o);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("ack"), 60000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    /* A: acknowledged, so its shard's replica has it. */
+    wk_token a;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("A"), &a, &got), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    int pa = item_port(&lock, wk_name_str("A"), NULL, key, &klen);
+    int ra = wk_test_cluster_replica_of(&C, pa);
+    redisContext *r = wk_test_cluster_raw(&C, ra);
+    cr_assert(r);
+    freeReplyObject(redisCommand(r, "READONLY"));
+    redisReply *rep = redisCommand(r, "STRLEN %b", key, klen);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == WK_TOKEN_LEN,
+              "the replica has the acknowledged lease");
+    freeReplyObject(rep);
+    redisFree(r);
+
+    /* A name on a shard whose replica is cut off, and one on another. */
+    char bname[16], cname[16];
+    int pb = -1, pc = -1;
+    for (int i = 0; pb < 0 || pc < 0; i++) {
+        cr_assert_lt(i, 1000);
+        char n[16];
+        snprintf(n, sizeof(n), "n%d", i);
+        int port = item_port(&lock, wk_name_str(n), NULL, key, &klen);
+        if (port == pa && pb < 0) {
+            pb = port;
+            memcpy(bname, n, sizeof(n));
+        } else if (port != pa && pc < 0) {
+            pc = port;
+            memcpy(cname, n, sizeof(n));
+        }
+    }
+    int ki = -1;
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++)
+        if (C.port[i] == ra)
+            ki = i;
+    cr_assert(ki >= 0 && C.pid[ki] > 0);
+    kill(C.pid[ki], SIGSTOP);
+    freeReplyObject(raw_at(pb, "CLIENT KILL TYPE replica"));
+    wk_token b, c;
+    int rc = wk_lock_try(p, &lock, wk_name_str(bname), &b, &got);
+    int rc_c = wk_lock_try(p, &lock, wk_name_str(cname), &c, &got);
+    bool got_c = got;
+    kill(C.pid[ki], SIGCONT);
+    cr_assert_eq(rc, WK_ENOTREPLICATED, "%s (%s)", wk_err_name(rc), wk_db_errmsg(db));
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_str(bname), &st), WK_OK);
+    cr_assert_not(st.held, "the unacknowledged lease was given back");
+    cr_assert_eq(rc_c, WK_OK, "another shard's replica acknowledges: %s (%s)", wk_err_name(rc_c),
+                 wk_db_errmsg(db));
+    cr_assert(got_c);
+    bool released = false;
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("A"), &a, &released), WK_OK);
+    cr_assert(released);
+    wk_db_close(db);
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "the replica is back in sync");
+}
+
+/* ------------------------------------------------------------------------
+ * Custom scripts must keep to one slot
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity pairs = WK_CUSTOM_ENTITY("Pair", "pairs");
+static const wk_script pair_script = {"test.pair", "return redis.call('MSET', KEYS[1], ARGV[1], "
+                                                   "KEYS[2], ARGV[1])"};
+
+static int pair_set(wk_processor *p, const char *k1, const char *k2)
+{
+    const char *argv[] = {k1, k2, "v"};
+    size_t lens[] = {strlen(k1), strlen(k2), 1};
+    wk_access access = {&pairs, WK_WRITE};
+    wk_query q = {.name = "pair.set",
+                  .effect = {&access, 1},
+                  .script = &pair_script,
+                  .nkeys = 2,
+                  .argc = 3,
+                  .argv = argv,
+                  .argvlen = lens};
+    return wk_process(p, &q);
+}
+
+Test(cluster, custom_script_across_slots_is_refused_naming_the_keys, .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    char k1[64], k2[64];
+    snprintf(k1, sizeof(k1), "pair-a-%d", (int)getpid());
+    /* A second key in another slot. */
+    int s1 = wk_test_cluster_keyslot(&C, k1, strlen(k1));
+    for (int i = 0;; i++) {
+        snprintf(k2, sizeof(k2), "pair-b-%d-%d", (int)getpid(), i);
+        if (wk_test_cluster_keyslot(&C, k2, strlen(k2)) != s1)
+            break;
+    }
+    int rc = pair_set(wk_db_processor(db), k1, k2);
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert(strstr(wk_db_errmsg(db), k1) && strstr(wk_db_errmsg(db), k2),
+              "the message names the keys: %s", wk_db_errmsg(db));
+
+    /* Hash-tagged into one slot, the same script runs. */
+    char t1[64], t2[64];
+    snprintf(t1, sizeof(t1), "{pair-%d}a", (int)getpid());
+    snprintf(t2, sizeof(t2), "{pair-%d}b", (int)getpid());
+    cr_assert_eq(pair_set(wk_db_processor(db), t1, t2), WK_OK, "%s", wk_db_errmsg(db));
+    redisReply *r = raw_at(wk_test_cluster_key_port(&C, t2, strlen(t2)), "GET %s", t2);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
+    freeReplyObject(r);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Helpers, a pool and generated code with a cluster URL
+ * ---------------------------------------------------------------------- */
+
+typedef struct holder {
+    const wk_entity *lock;
+} holder;
+
+static void *hold_then_release(void *arg)
+{
+    holder *h = arg;
+    wk_db *db = open_cluster();
+    wk_token t;
+    bool got = false, released = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), h->lock, wk_name_str("w"), &t, &got), WK_OK);
+    cr_assert(got);
+    wk_test_sleep_ms(300);
+    wk_lock_release(wk_db_processor(db), h->lock, wk_name_str("w"), &t, &released);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(cluster, lease_keeper_waiting_acquire_and_pool_with_a_cluster_url, .init = shared,
+     .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    wk_processor *p = wk_db_processor(db);
+    /* A waiting acquire wakes on the release (a blocking handle on the
+     * item's node). */
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("wait"), 30000);
+    holder h = {&lock};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, hold_then_release, &h), 0);
+    wk_test_sleep_ms(100);
+    wk_token t;
+    bool got = false;
+    int rc = wk_lock_acquire(p, &lock, wk_name_str("w"), wk_monotonic_ms() + 20000, NULL, &t, &got);
+    pthread_join(th, NULL);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got, "acquired after the release");
+
+    /* A lease keeper extends a short lease for several of its TTLs. */
+    wk_entity shortl = WK_LOCK_ENTITY(wk_test_ns("keep"), 600);
+    cr_assert_eq(wk_lock_try(p, &shortl, wk_name_str("k"), &t, &got), WK_OK);
+    cr_assert(got);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    wk_lease_keeper_options ko = WK_LEASE_KEEPER_OPTIONS_INIT;
+    ko.db = &o;
+    ko.entity = &shortl;
+    ko.name = wk_name_str("k");
+    ko.token = t;
+    ko.release = true;
+    wk_lease_keeper *k = NULL;
+    char err[256];
+    cr_assert_eq(wk_lease_keeper_start(&k, &ko, err, sizeof(err)), WK_OK, "%s", err);
+    wk_test_sleep_ms(1500);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(p, &shortl, wk_name_str("k"), &st), WK_OK);
+    cr_assert(st.held, "kept past its TTL");
+    wk_lease_outcome out;
+    cr_assert_eq(wk_lease_keeper_halt(k, &out), WK_OK);
+    cr_assert_not(out.lost);
+    cr_assert_geq(out.extensions, 3);
+    cr_assert(out.released);
+    wk_lease_keeper_free(k);
+
+    /* A pool's handles route too. */
+    wk_pool *pool = wk_test_open_pool(C.url, NULL, 2, 5000, NULL);
+    wk_entity pl = WK_LOCK_ENTITY(wk_test_ns("pool"), 30000);
+    for (int i = 0; i < 16; i++) {
+        cr_assert_eq(wk_lock_try(wk_pool_processor(pool), &pl, wk_name_u64((uint64_t)i), &t, &got),
+                     WK_OK, "%s", wk_processor_errmsg(wk_pool_processor(pool)));
+        cr_assert(got);
+    }
+    wk_pool_close(pool);
+    wk_db_close(db);
+}
+
+/* The golden output of tests/codegen/golden/caps/schema.json (test_codegen
+ * checks it is what wk-codegen writes). */
+#include "tests/codegen/golden/caps/expected/shop.c"
+
+static int count_write(void *userdata, const wk_query *query, int status)
+{
+    (void)query;
+    (void)status;
+    ++*(int *)userdata;
+    return WK_OK;
+}
+
+Test(cluster, generated_accessors_and_a_hook_with_a_cluster_url, .init = shared, .timeout = 120)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    shop_worker w;
+    char err[256];
+    cr_assert_eq(shop_worker_open(&w, &o, err, sizeof(err)), WK_OK, "%s", err);
+    int writes = 0;
+    wk_hooks hooks;
+    wk_hooks_init(&hooks, w.p);
+    hooks.after_write = count_write;
+    hooks.userdata = &writes;
+    w.p = &hooks.base;
+    /* Invoices on every primary. */
+    int prim[3], seen[3] = {0};
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (uint64_t i = 0; i < 48; i++) {
+        uint64_t invoice = (uint64_t)getpid() * 1000 + i;
+        wk_token t;
+        bool got = false, released = false;
+        cr_assert_eq(shop_worker_invoice_try(&w, invoice, &t, &got), WK_OK, "%s",
+                     wk_db_errmsg(w.db));
+        cr_assert(got);
+        wk_lock_state st;
+        cr_assert_eq(shop_worker_invoice_inspect(&w, invoice, &st), WK_OK);
+        cr_assert(st.held);
+        cr_assert_eq(shop_worker_invoice_release(&w, invoice, &t, &released), WK_OK);
+        cr_assert(released);
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        int port = item_port(&shop_invoice_entity, wk_name_u64(invoice), NULL, key, &klen);
+        for (int k = 0; k < 3; k++)
+            seen[k] += prim[k] == port;
+    }
+    cr_assert_eq(writes, 96, "the hook saw every write (try and release), no read");
+    cr_assert(seen[0] && seen[1] && seen[2], "the invoices spread over the primaries");
+    /* The read-only replica handle reads through the cluster too. */
+    shop_replica rep;
+    cr_assert_eq(shop_replica_open(&rep, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_token_bucket_state bs;
+    cr_assert_eq(shop_replica_login_peek(&rep, "10.0.0.1", &bs), WK_OK, "%s", wk_db_errmsg(rep.db));
+    shop_replica_close(&rep);
+    shop_worker_close(&w);
+}
