@@ -13,41 +13,6 @@
  * Slots and companion keys
  * ---------------------------------------------------------------------- */
 
-uint16_t wk__crc16(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint16_t)(p[i] << 8);
-        for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
-    }
-    return crc;
-}
-
-/* Where the hash tag of a key is, if it has one (Redis Cluster spec). */
-static bool hash_tag(const char *key, size_t len, size_t *start, size_t *end)
-{
-    const char *open = memchr(key, '{', len);
-    if (!open)
-        return false;
-    size_t s = (size_t)(open - key) + 1;
-    const char *close = memchr(key + s, '}', len - s);
-    if (!close || close == key + s)
-        return false; /* no '}', or "{}": the whole key is hashed */
-    *start = s;
-    *end = (size_t)(close - key);
-    return true;
-}
-
-unsigned wk__key_slot(const void *key, size_t len)
-{
-    size_t s, e;
-    if (hash_tag(key, len, &s, &e))
-        return wk__crc16((const char *)key + s, e - s) & 16383u;
-    return wk__crc16(key, len) & 16383u;
-}
-
 static const char tag_alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 size_t wk__wake_tag_for_slot(unsigned slot, char t[4])
@@ -80,7 +45,7 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
         return WK_EINVAL;
     size_t base = 0, s, e;
     char *b = k->q;
-    if (hash_tag(item_key, len, &s, &e)) {
+    if (wk__hash_tag(item_key, len, &s, &e)) {
         put(b, &base, item_key, len);
     } else if (!memchr(item_key, '}', len)) {
         put(b, &base, "{", 1);

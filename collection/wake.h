@@ -120,11 +120,8 @@
  * crashed waiter costs the waiters behind it, beyond its sleep. */
 #define WK__WAKE_GRACE_MS 1000
 
-/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster uses. */
-uint16_t wk__crc16(const void *data, size_t len);
-
-/* The cluster slot (0..16383) of a key, with the hash-tag rule. */
-unsigned wk__key_slot(const void *key, size_t len);
+/* wk__crc16 and wk__key_slot (the slot of a key) are core's
+ * (core/private.h). */
 
 /* The tag T of the third case above for `slot`, into t[4] (not
  * NUL-terminated); returns its length, 1..3 (every slot has one:

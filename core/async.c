@@ -419,8 +419,17 @@ static bool judge_setup(wk_async *a, const redisReply *r)
     case STEP_AUTH:
         rc = wk__setup_judge(r, WK_EAUTH, "AUTH", msg, sizeof(msg));
         break;
-    case STEP_HELLO:
-        rc = wk__hello_judge(r, a->addr, msg, sizeof(msg));
+    case STEP_HELLO: {
+        bool cluster = false;
+        rc = wk__hello_judge(r, a->addr, &cluster, msg, sizeof(msg));
+        if (!rc && cluster) {
+            /* Not routed by slot yet: a cluster needs the blocking handle. */
+            snprintf(msg, sizeof(msg),
+                     "%s is a Redis Cluster node; the event-loop handle does not route by slot "
+                     "yet (use wk_db_open)",
+                     a->addr);
+            rc = WK_EINVAL;
+        }
         if (rc == WK__HELLO_FALLBACK) {
             /* The ACL forbids HELLO: PING (and CLIENT SETNAME) instead. */
             const char *ping[1] = {"PING"};
@@ -432,6 +441,7 @@ static bool judge_setup(wk_async *a, const redisReply *r)
                 snprintf(msg, sizeof(msg), "out of memory formatting the connection set-up");
         }
         break;
+    }
     case STEP_PING:
         rc = wk__setup_judge(r, WK_EREDIS, "PING", msg, sizeof(msg));
         break;
@@ -837,15 +847,17 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
         free(a);
         return rc;
     }
-    if (a->db->conn->url.service) {
+    if (a->db->conn->url.service || a->db->conn->url.nseeds) {
         /* The loop's connect state machine dials one address; asking the
-         * sentinels first is for blocking handles (wakuwaku/db.h). */
+         * sentinels first, or a cluster's seeds, is for blocking handles
+         * (wakuwaku/db.h). */
         wk_db_close(a->db);
         free(a);
         if (err && errlen)
             snprintf(err, errlen,
-                     "redis-sentinel:// URLs are for blocking handles (wk_db_open); the "
-                     "event-loop handle needs a redis://, rediss:// or unix:// URL");
+                     "redis-sentinel:// URLs and cluster seed lists are for blocking handles "
+                     "(wk_db_open); the event-loop handle needs a redis://, rediss:// or "
+                     "unix:// URL of one server");
         return WK_EINVAL;
     }
     a->proc.process = async_submit;

@@ -87,8 +87,10 @@ static int batch_process(wk_processor *self, wk_query *q)
         b->buf.len = mark;
         return rc;
     }
-    b->slots[b->count] = (wk__slot){
-        .state = WK__UNSENT, .writes = wk_effect_is_write(&q->effect), .end = b->buf.len};
+    b->slots[b->count] = (wk__slot){.state = WK__UNSENT,
+                                    .writes = wk_effect_is_write(&q->effect),
+                                    .keyless = q->effect.count == 0,
+                                    .end = b->buf.len};
     entry *e = &b->entries[b->count++];
     *e = (entry){.name = q->name,
                  .flags = q->flags,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/blocking.h"
+#include "core/cluster.h"
 #include "core/db_internal.h"
 #include "core/private.h"
 
@@ -61,6 +62,8 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     b->proc.db = b;
 
     int rc = wk__url_copy(&conn->url, &from->url);
+    if (!rc && from->cluster)
+        rc = wk__cluster_clone(&conn->cluster, from->cluster);
     if (!rc && from->sentinel_username &&
         !(conn->sentinel_username = strdup(from->sentinel_username)))
         rc = WK_ENOMEM;

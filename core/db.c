@@ -14,12 +14,10 @@
 
 #include <wakuwaku/clock.h>
 
+#include "core/cluster.h"
 #include "core/db_internal.h"
 #include "core/dial.h"
 #include "core/private.h"
-
-/* A connection idle this long is probed before use (see wk__conn_ensure). */
-#define IDLE_PROBE_MS 1000
 
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap)
 {
@@ -75,6 +73,8 @@ int wk__conn_error_status(const redisContext *ctx)
 void wk__conn_drop(wk__conn *conn)
 {
     wk__link_close(&conn->link);
+    for (size_t i = 0; conn->cluster && i < conn->cluster->nnodes; i++)
+        wk__link_close(&conn->cluster->nodes[i].link);
 }
 
 const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len)
@@ -107,8 +107,8 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
 
 /* Send one set-up command and read its reply through the same socket
  * code as queries (core/wire.c). */
-static int setup_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
-                            redisReply **reply)
+int wk__link_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
+                        redisReply **reply)
 {
     size_t lens[8];
     for (int i = 0; i < argc && i < 8; i++)
@@ -159,7 +159,7 @@ static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, ch
                          size_t msglen, int refusal, const char *what, int argc, const char **argv)
 {
     redisReply *r;
-    int rc = setup_round_trip(c, conn, argc, argv, &r);
+    int rc = wk__link_round_trip(c, conn, argc, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, what, addr, conn, c);
     rc = wk__setup_judge(r, refusal, what, msg, msglen);
@@ -178,8 +178,10 @@ static const redisReply *hello_field(const redisReply *r, const char *field)
     return NULL;
 }
 
-int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msglen)
+int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg, size_t msglen)
 {
+    if (cluster)
+        *cluster = false;
     if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOAUTH", 6) == 0)
             return msg_fail(msg, msglen, WK_EAUTH,
@@ -204,6 +206,9 @@ int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msg
                         "%s runs Redis %.20s; wakuwaku needs Redis >= " MIN_VERSION
                         " (scripts that read TIME must replicate their effects)",
                         addr, v->str);
+    const redisReply *mode = hello_field(r, "mode");
+    if (cluster && mode && mode->type == REDIS_REPLY_STRING && strcmp(mode->str, "cluster") == 0)
+        *cluster = true;
     return WK_OK;
 }
 
@@ -213,15 +218,15 @@ int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msg
  * old. A user whose ACL forbids HELLO gets PING (and CLIENT SETNAME)
  * instead; the version is then not checked.
  */
-static int check_server(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
-                        size_t msglen)
+static int check_server(wk__link *c, const wk__conn *conn, const char *addr, bool *cluster,
+                        char *msg, size_t msglen)
 {
     const char *argv[4] = {"HELLO", "2", "SETNAME", conn->client_name};
     redisReply *r;
-    int rc = setup_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
+    int rc = wk__link_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "HELLO", addr, conn, c);
-    rc = wk__hello_judge(r, addr, msg, msglen);
+    rc = wk__hello_judge(r, addr, cluster, msg, msglen);
     freeReplyObject(r);
     if (rc != WK__HELLO_FALLBACK)
         return rc;
@@ -276,7 +281,7 @@ static int dial_blocking(const wk__conn *conn, const wk_url *at, const char *add
 /* Connect to the data node at `at` (conn->url itself, or a primary the
  * sentinels named) with conn's credentials and settings. */
 static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, wk__link *out,
-                        char *msg, size_t msglen)
+                        bool *cluster, char *msg, size_t msglen)
 {
     char addr[300];
     if (at->path)
@@ -312,7 +317,7 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
         }
     }
     if (!rc)
-        rc = check_server(&link, conn, addr, msg, msglen);
+        rc = check_server(&link, conn, addr, cluster, msg, msglen);
     if (!rc && select_db && conn->url.database) {
         char num[16];
         snprintf(num, sizeof(num), "%d", conn->url.database);
@@ -361,7 +366,7 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
     redisReply *r = NULL;
     if (!rc) {
         const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", conn->url.service};
-        rc = setup_round_trip(&link, conn, 3, argv, &r);
+        rc = wk__link_round_trip(&link, conn, 3, argv, &r);
         if (rc)
             rc = setup_failure(msg, msglen, rc, "SENTINEL get-master-addr-by-name", addr, conn,
                                &link);
@@ -401,7 +406,7 @@ static void subscribe_notice(const wk__conn *conn, wk__link *link)
 {
     const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
     redisReply *r = NULL;
-    if (setup_round_trip(link, conn, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
+    if (wk__link_round_trip(link, conn, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
         wk__link_close(link);
     if (r)
         freeReplyObject(r);
@@ -438,7 +443,7 @@ static int check_role(wk__link *link, const wk__conn *conn, const char *addr, ch
 {
     const char *argv[1] = {"ROLE"};
     redisReply *r;
-    int rc = setup_round_trip(link, conn, 1, argv, &r);
+    int rc = wk__link_round_trip(link, conn, 1, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "ROLE", addr, conn, link);
     if (r->type == REDIS_REPLY_ERROR)
@@ -495,7 +500,7 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
                 continue;
             }
             wk_url at = {.host = host, .port = port};
-            rc = connect_node(conn, &at, select_db, out, why, sizeof(why));
+            rc = connect_node(conn, &at, select_db, out, NULL, why, sizeof(why));
             if (!rc) {
                 char addr[300];
                 snprintf(addr, sizeof(addr), "%s:%d", host, port);
@@ -526,23 +531,57 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
                     conn->url.service, conn->url.nsentinels, (long long)budget, why);
 }
 
+int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
+                     char *msg, size_t msglen)
+{
+    wk_url at = {.host = (char *)host, .port = port};
+    return connect_node(conn, &at, false, out, cluster, msg, msglen);
+}
+
+/* redis:// with several hosts (a cluster's seeds): the first that
+ * accepts, in the URL's order; one host: that one. */
+static int connect_seeds(const wk__conn *conn, bool select_db, wk__link *out, bool *cluster,
+                         char *msg, size_t msglen)
+{
+    int rc = connect_node(conn, &conn->url, select_db, out, cluster, msg, msglen);
+    for (size_t i = 1; rc && i < conn->url.nseeds; i++) {
+        wk_url at = conn->url;
+        at.host = conn->url.seeds[i].host;
+        at.port = conn->url.seeds[i].port;
+        rc = connect_node(conn, &at, select_db, out, cluster, msg, msglen);
+    }
+    return rc;
+}
+
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
     if (conn->url.service)
         return connect_sentinel(conn, select_db, out, NULL, msg, msglen);
-    return connect_node(conn, &conn->url, select_db, out, msg, msglen);
+    return connect_seeds(conn, select_db && !conn->cluster, out, NULL, msg, msglen);
 }
 
 int wk__conn_open(wk_db *db)
 {
     wk__conn *conn = db->conn;
     int rc;
+    if (conn->cluster)
+        return WK_OK; /* nodes are connected as queries need them */
     if (conn->url.service) {
         wk__link_close(&conn->notice); /* a new one comes with the primary */
         rc = connect_sentinel(conn, true, &conn->link, &conn->notice, db->errmsg,
                               sizeof(db->errmsg));
     } else {
-        rc = wk__connect(conn, true, &conn->link, db->errmsg, sizeof(db->errmsg));
+        bool cluster = false;
+        rc = connect_seeds(conn, true, &conn->link, &cluster, db->errmsg, sizeof(db->errmsg));
+        if (!rc && cluster)
+            rc = wk__cluster_discover(conn, db->errmsg, sizeof(db->errmsg));
+        else if (!rc && conn->url.nseeds > 1)
+            rc = wk__db_fail(db, WK_EINVAL,
+                             "the URL names %zu hosts (a cluster's seeds), but %s:%d is not a "
+                             "cluster node",
+                             conn->url.nseeds, conn->url.host, conn->url.port);
+        if (rc)
+            wk__link_close(&conn->link);
     }
     if (rc == WK_OK)
         conn->last_io_ms = wk_monotonic_ms();
@@ -568,7 +607,7 @@ int wk__conn_ensure(wk_db *db)
         wk__conn_drop(conn);
     if (conn->link.ctx && conn->notice.ctx && failover_noticed(conn))
         wk__conn_drop(conn); /* the sentinels switched the primary */
-    if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= IDLE_PROBE_MS &&
+    if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= WK__IDLE_PROBE_MS &&
         !idle_conn_alive(&conn->link))
         wk__conn_drop(conn);
     if (conn->link.ctx)
@@ -584,6 +623,7 @@ void wk__conn_release(wk__conn *conn)
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
+    wk__cluster_free(conn->cluster);
     wk__link_close(&conn->notice);
     if (conn->settings)
         wk__conn_release(conn->settings); /* the TLS settings were borrowed */
@@ -795,6 +835,11 @@ const char *wk_db_errmsg(const wk_db *db)
 const char *wk_processor_errmsg(const wk_processor *processor)
 {
     return processor && processor->db ? wk__db_msg(processor->db) : "no handle";
+}
+
+size_t wk_db_cluster_primaries(const wk_db *db)
+{
+    return db && db->conn && db->conn->cluster ? db->conn->cluster->primaries : 0;
 }
 
 bool wk_is_connection_error(int status)

@@ -16,6 +16,11 @@
 #include "core/transport.h"
 
 #define WK__ERRMSG_MAX 512
+/* A connection idle this long is probed before use (see wk__conn_ensure). */
+#define WK__IDLE_PROBE_MS 1000
+
+/* Redis Cluster: the slot map and the nodes' connections (core/cluster.h). */
+typedef struct wk__cluster wk__cluster;
 #define WK__SCRIPT_CACHE 32
 
 /* A growable byte buffer (RESP output), reused across queries. */
@@ -70,6 +75,9 @@ typedef struct wk__conn {
     /* Acknowledged leases: WAIT lease_replicas lease_ack_timeout_ms after
      * a lease is taken (0: no WAIT). */
     int lease_replicas, lease_ack_timeout_ms;
+    /* A cluster handle's map and node connections (NULL: one server, on
+     * `link`). Shared, like the rest, by the handles narrowed from it. */
+    wk__cluster *cluster;
 
     wk__buf out; /* RESP of the query being sent */
 
@@ -135,16 +143,28 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
  * ("<what> refused by the server: …"); HELLO's reply is checked for what
  * wk_db_open() promises (a Redis >= 6.0, a password when one is needed),
  * or WK__HELLO_FALLBACK: the ACL forbids HELLO, use PING (and CLIENT
- * SETNAME) instead. `addr` names the server in messages. */
+ * SETNAME) instead. `addr` names the server in messages; *cluster (when
+ * not NULL) says whether HELLO's "mode" is "cluster". */
 #define WK__HELLO_FALLBACK 1
 int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen);
-int wk__hello_judge(const redisReply *r, const char *addr, char *msg, size_t msglen);
+int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg,
+                    size_t msglen);
 /* "host:port" or "unix:path" of conn's server. */
 const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len);
 /* A handle with opts' settings and capability, not connected yet (what
  * wk_db_open() does before connecting). On failure *out is NULL and the
  * message is in err. */
 int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
+
+/* Connect to the data node host:port with conn's credentials and
+ * settings (no SELECT: a cluster node). *cluster (when not NULL) says
+ * whether its HELLO named a cluster. */
+int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out,
+                     bool *cluster, char *msg, size_t msglen);
+/* Send one short command on `link` and read its reply (set-up, CLUSTER
+ * SLOTS), within conn's command timeout. */
+int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const char **argv,
+                        redisReply **reply);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
  * wk_db_open() makes. */

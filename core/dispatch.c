@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cluster.h"
 #include "core/db_internal.h"
 #include "core/exchange.h"
 #include "core/private.h"
@@ -135,6 +136,9 @@ int wk__db_admit(wk_db *db, const wk_query *q)
                            wk_cap_name(db->cap), wk_mode_name(a->mode), a->entity->kind,
                            a->entity->ns, name);
     }
+    /* A cluster runs a query on one node: its keys must share a slot. */
+    if (db->conn && db->conn->cluster)
+        return wk__cluster_check_keys(db, q);
     return WK_OK;
 }
 
@@ -338,7 +342,9 @@ int wk__db_process(wk_processor *self, wk_query *q)
     int rc = wk__db_admit(db, q);
     if (rc)
         return rc;
-    wk__slot slot = {.state = WK__UNSENT, .writes = wk_effect_is_write(&q->effect)};
+    wk__slot slot = {.state = WK__UNSENT,
+                     .writes = wk_effect_is_write(&q->effect),
+                     .keyless = q->effect.count == 0};
     wk__exchange x = {.db = db, .slots = &slot, .count = 1, .query = the_query, .ctx = q};
     return wk__exchange_run(&x);
 }

@@ -7,24 +7,50 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <wakuwaku/clock.h>
 
+#include "core/cluster.h"
 #include "core/exchange.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
  * a reconnect, one for NOSCRIPT on the new connection; a Sentinel
  * handle's READONLY re-send adds one (and its NOSCRIPT one more). */
 #define MAX_ROUNDS 8
+/* A cluster handle's exchange also follows redirections and pauses on
+ * TRYAGAIN / CLUSTERDOWN, within the command timeout. */
+#define CLUSTER_MAX_ROUNDS 64
+#define MAX_REDIRECTS 5
+#define TRY_LATER_FIRST_PAUSE_MS 10
+#define TRY_LATER_MAX_PAUSE_MS 100
 
 typedef struct run {
     wk__exchange *x;
-    int conn_rc;             /* status of the connection failure, or WK_OK */
+    int conn_rc;                  /* status of the connection failure, or WK_OK */
     char why[WK__ERRMSG_MAX / 2]; /* its detail */
-    size_t first_failed;     /* first query with its own failure */
+    size_t first_failed;          /* first query with its own failure */
     char first_msg[WK__ERRMSG_MAX / 2];
-    bool readonly; /* a reply was READONLY: drop, re-discover */
+    bool readonly;  /* a reply was READONLY: drop, re-discover */
+    bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
+    struct timeval read_timeout;
 } run;
+
+/* Where a round's commands go: the handle's one connection, or one node
+ * of a cluster handle (only the slots routed to it). */
+typedef struct lane {
+    wk__link *link;
+    wk__buf *out;
+    int64_t *last_io_ms;
+    uint16_t node; /* WK__NO_NODE: the handle's connection, every slot */
+    const char *data;
+    size_t len;
+} lane;
+
+static bool on_lane(const wk__slot *s, const lane *l)
+{
+    return l->node == WK__NO_NODE || s->node == l->node;
+}
 
 static bool any_unsent(const wk__exchange *x)
 {
@@ -45,86 +71,130 @@ static void settle(run *r, size_t i, int status)
     }
 }
 
-/* Format every UNSENT slot into conn->out; a query that cannot be
- * formatted is settled with that failure, never sent. */
-static void format_pending(run *r)
+/* Format every UNSENT slot of the lane into its buffer; a query that
+ * cannot be formatted is settled with that failure, never sent. */
+static void format_pending(run *r, lane *l)
 {
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
     wk__exchange *x = r->x;
-    wk__buf *out = &x->db->conn->out;
+    wk__buf *out = l->out;
     out->len = 0;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state != WK__UNSENT)
+        if (s->state != WK__UNSENT || !on_lane(s, l))
             continue;
-        int rc = wk__format_query(x->db, out, x->query(x->ctx, i), s->as_eval, NULL);
-        if (rc)
+        size_t mark = out->len;
+        int rc = WK_OK;
+        if (s->asking) {
+            rc = wk__buf_reserve(out, sizeof(asking) - 1);
+            if (rc)
+                rc = wk__db_fail(x->db, rc, "out of memory formatting ASKING");
+            else {
+                memcpy(out->data + out->len, asking, sizeof(asking) - 1);
+                out->len += sizeof(asking) - 1;
+            }
+        }
+        if (!rc)
+            rc = wk__format_query(x->db, out, x->query(x->ctx, i), s->as_eval, NULL);
+        if (rc) {
+            out->len = mark;
             settle(r, i, rc);
-        else
+        } else {
             s->end = out->len;
+        }
     }
+    l->data = out->data;
+    l->len = out->len;
 }
 
-/* The connection failed: every query written on it without a reply is
- * LOST; drop it (the next round or query reconnects). */
-static void lose_connection(run *r, int rc)
+/* The lane's connection failed: every query written on it without a reply
+ * is LOST; drop it (the next round or query reconnects). */
+static void lose_lane(run *r, lane *l, int rc)
 {
     wk__exchange *x = r->x;
-    wk__conn *conn = x->db->conn;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state == WK__SENT) {
+        if (s->state == WK__SENT && on_lane(s, l)) {
             s->state = WK__LOST;
             s->status = wk__lost_status(s->writes, rc);
         }
     }
     r->conn_rc = rc;
-    const char *why = conn->link.ctx && conn->link.ctx->errstr[0] ? conn->link.ctx->errstr : "connection lost";
-    wk__copy_text(r->why, sizeof(r->why), why);
-    wk__conn_drop(conn);
+    const char *why =
+        l->link->ctx && l->link->ctx->errstr[0] ? l->link->ctx->errstr : "connection lost";
+    wk__cluster *c = x->db->conn->cluster;
+    if (c && l->node != WK__NO_NODE) {
+        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node].host,
+                 c->nodes[l->node].port, why);
+        c->stale = true; /* a failover may have moved its slots */
+    } else {
+        wk__copy_text(r->why, sizeof(r->why), why);
+    }
+    wk__link_close(l->link);
 }
 
-/* One round: write what is pending, read a reply per command written. */
-static void round_trip(run *r, bool first_round)
+/* Write the lane's commands; what the kernel took whole is SENT. */
+static bool send_lane(run *r, lane *l)
 {
     wk__exchange *x = r->x;
-    wk__conn *conn = x->db->conn;
-    const char *data = x->prepared;
-    size_t len = x->prepared_len;
-    if (!first_round || !data) {
-        format_pending(r);
-        data = conn->out.data;
-        len = conn->out.len;
-    }
-    if (!any_unsent(x))
-        return;
     size_t written;
-    int rc = wk__wire_write(&conn->link, data, len, conn->command_timeout, &written);
-    /* A blocking command's reply may come as late as its block time. */
-    struct timeval read_timeout = conn->command_timeout;
-    if (conn->extra_wait_ms > 0) {
-        int64_t us = (int64_t)read_timeout.tv_sec * 1000000 + read_timeout.tv_usec +
-                     conn->extra_wait_ms * 1000;
-        read_timeout.tv_sec = (time_t)(us / 1000000);
-        read_timeout.tv_usec = (suseconds_t)(us % 1000000);
-    }
+    int rc = wk__wire_write(l->link, l->data, l->len, x->db->conn->command_timeout, &written);
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         /* A command the kernel did not take whole never reaches Redis. */
-        if (s->state == WK__UNSENT && s->end <= written)
+        if (s->state == WK__UNSENT && on_lane(s, l) && s->end <= written)
             s->state = WK__SENT;
     }
     if (rc) {
-        lose_connection(r, rc);
-        return;
+        lose_lane(r, l, rc);
+        return false;
     }
+    return true;
+}
+
+/* A cluster's answer that the command did not run: where it goes now. */
+static bool redirected(run *r, wk__slot *s, const redisReply *reply)
+{
+    wk__cluster *c = r->x->db->conn->cluster;
+    if (!c || s->redirects >= MAX_REDIRECTS)
+        return false;
+    uint16_t node;
+    wk__redirect what = wk__cluster_redirect(c, reply, &node);
+    if (what == WK__REPLY_FINAL)
+        return false;
+    s->redirects++;
+    s->state = WK__UNSENT;
+    if (what == WK__ASK) {
+        s->asking = true;
+        s->ask_node = node;
+    } else if (what == WK__TRY_LATER) {
+        r->try_later = true;
+    }
+    return true;
+}
+
+/* Read a reply per command SENT on the lane, and settle each. */
+static void read_lane(run *r, lane *l)
+{
+    wk__exchange *x = r->x;
+    wk__conn *conn = x->db->conn;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state != WK__SENT)
+        if (s->state != WK__SENT || !on_lane(s, l))
             continue;
         redisReply *reply;
-        rc = wk__wire_read(&conn->link, read_timeout, &reply);
+        int rc = WK_OK;
+        if (s->asking) {
+            /* ASKING's own +OK comes first. */
+            rc = wk__wire_read(l->link, r->read_timeout, &reply);
+            if (!rc)
+                freeReplyObject(reply);
+            s->asking = false;
+        }
+        if (!rc)
+            rc = wk__wire_read(l->link, r->read_timeout, &reply);
         if (rc) {
-            lose_connection(r, rc);
+            lose_lane(r, l, rc);
             return;
         }
         const wk_query *q = x->query(x->ctx, i);
@@ -137,16 +207,108 @@ static void round_trip(run *r, bool first_round)
             s->state = WK__UNSENT;
             s->readonly = true;
             r->readonly = true;
-        } else {
+        } else if (!redirected(r, s, reply)) {
             settle(r, i, wk__parse_reply(x->db, q, reply));
         }
         freeReplyObject(reply);
     }
-    conn->last_io_ms = wk_monotonic_ms();
+    *l->last_io_ms = wk_monotonic_ms();
+}
+
+/* One round on the handle's connection: write what is pending, read a
+ * reply per command written. */
+static void round_trip(run *r, bool first_round)
+{
+    wk__exchange *x = r->x;
+    wk__conn *conn = x->db->conn;
+    lane l = {.link = &conn->link,
+              .out = &conn->out,
+              .last_io_ms = &conn->last_io_ms,
+              .node = WK__NO_NODE,
+              .data = x->prepared,
+              .len = x->prepared_len};
+    if (!first_round || !l.data)
+        format_pending(r, &l);
+    if (!any_unsent(x) || !send_lane(r, &l))
+        return;
+    read_lane(r, &l);
     if (r->readonly) {
         r->readonly = false;
         wk__conn_drop(conn); /* the next round asks the sentinels again */
     }
+}
+
+static bool node_has(const wk__exchange *x, uint16_t node, wk__qstate state)
+{
+    for (size_t i = 0; i < x->count; i++)
+        if (x->slots[i].state == state && x->slots[i].node == node)
+            return true;
+    return false;
+}
+
+/* One round of a cluster handle: route every pending query to its node,
+ * write to every node before reading any reply (so nodes never wait on
+ * each other), then read each node's replies. */
+static void cluster_round(run *r)
+{
+    wk__exchange *x = r->x;
+    wk__conn *conn = x->db->conn;
+    wk__cluster *c = conn->cluster;
+    for (size_t i = 0; i < x->count; i++) {
+        wk__slot *s = &x->slots[i];
+        if (s->state == WK__UNSENT)
+            s->node =
+                s->asking ? s->ask_node : wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
+    }
+    for (size_t n = 0; n < c->nnodes; n++) {
+        if (!node_has(x, (uint16_t)n, WK__UNSENT))
+            continue;
+        char why[sizeof(r->why)];
+        int rc = wk__cluster_node_ensure(conn, (uint16_t)n, why, sizeof(why));
+        if (rc) {
+            /* Its queries stay UNSENT: they did not run. */
+            r->conn_rc = rc;
+            wk__copy_text(r->why, sizeof(r->why), why);
+            c->stale = true;
+            continue;
+        }
+        wk__node *node = &c->nodes[n];
+        lane l = {.link = &node->link,
+                  .out = &node->out,
+                  .last_io_ms = &node->last_io_ms,
+                  .node = (uint16_t)n};
+        format_pending(r, &l);
+        if (l.len && send_lane(r, &l))
+            c->last = (uint16_t)n;
+    }
+    for (size_t n = 0; n < c->nnodes; n++) {
+        if (!node_has(x, (uint16_t)n, WK__SENT))
+            continue;
+        wk__node *node = &c->nodes[n];
+        lane l = {.link = &node->link,
+                  .out = &node->out,
+                  .last_io_ms = &node->last_io_ms,
+                  .node = (uint16_t)n};
+        read_lane(r, &l);
+    }
+}
+
+/* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
+ * pass the deadline (then the queries fail as not run). */
+static bool pause_for_cluster(run *r, int64_t deadline, int *pause_ms)
+{
+    r->try_later = false;
+    if (wk_monotonic_ms() + *pause_ms > deadline) {
+        r->conn_rc = WK_ETIMEDOUT;
+        wk__copy_text(r->why, sizeof(r->why),
+                      "the cluster answered TRYAGAIN / CLUSTERDOWN until the command timeout");
+        return false;
+    }
+    struct timespec ts = {.tv_sec = *pause_ms / 1000,
+                          .tv_nsec = (long)(*pause_ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+    *pause_ms = *pause_ms * 2 > TRY_LATER_MAX_PAUSE_MS ? TRY_LATER_MAX_PAUSE_MS : *pause_ms * 2;
+    return true;
 }
 
 /* After a dropped connection: what may go again on a new one. */
@@ -191,23 +353,53 @@ int wk__exchange_run(wk__exchange *x)
     r.conn_rc = WK_OK;
     r.first_failed = SIZE_MAX;
     r.readonly = false;
+    r.try_later = false;
+    wk__conn *conn = x->db->conn;
+    /* A blocking command's reply may come as late as its block time. */
+    r.read_timeout = conn->command_timeout;
+    if (conn->extra_wait_ms > 0) {
+        int64_t us = (int64_t)r.read_timeout.tv_sec * 1000000 + r.read_timeout.tv_usec +
+                     conn->extra_wait_ms * 1000;
+        r.read_timeout.tv_sec = (time_t)(us / 1000000);
+        r.read_timeout.tv_usec = (suseconds_t)(us % 1000000);
+    }
+    wk__cluster *c = conn->cluster;
+    int64_t deadline = wk_monotonic_ms() + (int64_t)conn->command_timeout.tv_sec * 1000 +
+                       conn->command_timeout.tv_usec / 1000;
+    int pause_ms = TRY_LATER_FIRST_PAUSE_MS;
     bool reconnected = false;
-    for (int round = 0; round < MAX_ROUNDS && any_unsent(x); round++) {
-        int rc = wk__conn_ensure(x->db);
-        if (rc) {
-            /* Nothing more can be sent; the handle has the message. */
-            r.conn_rc = rc;
-            wk__copy_text(r.why, sizeof(r.why), x->db->errmsg);
-            break;
+    if (c && wk__cluster_wants_refresh(c))
+        wk__cluster_refresh(conn, r.why, sizeof(r.why)); /* failing: the old map */
+    for (int round = 0; round < (c ? CLUSTER_MAX_ROUNDS : MAX_ROUNDS) && any_unsent(x); round++) {
+        if (c) {
+            cluster_round(&r);
+        } else {
+            int rc = wk__conn_ensure(x->db);
+            if (rc) {
+                /* Nothing more can be sent; the handle has the message. */
+                r.conn_rc = rc;
+                wk__copy_text(r.why, sizeof(r.why), x->db->errmsg);
+                break;
+            }
+            round_trip(&r, round == 0);
         }
-        round_trip(&r, round == 0);
-        if (r.conn_rc == WK_OK)
+        if (r.conn_rc == WK_OK) {
+            if (r.try_later && !pause_for_cluster(&r, deadline, &pause_ms))
+                break;
             continue;
+        }
         /* A dropped connection (not a timeout: a stalled server would stall
-         * again) gets one new connection for what may be sent again. */
+         * again) gets one new connection for what may be sent again — in
+         * a cluster after asking for the map anew (a failover moves
+         * slots). */
         if (r.conn_rc == WK_EIO && !reconnected && plan_resend(&r)) {
             reconnected = true;
             r.conn_rc = WK_OK;
+            r.try_later = false;
+            if (c) {
+                char why[sizeof(r.why)];
+                wk__cluster_refresh(conn, why, sizeof(why));
+            }
             continue;
         }
         break;

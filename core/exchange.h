@@ -14,7 +14,10 @@
  *            status is the query's own outcome. (Sentinel handles: a
  *            READONLY reply — the node turned replica, the command did
  *            not run — makes the query UNSENT again, once, and drops the
- *            connection, so it goes to the primary found anew.)
+ *            connection, so it goes to the primary found anew. Cluster
+ *            handles: a MOVED, ASK, TRYAGAIN or CLUSTERDOWN reply means
+ *            it did not run: UNSENT again, for the node named, or after
+ *            a pause — see core/cluster.h.)
  *   LOST     written, and the reply never came (connection lost, timeout,
  *            garbage). A write is WK_EUNKNOWN: it may or may not have run.
  *            A read has the connection's status — and a retry-safe query is
@@ -31,11 +34,17 @@ typedef enum wk__qstate { WK__UNSENT, WK__SENT, WK__REPLIED, WK__LOST } wk__qsta
 typedef struct wk__slot {
     unsigned char state; /* wk__qstate */
     bool writes;         /* its effect writes (set by the owner) */
+    bool keyless;        /* it names no entity (PING, WAIT …; set by the owner) */
     bool as_eval;        /* answered NOSCRIPT: send as EVAL, which loads it */
     bool resent;         /* re-sent once already after a lost reply */
     bool readonly;       /* answered READONLY once (Sentinel: re-sent) */
     int status;
     size_t end;          /* where its command ends in the bytes being written */
+    /* Cluster handles (core/cluster.h): the node it goes to this round,
+     * and an ASK redirection (ASKING first, to ask_node, once). */
+    bool asking;
+    unsigned char redirects; /* MOVED / ASK / TRYAGAIN replies so far */
+    uint16_t node, ask_node;
 } wk__slot;
 
 typedef struct wk__exchange {

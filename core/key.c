@@ -4,6 +4,7 @@
  * which also shows that no two (kind, namespace, name) triples build the
  * same key.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,8 +91,8 @@ static char *put(char *p, const void *src, size_t n)
     return p + n;
 }
 
-int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity,
-                 const wk_name *name, const char *suffix)
+int wk_key_build(char *buf, size_t cap, size_t *len, const wk_entity *entity, const wk_name *name,
+                 const char *suffix)
 {
     if (!buf || !len || !entity || !name)
         return WK_EINVAL;
@@ -136,4 +137,43 @@ int wk__key_build_checked(char *buf, size_t cap, size_t *len, const wk_entity *e
     *p = '\0';
     *len = total;
     return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Cluster slots (the Redis Cluster spec): wake companions and routing
+ * ---------------------------------------------------------------------- */
+
+uint16_t wk__crc16(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+/* Where the hash tag of a key is, if it has one (Redis Cluster spec). */
+bool wk__hash_tag(const char *key, size_t len, size_t *start, size_t *end)
+{
+    const char *open = memchr(key, '{', len);
+    if (!open)
+        return false;
+    size_t s = (size_t)(open - key) + 1;
+    const char *close = memchr(key + s, '}', len - s);
+    if (!close || close == key + s)
+        return false; /* no '}', or "{}": the whole key is hashed */
+    *start = s;
+    *end = (size_t)(close - key);
+    return true;
+}
+
+unsigned wk__key_slot(const void *key, size_t len)
+{
+    size_t s, e;
+    if (wk__hash_tag(key, len, &s, &e))
+        return wk__crc16((const char *)key + s, e - s) & 16383u;
+    return wk__crc16(key, len) & 16383u;
 }

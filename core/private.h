@@ -6,6 +6,7 @@
 #define WK_CORE_PRIVATE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <time.h>
@@ -43,6 +44,17 @@ int wk__key_build_checked(char *buf, size_t cap, size_t *len, const wk_entity *e
  * is NULL", "name is N bytes, more than WK_NAME_MAX (2048)", … in msg
  * (may be NULL). Defined in core/key.c. */
 int wk__name_check(const wk_name *name, char *msg, size_t len);
+
+/* CRC16/XMODEM (poly 0x1021, init 0), as Redis Cluster uses. Defined in
+ * core/key.c. */
+uint16_t wk__crc16(const void *data, size_t len);
+
+/* Where the hash tag of a key is, if it has one: the bytes between the
+ * first '{' and the first '}' after it, when not empty. */
+bool wk__hash_tag(const char *key, size_t len, size_t *start, size_t *end);
+
+/* The cluster slot (0..16383) of a key, with the hash-tag rule. */
+unsigned wk__key_slot(const void *key, size_t len);
 
 /* ------------------------------------------------------------------------
  * The clock of leases and deadlines (core/clock.c). Thread-safe.

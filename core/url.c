@@ -84,13 +84,19 @@ static bool parse_int(const char *s, size_t n, long min, long max, long *out)
     return true;
 }
 
+static void free_nodes(wk_url_node *nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(nodes[i].host);
+    free(nodes);
+}
+
 void wk_url_free(wk_url *url)
 {
     if (!url)
         return;
-    for (size_t i = 0; i < url->nsentinels; i++)
-        free(url->sentinels[i].host);
-    free(url->sentinels);
+    free_nodes(url->sentinels, url->nsentinels);
+    free_nodes(url->seeds, url->nseeds);
     free(url->service);
     free(url->host);
     free(url->path);
@@ -204,12 +210,56 @@ static int parse_authority(wk_url *url, const char *rest, const char *scheme, co
     return parse_at(url, rest, *end, host, err, errlen);
 }
 
+/* "h1[:p1],h2[:p2]…" in [host, end) into a new array *nodes of *count. */
+static int parse_nodes(const char *host, const char *end, long default_port, wk_url_node **nodes,
+                       size_t *count, char *err, size_t errlen)
+{
+    size_t n = 1;
+    for (const char *p = host; p < end; p++)
+        n += *p == ',';
+    *nodes = calloc(n, sizeof(**nodes));
+    if (!*nodes)
+        return WK_ENOMEM;
+    while (*count < n) {
+        const char *item_end = memchr(host, ',', (size_t)(end - host));
+        if (!item_end)
+            item_end = end;
+        const char *host_end;
+        long port;
+        int rc = parse_host_port(host, item_end, default_port, &host_end, &port, err, errlen);
+        if (rc)
+            return rc;
+        const char *h = *host == '[' ? host + 1 : host;
+        wk_url_node *node = &(*nodes)[(*count)++];
+        node->port = (int)port;
+        if (!(node->host = strndup(h, (size_t)(host_end - h))))
+            return WK_ENOMEM;
+        host = item_end + 1;
+    }
+    return WK_OK;
+}
+
 static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
 {
     const char *end, *host;
     int rc = parse_authority(url, rest, "redis://", &end, &host, err, errlen);
     if (rc)
         return rc;
+    if (*end == '/' && end[1]) {
+        long db;
+        if (!parse_int(end + 1, strlen(end + 1), 0, 1L << 30, &db))
+            return url_fail(err, errlen, "database must be a number (/0)");
+        url->database = (int)db;
+    }
+    if (memchr(host, ',', (size_t)(end - host))) {
+        /* Several hosts: a cluster's seeds; host and port are the first. */
+        rc = parse_nodes(host, end, 6379, &url->seeds, &url->nseeds, err, errlen);
+        if (rc)
+            return rc;
+        url->port = url->seeds[0].port;
+        url->host = strdup(url->seeds[0].host);
+        return url->host ? WK_OK : WK_ENOMEM;
+    }
     const char *host_end;
     long port;
     rc = parse_host_port(host, end, 6379, &host_end, &port, err, errlen);
@@ -218,12 +268,6 @@ static int parse_tcp(wk_url *url, const char *rest, char *err, size_t errlen)
     if (*host == '[')
         host++;
     url->port = (int)port;
-    if (*end == '/' && end[1]) {
-        long db;
-        if (!parse_int(end + 1, strlen(end + 1), 0, 1L << 30, &db))
-            return url_fail(err, errlen, "database must be a number (/0)");
-        url->database = (int)db;
-    }
     url->host = strndup(host, (size_t)(host_end - host));
     return url->host ? WK_OK : WK_ENOMEM;
 }
@@ -235,28 +279,9 @@ static int parse_sentinel(wk_url *url, const char *rest, char *err, size_t errle
     int rc = parse_authority(url, rest, "redis-sentinel://", &end, &host, err, errlen);
     if (rc)
         return rc;
-    size_t n = 1;
-    for (const char *p = host; p < end; p++)
-        n += *p == ',';
-    url->sentinels = calloc(n, sizeof(*url->sentinels));
-    if (!url->sentinels)
-        return WK_ENOMEM;
-    while (url->nsentinels < n) {
-        const char *item_end = memchr(host, ',', (size_t)(end - host));
-        if (!item_end)
-            item_end = end;
-        const char *host_end;
-        long port;
-        rc = parse_host_port(host, item_end, 26379, &host_end, &port, err, errlen);
-        if (rc)
-            return rc;
-        const char *h = *host == '[' ? host + 1 : host;
-        wk_url_node *node = &url->sentinels[url->nsentinels++];
-        node->port = (int)port;
-        if (!(node->host = strndup(h, (size_t)(host_end - h))))
-            return WK_ENOMEM;
-        host = item_end + 1;
-    }
+    rc = parse_nodes(host, end, 26379, &url->sentinels, &url->nsentinels, err, errlen);
+    if (rc)
+        return rc;
     if (*end != '/' || end[1] == '\0' || end[1] == '/')
         return url_fail(err, errlen, "redis-sentinel:// needs a service name (…/service[/db])");
     const char *service = end + 1, *slash = strchr(service, '/');
@@ -307,29 +332,39 @@ int wk_url_parse(wk_url *url, const char *text, char *err, size_t errlen)
     return rc;
 }
 
+/* A copy of `n` nodes into *dst (NULL when n is 0); *count says how many
+ * were copied, also on failure (free with free_nodes). */
+static int copy_nodes(wk_url_node **dst, size_t *count, const wk_url_node *src, size_t n)
+{
+    *dst = NULL;
+    *count = 0;
+    if (!n)
+        return WK_OK;
+    if (!(*dst = calloc(n, sizeof(**dst))))
+        return WK_ENOMEM;
+    for (; *count < n; (*count)++) {
+        (*dst)[*count].port = src[*count].port;
+        if (!((*dst)[*count].host = strdup(src[*count].host)))
+            return WK_ENOMEM;
+    }
+    return WK_OK;
+}
+
 int wk__url_copy(wk_url *dst, const wk_url *src)
 {
     *dst = *src;
     dst->host = dst->path = dst->username = dst->password = dst->service = NULL;
-    dst->sentinels = NULL;
-    dst->nsentinels = 0;
+    dst->sentinels = dst->seeds = NULL;
+    dst->nsentinels = dst->nseeds = 0;
     if ((src->host && !(dst->host = strdup(src->host))) ||
         (src->path && !(dst->path = strdup(src->path))) ||
         (src->username && !(dst->username = strdup(src->username))) ||
         (src->password && !(dst->password = strdup(src->password))) ||
         (src->service && !(dst->service = strdup(src->service))) ||
-        (src->nsentinels && !(dst->sentinels = calloc(src->nsentinels, sizeof(wk_url_node)))))
-        goto fail;
-    for (; dst->nsentinels < src->nsentinels; dst->nsentinels++) {
-        wk_url_node *n = &dst->sentinels[dst->nsentinels];
-        n->port = src->sentinels[dst->nsentinels].port;
-        if (!(n->host = strdup(src->sentinels[dst->nsentinels].host))) {
-            dst->nsentinels++;
-            goto fail;
-        }
+        copy_nodes(&dst->sentinels, &dst->nsentinels, src->sentinels, src->nsentinels) ||
+        copy_nodes(&dst->seeds, &dst->nseeds, src->seeds, src->nseeds)) {
+        wk_url_free(dst);
+        return WK_ENOMEM;
     }
     return WK_OK;
-fail:
-    wk_url_free(dst);
-    return WK_ENOMEM;
 }

@@ -232,6 +232,11 @@ WK_API const char *wk_db_errmsg(const wk_db *db);
  * touches no entity. Useful for health checks. */
 WK_API int wk_db_ping(wk_db *db);
 
+/* wk_db_cluster_primaries — the number of primaries in a cluster handle's
+ * slot map (see CLUSTER at wk_db_options); 0 when the handle talks to
+ * one server. */
+WK_API size_t wk_db_cluster_primaries(const wk_db *db);
+
 /* wk_is_connection_error — true for WK_EIO, WK_ETIMEDOUT and WK_EUNKNOWN:
  * the failures after which the next query reconnects. */
 WK_API bool wk_is_connection_error(int status);
@@ -240,7 +245,7 @@ WK_API bool wk_is_connection_error(int status);
  * URL parsing (exposed for tools and tests)
  * ---------------------------------------------------------------------- */
 
-/* One host and port (a sentinel's address). */
+/* One host and port (a sentinel's or a cluster seed's address). */
 typedef struct wk_url_node {
     char *host;
     int port;
@@ -260,6 +265,11 @@ typedef struct wk_url {
     char *service;          /* the service (primary) name */
     wk_url_node *sentinels; /* the sentinels, in the URL's order */
     size_t nsentinels;
+    /* redis:// or rediss:// with several hosts ("h1:p1,h2:p2"): all of
+     * them in order, a cluster's seeds (NULL / 0 for one host); host and
+     * port then hold the first. */
+    wk_url_node *seeds;
+    size_t nseeds;
 } wk_url;
 
 /*

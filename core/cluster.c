@@ -1,0 +1,410 @@
+/*
+ * core/cluster.c — the slot map of a cluster handle (core/cluster.h):
+ * learning it from CLUSTER SLOTS, the node table, routing a query to a
+ * node, and reading redirections.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wakuwaku/clock.h>
+
+#include "core/cluster.h"
+#include "core/private.h"
+
+/* A MOVED asks for a refresh; refreshes come at most this often. */
+#define REFRESH_MIN_INTERVAL_MS 100
+
+static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wk__errbuf_vset(msg, msglen, 0, fmt, ap);
+    va_end(ap);
+}
+
+/* The index of the node at host:port, added if new; WK__NO_NODE when out
+ * of memory or the table is full. */
+static uint16_t node_of(wk__cluster *c, const char *host, size_t host_len, int port)
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const wk__node *n = &c->nodes[i];
+        if (n->port == port && strlen(n->host) == host_len && memcmp(n->host, host, host_len) == 0)
+            return (uint16_t)i;
+    }
+    if (c->nnodes >= WK__NO_NODE ||
+        wk__grow_array((void **)&c->nodes, &c->cap, c->nnodes + 1, sizeof(wk__node)))
+        return WK__NO_NODE;
+    char *copy = strndup(host, host_len);
+    if (!copy)
+        return WK__NO_NODE;
+    c->nodes[c->nnodes] = (wk__node){.host = copy, .port = port, .link.wake_fd = -1};
+    return (uint16_t)c->nnodes++;
+}
+
+static void node_drop(wk__node *n)
+{
+    wk__link_close(&n->link);
+}
+
+void wk__cluster_free(wk__cluster *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        node_drop(&c->nodes[i]);
+        free(c->nodes[i].host);
+        free(c->nodes[i].out.data);
+    }
+    free(c->nodes);
+    free(c);
+}
+
+static wk__cluster *cluster_new(void)
+{
+    wk__cluster *c = calloc(1, sizeof(*c));
+    if (c) {
+        for (size_t s = 0; s < WK__CLUSTER_SLOTS; s++)
+            c->slot_node[s] = WK__NO_NODE;
+        c->last = WK__NO_NODE;
+    }
+    return c;
+}
+
+int wk__cluster_clone(wk__cluster **out, const wk__cluster *src)
+{
+    *out = NULL;
+    wk__cluster *c = cluster_new();
+    if (!c)
+        return WK_ENOMEM;
+    for (size_t i = 0; i < src->nnodes; i++) {
+        const wk__node *n = &src->nodes[i];
+        if (node_of(c, n->host, strlen(n->host), n->port) == WK__NO_NODE) {
+            wk__cluster_free(c);
+            return WK_ENOMEM;
+        }
+        c->nodes[i].primary = n->primary;
+    }
+    memcpy(c->slot_node, src->slot_node, sizeof(c->slot_node));
+    c->primaries = src->primaries;
+    c->refreshed_ms = src->refreshed_ms;
+    c->last = src->last;
+    *out = c;
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The map: CLUSTER SLOTS
+ * ---------------------------------------------------------------------- */
+
+/* Whether `r` is a CLUSTER SLOTS reply we can read: an array of
+ * [start, end, [host, port, …], replicas…]. */
+static bool slots_reply_ok(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            return false;
+        const redisReply *p = e->element[2];
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        if (p->element[0]->type != REDIS_REPLY_STRING ||
+            p->element[1]->type != REDIS_REPLY_INTEGER || lo < 0 || hi >= WK__CLUSTER_SLOTS ||
+            lo > hi || p->element[1]->integer < 1 || p->element[1]->integer > 65535)
+            return false;
+    }
+    return true;
+}
+
+/* Replace the map with a CLUSTER SLOTS reply given by the node at
+ * `asked_host` (the host of an entry that has none). */
+static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_host)
+{
+    if (!slots_reply_ok(r))
+        return WK_EPROTO;
+    uint16_t *map = malloc(sizeof(c->slot_node));
+    if (!map)
+        return WK_ENOMEM;
+    for (size_t s = 0; s < WK__CLUSTER_SLOTS; s++)
+        map[s] = WK__NO_NODE;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i], *p = e->element[2];
+        /* An empty or "?" endpoint means "the address you reached me on". */
+        const char *host = p->element[0]->str;
+        size_t host_len = p->element[0]->len;
+        if (host_len == 0 || (host_len == 1 && host[0] == '?')) {
+            host = asked_host;
+            host_len = strlen(asked_host);
+        }
+        uint16_t n = node_of(c, host, host_len, (int)p->element[1]->integer);
+        if (n == WK__NO_NODE) {
+            free(map);
+            return WK_ENOMEM;
+        }
+        for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++)
+            map[s] = n;
+    }
+    memcpy(c->slot_node, map, sizeof(c->slot_node));
+    free(map);
+    c->primaries = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        c->nodes[i].primary = false;
+    for (size_t s = 0; s < WK__CLUSTER_SLOTS; s++) {
+        if (c->slot_node[s] != WK__NO_NODE && !c->nodes[c->slot_node[s]].primary) {
+            c->nodes[c->slot_node[s]].primary = true;
+            c->primaries++;
+        }
+    }
+    /* A node that serves no slot any more (a primary turned replica) would
+     * only redirect: its connection goes. */
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (!c->nodes[i].primary)
+            node_drop(&c->nodes[i]);
+    c->stale = false;
+    c->refreshed_ms = wk_monotonic_ms();
+    return WK_OK;
+}
+
+/* CLUSTER SLOTS on `link` (to `host`), applied to the map. */
+static int ask_slots(wk__cluster *c, const wk__conn *conn, wk__link *link, const char *host,
+                     int port, char *msg, size_t msglen)
+{
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    redisReply *r;
+    int rc = wk__link_round_trip(link, conn, 2, argv, &r);
+    if (rc) {
+        set_msg(msg, msglen, "CLUSTER SLOTS failed at %s:%d: %s", host, port,
+                link->ctx ? link->ctx->errstr : "connection lost");
+        return rc;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_msg(msg, msglen, "CLUSTER SLOTS refused by %s:%d: %.200s", host, port, r->str);
+        rc = WK_EREDIS;
+    } else {
+        rc = apply_slots(c, r, host);
+        if (rc == WK_EPROTO)
+            set_msg(msg, msglen, "%s:%d answered CLUSTER SLOTS with something unreadable", host,
+                    port);
+        else if (rc)
+            set_msg(msg, msglen, "out of memory reading the cluster's slot map");
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int wk__cluster_discover(wk__conn *conn, char *msg, size_t msglen)
+{
+    if (conn->url.database != 0) {
+        set_msg(msg, msglen,
+                "%s:%d is a cluster node, and a cluster has only database 0 (the URL or "
+                "options ask for %d)",
+                conn->url.host, conn->url.port, conn->url.database);
+        return WK_EINVAL;
+    }
+    wk__cluster *c = cluster_new();
+    if (!c) {
+        set_msg(msg, msglen, "out of memory");
+        return WK_ENOMEM;
+    }
+    int rc = ask_slots(c, conn, &conn->link, conn->url.host, conn->url.port, msg, msglen);
+    if (rc) {
+        wk__cluster_free(c);
+        return rc;
+    }
+    if (c->primaries == 0) {
+        wk__cluster_free(c);
+        set_msg(msg, msglen, "%s:%d is a cluster node, but no slot is assigned yet", conn->url.host,
+                conn->url.port);
+        return WK_EIO;
+    }
+    /* The connection already open serves the node it reached, if that
+     * one is in the map under the same address; otherwise it goes. */
+    uint16_t self = WK__NO_NODE;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].port == conn->url.port && strcmp(c->nodes[i].host, conn->url.host) == 0)
+            self = (uint16_t)i;
+    if (self != WK__NO_NODE && c->nodes[self].primary) {
+        c->nodes[self].link = conn->link;
+        c->nodes[self].last_io_ms = wk_monotonic_ms();
+        memset(&conn->link, 0, sizeof(conn->link));
+    } else {
+        wk__link_close(&conn->link);
+    }
+    conn->cluster = c;
+    return WK_OK;
+}
+
+int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
+{
+    wk__cluster *c = conn->cluster;
+    char why[WK__ERRMSG_MAX / 2] = "no node to ask";
+    int rc = WK_EIO;
+    /* Connected nodes first (no connect), then the others, then seeds. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->nnodes; i++) {
+            wk__node *n = &c->nodes[i];
+            if ((pass == 0) != (n->link.ctx != NULL))
+                continue;
+            if (pass == 1 && wk__cluster_node_ensure(conn, (uint16_t)i, why, sizeof(why)))
+                continue;
+            rc = ask_slots(c, conn, &n->link, n->host, n->port, why, sizeof(why));
+            if (rc == WK_OK)
+                return WK_OK;
+            if (rc != WK_EREDIS)
+                node_drop(n);
+        }
+    }
+    size_t nseeds = conn->url.nseeds ? conn->url.nseeds : 1;
+    for (size_t i = 0; i < nseeds; i++) {
+        const char *host = conn->url.nseeds ? conn->url.seeds[i].host : conn->url.host;
+        int port = conn->url.nseeds ? conn->url.seeds[i].port : conn->url.port;
+        wk__link link;
+        if (wk__connect_node(conn, host, port, &link, NULL, why, sizeof(why)))
+            continue;
+        rc = ask_slots(c, conn, &link, host, port, why, sizeof(why));
+        wk__link_close(&link);
+        if (rc == WK_OK)
+            return WK_OK;
+    }
+    set_msg(msg, msglen, "cluster: cannot learn the slot map: %s", why);
+    return rc ? rc : WK_EIO;
+}
+
+int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen)
+{
+    wk__node *n = &conn->cluster->nodes[i];
+    if (n->link.ctx && n->link.ctx->err)
+        node_drop(n);
+    /* After a node restart the old socket reads EOF: find that now, so
+     * the query goes on a fresh connection instead of being lost. */
+    if (n->link.ctx && wk_monotonic_ms() - n->last_io_ms >= WK__IDLE_PROBE_MS &&
+        !n->link.tx->idle_alive(&n->link))
+        node_drop(n);
+    if (n->link.ctx)
+        return WK_OK;
+    int rc = wk__connect_node(conn, n->host, n->port, &n->link, NULL, msg, msglen);
+    if (rc)
+        return rc;
+    n->last_io_ms = wk_monotonic_ms();
+    conn->reconnects++;
+    return WK_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Routing
+ * ---------------------------------------------------------------------- */
+
+/* Any primary: where a query goes when its slot has no owner in the map
+ * (it will be redirected) — the previous query's node if it is one. */
+static uint16_t any_primary(const wk__cluster *c)
+{
+    if (c->last != WK__NO_NODE && c->nodes[c->last].primary)
+        return c->last;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].primary)
+            return (uint16_t)i;
+    return c->nnodes ? 0 : WK__NO_NODE;
+}
+
+uint16_t wk__cluster_route(wk__cluster *c, const wk_query *q, bool keyless)
+{
+    int key = -1;
+    if (q->script)
+        key = q->nkeys >= 1 ? 0 : -1;
+    else if (!keyless && q->argc >= 2)
+        key = 1;
+    if (key < 0)
+        return any_primary(c);
+    uint16_t n = c->slot_node[wk__key_slot(q->argv[key], q->argvlen[key])];
+    return n != WK__NO_NODE ? n : any_primary(c);
+}
+
+int wk__cluster_check_keys(wk_db *db, const wk_query *q)
+{
+    if (!q->script || q->nkeys < 2)
+        return WK_OK;
+    unsigned first = wk__key_slot(q->argv[0], q->argvlen[0]);
+    for (int k = 1; k < q->nkeys; k++) {
+        unsigned slot = wk__key_slot(q->argv[k], q->argvlen[k]);
+        if (slot == first)
+            continue;
+        char a[120], b[120];
+        wk__render_key(a, sizeof(a), q->argv[0], q->argvlen[0]);
+        wk__render_key(b, sizeof(b), q->argv[k], q->argvlen[k]);
+        return wk__db_fail(db, WK_EINVAL,
+                           "%s: keys \"%s\" (slot %u) and \"%s\" (slot %u) are in different "
+                           "cluster slots; the keys of one query must share a slot (a hash tag "
+                           "{…} does that)",
+                           q->name, a, first, b, slot);
+    }
+    return WK_OK;
+}
+
+/* "<slot> <host>:<port>" after MOVED / ASK: the node it names. */
+static bool parse_target(const char *s, size_t len, unsigned *slot, const char **host,
+                         size_t *host_len, int *port)
+{
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *end != ' ' || v >= WK__CLUSTER_SLOTS)
+        return false;
+    const char *h = end + 1, *stop = s + len;
+    const char *colon = NULL;
+    for (const char *p = h; p < stop; p++)
+        if (*p == ':')
+            colon = p; /* the last one: an IPv6 host has colons of its own */
+    if (!colon || colon == h)
+        return false;
+    long p = strtol(colon + 1, &end, 10);
+    if (end != stop || p < 1 || p > 65535)
+        return false;
+    *slot = (unsigned)v;
+    *host = h;
+    *host_len = (size_t)(colon - h);
+    *port = (int)p;
+    return true;
+}
+
+wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t *node)
+{
+    if (r->type != REDIS_REPLY_ERROR || !r->str)
+        return WK__REPLY_FINAL;
+    bool moved = strncmp(r->str, "MOVED ", 6) == 0, ask = strncmp(r->str, "ASK ", 4) == 0;
+    if (!moved && !ask)
+        return strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0
+                   ? WK__TRY_LATER
+                   : WK__REPLY_FINAL;
+    size_t skip = moved ? 6 : 4;
+    unsigned slot;
+    const char *host;
+    size_t host_len;
+    int port;
+    if (!parse_target(r->str + skip, r->len - skip, &slot, &host, &host_len, &port))
+        return WK__REPLY_FINAL; /* unreadable: the caller sees the error */
+    uint16_t n = node_of(c, host, host_len, port);
+    if (n == WK__NO_NODE)
+        return WK__REPLY_FINAL;
+    *node = n;
+    if (moved) {
+        c->slot_node[slot] = n;
+        if (!c->nodes[n].primary) {
+            c->nodes[n].primary = true;
+            c->primaries++;
+        }
+        c->stale = true;
+        return WK__MOVED;
+    }
+    return WK__ASK;
+}
+
+bool wk__cluster_wants_refresh(const wk__cluster *c)
+{
+    return c->stale && wk_monotonic_ms() - c->refreshed_ms >= REFRESH_MIN_INTERVAL_MS;
+}

@@ -1,0 +1,93 @@
+/*
+ * core/cluster.h — Redis Cluster: the slot map of a handle, one connection
+ * per primary, and what redirections mean. Not installed.
+ *
+ * A handle is a cluster handle when the node it first connected to says
+ * so (HELLO's "mode" is "cluster"). It then asks CLUSTER SLOTS for the
+ * map and routes every query by the slot of its key (core/exchange.c):
+ * a script's first key, a command's first argument after the name; a
+ * query that names no entity (PING, WAIT, CLIENT …) goes to the node the
+ * previous query went to, so WAIT counts that query's replicas. Nodes are
+ * connected on first use. The handle's own connection (conn->link) is not
+ * used for queries: it is handed to the node it reached.
+ *
+ * Redirections mean the command did not run, so re-sending is safe even
+ * for writes:
+ *   MOVED slot host:port   the slot lives there now: the map is patched at
+ *                          once and refreshed (CLUSTER SLOTS) before the
+ *                          next exchange;
+ *   ASK slot host:port     this one command goes there, after ASKING;
+ *   TRYAGAIN, CLUSTERDOWN  sent again after a pause, within the command
+ *                          timeout; after it, not run (WK_ETIMEDOUT).
+ */
+#ifndef WK_CORE_CLUSTER_H
+#define WK_CORE_CLUSTER_H
+
+#include <stdint.h>
+
+#include "core/db_internal.h"
+
+#define WK__CLUSTER_SLOTS 16384
+#define WK__NO_NODE UINT16_MAX
+
+typedef struct wk__node {
+    char *host;
+    int port;
+    bool primary;  /* serves slots in the current map */
+    wk__link link; /* ctx NULL while disconnected */
+    int64_t last_io_ms;
+    wk__buf out; /* the commands of the round being sent to it */
+} wk__node;
+
+struct wk__cluster {
+    wk__node *nodes; /* every node seen; never removed (indices stay valid) */
+    size_t nnodes, cap;
+    uint16_t slot_node[WK__CLUSTER_SLOTS]; /* WK__NO_NODE: unknown */
+    size_t primaries;
+    bool stale;           /* refresh the map before the next exchange */
+    int64_t refreshed_ms; /* when it was last refreshed */
+    uint16_t last;        /* the node of the last query sent */
+};
+
+/* What a reply asks of a cluster client. */
+typedef enum wk__redirect {
+    WK__REPLY_FINAL, /* a reply of the command's own */
+    WK__MOVED,
+    WK__ASK,
+    WK__TRY_LATER /* TRYAGAIN or CLUSTERDOWN: it did not run */
+} wk__redirect;
+
+/* Build conn->cluster from CLUSTER SLOTS asked on conn->link (just
+ * opened, to a node whose HELLO said "cluster"); the link goes to the
+ * node it reached. WK_OK or a failure with msg. */
+int wk__cluster_discover(wk__conn *conn, char *msg, size_t msglen);
+
+/* Ask the nodes (connected ones first, then the others, then the URL's
+ * seeds) for the map until one answers. */
+int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen);
+
+/* A copy of the map and the nodes' addresses, no connections (for a
+ * blocking handle opened from a cluster handle). */
+int wk__cluster_clone(wk__cluster **out, const wk__cluster *src);
+void wk__cluster_free(wk__cluster *c);
+
+/* Connect node i if it is not (probing a connection idle for a while). */
+int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen);
+
+/* The node a query goes to (a node index; the previous query's when it
+ * names no key: a script without keys, or `keyless` — no entity). */
+uint16_t wk__cluster_route(wk__cluster *c, const wk_query *q, bool keyless);
+
+/* What `reply` asks; for MOVED and ASK, *node is the node named (added to
+ * the table if new) and MOVED patches the map. */
+wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *reply, uint16_t *node);
+
+/* Whether the map should be asked anew before routing (a MOVED marked it
+ * stale, and the last refresh is not too recent). */
+bool wk__cluster_wants_refresh(const wk__cluster *c);
+
+/* A script query whose keys fall in different slots: WK_EINVAL naming
+ * two of them, else WK_OK. */
+int wk__cluster_check_keys(wk_db *db, const wk_query *q);
+
+#endif /* WK_CORE_CLUSTER_H */
