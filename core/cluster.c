@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <wakuwaku/clock.h>
 
@@ -320,6 +321,13 @@ uint16_t wk__cluster_route(wk__cluster *c, const wk_query *q, bool keyless)
         key = q->nkeys >= 1 ? 0 : -1;
     else if (!keyless && q->argc >= 2)
         key = 1;
+    /* XREAD [COUNT n] [BLOCK ms] STREAMS key… id…: the key follows STREAMS. */
+    if (key == 1 && q->argvlen[0] == 5 && strncasecmp(q->argv[0], "XREAD", 5) == 0)
+        for (int i = 1; i + 1 < q->argc; i++)
+            if (q->argvlen[i] == 7 && strncasecmp(q->argv[i], "STREAMS", 7) == 0) {
+                key = i + 1;
+                break;
+            }
     if (key < 0)
         return any_primary(c);
     uint16_t n = c->slot_node[wk__key_slot(q->argv[key], q->argvlen[key])];

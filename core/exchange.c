@@ -152,23 +152,33 @@ static bool send_lane(run *r, lane *l)
     return true;
 }
 
-/* A cluster's answer that the command did not run: where it goes now. */
-static bool redirected(run *r, wk__slot *s, const redisReply *reply)
+/* A cluster's answer that the command did not run: where it goes now.
+ * `asked`: it was sent after ASKING (an ASK's target). */
+static bool redirected(run *r, wk__slot *s, const redisReply *reply, bool asked)
 {
     wk__cluster *c = r->x->db->conn->cluster;
-    if (!c || s->redirects >= MAX_REDIRECTS)
+    if (!c)
         return false;
     uint16_t node;
     wk__redirect what = wk__cluster_redirect(c, reply, &node);
     if (what == WK__REPLY_FINAL)
+        return false;
+    if (what == WK__TRY_LATER) {
+        /* Bounded by the command timeout (pause_for_cluster), not by
+         * MAX_REDIRECTS: a migration or a failover lasts longer than five
+         * short pauses, and the query did not run. */
+        s->state = WK__UNSENT;
+        s->asking = asked; /* the importing node again, not the source's ASK anew */
+        r->try_later = true;
+        return true;
+    }
+    if (s->redirects >= MAX_REDIRECTS)
         return false;
     s->redirects++;
     s->state = WK__UNSENT;
     if (what == WK__ASK) {
         s->asking = true;
         s->ask_node = node;
-    } else if (what == WK__TRY_LATER) {
-        r->try_later = true;
     }
     return true;
 }
@@ -184,6 +194,7 @@ static void read_lane(run *r, lane *l)
             continue;
         redisReply *reply;
         int rc = WK_OK;
+        bool asked = s->asking;
         if (s->asking) {
             /* ASKING's own +OK comes first. */
             rc = wk__wire_read(l->link, r->read_timeout, &reply);
@@ -207,7 +218,7 @@ static void read_lane(run *r, lane *l)
             s->state = WK__UNSENT;
             s->readonly = true;
             r->readonly = true;
-        } else if (!redirected(r, s, reply)) {
+        } else if (!redirected(r, s, reply, asked)) {
             settle(r, i, wk__parse_reply(x->db, q, reply));
         }
         freeReplyObject(reply);

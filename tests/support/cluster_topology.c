@@ -184,22 +184,33 @@ static int cmp_str(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
-/* What a node believes: "port:slots" of every primary serving slots, sorted
- * and joined. Empty when it does not answer. */
-static void slot_map_signature(int port, char *sig, size_t len)
+/* What a node believes: "port:slots" of every primary serving slots, then
+ * "replica>primary" of every replica, sorted and joined (empty when it
+ * does not answer); returns how many primaries serve slots. */
+static int slot_map_signature(int port, char *sig, size_t len)
 {
     node_line lines[16];
     int n = cluster_nodes(port, lines, 16);
     char rows[16][280];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (lines[i].master && !lines[i].failed && lines[i].slots[0])
+    int k = 0, primaries = 0;
+    for (int i = 0; i < n; i++) {
+        if (lines[i].failed)
+            continue;
+        if (lines[i].master && lines[i].slots[0]) {
             snprintf(rows[k++], sizeof(rows[0]), "%d:%s", lines[i].port, lines[i].slots);
+            primaries++;
+            continue;
+        }
+        for (int m = 0; !lines[i].master && m < n; m++)
+            if (strcmp(lines[m].id, lines[i].master_id) == 0)
+                snprintf(rows[k++], sizeof(rows[0]), "%d>%d", lines[i].port, lines[m].port);
+    }
     qsort(rows, (size_t)k, sizeof(rows[0]), cmp_str);
     size_t at = 0;
     sig[0] = '\0';
     for (int i = 0; i < k && at < len; i++)
         at += (size_t)snprintf(sig + at, len - at, "%s|", rows[i]);
+    return primaries;
 }
 
 /* Whether the reply of `cmd` ("CLUSTER INFO", "INFO replication") on the
@@ -213,8 +224,17 @@ static bool info_has(int port, const char *cmd, const char *what)
     return yes;
 }
 
+/* Why the last wait for a settled map did not end (for messages). */
+static char unsettled[600];
+
+const char *wk_test_cluster_unsettled(void)
+{
+    return unsettled;
+}
+
 /* Every live node says cluster_state:ok and names the same primaries for
- * the same slots, three of them; every live replica's link is up. */
+ * the same slots, three of them, and the same replicas; every live
+ * replica's link is up. */
 static bool settled(const wk_test_cluster *c)
 {
     char first[1200] = "", sig[1200];
@@ -222,22 +242,28 @@ static bool settled(const wk_test_cluster *c)
     for (int i = 0; i < NODES; i++) {
         if (c->pid[i] <= 0)
             continue;
-        if (!info_has(c->port[i], "CLUSTER INFO", "cluster_state:ok"))
-            return false;
-        slot_map_signature(c->port[i], sig, sizeof(sig));
-        if (!sig[0])
-            return false;
-        if (!first[0]) {
-            memcpy(first, sig, sizeof(first));
-            for (const char *p = sig; (p = strchr(p, '|')); p++)
-                primaries++;
-        } else if (strcmp(first, sig) != 0) {
+        int port = c->port[i];
+        if (!info_has(port, "CLUSTER INFO", "cluster_state:ok")) {
+            snprintf(unsettled, sizeof(unsettled), "%d: cluster_state not ok", port);
             return false;
         }
-        if (info_has(c->port[i], "INFO replication", "role:slave") &&
-            !info_has(c->port[i], "INFO replication", "master_link_status:up"))
+        int n = slot_map_signature(port, sig, sizeof(sig));
+        if (!first[0]) {
+            memcpy(first, sig, sizeof(first));
+            primaries = n;
+        } else if (strcmp(first, sig) != 0) {
+            snprintf(unsettled, sizeof(unsettled), "%d sees %.280s; another %.280s", port, sig,
+                     first);
             return false;
+        }
+        if (info_has(port, "INFO replication", "role:slave") &&
+            !info_has(port, "INFO replication", "master_link_status:up")) {
+            snprintf(unsettled, sizeof(unsettled), "%d: replica not in sync", port);
+            return false;
+        }
     }
+    if (primaries != 3)
+        snprintf(unsettled, sizeof(unsettled), "%d primaries: %.500s", primaries, first);
     return primaries == 3;
 }
 
@@ -308,9 +334,10 @@ int wk_test_cluster_keyslot(const wk_test_cluster *c, const char *key, size_t le
     return slot;
 }
 
-int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot)
+/* The primary of `slot` in the view of the node at `asked`. */
+static int slot_port_seen_by(int asked, int slot)
 {
-    redisReply *r = node_cmd(any_live(c), REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
+    redisReply *r = node_cmd(asked, REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
     int port = -1;
     for (size_t i = 0; r && i < r->elements; i++) {
         const redisReply *e = r->element[i];
@@ -320,6 +347,11 @@ int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot)
     if (r)
         freeReplyObject(r);
     return port;
+}
+
+int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot)
+{
+    return slot_port_seen_by(any_live(c), slot);
 }
 
 int wk_test_cluster_key_port(const wk_test_cluster *c, const char *key, size_t len)
@@ -683,7 +715,15 @@ int wk_test_cluster_migrate_finish(const wk_test_cluster *c, const wk_test_migra
         if (prim[i] != m->to && prim[i] != m->from &&
             !status_ok(prim[i], "CLUSTER SETSLOT %d NODE %s", m->slot, to_id))
             return -1;
-    return 0;
+    /* Replicas learn it from the target's epoch bump. Until they have, a
+     * later finish that bumps the source above the target would make them
+     * refuse the target's claim for good, so wait for every node. */
+    int64_t end = wk_test_now_ms() + 10000;
+    for (int i = 0; i < NODES && wk_test_now_ms() < end; i++)
+        while (c->pid[i] > 0 && slot_port_seen_by(c->port[i], m->slot) != m->to &&
+               wk_test_now_ms() < end)
+            wk_test_sleep_ms(10);
+    return wk_test_now_ms() < end ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------------
@@ -724,8 +764,11 @@ int wk_test_cluster_failover(const wk_test_cluster *c, int replica_port, int tim
 
 int wk_test_cluster_kill_primary(wk_test_cluster *c, int primary_port, int timeout_ms)
 {
-    int k = node_index(c, primary_port), replica = wk_test_cluster_replica_of(c, primary_port);
-    if (k < 0 || c->pid[k] <= 0 || replica < 0)
+    int k = node_index(c, primary_port);
+    if (k < 0 || c->pid[k] <= 0 || wk_test_cluster_wait_settled(c, timeout_ms) != 0)
+        return -1;
+    int replica = wk_test_cluster_replica_of(c, primary_port);
+    if (replica < 0)
         return -1;
     kill(c->pid[k], SIGKILL); /* the keeper reaps it */
     c->pid[k] = 0;

@@ -199,6 +199,8 @@ int wk_test_cluster_attach(wk_test_cluster *c, const char *dir);
 /* Until the live nodes are settled as after start (cluster_state:ok, one
  * slot map, three primaries, replicas in sync): 0, or -1 after timeout_ms. */
 int wk_test_cluster_wait_settled(const wk_test_cluster *c, int timeout_ms);
+/* What was not settled yet when the last wait gave up (for messages). */
+const char *wk_test_cluster_unsettled(void);
 /* A raw connection (2 s timeouts) to a node; NULL when it does not answer. */
 redisContext *wk_test_cluster_raw(const wk_test_cluster *c, int port);
 /* `calls` of one command in a node's INFO commandstats (0 if never run,
@@ -216,7 +218,8 @@ int wk_test_cluster_key_port(const wk_test_cluster *c, const char *key, size_t l
  * ASK window): begin (SETSLOT IMPORTING on the target, then MIGRATING on
  * the source), move keys (GETKEYSINSLOT up to `max` + one MIGRATE; how
  * many moved, -1 on error: call until 0), finish (SETSLOT NODE on the
- * target, the source, then the other primaries). 0 or -1. */
+ * target, the source, then the other primaries, and wait until every live
+ * node names the target). 0 or -1. */
 typedef struct wk_test_migration {
     int slot, from, to; /* ports */
 } wk_test_migration;
