@@ -22,6 +22,8 @@
  *                                  # (certificates made with `openssl`)
  *   bench_redis --pool             # only: 8 threads on a pool of 4 vs 8
  *                                  # threads with a handle each (bench_pool.c)
+ *   bench_redis --cluster          # also: lock cycles and 64-query batches against a
+ *                                  # 3-primary Redis Cluster vs the single server
  *
  * Then, per Lua script of the library, the server's own time per call
  * (INFO commandstats) next to the smallest script doing the same job
@@ -41,7 +43,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "bench/bench_cases.h"
-#include "support.h" /* tests/support: a private redis-server */
+#include "support.h"                 /* tests/support: a private redis-server */
 #include "collection/lock_scripts.h" /* the raw side runs the same Lua */
 
 #define BATCH 64
@@ -249,8 +251,8 @@ static void rw_raw_release_send(bench_ctx *c, const rw_raw *s)
 {
     wake_raw k;
     wake_raw_keys(&k, s->w, s->wl, true); /* the writer key's companions */
-    const char *argv[] = {"EVALSHA", release_read_sha, "3", s->r, k.q, k.e, (const char *)s->tok,
-                          k.w};
+    const char *argv[] = {"EVALSHA", release_read_sha,     "3", s->r, k.q,
+                          k.e,       (const char *)s->tok, k.w};
     size_t lens[] = {7, 40, 1, s->rl, k.ql, k.el, 16, k.wl};
     bench_raw_append(c, 8, argv, lens);
 }
@@ -449,6 +451,63 @@ static void replicas_run(int reps, unsigned ops)
     wk_test_sentinels_stop(&t);
 }
 
+/* ------------------------------------------------------------------------
+ * --cluster: on a 3-primary Redis Cluster (tests/support), the sequential
+ * lock cycle and the batch of 64 (try + release of 64 names, which spread
+ * over the three primaries) against the same on the single server of the
+ * run (both library; the ratio is cluster / single)
+ * ---------------------------------------------------------------------- */
+
+static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned batch_ops)
+{
+    wk_test_cluster t;
+    if (wk_test_cluster_start(&t) != 0)
+        die("cluster topology", "could not start it");
+    bench_ctx cl = {0};
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = t.url;
+    o.capability = wk_cap_read_write();
+    char err[256];
+    if (wk_db_open(&cl.db, &o, err, sizeof(err)) != WK_OK)
+        die("wk_db_open (cluster)", err);
+    if (wk_db_cluster_primaries(cl.db) != 3)
+        die("wk_db_open (cluster)", "not a 3-primary cluster handle");
+    if (wk_batch_open(&cl.batch, cl.db) != WK_OK)
+        die("wk_batch_open (cluster)", "failed");
+    const struct {
+        const char *mode;
+        op_fn fn;
+        unsigned ops, step;
+    } rows[] = {{"sequential", lock_seq_lib, seq_ops, 1},
+                {"batch 64", lock_batch_lib, batch_ops, BATCH}};
+    printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case (library)", "mode", "cluster", "single",
+           "ratio");
+    printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
+           "------------", "------------", "-------");
+    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+        double cl_rate[32], one_rate[32];
+        timed(&cl, rows[k].fn, rows[k].ops / 4, rows[k].step); /* nodes connected, scripts loaded */
+        timed(single, rows[k].fn, rows[k].ops / 4, rows[k].step);
+        for (int r = 0; r < reps; r++) {
+            if (r % 2) {
+                one_rate[r] = timed(single, rows[k].fn, rows[k].ops, rows[k].step);
+                cl_rate[r] = timed(&cl, rows[k].fn, rows[k].ops, rows[k].step);
+            } else {
+                cl_rate[r] = timed(&cl, rows[k].fn, rows[k].ops, rows[k].step);
+                one_rate[r] = timed(single, rows[k].fn, rows[k].ops, rows[k].step);
+            }
+        }
+        double a = median(cl_rate, reps), b = median(one_rate, reps);
+        printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", "lock try+release", rows[k].mode, a,
+               b, a / b);
+    }
+    printf("\n");
+    fflush(stdout);
+    wk_batch_close(cl.batch);
+    wk_db_close(cl.db);
+    wk_test_cluster_stop(&t);
+}
+
 static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_ops,
                      unsigned batch_ops)
 {
@@ -485,7 +544,7 @@ int main(int argc, char **argv)
     char url[128] = "";
     int reps = 7, callgrind_ops = 0;
     bool quick = false, table = true, scripts = true, tls = false, async = false, pool = false,
-         replicas = false;
+         replicas = false, cluster = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--url") && i + 1 < argc)
             snprintf(url, sizeof(url), "%s", argv[++i]);
@@ -503,6 +562,8 @@ int main(int argc, char **argv)
             pool = true;
         else if (!strcmp(argv[i], "--replicas"))
             replicas = true;
+        else if (!strcmp(argv[i], "--cluster"))
+            cluster = true;
         else if (!strcmp(argv[i], "--scripts"))
             table = false;
         else if (!strcmp(argv[i], "--no-scripts"))
@@ -512,7 +573,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--url URL] [--reps N] [--quick] [--scripts | --no-scripts] "
-                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool] [--replicas]\n",
+                    "[--case NAME] [--callgrind N] [--tls] [--async] [--pool] [--replicas] "
+                    "[--cluster]\n",
                     argv[0]);
             return 2;
         }
@@ -565,13 +627,15 @@ int main(int argc, char **argv)
             bench_async_run(&c, url, reps, batch_ops);
         if (replicas)
             replicas_run(reps, seq_ops);
+        if (cluster)
+            cluster_run(&c, reps, seq_ops, batch_ops);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);
             printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "library", "raw",
                    "ratio");
-            printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------",
-                   "------------", "------------", "------------", "-------");
+            printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
+                   "------------", "------------", "-------");
             for (size_t i = 0; i < sizeof(lock_cases) / sizeof(lock_cases[0]); i++)
                 run_case(&c, &lock_cases[i], reps, seq_ops, batch_ops);
             for (size_t i = 0; i < bench_lease_kinds_cases_count; i++)

@@ -631,6 +631,37 @@ Test(cluster, slot_migration_under_load_breaks_no_invariant_and_goes_through_ask
  * Primary failover under load
  * ---------------------------------------------------------------------- */
 
+/* A waiting acquire on a thread of its own. */
+typedef struct waiter {
+    const wk_entity *lock;
+    char name[16];
+    int rc;
+    bool got;
+    char msg[512];
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    wk_db *db = open_cluster();
+    wk_token t;
+    w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str(w->name),
+                            wk_monotonic_ms() + 60000, NULL, &t, &w->got);
+    snprintf(w->msg, sizeof(w->msg), "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    return NULL;
+}
+
+/* The clients blocked on the node at `port` (INFO clients). */
+static long blocked_clients(int port)
+{
+    redisReply *r = raw_at(port, "INFO clients");
+    const char *at = strstr(r->str, "blocked_clients:");
+    long n = at ? atol(at + strlen("blocked_clients:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
 Test(cluster, failover_under_load_fails_only_with_connection_errors_then_recovers,
      .init = exclusive, .timeout = 120)
 {
@@ -645,10 +676,43 @@ Test(cluster, failover_under_load_fails_only_with_connection_errors_then_recover
     int primary = item_port(&lock, wk_name_u64(0), NULL, key, &klen);
     int replica = wk_test_cluster_replica_of(&C, primary);
     cr_assert(replica > 0);
+    /* And a waiting acquire parks on that primary (BLPOP on a wake list),
+     * behind a holder. */
+    wk_entity wlock = WK_LOCK_ENTITY(wk_test_ns("fow"), 30000);
+    waiter wt = {.lock = &wlock};
+    for (int i = 0;; i++) {
+        snprintf(wt.name, sizeof(wt.name), "h%d", i);
+        if (item_port(&wlock, wk_name_str(wt.name), NULL, key, &klen) == primary)
+            break;
+    }
+    wk_db *holder = open_cluster();
+    wk_token held;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(holder), &wlock, wk_name_str(wt.name), &held, &got),
+                 WK_OK);
+    cr_assert(got);
+    pthread_t wth;
+    cr_assert_eq(pthread_create(&wth, NULL, wait_for_lock, &wt), 0);
+    while (blocked_clients(primary) < 1)
+        wk_test_sleep_ms(10);
 
     /* 1. A manual failover: the replica catches up before it takes over,
      * so nothing is lost and the invariants hold throughout. */
     cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
+    /* The waiter's BLPOP was cut off by the switch (UNBLOCKED: it did not
+     * run). The acquire either waits on the new primary and gets the lock
+     * when it is released, or fails like any call cut off by a failover:
+     * with a connection error, never a Redis error. */
+    bool released = false;
+    cr_assert_eq(
+        wk_lock_release(wk_db_processor(holder), &wlock, wk_name_str(wt.name), &held, &released),
+        WK_OK, "%s", wk_db_errmsg(holder));
+    cr_assert(released);
+    pthread_join(wth, NULL);
+    wk_db_close(holder);
+    cr_assert(wt.rc == WK_OK ? wt.got : wk_is_connection_error(wt.rc),
+              "a waiting acquire across a failover: %s (%s)", wk_err_name(wt.rc), wt.msg);
+    cr_log_info("waiting acquire across the failover: %s %s", wk_err_name(wt.rc), wt.msg);
     load_until_streak(l, 50);
     double checked = (double)(wk_test_now_ms() - t0) / 1000.0;
     atomic_store(&l->check, false);

@@ -23,9 +23,16 @@
  * they must never break an invariant. Prints the counts and exits non-zero
  * on any violation.
  *
- *   wk_soak [--seconds N] [--workers N]      (default 20 s, 8 workers)
+ *   wk_soak [--seconds N] [--workers N] [--cluster]   (default 20 s, 8 workers)
  *
- * .ci/run runs it briefly; for a long run: build/tests/wk_soak --seconds 600
+ * --cluster runs the same against a Redis Cluster it starts (three
+ * primaries, three replicas: tests/support/cluster_topology.c): the
+ * workers open the seed-list URL, each fault hits a node picked at random,
+ * and a fifth fault is a CLUSTER FAILOVER of a random shard (a manual
+ * failover loses no write, so every invariant still holds).
+ *
+ * .ci/run runs it briefly (and 15 s with --cluster); for a long run:
+ * build/tests/wk_soak --seconds 600, build/tests/wk_soak --cluster --seconds 600
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -110,13 +117,33 @@ static int worker(const char *url, int64_t until_ms)
  * Fault injection (in the parent)
  * ---------------------------------------------------------------------- */
 
-static long faults[4];
-static const char *fault_names[4] = {"CLIENT KILL", "SCRIPT FLUSH", "server stalled (SIGSTOP)",
-                                     "connections killed + scripts flushed"};
+#define FAULTS 5
+static long faults[FAULTS];
+static const char *fault_names[FAULTS] = {"CLIENT KILL", "SCRIPT FLUSH", "server stalled (SIGSTOP)",
+                                          "connections killed + scripts flushed",
+                                          "CLUSTER FAILOVER"};
 
-static void inject(wk_test_server *s)
+/* A manual failover of a random shard; false when none was possible. */
+static bool failover(const wk_test_cluster *c)
 {
-    unsigned f = randombytes_uniform(4);
+    int prim[3];
+    int n = wk_test_cluster_primaries(c, prim);
+    if (n < 1)
+        return false;
+    int replica = wk_test_cluster_replica_of(c, prim[randombytes_uniform((uint32_t)n)]);
+    return replica > 0 && wk_test_cluster_failover(c, replica, 10000) == 0;
+}
+
+/* One fault on the server `s` (a node of the cluster `c`, when not NULL:
+ * then a failover may be picked too). */
+static void inject(wk_test_server *s, const wk_test_cluster *c)
+{
+    unsigned f = randombytes_uniform(c ? FAULTS : FAULTS - 1);
+    if (f == 4) {
+        if (failover(c))
+            faults[f]++;
+        return;
+    }
     redisContext *raw = NULL;
     if (f != 2) {
         struct timeval tv = {1, 0};
@@ -135,7 +162,10 @@ static void inject(wk_test_server *s)
         freeReplyObject(redisCommand(raw, "SCRIPT FLUSH"));
         break;
     case 2:
-        /* Longer than the workers' command timeout, shorter than leases. */
+        /* Longer than the workers' command timeout, shorter than leases
+         * (and than a cluster's node timeout: no failover follows). */
+        if (s->pid <= 0)
+            return; /* never kill(0): that is our own process group */
         kill(s->pid, SIGSTOP);
         usleep(200000 + randombytes_uniform(400000));
         kill(s->pid, SIGCONT);
@@ -153,14 +183,20 @@ static void inject(wk_test_server *s)
 int main(int argc, char **argv)
 {
     int seconds = 20, workers = 8;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--workers"))
-            workers = atoi(argv[i + 1]);
+    bool cluster = false, usage = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cluster"))
+            cluster = true;
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
+            workers = atoi(argv[++i]);
+        else
+            usage = true;
     }
-    if (seconds < 1 || workers < 1 || workers > MAX_WORKERS) {
-        fprintf(stderr, "usage: %s [--seconds N] [--workers 1..%d]\n", argv[0], MAX_WORKERS);
+    if (usage || seconds < 1 || workers < 1 || workers > MAX_WORKERS) {
+        fprintf(stderr, "usage: %s [--seconds N] [--workers 1..%d] [--cluster]\n", argv[0],
+                MAX_WORKERS);
         return 2;
     }
     if (sodium_init() < 0)
@@ -191,21 +227,39 @@ int main(int argc, char **argv)
     S = mem;
     for (size_t k = 0; k < nops; k++)
         envs[k] = (wk_test_soak_env){account, violation, (char *)mem + at[k]};
-    wk_test_server server;
-    if (wk_test_server_start(&server, NULL) != 0) {
-        fprintf(stderr, "cannot start redis-server\n");
-        return 2;
+    wk_test_server server = {0};
+    wk_test_cluster topology = {0};
+    const char *url;
+    if (cluster) {
+        if (wk_test_cluster_start(&topology) != 0) {
+            fprintf(stderr, "cannot start a Redis Cluster\n");
+            return 2;
+        }
+        url = topology.url;
+    } else {
+        if (wk_test_server_start(&server, NULL) != 0) {
+            fprintf(stderr, "cannot start redis-server\n");
+            return 2;
+        }
+        url = server.url;
     }
     int64_t start = wk_test_now_ms(), until = start + seconds * 1000L;
     pid_t kids[MAX_WORKERS];
     for (int i = 0; i < workers; i++) {
         kids[i] = fork();
         if (kids[i] == 0)
-            _exit(worker(server.url, until));
+            _exit(worker(url, until));
     }
     while (wk_test_now_ms() < until - 500) {
         usleep(300000 + randombytes_uniform(700000));
-        inject(&server);
+        if (cluster) {
+            /* A node at random: its port, and its pid for a stall. */
+            int k = (int)randombytes_uniform(WK_TEST_CLUSTER_NODES);
+            wk_test_server node = {.pid = topology.pid[k], .port = topology.port[k]};
+            inject(&node, &topology);
+        } else {
+            inject(&server, NULL);
+        }
     }
     int crashed = 0;
     for (int i = 0; i < workers; i++) {
@@ -215,12 +269,16 @@ int main(int argc, char **argv)
     }
     double elapsed_s = (double)(wk_test_now_ms() - start) / 1000.0;
     wk_test_server_stop(&server);
+    wk_test_cluster_stop(&topology);
 
-    long total_faults = faults[0] + faults[1] + faults[2] + faults[3];
-    printf("soak: %d workers, %.1f s\n", workers, elapsed_s);
+    long total_faults = 0;
+    for (int f = 0; f < FAULTS; f++)
+        total_faults += faults[f];
+    printf("soak: %d workers, %.1f s%s\n", workers, elapsed_s,
+           cluster ? ", against a 3-primary Redis Cluster" : "");
     printf("  operations:        %ld\n", atomic_load(&S->ops));
     printf("  faults injected:   %ld", total_faults);
-    for (int f = 0; f < 4; f++)
+    for (int f = 0; f < (cluster ? FAULTS : FAULTS - 1); f++)
         printf("%s%s %ld", f ? ", " : " (", fault_names[f], faults[f]);
     printf(")\n");
     printf("  connection errors: %ld (expected under faults)\n", atomic_load(&S->conn_errors));
