@@ -45,6 +45,7 @@
 #include "bench/bench_cases.h"
 #include "support.h"                 /* tests/support: a private redis-server */
 #include "collection/lock_scripts.h" /* the raw side runs the same Lua */
+#include "core/private.h"            /* wk__key_slot: the raw cluster side's routing */
 
 #define BATCH 64
 
@@ -454,14 +455,98 @@ static void replicas_run(int reps, unsigned ops)
 /* ------------------------------------------------------------------------
  * --cluster: on a 3-primary Redis Cluster (tests/support), the sequential
  * lock cycle and the batch of 64 (try + release of 64 names, which spread
- * over the three primaries) against the same on the single server of the
- * run (both library; the ratio is cluster / single)
+ * over the three primaries). First against the same on the single server
+ * of the run (both library; the ratio is cluster / single), then against
+ * raw hiredis on the same cluster: a connection per primary, each command
+ * sent to its slot's primary, a batch written to every node before any
+ * reply is read (the ratio is library / raw).
  * ---------------------------------------------------------------------- */
+
+typedef struct raw_cluster {
+    bench_ctx node[3]; /* .raw: a connection to each primary */
+    int slot_node[16384];
+} raw_cluster;
+
+static raw_cluster rawc;
+
+/* The primary of lock name i, as raw hiredis sees it. */
+static bench_ctx *raw_node(unsigned i)
+{
+    char key[128];
+    size_t klen = bench_key(key, "Lock", "bench", i, NULL);
+    return &rawc.node[rawc.slot_node[wk__key_slot(key, klen)]];
+}
+
+static void lock_seq_raw_cluster(bench_ctx *c, unsigned i)
+{
+    (void)c;
+    lock_seq_raw(raw_node(i), i);
+}
+
+/* Write what each node's context has queued, all nodes before any read. */
+static void raw_flush_all(void)
+{
+    for (int n = 0; n < 3; n++)
+        for (int done = 0; !done;)
+            if (redisBufferWrite(rawc.node[n].raw, &done) != REDIS_OK)
+                die("raw write", rawc.node[n].raw->errstr);
+}
+
+static void lock_batch_raw_cluster(bench_ctx *c, unsigned base)
+{
+    (void)c;
+    unsigned char tok[BATCH][16];
+    char key[BATCH][128];
+    size_t klen[BATCH];
+    bench_ctx *at[BATCH];
+    for (unsigned k = 0; k < BATCH; k++) {
+        at[k] = raw_node(base + k);
+        lock_raw_send(at[k], base + k, tok[k], key[k], &klen[k]);
+    }
+    raw_flush_all();
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(at[k]));
+    for (unsigned k = 0; k < BATCH; k++)
+        lock_raw_release_send(at[k], tok[k], key[k], klen[k]);
+    raw_flush_all();
+    for (unsigned k = 0; k < BATCH; k++)
+        freeReplyObject(bench_raw_reply(at[k]));
+}
+
+/* One row: `a` against `b`, alternating, median of `reps`. */
+static void vs_row(const char *mode, bench_ctx *ca, op_fn a, bench_ctx *cb, op_fn b, int reps,
+                   unsigned ops, unsigned step)
+{
+    double ra[32], rb[32];
+    timed(ca, a, ops / 4, step); /* nodes connected, scripts loaded */
+    timed(cb, b, ops / 4, step);
+    for (int r = 0; r < reps; r++) {
+        if (r % 2) {
+            rb[r] = timed(cb, b, ops, step);
+            ra[r] = timed(ca, a, ops, step);
+        } else {
+            ra[r] = timed(ca, a, ops, step);
+            rb[r] = timed(cb, b, ops, step);
+        }
+    }
+    double x = median(ra, reps), y = median(rb, reps);
+    printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", "lock try+release", mode, x, y, x / y);
+    fflush(stdout);
+}
+
+static void vs_header(const char *a, const char *b)
+{
+    printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", a, b, "ratio");
+    printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
+           "------------", "------------", "-------");
+}
 
 static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned batch_ops)
 {
     wk_test_cluster t;
-    if (wk_test_cluster_start(&t) != 0)
+    int ports[16384], prim[3];
+    if (wk_test_cluster_start(&t) != 0 || wk_test_cluster_slot_table(&t, ports) != 0 ||
+        wk_test_cluster_primaries(&t, prim) != 3)
         die("cluster topology", "could not start it");
     bench_ctx cl = {0};
     wk_db_options o = WK_DB_OPTIONS_INIT;
@@ -474,35 +559,29 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
         die("wk_db_open (cluster)", "not a 3-primary cluster handle");
     if (wk_batch_open(&cl.batch, cl.db) != WK_OK)
         die("wk_batch_open (cluster)", "failed");
-    const struct {
-        const char *mode;
-        op_fn fn;
-        unsigned ops, step;
-    } rows[] = {{"sequential", lock_seq_lib, seq_ops, 1},
-                {"batch 64", lock_batch_lib, batch_ops, BATCH}};
-    printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case (library)", "mode", "cluster", "single",
-           "ratio");
-    printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
-           "------------", "------------", "-------");
-    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
-        double cl_rate[32], one_rate[32];
-        timed(&cl, rows[k].fn, rows[k].ops / 4, rows[k].step); /* nodes connected, scripts loaded */
-        timed(single, rows[k].fn, rows[k].ops / 4, rows[k].step);
-        for (int r = 0; r < reps; r++) {
-            if (r % 2) {
-                one_rate[r] = timed(single, rows[k].fn, rows[k].ops, rows[k].step);
-                cl_rate[r] = timed(&cl, rows[k].fn, rows[k].ops, rows[k].step);
-            } else {
-                cl_rate[r] = timed(&cl, rows[k].fn, rows[k].ops, rows[k].step);
-                one_rate[r] = timed(single, rows[k].fn, rows[k].ops, rows[k].step);
-            }
-        }
-        double a = median(cl_rate, reps), b = median(one_rate, reps);
-        printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", "lock try+release", rows[k].mode, a,
-               b, a / b);
+    for (int n = 0; n < 3; n++) {
+        struct timeval tv = {5, 0};
+        rawc.node[n].raw = redisConnectWithTimeout("127.0.0.1", prim[n], tv);
+        if (!rawc.node[n].raw || rawc.node[n].raw->err)
+            die("raw connect (cluster)", "failed");
+        bench_raw_load(&rawc.node[n], &wk__lock_release_script, release_sha);
     }
+    for (int s = 0; s < 16384; s++)
+        for (int n = 0; n < 3; n++)
+            if (ports[s] == prim[n])
+                rawc.slot_node[s] = n;
+
+    printf("3-primary Redis Cluster (3 replicas) vs one server, library on both\n\n");
+    vs_header("cluster", "single");
+    vs_row("sequential", &cl, lock_seq_lib, single, lock_seq_lib, reps, seq_ops, 1);
+    vs_row("batch 64", &cl, lock_batch_lib, single, lock_batch_lib, reps, batch_ops, BATCH);
+    printf("\nthe same cluster: library vs raw hiredis (a connection per primary)\n\n");
+    vs_header("library", "raw");
+    vs_row("sequential", &cl, lock_seq_lib, &cl, lock_seq_raw_cluster, reps, seq_ops, 1);
+    vs_row("batch 64", &cl, lock_batch_lib, &cl, lock_batch_raw_cluster, reps, batch_ops, BATCH);
     printf("\n");
-    fflush(stdout);
+    for (int n = 0; n < 3; n++)
+        redisFree(rawc.node[n].raw);
     wk_batch_close(cl.batch);
     wk_db_close(cl.db);
     wk_test_cluster_stop(&t);

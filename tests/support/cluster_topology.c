@@ -349,6 +349,23 @@ static int slot_port_seen_by(int asked, int slot)
     return port;
 }
 
+int wk_test_cluster_slot_table(const wk_test_cluster *c, int ports[16384])
+{
+    redisReply *r = node_cmd(any_live(c), REDIS_REPLY_ARRAY, "CLUSTER SLOTS");
+    if (!r)
+        return -1;
+    for (int i = 0; i < 16384; i++)
+        ports[i] = -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        for (long long s = e->element[0]->integer; e->elements >= 3 && s <= e->element[1]->integer;
+             s++)
+            ports[s] = (int)e->element[2]->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
 int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot)
 {
     return slot_port_seen_by(any_live(c), slot);

@@ -214,6 +214,9 @@ int wk_test_cluster_replica_of(const wk_test_cluster *c, int primary_port);
 int wk_test_cluster_keyslot(const wk_test_cluster *c, const char *key, size_t len);
 int wk_test_cluster_slot_port(const wk_test_cluster *c, int slot);
 int wk_test_cluster_key_port(const wk_test_cluster *c, const char *key, size_t len);
+/* The whole map at once: ports[slot] = its primary's port (-1: none).
+ * 0 or -1. */
+int wk_test_cluster_slot_table(const wk_test_cluster *c, int ports[16384]);
 /* A slot migration in three steps, so that traffic runs in between (the
  * ASK window): begin (SETSLOT IMPORTING on the target, then MIGRATING on
  * the source), move keys (GETKEYSINSLOT up to `max` + one MIGRATE; how
