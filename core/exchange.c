@@ -156,13 +156,17 @@ static bool send_lane(run *r, lane *l)
 static bool redirected(run *r, wk__slot *s, const redisReply *reply)
 {
     wk__cluster *c = r->x->db->conn->cluster;
-    if (!c || s->redirects >= MAX_REDIRECTS)
+    if (!c)
         return false;
     uint16_t node;
     wk__redirect what = wk__cluster_redirect(c, reply, &node);
-    if (what == WK__REPLY_FINAL)
+    /* MOVED after MOVED means the nodes disagree: after a few, the error
+     * goes to the caller. ASK and TRYAGAIN last as long as a migration
+     * does, which the command timeout bounds. */
+    if (what == WK__REPLY_FINAL || (what == WK__MOVED && s->redirects >= MAX_REDIRECTS))
         return false;
-    s->redirects++;
+    if (what == WK__MOVED)
+        s->redirects++;
     s->state = WK__UNSENT;
     if (what == WK__ASK) {
         s->asking = true;
