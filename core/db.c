@@ -780,6 +780,33 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
     return rc;
 }
 
+int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i)
+{
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    if (!db)
+        return WK_EINVAL;
+    wk__cluster *c = db->conn ? db->conn->cluster : NULL;
+    if (!c || db->pool)
+        return wk__db_fail(db, WK_EINVAL, "cluster primary: %s",
+                           db->pool ? "a pool's shared processor has no map of its own"
+                                    : "the handle is not a cluster handle");
+    size_t seen = 0;
+    for (size_t n = 0; n < c->nnodes; n++) {
+        if (!c->nodes[n].primary || seen++ != i)
+            continue;
+        int rc = wk_db_narrow(out, db, db->cap, NULL);
+        if (rc)
+            return rc;
+        (*out)->pinned = true;
+        (*out)->pin_node = (uint16_t)n;
+        return WK_OK;
+    }
+    return wk__db_fail(db, WK_EINVAL, "cluster primary %zu: the map has %zu primaries", i,
+                       c->primaries);
+}
+
 int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
 {
     if (!out)

@@ -260,9 +260,14 @@ static void cluster_round(run *r)
     wk__cluster *c = conn->cluster;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state == WK__UNSENT)
-            s->node =
-                s->asking ? s->ask_node : wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
+        if (s->state != WK__UNSENT)
+            continue;
+        if (s->asking)
+            s->node = s->ask_node;
+        else if (x->db->pinned && s->redirects == 0)
+            s->node = x->db->pin_node; /* wk_db_cluster_primary(): until a MOVED */
+        else
+            s->node = wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
     }
     for (size_t n = 0; n < c->nnodes; n++) {
         if (!node_has(x, (uint16_t)n, WK__UNSENT))

@@ -266,6 +266,16 @@ WK_API int wk_db_ping(wk_db *db);
  * one server. */
 WK_API size_t wk_db_cluster_primaries(const wk_db *db);
 
+/* wk_db_cluster_primary — a handle that sends every query to primary `i`
+ * (0 .. wk_db_cluster_primaries() - 1, in the map's order at this call)
+ * of db's cluster, whatever its key: for the commands that work per node
+ * (SCAN, DBSIZE, INFO). It shares db's connections and capability (as
+ * wk_db_narrow() does: close it with wk_db_close(), before or after db).
+ * A query on a key the node does not serve is answered MOVED and goes to
+ * the right node as usual. WK_EINVAL when db is not a cluster handle or i
+ * is out of range (message on db). */
+WK_API int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i);
+
 /* wk_is_connection_error — true for WK_EIO, WK_ETIMEDOUT and WK_EUNKNOWN:
  * the failures after which the next query reconnects. */
 WK_API bool wk_is_connection_error(int status);
