@@ -33,6 +33,7 @@ typedef struct run {
     char first_msg[WK__ERRMSG_MAX / 2];
     bool readonly;  /* a reply was READONLY: drop, re-discover */
     bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
+    bool gave_up;   /* … until the command timeout: sent, answered, not run */
     struct timeval read_timeout;
 } run;
 
@@ -309,6 +310,7 @@ static bool pause_for_cluster(run *r, int64_t deadline, int *pause_ms)
     r->try_later = false;
     if (wk_monotonic_ms() + *pause_ms > deadline) {
         r->conn_rc = WK_ETIMEDOUT;
+        r->gave_up = true;
         wk__copy_text(r->why, sizeof(r->why),
                       "the cluster answered TRYAGAIN / CLUSTERDOWN until the command timeout");
         return false;
@@ -347,8 +349,13 @@ static int connection_result(run *r, size_t at, size_t lost, size_t unsent)
     if (x->count == 1)
         return wk__db_fail(x->db, s->status, "%s: %s%s", name, r->why,
                            s->status == WK_EUNKNOWN ? " (the write may or may not have happened)"
-                           : s->writes              ? " (not sent: the write did not happen)"
-                                                    : "");
+                           : !s->writes             ? ""
+                           : r->gave_up             ? " (not run: the write did not happen)"
+                                                    : " (not sent: the write did not happen)");
+    if (r->gave_up)
+        return wk__db_fail(x->db, s->status,
+                           "batch: from query %zu (%s): %s; %zu not run, %zu sent without reply",
+                           at, name, r->why, unsent, lost);
     return wk__db_fail(x->db, s->status,
                        "batch: connection lost at query %zu (%s): %s; %zu sent without reply, "
                        "%zu not sent",
@@ -363,6 +370,7 @@ int wk__exchange_run(wk__exchange *x)
     r.first_failed = SIZE_MAX;
     r.readonly = false;
     r.try_later = false;
+    r.gave_up = false;
     wk__conn *conn = x->db->conn;
     /* A blocking command's reply may come as late as its block time. */
     r.read_timeout = conn->command_timeout;
@@ -433,7 +441,7 @@ int wk__exchange_run(wk__exchange *x)
     }
     if (first_cut != SIZE_MAX) {
         /* Nothing was written at all: keep the connection's own message. */
-        if (unsent == x->count && !reconnected)
+        if (unsent == x->count && !reconnected && !r.gave_up)
             return wk__db_fail(x->db, r.conn_rc, "%s", r.why);
         return connection_result(&r, first_cut, lost, unsent);
     }
