@@ -141,7 +141,9 @@ extern "C" {
  * and pools work unchanged; wk_async_open() refuses a seed list, and a
  * single cluster node's URL (WK_EINVAL) — the event-loop handle does not
  * route by slot. Pub/Sub (settings) uses Redis's cluster-wide channels:
- * a subscriber connects to the first seed that accepts.
+ * a subscriber connects to the first seed that accepts. Over rediss://
+ * every node's certificate is checked against one name:
+ * tls_server_name, or the first seed's host.
  *
  * ACKNOWLEDGED LEASES — what a Lock or RwLock (writer or reader) acquire
  * on this handle waits for:
