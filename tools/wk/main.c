@@ -12,7 +12,8 @@
  * handle opened with the capability named by --as: a capability that does
  * not grant a command refuses it with the library's own message.
  *
- * Exit status: 0 done; 1 not found / not held / limited; 2 usage (bad
+ * Exit status: 0 done; 1 not found / not held / limited (watch: its
+ * --timeout-ms passed before --count versions); 2 usage (bad
  * arguments, unknown entity, command or capability, unreadable or invalid
  * schema); 3 refused by the capability (WK_EDENIED); 4 connection or
  * server error (any other status).
