@@ -485,12 +485,24 @@ static int cmd_put(invocation *inv, wk_name name)
     return EXIT_OK;
 }
 
+/* remove for Cache, HashedCache, LiveView and StreamBuffer: the kind's own. */
 static int cmd_remove(invocation *inv, wk_name name)
 {
     bool removed = false;
-    int rc = kind_bit(inv->kind_name) == K_HCACHE
-                 ? wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed)
-                 : wk_cache_remove(inv->p, &inv->desc, name, &removed);
+    int rc;
+    switch (kind_bit(inv->kind_name)) {
+    case K_HCACHE:
+        rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    case K_LVIEW:
+        rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    case K_SBUF:
+        rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    default:
+        rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
+    }
     if (rc)
         return fail(inv, rc);
     open_json();
@@ -1069,20 +1081,6 @@ static int cmd_view_get(invocation *inv, wk_name name)
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-/* remove for LiveView and StreamBuffer (Cache and HashedCache have theirs). */
-static int cmd_dyn_remove(invocation *inv, wk_name name)
-{
-    bool removed = false;
-    int rc = kind_bit(inv->kind_name) == K_LVIEW
-                 ? wk_live_view_remove(inv->p, &inv->desc, name, &removed)
-                 : wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("removed", removed, true);
-    return removed ? EXIT_OK : EXIT_NOT_FOUND;
-}
-
 /* --- Pipe: LLEN, LRANGE and HMGET only, so no message is ever taken */
 
 static int cmd_pipe_inspect(invocation *inv, wk_name name)
@@ -1278,7 +1276,7 @@ static const command commands[] = {
      "version, body length, history kept (first version, diffs) (1: no view)", cmd_view_inspect},
     {K_LVIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", cmd_view_get},
     {K_LVIEW | K_SBUF, "remove", "NAME", 0, 0,
-     "delete it (LiveView: and its history) (1: there was none)", cmd_dyn_remove},
+     "delete it (LiveView: and its history) (1: there was none)", cmd_remove},
     {K_PIPE, "inspect", "NAME", 0, 0,
      "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)", cmd_pipe_inspect},
     {K_PIPE, "peek", "NAME [COUNT]", 0, 1,
