@@ -84,6 +84,20 @@ Test(wk_cli, help_and_usage)
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "force-release NAME"), "%s", r.out);
     cr_assert(strstr(r.out, "exit status"), "%s", r.out);
+    /* every kind's commands, the later ones included */
+    const char *every[] = {"owned NAME TOKEN",
+                           "reset NAME",
+                           "put NAME BODY",
+                           "put NAME KEY VALUE",
+                           "watch NAME [--count N] [--timeout-ms MS]",
+                           "LiveView:",
+                           "peek NAME [COUNT]",
+                           "close NAME",
+                           "read NAME [FROM]",
+                           "finish NAME",
+                           "list"};
+    for (size_t i = 0; i < sizeof(every) / sizeof(every[0]); i++)
+        cr_assert(strstr(r.out, every[i]), "--help lacks \"%s\"", every[i]);
     run_wk(&r, false, "help");
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "invoice          Lock"), "%s", r.out);
