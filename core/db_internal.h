@@ -142,6 +142,18 @@ int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
  */
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
 
+/* wk__connect(), and for redis-sentinel:// also the failover notice: a
+ * connection to the sentinel that named the primary, subscribed to
+ * +switch-master, in *notice (left empty when that subscription failed;
+ * notice may be NULL). Other URLs leave *notice empty. */
+int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
+                        char *msg, size_t msglen);
+
+/* Whether the notice connection `link` (of wk__connect_noticed()) brought
+ * a switch of `service`; reads without waiting. A broken notice
+ * connection is closed (and says nothing). */
+bool wk__failover_noticed(const char *service, wk__link *link);
+
 /* The replies of the connection set-up, judged once for blocking and
  * event-loop handles: an error reply to a set-up command is `refusal`
  * ("<what> refused by the server: …"); HELLO's reply is checked for what
