@@ -118,6 +118,7 @@ typedef struct invocation {
     wk_processor *p;
     const wk_db_options *opts; /* how db was opened (watch opens a follower) */
     const schema *s;
+    char node_msg[512]; /* a cluster node's handle failed: its message */
 } invocation;
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -154,7 +155,7 @@ static int fail_msg(int rc, const char *msg)
 /* A library status → exit status, with the handle's message. */
 static int fail(const invocation *inv, int rc)
 {
-    return fail_msg(rc, inv->db ? wk_db_errmsg(inv->db) : "");
+    return fail_msg(rc, inv->node_msg[0] ? inv->node_msg : inv->db ? wk_db_errmsg(inv->db) : "");
 }
 
 /* The item name of the entity's name type from `text`. */
@@ -901,7 +902,7 @@ static int read_command(invocation *inv, const char *qname, int argc, const char
     return wk_process(inv->p, &q);
 }
 
-static int scan_prefix(invocation *inv, const char *pattern, scan_out *o)
+static int scan_node(invocation *inv, const char *pattern, scan_out *o)
 {
     strcpy(o->cursor, "0");
     do {
@@ -913,6 +914,29 @@ static int scan_prefix(invocation *inv, const char *pattern, scan_out *o)
             return rc;
     } while (strcmp(o->cursor, "0"));
     return WK_OK;
+}
+
+/* SCAN sees one node's keys: in a cluster, every primary in turn. */
+static int scan_prefix(invocation *inv, const char *pattern, scan_out *o)
+{
+    size_t primaries = wk_db_cluster_primaries(inv->db);
+    if (primaries == 0)
+        return scan_node(inv, pattern, o);
+    wk_processor *whole = inv->p;
+    int rc = WK_OK;
+    for (size_t i = 0; !rc && i < primaries; i++) {
+        wk_db *node;
+        rc = wk_db_cluster_primary(&node, inv->db, i);
+        if (rc)
+            break;
+        inv->p = wk_db_processor(node);
+        rc = scan_node(inv, pattern, o);
+        if (rc) /* the message is on the node's handle */
+            snprintf(inv->node_msg, sizeof(inv->node_msg), "%s", wk_db_errmsg(node));
+        inv->p = whole;
+        wk_db_close(node);
+    }
+    return rc;
 }
 
 static int cmd_list(invocation *inv, wk_name unused)
