@@ -412,11 +412,8 @@ static void subscribe_notice(const wk__conn *conn, wk__link *link)
         freeReplyObject(r);
 }
 
-/* Whether the notice connection brought a switch of conn's service. A
- * broken notice connection is closed (and says nothing). */
-static bool failover_noticed(wk__conn *conn)
+bool wk__failover_noticed(const char *service, wk__link *link)
 {
-    wk__link *link = &conn->notice;
     bool switched = false;
     int rc = wk__wire_receive(link);
     for (;;) {
@@ -424,10 +421,10 @@ static bool failover_noticed(wk__conn *conn)
         if (rc || (rc = wk__wire_take(link, &r)) || !r)
             break;
         /* ["message", "+switch-master", "<service> <old ip> <old port> <new ip> <new port>"] */
-        size_t n = strlen(conn->url.service);
+        size_t n = strlen(service);
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
             r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len > n &&
-            memcmp(r->element[2]->str, conn->url.service, n) == 0 && r->element[2]->str[n] == ' ')
+            memcmp(r->element[2]->str, service, n) == 0 && r->element[2]->str[n] == ' ')
             switched = true;
         freeReplyObject(r);
     }
@@ -555,8 +552,14 @@ static int connect_seeds(const wk__conn *conn, bool select_db, wk__link *out, bo
 
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
 {
+    return wk__connect_noticed(conn, select_db, out, NULL, msg, msglen);
+}
+
+int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
+                        char *msg, size_t msglen)
+{
     if (conn->url.service)
-        return connect_sentinel(conn, select_db, out, NULL, msg, msglen);
+        return connect_sentinel(conn, select_db, out, notice, msg, msglen);
     return connect_seeds(conn, select_db && !conn->cluster, out, NULL, msg, msglen);
 }
 
@@ -605,7 +608,8 @@ int wk__conn_ensure(wk_db *db)
     wk__conn *conn = db->conn;
     if (conn->link.ctx && conn->link.ctx->err)
         wk__conn_drop(conn);
-    if (conn->link.ctx && conn->notice.ctx && failover_noticed(conn))
+    if (conn->link.ctx && conn->notice.ctx &&
+        wk__failover_noticed(conn->url.service, &conn->notice))
         wk__conn_drop(conn); /* the sentinels switched the primary */
     if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= WK__IDLE_PROBE_MS &&
         !idle_conn_alive(&conn->link))
@@ -778,6 +782,33 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
         *out = NULL;
     }
     return rc;
+}
+
+int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i)
+{
+    if (!out)
+        return WK_EINVAL;
+    *out = NULL;
+    if (!db)
+        return WK_EINVAL;
+    wk__cluster *c = db->conn ? db->conn->cluster : NULL;
+    if (!c || db->pool)
+        return wk__db_fail(db, WK_EINVAL, "cluster primary: %s",
+                           db->pool ? "a pool's shared processor has no map of its own"
+                                    : "the handle is not a cluster handle");
+    size_t seen = 0;
+    for (size_t n = 0; n < c->nnodes; n++) {
+        if (!c->nodes[n].primary || seen++ != i)
+            continue;
+        int rc = wk_db_narrow(out, db, db->cap, NULL);
+        if (rc)
+            return rc;
+        (*out)->pinned = true;
+        (*out)->pin_node = (uint16_t)n;
+        return WK_OK;
+    }
+    return wk__db_fail(db, WK_EINVAL, "cluster primary %zu: the map has %zu primaries", i,
+                       c->primaries);
 }
 
 int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)

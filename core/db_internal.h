@@ -97,6 +97,10 @@ struct wk_db {
      * is its first connection's, read only for settings (the database),
      * and the pool owns and frees it. */
     struct wk_pool *pool;
+    /* wk_db_cluster_primary(): every query goes to this node of the
+     * cluster map (when `pinned`), whatever its key. */
+    bool pinned;
+    uint16_t pin_node;
 };
 
 /* The calling thread's message buffer (WK__ERRMSG_MAX bytes) for queries
@@ -138,6 +142,18 @@ int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
  */
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
 
+/* wk__connect(), and for redis-sentinel:// also the failover notice: a
+ * connection to the sentinel that named the primary, subscribed to
+ * +switch-master, in *notice (left empty when that subscription failed;
+ * notice may be NULL). Other URLs leave *notice empty. */
+int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
+                        char *msg, size_t msglen);
+
+/* Whether the notice connection `link` (of wk__connect_noticed()) brought
+ * a switch of `service`; reads without waiting. A broken notice
+ * connection is closed (and says nothing). */
+bool wk__failover_noticed(const char *service, wk__link *link);
+
 /* The replies of the connection set-up, judged once for blocking and
  * event-loop handles: an error reply to a set-up command is `refusal`
  * ("<what> refused by the server: …"); HELLO's reply is checked for what
@@ -147,8 +163,7 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
  * not NULL) says whether HELLO's "mode" is "cluster". */
 #define WK__HELLO_FALLBACK 1
 int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen);
-int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg,
-                    size_t msglen);
+int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg, size_t msglen);
 /* "host:port" or "unix:path" of conn's server. */
 const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len);
 /* A handle with opts' settings and capability, not connected yet (what
@@ -159,8 +174,8 @@ int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 /* Connect to the data node host:port with conn's credentials and
  * settings (no SELECT: a cluster node). *cluster (when not NULL) says
  * whether its HELLO named a cluster. */
-int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out,
-                     bool *cluster, char *msg, size_t msglen);
+int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
+                     char *msg, size_t msglen);
 /* Send one short command on `link` and read its reply (set-up, CLUSTER
  * SLOTS), within conn's command timeout. */
 int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const char **argv,

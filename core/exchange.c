@@ -33,6 +33,7 @@ typedef struct run {
     char first_msg[WK__ERRMSG_MAX / 2];
     bool readonly;  /* a reply was READONLY: drop, re-discover */
     bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
+    bool gave_up;   /* … until the command timeout: sent, answered, not run */
     struct timeval read_timeout;
 } run;
 
@@ -161,24 +162,22 @@ static bool redirected(run *r, wk__slot *s, const redisReply *reply, bool asked)
         return false;
     uint16_t node;
     wk__redirect what = wk__cluster_redirect(c, reply, &node);
-    if (what == WK__REPLY_FINAL)
+    /* MOVED after MOVED means the nodes disagree: after a few, the error
+     * goes to the caller. ASK and TRYAGAIN last as long as a migration
+     * does, which the command timeout bounds. */
+    if (what == WK__REPLY_FINAL || (what == WK__MOVED && s->redirects >= MAX_REDIRECTS))
         return false;
-    if (what == WK__TRY_LATER) {
-        /* Bounded by the command timeout (pause_for_cluster), not by
-         * MAX_REDIRECTS: a migration or a failover lasts longer than five
-         * short pauses, and the query did not run. */
-        s->state = WK__UNSENT;
-        s->asking = asked; /* the importing node again, not the source's ASK anew */
-        r->try_later = true;
-        return true;
-    }
-    if (s->redirects >= MAX_REDIRECTS)
-        return false;
-    s->redirects++;
+    if (what == WK__MOVED)
+        s->redirects++;
     s->state = WK__UNSENT;
     if (what == WK__ASK) {
         s->asking = true;
         s->ask_node = node;
+    } else if (what == WK__TRY_LATER) {
+        /* TRYAGAIN from an importing node: there again, with ASKING, not
+         * back to the source for its ASK anew. */
+        s->asking = asked;
+        r->try_later = true;
     }
     return true;
 }
@@ -267,9 +266,14 @@ static void cluster_round(run *r)
     wk__cluster *c = conn->cluster;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state == WK__UNSENT)
-            s->node =
-                s->asking ? s->ask_node : wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
+        if (s->state != WK__UNSENT)
+            continue;
+        if (s->asking)
+            s->node = s->ask_node;
+        else if (x->db->pinned && s->redirects == 0)
+            s->node = x->db->pin_node; /* wk_db_cluster_primary(): until a MOVED */
+        else
+            s->node = wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
     }
     for (size_t n = 0; n < c->nnodes; n++) {
         if (!node_has(x, (uint16_t)n, WK__UNSENT))
@@ -311,6 +315,7 @@ static bool pause_for_cluster(run *r, int64_t deadline, int *pause_ms)
     r->try_later = false;
     if (wk_monotonic_ms() + *pause_ms > deadline) {
         r->conn_rc = WK_ETIMEDOUT;
+        r->gave_up = true;
         wk__copy_text(r->why, sizeof(r->why),
                       "the cluster answered TRYAGAIN / CLUSTERDOWN until the command timeout");
         return false;
@@ -349,8 +354,13 @@ static int connection_result(run *r, size_t at, size_t lost, size_t unsent)
     if (x->count == 1)
         return wk__db_fail(x->db, s->status, "%s: %s%s", name, r->why,
                            s->status == WK_EUNKNOWN ? " (the write may or may not have happened)"
-                           : s->writes              ? " (not sent: the write did not happen)"
-                                                    : "");
+                           : !s->writes             ? ""
+                           : r->gave_up             ? " (not run: the write did not happen)"
+                                                    : " (not sent: the write did not happen)");
+    if (r->gave_up)
+        return wk__db_fail(x->db, s->status,
+                           "batch: from query %zu (%s): %s; %zu not run, %zu sent without reply",
+                           at, name, r->why, unsent, lost);
     return wk__db_fail(x->db, s->status,
                        "batch: connection lost at query %zu (%s): %s; %zu sent without reply, "
                        "%zu not sent",
@@ -365,6 +375,7 @@ int wk__exchange_run(wk__exchange *x)
     r.first_failed = SIZE_MAX;
     r.readonly = false;
     r.try_later = false;
+    r.gave_up = false;
     wk__conn *conn = x->db->conn;
     /* A blocking command's reply may come as late as its block time. */
     r.read_timeout = conn->command_timeout;
@@ -435,7 +446,7 @@ int wk__exchange_run(wk__exchange *x)
     }
     if (first_cut != SIZE_MAX) {
         /* Nothing was written at all: keep the connection's own message. */
-        if (unsent == x->count && !reconnected)
+        if (unsent == x->count && !reconnected && !r.gave_up)
             return wk__db_fail(x->db, r.conn_rc, "%s", r.why);
         return connection_result(&r, first_cut, lost, unsent);
     }

@@ -43,7 +43,7 @@ typedef struct wk__slot {
     /* Cluster handles (core/cluster.h): the node it goes to this round,
      * and an ASK redirection (ASKING first, to ask_node, once). */
     bool asking;
-    unsigned char redirects; /* MOVED / ASK / TRYAGAIN replies so far */
+    unsigned char redirects; /* MOVED replies so far */
     uint16_t node, ask_node;
 } wk__slot;
 

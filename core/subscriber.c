@@ -8,6 +8,13 @@
  * and complete replies are taken out with wk__wire_take(). So a stop
  * request or a timeout is noticed at once, and a killed connection (EOF)
  * is reported as WK_EIO.
+ *
+ * Through Sentinel the subscriber also keeps a failover notice (a sentinel
+ * connection subscribed to +switch-master, as a handle does) and polls it
+ * beside its socket: a switch of the service ends the subscriber with
+ * WK_EIO at once, so its owner subscribes again on the new primary instead
+ * of listening to the old one until the sentinels demote it (and close
+ * its clients) seconds later, while changes are published elsewhere.
  */
 #include <errno.h>
 #include <poll.h>
@@ -22,7 +29,9 @@
 #include "core/subscriber.h"
 
 struct wk__subscriber {
-    wk__link link; /* link.ctx NULL: closed */
+    wk__link link;   /* link.ctx NULL: closed */
+    wk__link notice; /* redis-sentinel://: the failover notice (ctx NULL: none) */
+    char *service;   /* the Sentinel service the notice is about */
     int command_timeout_ms;
     int keepalive_ms;
     int64_t last_rx_ms;   /* monotonic ms of the last bytes received */
@@ -83,9 +92,11 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
     /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
      * channels do not belong to a database). */
     char why[sizeof(s->errmsg) - 16];
-    int rc = wk__connect(conn, false, &s->link, why, sizeof(why));
+    int rc = wk__connect_noticed(conn, false, &s->link, &s->notice, why, sizeof(why));
     if (rc)
         sub_fail(s, rc, "subscriber: %s", why);
+    else if (conn->url.service && !(s->service = strdup(conn->url.service)))
+        rc = sub_fail(s, WK_ENOMEM, "subscriber: out of memory");
     if (rc) {
         copy_err(err, errlen, s->errmsg, rc);
         wk__subscriber_close(s);
@@ -216,9 +227,10 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         /* wk__wire_receive() left nothing decoded unread, so the socket
          * is the place to wait (for what TLS asked, usually POLLIN). */
         short want = s->link.want ? s->link.want : POLLIN;
-        struct pollfd fds[2] = {{.fd = s->link.ctx->fd, .events = want},
-                                {.fd = wake_fd, .events = POLLIN}};
-        int n = poll(fds, wake_fd >= 0 ? 2 : 1, (int)wait);
+        struct pollfd fds[3] = {{.fd = s->link.ctx->fd, .events = want},
+                                {.fd = wake_fd, .events = POLLIN},
+                                {.fd = s->notice.ctx ? s->notice.ctx->fd : -1, .events = POLLIN}};
+        int n = poll(fds, 3, (int)wait); /* a negative fd is ignored */
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -226,6 +238,9 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         }
         if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             return WK_OK;
+        if (fds[2].revents && wk__failover_noticed(s->service, &s->notice))
+            return sub_fail(s, WK_EIO, "subscriber: the sentinels switched the primary of %.100s",
+                            s->service);
         if (fds[0].revents & (want | POLLHUP | POLLERR)) {
             rc = wk__wire_receive(&s->link);
             if (rc)
@@ -252,5 +267,7 @@ void wk__subscriber_close(wk__subscriber *s)
     if (s->last)
         freeReplyObject(s->last);
     wk__link_close(&s->link);
+    wk__link_close(&s->notice);
+    free(s->service);
     free(s);
 }

@@ -26,7 +26,8 @@ typedef struct wk__subscriber wk__subscriber;
 /*
  * Open a new connection with the connection settings of `db` (same server,
  * AUTH, CLIENT SETNAME, connect and command timeouts; no SELECT: Pub/Sub
- * ignores databases).
+ * ignores databases). Through Sentinel, also a failover notice (the
+ * sentinel that named the primary, subscribed to +switch-master).
  *
  *   keepalive_ms  after this long without traffic, wk__subscriber_next()
  *                 sends a PING and fails with WK_ETIMEDOUT when no answer
@@ -57,7 +58,9 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
  *   got       OUT: whether a message was received (false: timeout/wake).
  *
  * Returns WK_OK, or WK_EIO (the connection dropped, e.g. killed by the
- * server), WK_ETIMEDOUT (no answer to a keep-alive PING), WK_EPROTO,
+ * server; or, through Sentinel, the failover notice the subscriber keeps
+ * said the primary switched: subscribe again), WK_ETIMEDOUT (no answer to
+ * a keep-alive PING), WK_EPROTO,
  * WK_ENOMEM; after a failure the subscriber is unusable: close it.
  */
 int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,

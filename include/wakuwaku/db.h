@@ -114,6 +114,37 @@ extern "C" {
  * for blocking handles: wk_async_open() refuses a redis-sentinel:// URL
  * with WK_EINVAL. No TLS to sentinels or data nodes (tls_* are refused).
  *
+ * CLUSTER — url "redis://[user:password@]h1[:p1][,h2[:p2]…]" (or
+ * rediss://): the hosts are seeds, tried in order until one accepts; one
+ * host works too. A node whose HELLO says mode "cluster" makes the handle
+ * a cluster handle: it reads the slot map (CLUSTER SLOTS), keeps one
+ * connection per primary (opened on first use) and sends every query to
+ * the primary of its key's hash slot (CRC16 of the key, or of its {hash
+ * tag}): a script's first key, a command's first argument. A query that
+ * names no entity (PING, WAIT) goes where the previous query went. The
+ * keys of one script query must share a slot (every built-in's do; a
+ * custom script query that spans slots is refused with WK_EINVAL naming
+ * two of its keys, before anything is sent). A MOVED reply updates the
+ * map (and the whole map is asked anew before the next query); ASK sends
+ * that one command to the importing node after ASKING; TRYAGAIN and
+ * CLUSTERDOWN are sent again after a pause (10 ms, doubling to 100 ms)
+ * until the command timeout, then fail as not run (WK_ETIMEDOUT). None of
+ * these replies means the command ran, so writes too are re-sent. A node
+ * that drops or refuses its connection fails what was sent to it by the
+ * usual outcome rules (a write WK_EUNKNOWN); what was not sent yet goes
+ * once more after the map is asked anew (a failover moves slots). A batch
+ * is split by node: commands are written to every node before any reply
+ * is read, and each query keeps its own status. Scripts are loaded per
+ * node (NOSCRIPT on one node sends EVAL there). Only database 0 exists
+ * in a cluster (another is refused). Several hosts that are not cluster
+ * nodes fail the open with WK_EINVAL. Blocking handles, helpers, batches
+ * and pools work unchanged; wk_async_open() refuses a seed list, and a
+ * single cluster node's URL (WK_EINVAL) — the event-loop handle does not
+ * route by slot. Pub/Sub (settings) uses Redis's cluster-wide channels:
+ * a subscriber connects to the first seed that accepts. Over rediss://
+ * every node's certificate is checked against one name:
+ * tls_server_name, or the first seed's host.
+ *
  * ACKNOWLEDGED LEASES — what a Lock or RwLock (writer or reader) acquire
  * on this handle waits for:
  *   lease_replicas        0 (default): nothing. N > 0: after a try that
@@ -236,6 +267,16 @@ WK_API int wk_db_ping(wk_db *db);
  * slot map (see CLUSTER at wk_db_options); 0 when the handle talks to
  * one server. */
 WK_API size_t wk_db_cluster_primaries(const wk_db *db);
+
+/* wk_db_cluster_primary — a handle that sends every query to primary `i`
+ * (0 .. wk_db_cluster_primaries() - 1, in the map's order at this call)
+ * of db's cluster, whatever its key: for the commands that work per node
+ * (SCAN, DBSIZE, INFO). It shares db's connections and capability (as
+ * wk_db_narrow() does: close it with wk_db_close(), before or after db).
+ * A query on a key the node does not serve is answered MOVED and goes to
+ * the right node as usual. WK_EINVAL when db is not a cluster handle or i
+ * is out of range (message on db). */
+WK_API int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i);
 
 /* wk_is_connection_error — true for WK_EIO, WK_ETIMEDOUT and WK_EUNKNOWN:
  * the failures after which the next query reconnects. */

@@ -4,6 +4,8 @@
  * test: a broken or hostile server, not Redis. Replies of the wrong shape
  * must give clear errors, never a crash, a hang or a huge allocation.
  */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -13,9 +15,9 @@
 static int inspect_against(const char *reply, size_t len, wk_lock_state *st, char *msg, size_t n)
 {
     wk_test_peer p;
-    cr_assert_eq(wk_test_peer_start(&p, WK_TEST_HELLO_REPLY, sizeof(WK_TEST_HELLO_REPLY) - 1,
-                                    reply, len),
-                 0);
+    cr_assert_eq(
+        wk_test_peer_start(&p, WK_TEST_HELLO_REPLY, sizeof(WK_TEST_HELLO_REPLY) - 1, reply, len),
+        0);
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = p.url;
     o.capability = wk_cap_read_only();
@@ -68,4 +70,130 @@ Test(hostile_server, silence_is_a_timeout, .timeout = 20)
     int rc = inspect_against("", 0, &st, msg, sizeof(msg));
     cr_assert_eq(rc, WK_ETIMEDOUT, "got %s: %s", wk_err_name(rc), msg);
     cr_assert_lt(wk_test_now_ms() - t0, 5000);
+}
+
+/* ------------------------------------------------------------------------
+ * A peer that claims to be a cluster node: its slot map and redirections
+ * are bytes chosen by the test.
+ * ---------------------------------------------------------------------- */
+
+#define CLUSTER_HELLO_REPLY                                                                        \
+    "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"                      \
+    "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$7\r\ncluster\r\n"                       \
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+
+/* Open against a peer answering HELLO as a cluster node, then `slots`
+ * to CLUSTER SLOTS, then `reply` to everything. */
+static int open_cluster_peer(wk_test_peer *p, const char **script, const char *slots,
+                             const char *reply, wk_db **db, char *err, size_t errlen)
+{
+    cr_assert_eq(wk_test_peer_start(p, NULL, 0, "", 0), 0);
+    script[0] = CLUSTER_HELLO_REPLY;
+    script[1] = slots;
+    script[2] = reply;
+    wk_test_peer_script(p, script, 3);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = p->url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    return wk_db_open(db, &o, err, errlen);
+}
+
+Test(hostile_server, unreadable_cluster_slot_maps_fail_the_open_clearly, .timeout = 20)
+{
+    static const char *const maps[] = {
+        "*1\r\n*3\r\n:0\r\n:99999\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n", /* slot 99999 */
+        "*1\r\n*3\r\n:9\r\n:3\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n",     /* 9 > 3 */
+        "*1\r\n*3\r\n:0\r\n:3\r\n*2\r\n$9\r\n127.0.0.1\r\n:0\r\n",        /* port 0 */
+        "*1\r\n*2\r\n:0\r\n:3\r\n",                                       /* no node */
+        "*1\r\n*3\r\n:0\r\n:3\r\n:7\r\n",                                 /* node not an array */
+        "$5\r\nslots\r\n",                                                /* not an array */
+    };
+    for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+        wk_test_peer p;
+        const char *script[3];
+        wk_db *db = NULL;
+        char err[512];
+        int rc = open_cluster_peer(&p, script, maps[i], "+OK\r\n", &db, err, sizeof(err));
+        cr_assert_eq(rc, WK_EPROTO, "map %zu: %s: %s", i, wk_err_name(rc), err);
+        cr_assert(strstr(err, "CLUSTER SLOTS"), "map %zu: %s", i, err);
+        cr_assert_null(db);
+        wk_test_peer_stop(&p);
+    }
+    /* No slot assigned, and a refusal, are said as such. */
+    wk_test_peer p;
+    const char *script[3];
+    wk_db *db = NULL;
+    char err[512];
+    cr_assert_eq(open_cluster_peer(&p, script, "*0\r\n", "+OK\r\n", &db, err, sizeof(err)), WK_EIO);
+    cr_assert(strstr(err, "no slot is assigned"), "%s", err);
+    wk_test_peer_stop(&p);
+    cr_assert_eq(open_cluster_peer(&p, script, "-ERR nope\r\n", "+OK\r\n", &db, err, sizeof(err)),
+                 WK_EREDIS);
+    cr_assert(strstr(err, "CLUSTER SLOTS refused") && strstr(err, "nope"), "%s", err);
+    wk_test_peer_stop(&p);
+}
+
+/* A map giving every slot to the peer itself (its port known once it
+ * listens), then `reply` to every query. */
+static int against_self_map(const char *reply_fmt, int *status, char *msg, size_t msglen)
+{
+    wk_test_peer p;
+    cr_assert_eq(wk_test_peer_start(&p, NULL, 0, "", 0), 0);
+    static char slots[200], reply[200];
+    snprintf(slots, sizeof(slots), "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
+             p.port);
+    snprintf(reply, sizeof(reply), reply_fmt, p.port);
+    static const char *script[3];
+    script[0] = CLUSTER_HELLO_REPLY;
+    script[1] = slots;
+    script[2] = reply;
+    wk_test_peer_script(&p, script, 3);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = p.url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    wk_db *db;
+    char err[512];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    wk_entity lock = WK_LOCK_ENTITY("hostile", 1000);
+    wk_token t;
+    bool got = true;
+    *status = wk_lock_try(wk_db_processor(db), &lock, wk_name_str("x"), &t, &got);
+    snprintf(msg, msglen, "%s", wk_db_errmsg(db));
+    int commands = atomic_load(&p.commands);
+    cr_assert(!got);
+    wk_db_close(db);
+    wk_test_peer_stop(&p);
+    return commands;
+}
+
+Test(hostile_server, cluster_redirections_that_never_end_give_up, .timeout = 30)
+{
+    int rc;
+    char msg[512];
+    /* MOVED to itself, forever: a few re-sends, then the error. */
+    int sent = against_self_map("-MOVED 866 127.0.0.1:%d\r\n", &rc, msg, sizeof(msg));
+    cr_assert_eq(rc, WK_EREDIS, "%s: %s", wk_err_name(rc), msg);
+    cr_assert(strstr(msg, "MOVED"), "%s", msg);
+    cr_assert_leq(sent, 2 + 6, "%d commands for one query", sent);
+    /* TRYAGAIN forever: re-sent with pauses until the command timeout, then
+     * not run (the write never ran, so it is not WK_EUNKNOWN). */
+    sent = against_self_map("-TRYAGAIN Multiple keys request during rehashing of slot\r\n", &rc,
+                            msg, sizeof(msg));
+    cr_assert_eq(rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(rc), msg);
+    cr_assert(strstr(msg, "TRYAGAIN"), "%s", msg);
+    cr_assert(strstr(msg, "did not happen"), "%s", msg);
+    cr_assert_geq(sent, 2 + 2, "re-sent after a pause: %d commands", sent);
+    /* ASK to a node that refuses connections: not sent there, so not run. */
+    sent = against_self_map("-ASK 866 127.0.0.1:1\r\n", &rc, msg, sizeof(msg));
+    cr_assert_eq(rc, WK_EIO, "%s: %s", wk_err_name(rc), msg);
+    cr_assert(strstr(msg, "did not happen"), "%s", msg);
+    /* Unreadable redirections are the server's error, not a crash. */
+    sent = against_self_map("-MOVED 99999 127.0.0.1:%d\r\n", &rc, msg, sizeof(msg));
+    cr_assert_eq(rc, WK_EREDIS, "%s: %s", wk_err_name(rc), msg);
+    sent = against_self_map("-ASK 1 nohostport\r\n", &rc, msg, sizeof(msg));
+    cr_assert_eq(rc, WK_EREDIS, "%s: %s", wk_err_name(rc), msg);
+    (void)sent;
 }

@@ -600,3 +600,108 @@ Test(sentinel, acknowledged_leases_cover_waiting_acquires, .timeout = 60)
     wk_db_close(db);
     wk_test_server_stop(&s);
 }
+
+/* ------------------------------------------------------------------------
+ * A settings follower across a failover
+ * ---------------------------------------------------------------------- */
+
+/* The pub/sub clients named `name` on the node at `port` (CLIENT LIST
+ * TYPE pubsub). */
+static int pubsub_clients_named(const wk_test_sentinels *t, int port, const char *name)
+{
+    redisContext *c = wk_test_sentinels_raw(t, port);
+    cr_assert(c, "raw connection to %d", port);
+    redisReply *r = redisCommand(c, "CLIENT LIST TYPE pubsub");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "CLIENT LIST");
+    char needle[96];
+    snprintf(needle, sizeof(needle), " name=%s ", name);
+    int n = 0;
+    for (const char *p = r->str; (p = strstr(p, needle)); p++)
+        n++;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* The follower's subscriber follows the failover: after SENTINEL
+ * FAILOVER, a put through a writer handle (which goes to the new
+ * primary) reaches the mirror, and later puts arrive as messages on a
+ * subscriber connection to the new primary. The periodic check and the
+ * keep-alive are off, and the old primary is paused before the sentinels
+ * demote it (which would close its pub/sub clients): only the failover
+ * notice can move the subscriber. */
+Test(sentinel, settings_follower_follows_a_failover, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *db = must_open(&t, 0);
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("fsset"));
+    wk_name cfg = wk_name_str("cfg");
+    int64_t version = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v1", 2, &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = t.url;
+    fo.capability = wk_cap_read_only();
+    fo.password = DATA_PW;
+    fo.sentinel_password = SENTINEL_PW;
+    fo.client_name = "follower-under-test";
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.db = &fo;
+    so.settings = &settings;
+    so.name = cfg;
+    so.check_ms = 0;
+    so.keepalive_ms = 0;
+    wk_settings_follower *f = NULL;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    cr_assert_eq(wk_settings_follower_version(f), version);
+    cr_assert_eq(pubsub_clients_named(&t, t.primary.port, "follower-under-test"), 1);
+
+    int now = wk_test_sentinels_failover(&t, 20000);
+    cr_assert_eq(now, t.replica.port, "the replica was promoted");
+    /* The old primary answers nothing from now on (longer than the suite
+     * runs), so the sentinels cannot reconfigure it nor close its
+     * clients. */
+    redisContext *old = wk_test_sentinels_raw(&t, t.primary.port);
+    cr_assert(old);
+    redisReply *r = redisCommand(old, "CLIENT PAUSE 120000 ALL");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "CLIENT PAUSE");
+    freeReplyObject(r);
+    redisFree(old);
+    int64_t v2 = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v2", 2, &v2), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    cr_assert_eq(v2, version + 1);
+    /* Bounded by the suite's timeout. */
+    while (wk_settings_follower_version(f) < v2)
+        wk_test_sleep_ms(10);
+    char value[8];
+    size_t vlen = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(f, "k", 1, value, sizeof(value), &vlen, &found), WK_OK);
+    cr_assert(found && vlen == 2 && !memcmp(value, "v2", 2));
+
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    cr_assert_geq(st.reconnects, 1, "the subscriber was opened again");
+    /* Its subscriber is on the new primary now, and the next change comes
+     * as a message there (applied, not reloaded). */
+    while (pubsub_clients_named(&t, now, "follower-under-test") != 1)
+        wk_test_sleep_ms(10);
+    uint64_t applied = st.applied;
+    int64_t v3 = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v3", 2, &v3), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    bool reached = false;
+    cr_assert_eq(wk_settings_follower_wait(f, v3, -1, &reached), WK_OK);
+    cr_assert(reached);
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    cr_assert_eq(st.applied, applied + 1, "v3 came as a message");
+    cr_log_info("follower across a failover: %llu reconnects, %llu snapshots",
+                (unsigned long long)st.reconnects, (unsigned long long)st.snapshots);
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}

@@ -75,3 +75,44 @@ Test(url, rejects_bad_urls_without_leaking_password)
         cr_assert_null(strstr(err, "pa%zzss"), "password in message: %s", err);
     }
 }
+
+Test(url, cluster_seed_lists)
+{
+    wk_url u, copy;
+    cr_assert_eq(wk_url_parse(&u, "redis://:pw@10.0.0.1:7000,[::1]:7001,h3/0", NULL, 0), WK_OK);
+    cr_assert_eq(u.nseeds, 3);
+    cr_assert_str_eq(u.seeds[0].host, "10.0.0.1");
+    cr_assert_eq(u.seeds[0].port, 7000);
+    cr_assert_str_eq(u.seeds[1].host, "::1");
+    cr_assert_eq(u.seeds[1].port, 7001);
+    cr_assert_str_eq(u.seeds[2].host, "h3");
+    cr_assert_eq(u.seeds[2].port, 6379);
+    /* host and port are the first seed's; the password is every node's. */
+    cr_assert_str_eq(u.host, "10.0.0.1");
+    cr_assert_eq(u.port, 7000);
+    cr_assert_str_eq(u.password, "pw");
+    cr_assert_null(u.sentinels);
+    wk_url_free(&u);
+    /* One host: no seed list. */
+    cr_assert_eq(wk_url_parse(&u, "rediss://h:7000", NULL, 0), WK_OK);
+    cr_assert_eq(u.nseeds, 0);
+    cr_assert_null(u.seeds);
+    wk_url_free(&u);
+    const char *bad[] = {"redis://h1,", "redis://,h2", "redis://h1:1,h2:0", "redis://h1,[::1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[200];
+        cr_assert_eq(wk_url_parse(&u, bad[i], err, sizeof(err)), WK_EINVAL, "%s", bad[i]);
+        cr_assert(strlen(err) > 0, "%s", bad[i]);
+    }
+    cr_assert_eq(wk_url_parse(&u, "rediss://a:1,b:2", NULL, 0), WK_OK);
+    cr_assert(u.tls);
+    wk_url_free(&u);
+    cr_assert_eq(wk_url_parse(&u, "redis://a:1,b:2", NULL, 0), WK_OK);
+    extern int wk__url_copy(wk_url *dst, const wk_url *src); /* the handle's copy */
+    cr_assert_eq(wk__url_copy(&copy, &u), WK_OK);
+    wk_url_free(&u);
+    cr_assert_eq(copy.nseeds, 2);
+    cr_assert_str_eq(copy.seeds[1].host, "b");
+    cr_assert_eq(copy.seeds[1].port, 2);
+    wk_url_free(&copy);
+}

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +25,11 @@ static void *serve(void *arg)
         const char *r = first && p->first ? p->first : p->reply;
         size_t len = first && p->first ? p->first_len : p->reply_len;
         first = false;
+        int k = atomic_fetch_add(&p->commands, 1);
+        if (p->script) {
+            r = p->script[(size_t)k < p->nscript ? (size_t)k : p->nscript - 1];
+            len = strlen(r);
+        }
         if (len && write(fd, r, len) < 0)
             break;
     }
@@ -34,8 +40,8 @@ static void *serve(void *arg)
 int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, const char *reply,
                        size_t reply_len)
 {
-    *p = (wk_test_peer){.first = first, .first_len = first_len, .reply = reply,
-                        .reply_len = reply_len};
+    *p = (wk_test_peer){
+        .first = first, .first_len = first_len, .reply = reply, .reply_len = reply_len};
     p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -43,7 +49,8 @@ int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, con
     if (p->listen_fd < 0 || bind(p->listen_fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
         listen(p->listen_fd, 1) != 0 || getsockname(p->listen_fd, (struct sockaddr *)&a, &alen))
         return -1;
-    snprintf(p->url, sizeof(p->url), "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    p->port = ntohs(a.sin_port);
+    snprintf(p->url, sizeof(p->url), "redis://127.0.0.1:%d", p->port);
     return pthread_create(&p->thread, NULL, serve, p) == 0 ? 0 : -1;
 }
 
@@ -52,4 +59,10 @@ void wk_test_peer_stop(wk_test_peer *p)
     shutdown(p->listen_fd, SHUT_RDWR);
     close(p->listen_fd);
     pthread_join(p->thread, NULL);
+}
+
+void wk_test_peer_script(wk_test_peer *p, const char *const *script, size_t n)
+{
+    p->nscript = n;
+    p->script = script;
 }

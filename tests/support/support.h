@@ -114,14 +114,24 @@ int wk_test_proxy_drops(const wk_test_proxy *p);
  * command read gets `first` (NULL: `reply`), every later one `reply`. */
 typedef struct wk_test_peer {
     int listen_fd;
+    int port;
     char url[64];
     const char *first, *reply;
     size_t first_len, reply_len;
+    /* wk_test_peer_script(): the replies in turn (the last one repeats);
+     * NULL: first / reply above. Read after each command arrives, so a
+     * test may fill them in after start (once it knows the port). */
+    const char *const *script;
+    size_t nscript;
+    _Atomic int commands; /* reads answered so far */
     pthread_t thread;
 } wk_test_peer;
 int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, const char *reply,
                        size_t reply_len);
 void wk_test_peer_stop(wk_test_peer *p);
+/* Set the peer's replies: command k (one read) gets script[min(k, n-1)]
+ * (NUL-terminated RESP). The array must outlive the peer. */
+void wk_test_peer_script(wk_test_peer *p, const char *const *script, size_t n);
 /* What Redis 7.0 answers to HELLO 2: the handshake of wk_db_open. */
 #define WK_TEST_HELLO_REPLY                                                                        \
     "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"                      \

@@ -5,6 +5,7 @@
  * checked through the library, so the CLI and the library see the same
  * keys; capability refusals must carry the library's own message.
  */
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +84,20 @@ Test(wk_cli, help_and_usage)
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "force-release NAME"), "%s", r.out);
     cr_assert(strstr(r.out, "exit status"), "%s", r.out);
+    /* every kind's commands, the later ones included */
+    const char *every[] = {"owned NAME TOKEN",
+                           "reset NAME",
+                           "put NAME BODY",
+                           "put NAME KEY VALUE",
+                           "watch NAME [--count N] [--timeout-ms MS]",
+                           "LiveView:",
+                           "peek NAME [COUNT]",
+                           "close NAME",
+                           "read NAME [FROM]",
+                           "finish NAME",
+                           "list"};
+    for (size_t i = 0; i < sizeof(every) / sizeof(every[0]); i++)
+        cr_assert(strstr(r.out, every[i]), "--help lacks \"%s\"", every[i]);
     run_wk(&r, false, "help");
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "invoice          Lock"), "%s", r.out);
@@ -435,6 +450,318 @@ Test(wk_cli, rwlock_fenced_lock_and_semaphore)
     json_decref(j);
     run_wk(&r, true, "--url '%s' --schema '%s' slot inspect a", wk_test_url(), path);
     cr_assert_eq(r.status, 1);
+    unlink(path);
+    rmdir(dir);
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * settings watch: wk as a child process (its own handles), ended by
+ * --count, a signal or --timeout-ms; its output goes to a file that the
+ * test reads, never to a pipe it could block on.
+ * ---------------------------------------------------------------------- */
+
+typedef struct child {
+    pid_t pid;
+    char out[64], err[64];
+} child;
+
+/* Start `wk --url … --schema SCHEMA <args>` (exec'd by the shell, so the
+ * pid is wk's). */
+static void spawn_wk(child *c, const char *schema, const char *args)
+{
+    snprintf(c->out, sizeof(c->out), "/tmp/wk-cli-watch-%d.out", (int)getpid());
+    snprintf(c->err, sizeof(c->err), "/tmp/wk-cli-watch-%d.err", (int)getpid());
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), "exec '%s' --url '%s' --schema '%s' %s >%s 2>%s", WK_CLI_PATH,
+             wk_test_url(), schema, args, c->out, c->err);
+    c->pid = fork();
+    cr_assert_geq(c->pid, 0);
+    if (c->pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* The lines the child wrote so far into buf; waits (bounded by the
+ * suite's timeout) until there are at least `n`. */
+static void wait_lines(const child *c, size_t n, char *buf, size_t cap)
+{
+    for (;;) {
+        slurp(c->out, buf, cap);
+        size_t lines = 0;
+        for (const char *p = buf; (p = strchr(p, '\n')); p++)
+            lines++;
+        if (lines >= n)
+            return;
+        int st;
+        cr_assert_eq(waitpid(c->pid, &st, WNOHANG), 0, "wk ended before %zu lines: %s", n, buf);
+        wk_test_sleep_ms(10);
+    }
+}
+
+/* Wait for the child to end; its exit status. */
+static int child_status(child *c)
+{
+    int st;
+    cr_assert_eq(waitpid(c->pid, &st, 0), c->pid);
+    c->pid = 0;
+    cr_assert(WIFEXITED(st), "wk did not exit (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return WEXITSTATUS(st);
+}
+
+static void child_cleanup(child *c)
+{
+    if (c->pid > 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+    }
+    unlink(c->out);
+    unlink(c->err);
+}
+
+/* Line `i` (from 0) of buf, parsed. */
+static json_t *json_line(const char *buf, size_t i)
+{
+    const char *p = buf;
+    for (size_t k = 0; k < i; k++)
+        p = strchr(p, '\n') + 1;
+    json_error_t e;
+    json_t *j = json_loadb(p, (size_t)(strchr(p, '\n') - p), 0, &e);
+    cr_assert(j, "line %zu is not JSON (%s): %s", i, e.text, buf);
+    return j;
+}
+
+Test(wk_cli, settings_watch_prints_each_version_until_count)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    char svc[64], args[256], buf[8192];
+    snprintf(svc, sizeof(svc), "watch-%d", (int)getpid());
+    int64_t v = 0;
+    cr_assert_eq(wk_settings_put(p, &flags, wk_name_str(svc), "mode", 4, "slow", 4, &v), WK_OK);
+    child c;
+    snprintf(args, sizeof(args), "--json --as worker flags watch %s --count 3", svc);
+    spawn_wk(&c, WK_BILLING_SCHEMA, args);
+    wait_lines(&c, 1, buf, sizeof(buf)); /* following now */
+    int64_t v2, v3;
+    cr_assert_eq(wk_settings_put(p, &flags, wk_name_str(svc), "mode", 4, "fast", 4, &v2), WK_OK);
+    wk_settings_removal rm;
+    cr_assert_eq(wk_settings_remove(p, &flags, wk_name_str(svc), "mode", 4, &rm), WK_OK);
+    v3 = rm.version;
+    cr_assert_eq(child_status(&c), 0, "ends by itself after 3 versions");
+    slurp(c.out, buf, sizeof(buf));
+    const int64_t want[3] = {v, v2, v3};
+    const char *mode[3] = {"slow", "fast", NULL};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *j = json_line(buf, i);
+        cr_assert_eq(json_integer_value(json_object_get(j, "version")), want[i], "%s", buf);
+        json_t *m = json_object_get(json_object_get(j, "entries"), "mode");
+        if (mode[i])
+            cr_assert_str_eq(json_string_value(m), mode[i], "%s", buf);
+        else
+            cr_assert_null(m, "removed: %s", buf);
+        json_decref(j);
+    }
+    cr_assert_null(strchr(strrchr(buf, '}'), '{'), "nothing after the third: %s", buf);
+    child_cleanup(&c);
+    wk_db_close(db);
+}
+
+Test(wk_cli, settings_watch_ends_cleanly_on_sigint_sigterm_and_timeout)
+{
+    char svc[64], args[256], buf[8192];
+    snprintf(svc, sizeof(svc), "watch-sig-%d", (int)getpid());
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        child c;
+        snprintf(args, sizeof(args), "flags watch %s", svc);
+        spawn_wk(&c, WK_BILLING_SCHEMA, args);
+        wait_lines(&c, 1, buf, sizeof(buf));
+        cr_assert(strstr(buf, "# version 0"), "a map never written: %s", buf);
+        cr_assert_eq(kill(c.pid, sigs[i]), 0);
+        cr_assert_eq(child_status(&c), 0, "signal %d: a clean exit", sigs[i]);
+        child_cleanup(&c);
+    }
+    /* --timeout-ms before --count versions came: exit 1; without --count: 0 */
+    result r;
+    run_wk(&r, false, "--json flags watch %s --timeout-ms 200 --count 2", svc);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    json_t *j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "version")), 0);
+    json_decref(j);
+    run_wk(&r, false, "flags watch %s --timeout-ms 200", svc);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, false, "flags watch %s --count 0", svc);
+    cr_assert_eq(r.status, 2);
+    run_wk(&r, false, "flags watch %s --every 1", svc);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "unknown option --every"), "%s", r.err);
+}
+
+/* ------------------------------------------------------------------------
+ * LiveView, Pipe, StreamBuffer (a schema of the test's own)
+ * ---------------------------------------------------------------------- */
+
+Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    char ns[3][64], dir[] = "/tmp/wk-cli-schema-XXXXXX", path[128];
+    const char *kinds[3] = {"view", "pipe", "sbuf"};
+    for (int i = 0; i < 3; i++)
+        snprintf(ns[i], sizeof(ns[i]), "%s-%d", kinds[i], (int)getpid());
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/schema.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(
+        f,
+        "{\"service\": \"dyn\", \"entities\": ["
+        "{\"id\": \"doc\", \"kind\": \"LiveView\", \"namespace\": \"%s\", \"name\": \"str\","
+        " \"max_diffs\": 5},"
+        "{\"id\": \"reply\", \"kind\": \"Pipe\", \"namespace\": \"%s\", \"name\": \"str\","
+        " \"ttl\": \"60s\"},"
+        "{\"id\": \"chunks\", \"kind\": \"StreamBuffer\", \"namespace\": \"%s\","
+        " \"name\": \"u64\", \"ttl\": \"60s\"},"
+        "{\"id\": \"cfg\", \"kind\": \"Settings\", \"namespace\": \"cfg-%d\", \"name\": \"str\"}],"
+        "\"capabilities\": [{\"id\": \"viewer\", \"default\": \"read\"},"
+        " {\"id\": \"nobody\", \"default\": \"none\"}]}\n",
+        ns[0], ns[1], ns[2], (int)getpid());
+    fclose(f);
+    const char *url = wk_test_url();
+    result r;
+    json_t *j;
+
+    /* Pipe: inspect and peek take nothing; a receiver gets every message after */
+    wk_entity pipe = WK_PIPE_ENTITY(ns[1], 60000);
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str("s1"), "hello", 5), WK_OK);
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str("s1"), "a\0b", 3), WK_OK);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json reply inspect s1", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "waiting")), 2, "%s", r.out);
+    cr_assert(json_is_false(json_object_get(j, "closed")));
+    cr_assert_gt(json_integer_value(json_object_get(j, "ttl_ms")), 0);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer --json reply peek s1", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    json_t *msgs = json_object_get(j, "messages");
+    cr_assert_eq(json_array_size(msgs), 2, "%s", r.out);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 0), "body")), "hello");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(msgs, 1), "body_hex")),
+                     "610062", "not text: in hex");
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' reply peek s1 1", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "hello\n");
+    run_wk(&r, true, "--url '%s' --schema '%s' --as nobody reply peek s1", url, path);
+    cr_assert_eq(r.status, 3, "READ refused by the capability");
+    cr_assert(strstr(r.err, "capability \"nobody\" may not READ Pipe:"), "%s", r.err);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer reply close s1", url, path);
+    cr_assert_eq(r.status, 3, "close is a WRITE");
+    wk_pipe_receiver *rx = NULL;
+    cr_assert_eq(wk_pipe_receive(p, &pipe, wk_name_str("s1"), &rx), WK_OK);
+    wk_pipe_message m;
+    cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK, "%s", wk_pipe_receiver_errmsg(rx));
+    cr_assert(m.got == WK_PIPE_MESSAGE && m.len == 5 && !memcmp(m.body, "hello", 5),
+              "peek took nothing: the first message is still the receiver's");
+    cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK);
+    cr_assert(m.got == WK_PIPE_MESSAGE && m.len == 3 && !memcmp(m.body, "a\0b", 3));
+    run_wk(&r, true, "--url '%s' --schema '%s' --json reply inspect s1", url, path);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "waiting")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(j, "taken")), 2, "%s", r.out);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' reply peek s1", url, path);
+    cr_assert_eq(r.status, 1, "none waiting");
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write --json reply close s1", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK);
+    cr_assert_eq(m.got, WK_PIPE_END, "the operator's close ended the receiver");
+    wk_pipe_receiver_close(rx);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json reply inspect nosuch", url, path);
+    cr_assert_eq(r.status, 1);
+
+    /* LiveView: inspect, get, remove */
+    wk_entity view = WK_LIVE_VIEW_ENTITY(ns[0], 5);
+    bool created = false;
+    cr_assert_eq(wk_live_view_create(p, &view, wk_name_str("d"), "v1", 2, &created), WK_OK);
+    wk_live_view_commit_outcome co;
+    cr_assert_eq(wk_live_view_commit(p, &view, wk_name_str("d"), 1, "+2", 2, "v2", 2, &co), WK_OK);
+    cr_assert_eq(co.result, WK_LIVE_VIEW_COMMITTED);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json doc inspect d", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "version")), 2, "%s", r.out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "history_from")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(j, "history_diffs")), 1);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' doc get d", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "v2");
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer doc remove d", url, path);
+    cr_assert_eq(r.status, 3);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write --json doc remove d", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json doc get d", url, path);
+    cr_assert_eq(r.status, 1);
+    run_wk(&r, true, "--url '%s' --schema '%s' doc inspect d", url, path);
+    cr_assert_eq(r.status, 1);
+
+    /* StreamBuffer: inspect, read from an index, finish, remove */
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(ns[2], 60000);
+    int64_t index;
+    cr_assert_eq(wk_stream_buffer_append(p, &sb, wk_name_u64(7), "Hel", 3, &index), WK_OK);
+    cr_assert_eq(wk_stream_buffer_append(p, &sb, wk_name_u64(7), "lo", 2, &index), WK_OK);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json chunks inspect 7", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_eq(json_integer_value(json_object_get(j, "length")), 2, "%s", r.out);
+    cr_assert(json_is_false(json_object_get(j, "finished")));
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' chunks read 7", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "Hello");
+    run_wk(&r, true, "--url '%s' --schema '%s' --json chunks read 7 1", url, path);
+    j = parse_json(&r);
+    cr_assert_eq(json_array_size(json_object_get(j, "bodies")), 1, "%s", r.out);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer chunks finish 7", url, path);
+    cr_assert_eq(r.status, 3);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write chunks finish 7", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write chunks finish 7", url, path);
+    cr_assert_eq(r.status, 1, "finished already");
+    run_wk(&r, true, "--url '%s' --schema '%s' --json chunks inspect 7", url, path);
+    j = parse_json(&r);
+    cr_assert(json_is_true(json_object_get(j, "finished")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "length")), 2, "%s", r.out);
+    json_decref(j);
+    run_wk(&r, true, "--url '%s' --schema '%s' --json chunks list", url, path);
+    cr_assert(strstr(r.out, "[7]"), "%s", r.out);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write chunks remove 7", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true, "--url '%s' --schema '%s' chunks inspect 7", url, path);
+    cr_assert_eq(r.status, 1);
+
+    /* watch, refused: nothing followed */
+    run_wk(&r, true, "--url '%s' --schema '%s' --as nobody cfg watch x --count 1", url, path);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(strstr(r.err, "may not READ Settings:"), "%s", r.err);
+
+    /* every command of these kinds is in the help */
+    run_wk(&r, true, "--schema '%s' reply --help", path);
+    cr_assert(strstr(r.out, "reply peek NAME [COUNT]") && strstr(r.out, "reply close NAME") &&
+                  strstr(r.out, "reply inspect NAME") && strstr(r.out, "reply list"),
+              "%s", r.out);
+    run_wk(&r, true, "--schema '%s' chunks --help", path);
+    cr_assert(strstr(r.out, "chunks read NAME [FROM]") && strstr(r.out, "chunks finish NAME") &&
+                  strstr(r.out, "chunks remove NAME"),
+              "%s", r.out);
+    run_wk(&r, true, "--schema '%s' cfg watch --help", path);
+    cr_assert(strstr(r.out, "cfg watch NAME [--count N] [--timeout-ms MS]"), "%s", r.out);
     unlink(path);
     rmdir(dir);
     wk_db_close(db);

@@ -12,7 +12,8 @@
  * handle opened with the capability named by --as: a capability that does
  * not grant a command refuses it with the library's own message.
  *
- * Exit status: 0 done; 1 not found / not held / limited; 2 usage (bad
+ * Exit status: 0 done; 1 not found / not held / limited (watch: its
+ * --timeout-ms passed before --count versions); 2 usage (bad
  * arguments, unknown entity, command or capability, unreadable or invalid
  * schema); 3 refused by the capability (WK_EDENIED); 4 connection or
  * server error (any other status).
@@ -20,11 +21,17 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <wakuwaku/wakuwaku.h>
 
@@ -109,7 +116,9 @@ typedef struct invocation {
     char **argv;
     wk_db *db;
     wk_processor *p;
+    const wk_db_options *opts; /* how db was opened (watch opens a follower) */
     const schema *s;
+    char node_msg[512]; /* a cluster node's handle failed: its message */
 } invocation;
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -124,10 +133,10 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* A library status → exit status, with the handle's message. */
-static int fail(const invocation *inv, int rc)
+/* A library status → exit status, with `msg` (NULL or "": the status's
+ * own text). */
+static int fail_msg(int rc, const char *msg)
 {
-    const char *msg = inv->db ? wk_db_errmsg(inv->db) : "";
     if (!msg || !*msg)
         msg = wk_strerror(rc);
     fprintf(stderr, "wk: %s\n", msg);
@@ -141,6 +150,12 @@ static int fail(const invocation *inv, int rc)
     if (rc == WK_EINVAL)
         return EXIT_USAGE;
     return EXIT_ERROR;
+}
+
+/* A library status → exit status, with the handle's message. */
+static int fail(const invocation *inv, int rc)
+{
+    return fail_msg(rc, inv->node_msg[0] ? inv->node_msg : inv->db ? wk_db_errmsg(inv->db) : "");
 }
 
 /* The item name of the entity's name type from `text`. */
@@ -209,9 +224,12 @@ static void json_name(const invocation *inv, const char *name, size_t len)
 #define K_CACHE (1u << 5)
 #define K_HCACHE (1u << 6)
 #define K_SETTINGS (1u << 7)
-#define K_OTHER (1u << 8)
+#define K_LVIEW (1u << 8)
+#define K_PIPE (1u << 9)
+#define K_SBUF (1u << 10)
+#define K_OTHER (1u << 11)
 #define K_LEASES (K_LOCK | K_RWLOCK | K_FENCED | K_SEM)
-#define K_ALL 0x1FFu
+#define K_ALL 0xFFFu
 
 typedef struct command {
     unsigned kinds;
@@ -229,7 +247,8 @@ static unsigned kind_bit(const char *k)
         unsigned bit;
     } map[] = {{"Lock", K_LOCK},          {"RwLock", K_RWLOCK},      {"FencedLock", K_FENCED},
                {"Semaphore", K_SEM},      {"TokenBucket", K_BUCKET}, {"Cache", K_CACHE},
-               {"HashedCache", K_HCACHE}, {"Settings", K_SETTINGS}};
+               {"HashedCache", K_HCACHE}, {"Settings", K_SETTINGS},  {"LiveView", K_LVIEW},
+               {"Pipe", K_PIPE},          {"StreamBuffer", K_SBUF}};
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (!strcmp(map[i].name, k))
             return map[i].bit;
@@ -467,17 +486,56 @@ static int cmd_put(invocation *inv, wk_name name)
     return EXIT_OK;
 }
 
+/* remove for Cache, HashedCache, LiveView and StreamBuffer: the kind's own. */
 static int cmd_remove(invocation *inv, wk_name name)
 {
     bool removed = false;
-    int rc = kind_bit(inv->kind_name) == K_HCACHE
-                 ? wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed)
-                 : wk_cache_remove(inv->p, &inv->desc, name, &removed);
+    int rc;
+    switch (kind_bit(inv->kind_name)) {
+    case K_HCACHE:
+        rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    case K_LVIEW:
+        rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    case K_SBUF:
+        rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
+        break;
+    default:
+        rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
+    }
     if (rc)
         return fail(inv, rc);
     open_json();
     text_or_json_bool("removed", removed, true);
     return removed ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+/* A whole settings map: one JSON object on one line, or "# version N"
+ * and key=value lines. */
+static void print_map(const wk_settings_map *map)
+{
+    if (json_mode) {
+        printf("{\"version\":%" PRId64 ",\"epoch\":\"%s\",\"entries\":{", map->version, map->epoch);
+        for (size_t i = 0; i < map->count; i++) {
+            const wk_settings_entry *e = &map->entries[i];
+            if (i)
+                fputc(',', stdout);
+            json_string(stdout, e->key, e->key_len);
+            fputc(':', stdout);
+            json_string(stdout, e->value, e->value_len);
+        }
+        fputs("}}\n", stdout);
+    } else {
+        printf("# version %" PRId64 "\n", map->version);
+        for (size_t i = 0; i < map->count; i++) {
+            const wk_settings_entry *e = &map->entries[i];
+            fwrite(e->key, 1, e->key_len, stdout);
+            fputc('=', stdout);
+            fwrite(e->value, 1, e->value_len, stdout);
+            fputc('\n', stdout);
+        }
+    }
 }
 
 static int cmd_settings_get(invocation *inv, wk_name name)
@@ -504,26 +562,8 @@ static int cmd_settings_get(invocation *inv, wk_name name)
             fprintf(stderr, "wk: %s: no key \"%s\"\n", inv->ent->id, key);
         }
         status = e ? EXIT_OK : EXIT_NOT_FOUND;
-    } else if (json_mode) {
-        printf("{\"version\":%" PRId64 ",\"epoch\":\"%s\",\"entries\":{", map->version, map->epoch);
-        for (size_t i = 0; i < map->count; i++) {
-            const wk_settings_entry *e = &map->entries[i];
-            if (i)
-                fputc(',', stdout);
-            json_string(stdout, e->key, e->key_len);
-            fputc(':', stdout);
-            json_string(stdout, e->value, e->value_len);
-        }
-        fputs("}}\n", stdout);
     } else {
-        printf("# version %" PRId64 "\n", map->version);
-        for (size_t i = 0; i < map->count; i++) {
-            const wk_settings_entry *e = &map->entries[i];
-            fwrite(e->key, 1, e->key_len, stdout);
-            fputc('=', stdout);
-            fwrite(e->value, 1, e->value_len, stdout);
-            fputc('\n', stdout);
-        }
+        print_map(map);
     }
     wk_settings_map_free(map);
     return status;
@@ -554,10 +594,202 @@ static int cmd_settings_remove(invocation *inv, wk_name name)
     return out.removed ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
+/* ---- settings watch: a follower, and each new version of its mirror */
+
+/* The versions the follower reached and the main thread has not printed
+ * yet (FIFO), shared with the change callback under `mu`. */
+typedef struct watch {
+    pthread_mutex_t mu;
+    wk_settings_follower *f; /* set under mu once started */
+    wk_settings_map **v;
+    size_t head, n, cap;
+    int64_t last_version; /* of the last queued map, with its epoch */
+    char last_epoch[WK_SETTINGS_EPOCH_LEN + 1];
+    int failed; /* a copy could not be queued (WK_ENOMEM) */
+    int wake_w; /* written once per queued map */
+} watch;
+
+static volatile sig_atomic_t watch_signalled;
+static int watch_signal_fd = -1;
+
+static void watch_on_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    watch_signalled = 1;
+    char b = 's';
+    if (write(watch_signal_fd, &b, 1) < 0) {
+        /* the pipe is full: the main thread wakes anyway */
+    }
+    errno = saved;
+}
+
+/* Queue `map` as the next version (taken over). Under w->mu. */
+static void watch_push(watch *w, wk_settings_map *map)
+{
+    if (w->head + w->n == w->cap) {
+        if (w->head) { /* slide the unprinted ones to the front */
+            memmove(w->v, w->v + w->head, w->n * sizeof(*w->v));
+            w->head = 0;
+        } else {
+            size_t cap = w->cap ? 2 * w->cap : 16;
+            wk_settings_map **v = realloc(w->v, cap * sizeof(*v));
+            if (!v) {
+                wk_settings_map_free(map);
+                w->failed = WK_ENOMEM;
+                return;
+            }
+            w->v = v, w->cap = cap;
+        }
+    }
+    w->v[w->head + w->n++] = map;
+    w->last_version = map->version;
+    memcpy(w->last_epoch, map->epoch, sizeof(w->last_epoch));
+    char b = 'v';
+    if (write(w->wake_w, &b, 1) < 0) {
+        /* full: the main thread has bytes to wake on already */
+    }
+}
+
+/* On the follower thread, after each change reached the mirror: a copy
+ * of the mirror for each new version (a reload reports several changes
+ * at one version: one copy). */
+static void watch_on_change(void *ctx, const wk_settings_change *c)
+{
+    watch *w = ctx;
+    pthread_mutex_lock(&w->mu); /* also waits until w->f is set */
+    if (c->version != w->last_version || strcmp(c->epoch, w->last_epoch)) {
+        wk_settings_map *map = NULL;
+        if (wk_settings_follower_snapshot(w->f, &map) == WK_OK)
+            watch_push(w, map);
+        else
+            w->failed = WK_ENOMEM;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The options after NAME: --count N, --timeout-ms MS. */
+static int watch_options(const invocation *inv, long *count, long *timeout_ms)
+{
+    for (int i = 0; i < inv->argc; i += 2) {
+        const char *o = inv->argv[i];
+        long *slot = !strcmp(o, "--count") ? count : !strcmp(o, "--timeout-ms") ? timeout_ms : NULL;
+        if (!slot)
+            return usage_error("%s watch: unknown option %s", inv->ent->id, o);
+        char *end;
+        errno = 0;
+        long v = i + 1 < inv->argc ? strtol(inv->argv[i + 1], &end, 10) : 0;
+        if (i + 1 >= inv->argc || *end || errno || v <= 0 || v > 1000000000L)
+            return usage_error("%s watch: %s needs a number from 1 to 1000000000", inv->ent->id, o);
+        *slot = v;
+    }
+    return 0;
+}
+
+static int cmd_settings_watch(invocation *inv, wk_name name)
+{
+    long count = 0, timeout_ms = 0;
+    if (watch_options(inv, &count, &timeout_ms))
+        return EXIT_USAGE;
+    int fds[2];
+    if (pipe(fds))
+        return fail_msg(WK_EIO, "watch: cannot create a pipe");
+    for (int i = 0; i < 2; i++)
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+    watch w = {.wake_w = fds[1], .last_version = -1};
+    pthread_mutex_init(&w.mu, NULL);
+
+    /* The follower's thread inherits a mask without SIGINT and SIGTERM,
+     * so they arrive here (and its waits are never cut short). */
+    sigset_t stop_sigs, old_mask;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    watch_signal_fd = fds[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = watch_on_signal;
+    sigemptyset(&sa.sa_mask);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    fo.db = inv->opts;
+    fo.settings = &inv->desc;
+    fo.name = name;
+    fo.on_change = watch_on_change;
+    fo.ctx = &w;
+    char err[512] = "";
+    pthread_mutex_lock(&w.mu);
+    int rc = wk_settings_follower_start(&w.f, &fo, err, sizeof(err));
+    if (!rc) { /* the version it starts at is the first one printed */
+        wk_settings_map *map = NULL;
+        rc = wk_settings_follower_snapshot(w.f, &map);
+        if (!rc)
+            watch_push(&w, map);
+    }
+    pthread_mutex_unlock(&w.mu);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+
+    int status = EXIT_OK;
+    long printed = 0;
+    int64_t end = timeout_ms ? wk_monotonic_ms() + timeout_ms : 0;
+    while (!rc && !watch_signalled && !(count && printed >= count)) {
+        pthread_mutex_lock(&w.mu);
+        wk_settings_map *map = w.n ? w.v[w.head] : NULL;
+        if (map)
+            w.head++, w.n--;
+        rc = w.failed;
+        pthread_mutex_unlock(&w.mu);
+        if (map) {
+            print_map(map);
+            if (!json_mode)
+                putchar('\n'); /* a blank line between versions */
+            fflush(stdout);
+            wk_settings_map_free(map);
+            printed++;
+            continue;
+        }
+        if (rc)
+            break;
+        int wait = -1;
+        if (end) {
+            int64_t left = end - wk_monotonic_ms();
+            if (left <= 0) {
+                status = count ? EXIT_NOT_FOUND : EXIT_OK; /* fewer than --count */
+                break;
+            }
+            wait = left > INT_MAX ? INT_MAX : (int)left;
+        }
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        if (poll(&pfd, 1, wait) > 0) {
+            char buf[64];
+            while (read(fds[0], buf, sizeof(buf)) > 0) {
+            }
+        }
+    }
+    if (rc)
+        status = fail_msg(rc, err[0] ? err : NULL);
+    wk_settings_follower_free(w.f); /* halts the thread first */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    watch_signal_fd = -1;
+    for (size_t i = 0; i < w.n; i++)
+        wk_settings_map_free(w.v[w.head + i]);
+    free(w.v);
+    pthread_mutex_destroy(&w.mu);
+    close(fds[0]);
+    close(fds[1]);
+    return status;
+}
+
 /* ---- list: SCAN over the entity's key prefixes, a READ query each page */
 
+/* Byte strings (names, messages, bodies), each NUL-terminated too. */
 typedef struct names {
     char **v;
+    size_t *len;
     size_t n, cap;
 } names;
 
@@ -573,17 +805,30 @@ static int add_name(names *ns, const char *s, size_t len)
     if (ns->n == ns->cap) {
         size_t cap = ns->cap ? ns->cap * 2 : 64;
         char **v = realloc(ns->v, cap * sizeof(*v));
-        if (!v)
+        if (v)
+            ns->v = v;
+        size_t *l = v ? realloc(ns->len, cap * sizeof(*l)) : NULL;
+        if (!l)
             return WK_ENOMEM;
-        ns->v = v, ns->cap = cap;
+        ns->len = l, ns->cap = cap;
     }
     char *c = malloc(len + 1);
     if (!c)
         return WK_ENOMEM;
     memcpy(c, s, len);
     c[len] = '\0';
+    ns->len[ns->n] = len;
     ns->v[ns->n++] = c;
     return WK_OK;
+}
+
+static void names_free(names *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    free(ns->len);
+    memset(ns, 0, sizeof(*ns));
 }
 
 static int parse_scan(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -635,30 +880,63 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int scan_prefix(invocation *inv, const char *pattern, scan_out *o)
+/* One command as a READ query of the entity, through the handle's
+ * dispatch (so the capability check applies as to the library's reads):
+ * `argc` arguments, argv[k] of lens[k] bytes (lens NULL: NUL-terminated).
+ * Retry-safe: it changes nothing. */
+static int read_command(invocation *inv, const char *qname, int argc, const char **argv,
+                        const size_t *lens, wk_parse_fn parse, void *out)
+{
+    size_t argvlen[8];
+    for (int i = 0; i < argc && i < 8; i++)
+        argvlen[i] = lens ? lens[i] : strlen(argv[i]);
+    wk_access a = {&inv->desc, WK_READ};
+    wk_query q = {.name = qname,
+                  .effect = {&a, 1},
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .argc = argc,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse,
+                  .out = out};
+    return wk_process(inv->p, &q);
+}
+
+static int scan_node(invocation *inv, const char *pattern, scan_out *o)
 {
     strcpy(o->cursor, "0");
     do {
         char cursor[32];
         strcpy(cursor, o->cursor);
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
-        size_t argvlen[6];
-        for (int i = 0; i < 6; i++)
-            argvlen[i] = strlen(argv[i]);
-        wk_access a = {&inv->desc, WK_READ};
-        wk_query q = {.name = "wk.list",
-                      .effect = {&a, 1},
-                      .flags = WK_QUERY_RETRY_SAFE,
-                      .argc = 6,
-                      .argv = argv,
-                      .argvlen = argvlen,
-                      .parse = parse_scan,
-                      .out = o};
-        int rc = wk_process(inv->p, &q);
+        int rc = read_command(inv, "wk.list", 6, argv, NULL, parse_scan, o);
         if (rc)
             return rc;
     } while (strcmp(o->cursor, "0"));
     return WK_OK;
+}
+
+/* SCAN sees one node's keys: in a cluster, every primary in turn. */
+static int scan_prefix(invocation *inv, const char *pattern, scan_out *o)
+{
+    size_t primaries = wk_db_cluster_primaries(inv->db);
+    if (primaries == 0)
+        return scan_node(inv, pattern, o);
+    wk_processor *whole = inv->p;
+    int rc = WK_OK;
+    for (size_t i = 0; !rc && i < primaries; i++) {
+        wk_db *node;
+        rc = wk_db_cluster_primary(&node, inv->db, i);
+        if (rc)
+            break;
+        inv->p = wk_db_processor(node);
+        rc = scan_node(inv, pattern, o);
+        if (rc) /* the message is on the node's handle */
+            snprintf(inv->node_msg, sizeof(inv->node_msg), "%s", wk_db_errmsg(node));
+        inv->p = whole;
+        wk_db_close(node);
+    }
+    return rc;
 }
 
 static int cmd_list(invocation *inv, wk_name unused)
@@ -700,10 +978,300 @@ static int cmd_list(invocation *inv, wk_name unused)
         if (json_mode)
             fputs("]}\n", stdout);
     }
-    for (size_t i = 0; i < found.n; i++)
-        free(found.v[i]);
-    free(found.v);
+    names_free(&found);
     return rc ? fail(inv, rc) : EXIT_OK;
+}
+
+/* ---- LiveView, Pipe, StreamBuffer: looks that never consume */
+
+/* The key of item `name` with `suffix` (NULL: single-key layout). */
+static int item_key(const invocation *inv, const wk_name *name, const char *suffix, char *key,
+                    size_t *len)
+{
+    return wk_key_build(key, WK_KEY_MAX + 1, len, &inv->desc, name, suffix);
+}
+
+/* An integer reply (LLEN, XLEN, PTTL …) into a long long. */
+static int parse_integer(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "%s: not an integer reply", q->name);
+    *(long long *)q->out = wk_reply_integer(r);
+    return WK_OK;
+}
+
+/* An array of strings or nils (LRANGE, HMGET) into `names` (a nil as ""
+ * of length SIZE_MAX, so it differs from an empty string). */
+static int parse_strings(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_EPROTO, "%s: not an array reply", q->name);
+    names *out = q->out;
+    for (size_t i = 0; i < wk_reply_count(r); i++) {
+        size_t len;
+        const char *sv = wk_reply_str(wk_reply_at(r, i), &len);
+        if (add_name(out, sv ? sv : "", sv ? len : 0))
+            return WK_ENOMEM;
+        if (!sv)
+            out->len[out->n - 1] = SIZE_MAX;
+    }
+    return WK_OK;
+}
+
+/* XREVRANGE … COUNT 1: whether the last entry's first field is `end`
+ * (a finished StreamBuffer). */
+static int parse_last_is_end(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_EPROTO, "%s: not an array reply", q->name);
+    bool *finished = q->out;
+    *finished = false;
+    if (!wk_reply_count(r))
+        return WK_OK;
+    const wk_reply *fields = wk_reply_at(wk_reply_at(r, 0), 1);
+    size_t len;
+    const char *f = wk_reply_str(wk_reply_at(fields, 0), &len);
+    *finished = f && len == 3 && !memcmp(f, "end", 3);
+    return WK_OK;
+}
+
+/* A one-key integer command (`cmd` key) as a READ of the entity. */
+static int key_integer(invocation *inv, const char *qname, const char *cmd, const char *key,
+                       size_t klen, long long *out)
+{
+    const char *argv[] = {cmd, key};
+    size_t lens[] = {strlen(cmd), klen};
+    return read_command(inv, qname, 2, argv, lens, parse_integer, out);
+}
+
+/* `"key": <bytes>` members of the JSON output, or the bytes and a newline. */
+static void print_body(const char *key, const void *data, size_t len)
+{
+    if (json_mode) {
+        json_bytes_member(stdout, key, data, len);
+    } else {
+        fwrite(data, 1, len, stdout);
+        fputc('\n', stdout);
+    }
+}
+
+/* --- LiveView */
+
+static int cmd_view_inspect(invocation *inv, wk_name name)
+{
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_log log = WK_LIVE_VIEW_LOG_INIT;
+    int rc = wk_live_view_get(inv->p, &inv->desc, name, &head);
+    if (!rc)
+        rc = wk_live_view_history(inv->p, &inv->desc, name, &log);
+    if (rc) {
+        wk_live_view_body_free(&head);
+        return fail(inv, rc);
+    }
+    bool found = head.found;
+    open_json();
+    text_or_json_bool("exists", found, !found);
+    if (found) {
+        text_or_json_int("version", (long long)head.version, false);
+        text_or_json_int("body_len", (long long)head.len, false);
+        text_or_json_int("history_from", log.base.found ? (long long)log.base.version : 0, false);
+        text_or_json_int("history_diffs", (long long)log.ndiffs, true);
+    }
+    wk_live_view_body_free(&head);
+    wk_live_view_log_free(&log);
+    return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int cmd_view_get(invocation *inv, wk_name name)
+{
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    int rc = wk_live_view_get(inv->p, &inv->desc, name, &head);
+    if (rc)
+        return fail(inv, rc);
+    bool found = head.found;
+    if (json_mode) {
+        printf("{\"found\":%s", found ? "true" : "false");
+        if (found) {
+            printf(",\"version\":%" PRIu64 ",", head.version);
+            json_bytes_member(stdout, "body", head.data, head.len);
+        }
+        fputs("}\n", stdout);
+    } else if (found) {
+        fwrite(head.data, 1, head.len, stdout);
+    } else {
+        fprintf(stderr, "wk: %s: no view\n", inv->ent->id);
+    }
+    wk_live_view_body_free(&head);
+    return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+/* --- Pipe: LLEN, LRANGE and HMGET only, so no message is ever taken */
+
+static int cmd_pipe_inspect(invocation *inv, wk_name name)
+{
+    char m[WK_KEY_MAX + 1], c[WK_KEY_MAX + 1], r[WK_KEY_MAX + 1];
+    size_t ml, cl, rl;
+    int rc = item_key(inv, &name, ":m", m, &ml);
+    if (!rc)
+        rc = item_key(inv, &name, ":c", c, &cl);
+    if (!rc)
+        rc = item_key(inv, &name, ":r", r, &rl);
+    long long waiting = 0, closes = 0, ttl = -2;
+    names state = {0};
+    if (!rc)
+        rc = key_integer(inv, "wk.pipe.waiting", "LLEN", m, ml, &waiting);
+    if (!rc)
+        rc = key_integer(inv, "wk.pipe.closes", "LLEN", c, cl, &closes);
+    if (!rc)
+        rc = key_integer(inv, "wk.pipe.ttl", "PTTL", m, ml, &ttl);
+    if (!rc) {
+        const char *argv[] = {"HMGET", r, "n", "c"};
+        size_t lens[] = {5, rl, 1, 1};
+        rc = read_command(inv, "wk.pipe.state", 4, argv, lens, parse_strings, &state);
+    }
+    if (!rc && state.n != 2) {
+        names_free(&state);
+        return fail_msg(WK_EPROTO, "pipe state: HMGET did not give 2 values");
+    }
+    if (rc) {
+        names_free(&state);
+        return fail(inv, rc);
+    }
+    bool has_state = state.len[0] != SIZE_MAX;
+    long long taken = has_state ? strtoll(state.v[0], NULL, 10) : 0;
+    bool ended = state.len[1] == 1 && state.v[1][0] == '1';
+    names_free(&state);
+    open_json();
+    text_or_json_int("waiting", waiting, false);
+    text_or_json_bool("closed", closes > 0 || ended, false);
+    text_or_json_bool("receiver_ended", ended, false);
+    text_or_json_int("taken", taken, false);
+    text_or_json_int("ttl_ms", ttl < 0 ? 0 : ttl, true);
+    return waiting || closes || has_state ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int cmd_pipe_peek(invocation *inv, wk_name name)
+{
+    long long max = 10;
+    if (inv->argc == 1) {
+        char *end;
+        errno = 0;
+        max = strtoll(inv->argv[0], &end, 10);
+        if (*end || errno || max <= 0)
+            return usage_error("%s peek: COUNT is a number >= 1", inv->ent->id);
+    }
+    char m[WK_KEY_MAX + 1], stop[24];
+    size_t ml;
+    int rc = item_key(inv, &name, ":m", m, &ml);
+    if (rc)
+        return fail(inv, rc);
+    snprintf(stop, sizeof(stop), "%lld", max - 1);
+    const char *argv[] = {"LRANGE", m, "0", stop};
+    size_t lens[] = {6, ml, 1, strlen(stop)};
+    names got = {0};
+    long long waiting = 0;
+    rc = read_command(inv, "wk.pipe.peek", 4, argv, lens, parse_strings, &got);
+    if (!rc)
+        rc = key_integer(inv, "wk.pipe.waiting", "LLEN", m, ml, &waiting);
+    if (rc) {
+        names_free(&got);
+        return fail(inv, rc);
+    }
+    if (json_mode)
+        printf("{\"waiting\":%lld,\"messages\":[", waiting);
+    for (size_t i = 0; i < got.n; i++) {
+        if (json_mode)
+            fputs(i ? ",{" : "{", stdout);
+        print_body("body", got.v[i], got.len[i]);
+        if (json_mode)
+            fputc('}', stdout);
+    }
+    if (json_mode)
+        fputs("]}\n", stdout);
+    size_t n = got.n;
+    names_free(&got);
+    return n ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int cmd_pipe_close(invocation *inv, wk_name name)
+{
+    int rc = wk_pipe_close(inv->p, &inv->desc, name);
+    if (rc)
+        return fail(inv, rc);
+    if (json_mode)
+        puts("{\"closed\":true}");
+    return EXIT_OK;
+}
+
+/* --- StreamBuffer */
+
+static int cmd_sbuf_inspect(invocation *inv, wk_name name)
+{
+    char k[WK_KEY_MAX + 1];
+    size_t kl;
+    long long entries = 0, ttl = -2;
+    bool finished = false;
+    int rc = item_key(inv, &name, NULL, k, &kl);
+    if (!rc)
+        rc = key_integer(inv, "wk.stream_buffer.length", "XLEN", k, kl, &entries);
+    if (!rc)
+        rc = key_integer(inv, "wk.stream_buffer.ttl", "PTTL", k, kl, &ttl);
+    if (!rc) {
+        const char *argv[] = {"XREVRANGE", k, "+", "-", "COUNT", "1"};
+        size_t lens[] = {9, kl, 1, 1, 5, 1};
+        rc =
+            read_command(inv, "wk.stream_buffer.last", 6, argv, lens, parse_last_is_end, &finished);
+    }
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_bool("exists", entries > 0, false);
+    text_or_json_int("length", entries - (finished ? 1 : 0), false);
+    text_or_json_bool("finished", finished, false);
+    text_or_json_int("ttl_ms", ttl < 0 ? 0 : ttl, true);
+    return entries > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int cmd_sbuf_read(invocation *inv, wk_name name)
+{
+    unsigned long long from = 0;
+    if (inv->argc == 1) {
+        char *end;
+        errno = 0;
+        from = strtoull(inv->argv[0], &end, 10);
+        if (*end || errno || inv->argv[0][0] == '-')
+            return usage_error("%s read: FROM is an index >= 0", inv->ent->id);
+    }
+    wk_stream_buffer_contents c = WK_STREAM_BUFFER_CONTENTS_INIT;
+    int rc = wk_stream_buffer_read(inv->p, &inv->desc, name, from, &c);
+    if (rc)
+        return fail(inv, rc);
+    if (json_mode) {
+        printf("{\"from\":%llu,\"finished\":%s,\"bodies\":[", from, c.finished ? "true" : "false");
+        for (size_t i = 0; i < c.count; i++) {
+            fputs(i ? ",{" : "{", stdout);
+            json_bytes_member(stdout, "body", c.bodies[i].data, c.bodies[i].len);
+            fputc('}', stdout);
+        }
+        fputs("]}\n", stdout);
+    } else {
+        for (size_t i = 0; i < c.count; i++) /* the chunks as they were streamed */
+            fwrite(c.bodies[i].data, 1, c.bodies[i].len, stdout);
+    }
+    bool any = c.count > 0 || c.finished;
+    wk_stream_buffer_contents_free(&c);
+    return any ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int cmd_sbuf_finish(invocation *inv, wk_name name)
+{
+    bool now = false;
+    int rc = wk_stream_buffer_finish(inv->p, &inv->desc, name, &now);
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_bool("finished_now", now, true);
+    return now ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
 static const command commands[] = {
@@ -724,6 +1292,27 @@ static const command commands[] = {
     {K_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
      cmd_settings_put},
     {K_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", cmd_settings_remove},
+    {K_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
+     "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
+     "(the first included) or MS passed (1: --count not reached by then)",
+     cmd_settings_watch},
+    {K_LVIEW, "inspect", "NAME", 0, 0,
+     "version, body length, history kept (first version, diffs) (1: no view)", cmd_view_inspect},
+    {K_LVIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", cmd_view_get},
+    {K_LVIEW | K_SBUF, "remove", "NAME", 0, 0,
+     "delete it (LiveView: and its history) (1: there was none)", cmd_remove},
+    {K_PIPE, "inspect", "NAME", 0, 0,
+     "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)", cmd_pipe_inspect},
+    {K_PIPE, "peek", "NAME [COUNT]", 0, 1,
+     "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
+     cmd_pipe_peek},
+    {K_PIPE, "close", "NAME", 0, 0, "close it: its receiver ends after the waiting messages",
+     cmd_pipe_close},
+    {K_SBUF, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)", cmd_sbuf_inspect},
+    {K_SBUF, "read", "NAME [FROM]", 0, 1,
+     "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", cmd_sbuf_read},
+    {K_SBUF, "finish", "NAME", 0, 0,
+     "end it: subscribers stop after its last body (1: was already)", cmd_sbuf_finish},
     {K_ALL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -755,6 +1344,23 @@ static void help(FILE *to)
           "    get NAME [KEY]         the whole map, or one value        (1: no such key)\n"
           "    put NAME KEY VALUE     set a key (a new version)\n"
           "    remove NAME KEY        delete a key                       (1: no such key)\n"
+          "    watch NAME [--count N] [--timeout-ms MS]\n"
+          "                           the map, then each new version (--json: one object a\n"
+          "                           line) until SIGINT/SIGTERM (exit 0), N versions printed,\n"
+          "                           the first included, or MS passed (1: fewer than N)\n"
+          "  LiveView:\n"
+          "    inspect NAME           version, body length, history kept (1: no view)\n"
+          "    get NAME               print the latest body              (1: no view)\n"
+          "    remove NAME            delete it and its history          (1: there was none)\n"
+          "  Pipe (nothing here takes a message):\n"
+          "    inspect NAME           waiting, closed, taken, TTL        (1: no pipe)\n"
+          "    peek NAME [COUNT]      the first COUNT (10) waiting ones  (1: none waiting)\n"
+          "    close NAME             its receiver ends after the waiting messages\n"
+          "  StreamBuffer:\n"
+          "    inspect NAME           bodies, finished, TTL              (1: no buffer)\n"
+          "    read NAME [FROM]       the bodies from index FROM (0) on  (1: none)\n"
+          "    finish NAME            end it: subscribers stop after it  (1: was already)\n"
+          "    remove NAME            delete it                          (1: there was none)\n"
           "  every kind:\n"
           "    list                   the names with keys now (SCAN, cursor by cursor)\n"
           "\n"
@@ -764,6 +1370,7 @@ static void help(FILE *to)
           "  --as CAPABILITY     a capability of the schema, or read-only (default)\n"
           "                      or read-write; refusals are the library's own\n"
           "  --json              machine-readable output: one JSON object on stdout\n"
+          "                      (watch: one a line)\n"
           "  --timeout MS        connect and command timeout (default 2000)\n"
           "\n"
           "exit status: 0 done; 1 not found, not held or limited; 2 usage;\n"
@@ -918,16 +1525,11 @@ static int run_command(invocation *inv, int timeout_ms)
     char err[256] = "";
     int rc = wk_db_open(&inv->db, &opts, err, sizeof(err));
     if (rc) {
-        fprintf(stderr, "wk: %s\n", err);
-        if (json_mode) {
-            fputs("{\"error\":", stdout);
-            json_string(stdout, err, strlen(err));
-            printf(",\"status\":\"%s\"}\n", wk_err_name(rc));
-        }
         wk_cap_free(owned);
-        return rc == WK_EINVAL ? EXIT_USAGE : EXIT_ERROR;
+        return fail_msg(rc, err);
     }
     inv->p = wk_db_processor(inv->db);
+    inv->opts = &opts;
     st = cmd->run(inv, name);
     fflush(stdout);
     wk_db_close(inv->db);
