@@ -575,6 +575,41 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
     vs_header("cluster", "single");
     vs_row("sequential", &cl, lock_seq_lib, single, lock_seq_lib, reps, seq_ops, 1);
     vs_row("batch 64", &cl, lock_batch_lib, single, lock_batch_lib, reps, batch_ops, BATCH);
+    /* The cluster's primaries also feed a replica each: the same against
+     * one server that feeds one. */
+    wk_test_server primary, replica;
+    char replicaof[64];
+    bench_ctx one = {0};
+    if (wk_test_server_start(&primary, NULL) != 0)
+        die("redis-server", "could not start one");
+    snprintf(replicaof, sizeof(replicaof), "replicaof 127.0.0.1 %d", primary.port);
+    const char *rconf[] = {replicaof, NULL};
+    if (wk_test_server_start(&replica, rconf) != 0)
+        die("redis-server", "could not start a replica");
+    o.url = primary.url;
+    if (wk_db_open(&one.db, &o, err, sizeof(err)) != WK_OK || wk_batch_open(&one.batch, one.db))
+        die("wk_db_open (primary + replica)", err);
+    for (int k = 0; k < 500; k++) {
+        redisContext *r = redisConnect("127.0.0.1", replica.port);
+        redisReply *info = r && !r->err ? redisCommand(r, "INFO replication") : NULL;
+        bool up =
+            info && info->type == REDIS_REPLY_STRING && strstr(info->str, "master_link_status:up");
+        if (info)
+            freeReplyObject(info);
+        if (r)
+            redisFree(r);
+        if (up)
+            break;
+        usleep(20000);
+    }
+    printf("\nthe same cluster vs one server with a replica, library on both\n\n");
+    vs_header("cluster", "replicated");
+    vs_row("sequential", &cl, lock_seq_lib, &one, lock_seq_lib, reps, seq_ops, 1);
+    vs_row("batch 64", &cl, lock_batch_lib, &one, lock_batch_lib, reps, batch_ops, BATCH);
+    wk_batch_close(one.batch);
+    wk_db_close(one.db);
+    wk_test_server_stop(&replica);
+    wk_test_server_stop(&primary);
     printf("\nthe same cluster: library vs raw hiredis (a connection per primary)\n\n");
     vs_header("library", "raw");
     vs_row("sequential", &cl, lock_seq_lib, &cl, lock_seq_raw_cluster, reps, seq_ops, 1);

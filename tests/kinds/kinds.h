@@ -11,6 +11,7 @@
  * tests/fuzz/run.sh: the same glob). Readers:
  *
  *   tests/capability/test_capability.c   every query against capabilities
+ *   tests/core/test_cluster.c            every query against a Redis Cluster
  *   tests/fuzz/fuzz_replies.c            every query's parser, hostile replies
  *   tests/perf/test_allocations.c        every hot path: no allocation of its own
  *   tests/soak/soak.c                    every soak operation, under faults
