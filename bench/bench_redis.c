@@ -513,14 +513,16 @@ static void lock_batch_raw_cluster(bench_ctx *c, unsigned base)
         freeReplyObject(bench_raw_reply(at[k]));
 }
 
-/* One row: `a` against `b`, alternating, median of `reps`. */
-static void vs_row(const char *mode, bench_ctx *ca, op_fn a, bench_ctx *cb, op_fn b, int reps,
-                   unsigned ops, unsigned step)
+/* One row: `a` against `b`, alternating, median of `reps`; `ops`
+ * operations in steps of `step` per repetition. */
+static void vs_row(const char *name, const char *mode, bench_ctx *ca, op_fn a, bench_ctx *cb,
+                   op_fn b, int reps, unsigned ops, unsigned step)
 {
     double ra[32], rb[32];
-    timed(ca, a, ops / 4, step); /* nodes connected, scripts loaded */
+    timed(ca, a, ops / 4, step); /* warm-up: nodes connected, scripts loaded, buffers grown */
     timed(cb, b, ops / 4, step);
     for (int r = 0; r < reps; r++) {
+        /* Alternate the order so drift on a shared machine hits both. */
         if (r % 2) {
             rb[r] = timed(cb, b, ops, step);
             ra[r] = timed(ca, a, ops, step);
@@ -530,7 +532,7 @@ static void vs_row(const char *mode, bench_ctx *ca, op_fn a, bench_ctx *cb, op_f
         }
     }
     double x = median(ra, reps), y = median(rb, reps);
-    printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", "lock try+release", mode, x, y, x / y);
+    printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", name, mode, x, y, x / y);
     fflush(stdout);
 }
 
@@ -573,8 +575,10 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
 
     printf("3-primary Redis Cluster (3 replicas) vs one server, library on both\n\n");
     vs_header("cluster", "single");
-    vs_row("sequential", &cl, lock_seq_lib, single, lock_seq_lib, reps, seq_ops, 1);
-    vs_row("batch 64", &cl, lock_batch_lib, single, lock_batch_lib, reps, batch_ops, BATCH);
+    vs_row("lock try+release", "sequential", &cl, lock_seq_lib, single, lock_seq_lib, reps, seq_ops,
+           1);
+    vs_row("lock try+release", "batch 64", &cl, lock_batch_lib, single, lock_batch_lib, reps,
+           batch_ops, BATCH);
     /* The cluster's primaries also feed a replica each: the same against
      * one server that feeds one. */
     wk_test_server primary, replica;
@@ -604,16 +608,20 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
     }
     printf("\nthe same cluster vs one server with a replica, library on both\n\n");
     vs_header("cluster", "replicated");
-    vs_row("sequential", &cl, lock_seq_lib, &one, lock_seq_lib, reps, seq_ops, 1);
-    vs_row("batch 64", &cl, lock_batch_lib, &one, lock_batch_lib, reps, batch_ops, BATCH);
+    vs_row("lock try+release", "sequential", &cl, lock_seq_lib, &one, lock_seq_lib, reps, seq_ops,
+           1);
+    vs_row("lock try+release", "batch 64", &cl, lock_batch_lib, &one, lock_batch_lib, reps,
+           batch_ops, BATCH);
     wk_batch_close(one.batch);
     wk_db_close(one.db);
     wk_test_server_stop(&replica);
     wk_test_server_stop(&primary);
     printf("\nthe same cluster: library vs raw hiredis (a connection per primary)\n\n");
     vs_header("library", "raw");
-    vs_row("sequential", &cl, lock_seq_lib, &cl, lock_seq_raw_cluster, reps, seq_ops, 1);
-    vs_row("batch 64", &cl, lock_batch_lib, &cl, lock_batch_raw_cluster, reps, batch_ops, BATCH);
+    vs_row("lock try+release", "sequential", &cl, lock_seq_lib, &cl, lock_seq_raw_cluster, reps,
+           seq_ops, 1);
+    vs_row("lock try+release", "batch 64", &cl, lock_batch_lib, &cl, lock_batch_raw_cluster, reps,
+           batch_ops, BATCH);
     printf("\n");
     for (int n = 0; n < 3; n++)
         redisFree(rawc.node[n].raw);
@@ -632,24 +640,8 @@ static void run_case(bench_ctx *c, const bench_case *bc, int reps, unsigned seq_
     for (int mode = 0; mode < 2; mode++) {
         op_fn lib = mode ? bc->batch_lib : bc->seq_lib;
         op_fn raw = mode ? bc->batch_raw : bc->seq_raw;
-        unsigned ops = mode ? batch_ops : seq_ops, step = mode ? BATCH : 1;
-        double lib_rate[32], raw_rate[32];
-        timed(c, lib, ops / 4, step); /* warm-up: scripts loaded, buffers grown */
-        timed(c, raw, ops / 4, step);
-        for (int r = 0; r < reps; r++) {
-            /* Alternate the order so drift on a shared machine hits both. */
-            if (r % 2) {
-                raw_rate[r] = timed(c, raw, ops, step);
-                lib_rate[r] = timed(c, lib, ops, step);
-            } else {
-                lib_rate[r] = timed(c, lib, ops, step);
-                raw_rate[r] = timed(c, raw, ops, step);
-            }
-        }
-        double l = median(lib_rate, reps), w = median(raw_rate, reps);
-        printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n", bc->name,
-               mode ? "batch 64" : "sequential", l, w, l / w);
-        fflush(stdout);
+        vs_row(bc->name, mode ? "batch 64" : "sequential", c, lib, c, raw, reps,
+               mode ? batch_ops : seq_ops, mode ? BATCH : 1);
     }
 }
 

@@ -78,28 +78,27 @@ static int pick_port(const int *taken, int ntaken)
 redisContext *wk_test_cluster_raw(const wk_test_cluster *c, int port)
 {
     (void)c;
-    struct timeval tv = {2, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!r || r->err) {
-        if (r)
-            redisFree(r);
+    return wk_test_raw_port(port, NULL);
+}
+
+/* A raw command on the node at `port`: its reply, or NULL. */
+static redisReply *node_vcmd(int port, const char *fmt, va_list ap)
+{
+    redisContext *r = wk_test_raw_port(port, NULL);
+    if (!r)
         return NULL;
-    }
-    redisSetTimeout(r, tv);
-    return r;
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    redisFree(r);
+    return rep;
 }
 
 /* A reply of type `type` to a raw command on the node at `port`, or NULL. */
 static redisReply *node_cmd(int port, int type, const char *fmt, ...)
 {
-    redisContext *r = wk_test_cluster_raw(NULL, port);
-    if (!r)
-        return NULL;
     va_list ap;
     va_start(ap, fmt);
-    redisReply *rep = redisvCommand(r, fmt, ap);
+    redisReply *rep = node_vcmd(port, fmt, ap);
     va_end(ap);
-    redisFree(r);
     if (rep && (int)rep->type != type) {
         freeReplyObject(rep);
         rep = NULL;
@@ -493,15 +492,9 @@ static int create_cluster(const wk_test_cluster *c)
     argv[argc++] = "1";
     argv[argc++] = "--cluster-yes";
     argv[argc] = NULL;
-    pid_t pid = fork();
+    pid_t pid = wk_test_spawn(argv);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            _exit(127);
-        execvp("redis-cli", (char *const *)argv);
-        _exit(127);
-    }
     int status;
     if (waitpid(pid, &status, 0) != pid)
         return -1;
@@ -646,17 +639,13 @@ void wk_test_cluster_stop(wk_test_cluster *c)
 
 static bool status_ok(int port, const char *fmt, ...)
 {
-    redisContext *r = wk_test_cluster_raw(NULL, port);
-    if (!r)
-        return false;
     va_list ap;
     va_start(ap, fmt);
-    redisReply *rep = redisvCommand(r, fmt, ap);
+    redisReply *rep = node_vcmd(port, fmt, ap);
     va_end(ap);
     bool ok = rep && rep->type == REDIS_REPLY_STATUS;
     if (rep)
         freeReplyObject(rep);
-    redisFree(r);
     return ok;
 }
 

@@ -40,6 +40,44 @@ int wk_test_free_port(void)
     return free_port();
 }
 
+pid_t wk_test_spawn(const char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* Quiet child: the tests read state through Redis, not its log; and
+     * it must not hold the test's stdout pipe open. */
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+        _exit(127);
+    /* A test that dies (failed assertion, crash) takes its servers along. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* SIGTERM stays pending in a SIGSTOPped server */
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+redisContext *wk_test_raw_port(int port, const char *password)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (password) {
+        redisReply *r = redisCommand(c, "AUTH %s", password);
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
 static bool answers_ping(int port)
 {
     struct timeval tv = {0, 200000};
@@ -62,10 +100,10 @@ static int spawn(wk_test_server *s, const char *const *config)
 {
     char port[16];
     snprintf(port, sizeof(port), "%d", s->port);
-    const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-                            "--save", "", "--appendonly", "no", "--dir", s->dir,
-                            "--daemonize", "no", "--loglevel", "warning",
-                            "--logfile", ""};
+    const char *argv[64] = {
+        "redis-server", "--port",    port,    "--bind", "127.0.0.1",   "--save", "",
+        "--appendonly", "no",        "--dir", s->dir,   "--daemonize", "no",     "--loglevel",
+        "warning",      "--logfile", ""};
     int argc = 17;
     /* Extra config lines "name value" become "--name value". */
     char extra[16][128];
@@ -79,19 +117,9 @@ static int spawn(wk_test_server *s, const char *const *config)
         }
     }
     argv[argc] = NULL;
-    pid_t pid = fork();
+    pid_t pid = wk_test_spawn(argv);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        /* Quiet child: the tests read state through Redis, not its log;
-         * and it must not hold the test's stdout pipe open. */
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            _exit(127);
-        /* A test that dies (failed assertion, crash) takes its server along. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* SIGTERM stays pending in a SIGSTOPped server */
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
     s->pid = pid;
     for (int i = 0; i < 250; i++) {
         if (answers_ping(s->port))

@@ -12,47 +12,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "support.h"
-
-/* A raw connection to 127.0.0.1:port, AUTH'd when `password` is set. */
-static redisContext *raw_at(int port, const char *password)
-{
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    if (password) {
-        redisReply *r = redisCommand(c, "AUTH %s", password);
-        bool ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r)
-            freeReplyObject(r);
-        if (!ok) {
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;
-}
 
 redisContext *wk_test_sentinels_raw(const wk_test_sentinels *t, int port)
 {
     bool sentinel = false;
     for (int i = 0; i < 3; i++)
         sentinel |= t->sentinel[i].port == port;
-    return raw_at(port, sentinel ? t->sentinel_password : t->data_password);
+    return wk_test_raw_port(port, sentinel ? t->sentinel_password : t->data_password);
 }
 
 /* The primary's port as sentinel i reports it; -1 if it does not answer. */
 int wk_test_sentinels_primary_port(const wk_test_sentinels *t, int i)
 {
-    redisContext *c = raw_at(t->sentinel[i].port, t->sentinel_password);
+    redisContext *c = wk_test_raw_port(t->sentinel[i].port, t->sentinel_password);
     if (!c)
         return -1;
     redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", t->service);
@@ -70,7 +45,7 @@ int wk_test_sentinels_primary_port(const wk_test_sentinels *t, int i)
  * whose flags are exactly `flags` (NULL: any). */
 static int sentinel_count(const wk_test_sentinels *t, int i, const char *what, const char *flags)
 {
-    redisContext *c = raw_at(t->sentinel[i].port, t->sentinel_password);
+    redisContext *c = wk_test_raw_port(t->sentinel[i].port, t->sentinel_password);
     if (!c)
         return -1;
     redisReply *r = redisCommand(c, "SENTINEL %s %s", what, t->service);
@@ -92,7 +67,7 @@ static int sentinel_count(const wk_test_sentinels *t, int i, const char *what, c
 /* Whether the data node on `port` says ROLE `role`. */
 static bool role_is(const wk_test_sentinels *t, int port, const char *role)
 {
-    redisContext *c = raw_at(port, t->data_password);
+    redisContext *c = wk_test_raw_port(port, t->data_password);
     if (!c)
         return false;
     redisReply *r = redisCommand(c, "ROLE");
@@ -112,7 +87,7 @@ bool wk_test_sentinels_is_replica(const wk_test_sentinels *t, int port)
 /* Whether the replica's link to its primary is up. */
 static bool replica_synced(const wk_test_sentinels *t, int port)
 {
-    redisContext *c = raw_at(port, t->data_password);
+    redisContext *c = wk_test_raw_port(port, t->data_password);
     if (!c)
         return false;
     redisReply *r = redisCommand(c, "INFO replication");
@@ -151,16 +126,10 @@ static int start_sentinel(wk_test_sentinels *t, int i)
         fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", t->sentinel_password,
                 t->sentinel_password);
     fclose(f);
-    pid_t pid = fork();
+    const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+    pid_t pid = wk_test_spawn(argv);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            _exit(127);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
-        _exit(127);
-    }
     s->pid = pid;
     for (int k = 0; k < 250; k++) {
         if (wk_test_sentinels_primary_port(t, i) > 0)
@@ -232,7 +201,7 @@ void wk_test_sentinels_stop(wk_test_sentinels *t)
 int wk_test_sentinels_failover(wk_test_sentinels *t, int timeout_ms)
 {
     int old = wk_test_sentinels_primary_port(t, 0);
-    redisContext *c = raw_at(t->sentinel[0].port, t->sentinel_password);
+    redisContext *c = wk_test_raw_port(t->sentinel[0].port, t->sentinel_password);
     if (!c)
         return -1;
     redisReply *r = redisCommand(c, "SENTINEL FAILOVER %s", t->service);

@@ -30,6 +30,13 @@ int wk_test_server_start(wk_test_server *s, const char *const *config);
 void wk_test_server_stop(wk_test_server *s);
 /* A free loopback TCP port (for a second listener: "tls-port N"). */
 int wk_test_free_port(void);
+/* Fork and exec argv (argv[0] looked up in PATH) with stdout and stderr
+ * on /dev/null, the child dying with the calling thread
+ * (PR_SET_PDEATHSIG). Its pid, or -1. */
+pid_t wk_test_spawn(const char *const *argv);
+/* A raw connection to 127.0.0.1:port (2 s timeouts), AUTH'd when
+ * `password` is set; NULL when it does not answer or refuses. */
+redisContext *wk_test_raw_port(int port, const char *password);
 /* Restart on the same port (after stop). */
 int wk_test_server_restart(wk_test_server *s, const char *const *config);
 
