@@ -200,13 +200,13 @@ static int ask_slots(wk__cluster *c, const wk__conn *conn, wk__link *link, const
     return rc;
 }
 
-int wk__cluster_discover(wk__conn *conn, char *msg, size_t msglen)
+int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, size_t msglen)
 {
     if (conn->url.database != 0) {
         set_msg(msg, msglen,
                 "%s:%d is a cluster node, and a cluster has only database 0 (the URL or "
                 "options ask for %d)",
-                conn->url.host, conn->url.port, conn->url.database);
+                host, port, conn->url.database);
         return WK_EINVAL;
     }
     wk__cluster *c = cluster_new();
@@ -214,22 +214,21 @@ int wk__cluster_discover(wk__conn *conn, char *msg, size_t msglen)
         set_msg(msg, msglen, "out of memory");
         return WK_ENOMEM;
     }
-    int rc = ask_slots(c, conn, &conn->link, conn->url.host, conn->url.port, msg, msglen);
+    int rc = ask_slots(c, conn, &conn->link, host, port, msg, msglen);
     if (rc) {
         wk__cluster_free(c);
         return rc;
     }
     if (c->primaries == 0) {
         wk__cluster_free(c);
-        set_msg(msg, msglen, "%s:%d is a cluster node, but no slot is assigned yet", conn->url.host,
-                conn->url.port);
+        set_msg(msg, msglen, "%s:%d is a cluster node, but no slot is assigned yet", host, port);
         return WK_EIO;
     }
     /* The connection already open serves the node it reached, if that
      * one is in the map under the same address; otherwise it goes. */
     uint16_t self = WK__NO_NODE;
     for (size_t i = 0; i < c->nnodes; i++)
-        if (c->nodes[i].port == conn->url.port && strcmp(c->nodes[i].host, conn->url.host) == 0)
+        if (c->nodes[i].port == port && strcmp(c->nodes[i].host, host) == 0)
             self = (uint16_t)i;
     if (self != WK__NO_NODE && c->nodes[self].primary) {
         c->nodes[self].link = conn->link;

@@ -58,9 +58,9 @@ typedef enum wk__redirect {
 } wk__redirect;
 
 /* Build conn->cluster from CLUSTER SLOTS asked on conn->link (just
- * opened, to a node whose HELLO said "cluster"); the link goes to the
- * node it reached. WK_OK or a failure with msg. */
-int wk__cluster_discover(wk__conn *conn, char *msg, size_t msglen);
+ * opened to host:port, a node whose HELLO said "cluster"); the link goes
+ * to that node. WK_OK or a failure with msg. */
+int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, size_t msglen);
 
 /* Ask the nodes (connected ones first, then the others, then the URL's
  * seeds) for the map until one answers. */

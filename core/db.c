@@ -538,15 +538,18 @@ int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link 
 /* redis:// with several hosts (a cluster's seeds): the first that
  * accepts, in the URL's order; one host: that one. */
 static int connect_seeds(const wk__conn *conn, bool select_db, wk__link *out, bool *cluster,
-                         char *msg, size_t msglen)
+                         size_t *reached, char *msg, size_t msglen)
 {
     int rc = connect_node(conn, &conn->url, select_db, out, cluster, msg, msglen);
-    for (size_t i = 1; rc && i < conn->url.nseeds; i++) {
+    size_t i = 0;
+    while (rc && ++i < conn->url.nseeds) {
         wk_url at = conn->url;
         at.host = conn->url.seeds[i].host;
         at.port = conn->url.seeds[i].port;
         rc = connect_node(conn, &at, select_db, out, cluster, msg, msglen);
     }
+    if (reached)
+        *reached = i;
     return rc;
 }
 
@@ -560,7 +563,7 @@ int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk_
 {
     if (conn->url.service)
         return connect_sentinel(conn, select_db, out, notice, msg, msglen);
-    return connect_seeds(conn, select_db && !conn->cluster, out, NULL, msg, msglen);
+    return connect_seeds(conn, select_db && !conn->cluster, out, NULL, NULL, msg, msglen);
 }
 
 int wk__conn_open(wk_db *db)
@@ -575,9 +578,14 @@ int wk__conn_open(wk_db *db)
                               sizeof(db->errmsg));
     } else {
         bool cluster = false;
-        rc = connect_seeds(conn, true, &conn->link, &cluster, db->errmsg, sizeof(db->errmsg));
+        size_t seed = 0;
+        rc =
+            connect_seeds(conn, true, &conn->link, &cluster, &seed, db->errmsg, sizeof(db->errmsg));
         if (!rc && cluster)
-            rc = wk__cluster_discover(conn, db->errmsg, sizeof(db->errmsg));
+            rc = wk__cluster_discover(
+                conn, conn->url.nseeds ? conn->url.seeds[seed].host : conn->url.host,
+                conn->url.nseeds ? conn->url.seeds[seed].port : conn->url.port, db->errmsg,
+                sizeof(db->errmsg));
         else if (!rc && conn->url.nseeds > 1)
             rc = wk__db_fail(db, WK_EINVAL,
                              "the URL names %zu hosts (a cluster's seeds), but %s:%d is not a "

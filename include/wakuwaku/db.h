@@ -117,7 +117,8 @@ extern "C" {
  * CLUSTER — url "redis://[user:password@]h1[:p1][,h2[:p2]…]" (or
  * rediss://): the hosts are seeds, tried in order until one accepts; one
  * host works too. A node whose HELLO says mode "cluster" makes the handle
- * a cluster handle: it reads the slot map (CLUSTER SLOTS), keeps one
+ * a cluster handle (a user whose ACL forbids HELLO cannot be told, and
+ * gets a one-server handle): it reads the slot map (CLUSTER SLOTS), keeps one
  * connection per primary (opened on first use) and sends every query to
  * the primary of its key's hash slot (CRC16 of the key, or of its {hash
  * tag}): a script's first key, a command's first argument. A query that
