@@ -81,15 +81,48 @@ redisContext *wk_test_cluster_raw(const wk_test_cluster *c, int port)
     return wk_test_raw_port(port, NULL);
 }
 
-/* A raw command on the node at `port`: its reply, or NULL. */
+/* This process's connection to each node it asks, kept: waits for a
+ * settled map ask every node several times every 50 ms, and a connection
+ * per question would fill the loopback's ports with TIME_WAIT. */
+static struct {
+    int port;
+    redisContext *ctx;
+} kept[16];
+
+static redisContext *kept_conn(int port, bool fresh)
+{
+    int at = -1;
+    for (int i = 0; i < 16 && at < 0; i++)
+        if (kept[i].port == port || !kept[i].ctx)
+            at = i;
+    if (at < 0)
+        at = port % 16; /* more nodes than slots: share one */
+    if (kept[at].ctx && (fresh || kept[at].port != port)) {
+        redisFree(kept[at].ctx);
+        kept[at].ctx = NULL;
+    }
+    if (!kept[at].ctx)
+        kept[at].ctx = wk_test_raw_port(port, NULL);
+    kept[at].port = port;
+    return kept[at].ctx;
+}
+
+/* A raw command on the node at `port`: its reply, or NULL. A kept
+ * connection that fails (the node restarted) is opened again, once. */
 static redisReply *node_vcmd(int port, const char *fmt, va_list ap)
 {
-    redisContext *r = wk_test_raw_port(port, NULL);
-    if (!r)
-        return NULL;
-    redisReply *rep = redisvCommand(r, fmt, ap);
-    redisFree(r);
-    return rep;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *r = kept_conn(port, attempt > 0);
+        if (!r)
+            return NULL;
+        va_list again;
+        va_copy(again, ap);
+        redisReply *rep = redisvCommand(r, fmt, again);
+        va_end(again);
+        if (rep)
+            return rep;
+    }
+    return NULL;
 }
 
 /* A reply of type `type` to a raw command on the node at `port`, or NULL. */
