@@ -596,14 +596,21 @@ typedef struct killer {
     int kills[2];
 } killer;
 
-/* Kill the near cache's subscriber and data connection in turn. */
+/*
+ * Kill the near cache's subscriber and data connection in turn, some
+ * kills closer together than the bound and some further apart (so that a
+ * near cache that missed the loss of one connection would go on serving
+ * past the bound before the next kill restarts it).
+ */
 static void *killer_main(void *arg)
 {
+    static const int pause_ms[] = {150, 3 * BOUND_MS / 2, 300, 2 * BOUND_MS, 50, BOUND_MS + 200};
     killer *k = arg;
     redisContext *raw = wk_test_raw(wk_test_url());
     for (int i = 0; !atomic_load(&k->stop); i++) {
         k->kills[i % 2] += kill_named(raw, i % 2 ? "normal" : "pubsub", "near-stale");
-        wk_test_sleep_ms(40 + (i * 7) % 40);
+        for (int slept = 0; slept < pause_ms[i % 6] && !atomic_load(&k->stop); slept += 10)
+            wk_test_sleep_ms(10);
     }
     redisFree(raw);
     return NULL;
@@ -641,7 +648,7 @@ static void staleness_case(const char *kind)
 
     long long checks = 0, failures = 0, worst_lag = 0;
     char buf[32];
-    int64_t end = wk_monotonic_ms() + 4000;
+    int64_t end = wk_monotonic_ms() + 8000;
     while (wk_monotonic_ms() < end) {
         int64_t t = wk_monotonic_ms();
         wk_buffer b = {buf, sizeof(buf) - 1, 0, false};
@@ -682,10 +689,10 @@ static void staleness_case(const char *kind)
            worst_lag);
     /* The test means something only if both kinds of kill happened and
      * bodies were served from memory between them. */
-    cr_assert_gt(k.kills[0], 5);
-    cr_assert_gt(k.kills[1], 5);
+    cr_assert_geq(k.kills[0], 4);
+    cr_assert_geq(k.kills[1], 4);
     cr_assert_gt(s.hits, 100);
-    cr_assert_gt(s.sessions, 10);
+    cr_assert_geq(s.sessions, 5);
     wk_near_cache_close(nc);
     wk_db_close(db);
     munmap(log, sizeof(*log));
