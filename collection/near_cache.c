@@ -551,17 +551,16 @@ void wk_near_cache_close(wk_near_cache *nc)
 
 static int check_options(const wk_near_cache_options *o, char *err, size_t errlen)
 {
-    const char *why = !o->entities || !o->nentities       ? "entities are required"
-                      : o->mode != WK_NEAR_DEFAULT &&
-                              o->mode != WK_NEAR_BCAST    ? "mode is not a wk_near_mode"
-                      : !o->max_entries || !o->max_bytes  ? "max_entries and max_bytes must be > 0"
-                      : o->ttl_ms < 0                     ? "ttl_ms must be >= 0"
-                      : o->staleness_ms <= 0              ? "staleness_ms must be > 0"
-                      : o->heartbeat_ms < 0 || (o->heartbeat_ms &&
-                                                o->heartbeat_ms >= o->staleness_ms)
-                          ? "heartbeat_ms must be >= 0 and < staleness_ms"
-                      : o->retry_max_ms < RETRY_MIN_MS ? "retry_max_ms must be >= 50"
-                                                        : NULL;
+    const char *why =
+        !o->entities || !o->nentities                            ? "entities are required"
+        : o->mode != WK_NEAR_DEFAULT && o->mode != WK_NEAR_BCAST ? "mode is not a wk_near_mode"
+        : !o->max_entries || !o->max_bytes ? "max_entries and max_bytes must be > 0"
+        : o->ttl_ms < 0                    ? "ttl_ms must be >= 0"
+        : o->staleness_ms <= 0             ? "staleness_ms must be > 0"
+        : o->heartbeat_ms < 0 || (o->heartbeat_ms && o->heartbeat_ms >= o->staleness_ms)
+            ? "heartbeat_ms must be >= 0 and < staleness_ms"
+        : o->retry_max_ms < RETRY_MIN_MS ? "retry_max_ms must be >= 50"
+                                         : NULL;
     if (why)
         return wk__errbuf_set(err, errlen, WK_EINVAL, "near_cache.open: %s", why);
     return WK_OK;
@@ -598,8 +597,8 @@ static int serve(wk_near_cache *nc, const wk_entity *e, const wk_near_cache_opti
     return WK_OK;
 }
 
-int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_options *opts,
-                       char *err, size_t errlen)
+int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_options *opts, char *err,
+                       size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -740,8 +739,8 @@ static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, co
  * A get that could not be served from memory: read (or revalidate) the
  * entry on the data connection, keep it, and copy it out.
  */
-static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *key,
-                 size_t key_len, uint64_t h, const sink *s)
+static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *key, size_t key_len,
+                 uint64_t h, const sink *s)
 {
     wk_processor *p = wk_db_processor(nc->db);
     pthread_mutex_lock(&nc->io_mu);
@@ -754,7 +753,8 @@ static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *
         pthread_mutex_unlock(&nc->io_mu);
         return rc;
     }
-    begin_session(nc); /* failing, the body read is served but not trusted */
+    if (begin_session(nc) != WK_OK)
+        near_msg[0] = '\0'; /* not this get's failure: its body is served, not trusted */
 
     pthread_mutex_lock(&nc->mu);
     int64_t t0 = wk_monotonic_ms();
@@ -850,8 +850,7 @@ int wk_near_cache_get(wk_near_cache *nc, const wk_entity *entity, wk_name name, 
     return near_get(nc, entity, name, &s);
 }
 
-int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk_name name,
-                           wk_buffer *buf)
+int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk_name name, wk_buffer *buf)
 {
     if (!buf || (!buf->data && buf->cap))
         return fail(WK_EINVAL, "near_cache.get: buf is required, with data when cap > 0");

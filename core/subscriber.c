@@ -316,7 +316,8 @@ int wk__subscriber_poll(wk__subscriber *s, int timeout_ms, int wake_fd, wk__sub_
 
 const char *wk__subscriber_key(const wk__subscriber *s, size_t i, size_t *len)
 {
-    const redisReply *p = s && s->last && push_is(s->last, "message", 3) ? s->last->element[2] : NULL;
+    const redisReply *p =
+        s && s->last && push_is(s->last, "message", 3) ? s->last->element[2] : NULL;
     if (!p || p->type != REDIS_REPLY_ARRAY || i >= p->elements) {
         *len = 0;
         return NULL;

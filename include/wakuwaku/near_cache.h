@@ -131,10 +131,12 @@ typedef struct wk_near_cache_options {
     int retry_max_ms;
 } wk_near_cache_options;
 
-#define WK_NEAR_CACHE_OPTIONS_INIT                                                          \
-    {.entities = NULL, .nentities = 0, .mode = WK_NEAR_DEFAULT, .max_entries = 10000,       \
-     .max_bytes = (size_t)64 * 1024 * 1024, .ttl_ms = 0, .staleness_ms = 1000,              \
-     .heartbeat_ms = 0, .retry_max_ms = 2000}
+#define WK_NEAR_CACHE_OPTIONS_INIT                                                                 \
+    {                                                                                              \
+        .entities = NULL, .nentities = 0, .mode = WK_NEAR_DEFAULT, .max_entries = 10000,           \
+        .max_bytes = (size_t)64 * 1024 * 1024, .ttl_ms = 0, .staleness_ms = 1000,                  \
+        .heartbeat_ms = 0, .retry_max_ms = 2000                                                    \
+    }
 
 /*
  * wk_near_cache_open — open the two connections from `db`'s settings and
@@ -188,9 +190,9 @@ WK_API int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk
 
 /* The state of one entry, without any I/O (wk_near_cache_peek()). */
 typedef enum wk_near_state {
-    WK_NEAR_ABSENT = 0,     /* no entry: a get reads from Redis */
-    WK_NEAR_VERIFIED = 1,   /* a get now is served from memory */
-    WK_NEAR_UNVERIFIED = 2  /* held, but a get revalidates it first */
+    WK_NEAR_ABSENT = 0,    /* no entry: a get reads from Redis */
+    WK_NEAR_VERIFIED = 1,  /* a get now is served from memory */
+    WK_NEAR_UNVERIFIED = 2 /* held, but a get revalidates it first */
 } wk_near_state;
 
 /*
@@ -203,13 +205,13 @@ WK_API int wk_near_cache_peek(wk_near_cache *nc, const wk_entity *entity, wk_nam
 
 /* Counters since open (wk_near_cache_stats()). */
 typedef struct wk_near_stats {
-    uint64_t hits;          /* gets served from memory */
-    uint64_t reads;         /* gets that read a body (miss, changed, Cache revalidation) */
-    uint64_t revalidations; /* HashedCache revalidations by hash that found it unchanged */
-    uint64_t invalidations; /* keys named by invalidation messages */
-    uint64_t flushes;       /* "everything changed" messages */
-    uint64_t evictions;     /* entries dropped for the bounds */
-    uint64_t sessions;      /* tracking sessions begun (open, every re-enable) */
+    uint64_t hits;                /* gets served from memory */
+    uint64_t reads;               /* gets that read a body (miss, changed, Cache revalidation) */
+    uint64_t revalidations;       /* HashedCache revalidations by hash that found it unchanged */
+    uint64_t invalidations;       /* keys named by invalidation messages */
+    uint64_t flushes;             /* "everything changed" messages */
+    uint64_t evictions;           /* entries dropped for the bounds */
+    uint64_t sessions;            /* tracking sessions begun (open, every re-enable) */
     uint64_t subscriber_connects; /* subscriber connections made (1 + reconnects) */
     size_t entries, bytes;        /* held now */
     bool verified;                /* entries are served from memory right now */

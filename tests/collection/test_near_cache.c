@@ -172,8 +172,7 @@ Test(near_cache, a_hit_sends_no_command, .init = wk_test_private_start,
                      WK_OK);
         cr_assert_eq(b.found, i % 3 != 2);
     }
-    cr_assert_eq(read_calls(raw), before, "hits sent %lld read commands",
-                 read_calls(raw) - before);
+    cr_assert_eq(read_calls(raw), before, "hits sent %lld read commands", read_calls(raw) - before);
     wk_near_stats s = stats_of(nc);
     cr_assert_eq(s.hits, 1000);
     cr_assert_eq(s.reads, 3);
@@ -324,9 +323,9 @@ Test(near_cache, lru_bound_by_bytes)
     cr_assert_eq(wk_cache_put(p, &c, wk_name_str("kbig"), big, sizeof(big)), WK_OK);
     char key[WK_KEY_MAX];
     size_t klen;
-    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &c, &(wk_name){WK_NAME_BYTES, "k0", 2, 0, 0},
-                              NULL),
-                 WK_OK);
+    cr_assert_eq(
+        wk_key_build(key, sizeof(key), &klen, &c, &(wk_name){WK_NAME_BYTES, "k0", 2, 0, 0}, NULL),
+        WK_OK);
     const wk_entity *ents[] = {&c};
     wk_near_cache_options o = relaxed(ents, 1);
     o.max_bytes = 2 * (klen + sizeof(body)) + 50; /* two entries fit, not three */
@@ -367,9 +366,9 @@ static void ttl_case(int64_t entity_ttl, int64_t option_ttl)
     const char *ns = wk_test_ns("ttl");
     wk_entity long_lived = WK_HASHED_CACHE_ENTITY(ns, 60000);
     wk_entity h = WK_HASHED_CACHE_ENTITY(ns, entity_ttl);
-    cr_assert_eq(wk_hashed_cache_put(wk_db_processor(db), &long_lived, wk_name_str("t"), "body", 4,
-                                     NULL),
-                 WK_OK);
+    cr_assert_eq(
+        wk_hashed_cache_put(wk_db_processor(db), &long_lived, wk_name_str("t"), "body", 4, NULL),
+        WK_OK);
     const wk_entity *ents[] = {&h};
     wk_near_cache_options o = relaxed(ents, 1);
     o.ttl_ms = option_ttl;
@@ -434,7 +433,8 @@ Test(near_cache, killed_connections_make_entries_unverified_and_revalidated_by_h
         /* HashedCache: one get-if-changed, the unchanged path (HGET of the
          * hash and HEXISTS, no HGET of the body), and far fewer bytes
          * than the body from the server. */
-        long long hget = wk_test_cmd_calls(raw, "hget"), hexists = wk_test_cmd_calls(raw, "hexists");
+        long long hget = wk_test_cmd_calls(raw, "hget"),
+                  hexists = wk_test_cmd_calls(raw, "hexists");
         long long out = net_output(raw);
         uint64_t revalidations = stats_of(nc).revalidations;
         cr_assert_eq(wk_near_cache_get(nc, &h, wk_name_str("doc"), &b), WK_OK);
@@ -486,8 +486,9 @@ Test(near_cache, reads_the_capability_does_not_grant_are_refused_and_send_nothin
     wk_body b = WK_BODY_INIT;
     for (int i = 0; i < 3; i++) { /* refused every time, never cached */
         cr_assert_eq(wk_near_cache_get(nc, &no, wk_name_str("s"), &b), WK_EDENIED);
-        cr_assert(strstr(wk_near_cache_errmsg(), "capability \"replica\" may not READ Cache:secret"),
-                  "%s", wk_near_cache_errmsg());
+        cr_assert(
+            strstr(wk_near_cache_errmsg(), "capability \"replica\" may not READ Cache:secret"),
+            "%s", wk_near_cache_errmsg());
         cr_assert(!b.found);
         cr_assert_eq(wk_near_cache_get(nc, &hno, wk_name_str("s"), &b), WK_EDENIED);
         cr_assert(strstr(wk_near_cache_errmsg(), "may not READ HashedCache:secret"), "%s",
@@ -621,8 +622,8 @@ static void staleness_case(const char *kind)
     const char *ns = wk_test_ns("stale");
     wk_entity e = strcmp(kind, WK_KIND_CACHE) == 0 ? (wk_entity)WK_CACHE_ENTITY(ns, 60000)
                                                    : (wk_entity)WK_HASHED_CACHE_ENTITY(ns, 60000);
-    write_log *log = mmap(NULL, sizeof(*log), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
+    write_log *log =
+        mmap(NULL, sizeof(*log), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(log, MAP_FAILED);
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
@@ -685,8 +686,7 @@ static void staleness_case(const char *kind)
            "versions\n",
            kind, checks, (unsigned long long)s.hits, (unsigned long long)s.reads,
            (unsigned long long)s.revalidations, failures, k.kills[0], k.kills[1],
-           (unsigned long long)s.sessions, (unsigned long long)atomic_load(&log->count),
-           worst_lag);
+           (unsigned long long)s.sessions, (unsigned long long)atomic_load(&log->count), worst_lag);
     /* The test means something only if both kinds of kill happened and
      * bodies were served from memory between them. */
     cr_assert_geq(k.kills[0], 4);
