@@ -145,9 +145,42 @@ static int revalidate(wk_processor *p, unsigned i)
     return rc != WK_OK ? rc : unchanged ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 
+/* A near cache whose hits are counted: opened once from the suite's
+ * handle (its thread allocates on its own thread, which is not counted)
+ * and left open until the process ends. */
+static const wk_entity alloc_near = WK_CACHE_ENTITY("alloc-near", 600000);
+static wk_near_cache *alloc_nc;
+
+static int open_near(wk_processor *p)
+{
+    memset(body_1k, 'n', sizeof(body_1k));
+    int rc = wk_cache_put(p, &alloc_near, wk_name_str("hit"), body_1k, sizeof(body_1k));
+    const wk_entity *ents[] = {&alloc_near};
+    wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
+    o.entities = ents;
+    o.nentities = 1;
+    o.staleness_ms = 600000; /* verified through the whole window, whatever the load */
+    if (rc == WK_OK)
+        rc = wk_near_cache_open(&alloc_nc, p->db, &o, NULL, 0);
+    return rc;
+}
+
+static int near_hit(wk_processor *p, unsigned i)
+{
+    (void)p;
+    (void)i;
+    char back[2048];
+    wk_buffer buf = {back, sizeof(back), 0, false};
+    int rc = wk_near_cache_get_into(alloc_nc, &alloc_near, wk_name_str("hit"), &buf);
+    return rc != WK_OK                               ? rc
+           : buf.found && buf.len == sizeof(body_1k) ? WK_OK
+                                                     : WK_TEST_WRONG_OUTCOME;
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"cache put+get_into (1 KiB)", put_body_1k, cache_put_get},
     {"hashed cache get-if-changed, unchanged (64 KiB)", put_big, revalidate},
+    {"near cache hit, get_into (1 KiB)", open_near, near_hit},
 };
 
 /* ------------------------------------------------------------------------
