@@ -720,28 +720,39 @@ static const served *served_of(const wk_near_cache *nc, const wk_entity *e)
     return NULL;
 }
 
+/* An item a call names: its served entity, key and the key's hash. */
+typedef struct item {
+    const served *se;
+    char key[WK_KEY_MAX];
+    size_t key_len;
+    uint64_t hash;
+} item;
+
 /* Argument checks and the key; WK_OK or WK_EINVAL with the message. */
-static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, const served **se,
-                  char *key, size_t *key_len)
+static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, item *it)
 {
     if (!nc)
         return fail(WK_EINVAL, "near_cache.get: the near cache is NULL");
-    if (!(*se = served_of(nc, e)))
+    if (!(it->se = served_of(nc, e)))
         return fail(WK_EINVAL, "near_cache.get: entity %s:%s is not one this near cache serves",
                     e && e->kind ? e->kind : "(null)", e && e->ns ? e->ns : "(null)");
     char why[160];
     if (wk__name_check(name, why, sizeof(why)) != WK_OK)
         return fail(WK_EINVAL, "near_cache.get: %s", why);
-    return wk__key_build_checked(key, WK_KEY_MAX, key_len, &(*se)->held.entity, name, NULL);
+    int rc = wk__key_build_checked(it->key, sizeof(it->key), &it->key_len, &it->se->held.entity,
+                                   name, NULL);
+    if (!rc)
+        it->hash = wk__bytes_map_hash(nc->sipkey, it->key, it->key_len);
+    return rc;
 }
 
 /*
  * A get that could not be served from memory: read (or revalidate) the
  * entry on the data connection, keep it, and copy it out.
  */
-static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *key, size_t key_len,
-                 uint64_t h, const sink *s)
+static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
 {
+    const served *se = it->se;
     wk_processor *p = wk_db_processor(nc->db);
     pthread_mutex_lock(&nc->io_mu);
     if (!se->readable) { /* dispatch refuses it, with its message, sending nothing */
@@ -758,7 +769,7 @@ static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *
 
     pthread_mutex_lock(&nc->mu);
     int64_t t0 = wk_monotonic_ms();
-    entry *en = find(nc, h, key, key_len);
+    entry *en = find(nc, it->hash, it->key, it->key_len);
     if (en && verified(nc, en, t0)) { /* another thread read it while we waited */
         nc->stats.hits++;
         touch(nc, en);
@@ -767,7 +778,7 @@ static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *
         pthread_mutex_unlock(&nc->io_mu);
         return rc;
     }
-    if (!en && !(en = insert(nc, se, h, key, key_len))) {
+    if (!en && !(en = insert(nc, se, it->hash, it->key, it->key_len))) {
         pthread_mutex_unlock(&nc->mu);
         pthread_mutex_unlock(&nc->io_mu);
         return fail(WK_ENOMEM, "near_cache.get: out of memory");
@@ -801,7 +812,7 @@ static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *
         en->dirty = !good;
         en->expires_ms = wk__add_ms(t0, se->ttl_ms);
         nc->stats.bytes -= en->bytes;
-        en->bytes = key_len + en->copy.body.len;
+        en->bytes = it->key_len + en->copy.body.len;
         nc->stats.bytes += en->bytes;
         if (change == WK_ITEM_UNCHANGED)
             nc->stats.revalidations++;
@@ -819,16 +830,13 @@ static int fetch(wk_near_cache *nc, const served *se, wk_name name, const char *
 static int near_get(wk_near_cache *nc, const wk_entity *e, wk_name name, const sink *s)
 {
     near_msg[0] = '\0';
-    const served *se;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = locate(nc, e, &name, &se, key, &key_len);
+    item it;
+    int rc = locate(nc, e, &name, &it);
     if (rc)
         return rc;
-    uint64_t h = wk__bytes_map_hash(nc->sipkey, key, key_len);
-    if (se->readable) {
+    if (it.se->readable) {
         pthread_mutex_lock(&nc->mu);
-        entry *en = find(nc, h, key, key_len);
+        entry *en = find(nc, it.hash, it.key, it.key_len);
         if (en && verified(nc, en, wk_monotonic_ms())) {
             nc->stats.hits++;
             touch(nc, en);
@@ -838,7 +846,7 @@ static int near_get(wk_near_cache *nc, const wk_entity *e, wk_name name, const s
         }
         pthread_mutex_unlock(&nc->mu);
     }
-    return fetch(nc, se, name, key, key_len, h, s);
+    return fetch(nc, &it, name, s);
 }
 
 int wk_near_cache_get(wk_near_cache *nc, const wk_entity *entity, wk_name name, wk_body *out)
@@ -866,15 +874,12 @@ int wk_near_cache_peek(wk_near_cache *nc, const wk_entity *entity, wk_name name,
     if (!state)
         return fail(WK_EINVAL, "near_cache.peek: state is required");
     *state = WK_NEAR_ABSENT;
-    const served *se;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = locate(nc, entity, &name, &se, key, &key_len);
+    item it;
+    int rc = locate(nc, entity, &name, &it);
     if (rc)
         return rc;
-    uint64_t h = wk__bytes_map_hash(nc->sipkey, key, key_len);
     pthread_mutex_lock(&nc->mu);
-    const entry *en = find(nc, h, key, key_len);
+    const entry *en = find(nc, it.hash, it.key, it.key_len);
     if (en)
         *state = verified(nc, en, wk_monotonic_ms()) ? WK_NEAR_VERIFIED : WK_NEAR_UNVERIFIED;
     pthread_mutex_unlock(&nc->mu);

@@ -106,19 +106,29 @@ static bool push_is(const redisReply *r, const char *kind, size_t min_elements)
     return k->type == REDIS_REPLY_STRING && k->len == n && memcmp(k->str, kind, n) == 0;
 }
 
+/* Send a two-argument command and read its reply (*r, to free), within
+ * the command timeout; a failure names `what`. */
+static int command2(wk__subscriber *s, const char *a0, const char *a1, size_t a1_len,
+                    const char *what, redisReply **r)
+{
+    const char *argv[2] = {a0, a1};
+    size_t lens[2] = {strlen(a0), a1_len};
+    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
+    *r = NULL;
+    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
+    if (!rc)
+        rc = wk__wire_read(&s->link, tv, r);
+    return rc ? ctx_fail(s, rc, what) : WK_OK;
+}
+
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 {
     if (!s || !s->link.ctx || (!channel && len))
         return WK_EINVAL;
-    const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
-    size_t lens[2] = {9, len};
-    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
-    redisReply *r = NULL;
-    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
-    if (!rc)
-        rc = wk__wire_read(&s->link, tv, &r);
+    redisReply *r;
+    int rc = command2(s, "SUBSCRIBE", channel ? channel : "", len, "SUBSCRIBE", &r);
     if (rc)
-        return ctx_fail(s, rc, "SUBSCRIBE");
+        return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = sub_fail(s, WK_EREDIS, "subscriber: SUBSCRIBE refused: %.150s", r->str);
     else if (!push_is(r, "subscribe", 3) || r->element[1]->type != REDIS_REPLY_STRING ||
@@ -148,15 +158,10 @@ int wk__subscriber_client_id(wk__subscriber *s, long long *id)
     if (!s || !id || !s->link.ctx)
         return WK_EINVAL;
     *id = 0;
-    static const char *const argv[2] = {"CLIENT", "ID"};
-    static const size_t lens[2] = {6, 2};
-    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
-    redisReply *r = NULL;
-    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
-    if (!rc)
-        rc = wk__wire_read(&s->link, tv, &r);
+    redisReply *r;
+    int rc = command2(s, "CLIENT", "ID", 2, "CLIENT ID", &r);
     if (rc)
-        return ctx_fail(s, rc, "CLIENT ID");
+        return rc;
     if (r->type == REDIS_REPLY_INTEGER)
         *id = r->integer;
     else

@@ -107,26 +107,6 @@ static long long read_calls(redisContext *raw)
     return n;
 }
 
-/* CLIENT KILL ID every client of `type` (normal, pubsub) named `name`. */
-static int kill_named(redisContext *c, const char *type, const char *name)
-{
-    char field[96];
-    snprintf(field, sizeof(field), " name=%s ", name);
-    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE %s", type);
-    int killed = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(list->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        long long id;
-        if (!strstr(line, field) || sscanf(line, "id=%lld", &id) != 1)
-            continue;
-        redisReply *k = wk_test_cmd(c, "CLIENT KILL ID %lld", id);
-        killed += k->type == REDIS_REPLY_INTEGER ? (int)k->integer : 0;
-        freeReplyObject(k);
-    }
-    freeReplyObject(list);
-    return killed;
-}
-
 /* Every byte the server wrote to clients (INFO stats). */
 static long long net_output(redisContext *raw)
 {
@@ -423,7 +403,8 @@ Test(near_cache, killed_connections_make_entries_unverified_and_revalidated_by_h
     for (int round = 0; round < 2; round++) {
         uint64_t sessions = stats_of(nc).sessions;
         cr_assert_eq(state_of(nc, &h, "doc"), WK_NEAR_VERIFIED);
-        cr_assert_eq(kill_named(raw, types[round], "near-kill"), 1, "%s", types[round]);
+        cr_assert_eq(wk_test_kill_clients_of_type(raw, types[round], "near-kill"), 1, "%s",
+                     types[round]);
         /* The thread notices, reconnects and begins a new session. */
         while (stats_of(nc).sessions == sessions)
             wk_test_sleep_ms(1);
@@ -609,7 +590,8 @@ static void *killer_main(void *arg)
     killer *k = arg;
     redisContext *raw = wk_test_raw(wk_test_url());
     for (int i = 0; !atomic_load(&k->stop); i++) {
-        k->kills[i % 2] += kill_named(raw, i % 2 ? "normal" : "pubsub", "near-stale");
+        k->kills[i % 2] +=
+            wk_test_kill_clients_of_type(raw, i % 2 ? "normal" : "pubsub", "near-stale");
         for (int slept = 0; slept < pause_ms[i % 6] && !atomic_load(&k->stop); slept += 10)
             wk_test_sleep_ms(10);
     }
