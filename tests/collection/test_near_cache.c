@@ -252,6 +252,37 @@ Test(near_cache, bcast_mode_invalidates_by_prefix)
     invalidation_case(WK_NEAR_BCAST);
 }
 
+/* FLUSHDB is announced as "everything changed" (a nil payload): every
+ * entry goes, bodies and kept misses alike. A private server: it is
+ * flushed. */
+Test(near_cache, a_flush_drops_every_entry, .init = wk_test_private_start,
+     .fini = wk_test_private_stop)
+{
+    const char *url = wk_test_private_url();
+    wk_db *db = open_db(url, NULL, "near-flush");
+    wk_entity c = WK_CACHE_ENTITY("flush", 60000), h = WK_HASHED_CACHE_ENTITY("flush", 60000);
+    cr_assert_eq(wk_cache_put(wk_db_processor(db), &c, wk_name_str("a"), "1", 1), WK_OK);
+    cr_assert_eq(wk_hashed_cache_put(wk_db_processor(db), &h, wk_name_str("a"), "2", 1, NULL),
+                 WK_OK);
+    const wk_entity *ents[] = {&c, &h};
+    wk_near_cache_options o = relaxed(ents, 2);
+    wk_near_cache *nc = open_nc(db, &o);
+    expect_body(nc, &c, "a", "1");
+    expect_body(nc, &h, "a", "2");
+    expect_body(nc, &c, "none", NULL);
+    cr_assert_eq(stats_of(nc).entries, 3);
+    redisContext *raw = wk_test_raw(url);
+    freeReplyObject(wk_test_cmd(raw, "FLUSHDB"));
+    while (stats_of(nc).flushes == 0)
+        wk_test_sleep_ms(1);
+    cr_assert_eq(stats_of(nc).entries, 0);
+    cr_assert_eq(state_of(nc, &h, "a"), WK_NEAR_ABSENT);
+    expect_body(nc, &h, "a", NULL);
+    redisFree(raw);
+    wk_near_cache_close(nc);
+    wk_db_close(db);
+}
+
 /* ------------------------------------------------------------------------
  * Bounds
  * ---------------------------------------------------------------------- */
