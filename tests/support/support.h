@@ -112,6 +112,10 @@ const char *wk_test_proxy_url(const wk_test_proxy *p);
 void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), void *arg);
 /* How many replies were dropped so far. */
 int wk_test_proxy_drops(const wk_test_proxy *p);
+/* While frozen, nothing is forwarded either way and every session stays
+ * open: a network that silently stops delivering (no FIN, no RST). New
+ * connections are accepted and wait too. */
+void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen);
 
 /* A fake peer that is not Redis (tests/support/fake_peer.c): the first
  * command read gets `first` (NULL: `reply`), every later one `reply`. */
