@@ -47,10 +47,13 @@
  * other handles are invalidated the same way (read-your-writes only up to
  * the same bound).
  *
- * DISCONNECTS DO NOT FLUSH. When either connection drops (or its PING goes
- * unanswered past the bound) the thread reconnects and re-enables
- * tracking, and every entry becomes UNVERIFIED but is kept. The next get
- * of an unverified entry revalidates it before serving it:
+ * DISCONNECTS DO NOT FLUSH. When either connection drops, the thread (or
+ * the next read) reconnects and re-enables tracking, and every entry
+ * becomes UNVERIFIED but is kept. A connection that goes silent stops the
+ * serving of entries once its last answered PING is staleness_ms old, and
+ * is replaced when a PING or read times out (command_timeout_ms of the
+ * handle). The next get of an unverified entry revalidates it before
+ * serving it:
  *   HashedCache  one get-if-changed round trip with the held hash
  *                (wk_local_copy_refresh): no body crosses the network when
  *                it is unchanged;
