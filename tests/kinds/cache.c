@@ -238,8 +238,60 @@ static void hcache_report(const wk_test_soak_env *env, double elapsed_s)
     printf("  cache hash checks: %ld\n", atomic_load(&s->checks));
 }
 
+/* A near cache per worker over the same items: under the faults (kills,
+ * flushes, stalls) it serves only bodies that match their hash, and its
+ * reads fail only with connection errors. Opened at the first operation
+ * from the worker's handle and kept for the worker's life. */
+typedef struct near_shared {
+    atomic_long served, hits;
+} near_shared;
+
+static void near_op(wk_processor *p, const wk_test_soak_env *env)
+{
+    static wk_near_cache *nc;
+    near_shared *s = env->shared;
+    if (!nc) {
+        const wk_entity *ents[] = {&soak_hcache};
+        wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
+        o.entities = ents;
+        o.nentities = 1;
+        o.staleness_ms = 500;
+        int rc = wk_near_cache_open(&nc, p->db, &o, NULL, 0);
+        env->account(rc, "near_cache.open");
+        if (rc)
+            return;
+    }
+    unsigned n = randombytes_uniform(4);
+    wk_body out = WK_BODY_INIT;
+    uint64_t hits_before = 0;
+    wk_near_stats st;
+    if (wk_near_cache_stats(nc, &st) == WK_OK)
+        hits_before = st.hits;
+    int rc = wk_near_cache_get(nc, &soak_hcache, wk_name_u64(n), &out);
+    env->account(rc, "near_cache.get");
+    if (rc == WK_OK && out.found) {
+        uint8_t h[WK_BLAKE3_OUT_LEN];
+        wk_blake3(out.data, out.len, h);
+        if (memcmp(h, out.hash, sizeof(h)) != 0)
+            env->violation("%s %d: body does not match its hash", "near cache", (int)n);
+        atomic_fetch_add(&s->served, 1);
+        if (wk_near_cache_stats(nc, &st) == WK_OK && st.hits > hits_before)
+            atomic_fetch_add(&s->hits, 1);
+    }
+    wk_body_free(&out);
+}
+
+static void near_report(const wk_test_soak_env *env, double elapsed_s)
+{
+    (void)elapsed_s;
+    near_shared *s = env->shared;
+    printf("  near cache bodies served: %ld (%ld from memory), all matching their hash\n",
+           atomic_load(&s->served), atomic_load(&s->hits));
+}
+
 static const wk_test_soak_op soak[] = {
     {"hashed cache", 1, sizeof(hcache_shared), hcache_op, hcache_report},
+    {"near cache", 1, sizeof(near_shared), near_op, near_report},
 };
 
 static wk_test_kind cache_rows = {
