@@ -549,6 +549,19 @@ void wk_near_cache_close(wk_near_cache *nc)
     near_free(nc);
 }
 
+/* The served entity `e` names, or NULL. */
+static const served *served_of(const wk_near_cache *nc, const wk_entity *e)
+{
+    if (!e || !e->kind || !e->ns)
+        return NULL;
+    for (size_t i = 0; i < nc->nserved; i++) {
+        const wk_entity *x = &nc->served[i].held.entity;
+        if (strcmp(x->ns, e->ns) == 0 && strcmp(x->kind, e->kind) == 0)
+            return &nc->served[i];
+    }
+    return NULL;
+}
+
 static int check_options(const wk_near_cache_options *o, char *err, size_t errlen)
 {
     const char *why =
@@ -635,8 +648,10 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
     const wk_cap *cap = wk_db_capability(db);
     bool any_readable = false;
     for (size_t i = 0; !rc && i < opts->nentities; i++) {
+        if (served_of(nc, opts->entities[i]))
+            continue; /* listed twice: once is enough (BCAST refuses overlapping prefixes) */
         rc = serve(nc, opts->entities[i], opts, cap, err, errlen);
-        any_readable = any_readable || (!rc && nc->served[i].readable);
+        any_readable = any_readable || (!rc && nc->served[nc->nserved - 1].readable);
     }
     if (!rc && nc->mode == WK_NEAR_BCAST && !any_readable)
         rc = wk__errbuf_set(err, errlen, WK_EDENIED,
@@ -705,19 +720,6 @@ static int emit(const entry *en, const sink *s)
     if (b->len)
         memcpy(s->buf->data, b->data, b->len);
     return WK_OK;
-}
-
-/* The served entity `e` names, or NULL. */
-static const served *served_of(const wk_near_cache *nc, const wk_entity *e)
-{
-    if (!e || !e->kind || !e->ns)
-        return NULL;
-    for (size_t i = 0; i < nc->nserved; i++) {
-        const wk_entity *x = &nc->served[i].held.entity;
-        if (strcmp(x->ns, e->ns) == 0 && strcmp(x->kind, e->kind) == 0)
-            return &nc->served[i];
-    }
-    return NULL;
 }
 
 /* An item a call names: its served entity, key and the key's hash. */

@@ -196,8 +196,8 @@ static void invalidation_case(wk_near_mode mode)
     wk_entity c = WK_CACHE_ENTITY(ns, 60000), h = WK_HASHED_CACHE_ENTITY(ns, 60000);
     cr_assert_eq(wk_cache_put(w, &c, wk_name_str("x"), "one", 3), WK_OK);
     cr_assert_eq(wk_hashed_cache_put(w, &h, wk_name_str("x"), "one", 3, NULL), WK_OK);
-    const wk_entity *ents[] = {&c, &h};
-    wk_near_cache_options o = relaxed(ents, 2);
+    const wk_entity *ents[] = {&c, &h, &c}; /* listed twice: served once (BCAST too) */
+    wk_near_cache_options o = relaxed(ents, 3);
     o.mode = mode;
     wk_near_cache *nc = open_nc(db, &o);
 
