@@ -160,3 +160,8 @@ void wk__blocking_reset(wk_db *b)
         ;
     atomic_store(&b->conn->interrupted, false);
 }
+
+uint64_t wk__blocking_reconnects(const wk_db *b)
+{
+    return b && b->conn ? b->conn->reconnects : 0;
+}

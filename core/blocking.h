@@ -71,4 +71,10 @@ void wk__blocking_interrupt(wk_db *b);
 bool wk__blocking_interrupted(const wk_db *b);
 void wk__blocking_reset(wk_db *b);
 
+/* How many connections `b` opened after its first (each reconnect counts
+ * one). A helper that set per-connection state on the server (the near
+ * cache's CLIENT TRACKING) compares it before and after a query: a change
+ * means that state is gone. Same thread rule as `b`. */
+uint64_t wk__blocking_reconnects(const wk_db *b);
+
 #endif /* WK_CORE_BLOCKING_H */

@@ -117,19 +117,29 @@ static bool push_is(const redisReply *r, const char *kind, size_t min_elements)
     return k->type == REDIS_REPLY_STRING && k->len == n && memcmp(k->str, kind, n) == 0;
 }
 
+/* Send a two-argument command and read its reply (*r, to free), within
+ * the command timeout; a failure names `what`. */
+static int command2(wk__subscriber *s, const char *a0, const char *a1, size_t a1_len,
+                    const char *what, redisReply **r)
+{
+    const char *argv[2] = {a0, a1};
+    size_t lens[2] = {strlen(a0), a1_len};
+    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
+    *r = NULL;
+    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
+    if (!rc)
+        rc = wk__wire_read(&s->link, tv, r);
+    return rc ? ctx_fail(s, rc, what) : WK_OK;
+}
+
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 {
     if (!s || !s->link.ctx || (!channel && len))
         return WK_EINVAL;
-    const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
-    size_t lens[2] = {9, len};
-    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
-    redisReply *r = NULL;
-    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
-    if (!rc)
-        rc = wk__wire_read(&s->link, tv, &r);
+    redisReply *r;
+    int rc = command2(s, "SUBSCRIBE", channel ? channel : "", len, "SUBSCRIBE", &r);
     if (rc)
-        return ctx_fail(s, rc, "SUBSCRIBE");
+        return rc;
     if (r->type == REDIS_REPLY_ERROR)
         rc = sub_fail(s, WK_EREDIS, "subscriber: SUBSCRIBE refused: %.150s", r->str);
     else if (!push_is(r, "subscribe", 3) || r->element[1]->type != REDIS_REPLY_STRING ||
@@ -154,14 +164,56 @@ static int send_ping(wk__subscriber *s)
     return WK_OK;
 }
 
-int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
-                        size_t *len, bool *got)
+int wk__subscriber_client_id(wk__subscriber *s, long long *id)
 {
-    if (!s || !msg || !len || !got)
+    if (!s || !id || !s->link.ctx)
         return WK_EINVAL;
-    *got = false;
-    *msg = NULL;
-    *len = 0;
+    *id = 0;
+    redisReply *r;
+    int rc = command2(s, "CLIENT", "ID", 2, "CLIENT ID", &r);
+    if (rc)
+        return rc;
+    if (r->type == REDIS_REPLY_INTEGER)
+        *id = r->integer;
+    else
+        rc = sub_fail(s, WK_EPROTO, "subscriber: unexpected reply to CLIENT ID");
+    freeReplyObject(r);
+    return rc;
+}
+
+int wk__subscriber_ping(wk__subscriber *s)
+{
+    if (!s || !s->link.ctx || s->link.ctx->err)
+        return s ? sub_fail(s, WK_EIO, "subscriber: connection is closed") : WK_EINVAL;
+    return send_ping(s);
+}
+
+/* A message whose payload is an array of strings (client-side caching's
+ * invalidation: the keys) or nil (everything invalidated). */
+static bool keys_message(const redisReply *r)
+{
+    if (!push_is(r, "message", 3))
+        return false;
+    const redisReply *p = r->element[2];
+    if (p->type == REDIS_REPLY_NIL)
+        return true;
+    if (p->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < p->elements; i++) {
+        if (p->element[i]->type != REDIS_REPLY_STRING)
+            return false;
+    }
+    return true;
+}
+
+/*
+ * The loop of wk__subscriber_next() and wk__subscriber_poll(): `all`
+ * reports pongs and key-array messages too (poll); without it (next) they
+ * are consumed here, as are (un)subscribe confirmations.
+ */
+static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, wk__sub_event *ev)
+{
+    *ev = (wk__sub_event){WK__SUB_NOTHING, NULL, 0, 0};
     if (s->last) {
         freeReplyObject(s->last);
         s->last = NULL;
@@ -179,9 +231,16 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
         if (r) {
             if (push_is(r, "message", 3) && r->element[2]->type == REDIS_REPLY_STRING) {
                 s->last = r;
-                *msg = r->element[2]->str;
-                *len = r->element[2]->len;
-                *got = true;
+                *ev = (wk__sub_event){WK__SUB_MESSAGE, r->element[2]->str, r->element[2]->len, 0};
+                return WK_OK;
+            }
+            if (all && keys_message(r)) {
+                s->last = r;
+                const redisReply *p = r->element[2];
+                if (p->type == REDIS_REPLY_NIL)
+                    ev->type = WK__SUB_FLUSH;
+                else
+                    *ev = (wk__sub_event){WK__SUB_KEYS, NULL, 0, p->elements};
                 return WK_OK;
             }
             bool pong = push_is(r, "pong", 1);
@@ -192,8 +251,13 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             freeReplyObject(r);
             if (error)
                 return sub_fail(s, WK_EREDIS, "subscriber: Redis replied: %s", text);
-            if (pong)
+            if (pong) {
                 s->ping_sent_ms = 0;
+                if (all) {
+                    ev->type = WK__SUB_PONG;
+                    return WK_OK;
+                }
+            }
             continue; /* (un)subscribe confirmations and the like */
         }
 
@@ -248,6 +312,38 @@ int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const ch
             s->last_rx_ms = wk_monotonic_ms();
         }
     }
+}
+
+int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
+                        size_t *len, bool *got)
+{
+    if (!s || !msg || !len || !got)
+        return WK_EINVAL;
+    wk__sub_event ev;
+    int rc = next_event(s, timeout_ms, wake_fd, false, &ev);
+    *got = ev.type == WK__SUB_MESSAGE;
+    *msg = ev.data;
+    *len = ev.len;
+    return rc;
+}
+
+int wk__subscriber_poll(wk__subscriber *s, int timeout_ms, int wake_fd, wk__sub_event *ev)
+{
+    if (!s || !ev)
+        return WK_EINVAL;
+    return next_event(s, timeout_ms, wake_fd, true, ev);
+}
+
+const char *wk__subscriber_key(const wk__subscriber *s, size_t i, size_t *len)
+{
+    const redisReply *p =
+        s && s->last && push_is(s->last, "message", 3) ? s->last->element[2] : NULL;
+    if (!p || p->type != REDIS_REPLY_ARRAY || i >= p->elements) {
+        *len = 0;
+        return NULL;
+    }
+    *len = p->element[i]->len;
+    return p->element[i]->str;
 }
 
 int wk__subscriber_database(const wk_db *db)

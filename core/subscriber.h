@@ -66,6 +66,52 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 int wk__subscriber_next(wk__subscriber *s, int timeout_ms, int wake_fd, const char **msg,
                         size_t *len, bool *got);
 
+/*
+ * CLIENT ID of the subscriber's connection: the id a data connection names
+ * in CLIENT TRACKING on REDIRECT <id> (the near cache). Ask it before
+ * SUBSCRIBE: once subscribed, RESP2 allows no other command. Returns WK_OK
+ * or a connection / protocol error (the subscriber is then unusable).
+ */
+int wk__subscriber_client_id(wk__subscriber *s, long long *id);
+
+/*
+ * Send a PING now (allowed once subscribed). Its answer comes back as a
+ * WK__SUB_PONG event of wk__subscriber_poll(); without one within the
+ * command timeout, poll fails with WK_ETIMEDOUT. Send the next only after
+ * that PONG. Returns WK_OK or WK_EIO (the subscriber is then unusable).
+ */
+int wk__subscriber_ping(wk__subscriber *s);
+
+/* What wk__subscriber_poll() received. */
+typedef enum wk__sub_event_type {
+    WK__SUB_NOTHING = 0, /* timeout or wake-up */
+    WK__SUB_MESSAGE,     /* a message with a string payload: data, len */
+    WK__SUB_KEYS,        /* a message whose payload is an array of strings
+                            (client-side caching's invalidation): nkeys,
+                            each read with wk__subscriber_key() */
+    WK__SUB_FLUSH,       /* a message with a nil payload: every key was
+                            invalidated (FLUSHALL, FLUSHDB) */
+    WK__SUB_PONG         /* the answer to wk__subscriber_ping() */
+} wk__sub_event_type;
+
+typedef struct wk__sub_event {
+    wk__sub_event_type type;
+    const char *data; /* borrowed until the next call or close */
+    size_t len;
+    size_t nkeys;
+} wk__sub_event;
+
+/*
+ * wk__subscriber_next() reporting every kind of event (see above) instead
+ * of only string messages. Same timeout, wake_fd, keep-alive and failure
+ * rules; one event per call.
+ */
+int wk__subscriber_poll(wk__subscriber *s, int timeout_ms, int wake_fd, wk__sub_event *ev);
+
+/* Key i of the WK__SUB_KEYS event just returned (borrowed as its data);
+ * NULL (and *len 0) when there is no such key. */
+const char *wk__subscriber_key(const wk__subscriber *s, size_t i, size_t *len);
+
 /* The database `db`'s connection selects (0 by default). Pub/Sub channels
  * are server-wide, so whoever publishes for one database and whoever
  * subscribes for it put this number in the channel name. */

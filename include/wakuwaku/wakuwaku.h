@@ -26,6 +26,7 @@
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/cache.h>
 #include <wakuwaku/hashed_cache.h>
+#include <wakuwaku/near_cache.h>
 #include <wakuwaku/token_bucket.h>
 #include <wakuwaku/settings.h>
 #include <wakuwaku/live_view.h>

@@ -145,9 +145,45 @@ static int revalidate(wk_processor *p, unsigned i)
     return rc != WK_OK ? rc : unchanged ? WK_OK : WK_TEST_WRONG_OUTCOME;
 }
 
+/* A near cache whose hits are counted: opened once from the suite's
+ * handle (its thread allocates on its own thread, which is not counted)
+ * and left open until the process ends. */
+static const wk_entity alloc_near = WK_CACHE_ENTITY("alloc-near", 600000);
+static wk_near_cache *alloc_nc;
+
+static int open_near(wk_processor *p)
+{
+    memset(body_1k, 'n', sizeof(body_1k));
+    int rc = wk_cache_put(p, &alloc_near, wk_name_str("hit"), body_1k, sizeof(body_1k));
+    const wk_entity *ents[] = {&alloc_near};
+    wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
+    o.entities = ents;
+    o.nentities = 1;
+    o.staleness_ms = 600000; /* verified through the whole window, whatever the load */
+    if (rc == WK_OK)
+        rc = wk_near_cache_open(&alloc_nc, p->db, &o, NULL, 0);
+    return rc;
+}
+
+/* A hit, then the round trip it saves (so that the counter, which must
+ * see hiredis allocate, has a reply to see). */
+static int near_hit(wk_processor *p, unsigned i)
+{
+    (void)i;
+    char back[2048], trip[2048];
+    wk_buffer buf = {back, sizeof(back), 0, false}, rt = {trip, sizeof(trip), 0, false};
+    int rc = wk_near_cache_get_into(alloc_nc, &alloc_near, wk_name_str("hit"), &buf);
+    if (rc == WK_OK)
+        rc = wk_cache_get_into(p, &alloc_near, wk_name_str("hit"), &rt);
+    return rc != WK_OK                                           ? rc
+           : buf.found && buf.len == sizeof(body_1k) && rt.found ? WK_OK
+                                                                 : WK_TEST_WRONG_OUTCOME;
+}
+
 static const wk_test_alloc_case allocs[] = {
     {"cache put+get_into (1 KiB)", put_body_1k, cache_put_get},
     {"hashed cache get-if-changed, unchanged (64 KiB)", put_big, revalidate},
+    {"near cache hit + the get_into it saves (1 KiB)", open_near, near_hit},
 };
 
 /* ------------------------------------------------------------------------
@@ -202,8 +238,60 @@ static void hcache_report(const wk_test_soak_env *env, double elapsed_s)
     printf("  cache hash checks: %ld\n", atomic_load(&s->checks));
 }
 
+/* A near cache per worker over the same items: under the faults (kills,
+ * flushes, stalls) it serves only bodies that match their hash, and its
+ * reads fail only with connection errors. Opened at the first operation
+ * from the worker's handle and kept for the worker's life. */
+typedef struct near_shared {
+    atomic_long served, hits;
+} near_shared;
+
+static void near_op(wk_processor *p, const wk_test_soak_env *env)
+{
+    static wk_near_cache *nc;
+    near_shared *s = env->shared;
+    if (!nc) {
+        const wk_entity *ents[] = {&soak_hcache};
+        wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
+        o.entities = ents;
+        o.nentities = 1;
+        o.staleness_ms = 500;
+        int rc = wk_near_cache_open(&nc, p->db, &o, NULL, 0);
+        env->account(rc, "near_cache.open");
+        if (rc)
+            return;
+    }
+    unsigned n = randombytes_uniform(4);
+    wk_body out = WK_BODY_INIT;
+    uint64_t hits_before = 0;
+    wk_near_stats st;
+    if (wk_near_cache_stats(nc, &st) == WK_OK)
+        hits_before = st.hits;
+    int rc = wk_near_cache_get(nc, &soak_hcache, wk_name_u64(n), &out);
+    env->account(rc, "near_cache.get");
+    if (rc == WK_OK && out.found) {
+        uint8_t h[WK_BLAKE3_OUT_LEN];
+        wk_blake3(out.data, out.len, h);
+        if (memcmp(h, out.hash, sizeof(h)) != 0)
+            env->violation("%s %d: body does not match its hash", "near cache", (int)n);
+        atomic_fetch_add(&s->served, 1);
+        if (wk_near_cache_stats(nc, &st) == WK_OK && st.hits > hits_before)
+            atomic_fetch_add(&s->hits, 1);
+    }
+    wk_body_free(&out);
+}
+
+static void near_report(const wk_test_soak_env *env, double elapsed_s)
+{
+    (void)elapsed_s;
+    near_shared *s = env->shared;
+    printf("  near cache bodies served: %ld (%ld from memory), all matching their hash\n",
+           atomic_load(&s->served), atomic_load(&s->hits));
+}
+
 static const wk_test_soak_op soak[] = {
     {"hashed cache", 1, sizeof(hcache_shared), hcache_op, hcache_report},
+    {"near cache", 1, sizeof(near_shared), near_op, near_report},
 };
 
 static wk_test_kind cache_rows = {

@@ -38,6 +38,7 @@ struct wk_test_proxy {
     void (*on_drop)(void *);
     void *arg;
     atomic_int drops;
+    atomic_bool frozen; /* forward nothing, keep every session open */
     session sessions[MAX_SESSIONS];
 };
 
@@ -107,7 +108,8 @@ static void *run(void *arg)
         nfds_t n = 0;
         fds[n++] = (struct pollfd){.fd = p->wake[0], .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
-        for (int i = 0; i < MAX_SESSIONS; i++) {
+        bool frozen = atomic_load(&p->frozen);
+        for (int i = 0; i < MAX_SESSIONS && !frozen; i++) {
             session *s = &p->sessions[i];
             if (s->client < 0)
                 continue;
@@ -116,7 +118,7 @@ static void *run(void *arg)
             owner[n] = s;
             fds[n++] = (struct pollfd){.fd = s->server, .events = POLLIN};
         }
-        if (poll(fds, n, -1) < 0) {
+        if (poll(fds, n, frozen ? 5 : -1) < 0) { /* frozen: look at the flag again soon */
             if (errno == EINTR)
                 continue;
             return NULL;
@@ -139,7 +141,7 @@ static void *run(void *arg)
                     close(t);
             }
         }
-        for (nfds_t k = 2; k < n; k++) {
+        for (nfds_t k = 2; k < n && !atomic_load(&p->frozen); k++) {
             session *s = owner[k];
             if (!fds[k].revents || s->client < 0 || fds[k].fd < 0)
                 continue;
@@ -219,4 +221,9 @@ void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), vo
 int wk_test_proxy_drops(const wk_test_proxy *p)
 {
     return atomic_load(&((wk_test_proxy *)p)->drops);
+}
+
+void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen)
+{
+    atomic_store(&p->frozen, frozen); /* the thread looks at it after each poll */
 }

@@ -120,9 +120,14 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd)
 
 int wk_test_kill_clients_named(redisContext *c, const char *name)
 {
+    return wk_test_kill_clients_of_type(c, "normal", name);
+}
+
+int wk_test_kill_clients_of_type(redisContext *c, const char *type, const char *name)
+{
     char field[96];
     snprintf(field, sizeof(field), " name=%s ", name);
-    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE normal");
+    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE %s", type);
     int killed = 0;
     char *save = NULL;
     for (char *line = strtok_r(list->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

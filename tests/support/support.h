@@ -68,6 +68,9 @@ wk_db *wk_test_open_as(const wk_cap *cap, const char *client_name, int database)
 /* CLIENT KILL ID, through `c`, of every connection whose client name is
  * `name` (CLIENT LIST TYPE normal); returns how many were killed. */
 int wk_test_kill_clients_named(redisContext *c, const char *name);
+/* The same for the clients of `type` (CLIENT LIST TYPE: "normal",
+ * "pubsub", …). */
+int wk_test_kill_clients_of_type(redisContext *c, const char *type, const char *name);
 /* A thread killing the connections named `name` on the suite's server
  * every 2 ms until stopped; stop joins it and returns how many it killed. */
 typedef struct wk_test_killer wk_test_killer;
@@ -116,6 +119,10 @@ const char *wk_test_proxy_url(const wk_test_proxy *p);
 void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), void *arg);
 /* How many replies were dropped so far. */
 int wk_test_proxy_drops(const wk_test_proxy *p);
+/* While frozen, nothing is forwarded either way and every session stays
+ * open: a network that silently stops delivering (no FIN, no RST). New
+ * connections are accepted and wait too. */
+void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen);
 
 /* A fake peer that is not Redis (tests/support/fake_peer.c): the first
  * command read gets `first` (NULL: `reply`), every later one `reply`. */

@@ -1,0 +1,238 @@
+/*
+ * wakuwaku/near_cache.h — a near cache: a local copy of Cache and
+ * HashedCache bodies, kept valid by Redis client-side caching, so that a
+ * hit costs no round trip.
+ *
+ * HOW IT STAYS VALID. The near cache owns two connections, opened from the
+ * handle given to wk_near_cache_open() (same server, credentials, database,
+ * timeouts and capability):
+ *
+ *   data        reads bodies (through dispatch: capability check, outcome
+ *               rules) with CLIENT TRACKING on REDIRECT <subscriber id>
+ *               (RESP2). Tracking lives on one connection, so the near
+ *               cache never reads through the caller's handle: a reconnect
+ *               there would lose it silently.
+ *   subscriber  SUBSCRIBE __redis__:invalidate; the server sends it the
+ *               name of every tracked key that changes (a put, a remove,
+ *               an expiry, an eviction), or nil for FLUSHALL / FLUSHDB.
+ *
+ * Modes (wk_near_cache_options.mode):
+ *   WK_NEAR_DEFAULT  the server remembers the keys this near cache read and
+ *                    invalidates only those (memory on the server per key
+ *                    read; tracking-table-max-keys bounds it).
+ *   WK_NEAR_BCAST    BCAST PREFIX <entity prefix> for each entity: every
+ *                    change under the prefixes is announced, read or not
+ *                    (no memory on the server per key; more messages).
+ *
+ * A background thread reads the invalidations and, every heartbeat_ms,
+ * sends a PING on each connection. An entry is served from memory only
+ * while it is VERIFIED (see wk_near_state): read on the current tracking
+ * session, no invalidation of its key since, its local TTL running, and
+ * both connections answered a PING sent no more than staleness_ms ago.
+ *
+ * STALENESS BOUND — the promise (docs/GUARANTEES.md, "Near cache"):
+ *   a body served at time t reflects every write that completed (its reply
+ *   reached the writer) before t − staleness_ms, on any client of the
+ *   server, even when a connection silently dies.
+ * Why: the server queues the invalidation of a write before it replies to
+ * the writer, and a PONG after it on the same connection; a PONG to a PING
+ * sent at s proves every invalidation of a write completed before s has
+ * been read and applied (the thread applies messages in order). The data
+ * connection's PONG proves its tracking was alive at s (a killed data
+ * connection takes its tracking with it, and nothing tells the subscriber).
+ * Times are wk_monotonic_ms() (wakuwaku/clock.h). Between writes that
+ * complete less than staleness_ms before a read, the copy may still show
+ * the older body; normally an invalidation arrives within a round trip
+ * (bench/README.md gives the delay). This replica's own puts through its
+ * other handles are invalidated the same way (read-your-writes only up to
+ * the same bound).
+ *
+ * DISCONNECTS DO NOT FLUSH. When either connection drops, the thread (or
+ * the next read) reconnects and re-enables tracking, and every entry
+ * becomes UNVERIFIED but is kept. A connection that goes silent stops the
+ * serving of entries once its last answered PING is staleness_ms old, and
+ * is replaced when a PING or read times out (command_timeout_ms of the
+ * handle). The next get of an unverified entry revalidates it before
+ * serving it:
+ *   HashedCache  one get-if-changed round trip with the held hash
+ *                (wk_local_copy_refresh): no body crosses the network when
+ *                it is unchanged;
+ *   Cache        no hash exists, so the body is read again (GET): one round
+ *                trip with the body.
+ * An invalidation of a HashedCache key keeps the entry (unverified) for
+ * the same reason; an invalidated Cache entry is dropped.
+ *
+ * MEMORY: at most max_entries entries and max_bytes bytes (an entry costs
+ * its key plus its body; misses are cached too, as entries without a body),
+ * least recently used evicted first; a body larger than max_bytes is
+ * returned but not kept. An entry is verified for at most min(ttl_ms,
+ * the entity's ttl_ms) after it was read, then revalidated.
+ *
+ * THREADS: a near cache may be shared by any number of threads. Hits take
+ * a mutex around the table (the copy out happens under it); reads that go
+ * to Redis take a second mutex around the data connection, so they are
+ * serialised on that one connection (open one near cache per thread for
+ * parallel misses). wk_near_cache_close() must not race with other calls.
+ *
+ * CAPABILITY: every get is admitted by the handle's capability, hits
+ * included: an entity the capability does not grant READ is never cached,
+ * and each get of it is refused by dispatch with WK_EDENIED and the
+ * library's message (`capability "replica" may not READ Cache:profile
+ * (cache.get)`) before anything is sent. In BCAST mode such an entity's
+ * prefix is not registered (the server would tell its key names).
+ *
+ * Not yet in a Redis Cluster (tracking is per node).
+ */
+#ifndef WAKUWAKU_NEAR_CACHE_H
+#define WAKUWAKU_NEAR_CACHE_H
+
+#include <wakuwaku/cache.h>
+#include <wakuwaku/db.h>
+#include <wakuwaku/hashed_cache.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wk_near_cache wk_near_cache;
+
+/* How the server tells which keys changed (see the banner). */
+typedef enum wk_near_mode {
+    WK_NEAR_DEFAULT = 0, /* the keys this near cache read */
+    WK_NEAR_BCAST = 1    /* every key under the entities' prefixes */
+} wk_near_mode;
+
+/*
+ * Options of wk_near_cache_open(). Start from WK_NEAR_CACHE_OPTIONS_INIT.
+ *
+ *   entities, nentities  the Cache and HashedCache entities served (at
+ *                        least one; copied). A get of another entity is
+ *                        WK_EINVAL.
+ *   mode                 WK_NEAR_DEFAULT or WK_NEAR_BCAST.
+ *   max_entries          > 0: entries kept (default 10000).
+ *   max_bytes            > 0: bytes kept, keys plus bodies (default 64 MiB).
+ *   ttl_ms               0: each entity's ttl_ms; > 0: min(ttl_ms, the
+ *                        entity's) — how long an entry stays verified
+ *                        after it was read.
+ *   staleness_ms         the bound above (> 0; default 1000).
+ *   heartbeat_ms         PING interval of both connections; 0 (default):
+ *                        staleness_ms / 4. Must be < staleness_ms, and
+ *                        leave room for a round trip, or entries stop
+ *                        being served between PONGs.
+ *   retry_max_ms         longest pause between attempts to reconnect the
+ *                        subscriber (default 2000; the first is at once).
+ */
+typedef struct wk_near_cache_options {
+    const wk_entity *const *entities;
+    size_t nentities;
+    wk_near_mode mode;
+    size_t max_entries;
+    size_t max_bytes;
+    int64_t ttl_ms;
+    int staleness_ms;
+    int heartbeat_ms;
+    int retry_max_ms;
+} wk_near_cache_options;
+
+#define WK_NEAR_CACHE_OPTIONS_INIT                                                                 \
+    {                                                                                              \
+        .entities = NULL, .nentities = 0, .mode = WK_NEAR_DEFAULT, .max_entries = 10000,           \
+        .max_bytes = (size_t)64 * 1024 * 1024, .ttl_ms = 0, .staleness_ms = 1000,                  \
+        .heartbeat_ms = 0, .retry_max_ms = 2000                                                    \
+    }
+
+/*
+ * wk_near_cache_open — open the two connections from `db`'s settings and
+ * capability (db is read during the call only and may be closed after),
+ * subscribe, enable tracking, and start the background thread.
+ *
+ *   out   OUT: the near cache; NULL on failure.
+ *   err   OUT, may be NULL: a message on failure (errlen bytes).
+ *
+ * Returns WK_OK; WK_EINVAL (NULL db, bad options, an entity that is not a
+ * valid Cache or HashedCache); WK_EIO, WK_ETIMEDOUT, WK_EAUTH (cannot connect); WK_EREDIS (the
+ * server refused CLIENT TRACKING, e.g. an ACL); WK_ENOMEM. Close it with
+ * wk_near_cache_close().
+ */
+WK_API int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_options *opts,
+                              char *err, size_t errlen);
+
+/* wk_near_cache_close — stop the thread, close both connections, free
+ * every entry. NULL is a harmless no-op. No other call may run on it. */
+WK_API void wk_near_cache_close(wk_near_cache *nc);
+
+/*
+ * wk_near_cache_get — the body of `name`: from memory when its entry is
+ * verified (no round trip), else read from Redis (HashedCache: revalidated
+ * by hash when an unverified body is held) and kept.
+ *
+ *   entity  one of the entities of the options (matched by kind and
+ *           namespace).
+ *   out     OUT, as wk_cache_get() / wk_hashed_cache_get(): found, change
+ *           (CHANGED when found), data (a heap copy: free with
+ *           wk_body_free(); its previous data is freed first), len, and
+ *           for a HashedCache the hash.
+ *
+ * Returns WK_OK (see out->found), WK_EINVAL (NULL argument, an entity not
+ * served, a bad name), WK_EDENIED (capability; nothing sent), WK_ECORRUPT,
+ * WK_ENOMEM, or a connection / server error of the read (the held entry
+ * is then kept, unverified). A failure leaves its message for
+ * wk_near_cache_errmsg(). READ effect; thread-safe.
+ */
+WK_API int wk_near_cache_get(wk_near_cache *nc, const wk_entity *entity, wk_name name,
+                             wk_body *out);
+
+/*
+ * wk_near_cache_get_into — wk_near_cache_get() into a caller buffer (see
+ * wk_buffer in cache.h); a hit allocates nothing. A body longer than
+ * buf->cap is WK_EINVAL with buf->found true and buf->len the length
+ * needed (the entry is kept). Other returns as wk_near_cache_get().
+ */
+WK_API int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk_name name,
+                                  wk_buffer *buf);
+
+/* The state of one entry, without any I/O (wk_near_cache_peek()). */
+typedef enum wk_near_state {
+    WK_NEAR_ABSENT = 0,    /* no entry: a get reads from Redis */
+    WK_NEAR_VERIFIED = 1,  /* a get now is served from memory */
+    WK_NEAR_UNVERIFIED = 2 /* held, but a get revalidates it first */
+} wk_near_state;
+
+/*
+ * wk_near_cache_peek — what a get of `name` would find now, without I/O
+ * and without touching the LRU order. Returns WK_OK, or WK_EINVAL (NULL
+ * argument, entity not served, bad name). Thread-safe.
+ */
+WK_API int wk_near_cache_peek(wk_near_cache *nc, const wk_entity *entity, wk_name name,
+                              wk_near_state *state);
+
+/* Counters since open (wk_near_cache_stats()). */
+typedef struct wk_near_stats {
+    uint64_t hits;                /* gets served from memory */
+    uint64_t reads;               /* gets that read a body (miss, changed, Cache revalidation) */
+    uint64_t revalidations;       /* HashedCache revalidations by hash that found it unchanged */
+    uint64_t invalidations;       /* keys named by invalidation messages */
+    uint64_t flushes;             /* "everything changed" messages */
+    uint64_t evictions;           /* entries dropped for the bounds */
+    uint64_t sessions;            /* tracking sessions begun (open, every re-enable) */
+    uint64_t subscriber_connects; /* subscriber connections made (1 + reconnects) */
+    size_t entries, bytes;        /* held now */
+    bool verified;                /* entries are served from memory right now */
+} wk_near_stats;
+
+/* wk_near_cache_stats — copy the counters into *out. WK_OK or WK_EINVAL
+ * (NULL argument). Thread-safe. */
+WK_API int wk_near_cache_stats(wk_near_cache *nc, wk_near_stats *out);
+
+/*
+ * wk_near_cache_errmsg — the message of the calling thread's last failed
+ * near-cache call (any near cache); "" if none. Borrowed until this
+ * thread's next near-cache call.
+ */
+WK_API const char *wk_near_cache_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WAKUWAKU_NEAR_CACHE_H */
