@@ -176,6 +176,21 @@ Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120
     wk_db_close(db);
     wk_test_server_stop(&s);
 
+    /* The near cache refuses one (tracking is per node: it would serve
+     * bodies changed on the nodes it does not listen to). */
+    db = open_cluster();
+    wk_entity nce = WK_CACHE_ENTITY(wk_test_ns("near"), 60000);
+    const wk_entity *served[] = {&nce};
+    wk_near_cache_options no = WK_NEAR_CACHE_OPTIONS_INIT;
+    no.entities = served;
+    no.nentities = 1;
+    wk_near_cache *nc = NULL;
+    char nerr[256];
+    cr_assert_eq(wk_near_cache_open(&nc, db, &no, nerr, sizeof(nerr)), WK_EINVAL);
+    cr_assert_null(nc);
+    cr_assert(strstr(nerr, "Redis Cluster"), "%s", nerr);
+    wk_db_close(db);
+
     /* The event-loop handle refuses a cluster (for now), plainly. */
     wk_db_options a = WK_DB_OPTIONS_INIT;
     a.url = C.url;
