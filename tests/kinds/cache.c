@@ -250,6 +250,8 @@ static void near_op(wk_processor *p, const wk_test_soak_env *env)
 {
     static wk_near_cache *nc;
     near_shared *s = env->shared;
+    if (wk_db_cluster_primaries(p->db) > 0)
+        return; /* not in a Redis Cluster yet: wk_near_cache_open refuses it */
     if (!nc) {
         const wk_entity *ents[] = {&soak_hcache};
         wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
