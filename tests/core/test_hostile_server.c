@@ -34,7 +34,7 @@ static int inspect_against(const char *reply, size_t len, wk_lock_state *st, cha
 
 #define INSPECT(lit, st, msg) inspect_against(lit, sizeof(lit) - 1, st, msg, sizeof(msg))
 
-Test(hostile_server, huge_array_header_is_refused_not_allocated, .timeout = 20)
+Test(hostile_server, huge_array_header_is_refused_not_allocated, .timeout = 30)
 {
     wk_lock_state st;
     char msg[512];
@@ -42,7 +42,7 @@ Test(hostile_server, huge_array_header_is_refused_not_allocated, .timeout = 20)
     cr_assert(rc == WK_ENOMEM || rc == WK_EPROTO, "got %s: %s", wk_err_name(rc), msg);
 }
 
-Test(hostile_server, wrong_reply_types_are_eproto, .timeout = 20)
+Test(hostile_server, wrong_reply_types_are_eproto, .timeout = 30)
 {
     wk_lock_state st;
     char msg[512];
@@ -54,7 +54,7 @@ Test(hostile_server, wrong_reply_types_are_eproto, .timeout = 20)
     cr_assert(st.held && st.ttl_ms == 42);
 }
 
-Test(hostile_server, garbage_is_a_protocol_error, .timeout = 20)
+Test(hostile_server, garbage_is_a_protocol_error, .timeout = 30)
 {
     wk_lock_state st;
     char msg[512];
@@ -62,7 +62,7 @@ Test(hostile_server, garbage_is_a_protocol_error, .timeout = 20)
     cr_assert_eq(rc, WK_EPROTO, "got %s: %s", wk_err_name(rc), msg);
 }
 
-Test(hostile_server, silence_is_a_timeout, .timeout = 20)
+Test(hostile_server, silence_is_a_timeout, .timeout = 30)
 {
     wk_lock_state st;
     char msg[512];
@@ -99,7 +99,7 @@ static int open_cluster_peer(wk_test_peer *p, const char **script, const char *s
     return wk_db_open(db, &o, err, errlen);
 }
 
-Test(hostile_server, unreadable_cluster_slot_maps_fail_the_open_clearly, .timeout = 20)
+Test(hostile_server, unreadable_cluster_slot_maps_fail_the_open_clearly, .timeout = 30)
 {
     static const char *const maps[] = {
         "*1\r\n*3\r\n:0\r\n:99999\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n", /* slot 99999 */
