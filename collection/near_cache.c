@@ -628,6 +628,10 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
     int rc = check_options(opts, err, errlen);
     if (rc)
         return rc;
+    if (wk_db_cluster_primaries(db))
+        return wk__errbuf_set(err, errlen, WK_EINVAL,
+                              "near_cache.open: not in a Redis Cluster yet (tracking is per "
+                              "node); the handle is a cluster handle");
     wk_near_cache *nc = calloc(1, sizeof(*nc));
     if (!nc)
         return wk__errbuf_set(err, errlen, WK_ENOMEM, "near_cache.open: out of memory");

@@ -81,7 +81,8 @@
  * (cache.get)`) before anything is sent. In BCAST mode such an entity's
  * prefix is not registered (the server would tell its key names).
  *
- * Not yet in a Redis Cluster (tracking is per node).
+ * Not yet in a Redis Cluster (tracking is per node): opening on a cluster
+ * handle fails with WK_EINVAL.
  */
 #ifndef WAKUWAKU_NEAR_CACHE_H
 #define WAKUWAKU_NEAR_CACHE_H
