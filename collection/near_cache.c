@@ -620,11 +620,6 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
     *out = NULL;
     if (!db || !opts)
         return wk__errbuf_set(err, errlen, WK_EINVAL, "near_cache.open: db and opts are required");
-    /* Tracking and its invalidations are per node: one data connection
-     * and one subscriber would miss the other nodes' changes. */
-    if (wk_db_cluster_primaries(db) > 0)
-        return wk__errbuf_set(err, errlen, WK_EINVAL,
-                              "near_cache.open: not in a Redis Cluster yet (tracking is per node)");
     int rc = check_options(opts, err, errlen);
     if (rc)
         return rc;
