@@ -990,7 +990,14 @@ static void *hold_then_release(void *arg)
     return NULL;
 }
 
-Test(cluster, lease_keeper_waiting_acquire_and_pool_with_a_cluster_url, .init = shared,
+static int count_run(wk_cron_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return WK_OK;
+}
+
+Test(cluster, lease_keeper_waiting_acquire_cron_and_pool_with_a_cluster_url, .init = shared,
      .timeout = 120)
 {
     wk_db *db = open_cluster();
@@ -1035,6 +1042,30 @@ Test(cluster, lease_keeper_waiting_acquire_and_pool_with_a_cluster_url, .init = 
     cr_assert_geq(out.extensions, 3);
     cr_assert(out.released);
     wk_lease_keeper_free(k);
+
+    /* A cron job run once per interval across replicas: two runtimes
+     * take its lease through the cluster, and it runs. */
+    wk_entity lease = WK_LOCK_ENTITY(wk_test_ns("cron"), 300);
+    atomic_int runs = 0;
+    wk_cron *crons[2];
+    for (int i = 0; i < 2; i++) {
+        wk_cron_options co = WK_CRON_OPTIONS_INIT;
+        cr_assert_eq(wk_cron_new(&crons[i], &co), WK_OK);
+        wk_cron_job j = WK_CRON_JOB_INIT;
+        j.name = "tick";
+        j.interval_ms = 400;
+        j.fn = count_run;
+        j.arg = &runs;
+        wk_cron_once_options once = WK_CRON_ONCE_OPTIONS_INIT;
+        once.db = &o;
+        once.lock = &lease;
+        cr_assert_eq(wk_cron_add_once(crons[i], &j, &once), WK_OK, "%s", wk_cron_errmsg(crons[i]));
+        cr_assert_eq(wk_cron_start(crons[i]), WK_OK);
+    }
+    while (atomic_load(&runs) < 3)
+        wk_test_sleep_ms(10);
+    for (int i = 0; i < 2; i++)
+        wk_cron_free(crons[i]);
 
     /* A pool's handles route too. */
     wk_pool *pool = wk_test_open_pool(C.url, NULL, 2, 5000, NULL);
