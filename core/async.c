@@ -41,12 +41,22 @@
 /* Spans kept inside an entry; a query with more arguments (rare: custom
  * queries) gets them on the heap. */
 #define INLINE_SPANS 12
-/* Set-up commands at most: AUTH, HELLO (or PING + CLIENT SETNAME), SELECT. */
-#define MAX_SETUP 5
+/* Set-up commands at most: AUTH, HELLO (or PING + CLIENT SETNAME), SELECT,
+ * ROLE (Sentinel). */
+#define MAX_SETUP 6
 
 enum conn_state { DOWN, DIALING, HANDSHAKE, SETUP, READY };
 enum entry_state { UNSENT = WK__UNSENT, SENT = WK__SENT, FINAL, CALLED };
-enum setup_step { STEP_AUTH, STEP_HELLO, STEP_PING, STEP_SETNAME, STEP_SELECT };
+enum setup_step {
+    STEP_AUTH,
+    STEP_HELLO,
+    STEP_PING,
+    STEP_SETNAME,
+    STEP_SELECT,
+    STEP_ROLE,           /* Sentinel: the node named must say it is the primary */
+    STEP_SENTINEL_AUTH,  /* the sentinel's own AUTH */
+    STEP_SENTINEL_MASTER /* SENTINEL get-master-addr-by-name */
+};
 
 typedef struct entry {
     const char *name;
@@ -87,6 +97,17 @@ struct wk_async {
     wk__buf setup_out;
     size_t setup_wpos;
     char addr[256];
+    /* redis-sentinel://: connecting first asks the sentinels, in order,
+     * round after round until discover_deadline (as wk_db_open does),
+     * through the same DIALING and SETUP states on the sentinel's socket
+     * (`asking`), then dials the primary named and checks its ROLE. */
+    bool discovering, asking;
+    size_t sentinel_i;
+    int64_t discover_deadline, pause_until;
+    int last_rc;
+    char last_why[WK__ERRMSG_MAX / 2];
+    char primary_host[200];
+    int primary_port;
 
     entry *ring;
     size_t head, count, cap;
@@ -247,7 +268,7 @@ static int64_t next_due(wk_async *a)
     case DOWN:
         for (size_t i = 0; i < a->count; i++)
             if (at(a, i)->state == UNSENT)
-                return 0; /* to connect */
+                return a->pause_until; /* to connect (after a pause between sentinel rounds) */
         return -1;
     case DIALING:
     case HANDSHAKE:
@@ -315,8 +336,20 @@ static void close_link(wk_async *a)
 
 /* Connecting or setting up failed: nothing was sent; every entry (all
  * UNSENT) fails with the reason. */
+static void ask_next_sentinel(wk_async *a);
+
 static void connect_failed(wk_async *a, int rc, const char *why)
 {
+    if (a->discovering && rc != WK_EAUTH && rc != WK_ENOMEM) {
+        /* This sentinel, or the node it named, did not do: the next one. */
+        a->last_rc = rc > 0 ? WK_EIO : rc;
+        wk__copy_text(a->last_why, sizeof(a->last_why), why);
+        close_link(a);
+        a->sentinel_i++;
+        ask_next_sentinel(a);
+        return;
+    }
+    a->discovering = false;
     /* `why` may be the connection's own text, gone once it is closed. */
     wk__copy_text(a->errmsg, sizeof(a->errmsg), why);
     const char *msg = a->errmsg;
@@ -362,17 +395,44 @@ static void begin_setup(wk_async *a)
     const char *select[2] = {"SELECT", num};
     if (!rc && conn->url.database)
         rc = setup_add(a, STEP_SELECT, 2, select);
+    const char *role[1] = {"ROLE"};
+    if (!rc && conn->url.service)
+        rc = setup_add(a, STEP_ROLE, 1, role);
     if (rc)
         connect_failed(a, rc, "out of memory formatting the connection set-up");
 }
 
-static void start_connect(wk_async *a)
+/* Connected to a sentinel: ask it for the primary (after its AUTH). */
+static void begin_sentinel_question(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    a->state = SETUP;
+    a->nsteps = a->step = 0;
+    a->setup_out.len = a->setup_wpos = 0;
+    int rc = WK_OK;
+    if (conn->sentinel_password) {
+        const char *auth[3] = {
+            "AUTH", conn->sentinel_username ? conn->sentinel_username : conn->sentinel_password,
+            conn->sentinel_password};
+        rc = setup_add(a, STEP_SENTINEL_AUTH, conn->sentinel_username ? 3 : 2, auth);
+    }
+    const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", conn->url.service};
+    if (!rc)
+        rc = setup_add(a, STEP_SENTINEL_MASTER, 3, ask);
+    if (rc)
+        connect_failed(a, WK_ENOMEM, "out of memory formatting the question to the sentinel");
+}
+
+/* Dial `at` (a sentinel or a data node) for the state machine. */
+static void dial(wk_async *a, const wk_url *at)
 {
     wk__conn *conn = a->db->conn;
     char why[256];
-    int rc = wk__dial_start(&a->dial, &conn->url, why, sizeof(why));
+    int rc = wk__dial_start(&a->dial, at, why, sizeof(why));
     a->connect_deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
                           conn->connect_timeout.tv_usec / 1000;
+    if (a->discovering && a->connect_deadline > a->discover_deadline)
+        a->connect_deadline = a->discover_deadline;
     if (rc) {
         char msg[WK__ERRMSG_MAX + 320];
         snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
@@ -380,6 +440,68 @@ static void start_connect(wk_async *a)
         return;
     }
     a->state = DIALING;
+}
+
+/* The sentinel named the primary: leave the sentinel, dial the node. */
+static void sentinel_answered(wk_async *a)
+{
+    close_link(a);
+    a->asking = false;
+    snprintf(a->addr, sizeof(a->addr), "%s:%d", a->primary_host, a->primary_port);
+    wk_url at = {.host = a->primary_host, .port = a->primary_port};
+    dial(a, &at);
+}
+
+/* The next sentinel in turn; after the last, a pause and a new round
+ * until the discovery deadline, then the search fails. */
+static void ask_next_sentinel(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    int64_t now = wk_monotonic_ms();
+    if (a->sentinel_i >= conn->url.nsentinels) {
+        a->sentinel_i = 0;
+        if (now + WK__SENTINEL_ROUND_PAUSE_MS >= a->discover_deadline) {
+            char msg[WK__ERRMSG_MAX + 320];
+            snprintf(msg, sizeof(msg),
+                     "no primary of service \"%.100s\" found through %zu sentinel(s); last: %s",
+                     conn->url.service, conn->url.nsentinels, a->last_why);
+            a->discovering = false;
+            connect_failed(a, a->last_rc, msg);
+            return;
+        }
+        a->pause_until = now + WK__SENTINEL_ROUND_PAUSE_MS;
+        a->state = DOWN; /* step() dials again once the pause is over */
+        return;
+    }
+    const wk_url_node *s = &conn->url.sentinels[a->sentinel_i];
+    a->asking = true;
+    snprintf(a->addr, sizeof(a->addr), "sentinel %s:%d", s->host, s->port);
+    wk_url at = {.host = s->host, .port = s->port};
+    dial(a, &at);
+}
+
+static void start_connect(wk_async *a)
+{
+    wk__conn *conn = a->db->conn;
+    if (!conn->url.service) {
+        dial(a, &conn->url);
+        return;
+    }
+    int64_t now = wk_monotonic_ms();
+    if (!a->discovering) {
+        int64_t budget =
+            (int64_t)conn->connect_timeout.tv_sec * 1000 + conn->connect_timeout.tv_usec / 1000;
+        int64_t command = command_timeout_ms(a);
+        a->discovering = true;
+        a->discover_deadline = now + (command > budget ? command : budget);
+        a->sentinel_i = 0;
+        a->pause_until = 0;
+        a->last_rc = WK_EIO;
+        wk__copy_text(a->last_why, sizeof(a->last_why), "no sentinel answered");
+    }
+    if (now < a->pause_until)
+        return; /* between two rounds: step() comes back */
+    ask_next_sentinel(a);
 }
 
 /* The socket connected: wrap it, start TLS or the set-up. */
@@ -395,6 +517,10 @@ static void connected(wk_async *a)
     }
     c->reader->fn = &wk__reply_functions;
     conn->link = (wk__link){.ctx = c, .tx = &wk__plain_transport, .wake_fd = -1};
+    if (a->asking) {
+        begin_sentinel_question(a);
+        return;
+    }
     if (!conn->tls) {
         begin_setup(a);
         return;
@@ -450,6 +576,16 @@ static bool judge_setup(wk_async *a, const redisReply *r)
         break;
     case STEP_SELECT:
         rc = wk__setup_judge(r, WK_EREDIS, "SELECT", msg, sizeof(msg));
+        break;
+    case STEP_ROLE:
+        rc = wk__role_judge(r, a->addr, msg, sizeof(msg));
+        break;
+    case STEP_SENTINEL_AUTH:
+        rc = wk__setup_judge(r, WK_EAUTH, "AUTH", msg, sizeof(msg));
+        break;
+    case STEP_SENTINEL_MASTER:
+        rc = wk__sentinel_master_judge(r, a->addr, conn->url.service, a->primary_host,
+                                       sizeof(a->primary_host), &a->primary_port, msg, sizeof(msg));
         break;
     }
     if (rc) {
@@ -638,6 +774,15 @@ static void deliver(wk_async *a, redisReply *reply)
         }
         return;
     }
+    if (a->db->conn->url.service && wk__reply_is_readonly(reply)) {
+        /* The node turned replica: the command did not run. It goes once
+         * more, with what is queued, to the primary the sentinels name
+         * (what was sent behind it settles as on any lost connection). */
+        freeReplyObject(reply);
+        e->state = UNSENT;
+        connection_lost(a, WK_EIO, "READONLY: the node is a replica now");
+        return;
+    }
     a->db->errmsg[0] = '\0';
     int status = wk__parse_reply(a->db, rebuild(a, e, a->store.data + e->start), reply);
     freeReplyObject(reply);
@@ -720,8 +865,11 @@ static void setup_io(wk_async *a)
         connect_failed(a, rc == WK_EPROTO ? WK_EPROTO : WK_EIO, msg);
         return;
     }
-    if (a->state == SETUP && a->step == a->nsteps) {
+    if (a->state == SETUP && a->step == a->nsteps && a->asking) {
+        sentinel_answered(a);
+    } else if (a->state == SETUP && a->step == a->nsteps) {
         a->state = READY;
+        a->discovering = false;
         a->db->conn->last_io_ms = wk_monotonic_ms();
     }
 }
@@ -753,6 +901,8 @@ static void step(wk_async *a, unsigned ready)
         enum conn_state before = a->state;
         switch (a->state) {
         case DOWN:
+            if (a->pause_until > wk_monotonic_ms())
+                break; /* between two rounds over the sentinels */
             for (size_t i = 0; i < a->count; i++)
                 if (at(a, i)->state == UNSENT) {
                     start_connect(a);
@@ -847,17 +997,15 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
         free(a);
         return rc;
     }
-    if (a->db->conn->url.service || a->db->conn->url.nseeds) {
-        /* The loop's connect state machine dials one address; asking the
-         * sentinels first, or a cluster's seeds, is for blocking handles
-         * (wakuwaku/db.h). */
+    if (a->db->conn->url.nseeds) {
+        /* The loop's connect state machine dials one node; a cluster's
+         * seeds are for blocking handles (wakuwaku/db.h). */
         wk_db_close(a->db);
         free(a);
         if (err && errlen)
             snprintf(err, errlen,
-                     "redis-sentinel:// URLs and cluster seed lists are for blocking handles "
-                     "(wk_db_open); the event-loop handle needs a redis://, rediss:// or "
-                     "unix:// URL of one server");
+                     "cluster seed lists are for blocking handles (wk_db_open); the "
+                     "event-loop handle does not route by slot");
         return WK_EINVAL;
     }
     a->proc.process = async_submit;

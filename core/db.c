@@ -336,12 +336,29 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
  * Sentinel: which node is the primary of the service
  * ---------------------------------------------------------------------- */
 
-/* A pause between two rounds over the sentinels. */
-#define SENTINEL_ROUND_PAUSE_MS 50
-
 /* Ask one sentinel for the primary of conn's service: its address in
  * host (hostlen bytes) and *port. WK_OK, or a failure with msg (1: the
  * sentinel does not know the service). */
+int wk__sentinel_master_judge(const redisReply *r, const char *addr, const char *service,
+                              char *host, size_t hostlen, int *port, char *msg, size_t msglen)
+{
+    if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
+        return msg_fail(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr, service);
+    if (r->type == REDIS_REPLY_ERROR)
+        return msg_fail(msg, msglen,
+                        r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
+                        "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len >= hostlen || atoi(r->element[1]->str) <= 0 ||
+        atoi(r->element[1]->str) > 65535)
+        return msg_fail(msg, msglen, WK_EPROTO,
+                        "%s answered SENTINEL get-master-addr-by-name with no address", addr);
+    memcpy(host, r->element[0]->str, r->element[0]->len + 1);
+    *port = atoi(r->element[1]->str);
+    return WK_OK;
+}
+
 static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host, size_t hostlen,
                         int *port, wk__link *keep, char *msg, size_t msglen)
 {
@@ -371,25 +388,9 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
             rc = setup_failure(msg, msglen, rc, "SENTINEL get-master-addr-by-name", addr, conn,
                                &link);
     }
-    if (!rc) {
-        if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
-            rc = msg_fail(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr,
-                          conn->url.service);
-        else if (r->type == REDIS_REPLY_ERROR)
-            rc = msg_fail(msg, msglen,
-                          r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
-                          "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
-        else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-                 r->element[0]->type != REDIS_REPLY_STRING ||
-                 r->element[1]->type != REDIS_REPLY_STRING || r->element[0]->len >= hostlen ||
-                 atoi(r->element[1]->str) <= 0 || atoi(r->element[1]->str) > 65535)
-            rc = msg_fail(msg, msglen, WK_EPROTO,
-                          "%s answered SENTINEL get-master-addr-by-name with no address", addr);
-        else {
-            memcpy(host, r->element[0]->str, r->element[0]->len + 1);
-            *port = atoi(r->element[1]->str);
-        }
-    }
+    if (!rc)
+        rc =
+            wk__sentinel_master_judge(r, addr, conn->url.service, host, hostlen, port, msg, msglen);
     if (r)
         freeReplyObject(r);
     if (!rc && keep)
@@ -435,6 +436,21 @@ bool wk__failover_noticed(const char *service, wk__link *link)
 
 /* Whether the node on `link` says it is a primary (ROLE). WK_OK; 1 (with
  * msg) for a replica or sentinel; a failure otherwise. */
+int wk__role_judge(const redisReply *r, const char *addr, char *msg, size_t msglen)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return msg_fail(msg, msglen, WK_EREDIS,
+                        "ROLE refused by %s: %.200s (the data node's user needs +role)", addr,
+                        r->str);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return msg_fail(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
+    if (strcmp(r->element[0]->str, "master") != 0)
+        return msg_fail(msg, msglen, 1, "%s is a %.20s, not the primary (yet)", addr,
+                        r->element[0]->str);
+    return WK_OK;
+}
+
 static int check_role(wk__link *link, const wk__conn *conn, const char *addr, char *msg,
                       size_t msglen)
 {
@@ -443,16 +459,7 @@ static int check_role(wk__link *link, const wk__conn *conn, const char *addr, ch
     int rc = wk__link_round_trip(link, conn, 1, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "ROLE", addr, conn, link);
-    if (r->type == REDIS_REPLY_ERROR)
-        rc =
-            msg_fail(msg, msglen, WK_EREDIS,
-                     "ROLE refused by %s: %.200s (the data node's user needs +role)", addr, r->str);
-    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-             r->element[0]->type != REDIS_REPLY_STRING)
-        rc = msg_fail(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
-    else if (strcmp(r->element[0]->str, "master") != 0)
-        rc = msg_fail(msg, msglen, 1, "%s is a %.20s, not the primary (yet)", addr,
-                      r->element[0]->str);
+    rc = wk__role_judge(r, addr, msg, msglen);
     freeReplyObject(r);
     return rc;
 }
@@ -520,7 +527,7 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
         int64_t left = deadline - wk_monotonic_ms();
         if (left <= 0 || atomic_load(&conn->interrupted))
             break;
-        pause_ms(conn, left < SENTINEL_ROUND_PAUSE_MS ? left : SENTINEL_ROUND_PAUSE_MS);
+        pause_ms(conn, left < WK__SENTINEL_ROUND_PAUSE_MS ? left : WK__SENTINEL_ROUND_PAUSE_MS);
     }
     return msg_fail(msg, msglen, last,
                     "no primary of service \"%.100s\" found through %zu sentinel(s) in %lld ms; "

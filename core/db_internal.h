@@ -164,6 +164,15 @@ bool wk__failover_noticed(const char *service, wk__link *link);
 #define WK__HELLO_FALLBACK 1
 int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen);
 int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg, size_t msglen);
+/* Sentinel replies, judged once for blocking and event-loop handles:
+ * SENTINEL get-master-addr-by-name's (the address into host / *port; 1:
+ * this sentinel does not know `service`, ask the next) and ROLE's (1: not
+ * the primary, or not yet). */
+int wk__sentinel_master_judge(const redisReply *r, const char *addr, const char *service,
+                              char *host, size_t hostlen, int *port, char *msg, size_t msglen);
+int wk__role_judge(const redisReply *r, const char *addr, char *msg, size_t msglen);
+/* Between two rounds over the sentinels. */
+#define WK__SENTINEL_ROUND_PAUSE_MS 50
 /* "host:port" or "unix:path" of conn's server. */
 const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len);
 /* A handle with opts' settings and capability, not connected yet (what

@@ -110,10 +110,14 @@ typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t 
 
 /*
  * wk_async_open — a handle with the options of wk_db_open() (URL,
- * credentials, TLS, database, client name, timeouts, capability). It
- * checks the options and starts connecting without waiting. Returns
- * WK_OK, WK_EINVAL (bad options, message in `err`) or WK_ENOMEM; *out is
- * NULL on failure. Connection failures are reported to queries (5.).
+ * credentials, TLS, database, client name, timeouts, capability;
+ * redis-sentinel:// URLs too, the sentinels asked in the loop's steps).
+ * It checks the options and starts connecting without waiting. Returns
+ * WK_OK, WK_EINVAL (bad options, or a cluster's seed list: the loop
+ * handle does not route by slot, and a single cluster node's URL fails
+ * its queries with WK_EINVAL at the set-up; message in `err`) or
+ * WK_ENOMEM; *out is NULL on failure. Connection failures are reported
+ * to queries (5.).
  */
 WK_API int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen);
 

@@ -110,9 +110,10 @@ extern "C" {
  * connection is dropped and the query is sent again, once, on the primary
  * found anew — a write answered READONLY is never WK_EUNKNOWN; if no
  * primary is found in time it fails as not sent (WK_EIO / WK_ETIMEDOUT).
- * A write sent whose reply was lost is WK_EUNKNOWN as usual. Sentinel is
- * for blocking handles: wk_async_open() refuses a redis-sentinel:// URL
- * with WK_EINVAL. No TLS to sentinels or data nodes (tls_* are refused).
+ * A write sent whose reply was lost is WK_EUNKNOWN as usual. The
+ * event-loop handle (wk_async_open) asks the sentinels the same way, in
+ * non-blocking steps, and re-sends a READONLY write once; it keeps no
+ * failover notice. No TLS to sentinels or data nodes (tls_* are refused).
  *
  * CLUSTER — url "redis://[user:password@]h1[:p1][,h2[:p2]…]" (or
  * rediss://): the hosts are seeds, tried in order until one accepts; one

@@ -129,10 +129,10 @@ Test(sentinel, options_are_checked_at_open, .timeout = 60)
     o.lease_ack_timeout_ms = 0;
     cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_EINVAL);
     cr_assert(strstr(err, "lease_ack_timeout_ms"), "%s", err);
-    /* The event-loop handle refuses Sentinel URLs plainly. */
+    /* The event-loop handle refuses a cluster's seed list plainly. */
     wk_db_options a = WK_DB_OPTIONS_INIT;
     a.capability = wk_cap_read_write();
-    a.url = "redis-sentinel://127.0.0.1:1/svc";
+    a.url = "redis://127.0.0.1:1,127.0.0.1:2";
     wk_async *as = NULL;
     cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_EINVAL);
     cr_assert_null(as);
@@ -388,6 +388,90 @@ Test(sentinel, readonly_reply_did_not_run_and_goes_to_the_new_primary, .timeout 
     cr_assert_eq(raw_strlen(&t, t.replica.port, key, klen), WK_TOKEN_LEN);
     wk_db_close(stuck);
     wk_db_close(moved);
+    wk_test_sentinels_stop(&t);
+}
+
+/* ------------------------------------------------------------------------
+ * The event-loop handle asks the sentinels too
+ * ---------------------------------------------------------------------- */
+
+static void async_status(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    int *out = arg;
+    *out = status;
+    if (status != WK_OK)
+        cr_log_info("async: %s", msg);
+}
+
+/* One lock try through the loop: its status. */
+static int async_try(wk_async *a, const wk_entity *lock, const char *name, bool *got)
+{
+    int status = 12345;
+    wk_token token;
+    cr_assert_eq(
+        wk_lock_try(wk_async_with(a, async_status, &status), lock, wk_name_str(name), &token, got),
+        WK_OK);
+    wk_test_async_drain(a);
+    return status;
+}
+
+static wk_async *open_async_sentinel(const char *url, const char *sentinel_password)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.password = DATA_PW;
+    o.sentinel_password = sentinel_password;
+    o.connect_timeout_ms = 3000;
+    o.command_timeout_ms = 3000;
+    wk_async *a = NULL;
+    char err[256];
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    return a;
+}
+
+Test(sentinel, event_loop_handle_asks_the_sentinels_and_follows_a_readonly_switch, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    /* A first sentinel that is down: the search goes on to the next. */
+    char url[256];
+    snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:1,%s",
+             t.url + strlen("redis-sentinel://"));
+    wk_async *a = open_async_sentinel(url, SENTINEL_PW);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("async-sentinel"), 30000);
+    bool got = false;
+    int rc = async_try(a, &lock, "a", &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_err_name(rc));
+    cr_assert(got);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    wk_name n = wk_name_str("a");
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &n, NULL), WK_OK);
+    cr_assert_eq(raw_strlen(&t, t.primary.port, key, klen), WK_TOKEN_LEN, "on the primary");
+
+    /* The roles swap and the sentinels name the new primary: the next
+     * write meets READONLY, did not run, and runs once on the new one. */
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
+    raw_ok(&t, t.primary.port, cmd);
+    repoint_sentinels(&t, t.replica.port);
+    got = false;
+    rc = async_try(a, &lock, "b", &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_err_name(rc));
+    cr_assert(got, "re-sent on the new primary");
+    n = wk_name_str("b");
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &n, NULL), WK_OK);
+    cr_assert_eq(raw_strlen(&t, t.replica.port, key, klen), WK_TOKEN_LEN, "on the new primary");
+    wk_async_close(a);
+
+    /* Without the sentinels' password the search ends at once: WK_EAUTH. */
+    a = open_async_sentinel(t.url, NULL);
+    rc = async_try(a, &lock, "c", &got);
+    cr_assert_eq(rc, WK_EAUTH, "%s", wk_err_name(rc));
+    wk_async_close(a);
     wk_test_sentinels_stop(&t);
 }
 
