@@ -19,6 +19,7 @@
  *
  * No criterion here: the soak and the benchmarks link this file too.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -606,10 +607,18 @@ static void keeper_main(wk_test_cluster *c, int ready, pid_t starter)
         stop_node(c, i);
     if (ctl >= 0)
         close(ctl);
-    unlink(fifo);
-    char path[160];
-    state_path(c, path, sizeof(path), "topology");
-    unlink(path);
+    /* Whatever else users of the topology left there (a test's lock file). */
+    DIR *d = opendir(c->dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[160 + 256];
+        snprintf(path, sizeof(path), "%s/%s", c->dir, e->d_name);
+        if (unlink(path) != 0)
+            rmdir(path);
+    }
+    if (d)
+        closedir(d);
     rmdir(c->dir);
     _exit(ok ? 0 : 1);
 }
