@@ -160,8 +160,13 @@ static int give_up(wk__waiter *w, int rc)
 }
 
 /* The waiting loop; *b is the blocking handle once opened. */
+/* Waits cut off in a row before the acquire fails with the connection's
+ * error. */
+#define MAX_LOST_WAITS 3
+
 static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
 {
+    int lost_waits = 0;
     for (;;) {
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
@@ -188,14 +193,25 @@ static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
         if (!*b && (rc = wk__blocking_of(w->p->db, b, close_b)) != WK_OK)
             return give_up(w, rc);
         rc = wait_wake(*b, w, sleep_ms);
+        /* A lost pop took at most a wake-up, never the item, and the next
+         * attempt comes at once: a wait cut off (a killed connection, a
+         * failover) is only waited again, on a new connection — a few
+         * times in a row, not while the server refuses every one. */
+        if (rc != WK_OK && wk_is_connection_error(rc) && !wk__blocking_interrupted(*b) &&
+            ++lost_waits <= MAX_LOST_WAITS)
+            continue;
         if (rc != WK_OK) {
-            /* A lost pop took at most a wake-up, never the item. */
             int status = rc == WK_EUNKNOWN ? WK_EIO : rc;
             char why[256];
             snprintf(why, sizeof(why), "%s", wk_db_errmsg(*b));
+            /* The pop "write" note of the blocking handle says nothing here. */
+            char *note = strstr(why, " (the write may");
+            if (note)
+                *note = '\0';
             give_up(w, status);
             return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
         }
+        lost_waits = 0;
     }
 }
 

@@ -691,6 +691,61 @@ Test(wake, force_release_frees_whoever_holds_it_and_wakes_the_waiter)
     wk_db_close(db);
 }
 
+/* Kill the connection blocked in BLPOP (its waiter's): how many. */
+static int kill_blpop_clients(redisContext *raw)
+{
+    redisReply *r = wk_test_cmd(raw, "CLIENT LIST");
+    int killed = 0;
+    for (char *line = r->str; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0'; /* one client a line */
+        if (strstr(line, "cmd=blpop") && strstr(line, " flags=b")) {
+            const char *id = strstr(line, "id=");
+            redisReply *k = wk_test_cmd(raw, "CLIENT KILL ID %lld", atoll(id + 3));
+            killed += k->type == REDIS_REPLY_INTEGER && k->integer == 1;
+            freeReplyObject(k);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return killed;
+}
+
+Test(wake, a_waiter_whose_wait_connection_is_killed_keeps_waiting)
+{
+    private_server();
+    const wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("killed-wait"), 60000);
+    const char *name = "w";
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk__wake_keys k;
+    wake_keys(&lock, name, &k);
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job j = {&lock, name, LOCK, 0, 60000, 0, 0, sh};
+    pid_t w = spawn(&j);
+    wait_queued(raw, &k, 1);
+    /* Its blocking connection dies twice while it waits: a lost wake-up
+     * at most, so it queues again and is woken by the release. */
+    for (int round = 0; round < 2; round++) {
+        while (kill_blpop_clients(raw) == 0)
+            wk_test_sleep_ms(5);
+        wk_test_sleep_ms(50);
+    }
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert(ok);
+    cr_assert_eq(reap(w), 0, "the waiter took the lock after its waits were cut off");
+    cr_assert_eq(atomic_load(&sh->acquired), 1);
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&private_srv);
+}
+
 Test(wake, unknown_entity_flags_are_refused)
 {
     wk_entity e = WK_LOCK_FAIR_ENTITY("flags", 1000);
