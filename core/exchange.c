@@ -248,6 +248,16 @@ static void round_trip(run *r, bool first_round)
     }
 }
 
+/* The lane of cluster node n. */
+static lane node_lane(wk__cluster *c, size_t n)
+{
+    wk__node *node = &c->nodes[n];
+    return (lane){.link = &node->link,
+                  .out = &node->out,
+                  .last_io_ms = &node->last_io_ms,
+                  .node = (uint16_t)n};
+}
+
 static bool node_has(const wk__exchange *x, uint16_t node, wk__qstate state)
 {
     for (size_t i = 0; i < x->count; i++)
@@ -287,11 +297,7 @@ static void cluster_round(run *r)
             c->stale = true;
             continue;
         }
-        wk__node *node = &c->nodes[n];
-        lane l = {.link = &node->link,
-                  .out = &node->out,
-                  .last_io_ms = &node->last_io_ms,
-                  .node = (uint16_t)n};
+        lane l = node_lane(c, n);
         format_pending(r, &l);
         if (l.len && send_lane(r, &l))
             c->last = (uint16_t)n;
@@ -299,11 +305,7 @@ static void cluster_round(run *r)
     for (size_t n = 0; n < c->nnodes; n++) {
         if (!node_has(x, (uint16_t)n, WK__SENT))
             continue;
-        wk__node *node = &c->nodes[n];
-        lane l = {.link = &node->link,
-                  .out = &node->out,
-                  .last_io_ms = &node->last_io_ms,
-                  .node = (uint16_t)n};
+        lane l = node_lane(c, n);
         read_lane(r, &l);
     }
 }
