@@ -197,3 +197,34 @@ Test(hostile_server, cluster_redirections_that_never_end_give_up, .timeout = 30)
     cr_assert_eq(rc, WK_EREDIS, "%s: %s", wk_err_name(rc), msg);
     (void)sent;
 }
+
+Test(hostile_server, a_dead_first_seed_keeps_its_slots_off_the_live_connection, .timeout = 30)
+{
+    /* Seeds "127.0.0.1:1" (refuses) and the peer; the peer's map gives
+     * every slot to 127.0.0.1:1. The open's connection is the peer's, so
+     * a query for those slots must go to 127.0.0.1:1 — and fail there as
+     * not sent — never run on the peer. */
+    wk_test_peer p;
+    cr_assert_eq(wk_test_peer_start(&p, NULL, 0, "", 0), 0);
+    static const char *script[3] = {CLUSTER_HELLO_REPLY,
+                                    "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:1\r\n",
+                                    ":5\r\n"};
+    wk_test_peer_script(&p, script, 3);
+    char url[96];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:1,127.0.0.1:%d", p.port);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    wk_db *db;
+    char err[512];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_entity lock = WK_LOCK_ENTITY("hostile", 1000);
+    wk_lock_state st;
+    int rc = wk_lock_inspect(wk_db_processor(db), &lock, wk_name_str("x"), &st);
+    cr_assert_eq(rc, WK_EIO, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert(strstr(wk_db_errmsg(db), "127.0.0.1:1"), "%s", wk_db_errmsg(db));
+    cr_assert_eq(atomic_load(&p.commands), 2, "HELLO and CLUSTER SLOTS only");
+    wk_db_close(db);
+    wk_test_peer_stop(&p);
+}
