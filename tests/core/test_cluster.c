@@ -1135,3 +1135,61 @@ Test(cluster, generated_accessors_and_a_hook_with_a_cluster_url, .init = shared,
     shop_replica_close(&rep);
     shop_worker_close(&w);
 }
+
+/* ------------------------------------------------------------------------
+ * Per-node commands: pinned handles and `wk list`
+ * ---------------------------------------------------------------------- */
+
+Test(cluster, wk_list_and_pinned_handles_see_every_primary, .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    /* The billing schema's profile entity; names far from other tests'. */
+    wk_entity profile = WK_HASHED_CACHE_ENTITY("profile", 300000);
+    enum { N = 30 };
+    bool on_port[65536] = {false};
+    for (int i = 0; i < N; i++) {
+        wk_name n = wk_name_u64(7700000 + (uint64_t)i);
+        cr_assert_eq(wk_hashed_cache_put(wk_db_processor(db), &profile, n, "{}", 2, NULL), WK_OK,
+                     "%s", wk_db_errmsg(db));
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        on_port[item_port(&profile, n, NULL, key, &klen)] = true;
+    }
+    int ports[3], spread = 0;
+    cr_assert_eq(wk_test_cluster_primaries(&C, ports), 3);
+    for (int i = 0; i < 3; i++)
+        spread += on_port[ports[i]];
+    cr_assert_eq(spread, 3, "the names live on every primary");
+
+    /* A pinned handle runs its keyless commands on its own primary. */
+    long long total = 0;
+    for (size_t i = 0; i < wk_db_cluster_primaries(db); i++) {
+        wk_db *node;
+        cr_assert_eq(wk_db_cluster_primary(&node, db, i), WK_OK, "%s", wk_db_errmsg(db));
+        cr_assert_eq(wk_db_ping(node), WK_OK);
+        wk_db_close(node);
+        total++;
+    }
+    cr_assert_eq(total, 3);
+    wk_db *none;
+    cr_assert_eq(wk_db_cluster_primary(&none, db, 3), WK_EINVAL);
+    cr_assert(strstr(wk_db_errmsg(db), "3 primaries"), "%s", wk_db_errmsg(db));
+
+    /* `wk list` scans every primary: all N names, once each. */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "'%s' --url '%s' --schema '%s' profile list", WK_CLI_PATH, C.url,
+             WK_BILLING_SCHEMA);
+    FILE *out = popen(cmd, "r");
+    cr_assert(out);
+    int seen[N] = {0};
+    char line[128];
+    while (fgets(line, sizeof(line), out)) {
+        long long v = atoll(line);
+        if (v >= 7700000 && v < 7700000 + N)
+            seen[v - 7700000]++;
+    }
+    cr_assert_eq(pclose(out), 0);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(seen[i], 1, "name %d listed %d times", 7700000 + i, seen[i]);
+    wk_db_close(db);
+}
