@@ -133,6 +133,13 @@ static redisReply *raw_at(int port, const char *fmt, ...)
  * Opening
  * ---------------------------------------------------------------------- */
 
+static void async_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    *(int *)arg = status;
+    cr_assert(status == WK_OK || strstr(msg, "Cluster"), "%s", msg);
+}
+
 Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120)
 {
     wk_db *db = open_cluster();
@@ -199,6 +206,19 @@ Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120
     char err[256];
     cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_EINVAL, "%s", err);
     cr_assert_null(as);
+    /* One node's URL: the set-up finds a cluster node and fails the
+     * queries with WK_EINVAL, before any of them is sent. */
+    char one[64];
+    snprintf(one, sizeof(one), "redis://127.0.0.1:%d", C.port[0]);
+    a.url = one;
+    cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_OK, "%s", err);
+    int status = 12345;
+    cr_assert_eq(
+        wk_lock_try(wk_async_with(as, async_done, &status), &lock, wk_name_str("z"), &token, &got),
+        WK_OK);
+    wk_test_async_drain(as);
+    cr_assert_eq(status, WK_EINVAL, "%s", wk_err_name(status));
+    wk_async_close(as);
 }
 
 /* ------------------------------------------------------------------------
