@@ -442,14 +442,20 @@ static void dial(wk_async *a, const wk_url *at)
     a->state = DIALING;
 }
 
+/* Dial a sentinel (`asking`) or the primary it named, at host:port. */
+static void dial_discovered(wk_async *a, bool asking, const char *host, int port)
+{
+    a->asking = asking;
+    snprintf(a->addr, sizeof(a->addr), "%s%s:%d", asking ? "sentinel " : "", host, port);
+    wk_url at = {.host = (char *)host, .port = port};
+    dial(a, &at);
+}
+
 /* The sentinel named the primary: leave the sentinel, dial the node. */
 static void sentinel_answered(wk_async *a)
 {
     close_link(a);
-    a->asking = false;
-    snprintf(a->addr, sizeof(a->addr), "%s:%d", a->primary_host, a->primary_port);
-    wk_url at = {.host = a->primary_host, .port = a->primary_port};
-    dial(a, &at);
+    dial_discovered(a, false, a->primary_host, a->primary_port);
 }
 
 /* The next sentinel in turn; after the last, a pause and a new round
@@ -474,10 +480,7 @@ static void ask_next_sentinel(wk_async *a)
         return;
     }
     const wk_url_node *s = &conn->url.sentinels[a->sentinel_i];
-    a->asking = true;
-    snprintf(a->addr, sizeof(a->addr), "sentinel %s:%d", s->host, s->port);
-    wk_url at = {.host = s->host, .port = s->port};
-    dial(a, &at);
+    dial_discovered(a, true, s->host, s->port);
 }
 
 static void start_connect(wk_async *a)
