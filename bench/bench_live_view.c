@@ -28,6 +28,8 @@
 
 #include <wakuwaku/wakuwaku.h>
 
+#define BENCH_PROG "bench_live_view"
+#include "bench/bench_util.h"
 #include "collection/live_view_scripts.h"
 #include "support.h" /* tests/support: a private redis-server */
 
@@ -47,11 +49,6 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double now_s(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
-
 /* The client's CPU time (all its threads; the server is another process)
  * of the last timed section, per operation: it depends far less on the
  * machine's load than the wall time. */
@@ -65,37 +62,6 @@ static void cpu_begin(void)
 static void cpu_end(void)
 {
     last_cpu_us = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu_start) * 1e6 / commits;
-}
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "bench_live_view: %s: %s\n", what, detail);
-    exit(1);
-}
-
-static wk_db *open_db(void)
-{
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = url;
-    o.capability = wk_cap_read_write();
-    wk_db *db;
-    char err[256];
-    if (wk_db_open(&db, &o, err, sizeof(err)) != WK_OK)
-        die("open", err);
-    return db;
-}
-
-static redisContext *open_raw(void)
-{
-    wk_url u;
-    char err[256];
-    if (wk_url_parse(&u, url, err, sizeof(err)) != WK_OK)
-        die("url", err);
-    redisContext *c = redisConnect(u.host, u.port);
-    wk_url_free(&u);
-    if (!c || c->err)
-        die("raw connect", c ? c->errstr : "no memory");
-    return c;
 }
 
 typedef struct item {
@@ -150,7 +116,7 @@ static void raw_commit(redisContext *c, const item *it, uint64_t parent)
 
 static double commit_lib(void)
 {
-    wk_db *db = open_db();
+    wk_db *db = bench_open_db(url);
     item it;
     fresh(&it, db, 64);
     cpu_begin();
@@ -165,8 +131,8 @@ static double commit_lib(void)
 
 static double commit_raw(void)
 {
-    wk_db *db = open_db();
-    redisContext *c = open_raw();
+    wk_db *db = bench_open_db(url);
+    redisContext *c = bench_open_raw(url);
     item it;
     fresh(&it, db, 64);
     cpu_begin();
@@ -256,7 +222,7 @@ static void prefill(wk_db *db, item *it)
 
 static double catchup_lib(void)
 {
-    wk_db *db = open_db();
+    wk_db *db = bench_open_db(url);
     item it;
     prefill(db, &it);
     cpu_begin();
@@ -270,8 +236,8 @@ static double catchup_lib(void)
 
 static double catchup_raw(void)
 {
-    wk_db *db = open_db();
-    redisContext *c = open_raw();
+    wk_db *db = bench_open_db(url);
+    redisContext *c = bench_open_raw(url);
     item it;
     prefill(db, &it);
     cpu_begin();
@@ -293,12 +259,12 @@ static void *write_all(void *arg)
 {
     writer *w = arg;
     if (w->raw) {
-        redisContext *c = open_raw();
+        redisContext *c = bench_open_raw(url);
         for (int i = 1; i <= commits; i++)
             raw_commit(c, w->it, (uint64_t)i);
         redisFree(c);
     } else {
-        wk_db *db = open_db();
+        wk_db *db = bench_open_db(url);
         for (int i = 1; i <= commits; i++)
             lib_commit(db, w->it, (uint64_t)i);
         wk_db_close(db);
@@ -308,8 +274,8 @@ static void *write_all(void *arg)
 
 static double live(bool raw)
 {
-    wk_db *db = open_db();
-    redisContext *c = open_raw();
+    wk_db *db = bench_open_db(url);
+    redisContext *c = bench_open_raw(url);
     item it;
     fresh(&it, db, 64);
     writer w = {&it, raw};
@@ -389,7 +355,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < BODY_LEN; i++)
         body[i] = (uint8_t)('a' + i % 26);
     memset(diff, 'd', sizeof(diff));
-    redisContext *c = open_raw();
+    redisContext *c = bench_open_raw(url);
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__live_view_commit_script.source);
     if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
         die("script load", c->errstr);

@@ -40,15 +40,12 @@
 
 #include <wakuwaku/wakuwaku.h>
 
+#define BENCH_PROG "bench_lock_wait"
+#include "bench/bench_util.h"
 #include "support.h" /* tests/support: a private redis-server */
 
 static const char *url;
 
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "bench_lock_wait: %s: %s\n", what, detail);
-    exit(1);
-}
 static int hold_ms = 20;
 
 /* A wrapper processor that counts the queries it passes on. */
@@ -85,31 +82,6 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static wk_db *open_db(void)
-{
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = url;
-    o.capability = wk_cap_read_write();
-    wk_db *db;
-    char err[256];
-    if (wk_db_open(&db, &o, err, sizeof(err)) != WK_OK)
-        die("connect", err);
-    return db;
-}
-
-static redisContext *raw_open(void)
-{
-    wk_url u;
-    char err[256];
-    if (wk_url_parse(&u, url, err, sizeof(err)) != WK_OK)
-        die("url", err);
-    redisContext *c = redisConnect(u.host ? u.host : "127.0.0.1", u.port);
-    wk_url_free(&u);
-    if (!c || c->err)
-        die("raw connect", c ? c->errstr : "out of memory");
-    return c;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -129,7 +101,7 @@ static double pct(int64_t *v, size_t n, double p)
 
 static double round_trip_us(void)
 {
-    wk_db *db = open_db();
+    wk_db *db = bench_open_db(url);
     enum { N = 2000 };
     static int64_t t[N];
     for (int i = 0; i < N; i++) {
@@ -154,7 +126,7 @@ typedef struct floor_run {
 static void *popper(void *arg)
 {
     floor_run *f = arg;
-    redisContext *c = raw_open();
+    redisContext *c = bench_open_raw(url);
     while (!atomic_load(&f->stop)) {
         redisReply *r = redisCommand(c, "BLPOP bench_floor 1");
         if (!r)
@@ -175,7 +147,7 @@ static void push_wake_floor(double *p50, double *p99)
     floor_run f = {0};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
-    redisContext *c = raw_open();
+    redisContext *c = bench_open_raw(url);
     for (int i = 0; i < N; i++) {
         wk_test_sleep_ms(2); /* the popper is blocked again */
         atomic_store(&f.woke, 0);
@@ -212,7 +184,7 @@ typedef struct run {
 static void *contender(void *arg)
 {
     run *r = arg;
-    wk_db *db = open_db();
+    wk_db *db = bench_open_db(url);
     counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries};
     wk_processor *p = &cp.base;
     while (!atomic_load(&r->stop)) {
@@ -256,7 +228,7 @@ static void handoff_case(const char *label, const wk_entity *lock, int waiters, 
 {
     run r = {.lock = lock, .target = target};
     r.lat = calloc((size_t)target, sizeof(int64_t));
-    redisContext *c = raw_open();
+    redisContext *c = bench_open_raw(url);
     freeReplyObject(redisCommand(c, "FLUSHALL"));
     long long before = cmdstat_calls(c, "blpop");
     pthread_t th[16];
@@ -284,7 +256,7 @@ static void handoff_case(const char *label, const wk_entity *lock, int waiters, 
 static void uncontended(double rtt)
 {
     static const wk_entity lock = WK_LOCK_ENTITY("bench_free", 10000);
-    wk_db *db = open_db();
+    wk_db *db = bench_open_db(url);
     atomic_llong queries = 0;
     counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries};
     wk_processor *p = &cp.base;

@@ -30,18 +30,6 @@
 
 static const wk_entity items = WK_CACHE_ENTITY("bench_near", 600000);
 
-static wk_db *open_db(const char *url)
-{
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = url;
-    o.capability = wk_cap_read_write();
-    char err[256];
-    wk_db *db = NULL;
-    if (wk_db_open(&db, &o, err, sizeof(err)) != WK_OK)
-        die("wk_db_open", err);
-    return db;
-}
-
 static void check(int rc, const char *what)
 {
     if (rc != WK_OK)
@@ -92,7 +80,7 @@ int main(int argc, char **argv)
             die("redis-server", "did not start");
         url = server.url;
     }
-    wk_db *db = open_db(url), *writer = open_db(url);
+    wk_db *db = bench_open_db(url), *writer = bench_open_db(url);
     char body[100];
     memset(body, 'n', sizeof(body));
     check(wk_cache_put(wk_db_processor(writer), &items, wk_name_str("body"), body, sizeof(body)),

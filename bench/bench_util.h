@@ -2,8 +2,10 @@
  * bench/bench_util.h — what the standalone benchmarks share: the clock
  * and the median's comparison (bench_codegen, bench_dynamic); with
  * BENCH_PROG defined (the program's name, for messages) before the
- * include, also the error exit and the checked raw hiredis command
- * (bench_settings, bench_dynamic).
+ * include, also the error exit, the checked raw hiredis command
+ * (bench_settings, bench_dynamic) and the two connections a benchmark
+ * opens to its server (bench_live_view, bench_lock_wait,
+ * bench_near_cache).
  */
 #ifndef WK_BENCH_UTIL_H
 #define WK_BENCH_UTIL_H
@@ -32,6 +34,8 @@ __attribute__((unused)) static int cmp_double(const void *a, const void *b)
 
 #include <hiredis/hiredis.h>
 
+#include <wakuwaku/db.h>
+
 /* Print "<prog>: <what>: <detail>" and exit(1): a benchmark that cannot do
  * its work has nothing to report. */
 __attribute__((unused)) static void die(const char *what, const char *detail)
@@ -52,6 +56,32 @@ __attribute__((unused)) static redisReply *cmd(redisContext *c, const char *fmt,
     if (r->type == REDIS_REPLY_ERROR)
         die("raw command", r->str);
     return r;
+}
+/* A read-write library handle on `url`, or exit. */
+__attribute__((unused)) static wk_db *bench_open_db(const char *url)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    wk_db *db = NULL;
+    char err[256];
+    if (wk_db_open(&db, &o, err, sizeof(err)) != WK_OK)
+        die("wk_db_open", err);
+    return db;
+}
+
+/* A raw hiredis connection to the server of `url` (TCP), or exit. */
+__attribute__((unused)) static redisContext *bench_open_raw(const char *url)
+{
+    wk_url u;
+    char err[256];
+    if (wk_url_parse(&u, url, err, sizeof(err)) != WK_OK)
+        die("url", err);
+    redisContext *c = redisConnect(u.host ? u.host : "127.0.0.1", u.port);
+    wk_url_free(&u);
+    if (!c || c->err)
+        die("raw connect", c ? c->errstr : "out of memory");
+    return c;
 }
 #endif /* BENCH_PROG */
 
