@@ -1160,6 +1160,17 @@ Test(cluster, generated_accessors_and_a_hook_with_a_cluster_url, .init = shared,
  * Per-node commands: pinned handles and `wk list`
  * ---------------------------------------------------------------------- */
 
+/* The tcp_port field of an INFO server reply. */
+static int parse_tcp_port(const wk_query *q, const wk_reply *reply, wk_diag *diag)
+{
+    const char *s = wk_reply_str(reply, NULL);
+    const char *at = s ? strstr(s, "tcp_port:") : NULL;
+    if (!at)
+        return wk_diag_fail(diag, WK_EPROTO, "no tcp_port in INFO server");
+    *(long long *)q->out = atoll(at + 9);
+    return WK_OK;
+}
+
 Test(cluster, wk_list_and_pinned_handles_see_every_primary, .init = shared, .timeout = 120)
 {
     wk_db *db = open_cluster();
@@ -1181,16 +1192,31 @@ Test(cluster, wk_list_and_pinned_handles_see_every_primary, .init = shared, .tim
         spread += on_port[ports[i]];
     cr_assert_eq(spread, 3, "the names live on every primary");
 
-    /* A pinned handle runs its keyless commands on its own primary. */
-    long long total = 0;
+    /* A pinned handle runs its keyless commands on its own primary: the
+     * three report the three primaries' ports (INFO server). */
+    bool answered[3] = {false};
     for (size_t i = 0; i < wk_db_cluster_primaries(db); i++) {
         wk_db *node;
         cr_assert_eq(wk_db_cluster_primary(&node, db, i), WK_OK, "%s", wk_db_errmsg(db));
-        cr_assert_eq(wk_db_ping(node), WK_OK);
+        const char *argv[2] = {"INFO", "server"};
+        size_t lens[2] = {4, 6};
+        long long port = 0;
+        wk_query q = {.name = "info",
+                      .argc = 2,
+                      .argv = argv,
+                      .argvlen = lens,
+                      .parse = parse_tcp_port,
+                      .out = &port};
+        cr_assert_eq(wk_process(wk_db_processor(node), &q), WK_OK, "%s", wk_db_errmsg(node));
+        for (int k = 0; k < 3; k++)
+            if (port == ports[k]) {
+                cr_assert_not(answered[k], "two pinned handles on %lld", port);
+                answered[k] = true;
+            }
         wk_db_close(node);
-        total++;
     }
-    cr_assert_eq(total, 3);
+    for (int k = 0; k < 3; k++)
+        cr_assert(answered[k], "primary %d answered a pinned handle", ports[k]);
     wk_db *none;
     cr_assert_eq(wk_db_cluster_primary(&none, db, 3), WK_EINVAL);
     cr_assert(strstr(wk_db_errmsg(db), "3 primaries"), "%s", wk_db_errmsg(db));
