@@ -388,8 +388,11 @@ int wk__exchange_run(wk__exchange *x)
         r.read_timeout.tv_usec = (suseconds_t)(us % 1000000);
     }
     wk__cluster *c = conn->cluster;
-    int64_t deadline = wk_monotonic_ms() + (int64_t)conn->command_timeout.tv_sec * 1000 +
-                       conn->command_timeout.tv_usec / 1000;
+    /* Only a cluster pauses (TRYAGAIN): a single server's query reads no
+     * clock here. */
+    int64_t deadline = c ? wk_monotonic_ms() + (int64_t)conn->command_timeout.tv_sec * 1000 +
+                               conn->command_timeout.tv_usec / 1000
+                         : 0;
     int pause_ms = TRY_LATER_FIRST_PAUSE_MS;
     bool reconnected = false;
     if (c && wk__cluster_wants_refresh(c))
