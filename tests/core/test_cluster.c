@@ -242,13 +242,29 @@ static void ns_on(char *ns, size_t len, const char *tag, const char *kind, int p
     cr_assert_fail("no namespace for %s on %d", kind, port);
 }
 
+/* The primaries and a slot table that agree: every slot owned, by one of
+ * the three (a node that has just rejoined may answer with a partial map
+ * for a moment — seen once under ASan in CI). */
+static void primaries_and_table(int prim[3], int ports[16384])
+{
+    for (int attempt = 0;; attempt++) {
+        bool whole =
+            wk_test_cluster_primaries(&C, prim) == 3 && wk_test_cluster_slot_table(&C, ports) == 0;
+        for (int s = 0; whole && s < 16384; s++)
+            whole = ports[s] == prim[0] || ports[s] == prim[1] || ports[s] == prim[2];
+        if (whole)
+            return;
+        cr_assert_lt(attempt, 200, "no slot table that agrees with the primaries in 20 s");
+        wk_test_sleep_ms(100);
+    }
+}
+
 Test(cluster, every_builtin_query_on_every_kind, .init = shared, .timeout = 120)
 {
     wk_db *db = open_cluster();
     int prim[3];
     static int ports[16384];
-    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
-    cr_assert_eq(wk_test_cluster_slot_table(&C, ports), 0);
+    primaries_and_table(prim, ports);
     char tag[32];
     snprintf(tag, sizeof(tag), "every%d", (int)getpid());
     /* Every row, once with items on each primary (the rows of a kind build
