@@ -68,8 +68,9 @@ int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
         return wk_diag_fail(d, WK_EPROTO, "expected an integer reply");
-    *(bool *)q->out = wk_reply_integer(r) != 0;
-    return WK_OK;
+    bool *held = q->out;
+    *held = wk_reply_integer(r) != 0;
+    return wk__lease_acknowledged(d, held); /* OK unless a lease query's WAIT fell short */
 }
 
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -77,7 +78,7 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
     switch (wk_reply_get_type(r)) {
     case WK_REPLY_STATUS:
         *(bool *)q->out = true;
-        return WK_OK;
+        return wk__lease_acknowledged(d, q->out);
     case WK_REPLY_NIL:
         *(bool *)q->out = false;
         return WK_OK;
@@ -107,43 +108,21 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
  * Acknowledged leases (wk_db_options.lease_replicas)
  * ---------------------------------------------------------------------- */
 
-int wk__lease_admit(wk_processor *p, const char *op)
+int wk__lease_settle(wk_processor *p, const char *op, int rc, wk__lease_release_fn release,
+                     const wk_entity *e, wk_name name, const wk_token *token)
 {
-    if (wk__lease_replicas(p) > 0 && wk_processor_is_deferred(p))
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: the handle waits for replicas after a lease "
-                                  "(lease_replicas); a deferred processor (batch, event loop) "
-                                  "cannot",
-                                  op);
-    return WK_OK;
-}
-
-int wk__lease_confirm(wk_processor *p, const char *op, wk__lease_release_fn release,
-                      const wk_entity *e, wk_name name, const wk_token *token, bool *acquired)
-{
-    int want = wk__lease_replicas(p);
-    if (want <= 0 || !*acquired)
-        return WK_OK;
-    long long acked = 0;
-    int wait_rc = wk__lease_wait(p, &acked);
-    if (wait_rc == WK_OK && acked >= want)
-        return WK_OK;
+    if (rc != WK_ENOTREPLICATED || wk_processor_is_deferred(p))
+        return rc;
     char why[WK_ENTITY_MSG_MAX * 2];
-    if (wait_rc)
-        snprintf(why, sizeof(why), "WAIT failed (%s: %.200s)", wk_err_name(wait_rc),
-                 wk_processor_errmsg(p));
-    else
-        snprintf(why, sizeof(why), "%lld of %d replica(s) acknowledged it", acked, want);
+    snprintf(why, sizeof(why), "%s", wk_processor_errmsg(p));
     /* Not held as asked: give it back, with its token (touches nothing
      * if the lease is someone else's by now). */
-    *acquired = false;
     bool released = false;
-    int rc = release(p, e, name, token, &released);
-    if (rc)
+    int rrc = release(p, e, name, token, &released);
+    if (rrc)
         return wk__processor_fail(p, WK_EUNKNOWN,
-                                  "%s: lease taken but %s, and its release failed (%s): it may "
-                                  "still be held under the token until its TTL runs out",
-                                  op, why, wk_err_name(rc));
-    return wk__processor_fail(p, WK_ENOTREPLICATED,
-                              "%s: lease taken but %s; released, not acquired", op, why);
+                                  "%s: %s, and its release failed (%s): it may still be held "
+                                  "under the token until its TTL runs out",
+                                  op, why, wk_err_name(rrc));
+    return wk__processor_fail(p, WK_ENOTREPLICATED, "%s; released, not acquired", why);
 }

@@ -35,23 +35,27 @@ int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d); /* boo
 int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);   /* bool: OK/nil */
 
 /*
- * Acknowledged leases — every acquire of a lease kind (Lock, RwLock, the
- * lock family) calls these two:
- *   wk__lease_admit    before sending: WK_EINVAL (message set) when the
- *                      handle waits for replicas and p is deferred.
- *   wk__lease_confirm  after the try returned WK_OK: when the handle has
- *                      lease_replicas N and *acquired is true, WAIT; fewer
- *                      than N acknowledgements (or a failed WAIT) run
- *                      `release` (the kind's public release) and return
- *                      WK_ENOTREPLICATED with *acquired false — or
- *                      WK_EUNKNOWN when that release failed too (the lease
- *                      may still be held under the token). Otherwise WK_OK.
+ * Acknowledged leases (core/private.h, WK__QUERY_LEASE). Every query that
+ * takes or lengthens a lease sets WK__QUERY_LEASE; core sends its WAIT and
+ * its parser (the shared ones above included) judges the WAIT with
+ * wk__lease_acknowledged(), so an unacknowledged lease is never reported
+ * held, on any handle. What is left to the kind is giving back a lease
+ * taken but not acknowledged, which needs the kind's own release:
+ *
+ *   wk__lease_settle  after an immediate try/acquire returned `rc`: when
+ *                     rc is WK_ENOTREPLICATED (and p is not deferred) run
+ *                     `release` with the token and return
+ *                     WK_ENOTREPLICATED ("…; released") — or WK_EUNKNOWN
+ *                     when that release failed too (the lease may still be
+ *                     held under the token). Otherwise rc unchanged.
+ *                     Through a batch or the event loop the outcome is
+ *                     WK_ENOTREPLICATED, not acquired, and the release is
+ *                     the caller's (the token is theirs).
  */
-int wk__lease_admit(wk_processor *p, const char *op);
 typedef int (*wk__lease_release_fn)(wk_processor *p, const wk_entity *e, wk_name name,
                                     const wk_token *token, bool *released);
-int wk__lease_confirm(wk_processor *p, const char *op, wk__lease_release_fn release,
-                      const wk_entity *e, wk_name name, const wk_token *token, bool *acquired);
+int wk__lease_settle(wk_processor *p, const char *op, int rc, wk__lease_release_fn release,
+                     const wk_entity *e, wk_name name, const wk_token *token);
 
 /* The single access of most queries. */
 #define WK__EFFECT1(access) ((wk_effect){&(access), 1})

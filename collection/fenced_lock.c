@@ -115,8 +115,11 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
 {
     const char *item[2] = {k->lease, k->fence};
     size_t item_lens[2] = {k->len, k->len};
-    wk__lease_call c = {op,   script, e,    mode,  item,  item_lens, 2,
-                        wake, args,   lens, nargs, parse, out};
+    /* The scripts that take or lengthen a lease are acknowledged. */
+    bool lease = script == &wk__fenced_lock_try_script || script == &extend_script ||
+                 script == &acquire_script;
+    wk__lease_call c = {op,   script, e,    mode,  lease, item,  item_lens,
+                        2,    wake,   args, lens,  nargs, parse, out};
     return wk__lease_script(p, &c);
 }
 
@@ -127,15 +130,13 @@ static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
     wk_fenced_lease *lease = q->out;
     lease->fence = wk_reply_integer(r);
     lease->acquired = lease->fence > 0;
-    return WK_OK;
+    return wk__lease_acknowledged(d, &lease->acquired); /* its fence stays spent */
 }
 
 int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_fenced_lease *lease)
 {
     keys k;
     int rc = prepare(p, "fenced_lock.try", lock, &name, &k, lease);
-    if (!rc)
-        rc = wk__lease_admit(p, "fenced_lock.try");
     if (rc)
         return rc;
     /* Written now, so a batch's caller has the token before it runs. */
@@ -149,10 +150,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
              lens, 2, parse_try, lease);
     /* lease_replicas: an unacknowledged lease is given back (its fence
      * stays spent: fences only have to increase). */
-    if (!rc)
-        rc = wk__lease_confirm(p, "fenced_lock.try", wk_fenced_lock_release, lock, name,
-                               &lease->token, &lease->acquired);
-    return rc;
+    return wk__lease_settle(p, "fenced_lock.try", rc, wk_fenced_lock_release, lock, name,
+                            &lease->token);
 }
 
 /* release / extend: a token, a bool outcome; a release wakes a waiter. */

@@ -187,9 +187,11 @@ static void *heartbeat(void *arg)
             next = sent + k->period_ms;
         } else if (rc == WK_OK) {
             mark_lost(k, WK_OK); /* the key is gone or holds another token */
-        } else if (wk_is_connection_error(rc)) {
+        } else if (wk_is_connection_error(rc) || rc == WK_ENOTREPLICATED) {
             /* WK_EUNKNOWN: the extension may have restarted the TTL, or
-             * not; valid_until stays at the last confirmed one. */
+             * not; WK_ENOTREPLICATED (lease_replicas): it did, on the
+             * primary only. Either way valid_until stays at the last
+             * confirmed one. */
             atomic_store(&k->last_error, rc);
             next = now + k->retry_ms; /* retry while the lease may still run */
         } else {

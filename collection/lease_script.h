@@ -17,6 +17,7 @@ typedef struct wk__lease_call {
     const wk_script *script;
     const wk_entity *e;
     wk_mode mode; /* a READ is sent as retry-safe */
+    bool lease;   /* it takes or lengthens a lease (WK__QUERY_LEASE) */
     const char *const *keys;
     const size_t *key_lens;
     int nkeys;

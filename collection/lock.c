@@ -71,6 +71,7 @@ int wk__token_script(wk_processor *p, const char *op, const wk_script *script, c
     wk_access access = {e, WK_WRITE};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
+                  .flags = with_ttl ? WK__QUERY_LEASE : 0, /* an extend lengthens the lease */
                   .script = script,
                   .nkeys = 1,
                   .argc = with_ttl ? 3 : 2,
@@ -91,8 +92,6 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
         return rc;
     if (!token || !acquired)
         return wk__processor_fail(p, WK_EINVAL, "lock.try: token and acquired are required");
-    if ((rc = wk__lease_admit(p, "lock.try")))
-        return rc;
     /* Outcomes go straight to the caller's memory, so this works in a
      * batch too: the token now, `acquired` when the reply is parsed. */
     *acquired = false;
@@ -102,8 +101,9 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
         wk__wake_keys wk;
         if ((rc = wk__wake_keys_for(p, "lock.try", &wk, key, key_len)) != WK_OK)
             return rc;
-        return acquire_script(p, "lock.try", lock, key, key_len, &wk, token, -1,
-                              wk__parse_first_bool, acquired);
+        rc = acquire_script(p, "lock.try", lock, key, key_len, &wk, token, -1,
+                            wk__parse_first_bool, acquired);
+        return wk__lease_settle(p, "lock.try", rc, wk_lock_release, lock, name, token);
     }
     char ttl[24];
     const char *argv[6] = {"SET", key, (const char *)token->bytes, "NX", "PX", ttl};
@@ -111,15 +111,13 @@ int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *
     wk_access access = {lock, WK_WRITE};
     wk_query q = {.name = "lock.try",
                   .effect = WK__EFFECT1(access),
+                  .flags = WK__QUERY_LEASE,
                   .argc = 6,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = wk__parse_set_nx,
                   .out = acquired};
-    rc = wk_process(p, &q);
-    if (!rc)
-        rc = wk__lease_confirm(p, "lock.try", wk_lock_release, lock, name, token, acquired);
-    return rc;
+    return wk__lease_settle(p, "lock.try", wk_process(p, &q), wk_lock_release, lock, name, token);
 }
 
 static int token_op(wk_processor *p, const char *op, const wk_script *script, const wk_entity *lock,
@@ -136,8 +134,8 @@ static int token_op(wk_processor *p, const char *op, const wk_script *script, co
     return wk__token_script(p, op, script, lock, key, key_len, token, with_ttl, out);
 }
 
-int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, wk_mode mode,
-                    const wk_entity *e, const char *key, size_t key_len, const wk__wake_keys *wk,
+int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, unsigned flags,
+                    wk_mode mode, const wk_entity *e, const char *key, size_t key_len, const wk__wake_keys *wk,
                     int extra_keys, const char *const *args, const size_t *lens, int nargs,
                     wk_parse_fn parse, void *out)
 {
@@ -150,7 +148,7 @@ int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, wk
     wk_access access = {e, mode};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
-                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
+                  .flags = flags | (mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0),
                   .script = script,
                   .nkeys = 3 + extra_keys,
                   .argc = 3 + nargs,
@@ -170,7 +168,7 @@ int wk__release_waking(wk_processor *p, const char *op, const wk_entity *e, cons
         return rc;
     const char *args[2] = {(const char *)token->bytes, wk.w};
     size_t lens[2] = {WK_TOKEN_LEN, wk.w_len};
-    return wk__wake_script(p, op, &wk__lock_release_script, WK_WRITE, e, key, key_len, &wk, 0, args,
+    return wk__wake_script(p, op, &wk__lock_release_script, 0, WK_WRITE, e, key, key_len, &wk, 0, args,
                            lens, 2, wk__parse_bool_int, released);
 }
 
@@ -199,7 +197,7 @@ static int acquire_script(wk_processor *p, const char *op, const wk_entity *e, c
                            (e->flags & WK_ENTITY_FAIR) ? "1" : "0"};
     size_t lens[5] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms), wk->w_len,
                       wk__fmt_i64(cap, cap_ms), 1};
-    return wk__wake_script(p, op, &wk__lock_acquire_script, WK_WRITE, e, key, key_len, wk, 0, args,
+    return wk__wake_script(p, op, &wk__lock_acquire_script, WK__QUERY_LEASE, WK_WRITE, e, key, key_len, wk, 0, args,
                            lens, 5, parse, out);
 }
 
@@ -209,7 +207,7 @@ int wk__parse_first_bool(const wk_query *q, const wk_reply *r, wk_diag *d)
     if (wk_reply_count(r) != 2 || wk_reply_get_type(got) != WK_REPLY_INTEGER)
         return wk_diag_fail(d, WK_EPROTO, "expected {acquired, sleep_ms}");
     *(bool *)q->out = wk_reply_integer(got) == 1;
-    return WK_OK;
+    return wk__lease_acknowledged(d, q->out);
 }
 
 typedef struct lock_wait {
@@ -266,7 +264,7 @@ int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name, 
         return rc;
     const char *args[1] = {wk.w};
     size_t lens[1] = {wk.w_len};
-    return wk__wake_script(p, "lock.force_release", &force_release_script, WK_WRITE, lock, key,
+    return wk__wake_script(p, "lock.force_release", &force_release_script, 0, WK_WRITE, lock, key,
                            key_len, &wk, 0, args, lens, 1, wk__parse_bool_int, was_held);
 }
 

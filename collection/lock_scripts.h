@@ -28,16 +28,18 @@ extern const wk_script wk__rwlock_release_read_script;
 extern const wk_script wk__rwlock_extend_read_script;
 extern const wk_script wk__rwlock_inspect_script;
 
-/* Runs one of the two scripts above on `key` as a WRITE of `e`. */
+/* Runs one of the two scripts above on `key` as a WRITE of `e`; with_ttl
+ * (an extend) makes it a lease query (WK__QUERY_LEASE: acknowledged). */
 int wk__token_script(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
                      const char *key, size_t key_len, const wk_token *token, bool with_ttl,
                      bool *out);
 
 /* Runs `script` with KEYS = key, wk->q, wk->e and the first `extra_keys`
  * of args, then ARGV = the rest of args (≤ 8 in all), as a `mode` access
- * of `e` (READ queries are retry-safe). */
-int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, wk_mode mode,
-                    const wk_entity *e, const char *key, size_t key_len, const wk__wake_keys *wk,
+ * of `e` (READ queries are retry-safe) with the query flags `flags`
+ * (WK__QUERY_LEASE for an acquire). */
+int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, unsigned flags,
+                    wk_mode mode, const wk_entity *e, const char *key, size_t key_len, const wk__wake_keys *wk,
                     int extra_keys, const char *const *args, const size_t *lens, int nargs,
                     wk_parse_fn parse, void *out);
 

@@ -152,7 +152,7 @@ static int acquire_script(wk_processor *p, const char *op, const wk_script *scri
     size_t lens[6] = {
         k->r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms), wk->w_len, wk__fmt_i64(cap, cap_ms),
         1};
-    return wk__wake_script(p, op, script, WK_WRITE, e, k->w, k->w_len, wk, 1, args, lens, 6, parse,
+    return wk__wake_script(p, op, script, WK__QUERY_LEASE, WK_WRITE, e, k->w, k->w_len, wk, 1, args, lens, 6, parse,
                            out);
 }
 
@@ -162,8 +162,6 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
 {
     keys k;
     int rc = prepare(p, op, e, name, &k, token, acquired);
-    if (!rc)
-        rc = wk__lease_admit(p, op);
     if (rc)
         return rc;
     *acquired = false;
@@ -176,29 +174,29 @@ static int try_acquire(wk_processor *p, const char *op, const wk_script *script,
             return rc;
         const wk_script *fair =
             script == &wk__rwlock_try_read_script ? &acquire_read_script : &acquire_write_script;
-        return acquire_script(p, op, fair, e, &k, &wk, token, -1, wk__parse_first_bool, acquired);
+        rc = acquire_script(p, op, fair, e, &k, &wk, token, -1, wk__parse_first_bool, acquired);
+    } else {
+        char ttl[24];
+        const char *argv[4] = {k.w, k.r, (const char *)token->bytes, ttl};
+        size_t argvlen[4] = {k.w_len, k.r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms)};
+        wk_access access = {e, WK_WRITE};
+        wk_query q = {.name = op,
+                      .effect = WK__EFFECT1(access),
+                      .flags = WK__QUERY_LEASE,
+                      .script = script,
+                      .nkeys = 2,
+                      .argc = 4,
+                      .argv = argv,
+                      .argvlen = argvlen,
+                      .parse = wk__parse_bool_int,
+                      .out = acquired};
+        rc = wk_process(p, &q);
     }
-    char ttl[24];
-    const char *argv[4] = {k.w, k.r, (const char *)token->bytes, ttl};
-    size_t argvlen[4] = {k.w_len, k.r_len, WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms)};
-    wk_access access = {e, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .script = script,
-                  .nkeys = 2,
-                  .argc = 4,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = wk__parse_bool_int,
-                  .out = acquired};
-    rc = wk_process(p, &q);
     /* An unacknowledged lease goes back through the public release, which
      * also wakes whoever waits. */
     bool reader = script == &wk__rwlock_try_read_script;
-    if (!rc)
-        rc = wk__lease_confirm(p, op, reader ? wk_rwlock_release_read : wk_rwlock_release_write, e,
-                               *name, token, acquired);
-    return rc;
+    return wk__lease_settle(p, op, rc, reader ? wk_rwlock_release_read : wk_rwlock_release_write,
+                            e, *name, token);
 }
 
 int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name name, wk_token *token,
@@ -240,7 +238,7 @@ int wk_rwlock_release_read(wk_processor *p, const wk_entity *rwlock, wk_name nam
         return rc;
     const char *args[2] = {(const char *)token->bytes, wk.w};
     size_t lens[2] = {WK_TOKEN_LEN, wk.w_len};
-    return wk__wake_script(p, "rwlock.release_read", &wk__rwlock_release_read_script, WK_WRITE,
+    return wk__wake_script(p, "rwlock.release_read", &wk__rwlock_release_read_script, 0, WK_WRITE,
                            rwlock, k.r, k.r_len, &wk, 0, args, lens, 2, wk__parse_bool_int,
                            was_running);
 }
@@ -390,7 +388,7 @@ int wk_rwlock_force_release(wk_processor *p, const wk_entity *rwlock, wk_name na
         return rc;
     const char *args[2] = {k.r, wk.w};
     size_t lens[2] = {k.r_len, wk.w_len};
-    return wk__wake_script(p, "rwlock.force_release", &force_release_script, WK_WRITE, rwlock, k.w,
+    return wk__wake_script(p, "rwlock.force_release", &force_release_script, 0, WK_WRITE, rwlock, k.w,
                            k.w_len, &wk, 1, args, lens, 2, wk__parse_bool_int, was_held);
 }
 

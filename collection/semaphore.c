@@ -124,8 +124,11 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
 {
     const char *item[1] = {k->permits};
     size_t item_lens[1] = {k->len};
-    wk__lease_call c = {op,   script, e,     mode,  item, item_lens, 1, wake ? &k->wake : NULL,
-                        args, lens,   nargs, parse, out};
+    /* The scripts that take a permit are acknowledged (its extend is
+     * wk__token_script's). */
+    bool lease = script == &wk__semaphore_try_script || script == &acquire_script;
+    wk__lease_call c = {op,   script,    e, mode, lease, item, item_lens, 1, wake ? &k->wake : NULL,
+                        args, lens, nargs, parse, out};
     return wk__lease_script(p, &c);
 }
 
@@ -165,8 +168,6 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
 {
     keys k;
     int rc = prepare(p, "semaphore.try", sem, &name, &k, false, token ? acquired : NULL);
-    if (!rc)
-        rc = wk__lease_admit(p, "semaphore.try");
     if (rc)
         return rc;
     *acquired = false;
@@ -175,10 +176,8 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
     take_args_fill(&a, sem, token, 0);
     rc = run(p, "semaphore.try", &wk__semaphore_try_script, sem, &k, false, WK_WRITE, a.argv,
              a.lens, 3, wk__parse_bool_int, acquired);
-    if (!rc) /* lease_replicas: an unacknowledged permit is given back */
-        rc = wk__lease_confirm(p, "semaphore.try", wk_semaphore_release, sem, name, token,
-                               acquired);
-    return rc;
+    /* lease_replicas: an unacknowledged permit is given back */
+    return wk__lease_settle(p, "semaphore.try", rc, wk_semaphore_release, sem, name, token);
 }
 
 int wk_semaphore_release(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *token,

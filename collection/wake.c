@@ -91,7 +91,7 @@ int wk__wake_parse_outcome(const wk_query *q, const wk_reply *r, wk_diag *d)
     wk__wake_outcome *out = q->out;
     out->acquired = wk_reply_integer(got) == 1;
     out->sleep_ms = wk_reply_integer(sleep);
-    return WK_OK;
+    return wk__lease_acknowledged(d, &out->acquired);
 }
 
 int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
@@ -170,12 +170,12 @@ static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
     for (;;) {
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
+        if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
+            return wk__lease_settle(w->p, w->op, rc, w->release, w->e, w->name, w->id);
         if (rc != WK_OK)
             return rc; /* an earlier registration runs out by itself */
         if (out.acquired) {
             *acquired = true;
-            if (w->release) /* lease_replicas: WAIT, or give it back */
-                return wk__lease_confirm(w->p, w->op, w->release, w->e, w->name, w->id, acquired);
             return WK_OK;
         }
         int64_t left = w->deadline - wk__boot_ms();

@@ -250,8 +250,9 @@ typedef struct wk__waiter {
     int (*attempt)(struct wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out);
     void *ctx; /* the kind's */
     /* The kind's public release and the item's name: a lease taken while
-     * waiting goes through wk__lease_confirm() (lease_replicas), as a
-     * try's does. NULL: the kind takes no lease. */
+     * waiting but not acknowledged (WK_ENOTREPLICATED) is given back
+     * through wk__lease_settle(), as a try's is. NULL: the kind takes no
+     * lease. */
     int (*release)(wk_processor *p, const wk_entity *e, wk_name name, const wk_token *token,
                    bool *released);
     wk_name name;

@@ -67,7 +67,9 @@ typedef struct entry {
     void *out;
     wk_async_done_fn done;
     void *arg;
-    size_t start, end;                   /* its command in store */
+    size_t start, end;                   /* its command in store (and its WAIT) */
+    size_t wait_len;                     /* bytes of its WAIT at the end (0: none) */
+    redisReply *held;                    /* its reply, while its WAIT's is awaited */
     wk__span inline_spans[INLINE_SPANS]; /* offsets relative to start */
     wk__span *heap_spans;                /* when argc > INLINE_SPANS */
     int64_t sent_ms;
@@ -142,11 +144,22 @@ static int64_t command_timeout_ms(const wk_async *a)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* How long an entry's replies may take: a lease query's WAIT is held by
+ * the server up to the ack timeout. */
+static int64_t reply_timeout_ms(const wk_async *a, const struct entry *e)
+{
+    return command_timeout_ms(a) + (e->wait_len ? a->db->conn->lease_ack_timeout_ms : 0);
+}
+
 /* ---- completing --------------------------------------------------------- */
 
 /* Give entry e its final status (callbacks run later, in flush()). */
 static void finish(wk_async *a, entry *e, int status, const char *msg)
 {
+    if (e->held) {
+        freeReplyObject(e->held); /* its WAIT's reply never came */
+        e->held = NULL;
+    }
     if (e->state != FINAL)
         a->nfinal++;
     e->state = FINAL;
@@ -276,7 +289,7 @@ static int64_t next_due(wk_async *a)
         return a->connect_deadline;
     case READY: {
         const entry *e = oldest_sent(a);
-        return e ? e->sent_ms + command_timeout_ms(a) : -1;
+        return e ? e->sent_ms + reply_timeout_ms(a, e) : -1;
     }
     }
     return -1;
@@ -368,7 +381,7 @@ static int setup_add(wk_async *a, unsigned char step, int argc, const char *cons
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     wk_query q = {.name = "set-up", .argc = argc, .argv = argv, .argvlen = lens};
-    int rc = wk__format_query(a->db, &a->setup_out, &q, false, NULL);
+    int rc = wk__format_query(a->db, &a->setup_out, &q, false, NULL, NULL);
     if (!rc)
         a->steps[a->nsteps++] = step;
     return rc;
@@ -614,6 +627,10 @@ static void connection_lost(wk_async *a, int rc, const char *text)
     for (size_t i = 0; i < a->count; i++) {
         entry *e = at(a, i);
         if (e->state == SENT) {
+            if (e->held) { /* its WAIT's reply is lost with the connection */
+                freeReplyObject(e->held);
+                e->held = NULL;
+            }
             if (wk__may_resend(e->flags, e->resent, rc)) {
                 e->state = UNSENT; /* a lost retry-safe query goes once more */
                 e->resent = true;
@@ -726,12 +743,13 @@ static int enqueue(wk_async *a, const wk_query *q, bool as_eval, const entry *li
                              .writes = wk_effect_is_write(&q->effect)};
     e.heap_spans = NULL;
     e.msg = NULL;
+    e.held = NULL;
     e.state = UNSENT;
     e.as_eval = as_eval;
     if (q->argc > INLINE_SPANS && !(e.heap_spans = malloc((size_t)q->argc * sizeof(wk__span))))
         return WK_ENOMEM;
-    size_t mark = a->store.len;
-    int rc = wk__format_query(a->db, &a->store, q, as_eval, spans_of(&e));
+    size_t mark = a->store.len, command_end = 0;
+    int rc = wk__format_query(a->db, &a->store, q, as_eval, spans_of(&e), &command_end);
     if (rc) {
         a->store.len = mark;
         free(e.heap_spans);
@@ -742,6 +760,7 @@ static int enqueue(wk_async *a, const wk_query *q, bool as_eval, const entry *li
         sp[k].off -= mark;
     e.start = mark;
     e.end = a->store.len;
+    e.wait_len = a->store.len - command_end;
     *at(a, a->count++) = e;
     return WK_OK;
 }
@@ -755,8 +774,21 @@ static void deliver(wk_async *a, redisReply *reply)
         connection_lost(a, WK_EPROTO, "a reply nobody asked for");
         return;
     }
+    /* A lease query's own reply waits for its WAIT's, which follows. */
+    redisReply *ack = NULL;
+    if (e->wait_len) {
+        if (!e->held) {
+            e->held = reply;
+            return;
+        }
+        ack = reply;
+        reply = e->held;
+        e->held = NULL;
+    }
     if (e->script && !e->as_eval && wk__reply_is_noscript(reply)) {
         freeReplyObject(reply);
+        if (ack)
+            freeReplyObject(ack);
         /* It did not run: send it again as EVAL, behind the others. Its
          * old bytes are copied out first (store may move). */
         entry old = *e;
@@ -782,13 +814,17 @@ static void deliver(wk_async *a, redisReply *reply)
          * more, with what is queued, to the primary the sentinels name
          * (what was sent behind it settles as on any lost connection). */
         freeReplyObject(reply);
+        if (ack)
+            freeReplyObject(ack);
         e->state = UNSENT;
         connection_lost(a, WK_EIO, "READONLY: the node is a replica now");
         return;
     }
     a->db->errmsg[0] = '\0';
-    int status = wk__parse_reply(a->db, rebuild(a, e, a->store.data + e->start), reply);
+    int status = wk__parse_reply(a->db, rebuild(a, e, a->store.data + e->start), reply, ack);
     freeReplyObject(reply);
+    if (ack)
+        freeReplyObject(ack);
     finish(a, e, status, a->db->errmsg);
 }
 
@@ -813,7 +849,8 @@ static void write_queued(wk_async *a)
         entry *e = at(a, a->unsent_from);
         if (e->state != UNSENT)
             continue;
-        if (e->end > a->wpos)
+        /* Sent once its command is written, whether or not its WAIT is. */
+        if (e->end - e->wait_len > a->wpos)
             break;
         e->state = SENT;
         e->sent_ms = now;
@@ -890,7 +927,7 @@ static void check_timers(wk_async *a)
     if (a->state != READY)
         return;
     const entry *e = oldest_sent(a);
-    if (e && now - e->sent_ms >= command_timeout_ms(a)) {
+    if (e && now - e->sent_ms >= reply_timeout_ms(a, e)) {
         char why[96];
         snprintf(why, sizeof(why), "no reply within %lld ms", (long long)command_timeout_ms(a));
         connection_lost(a, WK_ETIMEDOUT, why);

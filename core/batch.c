@@ -81,8 +81,8 @@ static int batch_process(wk_processor *self, wk_query *q)
         wk__grow_array((void **)&b->argv, &b->argv_cap, (size_t)q->argc, sizeof(char *)) ||
         wk__grow_array((void **)&b->argvlen, &b->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
         return wk__db_fail(db, WK_ENOMEM, "%s: out of memory queuing", q->name);
-    size_t mark = b->buf.len;
-    rc = wk__format_query(db, &b->buf, q, false, b->spans + b->nspans);
+    size_t mark = b->buf.len, command_end = 0;
+    rc = wk__format_query(db, &b->buf, q, false, b->spans + b->nspans, &command_end);
     if (rc) {
         b->buf.len = mark;
         return rc;
@@ -90,7 +90,7 @@ static int batch_process(wk_processor *self, wk_query *q)
     b->slots[b->count] = (wk__slot){.state = WK__UNSENT,
                                     .writes = wk_effect_is_write(&q->effect),
                                     .keyless = q->effect.count == 0,
-                                    .end = b->buf.len};
+                                    .end = command_end};
     entry *e = &b->entries[b->count++];
     *e = (entry){.name = q->name,
                  .flags = q->flags,

@@ -930,7 +930,7 @@ int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------------------
- * Acknowledged leases: WAIT after a lease was taken
+ * Acknowledged leases (the WAIT itself: core/dispatch.c, wk__format_query)
  * ---------------------------------------------------------------------- */
 
 int wk__lease_replicas(const wk_processor *p)
@@ -938,36 +938,3 @@ int wk__lease_replicas(const wk_processor *p)
     return p && p->db && p->db->conn ? p->db->conn->lease_replicas : 0;
 }
 
-static int parse_wait(const wk_query *q, const wk_reply *reply, wk_diag *diag)
-{
-    if (wk_reply_get_type(reply) != WK_REPLY_INTEGER)
-        return wk_diag_fail(diag, WK_EPROTO, "expected an integer reply to WAIT");
-    *(long long *)q->out = wk_reply_integer(reply);
-    return WK_OK;
-}
-
-int wk__lease_wait(wk_processor *p, long long *acked)
-{
-    *acked = 0;
-    wk_db *db = p->db;
-    wk__conn *conn = db->conn;
-    char n[24], ms[24];
-    snprintf(n, sizeof(n), "%d", conn->lease_replicas);
-    snprintf(ms, sizeof(ms), "%d", conn->lease_ack_timeout_ms);
-    const char *argv[3] = {"WAIT", n, ms};
-    size_t argvlen[3] = {4, strlen(n), strlen(ms)};
-    /* No entity, so no capability check (like PING); not retry-safe: on
-     * a new connection WAIT would count acknowledgements of nothing. */
-    wk_query q = {.name = "lease.wait",
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_wait,
-                  .out = acked};
-    /* The server holds the reply for up to the WAIT timeout. */
-    int64_t saved = conn->extra_wait_ms;
-    conn->extra_wait_ms = saved + conn->lease_ack_timeout_ms;
-    int rc = wk__db_process(&db->proc, &q);
-    conn->extra_wait_ms = saved;
-    return rc;
-}

@@ -13,6 +13,7 @@
 
 #include <wakuwaku/db.h>
 
+#include "core/private.h"
 #include "core/transport.h"
 
 #define WK__ERRMSG_MAX 512
@@ -118,7 +119,19 @@ static inline char *wk__db_msg(const wk_db *db)
 struct wk_diag {
     wk_db *db;
     const wk_query *query;
+    /* The reply to the WAIT sent behind a lease query (wk__query_acked),
+     * read before the query's own reply is parsed; NULL: none was sent. */
+    const redisReply *ack;
 };
+
+/* Whether `q` is sent with a WAIT right behind it: a query that takes or
+ * lengthens a lease (WK__QUERY_LEASE) on a handle with lease_replicas.
+ * Decided the same way where the command is formatted and where its
+ * replies are read, so both agree on how many replies it has. */
+static inline bool wk__query_acked(const struct wk__conn *conn, const wk_query *q)
+{
+    return (q->flags & WK__QUERY_LEASE) && conn && conn->lease_replicas > 0;
+}
 
 /* Copy a NUL-terminated message, truncating to fit `cap`. */
 static inline void wk__copy_text(char *dst, size_t cap, const char *src)
@@ -222,9 +235,13 @@ int wk__db_process(wk_processor *self, wk_query *query);
 int wk__db_admit(wk_db *db, const wk_query *query);
 
 /* Append one query's command as RESP to `buf` (scripts as EVALSHA, or
- * EVAL when `as_eval`). When `spans` is not NULL it receives where each of
- * the query's own arguments landed (argc entries). */
-int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval, wk__span *spans);
+ * EVAL when `as_eval`), and behind it its WAIT when wk__query_acked().
+ * When `spans` is not NULL it receives where each of the query's own
+ * arguments landed (argc entries); `command_end` (may be NULL) where the
+ * command itself ends, before the WAIT: a query whose command the kernel
+ * took whole was sent, whether or not its WAIT went out too. */
+int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval, wk__span *spans,
+                     size_t *command_end);
 /* Make room for `need` elements of `size` bytes in the array `*arr` (a
  * pointer to the array's pointer) of capacity *cap, doubling from 16:
  * WK_OK or WK_ENOMEM (the array is then unchanged). */
@@ -255,8 +272,11 @@ int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const cha
 int wk__wire_take(wk__link *link, redisReply **reply);
 int wk__wire_receive(wk__link *link);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
- * WK_EREDIS unless the query wants them. */
-int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply);
+ * WK_EREDIS unless the query wants them. `ack`: the reply to its WAIT
+ * (wk__query_acked), or NULL; its parser judges it with
+ * wk__lease_acknowledged(). */
+int wk__parse_reply(wk_db *db, const wk_query *query, const redisReply *reply,
+                    const redisReply *ack);
 bool wk__reply_is_noscript(const redisReply *reply);
 
 /* The SHA-1 (hex) of a script, computed once per connection. */

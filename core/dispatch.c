@@ -240,7 +240,24 @@ int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
     return WK_OK;
 }
 
-int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, wk__span *spans)
+/* "WAIT <lease_replicas> <lease_ack_timeout_ms>" as RESP, appended. */
+static int put_wait(wk_db *db, wk__buf *buf, const wk_query *q)
+{
+    const wk__conn *conn = db->conn;
+    char n[24], ms[24];
+    int nlen = snprintf(n, sizeof(n), "%d", conn->lease_replicas);
+    int mslen = snprintf(ms, sizeof(ms), "%d", conn->lease_ack_timeout_ms);
+    if (wk__buf_reserve(buf, 64 + (size_t)nlen + (size_t)mslen))
+        return wk__db_fail(db, WK_ENOMEM, "%s: out of memory formatting its WAIT", q->name);
+    buf->len = (size_t)(put_header(buf->data + buf->len, '*', 3) - buf->data);
+    put_bulk(buf, "WAIT", 4);
+    put_bulk(buf, n, (size_t)nlen);
+    put_bulk(buf, ms, (size_t)mslen);
+    return WK_OK;
+}
+
+int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, wk__span *spans,
+                     size_t *command_end)
 {
     wk__conn *conn = db->conn;
     const char *head = NULL;
@@ -283,7 +300,13 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *q, bool as_eval, w
             spans[i].len = q->argvlen[i];
         }
     }
-    return WK_OK;
+    if (command_end)
+        *command_end = buf->len;
+    /* Acknowledged leases: the WAIT rides in the same send, on the same
+     * connection, so it counts the replicas that have this very write
+     * (WAIT waits for the connection's own last write) and no failover,
+     * pool or reconnect can come between the two. */
+    return wk__query_acked(conn, q) ? put_wait(db, buf, q) : WK_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -307,7 +330,7 @@ bool wk__reply_is_readonly(const redisReply *reply)
              strstr(reply->str, "-READONLY")));
 }
 
-int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
+int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply, const redisReply *ack)
 {
     if (reply->type == REDIS_REPLY_ERROR && !(q->flags & WK_QUERY_PARSE_ERRORS)) {
         char key[160];
@@ -317,8 +340,26 @@ int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply)
     }
     if (!q->parse)
         return WK_OK;
-    wk_diag diag = {db, q};
+    wk_diag diag = {db, q, ack};
     return q->parse(q, (const wk_reply *)reply, &diag);
+}
+
+int wk__lease_acknowledged(wk_diag *d, bool *held)
+{
+    const redisReply *ack = d->ack;
+    if (!ack || !*held)
+        return WK_OK;
+    int want = d->db->conn->lease_replicas;
+    if (ack->type == REDIS_REPLY_INTEGER && ack->integer >= want)
+        return WK_OK;
+    *held = false;
+    if (ack->type == REDIS_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_ENOTREPLICATED,
+                            "%s: %lld of %d replica(s) acknowledged the lease within %d ms",
+                            d->query->name, ack->integer, want, d->db->conn->lease_ack_timeout_ms);
+    return wk_diag_fail(d, WK_ENOTREPLICATED, "%s: the lease's WAIT failed: %.200s",
+                        d->query->name,
+                        ack->type == REDIS_REPLY_ERROR && ack->str ? ack->str : "not an integer");
 }
 
 /* ------------------------------------------------------------------------

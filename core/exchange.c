@@ -95,13 +95,15 @@ static void format_pending(run *r, lane *l)
                 out->len += sizeof(asking) - 1;
             }
         }
+        size_t command_end = 0;
         if (!rc)
-            rc = wk__format_query(x->db, out, x->query(x->ctx, i), s->as_eval, NULL);
+            rc = wk__format_query(x->db, out, x->query(x->ctx, i), s->as_eval, NULL,
+                                  &command_end);
         if (rc) {
             out->len = mark;
             settle(r, i, rc);
         } else {
-            s->end = out->len;
+            s->end = command_end;
         }
     }
     l->data = out->data;
@@ -182,7 +184,16 @@ static bool redirected(run *r, wk__slot *s, const redisReply *reply, bool asked)
     return true;
 }
 
-/* Read a reply per command SENT on the lane, and settle each. */
+/* How long a WAIT's reply may take: the read timeout plus the time the
+ * server holds it. */
+static struct timeval ack_timeout(struct timeval t, const wk__conn *conn)
+{
+    int64_t us = (int64_t)t.tv_sec * 1000000 + t.tv_usec + (int64_t)conn->lease_ack_timeout_ms * 1000;
+    return (struct timeval){.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+}
+
+/* Read a reply per command SENT on the lane (and its WAIT's, for a lease
+ * query on a handle with lease_replicas), and settle each. */
 static void read_lane(run *r, lane *l)
 {
     wk__exchange *x = r->x;
@@ -203,11 +214,20 @@ static void read_lane(run *r, lane *l)
         }
         if (!rc)
             rc = wk__wire_read(l->link, r->read_timeout, &reply);
+        const wk_query *q = x->query(x->ctx, i);
+        redisReply *ack = NULL;
+        if (!rc && wk__query_acked(conn, q)) {
+            /* Its WAIT's reply, which the server holds up to the ack
+             * timeout. Until it comes the query stays SENT: a connection
+             * lost now leaves the lease LOST (WK_EUNKNOWN), never held. */
+            rc = wk__wire_read(l->link, ack_timeout(r->read_timeout, conn), &ack);
+            if (rc)
+                freeReplyObject(reply);
+        }
         if (rc) {
             lose_lane(r, l, rc);
             return;
         }
-        const wk_query *q = x->query(x->ctx, i);
         if (q->script && !s->as_eval && wk__reply_is_noscript(reply)) {
             s->state = WK__UNSENT; /* it did not run */
             s->as_eval = true;
@@ -218,9 +238,11 @@ static void read_lane(run *r, lane *l)
             s->readonly = true;
             r->readonly = true;
         } else if (!redirected(r, s, reply, asked)) {
-            settle(r, i, wk__parse_reply(x->db, q, reply));
+            settle(r, i, wk__parse_reply(x->db, q, reply, ack));
         }
         freeReplyObject(reply);
+        if (ack)
+            freeReplyObject(ack);
     }
     *l->last_io_ms = wk_monotonic_ms();
 }

@@ -95,13 +95,25 @@ int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list 
  * and the capability are the copy's own. WK_OK, or WK_ENOMEM (or the
  * status of copying the capability) with nothing left to free. A NULL
  * capability stays NULL (wk_db_open() then says so). */
-/* Acknowledged leases (wk_db_options.lease_replicas): the handle's N, 0
- * when off or when p has no handle. */
+/*
+ * Acknowledged leases (wk_db_options.lease_replicas). A query that takes
+ * or lengthens a lease sets WK__QUERY_LEASE in its flags (a bit of the
+ * library's own, beside the public WK_QUERY_* ones). On a handle with
+ * lease_replicas N, every path that sends it (a single query, a batch, a
+ * cluster's fan-out, the event loop) writes `WAIT N lease_ack_timeout_ms`
+ * right behind it in the same send on the same connection, and reads
+ * that reply too before the query's parser runs: if the connection is
+ * lost before it, the query is LOST (a write: WK_EUNKNOWN), never held.
+ * Its parser ends with wk__lease_acknowledged(d, &held): when the lease
+ * was taken (*held) but fewer than N replicas acknowledged it (or the
+ * WAIT failed) it sets *held false and returns WK_ENOTREPLICATED with the
+ * message; otherwise WK_OK. The kind then gives the lease back
+ * (wk__lease_settle in collection/common.h).
+ */
+#define WK__QUERY_LEASE (1u << 16)
+int wk__lease_acknowledged(wk_diag *d, bool *held);
+/* The handle's N, 0 when off or when p has no handle. */
 int wk__lease_replicas(const wk_processor *p);
-/* WAIT N lease_ack_timeout_ms on p's handle, straight to the handle (no
- * wrapper, no capability check: it names no entity). *acked: how many
- * replicas acknowledged. A failure leaves the detail on the handle. */
-int wk__lease_wait(wk_processor *p, long long *acked);
 
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);
 

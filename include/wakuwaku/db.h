@@ -147,20 +147,33 @@ extern "C" {
  * every node's certificate is checked against one name:
  * tls_server_name, or the first seed's host.
  *
- * ACKNOWLEDGED LEASES — what a Lock or RwLock (writer or reader) acquire
- * on this handle waits for:
- *   lease_replicas        0 (default): nothing. N > 0: after a try that
- *                         took the lease, WAIT N lease_ack_timeout_ms on
- *                         the same connection; fewer than N replicas
- *                         acknowledging releases the lease with its token
- *                         and fails the try with WK_ENOTREPLICATED
- *                         (*acquired false; the message gives the count).
+ * ACKNOWLEDGED LEASES — what every query that takes or lengthens a lease
+ * (the try, acquire and extend of Lock, fair Lock, both RwLock sides,
+ * FencedLock and Semaphore; the lease keeper's and cron's extensions)
+ * waits for on this handle:
+ *   lease_replicas        0 (default): nothing. N > 0: `WAIT N
+ *                         lease_ack_timeout_ms` is written right behind
+ *                         the query, in the same send on the same
+ *                         connection, on every path (this handle, a pool,
+ *                         a pinned or cluster handle, Sentinel, a batch,
+ *                         the event loop), so it counts the replicas that
+ *                         have that very write. Fewer than N (or a failed
+ *                         WAIT): the lease is not reported held —
+ *                         *acquired / *extended false, WK_ENOTREPLICATED
+ *                         with the count in the message. A try or acquire
+ *                         called on a handle or pool then releases the
+ *                         lease with its token ("…; released"; WK_EUNKNOWN
+ *                         if that release fails too); through a batch or
+ *                         the event loop the release is yours (the token
+ *                         is written before the query is sent). An extend
+ *                         releases nothing: the lease stays held until its
+ *                         previous, acknowledged expiry. A connection lost
+ *                         before the WAIT's reply leaves the query's
+ *                         outcome WK_EUNKNOWN, never held.
  *   lease_ack_timeout_ms  > 0 when lease_replicas > 0; the longest WAIT
  *                         blocks (the reply is awaited for this plus
  *                         command_timeout_ms).
- * Acquires through a deferred processor (a batch) are refused with
- * WK_EINVAL while lease_replicas > 0: the WAIT needs the try's outcome at
- * once. docs/GUARANTEES.md says what an acknowledged lease buys.
+ * docs/GUARANTEES.md says what an acknowledged lease buys.
  */
 typedef struct wk_db_options {
     const char *url;

@@ -73,8 +73,11 @@ extern "C" {
  * After WK_EUNKNOWN the lock may be held under a token you never saw; it
  * runs out after the TTL.
  * On a handle with lease_replicas (wakuwaku/db.h, ACKNOWLEDGED LEASES):
- * WK_ENOTREPLICATED when fewer replicas acknowledged the lease (it was
- * released; *acquired false), and WK_EINVAL through a batch.
+ * WK_ENOTREPLICATED when fewer replicas acknowledged the lease (*acquired
+ * false; released on a handle or pool, yours to release with the token
+ * through a batch or the event loop). wk_lock_extend likewise answers
+ * WK_ENOTREPLICATED with *extended false (the lease runs to its previous
+ * expiry).
  */
 WK_API int wk_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_token *token,
                        bool *acquired);

@@ -66,9 +66,10 @@ WK_API int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name 
  * any reader lease is running. Never waits.
  *
  * Both try functions, on a handle with lease_replicas (wakuwaku/db.h,
- * ACKNOWLEDGED LEASES): WAIT after taking the lease; too few replicas →
- * released, *acquired false, WK_ENOTREPLICATED; through a batch:
- * WK_EINVAL. */
+ * ACKNOWLEDGED LEASES): a WAIT rides behind the lease; too few replicas →
+ * *acquired false, WK_ENOTREPLICATED, and released (through a batch or
+ * the event loop: yours to release with the token). The extends alike,
+ * with *extended false. */
 WK_API int wk_rwlock_try_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                wk_token *token, bool *acquired);
 

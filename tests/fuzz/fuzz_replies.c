@@ -37,7 +37,7 @@ static int fake_process(wk_processor *self, wk_query *q)
     void *reply = NULL;
     if (redisReaderFeed(reader, (const char *)f->data, f->len) == REDIS_OK &&
         redisReaderGetReply(reader, &reply) == REDIS_OK && reply) {
-        rc = wk__parse_reply(&fake_db, q, reply);
+        rc = wk__parse_reply(&fake_db, q, reply, NULL);
         freeReplyObject(reply);
     }
     redisReaderFree(reader);

@@ -88,15 +88,15 @@ static int q_hcache_remove(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"cache.get", WK_KIND_CACHE, WK_READ, q_cache_get},
-    {"cache.get_into", WK_KIND_CACHE, WK_READ, q_cache_get_into},
-    {"cache.put", WK_KIND_CACHE, WK_WRITE, q_cache_put},
-    {"cache.remove", WK_KIND_CACHE, WK_WRITE, q_cache_remove},
-    {"hashed_cache.get", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get},
-    {"hashed_cache.hash", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_hash},
-    {"hashed_cache.get_if_changed", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get_if_changed},
-    {"hashed_cache.put", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_put},
-    {"hashed_cache.remove", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_remove},
+    {"cache.get", WK_KIND_CACHE, WK_READ, q_cache_get, 0},
+    {"cache.get_into", WK_KIND_CACHE, WK_READ, q_cache_get_into, 0},
+    {"cache.put", WK_KIND_CACHE, WK_WRITE, q_cache_put, 0},
+    {"cache.remove", WK_KIND_CACHE, WK_WRITE, q_cache_remove, 0},
+    {"hashed_cache.get", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get, 0},
+    {"hashed_cache.hash", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_hash, 0},
+    {"hashed_cache.get_if_changed", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get_if_changed, 0},
+    {"hashed_cache.put", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_put, 0},
+    {"hashed_cache.remove", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_remove, 0},
 };
 
 /* ------------------------------------------------------------------------

@@ -59,12 +59,12 @@ static int q_force_release(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"fenced_lock.try", WK_KIND_FENCED_LOCK, WK_WRITE, q_try},
-    {"fenced_lock.release", WK_KIND_FENCED_LOCK, WK_WRITE, q_release},
-    {"fenced_lock.extend", WK_KIND_FENCED_LOCK, WK_WRITE, q_extend},
-    {"fenced_lock.owned", WK_KIND_FENCED_LOCK, WK_READ, q_owned},
-    {"fenced_lock.inspect", WK_KIND_FENCED_LOCK, WK_READ, q_inspect},
-    {"fenced_lock.force_release", WK_KIND_FENCED_LOCK, WK_WRITE, q_force_release},
+    {"fenced_lock.try", WK_KIND_FENCED_LOCK, WK_WRITE, q_try, WK_TEST_TAKES_LEASE},
+    {"fenced_lock.release", WK_KIND_FENCED_LOCK, WK_WRITE, q_release, 0},
+    {"fenced_lock.extend", WK_KIND_FENCED_LOCK, WK_WRITE, q_extend, WK_TEST_LENGTHENS_LEASE},
+    {"fenced_lock.owned", WK_KIND_FENCED_LOCK, WK_READ, q_owned, 0},
+    {"fenced_lock.inspect", WK_KIND_FENCED_LOCK, WK_READ, q_inspect, 0},
+    {"fenced_lock.force_release", WK_KIND_FENCED_LOCK, WK_WRITE, q_force_release, 0},
 };
 
 /* ------------------------------------------------------------------------

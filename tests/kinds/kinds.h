@@ -13,6 +13,7 @@
  *   tests/capability/test_capability.c   every query against capabilities
  *   tests/core/test_cluster.c            every query against a Redis Cluster
  *   tests/fuzz/fuzz_replies.c            every query's parser, hostile replies
+ *   tests/guarantees/test_matrix.c       every query × every handle type × guarantees
  *   tests/perf/test_allocations.c        every hot path: no allocation of its own
  *   tests/soak/soak.c                    every soak operation, under faults
  *
@@ -27,12 +28,20 @@
 /* Runs one built-in query on an entity of namespace `ns`, name "n". */
 typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
 
+/* What a query does to a lease, for the guarantee matrix
+ * (tests/guarantees/): it takes one (a try: on a free item it is taken),
+ * or lengthens one (an extend). Either is acknowledged on a handle with
+ * lease_replicas (wakuwaku/db.h, ACKNOWLEDGED LEASES). */
+#define WK_TEST_TAKES_LEASE (1u << 0)
+#define WK_TEST_LENGTHENS_LEASE (1u << 1)
+
 /* One built-in query. */
 typedef struct wk_test_query {
     const char *name; /* the query's name ("lock.try") */
     const char *kind; /* the kind of its entity (WK_KIND_LOCK) */
     wk_mode effect;   /* READ or WRITE */
     wk_test_run_fn run;
+    unsigned lease;   /* WK_TEST_*_LEASE, or 0 */
 } wk_test_query;
 
 /* A hot path whose allocations tests/perf counts (none may be the

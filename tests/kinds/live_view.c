@@ -95,14 +95,14 @@ static int q_resume(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"live_view.create", WK_KIND_LIVE_VIEW, WK_WRITE, q_create},
-    {"live_view.commit", WK_KIND_LIVE_VIEW, WK_WRITE, q_commit},
-    {"live_view.get", WK_KIND_LIVE_VIEW, WK_READ, q_get},
-    {"live_view.version", WK_KIND_LIVE_VIEW, WK_READ, q_version},
-    {"live_view.history", WK_KIND_LIVE_VIEW, WK_READ, q_history},
-    {"live_view.remove", WK_KIND_LIVE_VIEW, WK_WRITE, q_remove},
-    {"live_view.subscribe", WK_KIND_LIVE_VIEW, WK_READ, q_subscribe},
-    {"live_view.resume", WK_KIND_LIVE_VIEW, WK_READ, q_resume},
+    {"live_view.create", WK_KIND_LIVE_VIEW, WK_WRITE, q_create, 0},
+    {"live_view.commit", WK_KIND_LIVE_VIEW, WK_WRITE, q_commit, 0},
+    {"live_view.get", WK_KIND_LIVE_VIEW, WK_READ, q_get, 0},
+    {"live_view.version", WK_KIND_LIVE_VIEW, WK_READ, q_version, 0},
+    {"live_view.history", WK_KIND_LIVE_VIEW, WK_READ, q_history, 0},
+    {"live_view.remove", WK_KIND_LIVE_VIEW, WK_WRITE, q_remove, 0},
+    {"live_view.subscribe", WK_KIND_LIVE_VIEW, WK_READ, q_subscribe, 0},
+    {"live_view.resume", WK_KIND_LIVE_VIEW, WK_READ, q_resume, 0},
 };
 
 /* ------------------------------------------------------------------------

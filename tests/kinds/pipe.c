@@ -74,14 +74,14 @@ static int q_sb_subscribe(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"pipe.send", WK_KIND_PIPE, WK_WRITE, q_pipe_send},
-    {"pipe.close", WK_KIND_PIPE, WK_WRITE, q_pipe_close},
-    {"pipe.receive", WK_KIND_PIPE, WK_WRITE, q_pipe_receive},
-    {"stream_buffer.append", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_append},
-    {"stream_buffer.finish", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_finish},
-    {"stream_buffer.read", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_read},
-    {"stream_buffer.remove", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_remove},
-    {"stream_buffer.subscribe", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_subscribe},
+    {"pipe.send", WK_KIND_PIPE, WK_WRITE, q_pipe_send, 0},
+    {"pipe.close", WK_KIND_PIPE, WK_WRITE, q_pipe_close, 0},
+    {"pipe.receive", WK_KIND_PIPE, WK_WRITE, q_pipe_receive, 0},
+    {"stream_buffer.append", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_append, 0},
+    {"stream_buffer.finish", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_finish, 0},
+    {"stream_buffer.read", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_read, 0},
+    {"stream_buffer.remove", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_remove, 0},
+    {"stream_buffer.subscribe", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_subscribe, 0},
 };
 
 /* ------------------------------------------------------------------------

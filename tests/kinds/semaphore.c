@@ -58,12 +58,12 @@ static int q_force_release(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"semaphore.try", WK_KIND_SEMAPHORE, WK_WRITE, q_try},
-    {"semaphore.release", WK_KIND_SEMAPHORE, WK_WRITE, q_release},
-    {"semaphore.extend", WK_KIND_SEMAPHORE, WK_WRITE, q_extend},
-    {"semaphore.owned", WK_KIND_SEMAPHORE, WK_READ, q_owned},
-    {"semaphore.inspect", WK_KIND_SEMAPHORE, WK_READ, q_inspect},
-    {"semaphore.force_release", WK_KIND_SEMAPHORE, WK_WRITE, q_force_release},
+    {"semaphore.try", WK_KIND_SEMAPHORE, WK_WRITE, q_try, WK_TEST_TAKES_LEASE},
+    {"semaphore.release", WK_KIND_SEMAPHORE, WK_WRITE, q_release, 0},
+    {"semaphore.extend", WK_KIND_SEMAPHORE, WK_WRITE, q_extend, WK_TEST_LENGTHENS_LEASE},
+    {"semaphore.owned", WK_KIND_SEMAPHORE, WK_READ, q_owned, 0},
+    {"semaphore.inspect", WK_KIND_SEMAPHORE, WK_READ, q_inspect, 0},
+    {"semaphore.force_release", WK_KIND_SEMAPHORE, WK_WRITE, q_force_release, 0},
 };
 
 /* ------------------------------------------------------------------------

@@ -32,9 +32,9 @@ static int q_settings_snapshot(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"settings.put", WK_KIND_SETTINGS, WK_WRITE, q_settings_put},
-    {"settings.remove", WK_KIND_SETTINGS, WK_WRITE, q_settings_remove},
-    {"settings.snapshot", WK_KIND_SETTINGS, WK_READ, q_settings_snapshot},
+    {"settings.put", WK_KIND_SETTINGS, WK_WRITE, q_settings_put, 0},
+    {"settings.remove", WK_KIND_SETTINGS, WK_WRITE, q_settings_remove, 0},
+    {"settings.snapshot", WK_KIND_SETTINGS, WK_READ, q_settings_snapshot, 0},
 };
 
 static wk_test_kind settings_rows = {

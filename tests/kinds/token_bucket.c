@@ -36,9 +36,9 @@ static int q_token_bucket_reset(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"token_bucket.acquire", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_acquire},
-    {"token_bucket.peek", WK_KIND_TOKEN_BUCKET, WK_READ, q_token_bucket_peek},
-    {"token_bucket.reset", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_reset},
+    {"token_bucket.acquire", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_acquire, 0},
+    {"token_bucket.peek", WK_KIND_TOKEN_BUCKET, WK_READ, q_token_bucket_peek, 0},
+    {"token_bucket.reset", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_reset, 0},
 };
 
 /* ------------------------------------------------------------------------
