@@ -40,7 +40,10 @@ typedef struct wk__node {
 } wk__node;
 
 struct wk__cluster {
-    wk__node *nodes; /* every node seen; never removed (indices stay valid) */
+    /* Every node seen; never removed, so indices stay valid. Each node is
+     * allocated on its own and never moves: a lane may hold its link and
+     * clock while a redirection adds a node (growing this array). */
+    wk__node **nodes;
     size_t nnodes, cap;
     uint16_t slot_node[WK__CLUSTER_SLOTS]; /* WK__NO_NODE: unknown */
     size_t primaries;

@@ -125,8 +125,8 @@ static void lose_lane(run *r, lane *l, int rc)
         l->link->ctx && l->link->ctx->errstr[0] ? l->link->ctx->errstr : "connection lost";
     wk__cluster *c = x->db->conn->cluster;
     if (c && l->node != WK__NO_NODE) {
-        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node].host,
-                 c->nodes[l->node].port, why);
+        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node]->host,
+                 c->nodes[l->node]->port, why);
         c->stale = true; /* a failover may have moved its slots */
     } else {
         wk__copy_text(r->why, sizeof(r->why), why);
@@ -251,7 +251,7 @@ static void round_trip(run *r, bool first_round)
 /* The lane of cluster node n. */
 static lane node_lane(wk__cluster *c, size_t n)
 {
-    wk__node *node = &c->nodes[n];
+    wk__node *node = c->nodes[n];
     return (lane){.link = &node->link,
                   .out = &node->out,
                   .last_io_ms = &node->last_io_ms,
