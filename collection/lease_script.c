@@ -23,7 +23,8 @@ int wk__lease_script(wk_processor *p, const wk__lease_call *c)
     wk_access access = {c->e, c->mode};
     wk_query q = {.name = c->op,
                   .effect = WK__EFFECT1(access),
-                  .flags = c->mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
+                  .flags = (c->mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0) |
+                           wk__single_key_flag(c->script),
                   .script = c->script,
                   .nkeys = nkeys,
                   .argc = n,

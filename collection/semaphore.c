@@ -67,7 +67,7 @@ static const wk_script acquire_script = {
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
-const wk_script wk__semaphore_release_script = {
+const wk__two_forms wk__semaphore_release_forms = {{
     "semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
                                 "redis.call('ZREM', KEYS[1], ARGV[1])\n"
                                 "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
@@ -76,7 +76,7 @@ const wk_script wk__semaphore_release_script = {
                                 "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
                                 "end\n"
                                 "if s and tonumber(s) > now then return 1 end\n"
-                                "return 0\n"};
+                                "return 0\n"}, &wk__reader_release_single};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned",

@@ -392,11 +392,13 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t 
     bool moved = strncmp(r->str, "MOVED ", 6) == 0, ask = strncmp(r->str, "ASK ", 4) == 0;
     /* UNBLOCKED: a blocking command cut off because its primary became a
      * replica (a failover); it did not run, and sent again it meets MOVED. */
-    if (!moved && !ask)
-        return strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-                       strncmp(r->str, "UNBLOCKED", 9) == 0
+    if (!moved && !ask) {
+        if (strncmp(r->str, "TRYAGAIN", 8) == 0)
+            return WK__SLOT_UNSTABLE;
+        return strncmp(r->str, "CLUSTERDOWN", 11) == 0 || strncmp(r->str, "UNBLOCKED", 9) == 0
                    ? WK__TRY_LATER
                    : WK__REPLY_FINAL;
+    }
     size_t skip = moved ? 6 : 4;
     unsigned slot;
     const char *host;

@@ -18,7 +18,10 @@
  *                          next exchange;
  *   ASK slot host:port     this one command goes there, after ASKING;
  *   TRYAGAIN, CLUSTERDOWN  sent again after a pause, within the command
- *                          timeout; after it, not run (WK_ETIMEDOUT).
+ *                          timeout; after it, not run (WK_ETIMEDOUT). A
+ *                          query with a single-key form (core/private.h,
+ *                          wk__two_forms) is sent at once in that form on
+ *                          TRYAGAIN instead.
  */
 #ifndef WK_CORE_CLUSTER_H
 #define WK_CORE_CLUSTER_H
@@ -57,7 +60,8 @@ typedef enum wk__redirect {
     WK__REPLY_FINAL, /* a reply of the command's own */
     WK__MOVED,
     WK__ASK,
-    WK__TRY_LATER /* TRYAGAIN or CLUSTERDOWN: it did not run */
+    WK__SLOT_UNSTABLE, /* TRYAGAIN: its keys are split by a migration; it did not run */
+    WK__TRY_LATER      /* CLUSTERDOWN, UNBLOCKED: it did not run */
 } wk__redirect;
 
 /* Build conn->cluster from CLUSTER SLOTS asked on conn->link (just
