@@ -30,14 +30,17 @@ const wk_script wk__lock_acquire_single = {
     "return {0, left}\n"};
 
 /* A reader's or permit's release: sorted set token → end of its lease
- * (server ms). ARGV: token, w. 1 if its lease was still running. */
+ * (server ms). ARGV: token, w. 1 if its lease was still running. One ZREM
+ * (this token and the expired ones) comes last: on a migrating node a
+ * command on a key the script has just emptied (deleted) is refused. */
 const wk_script wk__reader_release_single = {
     "reader.release.single_key",
     "local t = redis.call('TIME')\n"
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
     "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)\n"
+    "gone[#gone + 1] = ARGV[1]\n"
+    "redis.call('ZREM', KEYS[1], unpack(gone))\n"
     "if s and tonumber(s) > now then return 1 end\n"
     "return 0\n"};
 

@@ -1255,3 +1255,166 @@ Test(cluster, wk_list_and_pinned_handles_see_every_primary, .init = shared, .tim
         cr_assert_eq(seen[i], 1, "name %d listed %d times", 7700000 + i, seen[i]);
     wk_db_close(db);
 }
+
+/* ------------------------------------------------------------------------
+ * Leases through a slot migration
+ * ---------------------------------------------------------------------- */
+
+/* One lease kind as take / give of a token; `rival` is what exclusivity
+ * is checked with (another holder that must not get in). */
+typedef struct lease_kind {
+    const char *what;
+    wk_entity e;
+    const char *suffix; /* of its first key (the one a script routes by) */
+    /* Its try is a one-key command or has a one-key form: it takes the
+     * lease while the slot migrates. RwLock's and FencedLock's tries need
+     * two item keys at once (writer and readers, lease and fence), which
+     * Redis refuses while they are split or missing (docs/GUARANTEES.md). */
+    bool takes_while_migrating;
+    int (*take)(wk_processor *, const wk_entity *, wk_name, wk_token *, bool *);
+    int (*give)(wk_processor *, const wk_entity *, wk_name, const wk_token *, bool *);
+    int (*rival)(wk_processor *, const wk_entity *, wk_name, wk_token *, bool *);
+} lease_kind;
+
+static int fenced_take(wk_processor *p, const wk_entity *e, wk_name n, wk_token *t, bool *got)
+{
+    wk_fenced_lease l;
+    int rc = wk_fenced_lock_try(p, e, n, &l);
+    *t = l.token;
+    *got = rc == WK_OK && l.acquired;
+    return rc;
+}
+
+/* The rival handle (a map from before the migration) cannot get in. */
+static void shut_out(const lease_kind *k, wk_db *rival, wk_name name, const char *when)
+{
+    wk_token other;
+    bool got = true;
+    cr_assert_eq(k->rival(wk_db_processor(rival), &k->e, name, &other, &got), WK_OK, "%s: %s",
+                 k->what, wk_db_errmsg(rival));
+    cr_assert_not(got, "%s: %s, so the rival is shut out", k->what, when);
+}
+
+/* Release and re-take one held lease within 1 s on `db` while its slot
+ * migrates, the rival shut out before and after (a kind whose try needs
+ * two item keys: the release only). */
+static void cycle_while_migrating(const lease_kind *k, wk_db *db, wk_db *rival, wk_name name,
+                                  wk_token *t)
+{
+    bool got, released = false;
+    if (k->takes_while_migrating)
+        shut_out(k, rival, name, "held");
+    int64_t t0 = wk_test_now_ms();
+    int rc = k->give(wk_db_processor(db), &k->e, name, t, &released);
+    cr_assert_eq(rc, WK_OK, "%s: release while migrating: %s: %s", k->what, wk_err_name(rc),
+                 wk_db_errmsg(db));
+    cr_assert(released, "%s: it was held", k->what);
+    if (!k->takes_while_migrating) {
+        cr_assert_lt(wk_test_now_ms() - t0, 1000, "%s: release took %lld ms", k->what,
+                     (long long)(wk_test_now_ms() - t0));
+        return;
+    }
+    got = false;
+    rc = k->take(wk_db_processor(db), &k->e, name, t, &got);
+    cr_assert_eq(rc, WK_OK, "%s: re-take while migrating: %s: %s", k->what, wk_err_name(rc),
+                 wk_db_errmsg(db));
+    cr_assert(got, "%s: free after the release, so taken again", k->what);
+    int64_t took = wk_test_now_ms() - t0;
+    cr_assert_lt(took, 1000, "%s: release and re-take took %lld ms", k->what, (long long)took);
+    shut_out(k, rival, name, "held again");
+}
+
+Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrates,
+     .init = exclusive, .timeout = 120)
+{
+    const char *ns = wk_test_ns("mig");
+    const lease_kind kinds[] = {
+        {"Lock", WK_LOCK_ENTITY(ns, 30000), NULL, true, wk_lock_try, wk_lock_release, wk_lock_try},
+        {"fair Lock", WK_LOCK_FAIR_ENTITY(ns, 30000), NULL, true, wk_lock_try, wk_lock_release,
+         wk_lock_try},
+        {"RwLock write", WK_RWLOCK_ENTITY(ns, 30000), ":w", false, wk_rwlock_try_write,
+         wk_rwlock_release_write, wk_rwlock_try_read},
+        {"RwLock read", WK_RWLOCK_ENTITY(ns, 30000), ":w", false, wk_rwlock_try_read,
+         wk_rwlock_release_read, wk_rwlock_try_write},
+        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 30000), ":lease", false, fenced_take,
+         wk_fenced_lock_release, fenced_take},
+        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 30000), ":permits", true, wk_semaphore_try,
+         wk_semaphore_release, wk_semaphore_try},
+    };
+    enum { KINDS = sizeof(kinds) / sizeof(kinds[0]) };
+    /* Two items per kind sharing a slot (the brace in the name): one of
+     * the slot's keys moves, the other stays on the source. The RwLock
+     * kinds get names of their own. */
+    static const char *const names[KINDS][2] = {{"{m}l1", "{m}l2"}, {"{m}f1", "{m}f2"},
+                                                {"{m}w1", "{m}w2"}, {"{m}r1", "{m}r2"},
+                                                {"{m}x1", "{m}x2"}, {"{m}s1", "{m}s2"}};
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 3000; /* a TRYAGAIN that waits it out shows as > 1 s */
+    wk_db *db = open_opts(&o), *rival = open_opts(&o);
+    wk_token tokens[KINDS][2];
+    for (int k = 0; k < KINDS; k++)
+        for (int i = 0; i < 2; i++) {
+            bool got = false;
+            cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
+                                       wk_name_str(names[k][i]), &tokens[k][i], &got),
+                         WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(db));
+            cr_assert(got, "%s %s", kinds[k].what, names[k][i]);
+        }
+
+    /* Begin moving every slot these items are in to the next primary, and
+     * move one key of each (the ASK window, keys split over two nodes). */
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    wk_test_migration m[KINDS];
+    int nslots = 0;
+    for (int k = 0; k < KINDS; k++) {
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        item_port(&kinds[k].e, wk_name_str(names[k][0]), kinds[k].suffix, key, &klen);
+        int slot = wk_test_cluster_keyslot(&C, key, klen), seen = 0;
+        for (int i = 0; i < nslots; i++)
+            seen |= m[i].slot == slot;
+        if (seen)
+            continue;
+        int from = wk_test_cluster_slot_port(&C, slot), to = -1;
+        for (int p = 0; p < 3; p++)
+            if (prim[p] == from)
+                to = prim[(p + 1) % 3];
+        cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m[nslots], slot, to), 0, "slot %d", slot);
+        cr_assert_eq(wk_test_cluster_migrate_keys(&C, &m[nslots], 1), 1, "slot %d", slot);
+        nslots++;
+    }
+    for (int k = 0; k < KINDS; k++)
+        for (int i = 0; i < 2; i++)
+            cycle_while_migrating(&kinds[k], db, rival, wk_name_str(names[k][i]), &tokens[k][i]);
+
+    /* Then the rest of the keys move and the slots are the targets'. */
+    for (int i = 0; i < nslots; i++) {
+        int moved;
+        while ((moved = wk_test_cluster_migrate_keys(&C, &m[i], 16)) > 0)
+            ;
+        cr_assert_eq(moved, 0, "MIGRATE of slot %d failed", m[i].slot);
+        cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m[i]), 0, "slot %d", m[i].slot);
+    }
+    for (int k = 0; k < KINDS; k++)
+        for (int i = 0; i < 2; i++) {
+            bool released = false, got = false;
+            if (!kinds[k].takes_while_migrating) {
+                cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
+                                           wk_name_str(names[k][i]), &tokens[k][i], &got),
+                             WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(db));
+                cr_assert(got, "%s %s: free after the migration", kinds[k].what, names[k][i]);
+            }
+            shut_out(&kinds[k], rival, wk_name_str(names[k][i]), "held after the migration");
+            int rc = kinds[k].give(wk_db_processor(rival), &kinds[k].e, wk_name_str(names[k][i]),
+                                   &tokens[k][i], &released);
+            cr_assert_eq(rc, WK_OK, "%s %s: %s", kinds[k].what, names[k][i],
+                         wk_db_errmsg(rival));
+            cr_assert(released, "%s %s: still held after the migration", kinds[k].what,
+                      names[k][i]);
+        }
+    wk_db_close(rival);
+    wk_db_close(db);
+}
