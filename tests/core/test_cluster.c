@@ -1390,6 +1390,30 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
         for (int i = 0; i < 2; i++)
             cycle_while_migrating(&kinds[k], db, rival, wk_name_str(names[k][i]), &tokens[k][i]);
 
+    /* A waiter parked while the slot migrates is not woken by a release
+     * (its single-key form wakes nobody): it attempts again when the lease
+     * it waited for would have run out, and gets the lock then. */
+    wk_entity short_lock = WK_LOCK_ENTITY(ns, 1500);
+    wk_token held;
+    bool got = false, released = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held, &got),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    waiter w = {.lock = &short_lock, .name = "{m}q"};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+    wk_test_sleep_ms(200);
+    cr_assert_eq(wk_lock_release(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held,
+                                 &released),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(released);
+    int64_t t_release = wk_test_now_ms();
+    pthread_join(th, NULL);
+    cr_assert_eq(w.rc, WK_OK, "the waiter: %s: %s", wk_err_name(w.rc), w.msg);
+    cr_assert(w.got, "the waiter gets the lock");
+    cr_assert_lt(wk_test_now_ms() - t_release, 1500 + 3000,
+                 "at the latest at its lease-expiry wake (1.5 s TTL, a loaded machine)");
+
     /* Then the rest of the keys move and the slots are the targets'. */
     for (int i = 0; i < nslots; i++) {
         int moved;
@@ -1400,7 +1424,7 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     }
     for (int k = 0; k < KINDS; k++)
         for (int i = 0; i < 2; i++) {
-            bool released = false, got = false;
+            released = false, got = false;
             if (!kinds[k].takes_while_migrating) {
                 cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
                                            wk_name_str(names[k][i]), &tokens[k][i], &got),
