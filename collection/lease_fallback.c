@@ -54,8 +54,9 @@ const wk_script wk__fenced_lock_release_single = {
 unsigned wk__single_key_flag(const wk_script *script)
 {
     static const wk__two_forms *const all[] = {
-        &wk__lock_release_forms,     &wk__lock_acquire_forms,         &wk__rwlock_release_read_forms,
-        &wk__semaphore_release_forms, &wk__fenced_lock_release_forms,
+        &wk__lock_release_forms,        &wk__lock_acquire_forms,
+        &wk__rwlock_release_read_forms, &wk__semaphore_release_forms,
+        &wk__fenced_lock_release_forms,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (script == &all[i]->script)

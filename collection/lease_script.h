@@ -30,10 +30,10 @@ typedef struct wk__lease_call {
 
 /* The scripts of the cycles the benchmark repeats with raw hiredis
  * (bench/bench_lease_kinds.c), KEYS and ARGV as documented beside them. */
-extern const wk_script wk__fenced_lock_try_script;     /* lease, fence | token, ttl */
+extern const wk_script wk__fenced_lock_try_script;        /* lease, fence | token, ttl */
 extern const wk__two_forms wk__fenced_lock_release_forms; /* lease, fence, q, e | token, w */
 #define wk__fenced_lock_release_script (wk__fenced_lock_release_forms.script)
-extern const wk_script wk__semaphore_try_script;       /* permits | token, ttl, N */
+extern const wk_script wk__semaphore_try_script;        /* permits | token, ttl, N */
 extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token, w */
 #define wk__semaphore_release_script (wk__semaphore_release_forms.script)
 

@@ -67,16 +67,17 @@ static const wk_script acquire_script = {
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
-const wk__two_forms wk__semaphore_release_forms = {{
-    "semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                /* Only a release somebody waits for defines the wake functions. */
-                                "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-                                "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                "end\n"
-                                "if s and tonumber(s) > now then return 1 end\n"
-                                "return 0\n"}, &wk__reader_release_single};
+const wk__two_forms wk__semaphore_release_forms = {
+    {"semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                 "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                 "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                 /* Only a release somebody waits for defines the wake functions. */
+                                 "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                                 "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                 "end\n"
+                                 "if s and tonumber(s) > now then return 1 end\n"
+                                 "return 0\n"},
+    &wk__reader_release_single};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned",
@@ -176,8 +177,8 @@ int wk_semaphore_try(wk_processor *p, const wk_entity *sem, wk_name name, wk_tok
     rc = run(p, "semaphore.try", &wk__semaphore_try_script, sem, &k, false, WK_WRITE, a.argv,
              a.lens, 3, wk__parse_bool_int, acquired);
     if (!rc) /* lease_replicas: an unacknowledged permit is given back */
-        rc = wk__lease_confirm(p, "semaphore.try", wk_semaphore_release, sem, name, token,
-                               acquired);
+        rc =
+            wk__lease_confirm(p, "semaphore.try", wk_semaphore_release, sem, name, token, acquired);
     return rc;
 }
 

@@ -195,8 +195,7 @@ static bool has_single_key_form(const wk_query *q, const wk__slot *s)
 
 /* A cluster's answer that the command did not run: where it goes now.
  * `asked`: it was sent after ASKING (an ASK's target). */
-static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply *reply,
-                       bool asked)
+static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply *reply, bool asked)
 {
     wk__cluster *c = r->x->db->conn->cluster;
     if (!c)

@@ -1359,8 +1359,8 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     for (int k = 0; k < KINDS; k++)
         for (int i = 0; i < 2; i++) {
             bool got = false;
-            cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
-                                       wk_name_str(names[k][i]), &tokens[k][i], &got),
+            cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e, wk_name_str(names[k][i]),
+                                       &tokens[k][i], &got),
                          WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(db));
             cr_assert(got, "%s %s", kinds[k].what, names[k][i]);
         }
@@ -1405,9 +1405,9 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
     wk_test_sleep_ms(200);
-    cr_assert_eq(wk_lock_release(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held,
-                                 &released),
-                 WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert_eq(
+        wk_lock_release(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held, &released),
+        WK_OK, "%s", wk_db_errmsg(db));
     cr_assert(released);
     int64_t t_release = wk_test_now_ms();
     pthread_join(th, NULL);
@@ -1436,8 +1436,7 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
             shut_out(&kinds[k], rival, wk_name_str(names[k][i]), "held after the migration");
             int rc = kinds[k].give(wk_db_processor(rival), &kinds[k].e, wk_name_str(names[k][i]),
                                    &tokens[k][i], &released);
-            cr_assert_eq(rc, WK_OK, "%s %s: %s", kinds[k].what, names[k][i],
-                         wk_db_errmsg(rival));
+            cr_assert_eq(rc, WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(rival));
             cr_assert(released, "%s %s: still held after the migration", kinds[k].what,
                       names[k][i]);
         }

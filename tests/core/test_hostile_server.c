@@ -135,6 +135,20 @@ Test(hostile_server, unreadable_cluster_slot_maps_fail_the_open_clearly, .timeou
     wk_test_peer_stop(&p);
 }
 
+/* Open a handle on a scripted peer whose map has it as the one primary. */
+static wk_db *open_single_primary(const wk_test_peer *p)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = p->url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    wk_db *db;
+    char err[512];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    return db;
+}
+
 /* A map giving every slot to the peer itself (its port known once it
  * listens), then `reply` to every query. */
 static int against_self_map(const char *reply_fmt, int *status, char *msg, size_t msglen)
@@ -150,14 +164,7 @@ static int against_self_map(const char *reply_fmt, int *status, char *msg, size_
     script[1] = slots;
     script[2] = reply;
     wk_test_peer_script(&p, script, 3);
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = p.url;
-    o.capability = wk_cap_read_write();
-    o.command_timeout_ms = 300;
-    wk_db *db;
-    char err[512];
-    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
-    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    wk_db *db = open_single_primary(&p);
     wk_entity lock = WK_LOCK_ENTITY("hostile", 1000);
     wk_token t;
     bool got = true;
@@ -230,8 +237,7 @@ Test(hostile_server, a_dead_first_seed_keeps_its_slots_off_the_live_connection, 
     wk_test_peer_stop(&p);
 }
 
-Test(hostile_server, a_moved_that_grows_the_node_table_mid_round_reads_no_freed_node,
-     .timeout = 30)
+Test(hostile_server, a_moved_that_grows_the_node_table_mid_round_reads_no_freed_node, .timeout = 30)
 {
     /* The map names 16 nodes (the table's first capacity): 15 addresses
      * that are never reached, each claiming slot 0, then the peer taking
@@ -268,20 +274,13 @@ Test(hostile_server, a_moved_that_grows_the_node_table_mid_round_reads_no_freed_
     script[3] = slots;
     script[4] = "$-1\r\n$-1\r\n";
     wk_test_peer_script(&p, script, 5);
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = p.url;
-    o.capability = wk_cap_read_write();
-    o.command_timeout_ms = 300;
-    wk_db *db;
-    char err[512];
-    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
-    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    wk_db *db = open_single_primary(&p);
     wk_batch *b = NULL;
     cr_assert_eq(wk_batch_open(&b, db), WK_OK);
     wk_body body[3] = {{0}};
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(wk_cache_get(wk_batch_processor(b), &cache, wk_name_u64((uint64_t)i), &body[i]),
-                     WK_OK);
+        cr_assert_eq(
+            wk_cache_get(wk_batch_processor(b), &cache, wk_name_u64((uint64_t)i), &body[i]), WK_OK);
     int rc = wk_batch_exec(b);
     cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
     for (int i = 0; i < 3; i++) {
