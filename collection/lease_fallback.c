@@ -5,6 +5,8 @@
  * whose declared keys are not all on one node, and a lease's wake keys
  * usually exist on neither. Each touches KEYS[1] only, takes the full
  * form's ARGV and replies in its shape; none wakes or queues a waiter.
+ * (The Semaphore acquire's single-key form sits in semaphore.c, beside the
+ * take it shares.) wk__single_key_flag() lists every pair.
  */
 #include "collection/lease_script.h"
 #include "collection/lock_scripts.h"
@@ -56,7 +58,7 @@ unsigned wk__single_key_flag(const wk_script *script)
     static const wk__two_forms *const all[] = {
         &wk__lock_release_forms,        &wk__lock_acquire_forms,
         &wk__rwlock_release_read_forms, &wk__semaphore_release_forms,
-        &wk__fenced_lock_release_forms,
+        &wk__fenced_lock_release_forms, &wk__semaphore_acquire_forms,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (script == &all[i]->script)

@@ -36,6 +36,8 @@ extern const wk__two_forms wk__fenced_lock_release_forms; /* lease, fence, q, e 
 extern const wk_script wk__semaphore_try_script;        /* permits | token, ttl, N */
 extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token, w */
 #define wk__semaphore_release_script (wk__semaphore_release_forms.script)
+/* permits, q, e | token, ttl, N, cap, w; its single-key form in semaphore.c */
+extern const wk__two_forms wk__semaphore_acquire_forms;
 
 /* ------------------------------------------------------------------------
  * While a slot migrates (core/private.h, wk__two_forms): the single-key

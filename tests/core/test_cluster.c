@@ -1293,6 +1293,50 @@ static int fenced_take(wk_processor *p, const wk_entity *e, wk_name n, wk_token 
     return rc;
 }
 
+/* A waiting Semaphore acquire on a thread of its own (the waiter's `lock`
+ * is the semaphore). */
+static void *wait_for_permit(void *arg)
+{
+    waiter *w = arg;
+    wk_db *db = open_cluster();
+    wk_token t;
+    w->rc = wk_semaphore_acquire(wk_db_processor(db), w->lock, wk_name_str(w->name),
+                                 wk_monotonic_ms() + 60000, &t, &w->got);
+    snprintf(w->msg, sizeof(w->msg), "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    return NULL;
+}
+
+/* Hold `name` of a Lock or a Semaphore (`sem`), park a waiter on it, and
+ * release it while its slot migrates: the release (single-key form) wakes
+ * nobody, and the waiter gets it when the lease it waited for would have
+ * run out. */
+static void waiter_gets_it(wk_db *db, const wk_entity *e, bool sem, const char *name)
+{
+    wk_token held;
+    bool got = false, released = false;
+    int rc = sem ? wk_semaphore_try(wk_db_processor(db), e, wk_name_str(name), &held, &got)
+                 : wk_lock_try(wk_db_processor(db), e, wk_name_str(name), &held, &got);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(got);
+    waiter w = {.lock = e};
+    snprintf(w.name, sizeof(w.name), "%s", name);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, sem ? wait_for_permit : wait_for_lock, &w), 0);
+    wk_test_sleep_ms(200);
+    rc = sem ? wk_semaphore_release(wk_db_processor(db), e, wk_name_str(name), &held, &released)
+             : wk_lock_release(wk_db_processor(db), e, wk_name_str(name), &held, &released);
+    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(released);
+    int64_t t_release = wk_test_now_ms();
+    pthread_join(th, NULL);
+    cr_assert_eq(w.rc, WK_OK, "the %s waiter: %s: %s", sem ? "Semaphore" : "Lock",
+                 wk_err_name(w.rc), w.msg);
+    cr_assert(w.got, "the waiter gets it");
+    cr_assert_lt(wk_test_now_ms() - t_release, e->ttl_ms + 3000,
+                 "at the latest at its lease-expiry wake (a loaded machine)");
+}
+
 /* The rival handle (a map from before the migration) cannot get in. */
 static void shut_out(const lease_kind *k, wk_db *rival, wk_name name, const char *when)
 {
@@ -1398,29 +1442,11 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
         for (int i = 0; i < 2; i++)
             cycle_while_migrating(&kinds[k], db, rival, wk_name_str(names[k][i]), &tokens[k][i]);
 
-    /* A waiter parked while the slot migrates is not woken by a release
-     * (its single-key form wakes nobody): it attempts again when the lease
-     * it waited for would have run out, and gets the lock then. */
-    wk_entity short_lock = WK_LOCK_ENTITY(ns, 1500);
-    wk_token held;
-    bool got = false, released = false;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held, &got),
-                 WK_OK, "%s", wk_db_errmsg(db));
-    cr_assert(got);
-    waiter w = {.lock = &short_lock, .name = "{m}q"};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
-    wk_test_sleep_ms(200);
-    cr_assert_eq(
-        wk_lock_release(wk_db_processor(db), &short_lock, wk_name_str("{m}q"), &held, &released),
-        WK_OK, "%s", wk_db_errmsg(db));
-    cr_assert(released);
-    int64_t t_release = wk_test_now_ms();
-    pthread_join(th, NULL);
-    cr_assert_eq(w.rc, WK_OK, "the waiter: %s: %s", wk_err_name(w.rc), w.msg);
-    cr_assert(w.got, "the waiter gets the lock");
-    cr_assert_lt(wk_test_now_ms() - t_release, 1500 + 3000,
-                 "at the latest at its lease-expiry wake (1.5 s TTL, a loaded machine)");
+    /* A waiter parked while the slot migrates gets it by its lease-expiry
+     * wake: a Lock and a Semaphore. */
+    wk_entity short_lock = WK_LOCK_ENTITY(ns, 1500), short_sem = WK_SEMAPHORE_ENTITY(ns, 1, 1500);
+    waiter_gets_it(db, &short_lock, false, "{m}q");
+    waiter_gets_it(db, &short_sem, true, "{m}sq");
 
     /* Then the rest of the keys move and the slots are the targets'. */
     for (int i = 0; i < nslots; i++) {
@@ -1432,7 +1458,7 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     }
     for (int k = 0; k < KINDS; k++)
         for (int i = 0; i < 2; i++) {
-            released = false, got = false;
+            bool released = false, got = false;
             if (!kinds[k].takes_while_migrating) {
                 cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
                                            wk_name_str(names[k][i]), &tokens[k][i], &got),
