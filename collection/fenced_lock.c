@@ -53,14 +53,15 @@ static const wk_script acquire_script = {
 
 /* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
  * the head waiter is woken. */
-const wk_script wk__fenced_lock_release_script = {
-    "fenced_lock.release", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
-                           "redis.call('DEL', KEYS[1])\n"
-                           /* Only a release somebody waits for defines the wake functions. */
-                           "if redis.call('EXISTS', KEYS[3]) == 1 then\n" WK__WAKE_LUA_CORE
-                           "  wk_wake(KEYS[3], KEYS[4], ARGV[2], nil)\n"
-                           "end\n"
-                           "return 1\n"};
+const wk__two_forms wk__fenced_lock_release_forms = {
+    {"fenced_lock.release", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
+                            "redis.call('DEL', KEYS[1])\n"
+                            /* Only a release somebody waits for defines the wake functions. */
+                            "if redis.call('EXISTS', KEYS[3]) == 1 then\n" WK__WAKE_LUA_CORE
+                            "  wk_wake(KEYS[3], KEYS[4], ARGV[2], nil)\n"
+                            "end\n"
+                            "return 1\n"},
+    &wk__fenced_lock_release_single};
 
 /* KEYS: lease, fence. ARGV: token, ttl. */
 static const wk_script extend_script = {

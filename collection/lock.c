@@ -14,28 +14,30 @@ WK__KIND(lock) = {WK_KIND_LOCK, wk__entity_check_ttl};
 
 /* KEYS: lock, q, e. ARGV: token, w. The wake functions are defined only
  * when somebody waits: uncontended, the release costs one EXISTS more. */
-const wk_script wk__lock_release_script = {
-    "lock.release", "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                    "redis.call('DEL', KEYS[1])\n"
-                    "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-                    "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
-                    "end\n"
-                    "return 1\n"};
+const wk__two_forms wk__lock_release_forms = {
+    {"lock.release", "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                     "redis.call('DEL', KEYS[1])\n"
+                     "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                     "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
+                     "end\n"
+                     "return 1\n"},
+    &wk__lock_release_single};
 
 /* KEYS: lock, q, e. ARGV: token, ttl, w, cap (-1: a plain try that does
  * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. */
-const wk_script wk__lock_acquire_script = {
-    "lock.acquire",
-    WK__WAKE_LUA "local now = wk_now()\n"
-                 "local id = ARGV[4] == '-1' and '' or ARGV[1]\n"
-                 "if wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
-                 "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-                 "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
-                 "  return {1, 0}\n"
-                 "end\n"
-                 "if id == '' then return {0, 0} end\n"
-                 "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
-                 "                   redis.call('PTTL', KEYS[1]))}\n"};
+const wk__two_forms wk__lock_acquire_forms = {
+    {"lock.acquire",
+     WK__WAKE_LUA "local now = wk_now()\n"
+                  "local id = ARGV[4] == '-1' and '' or ARGV[1]\n"
+                  "if wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
+                  "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+                  "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
+                  "  return {1, 0}\n"
+                  "end\n"
+                  "if id == '' then return {0, 0} end\n"
+                  "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
+                  "                   redis.call('PTTL', KEYS[1]))}\n"},
+    &wk__lock_acquire_single};
 
 /* KEYS: lock, q, e. ARGV: w. Returns 1 if it was held. */
 static const wk_script force_release_script = {"lock.force_release", WK__WAKE_LUA_CORE
@@ -148,7 +150,8 @@ int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, un
     wk_access access = {e, mode};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
-                  .flags = flags | (mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0),
+                  .flags = flags | (mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0) |
+                           wk__single_key_flag(script),
                   .script = script,
                   .nkeys = 3 + extra_keys,
                   .argc = 3 + nargs,

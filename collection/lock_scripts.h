@@ -7,14 +7,17 @@
 
 #include <wakuwaku/lock.h>
 
+#include "collection/lease_script.h"
 #include "collection/wake.h"
 
 /* KEYS = the key, its wake q and e (collection/wake.h); ARGV = token,
  * the wake prefix w. Returns 1 if it held the token; wakes the first
  * waiter. */
-extern const wk_script wk__lock_release_script;
+extern const wk__two_forms wk__lock_release_forms;
+#define wk__lock_release_script (wk__lock_release_forms.script)
 /* Lock's acquire-or-park (KEYS and ARGV documented in lock.c). */
-extern const wk_script wk__lock_acquire_script;
+extern const wk__two_forms wk__lock_acquire_forms;
+#define wk__lock_acquire_script (wk__lock_acquire_forms.script)
 /* KEYS[1] = the key; ARGV[1] = token. PTTL if it holds it, else -2. */
 extern const wk_script wk__lock_owned_script;
 /* KEYS[1] = the key; ARGV[1] = token, ARGV[2] = ttl ms. */
@@ -24,7 +27,8 @@ extern const wk_script wk__lock_extend_script;
  * benchmark so raw hiredis can do exactly the same Redis work. */
 extern const wk_script wk__rwlock_try_read_script;
 extern const wk_script wk__rwlock_try_write_script;
-extern const wk_script wk__rwlock_release_read_script;
+extern const wk__two_forms wk__rwlock_release_read_forms;
+#define wk__rwlock_release_read_script (wk__rwlock_release_read_forms.script)
 extern const wk_script wk__rwlock_extend_read_script;
 extern const wk_script wk__rwlock_inspect_script;
 

@@ -40,16 +40,17 @@ const wk_script wk__rwlock_try_write_script = {
 
 /* KEYS: r, q, e. ARGV: token, w. Returns 1 if the lease was still
  * running. The last reader out wakes the first waiter. */
-const wk_script wk__rwlock_release_read_script = {
-    "rwlock.release_read",
-    NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-           "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-           "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-           "if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 "
-           "then\n" WK__WAKE_LUA_CORE "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-           "end\n"
-           "if s and tonumber(s) > now then return 1 end\n"
-           "return 0\n"};
+const wk__two_forms wk__rwlock_release_read_forms = {
+    {"rwlock.release_read",
+     NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+            "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+            "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+            "if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 "
+            "then\n" WK__WAKE_LUA_CORE "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+            "end\n"
+            "if s and tonumber(s) > now then return 1 end\n"
+            "return 0\n"},
+    &wk__reader_release_single};
 
 /* The acquire-or-park scripts. KEYS: w, q, e, r. ARGV: token, ttl, wake
  * prefix, cap (-1: a plain try of a fair RwLock, does not wait), fair

@@ -54,29 +54,43 @@ const wk_script wk__semaphore_try_script = {"semaphore.try",
  * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
  * head sleeps at most until the earliest lease ends. A taker wakes the next
  * waiter (chain), who may fit too. */
-static const wk_script acquire_script = {
-    "semaphore.acquire", WK__WAKE_LUA TAKE_LUA
-    "local now = wk_now()\n"
-    "if take(now) then\n"
-    "  wk_took(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, true)\n"
-    "  return {1, 0}\n"
-    "end\n"
-    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
-    "local blocked = first[2] and (tonumber(first[2]) - now) or -1\n"
-    "return {0, wk_park(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, tonumber(ARGV[4]), blocked)}\n"};
+/* Its single-key form (collection/lease_fallback.c) while the slot
+ * migrates: take, or sleep until the earliest lease ends (within cap), not
+ * queued. */
+static const wk_script acquire_single = {
+    "semaphore.acquire.single_key",
+    NOW_MS TAKE_LUA "if take(now) then return {1, 0} end\n"
+                    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+                    "local left = first[2] and (tonumber(first[2]) - now) or 1\n"
+                    "if left < 1 then left = 1 end\n"
+                    "if left > tonumber(ARGV[4]) then left = tonumber(ARGV[4]) end\n"
+                    "return {0, left}\n"};
+
+const wk__two_forms wk__semaphore_acquire_forms = {
+    {"semaphore.acquire", WK__WAKE_LUA TAKE_LUA
+     "local now = wk_now()\n"
+     "if take(now) then\n"
+     "  wk_took(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, true)\n"
+     "  return {1, 0}\n"
+     "end\n"
+     "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+     "local blocked = first[2] and (tonumber(first[2]) - now) or -1\n"
+     "return {0, wk_park(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, tonumber(ARGV[4]), blocked)}\n"},
+    &acquire_single};
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
  * either way the head waiter is woken (a place may be free). */
-const wk_script wk__semaphore_release_script = {
-    "semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                /* Only a release somebody waits for defines the wake functions. */
-                                "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-                                "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                "end\n"
-                                "if s and tonumber(s) > now then return 1 end\n"
-                                "return 0\n"};
+const wk__two_forms wk__semaphore_release_forms = {
+    {"semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                                 "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                                 "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+                                 /* Only a release somebody waits for defines the wake functions. */
+                                 "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                                 "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+                                 "end\n"
+                                 "if s and tonumber(s) > now then return 1 end\n"
+                                 "return 0\n"},
+    &wk__reader_release_single};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned",
@@ -126,7 +140,7 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
     size_t item_lens[1] = {k->len};
     /* The scripts that take a permit are acknowledged (its extend is
      * wk__token_script's). */
-    bool lease = script == &wk__semaphore_try_script || script == &acquire_script;
+    bool lease = script == &wk__semaphore_try_script || script == &wk__semaphore_acquire_forms.script;
     wk__lease_call c = {op,   script,    e, mode, lease, item, item_lens, 1, wake ? &k->wake : NULL,
                         args, lens, nargs, parse, out};
     return wk__lease_script(p, &c);
@@ -274,8 +288,8 @@ static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
     const keys *k = w->ctx;
     take_args a;
     take_args_fill(&a, w->e, w->id, cap_ms);
-    return run(w->p, w->op, &acquire_script, w->e, k, true, WK_WRITE, a.argv, a.lens, 4,
-               wk__wake_parse_outcome, out);
+    return run(w->p, w->op, &wk__semaphore_acquire_forms.script, w->e, k, true, WK_WRITE, a.argv,
+               a.lens, 4, wk__wake_parse_outcome, out);
 }
 
 int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name, int64_t deadline,

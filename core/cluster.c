@@ -32,17 +32,22 @@ static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
 static uint16_t node_of(wk__cluster *c, const char *host, size_t host_len, int port)
 {
     for (size_t i = 0; i < c->nnodes; i++) {
-        const wk__node *n = &c->nodes[i];
+        const wk__node *n = c->nodes[i];
         if (n->port == port && strlen(n->host) == host_len && memcmp(n->host, host, host_len) == 0)
             return (uint16_t)i;
     }
     if (c->nnodes >= WK__NO_NODE ||
-        wk__grow_array((void **)&c->nodes, &c->cap, c->nnodes + 1, sizeof(wk__node)))
+        wk__grow_array((void **)&c->nodes, &c->cap, c->nnodes + 1, sizeof(wk__node *)))
         return WK__NO_NODE;
+    wk__node *n = malloc(sizeof(*n));
     char *copy = strndup(host, host_len);
-    if (!copy)
+    if (!n || !copy) {
+        free(n);
+        free(copy);
         return WK__NO_NODE;
-    c->nodes[c->nnodes] = (wk__node){.host = copy, .port = port, .link.wake_fd = -1};
+    }
+    *n = (wk__node){.host = copy, .port = port, .link.wake_fd = -1};
+    c->nodes[c->nnodes] = n;
     return (uint16_t)c->nnodes++;
 }
 
@@ -56,9 +61,10 @@ void wk__cluster_free(wk__cluster *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->nnodes; i++) {
-        node_drop(&c->nodes[i]);
-        free(c->nodes[i].host);
-        free(c->nodes[i].out.data);
+        node_drop(c->nodes[i]);
+        free(c->nodes[i]->host);
+        free(c->nodes[i]->out.data);
+        free(c->nodes[i]);
     }
     free(c->nodes);
     free(c);
@@ -82,12 +88,12 @@ int wk__cluster_clone(wk__cluster **out, const wk__cluster *src)
     if (!c)
         return WK_ENOMEM;
     for (size_t i = 0; i < src->nnodes; i++) {
-        const wk__node *n = &src->nodes[i];
+        const wk__node *n = src->nodes[i];
         if (node_of(c, n->host, strlen(n->host), n->port) == WK__NO_NODE) {
             wk__cluster_free(c);
             return WK_ENOMEM;
         }
-        c->nodes[i].primary = n->primary;
+        c->nodes[i]->primary = n->primary;
     }
     memcpy(c->slot_node, src->slot_node, sizeof(c->slot_node));
     c->primaries = src->primaries;
@@ -156,18 +162,18 @@ static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_ho
     free(map);
     c->primaries = 0;
     for (size_t i = 0; i < c->nnodes; i++)
-        c->nodes[i].primary = false;
+        c->nodes[i]->primary = false;
     for (size_t s = 0; s < WK__CLUSTER_SLOTS; s++) {
-        if (c->slot_node[s] != WK__NO_NODE && !c->nodes[c->slot_node[s]].primary) {
-            c->nodes[c->slot_node[s]].primary = true;
+        if (c->slot_node[s] != WK__NO_NODE && !c->nodes[c->slot_node[s]]->primary) {
+            c->nodes[c->slot_node[s]]->primary = true;
             c->primaries++;
         }
     }
     /* A node that serves no slot any more (a primary turned replica) would
      * only redirect: its connection goes. */
     for (size_t i = 0; i < c->nnodes; i++)
-        if (!c->nodes[i].primary)
-            node_drop(&c->nodes[i]);
+        if (!c->nodes[i]->primary)
+            node_drop(c->nodes[i]);
     c->stale = false;
     c->refreshed_ms = wk_monotonic_ms();
     return WK_OK;
@@ -228,11 +234,11 @@ int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, 
      * one is in the map under the same address; otherwise it goes. */
     uint16_t self = WK__NO_NODE;
     for (size_t i = 0; i < c->nnodes; i++)
-        if (c->nodes[i].port == port && strcmp(c->nodes[i].host, host) == 0)
+        if (c->nodes[i]->port == port && strcmp(c->nodes[i]->host, host) == 0)
             self = (uint16_t)i;
-    if (self != WK__NO_NODE && c->nodes[self].primary) {
-        c->nodes[self].link = conn->link;
-        c->nodes[self].last_io_ms = wk_monotonic_ms();
+    if (self != WK__NO_NODE && c->nodes[self]->primary) {
+        c->nodes[self]->link = conn->link;
+        c->nodes[self]->last_io_ms = wk_monotonic_ms();
         memset(&conn->link, 0, sizeof(conn->link));
     } else {
         wk__link_close(&conn->link);
@@ -249,7 +255,7 @@ int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
     /* Connected nodes first (no connect), then the others, then seeds. */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < c->nnodes; i++) {
-            wk__node *n = &c->nodes[i];
+            wk__node *n = c->nodes[i];
             if ((pass == 0) != (n->link.ctx != NULL))
                 continue;
             if (pass == 1 && wk__cluster_node_ensure(conn, (uint16_t)i, why, sizeof(why)))
@@ -279,7 +285,7 @@ int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
 
 int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen)
 {
-    wk__node *n = &conn->cluster->nodes[i];
+    wk__node *n = conn->cluster->nodes[i];
     if (n->link.ctx && n->link.ctx->err)
         node_drop(n);
     /* After a node restart the old socket reads EOF: find that now, so
@@ -305,10 +311,10 @@ int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen
  * (it will be redirected) — the previous query's node if it is one. */
 static uint16_t any_primary(const wk__cluster *c)
 {
-    if (c->last != WK__NO_NODE && c->nodes[c->last].primary)
+    if (c->last != WK__NO_NODE && c->nodes[c->last]->primary)
         return c->last;
     for (size_t i = 0; i < c->nnodes; i++)
-        if (c->nodes[i].primary)
+        if (c->nodes[i]->primary)
             return (uint16_t)i;
     return c->nnodes ? 0 : WK__NO_NODE;
 }
@@ -386,11 +392,13 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t 
     bool moved = strncmp(r->str, "MOVED ", 6) == 0, ask = strncmp(r->str, "ASK ", 4) == 0;
     /* UNBLOCKED: a blocking command cut off because its primary became a
      * replica (a failover); it did not run, and sent again it meets MOVED. */
-    if (!moved && !ask)
-        return strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-                       strncmp(r->str, "UNBLOCKED", 9) == 0
+    if (!moved && !ask) {
+        if (strncmp(r->str, "TRYAGAIN", 8) == 0)
+            return WK__SLOT_UNSTABLE;
+        return strncmp(r->str, "CLUSTERDOWN", 11) == 0 || strncmp(r->str, "UNBLOCKED", 9) == 0
                    ? WK__TRY_LATER
                    : WK__REPLY_FINAL;
+    }
     size_t skip = moved ? 6 : 4;
     unsigned slot;
     const char *host;
@@ -404,8 +412,8 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t 
     *node = n;
     if (moved) {
         c->slot_node[slot] = n;
-        if (!c->nodes[n].primary) {
-            c->nodes[n].primary = true;
+        if (!c->nodes[n]->primary) {
+            c->nodes[n]->primary = true;
             c->primaries++;
         }
         c->stale = true;

@@ -18,7 +18,10 @@
  *                          next exchange;
  *   ASK slot host:port     this one command goes there, after ASKING;
  *   TRYAGAIN, CLUSTERDOWN  sent again after a pause, within the command
- *                          timeout; after it, not run (WK_ETIMEDOUT).
+ *                          timeout; after it, not run (WK_ETIMEDOUT). A
+ *                          query with a single-key form (core/private.h,
+ *                          wk__two_forms) is sent at once in that form on
+ *                          TRYAGAIN instead.
  */
 #ifndef WK_CORE_CLUSTER_H
 #define WK_CORE_CLUSTER_H
@@ -40,7 +43,10 @@ typedef struct wk__node {
 } wk__node;
 
 struct wk__cluster {
-    wk__node *nodes; /* every node seen; never removed (indices stay valid) */
+    /* Every node seen; never removed, so indices stay valid. Each node is
+     * allocated on its own and never moves: a lane may hold its link and
+     * clock while a redirection adds a node (growing this array). */
+    wk__node **nodes;
     size_t nnodes, cap;
     uint16_t slot_node[WK__CLUSTER_SLOTS]; /* WK__NO_NODE: unknown */
     size_t primaries;
@@ -54,7 +60,8 @@ typedef enum wk__redirect {
     WK__REPLY_FINAL, /* a reply of the command's own */
     WK__MOVED,
     WK__ASK,
-    WK__TRY_LATER /* TRYAGAIN or CLUSTERDOWN: it did not run */
+    WK__SLOT_UNSTABLE, /* TRYAGAIN: its keys are split by a migration; it did not run */
+    WK__TRY_LATER      /* CLUSTERDOWN, UNBLOCKED: it did not run */
 } wk__redirect;
 
 /* Build conn->cluster from CLUSTER SLOTS asked on conn->link (just

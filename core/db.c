@@ -74,7 +74,7 @@ void wk__conn_drop(wk__conn *conn)
 {
     wk__link_close(&conn->link);
     for (size_t i = 0; conn->cluster && i < conn->cluster->nnodes; i++)
-        wk__link_close(&conn->cluster->nodes[i].link);
+        wk__link_close(&conn->cluster->nodes[i]->link);
 }
 
 const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len)
@@ -813,7 +813,7 @@ int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i)
                                     : "the handle is not a cluster handle");
     size_t seen = 0;
     for (size_t n = 0; n < c->nnodes; n++) {
-        if (!c->nodes[n].primary || seen++ != i)
+        if (!c->nodes[n]->primary || seen++ != i)
             continue;
         int rc = wk_db_narrow(out, db, db->cap, NULL);
         if (rc)

@@ -13,6 +13,7 @@
 
 #include "core/cluster.h"
 #include "core/exchange.h"
+#include "core/private.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
  * a reconnect, one for NOSCRIPT on the new connection; a Sentinel
@@ -24,6 +25,9 @@
 #define MAX_REDIRECTS 5
 #define TRY_LATER_FIRST_PAUSE_MS 10
 #define TRY_LATER_MAX_PAUSE_MS 100
+/* A single-key form is built on the stack: queries of up to this many
+ * arguments have one (the lease scripts have at most 11). */
+#define WK__SINGLE_KEY_MAX_ARGS 16
 
 typedef struct run {
     wk__exchange *x;
@@ -72,6 +76,29 @@ static void settle(run *r, size_t i, int status)
     }
 }
 
+/* The form of query q that slot s sends: q itself, or after a TRYAGAIN its
+ * single-key form (core/private.h) over `argv` / `lens` (room for
+ * q->argc each): the first key, then the arguments. */
+static const wk_query *sent_form(const wk_query *q, const wk__slot *s, wk_query *tmp,
+                                 const char **argv, size_t *lens)
+{
+    if (!s->single_key)
+        return q;
+    *tmp = *q;
+    tmp->script = ((const wk__two_forms *)q->script)->single_key;
+    tmp->nkeys = 1;
+    tmp->argc = 0;
+    for (int i = 0; i < q->argc; i++) {
+        if (i >= 1 && i < q->nkeys)
+            continue;
+        argv[tmp->argc] = q->argv[i];
+        lens[tmp->argc++] = q->argvlen[i];
+    }
+    tmp->argv = argv;
+    tmp->argvlen = lens;
+    return tmp;
+}
+
 /* Format every UNSENT slot of the lane into its buffer; a query that
  * cannot be formatted is settled with that failure, never sent. */
 static void format_pending(run *r, lane *l)
@@ -96,9 +123,14 @@ static void format_pending(run *r, lane *l)
             }
         }
         size_t command_end = 0;
-        if (!rc)
-            rc = wk__format_query(x->db, out, x->query(x->ctx, i), s->as_eval, NULL,
-                                  &command_end);
+        if (!rc) {
+            const wk_query *q = x->query(x->ctx, i);
+            wk_query single;
+            const char *argv[WK__SINGLE_KEY_MAX_ARGS];
+            size_t lens[WK__SINGLE_KEY_MAX_ARGS];
+            rc = wk__format_query(x->db, out, sent_form(q, s, &single, argv, lens), s->as_eval,
+                                  NULL, &command_end);
+        }
         if (rc) {
             out->len = mark;
             settle(r, i, rc);
@@ -127,8 +159,8 @@ static void lose_lane(run *r, lane *l, int rc)
         l->link->ctx && l->link->ctx->errstr[0] ? l->link->ctx->errstr : "connection lost";
     wk__cluster *c = x->db->conn->cluster;
     if (c && l->node != WK__NO_NODE) {
-        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node].host,
-                 c->nodes[l->node].port, why);
+        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node]->host,
+                 c->nodes[l->node]->port, why);
         c->stale = true; /* a failover may have moved its slots */
     } else {
         wk__copy_text(r->why, sizeof(r->why), why);
@@ -155,9 +187,16 @@ static bool send_lane(run *r, lane *l)
     return true;
 }
 
+/* Whether a TRYAGAIN'd query can be sent in its single-key form (once). */
+static bool has_single_key_form(const wk_query *q, const wk__slot *s)
+{
+    return (q->flags & WK__QUERY_SINGLE_KEY) && q->script && q->nkeys > 1 &&
+           q->argc <= WK__SINGLE_KEY_MAX_ARGS && !s->single_key;
+}
+
 /* A cluster's answer that the command did not run: where it goes now.
  * `asked`: it was sent after ASKING (an ASK's target). */
-static bool redirected(run *r, wk__slot *s, const redisReply *reply, bool asked)
+static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply *reply, bool asked)
 {
     wk__cluster *c = r->x->db->conn->cluster;
     if (!c)
@@ -175,7 +214,14 @@ static bool redirected(run *r, wk__slot *s, const redisReply *reply, bool asked)
     if (what == WK__ASK) {
         s->asking = true;
         s->ask_node = node;
-    } else if (what == WK__TRY_LATER) {
+    } else if (what == WK__SLOT_UNSTABLE && has_single_key_form(q, s)) {
+        /* Its keys are split by a migration (a lease's wake keys exist on
+         * neither node): the single-key form goes at once, to the same
+         * node (with ASKING if it was asked). Not loaded there perhaps. */
+        s->single_key = true;
+        s->as_eval = false;
+        s->asking = asked;
+    } else if (what != WK__MOVED) {
         /* TRYAGAIN from an importing node: there again, with ASKING, not
          * back to the source for its ASK anew. */
         s->asking = asked;
@@ -237,7 +283,7 @@ static void read_lane(run *r, lane *l)
             s->state = WK__UNSENT;
             s->readonly = true;
             r->readonly = true;
-        } else if (!redirected(r, s, reply, asked)) {
+        } else if (!redirected(r, s, q, reply, asked)) {
             settle(r, i, wk__parse_reply(x->db, q, reply, ack));
         }
         freeReplyObject(reply);
@@ -273,7 +319,7 @@ static void round_trip(run *r, bool first_round)
 /* The lane of cluster node n. */
 static lane node_lane(wk__cluster *c, size_t n)
 {
-    wk__node *node = &c->nodes[n];
+    wk__node *node = c->nodes[n];
     return (lane){.link = &node->link,
                   .out = &node->out,
                   .last_io_ms = &node->last_io_ms,

@@ -38,8 +38,9 @@ typedef struct wk__slot {
     bool as_eval;        /* answered NOSCRIPT: send as EVAL, which loads it */
     bool resent;         /* re-sent once already after a lost reply */
     bool readonly;       /* answered READONLY once (Sentinel: re-sent) */
+    bool single_key;     /* answered TRYAGAIN: sent in its single-key form */
     int status;
-    size_t end;          /* where its command ends in the bytes being written */
+    size_t end; /* where its command ends in the bytes being written */
     /* Cluster handles (core/cluster.h): the node it goes to this round,
      * and an ASK redirection (ASKING first, to ask_node, once). */
     bool asking;

@@ -57,6 +57,25 @@ bool wk__hash_tag(const char *key, size_t len, size_t *start, size_t *end);
 unsigned wk__key_slot(const void *key, size_t len);
 
 /* ------------------------------------------------------------------------
+ * Scripts with a single-key form (core/exchange.c)
+ *
+ * While a cluster slot migrates, Redis answers TRYAGAIN to a script whose
+ * declared keys are not all on the node (a lease's wake keys usually exist
+ * nowhere). A query flagged WK__QUERY_SINGLE_KEY has q->script pointing at
+ * the `script` member of a wk__two_forms; on TRYAGAIN the exchange sends
+ * `single_key` at once instead: KEYS = the query's first key only, ARGV =
+ * the query's arguments unchanged (its other keys are left out). The
+ * single-key form must reply in the shape of the full one.
+ * ---------------------------------------------------------------------- */
+
+#define WK__QUERY_SINGLE_KEY (1u << 31) /* internal; q->script is a wk__two_forms */
+
+typedef struct wk__two_forms {
+    wk_script script;            /* first: the query's script points here */
+    const wk_script *single_key; /* touches KEYS[1] only */
+} wk__two_forms;
+
+/* ------------------------------------------------------------------------
  * The clock of leases and deadlines (core/clock.c). Thread-safe.
  * ---------------------------------------------------------------------- */
 

@@ -130,7 +130,10 @@ extern "C" {
  * map (and the whole map is asked anew before the next query); ASK sends
  * that one command to the importing node after ASKING; TRYAGAIN and
  * CLUSTERDOWN are sent again after a pause (10 ms, doubling to 100 ms)
- * until the command timeout, then fail as not run (WK_ETIMEDOUT). None of
+ * until the command timeout, then fail as not run (WK_ETIMEDOUT); a lease
+ * release or Lock acquire answered TRYAGAIN (its wake keys split by a slot
+ * migration) is sent at once in a form naming the item's key only, which
+ * wakes no waiter (README, Redis Cluster). None of
  * these replies means the command ran, so writes too are re-sent. A node
  * that drops or refuses its connection fails what was sent to it by the
  * usual outcome rules (a write WK_EUNKNOWN); what was not sent yet goes

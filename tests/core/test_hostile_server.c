@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "support.h"
+#include "core/private.h" /* wk__key_slot: the slot a MOVED names */
 
 static int inspect_against(const char *reply, size_t len, wk_lock_state *st, char *msg, size_t n)
 {
@@ -134,6 +135,20 @@ Test(hostile_server, unreadable_cluster_slot_maps_fail_the_open_clearly, .timeou
     wk_test_peer_stop(&p);
 }
 
+/* Open a handle on a scripted peer whose map has it as the one primary. */
+static wk_db *open_single_primary(const wk_test_peer *p)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = p->url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 300;
+    wk_db *db;
+    char err[512];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    return db;
+}
+
 /* A map giving every slot to the peer itself (its port known once it
  * listens), then `reply` to every query. */
 static int against_self_map(const char *reply_fmt, int *status, char *msg, size_t msglen)
@@ -149,14 +164,7 @@ static int against_self_map(const char *reply_fmt, int *status, char *msg, size_
     script[1] = slots;
     script[2] = reply;
     wk_test_peer_script(&p, script, 3);
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = p.url;
-    o.capability = wk_cap_read_write();
-    o.command_timeout_ms = 300;
-    wk_db *db;
-    char err[512];
-    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
-    cr_assert_eq(wk_db_cluster_primaries(db), 1);
+    wk_db *db = open_single_primary(&p);
     wk_entity lock = WK_LOCK_ENTITY("hostile", 1000);
     wk_token t;
     bool got = true;
@@ -225,6 +233,62 @@ Test(hostile_server, a_dead_first_seed_keeps_its_slots_off_the_live_connection, 
     cr_assert_eq(rc, WK_EIO, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
     cr_assert(strstr(wk_db_errmsg(db), "127.0.0.1:1"), "%s", wk_db_errmsg(db));
     cr_assert_eq(atomic_load(&p.commands), 2, "HELLO and CLUSTER SLOTS only");
+    wk_db_close(db);
+    wk_test_peer_stop(&p);
+}
+
+Test(hostile_server, a_moved_that_grows_the_node_table_mid_round_reads_no_freed_node, .timeout = 30)
+{
+    /* The map names 16 nodes (the table's first capacity): 15 addresses
+     * that are never reached, each claiming slot 0, then the peer taking
+     * every slot. A batch of three reads then goes to the peer, whose one
+     * answer holds two MOVEDs to addresses not in the table, then a miss:
+     * the table grows while the round still reads the peer's replies. */
+    wk_test_peer p;
+    cr_assert_eq(wk_test_peer_start(&p, NULL, 0, "", 0), 0);
+    static char slots[2048];
+    size_t len = (size_t)snprintf(slots, sizeof(slots), "*16\r\n");
+    for (int i = 0; i < 15; i++)
+        len += (size_t)snprintf(slots + len, sizeof(slots) - len,
+                                "*3\r\n:0\r\n:0\r\n*2\r\n$10\r\n127.0.1.%02d\r\n:1\r\n", 10 + i);
+    snprintf(slots + len, sizeof(slots) - len,
+             "*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n", p.port);
+    wk_entity cache = WK_CACHE_ENTITY("hostile", 1000);
+    unsigned key_slot[2];
+    for (int i = 0; i < 2; i++) {
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        wk_name name = wk_name_u64((uint64_t)i);
+        cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &cache, &name, NULL), WK_OK);
+        key_slot[i] = wk__key_slot(key, klen);
+    }
+    static char moved[200];
+    snprintf(moved, sizeof(moved), "-MOVED %u 127.0.2.1:1\r\n-MOVED %u 127.0.2.2:1\r\n$-1\r\n",
+             key_slot[0], key_slot[1]);
+    static const char *script[5];
+    script[0] = CLUSTER_HELLO_REPLY;
+    script[1] = slots;
+    script[2] = moved;
+    /* The new nodes refuse connections: the map is asked anew (the peer
+     * again) and the two reads come back to the peer. */
+    script[3] = slots;
+    script[4] = "$-1\r\n$-1\r\n";
+    wk_test_peer_script(&p, script, 5);
+    wk_db *db = open_single_primary(&p);
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_body body[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(
+            wk_cache_get(wk_batch_processor(b), &cache, wk_name_u64((uint64_t)i), &body[i]), WK_OK);
+    int rc = wk_batch_exec(b);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not(body[i].found, "read %d: a miss", i);
+        wk_body_free(&body[i]);
+    }
+    cr_assert_eq(atomic_load(&p.commands), 5, "HELLO, SLOTS, the batch, SLOTS, the re-sent two");
+    wk_batch_close(b);
     wk_db_close(db);
     wk_test_peer_stop(&p);
 }
