@@ -98,6 +98,8 @@ typedef int (*wk_parse_fn)(const wk_query *query, const wk_reply *reply, wk_diag
 /* Query flags */
 #define WK_QUERY_RETRY_SAFE (1u << 0)   /* may be re-sent once after a dropped connection */
 #define WK_QUERY_PARSE_ERRORS (1u << 1) /* error replies go to the parser, not WK_EREDIS */
+/* Bits 16 and up are reserved for the library's own queries (how their
+ * leases are acknowledged, how they cross a slot migration): leave them 0. */
 
 /*
  * One query. Fill it with designated initialisers on the stack.
