@@ -24,8 +24,15 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-/* Runs one built-in query on an entity of namespace `ns`, name "n". */
+/* Runs one built-in query on an entity of namespace `ns`, name
+ * wk_test_name(). */
 typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
+
+/* The item name the query rows use: "n" unless a reader set another
+ * (tests/core/test_key_injective.c runs every row over adversarial names).
+ * The bytes are borrowed: they must outlive the rows' calls. */
+wk_name wk_test_name(void);
+void wk_test_set_name(wk_name name);
 
 /* One built-in query. */
 typedef struct wk_test_query {
