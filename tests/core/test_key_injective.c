@@ -16,7 +16,7 @@
 #include "core/private.h"
 #include "redis_fixture.h"
 
-TestSuite(key_injective, .timeout = 60);
+TestSuite(key_injective, .timeout = 240);
 
 /* ------------------------------------------------------------------------
  * The reported scenario: "{job}" and "{job}:q"
@@ -446,7 +446,7 @@ static void names_from_keys(names *nm, const book *b)
     }
 }
 
-Test(key_injective, every_query_of_every_kind_over_adversarial_names, .timeout = 240)
+Test(key_injective, every_query_of_every_kind_over_adversarial_names)
 {
     static const char *const fixed[] = {
         "",      "{",       "}",      "{}",      "}{",      "{{}}",     "{job}",     "{job}:q",
