@@ -13,62 +13,18 @@
  * Slots and companion keys
  * ---------------------------------------------------------------------- */
 
-static const char tag_alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
-size_t wk__wake_tag_for_slot(unsigned slot, char t[4])
-{
-    const size_t n = sizeof(tag_alphabet) - 1;
-    for (size_t len = 1; len <= 3; len++) {
-        size_t total = len == 1 ? n : len == 2 ? n * n : n * n * n;
-        for (size_t i = 0; i < total; i++) {
-            size_t v = i;
-            for (size_t k = len; k-- > 0;) {
-                t[k] = tag_alphabet[v % n];
-                v /= n;
-            }
-            if ((wk__crc16(t, len) & 16383u) == slot)
-                return len;
-        }
-    }
-    return 0; /* unreachable */
-}
-
-static void put(char *dst, size_t *at, const void *src, size_t len)
-{
-    memcpy(dst + *at, src, len);
-    *at += len;
-}
-
 int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
 {
-    if (!k || !item_key || len > WK_KEY_MAX)
+    if (!k || !item_key)
         return WK_EINVAL;
-    size_t base = 0, s, e;
-    char *b = k->q;
-    if (wk__hash_tag(item_key, len, &s, &e)) {
-        put(b, &base, item_key, len);
-    } else if (!memchr(item_key, '}', len)) {
-        put(b, &base, "{", 1);
-        put(b, &base, item_key, len);
-        put(b, &base, "}", 1);
-    } else {
-        char t[4];
-        size_t tlen = wk__wake_tag_for_slot(wk__crc16(item_key, len) & 16383u, t);
-        put(b, &base, "{", 1);
-        put(b, &base, t, tlen);
-        put(b, &base, "}", 1);
-        put(b, &base, item_key, len);
-    }
-    memcpy(k->e, b, base);
-    memcpy(k->w, b, base);
-    k->q_len = k->e_len = k->w_len = base;
-    put(k->q, &k->q_len, ":q", 3); /* with the NUL, not counted below */
-    put(k->e, &k->e_len, ":e", 3);
-    put(k->w, &k->w_len, ":w:", 4);
-    k->q_len--;
-    k->e_len--;
-    k->w_len--;
-    return WK_OK;
+    /* core/key.c derives every companion key (and proves them injective). */
+    int rc = wk__companion_key(k->q, sizeof(k->q), &k->q_len, item_key, len, WK__ROLE_WAKE_QUEUE);
+    if (!rc)
+        rc = wk__companion_key(k->e, sizeof(k->e), &k->e_len, item_key, len, WK__ROLE_WAKE_REGS);
+    if (!rc)
+        rc = wk__companion_key(k->w, sizeof(k->w) - WK_TOKEN_LEN, &k->w_len, item_key, len,
+                               WK__ROLE_WAKE_LIST);
+    return rc;
 }
 
 int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const char *item_key,

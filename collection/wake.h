@@ -5,16 +5,18 @@
  *
  * One mechanism for every kind, in three parts:
  *
- *   1. Companion keys (wk__wake_keys_build): per item, in the item's
- *      cluster slot,
- *        <base>:q      sorted set: waiter id → arrival (server µs); the
- *                      queue order, oldest first (the "head")
- *        <base>:e      sorted set: waiter id → end of its registration
- *                      (server ms); an expired registration is a waiter
- *                      that gave up or crashed, and is pruned
- *        <base>:w:<id> list: the wake-up of one waiter (at most one
- *                      element), BLPOPed by that waiter only
- *      where <base> keeps the item key's slot (below).
+ *   1. Companion keys (wk__wake_keys_build, through wk__companion_key in
+ *      core/key.c, the one derivation of companion keys): per item, in
+ *      the item's cluster slot, A the item's (first) key,
+ *        {X}:q<R>        sorted set: waiter id → arrival (server µs); the
+ *                        queue order, oldest first (the "head")
+ *        {X}:e<R>        sorted set: waiter id → end of its registration
+ *                        (server ms); an expired registration is a waiter
+ *                        that gave up or crashed, and is pruned
+ *        {X}:w:<R><id>   list: the wake-up of one waiter (at most one
+ *                        element), BLPOPed by that waiter only
+ *      X a tag with A's slot, R "" or A (core/key.c: why no companion key
+ *      is another item's key or another item's companion).
  *
  *   2. The Lua contract (WK__WAKE_LUA): local functions that a kind's
  *      scripts start with (string concatenation: WK__WAKE_LUA "body…").
@@ -87,13 +89,18 @@
  * try (no extra round trip, no blocking connection).
  *
  * Cluster slots. Redis hashes the bytes between the first '{' and the
- * first '}' after it, if that is not empty; else the whole key. <base> is
- *   - item key itself, when it has such a tag (multi-key items: RwLock);
- *   - "{" item key "}", when it has no tag and contains no '}' (a Lock
- *     key: the whole key becomes the tag, so the slot is the same);
- *   - "{" T "}" item key, otherwise (a Lock whose name holds '}'), T the
- *     first string of 1–3 characters of [0-9A-Za-z] (shortest first, in
- *     that order) whose CRC16 slot is the item key's.
+ * first '}' after it, if that is not empty; else the whole key. X is
+ *   - A's own tag, when it has one (multi-key items: RwLock …; Lock
+ *     names such as "{job}");
+ *   - A itself, when A contains no '}' (a Lock key: the whole key becomes
+ *     the tag, so the slot is the same); R is then "";
+ *   - otherwise (a Lock whose name holds '}' but no tag) the first string
+ *     of 1–3 characters of [0-9A-Za-z] (shortest first, in that order)
+ *     whose CRC16 slot is A's.
+ * Upgrading from the layout before issue 21 (A ":q" when A had a tag,
+ * "{T}" A ":q" for the third case): a waiter queued under the old keys is
+ * not woken by a new release; it wakes at its own bound (the holder's
+ * lease end for the head, a lease otherwise) and re-queues.
  *
  * Thread-safety: as the processor's handle. The blocking connection is
  * the handle's own (wk__blocking_of): opened on the first wait, kept until
@@ -111,8 +118,10 @@
 #include <wakuwaku/query.h>
 #include <wakuwaku/token.h>
 
-/* Longest companion key (base + ":w:" + a token's 16 bytes). */
-#define WK__WAKE_KEY_MAX (WK_KEY_MAX + 32)
+#include "core/private.h"
+
+/* Longest companion key (a waiter's list with its 16-byte id). */
+#define WK__WAKE_KEY_MAX WK__COMPANION_KEY_MAX
 
 /* How much longer than its announced sleep a waiter's registration
  * lasts: the time a live waiter has to come back (a round trip, a
@@ -123,10 +132,9 @@
 /* wk__crc16 and wk__key_slot (the slot of a key) are core's
  * (core/private.h). */
 
-/* The tag T of the third case above for `slot`, into t[4] (not
- * NUL-terminated); returns its length, 1..3 (every slot has one:
- * tests/collection/test_wake.c checks all 16384). */
-size_t wk__wake_tag_for_slot(unsigned slot, char t[4]);
+/* The tag of the third case above (core's wk__key_tag_for_slot; every
+ * slot has one: tests/collection/test_wake.c checks all 16384). */
+#define wk__wake_tag_for_slot wk__key_tag_for_slot
 
 /* The companion keys of one item. */
 typedef struct wk__wake_keys {

@@ -202,3 +202,98 @@ unsigned wk__key_slot(const void *key, size_t len)
         return wk__crc16((const char *)key + s, e - s) & 16383u;
     return wk__crc16(key, len) & 16383u;
 }
+
+/* ------------------------------------------------------------------------
+ * Companion keys
+ *
+ * Layout:   "{" X "}" M R
+ *   M  the role's marker: ":q" (wake queue), ":e" (registrations), ":w:"
+ *      (a waiter's list, followed by its 16-byte id);
+ *   X  a hash tag with the anchor key A's slot, holding no '}':
+ *        - A's own tag, when A has one (it holds no '}' by definition);
+ *        - A itself, when A has no '}' (then no tag: its slot is the CRC
+ *          of all of A, which is the CRC of the tag X = A);
+ *        - else the short tag of wk__key_tag_for_slot(slot of A);
+ *   R  "" when X is A itself, else A.
+ * (The case "A has no '}'" is the layout of earlier versions, so the wake
+ * keys of most Lock names did not change.)
+ *
+ * Why it is injective, and disjoint from item keys:
+ *   1. Every item key starts with WK_KEY_PREFIX ('@'); a companion key
+ *      starts with '{'. No companion key is an item key.
+ *   2. X holds no '}', so X is the bytes from offset 1 to the first '}'.
+ *      The markers are prefix-free (":q", ":e", ":w:" differ in their
+ *      second byte), so M is read next; a list's id is its last 16 bytes,
+ *      so R is what remains. R is "" exactly when X = A (in the other
+ *      cases R = A, never empty): A is X or R. Hence the key gives back
+ *      (A, role, id).
+ *   3. A gives back (kind, namespace, name): A = PREFIX Kind ":" rest;
+ *      Kind and namespace hold no ':', '{', '}'. A single-key rest is
+ *      ns ":" name (it does not start with '{'), a multi-key rest is
+ *      "{" ns ":" name "}" suffix where the suffix holds no '}' (the
+ *      last '}' ends the name) and each kind has one anchor suffix.
+ * So no two (kind, namespace, name, role[, id]) share a key, whatever
+ * bytes the names hold; and every companion of an item is in its slot
+ * (the tag is the first "{…}" of the key, X is never empty).
+ * ---------------------------------------------------------------------- */
+
+static const char tag_alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+size_t wk__key_tag_for_slot(unsigned slot, char t[4])
+{
+    const size_t n = sizeof(tag_alphabet) - 1;
+    for (size_t len = 1; len <= 3; len++) {
+        size_t total = len == 1 ? n : len == 2 ? n * n : n * n * n;
+        for (size_t i = 0; i < total; i++) {
+            size_t v = i;
+            for (size_t k = len; k-- > 0;) {
+                t[k] = tag_alphabet[v % n];
+                v /= n;
+            }
+            if ((wk__crc16(t, len) & 16383u) == slot)
+                return len;
+        }
+    }
+    return 0; /* unreachable: tests/collection/test_wake.c checks every slot */
+}
+
+static const struct {
+    const char *text;
+    size_t len;
+} role_marker[] = {
+    [WK__ROLE_WAKE_QUEUE] = {":q", 2},
+    [WK__ROLE_WAKE_REGS] = {":e", 2},
+    [WK__ROLE_WAKE_LIST] = {":w:", 3},
+};
+
+int wk__companion_key(char *buf, size_t cap, size_t *len, const char *item_key, size_t item_len,
+                      wk__key_role role)
+{
+    if (!buf || !len || !item_key || item_len == 0 || item_len > WK_KEY_MAX ||
+        (unsigned)role > WK__ROLE_WAKE_LIST)
+        return WK_EINVAL;
+    char short_tag[4];
+    const char *x = item_key, *r = item_key;
+    size_t x_len = item_len, r_len = item_len, s, e;
+    if (wk__hash_tag(item_key, item_len, &s, &e)) {
+        x = item_key + s;
+        x_len = e - s;
+    } else if (!memchr(item_key, '}', item_len)) {
+        r_len = 0;
+    } else {
+        x = short_tag;
+        x_len = wk__key_tag_for_slot(wk__crc16(item_key, item_len) & 16383u, short_tag);
+    }
+    size_t total = 2 + x_len + role_marker[role].len + r_len;
+    if (total + 1 > cap)
+        return WK_EINVAL;
+    char *p = buf;
+    *p++ = '{';
+    p = put(p, x, x_len);
+    *p++ = '}';
+    p = put(p, role_marker[role].text, role_marker[role].len);
+    p = put(p, r, r_len);
+    *p = '\0';
+    *len = total;
+    return WK_OK;
+}

@@ -76,6 +76,36 @@ typedef struct wk__two_forms {
 } wk__two_forms;
 
 /* ------------------------------------------------------------------------
+ * Companion keys (core/key.c): the one place that derives a key that is
+ * not an item key. Every companion key of every kind comes from here.
+ * ---------------------------------------------------------------------- */
+
+typedef enum wk__key_role {
+    WK__ROLE_WAKE_QUEUE, /* the wake queue (sorted set) */
+    WK__ROLE_WAKE_REGS,  /* the waiters' registrations (sorted set) */
+    WK__ROLE_WAKE_LIST,  /* the prefix of a waiter's wake-up list: + 16-byte id */
+} wk__key_role;
+
+/* The longest companion key, a waiter's list (id of WK_TOKEN_LEN = 16
+ * bytes) included. */
+#define WK__COMPANION_KEY_MAX (2 * WK_KEY_MAX + 32)
+
+/* Write the companion key `role` of the item whose anchor key (the item
+ * key its kind hangs companions on: the key of a single-key item, the
+ * first key of a multi-key one, built by wk__key_build_checked() from
+ * (kind, namespace, name)) is item_key[0..item_len), into buf. The
+ * result is in the anchor key's cluster slot, never equals any item key
+ * of any kind, and no two (anchor key, role) give the same bytes (the
+ * proof is in core/key.c). NUL-terminated. WK_OK, or WK_EINVAL (item_len
+ * > WK_KEY_MAX, unknown role, buffer too small). Thread-safe. */
+int wk__companion_key(char *buf, size_t cap, size_t *len, const char *item_key, size_t item_len,
+                      wk__key_role role);
+
+/* The shortest string T of [0-9A-Za-z] (1..3 bytes, shortest first) whose
+ * CRC16 slot is `slot`, into t (not NUL-terminated); returns its length. */
+size_t wk__key_tag_for_slot(unsigned slot, char t[4]);
+
+/* ------------------------------------------------------------------------
  * The clock of leases and deadlines (core/clock.c). Thread-safe.
  * ---------------------------------------------------------------------- */
 

@@ -322,7 +322,7 @@ Test(semaphore, force_release_frees_every_permit_and_wakes_a_waiter, .timeout = 
     redisContext *raw = wk_test_raw(wk_test_url());
     for (long long n = 0; n == 0;) {
         redisReply *r =
-            wk_test_cmd(raw, "ZCARD @@wakuwaku-entity:Semaphore:{%s:x}:permits:q", e.ns);
+            wk_test_cmd(raw, "ZCARD {%s:x}:q@@wakuwaku-entity:Semaphore:{%s:x}:permits", e.ns, e.ns);
         n = r->integer;
         freeReplyObject(r);
     }

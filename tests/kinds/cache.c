@@ -28,7 +28,7 @@ static int q_cache_get(wk_processor *p, const char *ns)
 {
     CACHE_E(ns);
     wk_body b = WK_BODY_INIT;
-    int rc = wk_cache_get(p, &e, wk_name_str("n"), &b);
+    int rc = wk_cache_get(p, &e, wk_test_name(), &b);
     wk_body_free(&b);
     return rc;
 }
@@ -37,24 +37,24 @@ static int q_cache_get_into(wk_processor *p, const char *ns)
     CACHE_E(ns);
     char space[8];
     wk_buffer buf = {space, sizeof(space), 0, false};
-    return wk_cache_get_into(p, &e, wk_name_str("n"), &buf);
+    return wk_cache_get_into(p, &e, wk_test_name(), &buf);
 }
 static int q_cache_put(wk_processor *p, const char *ns)
 {
     CACHE_E(ns);
-    return wk_cache_put(p, &e, wk_name_str("n"), "body", 4);
+    return wk_cache_put(p, &e, wk_test_name(), "body", 4);
 }
 static int q_cache_remove(wk_processor *p, const char *ns)
 {
     CACHE_E(ns);
     bool removed;
-    return wk_cache_remove(p, &e, wk_name_str("n"), &removed);
+    return wk_cache_remove(p, &e, wk_test_name(), &removed);
 }
 static int q_hcache_get(wk_processor *p, const char *ns)
 {
     HCACHE_E(ns);
     wk_body b = WK_BODY_INIT;
-    int rc = wk_hashed_cache_get(p, &e, wk_name_str("n"), &b);
+    int rc = wk_hashed_cache_get(p, &e, wk_test_name(), &b);
     wk_body_free(&b);
     return rc;
 }
@@ -62,7 +62,7 @@ static int q_hcache_hash(wk_processor *p, const char *ns)
 {
     HCACHE_E(ns);
     wk_body b = WK_BODY_INIT;
-    int rc = wk_hashed_cache_hash(p, &e, wk_name_str("n"), &b);
+    int rc = wk_hashed_cache_hash(p, &e, wk_test_name(), &b);
     wk_body_free(&b);
     return rc;
 }
@@ -71,20 +71,20 @@ static int q_hcache_get_if_changed(wk_processor *p, const char *ns)
     HCACHE_E(ns);
     static const uint8_t known[WK_HASH_LEN] = {1};
     wk_body b = WK_BODY_INIT;
-    int rc = wk_hashed_cache_get_if_changed(p, &e, wk_name_str("n"), known, &b);
+    int rc = wk_hashed_cache_get_if_changed(p, &e, wk_test_name(), known, &b);
     wk_body_free(&b);
     return rc;
 }
 static int q_hcache_put(wk_processor *p, const char *ns)
 {
     HCACHE_E(ns);
-    return wk_hashed_cache_put(p, &e, wk_name_str("n"), "body", 4, NULL);
+    return wk_hashed_cache_put(p, &e, wk_test_name(), "body", 4, NULL);
 }
 static int q_hcache_remove(wk_processor *p, const char *ns)
 {
     HCACHE_E(ns);
     bool removed;
-    return wk_hashed_cache_remove(p, &e, wk_name_str("n"), &removed);
+    return wk_hashed_cache_remove(p, &e, wk_test_name(), &removed);
 }
 
 static const wk_test_query queries[] = {

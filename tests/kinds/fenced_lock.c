@@ -25,37 +25,37 @@ static int q_try(wk_processor *p, const char *ns)
     FENCED_E(ns);
     /* A batch writes the outcome later: static, not on this frame. */
     static wk_fenced_lease lease;
-    return wk_fenced_lock_try(p, &e, wk_name_str("n"), &lease);
+    return wk_fenced_lock_try(p, &e, wk_test_name(), &lease);
 }
 static int q_release(wk_processor *p, const char *ns)
 {
     FENCED_E(ns);
     static bool b;
-    return wk_fenced_lock_release(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_fenced_lock_release(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_extend(wk_processor *p, const char *ns)
 {
     FENCED_E(ns);
     static bool b;
-    return wk_fenced_lock_extend(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_fenced_lock_extend(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_owned(wk_processor *p, const char *ns)
 {
     FENCED_E(ns);
     static wk_fenced_lock_ownership st;
-    return wk_fenced_lock_owned(p, &e, wk_name_str("n"), &any_token, &st);
+    return wk_fenced_lock_owned(p, &e, wk_test_name(), &any_token, &st);
 }
 static int q_inspect(wk_processor *p, const char *ns)
 {
     FENCED_E(ns);
     static wk_fenced_lock_state st;
-    return wk_fenced_lock_inspect(p, &e, wk_name_str("n"), &st);
+    return wk_fenced_lock_inspect(p, &e, wk_test_name(), &st);
 }
 static int q_force_release(wk_processor *p, const char *ns)
 {
     FENCED_E(ns);
     static bool b;
-    return wk_fenced_lock_force_release(p, &e, wk_name_str("n"), &b);
+    return wk_fenced_lock_force_release(p, &e, wk_test_name(), &b);
 }
 
 static const wk_test_query queries[] = {

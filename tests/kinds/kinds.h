@@ -25,7 +25,8 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-/* Runs one built-in query on an entity of namespace `ns`, name "n". */
+/* Runs one built-in query on an entity of namespace `ns`, name
+ * wk_test_name(). */
 typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
 
 /* What a query does to a lease, for the guarantee matrix
@@ -34,6 +35,12 @@ typedef int (*wk_test_run_fn)(wk_processor *p, const char *ns);
  * lease_replicas (wakuwaku/db.h, ACKNOWLEDGED LEASES). */
 #define WK_TEST_TAKES_LEASE (1u << 0)
 #define WK_TEST_LENGTHENS_LEASE (1u << 1)
+
+/* The item name the query rows use: "n" unless a reader set another
+ * (tests/core/test_key_injective.c runs every row over adversarial names).
+ * The bytes are borrowed: they must outlive the rows' calls. */
+wk_name wk_test_name(void);
+void wk_test_set_name(wk_name name);
 
 /* One built-in query. */
 typedef struct wk_test_query {

@@ -26,19 +26,19 @@ static int q_create(wk_processor *p, const char *ns)
 {
     VIEW_E(ns);
     bool created;
-    return wk_live_view_create(p, &e, wk_name_str("n"), "body", 4, &created);
+    return wk_live_view_create(p, &e, wk_test_name(), "body", 4, &created);
 }
 static int q_commit(wk_processor *p, const char *ns)
 {
     VIEW_E(ns);
     wk_live_view_commit_outcome out;
-    return wk_live_view_commit(p, &e, wk_name_str("n"), 1, "d", 1, "bodyd", 5, &out);
+    return wk_live_view_commit(p, &e, wk_test_name(), 1, "d", 1, "bodyd", 5, &out);
 }
 static int q_get(wk_processor *p, const char *ns)
 {
     VIEW_E(ns);
     wk_live_view_body b = WK_LIVE_VIEW_BODY_INIT;
-    int rc = wk_live_view_get(p, &e, wk_name_str("n"), &b);
+    int rc = wk_live_view_get(p, &e, wk_test_name(), &b);
     wk_live_view_body_free(&b);
     return rc;
 }
@@ -47,13 +47,13 @@ static int q_version(wk_processor *p, const char *ns)
     VIEW_E(ns);
     uint64_t v;
     bool found;
-    return wk_live_view_version(p, &e, wk_name_str("n"), &v, &found);
+    return wk_live_view_version(p, &e, wk_test_name(), &v, &found);
 }
 static int q_history(wk_processor *p, const char *ns)
 {
     VIEW_E(ns);
     wk_live_view_log h = WK_LIVE_VIEW_LOG_INIT;
-    int rc = wk_live_view_history(p, &e, wk_name_str("n"), &h);
+    int rc = wk_live_view_history(p, &e, wk_test_name(), &h);
     wk_live_view_log_free(&h);
     return rc;
 }
@@ -61,7 +61,7 @@ static int q_remove(wk_processor *p, const char *ns)
 {
     VIEW_E(ns);
     bool removed;
-    return wk_live_view_remove(p, &e, wk_name_str("n"), &removed);
+    return wk_live_view_remove(p, &e, wk_test_name(), &removed);
 }
 
 /* One recv on a subscription with a short poll: an absent view is GONE at
@@ -81,7 +81,7 @@ static int q_subscribe(wk_processor *p, const char *ns)
     wk_live_view_sub_options o = {.poll_ms = 1};
     wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
     wk_live_view_sub *sub = NULL;
-    int rc = wk_live_view_subscribe(p, &e, wk_name_str("n"), &o, &head, &sub);
+    int rc = wk_live_view_subscribe(p, &e, wk_test_name(), &o, &head, &sub);
     wk_live_view_body_free(&head);
     return recv_once(sub, rc);
 }
@@ -90,7 +90,7 @@ static int q_resume(wk_processor *p, const char *ns)
     VIEW_E(ns);
     wk_live_view_sub_options o = {.poll_ms = 1};
     wk_live_view_sub *sub = NULL;
-    int rc = wk_live_view_resume(p, &e, wk_name_str("n"), 0, &o, &sub);
+    int rc = wk_live_view_resume(p, &e, wk_test_name(), 0, &o, &sub);
     return recv_once(sub, rc);
 }
 

@@ -26,67 +26,67 @@ static int q_lock_try(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     bool b;
-    return wk_lock_try(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_lock_try(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_lock_release(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     bool b;
-    return wk_lock_release(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_lock_release(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_lock_extend(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     bool b;
-    return wk_lock_extend(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_lock_extend(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_lock_inspect(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     wk_lock_state st;
-    return wk_lock_inspect(p, &e, wk_name_str("n"), &st);
+    return wk_lock_inspect(p, &e, wk_test_name(), &st);
 }
 static int q_rw_try_read(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_try_read(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_try_read(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_try_write(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_try_write(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_try_write(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_release_read(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_release_read(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_release_read(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_extend_read(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_extend_read(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_extend_read(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_release_write(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_release_write(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_release_write(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_extend_write(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_extend_write(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_extend_write(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_inspect(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     wk_rwlock_state st;
-    return wk_rwlock_inspect(p, &e, wk_name_str("n"), &st);
+    return wk_rwlock_inspect(p, &e, wk_test_name(), &st);
 }
 
 #define FAIR_LOCK_E(ns) wk_entity e = WK_LOCK_FAIR_ENTITY(ns, 5000)
@@ -96,49 +96,49 @@ static int q_lock_try_fair(wk_processor *p, const char *ns)
 {
     FAIR_LOCK_E(ns);
     bool b;
-    return wk_lock_try(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_lock_try(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_lock_owned(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     wk_lease_state st;
-    return wk_lock_owned(p, &e, wk_name_str("n"), &any_token, &st);
+    return wk_lock_owned(p, &e, wk_test_name(), &any_token, &st);
 }
 static int q_lock_force_release(wk_processor *p, const char *ns)
 {
     LOCK_E(ns);
     bool b;
-    return wk_lock_force_release(p, &e, wk_name_str("n"), &b);
+    return wk_lock_force_release(p, &e, wk_test_name(), &b);
 }
 static int q_rw_try_read_fair(wk_processor *p, const char *ns)
 {
     FAIR_RW_E(ns);
     bool b;
-    return wk_rwlock_try_read(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_try_read(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_try_write_fair(wk_processor *p, const char *ns)
 {
     FAIR_RW_E(ns);
     bool b;
-    return wk_rwlock_try_write(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_rwlock_try_write(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_rw_owned_write(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     wk_lease_state st;
-    return wk_rwlock_owned_write(p, &e, wk_name_str("n"), &any_token, &st);
+    return wk_rwlock_owned_write(p, &e, wk_test_name(), &any_token, &st);
 }
 static int q_rw_owned_read(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     wk_lease_state st;
-    return wk_rwlock_owned_read(p, &e, wk_name_str("n"), &any_token, &st);
+    return wk_rwlock_owned_read(p, &e, wk_test_name(), &any_token, &st);
 }
 static int q_rw_force_release(wk_processor *p, const char *ns)
 {
     RW_E(ns);
     bool b;
-    return wk_rwlock_force_release(p, &e, wk_name_str("n"), &b);
+    return wk_rwlock_force_release(p, &e, wk_test_name(), &b);
 }
 
 static const wk_test_query queries[] = {

@@ -24,37 +24,37 @@
 static int q_pipe_send(wk_processor *p, const char *ns)
 {
     PIPE_E(ns);
-    return wk_pipe_send(p, &e, wk_name_str("n"), "m", 1);
+    return wk_pipe_send(p, &e, wk_test_name(), "m", 1);
 }
 static int q_pipe_close(wk_processor *p, const char *ns)
 {
     PIPE_E(ns);
-    return wk_pipe_close(p, &e, wk_name_str("n"));
+    return wk_pipe_close(p, &e, wk_test_name());
 }
 static int q_pipe_receive(wk_processor *p, const char *ns)
 {
     PIPE_E(ns);
     wk_pipe_receiver *r = NULL;
-    int rc = wk_pipe_receive(p, &e, wk_name_str("n"), &r);
+    int rc = wk_pipe_receive(p, &e, wk_test_name(), &r);
     wk_pipe_receiver_close(r);
     return rc;
 }
 static int q_sb_append(wk_processor *p, const char *ns)
 {
     SB_E(ns);
-    return wk_stream_buffer_append(p, &e, wk_name_str("n"), "b", 1, NULL);
+    return wk_stream_buffer_append(p, &e, wk_test_name(), "b", 1, NULL);
 }
 static int q_sb_finish(wk_processor *p, const char *ns)
 {
     SB_E(ns);
     bool now;
-    return wk_stream_buffer_finish(p, &e, wk_name_str("n"), &now);
+    return wk_stream_buffer_finish(p, &e, wk_test_name(), &now);
 }
 static int q_sb_read(wk_processor *p, const char *ns)
 {
     SB_E(ns);
     wk_stream_buffer_contents c = WK_STREAM_BUFFER_CONTENTS_INIT;
-    int rc = wk_stream_buffer_read(p, &e, wk_name_str("n"), 0, &c);
+    int rc = wk_stream_buffer_read(p, &e, wk_test_name(), 0, &c);
     wk_stream_buffer_contents_free(&c);
     return rc;
 }
@@ -62,13 +62,13 @@ static int q_sb_remove(wk_processor *p, const char *ns)
 {
     SB_E(ns);
     bool removed;
-    return wk_stream_buffer_remove(p, &e, wk_name_str("n"), &removed);
+    return wk_stream_buffer_remove(p, &e, wk_test_name(), &removed);
 }
 static int q_sb_subscribe(wk_processor *p, const char *ns)
 {
     SB_E(ns);
     wk_stream_buffer_subscription *s = NULL;
-    int rc = wk_stream_buffer_subscribe(p, &e, wk_name_str("n"), 0, &s);
+    int rc = wk_stream_buffer_subscribe(p, &e, wk_test_name(), 0, &s);
     wk_stream_buffer_subscription_close(s);
     return rc;
 }

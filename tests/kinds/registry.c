@@ -57,3 +57,15 @@ const wk_test_alloc_case *wk_test_alloc_at(size_t i)
     }
     return NULL;
 }
+
+static wk_name row_name = {.type = WK_NAME_BYTES, .bytes = "n", .len = 1};
+
+wk_name wk_test_name(void)
+{
+    return row_name;
+}
+
+void wk_test_set_name(wk_name name)
+{
+    row_name = name;
+}

@@ -24,37 +24,37 @@ static int q_try(wk_processor *p, const char *ns)
     SEM_E(ns);
     static wk_token t;
     static bool b;
-    return wk_semaphore_try(p, &e, wk_name_str("n"), &t, &b);
+    return wk_semaphore_try(p, &e, wk_test_name(), &t, &b);
 }
 static int q_release(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
     static bool b;
-    return wk_semaphore_release(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_semaphore_release(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_extend(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
     static bool b;
-    return wk_semaphore_extend(p, &e, wk_name_str("n"), &any_token, &b);
+    return wk_semaphore_extend(p, &e, wk_test_name(), &any_token, &b);
 }
 static int q_owned(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
     static wk_lease_state st;
-    return wk_semaphore_owned(p, &e, wk_name_str("n"), &any_token, &st);
+    return wk_semaphore_owned(p, &e, wk_test_name(), &any_token, &st);
 }
 static int q_inspect(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
     static wk_semaphore_state st;
-    return wk_semaphore_inspect(p, &e, wk_name_str("n"), &st);
+    return wk_semaphore_inspect(p, &e, wk_test_name(), &st);
 }
 static int q_force_release(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
     static int64_t n;
-    return wk_semaphore_force_release(p, &e, wk_name_str("n"), &n);
+    return wk_semaphore_force_release(p, &e, wk_test_name(), &n);
 }
 
 static const wk_test_query queries[] = {

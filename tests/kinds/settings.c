@@ -12,21 +12,21 @@ static int q_settings_put(wk_processor *p, const char *ns)
 {
     wk_entity e = WK_SETTINGS_ENTITY(ns);
     int64_t v;
-    return wk_settings_put(p, &e, wk_name_str("n"), "k", 1, "v", 1, &v);
+    return wk_settings_put(p, &e, wk_test_name(), "k", 1, "v", 1, &v);
 }
 
 static int q_settings_remove(wk_processor *p, const char *ns)
 {
     wk_entity e = WK_SETTINGS_ENTITY(ns);
     wk_settings_removal out;
-    return wk_settings_remove(p, &e, wk_name_str("n"), "k", 1, &out);
+    return wk_settings_remove(p, &e, wk_test_name(), "k", 1, &out);
 }
 
 static int q_settings_snapshot(wk_processor *p, const char *ns)
 {
     wk_entity e = WK_SETTINGS_ENTITY(ns);
     wk_settings_map *m = NULL;
-    int rc = wk_settings_snapshot(p, &e, wk_name_str("n"), &m);
+    int rc = wk_settings_snapshot(p, &e, wk_test_name(), &m);
     wk_settings_map_free(m);
     return rc;
 }

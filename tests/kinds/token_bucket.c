@@ -20,19 +20,19 @@ static int q_token_bucket_acquire(wk_processor *p, const char *ns)
 {
     TB_E(ns);
     wk_token_bucket_outcome o;
-    return wk_token_bucket_acquire(p, &e, wk_name_str("n"), 1, &o);
+    return wk_token_bucket_acquire(p, &e, wk_test_name(), 1, &o);
 }
 static int q_token_bucket_peek(wk_processor *p, const char *ns)
 {
     TB_E(ns);
     wk_token_bucket_state st;
-    return wk_token_bucket_peek(p, &e, wk_name_str("n"), &st);
+    return wk_token_bucket_peek(p, &e, wk_test_name(), &st);
 }
 static int q_token_bucket_reset(wk_processor *p, const char *ns)
 {
     TB_E(ns);
     bool used;
-    return wk_token_bucket_reset(p, &e, wk_name_str("n"), &used);
+    return wk_token_bucket_reset(p, &e, wk_test_name(), &used);
 }
 
 static const wk_test_query queries[] = {
