@@ -19,10 +19,12 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <wakuwaku/clock.h>
 
+#include "core/db_internal.h"
 #include "core/private.h"
 
 /* 0: not decided yet; else the clock id + 1. */
@@ -106,4 +108,9 @@ void wk__cond_abstime(int64_t when, struct timespec *ts)
     int64_t now = wk__boot_ms();
     int64_t left = when > now ? wk__add_ms(when, -now) : 0;
     *ts = timespec_of(wk__add_ms(ms_of(CLOCK_MONOTONIC), left));
+}
+
+int64_t wk__deadline_after(struct timeval tv)
+{
+    return wk__add_ms(wk__boot_ms(), (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000);
 }

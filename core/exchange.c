@@ -13,6 +13,7 @@
 
 #include "core/cluster.h"
 #include "core/exchange.h"
+#include "core/private.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
  * a reconnect, one for NOSCRIPT on the new connection; a Sentinel
@@ -34,7 +35,9 @@ typedef struct run {
     bool readonly;  /* a reply was READONLY: drop, re-discover */
     bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
     bool gave_up;   /* … until the command timeout: sent, answered, not run */
-    struct timeval read_timeout;
+    /* The call's one deadline (wk__boot_ms()), fixed when it starts: every
+     * write, read, reconnect and pause of the exchange ends by it. */
+    int64_t deadline;
 } run;
 
 /* Where a round's commands go: the handle's one connection, or one node
@@ -139,7 +142,7 @@ static bool send_lane(run *r, lane *l)
 {
     wk__exchange *x = r->x;
     size_t written;
-    int rc = wk__wire_write(l->link, l->data, l->len, x->db->conn->command_timeout, &written);
+    int rc = wk__wire_write(l->link, l->data, l->len, r->deadline, &written);
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         /* A command the kernel did not take whole never reaches Redis. */
@@ -196,13 +199,13 @@ static void read_lane(run *r, lane *l)
         bool asked = s->asking;
         if (s->asking) {
             /* ASKING's own +OK comes first. */
-            rc = wk__wire_read(l->link, r->read_timeout, &reply);
+            rc = wk__wire_read(l->link, r->deadline, &reply);
             if (!rc)
                 freeReplyObject(reply);
             s->asking = false;
         }
         if (!rc)
-            rc = wk__wire_read(l->link, r->read_timeout, &reply);
+            rc = wk__wire_read(l->link, r->deadline, &reply);
         if (rc) {
             lose_lane(r, l, rc);
             return;
@@ -312,10 +315,10 @@ static void cluster_round(run *r)
 
 /* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
  * pass the deadline (then the queries fail as not run). */
-static bool pause_for_cluster(run *r, int64_t deadline, int *pause_ms)
+static bool pause_for_cluster(run *r, int *pause_ms)
 {
     r->try_later = false;
-    if (wk_monotonic_ms() + *pause_ms > deadline) {
+    if (wk_monotonic_ms() + *pause_ms > r->deadline) {
         r->conn_rc = WK_ETIMEDOUT;
         r->gave_up = true;
         wk__copy_text(r->why, sizeof(r->why),
@@ -369,30 +372,18 @@ static int connection_result(run *r, size_t at, size_t lost, size_t unsent)
                        at, name, r->why, lost, unsent);
 }
 
-int wk__exchange_run(wk__exchange *x)
+static int exchange_until(wk__exchange *x, int64_t deadline)
 {
     run r; /* not zero-filled: its texts are written before being read */
     r.x = x;
+    r.deadline = deadline;
     r.conn_rc = WK_OK;
     r.first_failed = SIZE_MAX;
     r.readonly = false;
     r.try_later = false;
     r.gave_up = false;
     wk__conn *conn = x->db->conn;
-    /* A blocking command's reply may come as late as its block time. */
-    r.read_timeout = conn->command_timeout;
-    if (conn->extra_wait_ms > 0) {
-        int64_t us = (int64_t)r.read_timeout.tv_sec * 1000000 + r.read_timeout.tv_usec +
-                     conn->extra_wait_ms * 1000;
-        r.read_timeout.tv_sec = (time_t)(us / 1000000);
-        r.read_timeout.tv_usec = (suseconds_t)(us % 1000000);
-    }
     wk__cluster *c = conn->cluster;
-    /* Only a cluster pauses (TRYAGAIN): a single server's query reads no
-     * clock here. */
-    int64_t deadline = c ? wk_monotonic_ms() + (int64_t)conn->command_timeout.tv_sec * 1000 +
-                               conn->command_timeout.tv_usec / 1000
-                         : 0;
     int pause_ms = TRY_LATER_FIRST_PAUSE_MS;
     bool reconnected = false;
     if (c && wk__cluster_wants_refresh(c))
@@ -411,7 +402,7 @@ int wk__exchange_run(wk__exchange *x)
             round_trip(&r, round == 0);
         }
         if (r.conn_rc == WK_OK) {
-            if (r.try_later && !pause_for_cluster(&r, deadline, &pause_ms))
+            if (r.try_later && !pause_for_cluster(&r, &pause_ms))
                 break;
             continue;
         }
@@ -462,4 +453,21 @@ int wk__exchange_run(wk__exchange *x)
         return wk__db_fail(x->db, st, "%s", r.first_msg);
     return wk__db_fail(x->db, st, "batch query %zu failed: %s", r.first_failed,
                        r.first_msg[0] ? r.first_msg : wk_strerror(st));
+}
+
+int wk__exchange_run(wk__exchange *x)
+{
+    wk__conn *conn = x->db->conn;
+    /* The deadline is fixed once, here: the command timeout from now, plus
+     * a blocking command's block time (its reply may come that late), and
+     * never later than an enclosing call's. The connection carries it
+     * while the exchange runs, so a reconnect inside spends the same. */
+    int64_t outer = conn->call_deadline;
+    int64_t own = wk__deadline_after(conn->command_timeout);
+    if (conn->extra_wait_ms > 0)
+        own = wk__add_ms(own, conn->extra_wait_ms);
+    conn->call_deadline = wk__deadline_min(own, outer);
+    int rc = exchange_until(x, conn->call_deadline);
+    conn->call_deadline = outer;
+    return rc;
 }
