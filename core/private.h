@@ -79,6 +79,11 @@ void wk__sleep_until_ms(int64_t when);
  * the wait wakes late, never early: re-read wk__boot_ms() after waking. */
 void wk__cond_abstime(int64_t when, struct timespec *ts);
 
+/* Lock `mu`, waiting until the wk__boot_ms() deadline `when` at most:
+ * 0, or ETIMEDOUT (not locked). A wall-clock change cannot stretch the
+ * wait by more than one 100 ms step. */
+int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
+
 /* ------------------------------------------------------------------------
  * Set-up plumbing of the thread-owning helpers (core/options.c)
  * ---------------------------------------------------------------------- */
