@@ -46,6 +46,7 @@
 #include "collection/bytes_map.h"
 #include "collection/cache_private.h"
 #include "core/blocking.h"
+#include "core/private.h"
 #include "core/subscriber.h"
 
 #define CHANNEL "__redis__:invalidate"
@@ -833,13 +834,13 @@ static int fetch_locked(wk_near_cache *nc, const item *it, wk_name name, const s
  * tracking, the read and any reconnect all end by it. */
 static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
 {
-    int64_t deadline = wk__blocking_call_deadline(nc->db);
+    int64_t deadline = wk__db_call_deadline(nc->db);
     if (wk__mutex_lock_until(&nc->io_mu, deadline) != 0)
         return fail(WK_ETIMEDOUT, "near_cache.get: the data connection stayed busy until the "
                                   "command timeout (the server does not answer)");
-    int64_t outer = wk__blocking_bound(nc->db, deadline);
+    int64_t outer = wk__db_bound(nc->db, deadline);
     int rc = fetch_locked(nc, it, name, s);
-    wk__blocking_bound(nc->db, outer);
+    wk__db_bound(nc->db, outer);
     pthread_mutex_unlock(&nc->io_mu);
     return rc;
 }

@@ -165,15 +165,3 @@ uint64_t wk__blocking_reconnects(const wk_db *b)
 {
     return b && b->conn ? b->conn->reconnects : 0;
 }
-
-int64_t wk__blocking_call_deadline(const wk_db *b)
-{
-    return wk__deadline_after(b->conn->command_timeout);
-}
-
-int64_t wk__blocking_bound(wk_db *b, int64_t deadline)
-{
-    int64_t prev = b->conn->call_deadline;
-    b->conn->call_deadline = deadline;
-    return prev;
-}

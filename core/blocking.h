@@ -77,13 +77,4 @@ void wk__blocking_reset(wk_db *b);
  * means that state is gone. Same thread rule as `b`. */
 uint64_t wk__blocking_reconnects(const wk_db *b);
 
-/* The deadline of a call on `b` starting now (its command timeout from
- * now), and the bound every query on `b` keeps besides its own until set
- * again (0: none; returns the previous one): a helper whose one call runs
- * several queries on `b` (the near cache's get) fixes the deadline once
- * and every query, and any reconnect inside them, ends by it. Same thread
- * rule as `b`. */
-int64_t wk__blocking_call_deadline(const wk_db *b);
-int64_t wk__blocking_bound(wk_db *b, int64_t deadline);
-
 #endif /* WK_CORE_BLOCKING_H */

@@ -870,6 +870,20 @@ int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
     return WK_OK;
 }
 
+int64_t wk__db_call_deadline(const wk_db *db)
+{
+    return wk__deadline_after(db->conn->command_timeout);
+}
+
+int64_t wk__db_bound(wk_db *db, int64_t deadline)
+{
+    if (!db || db->pool)
+        return 0; /* a pool's front has no connection of its own */
+    int64_t prev = db->conn->call_deadline;
+    db->conn->call_deadline = deadline;
+    return prev;
+}
+
 void wk_db_close(wk_db *db)
 {
     /* A pool's shared handle belongs to the pool (wk_pool_close). */
