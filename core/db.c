@@ -266,7 +266,9 @@ static int dial_blocking(const wk_url *at, const char *addr, int64_t deadline, r
     while (!d.connected) {
         int64_t left = deadline - wk_monotonic_ms();
         struct pollfd p = {.fd = d.fd, .events = POLLOUT};
-        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        /* A spent deadline still looks once: a refused connect says so
+         * at once, and is no timeout. */
+        int n = poll(&p, 1, left > 0 ? (int)left : 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -477,6 +479,20 @@ static void pause_ms(const wk__conn *conn, int64_t ms)
         (void)poll(&p, conn->wake_fd >= 0 ? 1 : 0, (int)ms);
 }
 
+/* One step of the Sentinel search failed with rc (message `got`): it
+ * becomes the search's last failure — unless it is only the search's
+ * deadline cutting a step short after a failure that says more (a
+ * replica's ROLE, a refused password). */
+static void search_failed(int *last, bool *failed, char *why, size_t whylen, int rc,
+                          const char *got, int64_t deadline)
+{
+    if (*failed && rc == WK_ETIMEDOUT && wk__boot_ms() >= deadline)
+        return;
+    *last = rc > 0 ? WK_EIO : rc;
+    *failed = true;
+    wk__copy_text(why, whylen, got);
+}
+
 /*
  * The primary of conn's service, connected: rounds over the sentinels in
  * order until one names a node that accepts the connection and says it
@@ -495,26 +511,31 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, int64_t cap, w
     /* One deadline for the whole search, within the call's (`cap`). */
     int64_t deadline = wk__deadline_min(wk__add_ms(wk__boot_ms(), budget), cap);
     int last = WK_EIO;
-    char why[WK__ERRMSG_MAX / 2] = "no sentinel answered";
+    bool failed = false;
+    char why[WK__ERRMSG_MAX / 2] = "no sentinel answered", got[sizeof(why)];
     for (;;) {
         for (size_t i = 0; i < conn->url.nsentinels; i++) {
             char host[256];
             int port = 0;
             wk__link kept = {0};
-            int rc = ask_sentinel(conn, &conn->url.sentinels[i], deadline, host, sizeof(host), &port,
-                                  notice ? &kept : NULL, why, sizeof(why));
+            /* Each sentinel gets its share of the search, so a stopped
+             * one cannot spend the others' time. */
+            int64_t share = budget / (int64_t)conn->url.nsentinels;
+            int64_t ask_by = wk__deadline_min(deadline, wk__add_ms(wk__boot_ms(), share));
+            int rc = ask_sentinel(conn, &conn->url.sentinels[i], ask_by, host, sizeof(host), &port,
+                                  notice ? &kept : NULL, got, sizeof(got));
             if (rc == WK_ENOMEM)
-                return msg_fail(msg, msglen, rc, "%s", why);
+                return msg_fail(msg, msglen, rc, "%s", got);
             if (rc) {
-                last = rc > 0 ? WK_EIO : rc;
+                search_failed(&last, &failed, why, sizeof(why), rc, got, deadline);
                 continue;
             }
             wk_url at = {.host = host, .port = port};
-            rc = connect_node(conn, &at, select_db, deadline, out, NULL, why, sizeof(why));
+            rc = connect_node(conn, &at, select_db, deadline, out, NULL, got, sizeof(got));
             if (!rc) {
                 char addr[300];
                 snprintf(addr, sizeof(addr), "%s:%d", host, port);
-                rc = check_role(out, conn, deadline, addr, why, sizeof(why));
+                rc = check_role(out, conn, deadline, addr, got, sizeof(got));
                 if (rc)
                     wk__link_close(out);
             }
@@ -527,8 +548,8 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, int64_t cap, w
             if (!rc)
                 return WK_OK;
             if (rc == WK_EAUTH || rc == WK_ENOMEM)
-                return msg_fail(msg, msglen, rc, "%s", why);
-            last = rc > 0 ? WK_EIO : rc;
+                return msg_fail(msg, msglen, rc, "%s", got);
+            search_failed(&last, &failed, why, sizeof(why), rc, got, deadline);
         }
         int64_t left = deadline - wk__boot_ms();
         if (left <= 0 || atomic_load(&conn->interrupted))
