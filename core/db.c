@@ -496,7 +496,9 @@ static void search_failed(int *last, bool *failed, char *why, size_t whylen, int
 /*
  * The primary of conn's service, connected: rounds over the sentinels in
  * order until one names a node that accepts the connection and says it
- * is the primary, or max(connect, command timeout) has passed. A refused
+ * is the primary, or max(connect, command timeout) has passed — one
+ * deadline for the whole search (never later than `cap`, the call's; 0:
+ * none), of which each sentinel's question gets an equal share. A refused
  * password at the primary ends the search at once (it would not change).
  */
 static int connect_sentinel(const wk__conn *conn, bool select_db, int64_t cap, wk__link *out,
