@@ -46,6 +46,7 @@
 #include "collection/bytes_map.h"
 #include "collection/cache_private.h"
 #include "core/blocking.h"
+#include "core/private.h"
 #include "core/subscriber.h"
 
 #define CHANNEL "__redis__:invalidate"
@@ -753,21 +754,19 @@ static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, it
 }
 
 /*
- * A get that could not be served from memory: read (or revalidate) the
- * entry on the data connection, keep it, and copy it out.
+ * A get that could not be served from memory (io_mu held): read (or
+ * revalidate) the entry on the data connection, keep it, and copy it out.
  */
-static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
+static int fetch_locked(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
 {
     const served *se = it->se;
     wk_processor *p = wk_db_processor(nc->db);
-    pthread_mutex_lock(&nc->io_mu);
     if (!se->readable) { /* dispatch refuses it, with its message, sending nothing */
         wk_body none = WK_BODY_INIT;
         int rc = se->hashed ? wk_hashed_cache_get(p, &se->held.entity, name, &none)
                             : wk_cache_get(p, &se->held.entity, name, &none);
         wk_body_free(&none);
         fail(rc, "%s", wk_db_errmsg(nc->db));
-        pthread_mutex_unlock(&nc->io_mu);
         return rc;
     }
     if (begin_session(nc) != WK_OK)
@@ -781,12 +780,10 @@ static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
         touch(nc, en);
         int rc = emit(en, s);
         pthread_mutex_unlock(&nc->mu);
-        pthread_mutex_unlock(&nc->io_mu);
         return rc;
     }
     if (!en && !(en = insert(nc, se, it->hash, it->key, it->key_len))) {
         pthread_mutex_unlock(&nc->mu);
-        pthread_mutex_unlock(&nc->io_mu);
         return fail(WK_ENOMEM, "near_cache.get: out of memory");
     }
     en->fetching = true;
@@ -829,6 +826,21 @@ static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
         evict(nc);
     }
     pthread_mutex_unlock(&nc->mu);
+    return rc;
+}
+
+/* The get's one deadline, fixed as it starts: the wait for the data
+ * connection (a heartbeat may be waiting on a stopped server), enabling
+ * tracking, the read and any reconnect all end by it. */
+static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
+{
+    int64_t deadline = wk__db_call_deadline(nc->db);
+    if (wk__mutex_lock_until(&nc->io_mu, deadline) != 0)
+        return fail(WK_ETIMEDOUT, "near_cache.get: the data connection stayed busy until the "
+                                  "command timeout (the server does not answer)");
+    int64_t outer = wk__db_bound(nc->db, deadline);
+    int rc = fetch_locked(nc, it, name, s);
+    wk__db_bound(nc->db, outer);
     pthread_mutex_unlock(&nc->io_mu);
     return rc;
 }

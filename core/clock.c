@@ -19,10 +19,12 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <wakuwaku/clock.h>
 
+#include "core/db_internal.h"
 #include "core/private.h"
 
 /* 0: not decided yet; else the clock id + 1. */
@@ -106,4 +108,28 @@ void wk__cond_abstime(int64_t when, struct timespec *ts)
     int64_t now = wk__boot_ms();
     int64_t left = when > now ? wk__add_ms(when, -now) : 0;
     *ts = timespec_of(wk__add_ms(ms_of(CLOCK_MONOTONIC), left));
+}
+
+int64_t wk__deadline_after(struct timeval tv)
+{
+    return wk__add_ms(wk__boot_ms(), (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000);
+}
+
+int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when)
+{
+    for (;;) {
+        int64_t left = when - wk__boot_ms();
+        if (left <= 0)
+            return pthread_mutex_trylock(mu) == 0 ? 0 : ETIMEDOUT;
+        /* timedlock counts on CLOCK_REALTIME: short steps, each checked
+         * against the deadline's own clock. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = (int64_t)ts.tv_nsec + (left < 100 ? left : 100) * 1000000;
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        int rc = pthread_mutex_timedlock(mu, &ts);
+        if (rc != ETIMEDOUT)
+            return rc;
+    }
 }

@@ -107,16 +107,26 @@ static int msg_fail(char *msg, size_t msglen, int status, const char *fmt, ...)
 
 /* Send one set-up command and read its reply through the same socket
  * code as queries (core/wire.c). */
-int wk__link_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
-                        redisReply **reply)
+int wk__link_round_trip_until(wk__link *c, int64_t deadline, int argc, const char **argv,
+                              redisReply **reply)
 {
     size_t lens[8];
     for (int i = 0; i < argc && i < 8; i++)
         lens[i] = strlen(argv[i]);
-    int rc = wk__wire_command(c, conn->command_timeout, argc, argv, lens);
+    int rc = wk__wire_command(c, deadline, argc, argv, lens);
     if (!rc)
-        rc = wk__wire_read(c, conn->command_timeout, reply);
+        rc = wk__wire_read(c, deadline, reply);
     return rc;
+}
+
+int wk__link_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
+                        redisReply **reply)
+{
+    /* Inside an open or a query (a cluster's CLUSTER SLOTS), no later
+     * than that call's deadline. */
+    int64_t deadline =
+        wk__deadline_min(wk__deadline_after(conn->command_timeout), conn->call_deadline);
+    return wk__link_round_trip_until(c, deadline, argc, argv, reply);
 }
 
 /* What a failed set-up round trip means at `addr`. */
@@ -140,7 +150,9 @@ static int setup_failure(char *msg, size_t msglen, int rc, const char *what, con
         return msg_fail(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr, what,
                         c->errstr, hint);
     if (rc == WK_ETIMEDOUT)
-        return msg_fail(msg, msglen, rc, "%s did not answer %s in time (is it a Redis server?)",
+        return msg_fail(msg, msglen, rc,
+                        "%s did not answer %s before the deadline (timed out: the server is "
+                        "stalled, overloaded or does not speak Redis)",
                         addr, what);
     if (rc == WK_EIO)
         return msg_fail(msg, msglen, rc, "%s failed at %s: %s%s", what, addr, c->errstr, hint);
@@ -155,11 +167,12 @@ int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *ms
 }
 
 /* Run one set-up command; a Redis error becomes `refusal`. */
-static int setup_command(wk__link *c, const wk__conn *conn, const char *addr, char *msg,
-                         size_t msglen, int refusal, const char *what, int argc, const char **argv)
+static int setup_command(wk__link *c, const wk__conn *conn, int64_t deadline, const char *addr,
+                         char *msg, size_t msglen, int refusal, const char *what, int argc,
+                         const char **argv)
 {
     redisReply *r;
-    int rc = wk__link_round_trip(c, conn, argc, argv, &r);
+    int rc = wk__link_round_trip_until(c, deadline, argc, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, what, addr, conn, c);
     rc = wk__setup_judge(r, refusal, what, msg, msglen);
@@ -218,12 +231,12 @@ int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *
  * old. A user whose ACL forbids HELLO gets PING (and CLIENT SETNAME)
  * instead; the version is then not checked.
  */
-static int check_server(wk__link *c, const wk__conn *conn, const char *addr, bool *cluster,
-                        char *msg, size_t msglen)
+static int check_server(wk__link *c, const wk__conn *conn, int64_t deadline, const char *addr,
+                        bool *cluster, char *msg, size_t msglen)
 {
     const char *argv[4] = {"HELLO", "2", "SETNAME", conn->client_name};
     redisReply *r;
-    int rc = wk__link_round_trip(c, conn, conn->client_name ? 4 : 2, argv, &r);
+    int rc = wk__link_round_trip_until(c, deadline, conn->client_name ? 4 : 2, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "HELLO", addr, conn, c);
     rc = wk__hello_judge(r, addr, cluster, msg, msglen);
@@ -231,18 +244,18 @@ static int check_server(wk__link *c, const wk__conn *conn, const char *addr, boo
     if (rc != WK__HELLO_FALLBACK)
         return rc;
     const char *ping[1] = {"PING"};
-    rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
+    rc = setup_command(c, conn, deadline, addr, msg, msglen, WK_EREDIS, "PING", 1, ping);
     if (!rc && conn->client_name) {
         const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
-        rc = setup_command(c, conn, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, name);
+        rc = setup_command(c, conn, deadline, addr, msg, msglen, WK_EREDIS, "CLIENT SETNAME", 3, name);
     }
     return rc;
 }
 
-/* Connect the socket to `at` within the connect timeout (core/dial.c); a
+/* Connect the socket to `at` by the open's deadline (core/dial.c); a
  * hiredis context around it holds the reply reader and the error text. */
-static int dial_blocking(const wk__conn *conn, const wk_url *at, const char *addr,
-                         redisContext **out, char *msg, size_t msglen)
+static int dial_blocking(const wk_url *at, const char *addr, int64_t deadline, redisContext **out,
+                         char *msg, size_t msglen)
 {
     *out = NULL;
     char why[200];
@@ -250,12 +263,12 @@ static int dial_blocking(const wk__conn *conn, const wk_url *at, const char *add
     int rc = wk__dial_start(&d, at, why, sizeof(why));
     if (rc)
         return msg_fail(msg, msglen, rc, "cannot connect to Redis at %s: %s", addr, why);
-    int64_t deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
-                       conn->connect_timeout.tv_usec / 1000;
     while (!d.connected) {
         int64_t left = deadline - wk_monotonic_ms();
         struct pollfd p = {.fd = d.fd, .events = POLLOUT};
-        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        /* A spent deadline still looks once: a refused connect says so
+         * at once, and is no timeout. */
+        int n = poll(&p, 1, left > 0 ? (int)left : 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -280,8 +293,8 @@ static int dial_blocking(const wk__conn *conn, const wk_url *at, const char *add
 
 /* Connect to the data node at `at` (conn->url itself, or a primary the
  * sentinels named) with conn's credentials and settings. */
-static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, wk__link *out,
-                        bool *cluster, char *msg, size_t msglen)
+static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, int64_t deadline,
+                        wk__link *out, bool *cluster, char *msg, size_t msglen)
 {
     char addr[300];
     if (at->path)
@@ -289,40 +302,33 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
     else
         snprintf(addr, sizeof(addr), "%s:%d", at->host, at->port);
     memset(out, 0, sizeof(*out));
-    int64_t start_ms = wk_monotonic_ms();
     redisContext *c;
-    int dialed = dial_blocking(conn, at, addr, &c, msg, msglen);
+    int dialed = dial_blocking(at, addr, deadline, &c, msg, msglen);
     if (dialed)
         return dialed;
     c->reader->fn = &wk__reply_functions;
     wk__link link = {.ctx = c, .tx = &wk__plain_transport, .wake_fd = conn->wake_fd};
     int rc = WK_OK;
-    if (conn->tls) {
-        /* The handshake gets what is left of the connect timeout. */
-        int64_t left_ms = (int64_t)conn->connect_timeout.tv_sec * 1000 +
-                          conn->connect_timeout.tv_usec / 1000 - (wk_monotonic_ms() - start_ms);
-        if (left_ms < 1)
-            left_ms = 1;
-        rc = wk__tls_handshake(conn->tls, &link, ms_to_tv((int)left_ms), addr, msg, msglen);
-    }
+    if (conn->tls) /* what is left of the open's deadline */
+        rc = wk__tls_handshake(conn->tls, &link, deadline, addr, msg, msglen);
     if (!rc && conn->url.password) {
         /* The password is sent, never printed: messages quote the server's
          * reply, which does not echo it. */
         const char *argv[3] = {"AUTH", conn->url.username, conn->url.password};
         if (conn->url.username)
-            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
+            rc = setup_command(&link, conn, deadline, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
         else {
             argv[1] = conn->url.password;
-            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
+            rc = setup_command(&link, conn, deadline, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
         }
     }
     if (!rc)
-        rc = check_server(&link, conn, addr, cluster, msg, msglen);
+        rc = check_server(&link, conn, deadline, addr, cluster, msg, msglen);
     if (!rc && select_db && conn->url.database) {
         char num[16];
         snprintf(num, sizeof(num), "%d", conn->url.database);
         const char *argv[2] = {"SELECT", num};
-        rc = setup_command(&link, conn, addr, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
+        rc = setup_command(&link, conn, deadline, addr, msg, msglen, WK_EREDIS, "SELECT", 2, argv);
     }
     if (rc) {
         wk__link_close(&link);
@@ -359,14 +365,15 @@ int wk__sentinel_master_judge(const redisReply *r, const char *addr, const char 
     return WK_OK;
 }
 
-static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *host, size_t hostlen,
-                        int *port, wk__link *keep, char *msg, size_t msglen)
+static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, int64_t deadline,
+                        char *host, size_t hostlen, int *port, wk__link *keep, char *msg,
+                        size_t msglen)
 {
     char addr[300];
     snprintf(addr, sizeof(addr), "sentinel %s:%d", node->host, node->port);
     wk_url at = {.host = node->host, .port = node->port};
     redisContext *c;
-    int rc = dial_blocking(conn, &at, addr, &c, msg, msglen);
+    int rc = dial_blocking(&at, addr, deadline, &c, msg, msglen);
     if (rc)
         return rc;
     c->reader->fn = &wk__reply_functions;
@@ -374,16 +381,16 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
     if (conn->sentinel_password) {
         const char *argv[3] = {"AUTH", conn->sentinel_username, conn->sentinel_password};
         if (conn->sentinel_username)
-            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
+            rc = setup_command(&link, conn, deadline, addr, msg, msglen, WK_EAUTH, "AUTH", 3, argv);
         else {
             argv[1] = conn->sentinel_password;
-            rc = setup_command(&link, conn, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
+            rc = setup_command(&link, conn, deadline, addr, msg, msglen, WK_EAUTH, "AUTH", 2, argv);
         }
     }
     redisReply *r = NULL;
     if (!rc) {
         const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", conn->url.service};
-        rc = wk__link_round_trip(&link, conn, 3, argv, &r);
+        rc = wk__link_round_trip_until(&link, deadline, 3, argv, &r);
         if (rc)
             rc = setup_failure(msg, msglen, rc, "SENTINEL get-master-addr-by-name", addr, conn,
                                &link);
@@ -403,11 +410,11 @@ static int ask_sentinel(const wk__conn *conn, const wk_url_node *node, char *hos
 /* Subscribe the sentinel connection to +switch-master: the failover
  * notice. Best effort: on failure the link is closed (a failover then
  * reaches the handle when the sentinels close its connection). */
-static void subscribe_notice(const wk__conn *conn, wk__link *link)
+static void subscribe_notice(int64_t deadline, wk__link *link)
 {
     const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
     redisReply *r = NULL;
-    if (wk__link_round_trip(link, conn, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
+    if (wk__link_round_trip_until(link, deadline, 2, argv, &r) || r->type != REDIS_REPLY_ARRAY)
         wk__link_close(link);
     if (r)
         freeReplyObject(r);
@@ -451,12 +458,12 @@ int wk__role_judge(const redisReply *r, const char *addr, char *msg, size_t msgl
     return WK_OK;
 }
 
-static int check_role(wk__link *link, const wk__conn *conn, const char *addr, char *msg,
-                      size_t msglen)
+static int check_role(wk__link *link, const wk__conn *conn, int64_t deadline, const char *addr,
+                      char *msg, size_t msglen)
 {
     const char *argv[1] = {"ROLE"};
     redisReply *r;
-    int rc = wk__link_round_trip(link, conn, 1, argv, &r);
+    int rc = wk__link_round_trip_until(link, deadline, 1, argv, &r);
     if (rc)
         return setup_failure(msg, msglen, rc, "ROLE", addr, conn, link);
     rc = wk__role_judge(r, addr, msg, msglen);
@@ -472,14 +479,30 @@ static void pause_ms(const wk__conn *conn, int64_t ms)
         (void)poll(&p, conn->wake_fd >= 0 ? 1 : 0, (int)ms);
 }
 
+/* One step of the Sentinel search failed with rc (message `got`): it
+ * becomes the search's last failure — unless it is only the search's
+ * deadline cutting a step short after a failure that says more (a
+ * replica's ROLE, a refused password). */
+static void search_failed(int *last, bool *failed, char *why, size_t whylen, int rc,
+                          const char *got, int64_t deadline)
+{
+    if (*failed && rc == WK_ETIMEDOUT && wk__boot_ms() >= deadline)
+        return;
+    *last = rc > 0 ? WK_EIO : rc;
+    *failed = true;
+    wk__copy_text(why, whylen, got);
+}
+
 /*
  * The primary of conn's service, connected: rounds over the sentinels in
  * order until one names a node that accepts the connection and says it
- * is the primary, or max(connect, command timeout) has passed. A refused
+ * is the primary, or max(connect, command timeout) has passed — one
+ * deadline for the whole search (never later than `cap`, the call's; 0:
+ * none), of which each sentinel's question gets an equal share. A refused
  * password at the primary ends the search at once (it would not change).
  */
-static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
-                            char *msg, size_t msglen)
+static int connect_sentinel(const wk__conn *conn, bool select_db, int64_t cap, wk__link *out,
+                            wk__link *notice, char *msg, size_t msglen)
 {
     int64_t budget =
         (int64_t)conn->connect_timeout.tv_sec * 1000 + conn->connect_timeout.tv_usec / 1000;
@@ -487,33 +510,39 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
         (int64_t)conn->command_timeout.tv_sec * 1000 + conn->command_timeout.tv_usec / 1000;
     if (command > budget)
         budget = command;
-    int64_t deadline = wk_monotonic_ms() + budget;
+    /* One deadline for the whole search, within the call's (`cap`). */
+    int64_t deadline = wk__deadline_min(wk__add_ms(wk__boot_ms(), budget), cap);
     int last = WK_EIO;
-    char why[WK__ERRMSG_MAX / 2] = "no sentinel answered";
+    bool failed = false;
+    char why[WK__ERRMSG_MAX / 2] = "no sentinel answered", got[sizeof(why)];
     for (;;) {
         for (size_t i = 0; i < conn->url.nsentinels; i++) {
             char host[256];
             int port = 0;
             wk__link kept = {0};
-            int rc = ask_sentinel(conn, &conn->url.sentinels[i], host, sizeof(host), &port,
-                                  notice ? &kept : NULL, why, sizeof(why));
+            /* Each sentinel gets its share of the search, so a stopped
+             * one cannot spend the others' time. */
+            int64_t share = budget / (int64_t)conn->url.nsentinels;
+            int64_t ask_by = wk__deadline_min(deadline, wk__add_ms(wk__boot_ms(), share));
+            int rc = ask_sentinel(conn, &conn->url.sentinels[i], ask_by, host, sizeof(host), &port,
+                                  notice ? &kept : NULL, got, sizeof(got));
             if (rc == WK_ENOMEM)
-                return msg_fail(msg, msglen, rc, "%s", why);
+                return msg_fail(msg, msglen, rc, "%s", got);
             if (rc) {
-                last = rc > 0 ? WK_EIO : rc;
+                search_failed(&last, &failed, why, sizeof(why), rc, got, deadline);
                 continue;
             }
             wk_url at = {.host = host, .port = port};
-            rc = connect_node(conn, &at, select_db, out, NULL, why, sizeof(why));
+            rc = connect_node(conn, &at, select_db, deadline, out, NULL, got, sizeof(got));
             if (!rc) {
                 char addr[300];
                 snprintf(addr, sizeof(addr), "%s:%d", host, port);
-                rc = check_role(out, conn, addr, why, sizeof(why));
+                rc = check_role(out, conn, deadline, addr, got, sizeof(got));
                 if (rc)
                     wk__link_close(out);
             }
             if (!rc && kept.ctx) {
-                subscribe_notice(conn, &kept);
+                subscribe_notice(deadline, &kept);
                 *notice = kept;
                 return WK_OK;
             }
@@ -521,10 +550,10 @@ static int connect_sentinel(const wk__conn *conn, bool select_db, wk__link *out,
             if (!rc)
                 return WK_OK;
             if (rc == WK_EAUTH || rc == WK_ENOMEM)
-                return msg_fail(msg, msglen, rc, "%s", why);
-            last = rc > 0 ? WK_EIO : rc;
+                return msg_fail(msg, msglen, rc, "%s", got);
+            search_failed(&last, &failed, why, sizeof(why), rc, got, deadline);
         }
-        int64_t left = deadline - wk_monotonic_ms();
+        int64_t left = deadline - wk__boot_ms();
         if (left <= 0 || atomic_load(&conn->interrupted))
             break;
         pause_ms(conn, left < WK__SENTINEL_ROUND_PAUSE_MS ? left : WK__SENTINEL_ROUND_PAUSE_MS);
@@ -539,21 +568,23 @@ int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link 
                      char *msg, size_t msglen)
 {
     wk_url at = {.host = (char *)host, .port = port};
-    return connect_node(conn, &at, false, out, cluster, msg, msglen);
+    int64_t deadline =
+        wk__deadline_min(wk__deadline_after(conn->connect_timeout), conn->call_deadline);
+    return connect_node(conn, &at, false, deadline, out, cluster, msg, msglen);
 }
 
 /* redis:// with several hosts (a cluster's seeds): the first that
  * accepts, in the URL's order; one host: that one. */
-static int connect_seeds(const wk__conn *conn, bool select_db, wk__link *out, bool *cluster,
-                         size_t *reached, char *msg, size_t msglen)
+static int connect_seeds(const wk__conn *conn, bool select_db, int64_t deadline, wk__link *out,
+                         bool *cluster, size_t *reached, char *msg, size_t msglen)
 {
-    int rc = connect_node(conn, &conn->url, select_db, out, cluster, msg, msglen);
+    int rc = connect_node(conn, &conn->url, select_db, deadline, out, cluster, msg, msglen);
     size_t i = 0;
     while (rc && ++i < conn->url.nseeds) {
         wk_url at = conn->url;
         at.host = conn->url.seeds[i].host;
         at.port = conn->url.seeds[i].port;
-        rc = connect_node(conn, &at, select_db, out, cluster, msg, msglen);
+        rc = connect_node(conn, &at, select_db, deadline, out, cluster, msg, msglen);
     }
     if (reached)
         *reached = i;
@@ -568,9 +599,12 @@ int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, 
 int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
                         char *msg, size_t msglen)
 {
+    /* A connection of its own (a subscriber's, maybe on another thread):
+     * its own deadline, never the handle's call's. */
     if (conn->url.service)
-        return connect_sentinel(conn, select_db, out, notice, msg, msglen);
-    return connect_seeds(conn, select_db && !conn->cluster, out, NULL, NULL, msg, msglen);
+        return connect_sentinel(conn, select_db, 0, out, notice, msg, msglen);
+    return connect_seeds(conn, select_db && !conn->cluster, wk__deadline_after(conn->connect_timeout),
+                         out, NULL, NULL, msg, msglen);
 }
 
 int wk__conn_open(wk_db *db)
@@ -579,15 +613,21 @@ int wk__conn_open(wk_db *db)
     int rc;
     if (conn->cluster)
         return WK_OK; /* nodes are connected as queries need them */
+    /* One deadline for the whole open — dial, TLS, AUTH, HELLO, SELECT, a
+     * cluster's discovery — and, for a reconnect inside a query, no later
+     * than the query's own. */
+    int64_t outer = conn->call_deadline;
     if (conn->url.service) {
         wk__link_close(&conn->notice); /* a new one comes with the primary */
-        rc = connect_sentinel(conn, true, &conn->link, &conn->notice, db->errmsg,
+        rc = connect_sentinel(conn, true, outer, &conn->link, &conn->notice, db->errmsg,
                               sizeof(db->errmsg));
     } else {
         bool cluster = false;
         size_t seed = 0;
-        rc =
-            connect_seeds(conn, true, &conn->link, &cluster, &seed, db->errmsg, sizeof(db->errmsg));
+        conn->call_deadline =
+            wk__deadline_min(wk__deadline_after(conn->connect_timeout), outer);
+        rc = connect_seeds(conn, true, conn->call_deadline, &conn->link, &cluster, &seed,
+                           db->errmsg, sizeof(db->errmsg));
         if (!rc && cluster)
             rc = wk__cluster_discover(
                 conn, conn->url.nseeds ? conn->url.seeds[seed].host : conn->url.host,
@@ -600,6 +640,7 @@ int wk__conn_open(wk_db *db)
                              conn->url.nseeds, conn->url.host, conn->url.port);
         if (rc)
             wk__link_close(&conn->link);
+        conn->call_deadline = outer;
     }
     if (rc == WK_OK)
         conn->last_io_ms = wk_monotonic_ms();
@@ -850,6 +891,20 @@ int wk_db_narrow(wk_db **out, wk_db *db, const wk_cap *cap, const char *name)
     atomic_fetch_add(&db->conn->refs, 1);
     *out = view;
     return WK_OK;
+}
+
+int64_t wk__db_call_deadline(const wk_db *db)
+{
+    return wk__deadline_after(db->conn->command_timeout);
+}
+
+int64_t wk__db_bound(wk_db *db, int64_t deadline)
+{
+    if (!db || db->pool)
+        return 0; /* a pool's front has no connection of its own */
+    int64_t prev = db->conn->call_deadline;
+    db->conn->call_deadline = deadline;
+    return prev;
 }
 
 void wk_db_close(wk_db *db)

@@ -54,6 +54,11 @@ typedef struct wk__conn {
     struct timeval connect_timeout;
     struct timeval command_timeout;
     int64_t last_io_ms; /* wk_monotonic_ms() of the last reply */
+    /* The deadline of the call running on this connection (wk__boot_ms();
+     * 0: none), owned by wk__exchange_run(): a reconnect inside the call
+     * (wk__conn_open) spends what is left of it. Same thread rule as the
+     * handle. */
+    int64_t call_deadline;
     /* A blocking handle's (core/blocking.c): the wait for a reply lasts
      * this much longer than the command timeout (the server-side block
      * time of the query being run), and ends at once when wake_fd (the
@@ -113,6 +118,14 @@ char *wk__pool_thread_msg(void);
 static inline char *wk__db_msg(const wk_db *db)
 {
     return db->pool ? wk__pool_thread_msg() : (char *)db->errmsg;
+}
+
+/* A call's deadline: `tv` from now, on wk__boot_ms()'s clock (core/clock.c). */
+int64_t wk__deadline_after(struct timeval tv);
+/* The earlier of two deadlines, 0 meaning none. */
+static inline int64_t wk__deadline_min(int64_t a, int64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
 }
 
 /* The parser's view of where to put its message. */
@@ -199,9 +212,11 @@ int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
                      char *msg, size_t msglen);
 /* Send one short command on `link` and read its reply (set-up, CLUSTER
- * SLOTS), within conn's command timeout. */
+ * SLOTS), within conn's command timeout — or, _until, by `deadline`. */
 int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const char **argv,
                         redisReply **reply);
+int wk__link_round_trip_until(wk__link *link, int64_t deadline, int argc, const char **argv,
+                              redisReply **reply);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
  * wk_db_open() makes. */
@@ -253,16 +268,18 @@ int wk__buf_reserve(wk__buf *buf, size_t more);
  * the only writer of commands and the only reader of replies.
  * wk__wire_write sends `len` bytes and says in *written how many the
  * kernel (or the TLS layer, which has then sent them) took; wk__wire_read returns one parsed
- * reply. Both wait at most `timeout` for progress, return WK_OK,
- * WK_EIO, WK_ETIMEDOUT, WK_EPROTO or WK_ENOMEM, and leave the reason in
- * c->errstr; after a failure the connection must be dropped.
+ * reply. Both wait until `deadline` at most — the call's, an absolute
+ * wk__boot_ms() time fixed when the call started (wk__deadline_in()), never
+ * a timeout restarted per wait — and return WK_OK, WK_EIO, WK_ETIMEDOUT,
+ * WK_EPROTO or WK_ENOMEM, leaving the reason in c->errstr; after a failure
+ * the connection must be dropped.
  */
-int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval timeout,
+int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,
                    size_t *written);
-int wk__wire_read(wk__link *link, struct timeval timeout, redisReply **reply);
+int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply);
 /* Format a command (set-up, Pub/Sub: a few short arguments) and write it
  * whole. */
-int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const char *const *argv,
+int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,
                      const size_t *lens);
 /* The two halves of wk__wire_read, for a caller that waits on its own
  * (the Pub/Sub subscriber polls a wake-up descriptor too): take a reply

@@ -38,7 +38,9 @@ typedef struct run {
     bool readonly;  /* a reply was READONLY: drop, re-discover */
     bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
     bool gave_up;   /* … until the command timeout: sent, answered, not run */
-    struct timeval read_timeout;
+    /* The call's one deadline (wk__boot_ms()), fixed when it starts: every
+     * write, read, reconnect and pause of the exchange ends by it. */
+    int64_t deadline;
 } run;
 
 /* Where a round's commands go: the handle's one connection, or one node
@@ -173,7 +175,7 @@ static bool send_lane(run *r, lane *l)
 {
     wk__exchange *x = r->x;
     size_t written;
-    int rc = wk__wire_write(l->link, l->data, l->len, x->db->conn->command_timeout, &written);
+    int rc = wk__wire_write(l->link, l->data, l->len, r->deadline, &written);
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         /* A command the kernel did not take whole never reaches Redis. */
@@ -230,14 +232,6 @@ static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply 
     return true;
 }
 
-/* How long a WAIT's reply may take: the read timeout plus the time the
- * server holds it. */
-static struct timeval ack_timeout(struct timeval t, const wk__conn *conn)
-{
-    int64_t us = (int64_t)t.tv_sec * 1000000 + t.tv_usec + (int64_t)conn->lease_ack_timeout_ms * 1000;
-    return (struct timeval){.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
-}
-
 /* Read a reply per command SENT on the lane (and its WAIT's, for a lease
  * query on a handle with lease_replicas), and settle each. */
 static void read_lane(run *r, lane *l)
@@ -253,20 +247,21 @@ static void read_lane(run *r, lane *l)
         bool asked = s->asking;
         if (s->asking) {
             /* ASKING's own +OK comes first. */
-            rc = wk__wire_read(l->link, r->read_timeout, &reply);
+            rc = wk__wire_read(l->link, r->deadline, &reply);
             if (!rc)
                 freeReplyObject(reply);
             s->asking = false;
         }
         if (!rc)
-            rc = wk__wire_read(l->link, r->read_timeout, &reply);
+            rc = wk__wire_read(l->link, r->deadline, &reply);
         const wk_query *q = x->query(x->ctx, i);
         redisReply *ack = NULL;
         if (!rc && wk__query_acked(conn, q)) {
             /* Its WAIT's reply, which the server holds up to the ack
-             * timeout. Until it comes the query stays SENT: a connection
-             * lost now leaves the lease LOST (WK_EUNKNOWN), never held. */
-            rc = wk__wire_read(l->link, ack_timeout(r->read_timeout, conn), &ack);
+             * timeout (the call's deadline allows for it). Until it comes
+             * the query stays SENT: a connection lost now leaves the lease
+             * LOST (WK_EUNKNOWN), never held. */
+            rc = wk__wire_read(l->link, r->deadline, &ack);
             if (rc)
                 freeReplyObject(reply);
         }
@@ -380,10 +375,10 @@ static void cluster_round(run *r)
 
 /* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
  * pass the deadline (then the queries fail as not run). */
-static bool pause_for_cluster(run *r, int64_t deadline, int *pause_ms)
+static bool pause_for_cluster(run *r, int *pause_ms)
 {
     r->try_later = false;
-    if (wk_monotonic_ms() + *pause_ms > deadline) {
+    if (wk__boot_ms() + *pause_ms > r->deadline) {
         r->conn_rc = WK_ETIMEDOUT;
         r->gave_up = true;
         wk__copy_text(r->why, sizeof(r->why),
@@ -437,30 +432,18 @@ static int connection_result(run *r, size_t at, size_t lost, size_t unsent)
                        at, name, r->why, lost, unsent);
 }
 
-int wk__exchange_run(wk__exchange *x)
+static int exchange_until(wk__exchange *x, int64_t deadline)
 {
     run r; /* not zero-filled: its texts are written before being read */
     r.x = x;
+    r.deadline = deadline;
     r.conn_rc = WK_OK;
     r.first_failed = SIZE_MAX;
     r.readonly = false;
     r.try_later = false;
     r.gave_up = false;
     wk__conn *conn = x->db->conn;
-    /* A blocking command's reply may come as late as its block time. */
-    r.read_timeout = conn->command_timeout;
-    if (conn->extra_wait_ms > 0) {
-        int64_t us = (int64_t)r.read_timeout.tv_sec * 1000000 + r.read_timeout.tv_usec +
-                     conn->extra_wait_ms * 1000;
-        r.read_timeout.tv_sec = (time_t)(us / 1000000);
-        r.read_timeout.tv_usec = (suseconds_t)(us % 1000000);
-    }
     wk__cluster *c = conn->cluster;
-    /* Only a cluster pauses (TRYAGAIN): a single server's query reads no
-     * clock here. */
-    int64_t deadline = c ? wk_monotonic_ms() + (int64_t)conn->command_timeout.tv_sec * 1000 +
-                               conn->command_timeout.tv_usec / 1000
-                         : 0;
     int pause_ms = TRY_LATER_FIRST_PAUSE_MS;
     bool reconnected = false;
     if (c && wk__cluster_wants_refresh(c))
@@ -479,7 +462,7 @@ int wk__exchange_run(wk__exchange *x)
             round_trip(&r, round == 0);
         }
         if (r.conn_rc == WK_OK) {
-            if (r.try_later && !pause_for_cluster(&r, deadline, &pause_ms))
+            if (r.try_later && !pause_for_cluster(&r, &pause_ms))
                 break;
             continue;
         }
@@ -530,4 +513,27 @@ int wk__exchange_run(wk__exchange *x)
         return wk__db_fail(x->db, st, "%s", r.first_msg);
     return wk__db_fail(x->db, st, "batch query %zu failed: %s", r.first_failed,
                        r.first_msg[0] ? r.first_msg : wk_strerror(st));
+}
+
+int wk__exchange_run(wk__exchange *x)
+{
+    wk__conn *conn = x->db->conn;
+    /* The deadline is fixed once, here: the command timeout from now, plus
+     * a blocking command's block time (its reply may come that late), and
+     * never later than an enclosing call's. The connection carries it
+     * while the exchange runs, so a reconnect inside spends the same. */
+    int64_t outer = conn->call_deadline;
+    int64_t own = wk__deadline_after(conn->command_timeout);
+    if (conn->extra_wait_ms > 0)
+        own = wk__add_ms(own, conn->extra_wait_ms);
+    /* A lease query's WAIT is held by the server up to the ack timeout. */
+    for (size_t i = 0; i < x->count; i++)
+        if (wk__query_acked(conn, x->query(x->ctx, i))) {
+            own = wk__add_ms(own, conn->lease_ack_timeout_ms);
+            break;
+        }
+    conn->call_deadline = wk__deadline_min(own, outer);
+    int rc = exchange_until(x, conn->call_deadline);
+    conn->call_deadline = outer;
+    return rc;
 }

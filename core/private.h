@@ -128,6 +128,21 @@ void wk__sleep_until_ms(int64_t when);
  * the wait wakes late, never early: re-read wk__boot_ms() after waking. */
 void wk__cond_abstime(int64_t when, struct timespec *ts);
 
+/* The deadline of a call on `db` starting now (its command timeout from
+ * now), and a bound every query on `db` keeps besides its own until set
+ * again (0: none; returns the previous one): a caller whose one call runs
+ * several queries (the near cache's get, the `wk` CLI's --timeout) fixes
+ * the deadline once, and every query on `db`, any reconnect inside them
+ * included, ends by it. Same thread rule as `db`; on a pool's shared
+ * handle (no connection of its own) a no-op returning 0. */
+int64_t wk__db_call_deadline(const wk_db *db);
+int64_t wk__db_bound(wk_db *db, int64_t deadline);
+
+/* Lock `mu`, waiting until the wk__boot_ms() deadline `when` at most:
+ * 0, or ETIMEDOUT (not locked). A wall-clock change cannot stretch the
+ * wait by more than one 100 ms step. */
+int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
+
 /* ------------------------------------------------------------------------
  * Set-up plumbing of the thread-owning helpers (core/options.c)
  * ---------------------------------------------------------------------- */

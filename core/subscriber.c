@@ -26,6 +26,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
+#include "core/private.h"
 #include "core/subscriber.h"
 
 struct wk__subscriber {
@@ -124,11 +125,12 @@ static int command2(wk__subscriber *s, const char *a0, const char *a1, size_t a1
 {
     const char *argv[2] = {a0, a1};
     size_t lens[2] = {strlen(a0), a1_len};
-    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
+    /* One deadline for the command and its reply. */
+    int64_t deadline = wk__add_ms(wk__boot_ms(), s->command_timeout_ms);
     *r = NULL;
-    int rc = wk__wire_command(&s->link, tv, 2, argv, lens);
+    int rc = wk__wire_command(&s->link, deadline, 2, argv, lens);
     if (!rc)
-        rc = wk__wire_read(&s->link, tv, r);
+        rc = wk__wire_read(&s->link, deadline, r);
     return rc ? ctx_fail(s, rc, what) : WK_OK;
 }
 
@@ -156,8 +158,8 @@ static int send_ping(wk__subscriber *s)
 {
     static const char *const argv[1] = {"PING"};
     static const size_t lens[1] = {4};
-    struct timeval tv = {s->command_timeout_ms / 1000, (s->command_timeout_ms % 1000) * 1000};
-    int rc = wk__wire_command(&s->link, tv, 1, argv, lens);
+    int rc = wk__wire_command(&s->link, wk__add_ms(wk__boot_ms(), s->command_timeout_ms), 1, argv,
+                              lens);
     if (rc)
         return ctx_fail(s, rc, "PING");
     s->ping_sent_ms = wk_monotonic_ms();

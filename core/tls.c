@@ -467,10 +467,9 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
     return rc;
 }
 
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, int64_t deadline,
                       const char *addr, char *msg, size_t msglen)
 {
-    int64_t deadline = wk_monotonic_ms() + (int64_t)timeout.tv_sec * 1000 + timeout.tv_usec / 1000;
     int rc = wk__tls_start(cfg, link, msg, msglen);
     while (rc == WK_OK) {
         short want = 0;

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/time.h>
 #include <sys/types.h>
 
@@ -72,15 +73,15 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *opts, char *
 void wk__tls_config_free(wk__tls_config *cfg);
 
 /*
- * Run the TLS handshake on link->ctx's connected socket, at most
- * `timeout` long, verifying the server's certificate chain and name.
+ * Run the TLS handshake on link->ctx's connected socket, until the
+ * call's `deadline` (wk__boot_ms()) at most, verifying the server's certificate chain and name.
  * On success the link's transport is TLS. Returns WK_OK; WK_EAUTH (the
  * certificate was refused: msg has X509_verify_cert_error_string's
  * reason), WK_ETIMEDOUT, WK_EIO (the handshake failed: not a TLS port,
  * connection closed, protocol error), WK_ENOMEM. On failure the link's
  * transport is left plain (the caller closes it).
  */
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, struct timeval timeout,
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, int64_t deadline,
                       const char *addr, char *msg, size_t msglen);
 
 /* The same in steps, for a caller that waits on its own (the event-loop

@@ -4,7 +4,9 @@
  * redisReader); the bytes go through here, via the link's transport
  * (plain or TLS, core/transport.h), so that a failed write says how much
  * of it was taken (which commands may have reached the server), and every
- * wait is bounded by the command timeout.
+ * wait ends at the call's deadline: an absolute time (wk__boot_ms()) fixed
+ * once when the call started, so a peer that trickles its reply a byte at
+ * a time cannot stretch the call by restarting a timeout per byte.
  */
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "core/db_internal.h"
+#include "core/private.h"
 
 /* Record an error on the context (hiredis's fields) and return `status`. */
 static int wire_fail(redisContext *c, int status, int err, const char *what)
@@ -22,18 +25,16 @@ static int wire_fail(redisContext *c, int status, int err, const char *what)
     return status;
 }
 
-static int ms_of(struct timeval tv)
-{
-    return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
-}
-
-/* Wait until the socket is ready for `events` or `timeout_ms` passes — or
+/* Wait until the socket is ready for `events` or the deadline passes — or
  * the link's wake descriptor (a blocking handle's) becomes readable. */
-static int wait_ready(wk__link *link, short events, int timeout_ms)
+static int wait_ready(wk__link *link, short events, int64_t deadline)
 {
     redisContext *c = link->ctx;
     struct pollfd p[2] = {{.fd = c->fd, .events = events}, {.fd = link->wake_fd, .events = POLLIN}};
     for (;;) {
+        /* What is left, re-read after every wake-up (EINTR included). */
+        int64_t left = deadline - wk__boot_ms();
+        int timeout_ms = left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
         int n = poll(p, link->wake_fd >= 0 ? 2 : 1, timeout_ms);
         if (n > 0 && link->wake_fd >= 0 && p[1].revents)
             return wire_fail(c, WK_EIO, REDIS_ERR_IO, "interrupted (wk__blocking_interrupt)");
@@ -46,7 +47,7 @@ static int wait_ready(wk__link *link, short events, int timeout_ms)
     }
 }
 
-int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval timeout,
+int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,
                    size_t *written)
 {
     redisContext *c = link->ctx;
@@ -60,7 +61,7 @@ int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval 
             continue;
         }
         if (n == WK__TX_AGAIN) {
-            rc = wait_ready(link, want, ms_of(timeout));
+            rc = wait_ready(link, want, deadline);
             if (rc)
                 break;
             continue;
@@ -73,7 +74,7 @@ int wk__wire_write(wk__link *link, const char *data, size_t len, struct timeval 
     return rc;
 }
 
-int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const char *const *argv,
+int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,
                      const size_t *lens)
 {
     /* Set-up and Pub/Sub commands: short, a few arguments (a key at most). */
@@ -92,7 +93,7 @@ int wk__wire_command(wk__link *link, struct timeval timeout, int argc, const cha
         len += 2;
     }
     size_t written;
-    int rc = wk__wire_write(link, buf, len, timeout, &written);
+    int rc = wk__wire_write(link, buf, len, deadline, &written);
     if (buf != stack)
         free(buf);
     return rc;
@@ -147,13 +148,13 @@ int wk__wire_receive(wk__link *link)
     return rc;
 }
 
-int wk__wire_read(wk__link *link, struct timeval timeout, redisReply **reply)
+int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply)
 {
     for (;;) {
         int rc = wk__wire_take(link, reply);
         if (rc || *reply)
             return rc;
-        rc = wait_ready(link, link->want ? link->want : POLLIN, ms_of(timeout));
+        rc = wait_ready(link, link->want ? link->want : POLLIN, deadline);
         if (!rc)
             rc = wk__wire_receive(link);
         if (rc)

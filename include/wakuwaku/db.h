@@ -62,9 +62,14 @@ extern "C" {
  *                       "rediss://…" (the same, over TLS; default port
  *                       6379 too), or "unix:///path/to/socket[?db=N]".
  *                       NULL means "redis://127.0.0.1:6379".
- *   connect_timeout_ms  > 0; connecting (and reconnecting) gives up after it.
- *   command_timeout_ms  > 0; a reply not received in time fails the query
- *                       with WK_ETIMEDOUT and drops the connection.
+ *   connect_timeout_ms  > 0; one deadline for the whole open (dial, TLS,
+ *                       AUTH, HELLO, SELECT): connecting gives up after it.
+ *                       A reconnect inside a query also ends by the
+ *                       query's deadline.
+ *   command_timeout_ms  > 0; one deadline per query or batch, fixed when
+ *                       it starts (however slowly the reply trickles in):
+ *                       a reply not complete by then fails the query with
+ *                       WK_ETIMEDOUT and drops the connection.
  *   username, password  override the URL's (AUTH [user] pass). NULL: keep.
  *   database            SELECT this db; -1 keeps the URL's (default 0).
  *   capability          required: what the handle may do. Copied.

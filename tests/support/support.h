@@ -146,6 +146,22 @@ void wk_test_peer_stop(wk_test_peer *p);
 /* Set the peer's replies: command k (one read) gets script[min(k, n-1)]
  * (NUL-terminated RESP). The array must outlive the peer. */
 void wk_test_peer_script(wk_test_peer *p, const char *const *script, size_t n);
+/* A slow server (tests/support/trickle_server.c): every reply goes out
+ * one byte per interval_ms; AFTER_HELLO answers each connection's first
+ * read (the handshake) at once with WK_TEST_HELLO_REPLY; SILENT accepts
+ * and never answers. Connections are served one at a time. */
+#define WK_TEST_TRICKLE_ALL 0
+#define WK_TEST_TRICKLE_AFTER_HELLO 1
+#define WK_TEST_TRICKLE_SILENT 2
+typedef struct wk_test_trickle {
+    int listen_fd, port, mode, interval_ms;
+    char url[64];
+    _Atomic bool stop;
+    _Atomic int accepted, reads; /* connections and reads so far */
+    pthread_t thread;
+} wk_test_trickle;
+int wk_test_trickle_start(wk_test_trickle *t, int mode, int interval_ms);
+void wk_test_trickle_stop(wk_test_trickle *t);
 /* What Redis 7.0 answers to HELLO 2: the handshake of wk_db_open. */
 #define WK_TEST_HELLO_REPLY                                                                        \
     "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"                      \

@@ -36,6 +36,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "codegen/schema.h"
+#include "core/private.h"
 
 enum { EXIT_OK = 0, EXIT_NOT_FOUND = 1, EXIT_USAGE = 2, EXIT_DENIED = 3, EXIT_ERROR = 4 };
 
@@ -1371,7 +1372,7 @@ static void help(FILE *to)
           "                      or read-write; refusals are the library's own\n"
           "  --json              machine-readable output: one JSON object on stdout\n"
           "                      (watch: one a line)\n"
-          "  --timeout MS        connect and command timeout (default 2000)\n"
+          "  --timeout MS        the whole command's deadline (default 2000)\n"
           "\n"
           "exit status: 0 done; 1 not found, not held or limited; 2 usage;\n"
           "3 refused by the capability; 4 connection or server error.\n",
@@ -1522,12 +1523,17 @@ static int run_command(invocation *inv, int timeout_ms)
     opts.capability = cap;
     opts.client_name = "wk";
     opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
+    /* --timeout bounds the whole command, open and queries together: one
+     * deadline from here. `watch` runs until its own --timeout-ms. */
+    int64_t deadline = wk__add_ms(wk__boot_ms(), timeout_ms);
     char err[256] = "";
     int rc = wk_db_open(&inv->db, &opts, err, sizeof(err));
     if (rc) {
         wk_cap_free(owned);
         return fail_msg(rc, err);
     }
+    if (strcmp(cmd->name, "watch") != 0)
+        wk__db_bound(inv->db, deadline);
     inv->p = wk_db_processor(inv->db);
     inv->opts = &opts;
     st = cmd->run(inv, name);
