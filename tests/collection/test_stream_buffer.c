@@ -74,12 +74,19 @@ Test(stream_buffer, layout_pinned_against_the_spec, .timeout = 60)
     cr_assert_eq(r->elements, 3);
     const char *ids[3] = {"0-1", "0-2", "0-3"};
     const char *fields[3][2] = {{"b", "Hello"}, {"b", ", world"}, {"end", ""}};
+    /* The crate's field first; then this library's generation `g`, 16 hex
+     * digits, the same in every entry of one buffer. */
+    const char *gen = r->element[0]->element[1]->element[3]->str;
+    cr_assert_eq(strspn(gen, "0123456789abcdef"), 16, "%s", gen);
+    cr_assert_eq(strlen(gen), 16);
     for (int i = 0; i < 3; i++) {
         redisReply *e = r->element[i];
         cr_assert_str_eq(e->element[0]->str, ids[i]);
-        cr_assert_eq(e->element[1]->elements, 2);
+        cr_assert_eq(e->element[1]->elements, 4);
         cr_assert_str_eq(e->element[1]->element[0]->str, fields[i][0]);
         cr_assert_str_eq(e->element[1]->element[1]->str, fields[i][1]);
+        cr_assert_str_eq(e->element[1]->element[2]->str, "g");
+        cr_assert_str_eq(e->element[1]->element[3]->str, gen);
     }
     freeReplyObject(r);
     r = wk_test_cmd(raw, "PTTL %s", key);
