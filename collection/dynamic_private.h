@@ -11,12 +11,13 @@
 /*
  * Run `script` as a WRITE of `e` on KEYS[1] = key, with ARGV = body, ttl_ms
  * (body NULL: ARGV = ttl_ms alone; a body of len 0 is the empty string),
- * parsed by `parse` into `out` (both may be NULL): pipe.push,
- * stream_buffer.append and stream_buffer.finish.
+ * then `extra` when not NULL (a NUL-terminated text), parsed by `parse`
+ * into `out` (both may be NULL): pipe.push, stream_buffer.append and
+ * stream_buffer.finish.
  */
 int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
                         const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, wk_parse_fn parse, void *out);
+                        size_t len, const char *extra, wk_parse_fn parse, void *out);
 
 /* A typed write: check the codec and value, encode `value`, hand the bytes
  * to `use` (which sends them and checks their length), free them. Returns

@@ -75,21 +75,28 @@ struct wk_pipe_receiver {
 
 int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
                         const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, wk_parse_fn parse, void *out)
+                        size_t len, const char *extra, wk_parse_fn parse, void *out)
 {
     char ttl[24];
-    const char *argv[3] = {key, body ? body : "", ttl};
-    size_t argvlen[3] = {key_len, len, wk__fmt_i64(ttl, e->ttl_ms)};
-    if (!body) {
-        argv[1] = ttl;
-        argvlen[1] = argvlen[2];
+    const char *argv[4] = {key};
+    size_t argvlen[4] = {key_len};
+    int argc = 1;
+    if (body) {
+        argv[argc] = body;
+        argvlen[argc++] = len;
+    }
+    argvlen[argc] = wk__fmt_i64(ttl, e->ttl_ms);
+    argv[argc++] = ttl;
+    if (extra) {
+        argv[argc] = extra;
+        argvlen[argc++] = strlen(extra);
     }
     wk_access access = {e, WK_WRITE};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
                   .script = script,
                   .nkeys = 1,
-                  .argc = body ? 3 : 2,
+                  .argc = argc,
                   .argv = argv,
                   .argvlen = argvlen,
                   .parse = parse,
@@ -131,7 +138,7 @@ static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_na
     if ((!body && len) || len > WK_BODY_MAX)
         return wk__processor_fail(p, WK_EINVAL, "%s: body NULL or longer than WK_BODY_MAX", op);
     return wk__script_body_ttl(p, op, &push_script, e, key, key_len, body ? body : "", len, NULL,
-                               NULL);
+                               NULL, NULL);
 }
 
 int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body, size_t len)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <sodium.h>
 #include <wakuwaku/stream_buffer.h>
 
 #include "collection/dynamic_private.h"
@@ -18,26 +19,55 @@
 WK__KIND(stream_buffer) = {WK_KIND_STREAM_BUFFER, wk__entity_check_ttl};
 
 /* Both scripts: a buffer is finished when its newest entry's first field
- * is `end` (the crate's test); the next entry is 0-(XLEN+1). */
+ * is `end` (the crate's test); the next entry is 0-(XLEN+1).
+ *
+ * The generation: every entry this library writes carries `g`, the
+ * buffer's generation, after the crate's field (the crate reads the first
+ * `b` or `end` and ignores the rest). A buffer's generation is the `g` of
+ * its first entry: a new buffer takes the client's random one (the last
+ * ARGV); an append copies it (from the newest entry, or the first when the
+ * crate wrote the newest); a buffer the crate created has none and gets
+ * none, so its entries stay exactly the crate's. A subscription that sees
+ * another generation knows the buffer was removed and re-created. */
 #define FINISHED_TEST                                                                              \
     "local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)\n"                      \
     "local done = newest[1] ~= nil and newest[1][2][1] == 'end'\n"
+#define GENERATION                                                                                 \
+    "local function gen_of(e)\n"                                                                   \
+    "  for i = 1, #e[2], 2 do if e[2][i] == 'g' then return e[2][i + 1] end end\n"                  \
+    "end\n"                                                                                        \
+    "local n = redis.call('XLEN', KEYS[1])\n"                                                      \
+    "local g = ARGV[#ARGV]\n"                                                                      \
+    "if n > 0 then\n"                                                                              \
+    "  g = gen_of(newest[1]) or gen_of(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1])\n"  \
+    "end\n"                                                                                        \
+    "local id = '0-' .. string.format('%d', n + 1)\n"
 
 static const wk_script append_script = {
     "stream_buffer.append",
-    FINISHED_TEST "if done then return -1 end\n"
-                  "local n = redis.call('XLEN', KEYS[1])\n"
-                  "redis.call('XADD', KEYS[1], '0-' .. string.format('%d', n + 1), 'b', ARGV[1])\n"
+    FINISHED_TEST "if done then return -1 end\n" GENERATION
+                  "if g then redis.call('XADD', KEYS[1], id, 'b', ARGV[1], 'g', g)\n"
+                  "else redis.call('XADD', KEYS[1], id, 'b', ARGV[1]) end\n"
                   "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
                   "return n\n"};
 
 static const wk_script finish_script = {
     "stream_buffer.finish",
-    FINISHED_TEST "if done then return 0 end\n"
-                  "local n = redis.call('XLEN', KEYS[1])\n"
-                  "redis.call('XADD', KEYS[1], '0-' .. string.format('%d', n + 1), 'end', '')\n"
+    FINISHED_TEST "if done then return 0 end\n" GENERATION
+                  "if g then redis.call('XADD', KEYS[1], id, 'end', '', 'g', g)\n"
+                  "else redis.call('XADD', KEYS[1], id, 'end', '') end\n"
                   "redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
                   "return 1\n"};
+
+/* Hex digits of a generation this library makes (8 random bytes). */
+#define GEN_LEN 16
+
+static void new_generation(char out[GEN_LEN + 1])
+{
+    unsigned char raw[GEN_LEN / 2];
+    randombytes_buf(raw, sizeof(raw)); /* sodium_init: wk_db_open */
+    sodium_bin2hex(out, GEN_LEN + 1, raw, sizeof(raw));
+}
 
 /* ------------------------------------------------------------------------
  * Entries: [id, [field, value, …]]
@@ -50,6 +80,8 @@ typedef struct entry {
     int what;
     const char *body; /* ENTRY_BODY: in the reply */
     size_t len;
+    const char *gen; /* the `g` field (in the reply), or NULL */
+    size_t gen_len;
 } entry;
 
 static bool parse_u64(const char *s, size_t len, uint64_t *v)
@@ -99,9 +131,11 @@ static int parse_entry(const wk_reply *r, entry *e, wk_diag *d)
         return wk_diag_fail(d, WK_ECORRUPT, "malformed stream buffer entry ID");
     const wk_reply *fields = wk_reply_at(r, 1);
     e->what = ENTRY_BAD;
+    e->gen = NULL;
     if (wk_reply_get_type(fields) != WK_REPLY_ARRAY || wk_reply_count(fields) % 2)
         return WK_OK;
     size_t len;
+    e->gen = field(fields, "g", &e->gen_len);
     if ((e->body = field(fields, "b", &e->len)))
         e->what = ENTRY_BODY;
     else if (field(fields, "end", &len))
@@ -137,8 +171,10 @@ int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, 
                                   "stream_buffer.append: body NULL or longer than WK_BODY_MAX");
     if (index)
         *index = -1;
+    char gen[GEN_LEN + 1];
+    new_generation(gen);
     return wk__script_body_ttl(p, "stream_buffer.append", &append_script, sb, key, key_len,
-                               body ? body : "", len, index ? parse_append : NULL, index);
+                               body ? body : "", len, gen, index ? parse_append : NULL, index);
 }
 
 typedef struct typed_append {
@@ -171,8 +207,10 @@ int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, 
         return rc;
     if (finished_now)
         *finished_now = false;
+    char gen[GEN_LEN + 1];
+    new_generation(gen);
     return wk__script_body_ttl(p, "stream_buffer.finish", &finish_script, sb, key, key_len, NULL, 0,
-                               finished_now ? wk__parse_bool_int : NULL, finished_now);
+                               gen, finished_now ? wk__parse_bool_int : NULL, finished_now);
 }
 
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
@@ -298,7 +336,35 @@ struct wk_stream_buffer_subscription {
     size_t arena_len, arena_cap;
     wk_stream_buffer_got final; /* 0, or END / GONE once it ended */
     atomic_bool stop;           /* lock-free: a signal handler may set it */
+    /* The generation of the buffer followed: not seen yet, none (the
+     * crate created it), or `gen`. `recreated`: the queue stops before
+     * the first entry of another buffer. */
+    enum { GEN_UNSEEN, GEN_NONE, GEN_SEEN } gen_state;
+    char gen[64];
+    size_t gen_len;
+    bool recreated;
 };
+
+/* Whether entry `e` belongs to the buffer `s` follows (adopting its
+ * generation when none was seen yet). An entry without `g` after a
+ * generation was seen is the crate appending to our buffer, unless it is
+ * the first entry: a buffer this library created has `g` there, so the
+ * crate re-created it. A generation where the crate's buffer had none,
+ * or another one, is a buffer re-created here. */
+static bool same_buffer(wk_stream_buffer_subscription *s, const entry *e)
+{
+    if (s->gen_state == GEN_UNSEEN) {
+        s->gen_state = e->gen ? GEN_SEEN : GEN_NONE;
+        s->gen_len = e->gen ? e->gen_len : 0;
+        if (e->gen)
+            memcpy(s->gen, e->gen, e->gen_len < sizeof(s->gen) ? e->gen_len : sizeof(s->gen));
+        return true;
+    }
+    if (!e->gen)
+        return s->gen_state == GEN_NONE || e->seq != 1;
+    return s->gen_state == GEN_SEEN && e->gen_len == s->gen_len &&
+           memcmp(e->gen, s->gen, e->gen_len < sizeof(s->gen) ? e->gen_len : sizeof(s->gen)) == 0;
+}
 
 /* XREAD's reply: nil (timed out) or [[key, entries]]. Entries leave the
  * reply before they are handed out, and the cursor moves past the last. */
@@ -336,6 +402,11 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
     s->arena_len = 0;
     for (size_t i = 0; i < n; i++) {
         parse_entry(wk_reply_at(entries, i), &e, d);
+        if (!same_buffer(s, &e)) {
+            s->recreated = true;
+            n = i;
+            break;
+        }
         pending *pe = &s->queue[i];
         pe->ms = s->after_ms = e.ms;
         pe->seq = s->after_seq = e.seq;
@@ -379,27 +450,44 @@ static int xread(wk_stream_buffer_subscription *s)
     return wk__blocking_process(s->b, &q, ttl);
 }
 
-static int parse_exists(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* The probe: the buffer's first entry (XRANGE key - + COUNT 1), which
+ * says whether it exists and which generation it is. */
+typedef struct probe {
+    bool present;
+    entry first; /* borrowed from the reply: judged inside the parser */
+    wk_stream_buffer_subscription *s;
+    bool same; /* with `s`: the first entry is of the buffer `s` follows */
+} probe;
+
+static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to EXISTS");
-    *(bool *)q->out = wk_reply_integer(r) > 0;
-    return WK_OK;
+    probe *pr = q->out;
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_EPROTO, "expected an array reply to XRANGE");
+    pr->present = wk_reply_count(r) > 0;
+    if (!pr->present)
+        return WK_OK;
+    int rc = parse_entry(wk_reply_at(r, 0), &pr->first, d);
+    if (rc == WK_OK && pr->s)
+        pr->same = same_buffer(pr->s, &pr->first);
+    return rc;
 }
 
-static int exists(wk_processor *p, const char *op, const wk_entity *e, const char *key,
-                  size_t key_len, bool *out)
+static int first_entry(wk_processor *p, const char *op, const wk_entity *e, const char *key,
+                       size_t key_len, probe *out)
 {
-    const char *argv[2] = {"EXISTS", key};
-    size_t argvlen[2] = {6, key_len};
+    const char *argv[6] = {"XRANGE", key, "-", "+", "COUNT", "1"};
+    size_t argvlen[6] = {6, key_len, 1, 1, 5, 1};
     wk_access access = {e, WK_READ};
     wk_query q = {.name = op,
                   .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
-                  .argc = 2,
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                  .argc = 6,
                   .argv = argv,
                   .argvlen = argvlen,
-                  .parse = parse_exists,
+                  .parse = parse_probe,
                   .out = out};
     return wk_process(p, &q);
 }
@@ -419,12 +507,17 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
         return wk__processor_fail(p, WK_EINVAL, "stream_buffer.subscribe: out is required");
     if ((rc = wk__no_deferred(p, "stream_buffer.subscribe")))
         return rc;
-    bool present;
-    if ((rc = exists(p, "stream_buffer.subscribe", sb, key, key_len, &present)))
-        return rc;
     wk_stream_buffer_subscription *s = calloc(1, sizeof(*s));
     if (!s)
         return wk__processor_fail(p, WK_ENOMEM, "stream_buffer.subscribe: out of memory");
+    /* The generation of the buffer there now is the one followed. A key of
+     * another type is left to recv, which reports it on every call. */
+    probe pr = {.s = s};
+    rc = first_entry(p, "stream_buffer.subscribe", sb, key, key_len, &pr);
+    if (rc && rc != WK_ECORRUPT) {
+        free(s);
+        return rc;
+    }
     memcpy(s->key, key, key_len);
     s->key_len = key_len;
     s->after_seq = from; /* the entry 0-from precedes index `from` */
@@ -474,22 +567,28 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
             item->len = pe->len;
             return WK_OK;
         }
+        if (s->recreated) { /* after the old buffer's last entries */
+            s->final = WK_STREAM_BUFFER_GONE;
+            continue;
+        }
         int rc = xread(s);
         if (rc && s->stop)
             continue;
         if (rc)
             return rc == WK_EUNKNOWN ? WK_EIO : rc;
-        if (s->count)
+        if (s->count || s->recreated)
             continue;
-        /* A whole TTL without an append: gone, unless the key is still there. */
-        bool present = true;
-        rc = exists(wk_db_processor(s->b), "stream_buffer.recv", &s->held.entity, s->key,
-                    s->key_len, &present);
+        /* A whole TTL without an entry past the cursor: gone, unless the
+         * key is still there and still the same buffer (one re-created
+         * shorter never reaches the cursor). */
+        probe pr = {.s = s};
+        rc = first_entry(wk_db_processor(s->b), "stream_buffer.recv", &s->held.entity, s->key,
+                         s->key_len, &pr);
         if (rc && s->stop)
             continue;
         if (rc)
             return rc;
-        if (!present)
+        if (!pr.present || !pr.same)
             s->final = WK_STREAM_BUFFER_GONE;
     }
 }

@@ -8,7 +8,12 @@
  * Redis layout: one stream @@wakuwaku-entity:StreamBuffer:<ns>:<name>
  * (single key, no braces). The body at index i is the entry 0-(i+1) with
  * the field `b`; a finished buffer ends with one more entry, `end ""`.
- * Every append and the finish restart the key's TTL.
+ * Every append and the finish restart the key's TTL. Entries written here
+ * carry a second field, `g` <generation> (16 random hex digits taken when
+ * the buffer is created, copied by appends; the crate ignores it; a
+ * buffer the crate created gets none): a subscription that meets another
+ * generation knows the buffer was removed and re-created, and reports
+ * GONE rather than the new buffer's bodies (README "Re-creation").
  *
  *   wk_stream_buffer_append     script: refuse if the last entry's first   WRITE
  *                               field is `end`; else XADD 0-(XLEN+1) b body,
@@ -124,7 +129,8 @@ WK_API void wk_stream_buffer_contents_free(wk_stream_buffer_contents *c);
 
 /* wk_stream_buffer_remove — delete the buffer (UNLINK). *removed (may be
  * NULL): whether it existed. Its subscribers report WK_STREAM_BUFFER_GONE
- * once one TTL passes without an append. WRITE effect. */
+ * once one TTL passes without an append, or at the first entry of a buffer
+ * re-created under the name. WRITE effect. */
 WK_API int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name,
                                    bool *removed);
 
@@ -141,8 +147,8 @@ typedef struct wk_stream_buffer_subscription wk_stream_buffer_subscription;
  *   out  OUT: the subscription, or NULL on failure. Free it with
  *        wk_stream_buffer_subscription_close().
  *
- * Sends one read through `p` (`stream_buffer.subscribe`, EXISTS key; the
- * crate sends nothing) so that hooks and the capability check see the
+ * Sends one read through `p` (`stream_buffer.subscribe`, XRANGE key - +
+ * COUNT 1: the generation followed; the crate sends nothing) so that hooks and the capability check see the
  * subscription. Returns WK_OK, WK_EINVAL, WK_EDENIED (nothing sent,
  * nothing opened), WK_ENOMEM, or a connection error. READ effect: a
  * read-only handle may subscribe.

@@ -972,3 +972,34 @@ Test(live_view, a_c_writer_and_a_rust_subscriber_share_one_view, .timeout = 60)
     redisFree(raw);
     wk_db_close(db);
 }
+
+/* Re-created and committed past the subscriber's version before it reads:
+ * the old cursor must not hand out the new view's diffs. KNOWN DEFECT
+ * (issue 21, finding 6, not fixed yet): on main it fails with "got event 1
+ * at version 3" (a Diff of the new view for the old body). Disabled, so
+ * criterion lists it as skipped, until LiveView gets a generation like
+ * StreamBuffer's; enable it with the fix. */
+Test(live_view, recreated_view_past_the_subscriber_is_gone_never_mixed, .timeout = 60,
+     .disabled = true)
+{
+    SETUP(NULL, "remix", 5, wk_name_str("g"));
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_sub *sub = NULL;
+    create(p, &e, n, "a");
+    commit(p, &e, n, 1, "b", "ab");
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert_eq(first.version, 2);
+    bool removed;
+    cr_assert_eq(wk_live_view_remove(p, &e, n, &removed), WK_OK);
+    create(p, &e, n, "x");
+    commit(p, &e, n, 1, "y", "xy");
+    commit(p, &e, n, 2, "z", "xyz");
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    wk_live_view_sub_close(sub);
+    wk_live_view_body_free(&first);
+    wk_db_close(db);
+}

@@ -74,12 +74,19 @@ Test(stream_buffer, layout_pinned_against_the_spec, .timeout = 60)
     cr_assert_eq(r->elements, 3);
     const char *ids[3] = {"0-1", "0-2", "0-3"};
     const char *fields[3][2] = {{"b", "Hello"}, {"b", ", world"}, {"end", ""}};
+    /* The crate's field first; then this library's generation `g`, 16 hex
+     * digits, the same in every entry of one buffer. */
+    const char *gen = r->element[0]->element[1]->element[3]->str;
+    cr_assert_eq(strspn(gen, "0123456789abcdef"), 16, "%s", gen);
+    cr_assert_eq(strlen(gen), 16);
     for (int i = 0; i < 3; i++) {
         redisReply *e = r->element[i];
         cr_assert_str_eq(e->element[0]->str, ids[i]);
-        cr_assert_eq(e->element[1]->elements, 2);
+        cr_assert_eq(e->element[1]->elements, 4);
         cr_assert_str_eq(e->element[1]->element[0]->str, fields[i][0]);
         cr_assert_str_eq(e->element[1]->element[1]->str, fields[i][1]);
+        cr_assert_str_eq(e->element[1]->element[2]->str, "g");
+        cr_assert_str_eq(e->element[1]->element[3]->str, gen);
     }
     freeReplyObject(r);
     r = wk_test_cmd(raw, "PTTL %s", key);
@@ -550,5 +557,143 @@ Test(stream_buffer, bad_input_is_refused_with_the_reason, .timeout = 60)
     wk_stream_buffer_subscription_stop(NULL);
     wk_stream_buffer_subscription_close(NULL);
     cr_assert_str_eq(wk_stream_buffer_subscription_errmsg(NULL), "");
+    wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Re-creation: a subscription follows one buffer, never a later one of the
+ * same name (the generation `g` every entry carries).
+ * ---------------------------------------------------------------------- */
+
+static void sb_key(char *key, size_t len, const wk_entity *sb, const char *name)
+{
+    snprintf(key, len, "@@wakuwaku-entity:StreamBuffer:%s:%s", sb->ns, name);
+}
+
+/* Removed and re-created longer than the subscriber's position: the old
+ * cursor would hand out the new buffer's bodies from its own index on. */
+Test(stream_buffer, recreated_buffer_is_gone_never_mixed, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("recreate"), 60000);
+    for (int i = 0; i < 3; i++)
+        append(p, &sb, "re", (const char *[]){"a0", "a1", "a2"}[i], i);
+    wk_stream_buffer_subscription *s = subscribe(db, &sb, "re", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "a0", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "a1", 1);
+    expect(s, WK_STREAM_BUFFER_BODY, "a2", 2);
+    cr_assert_eq(wk_stream_buffer_remove(p, &sb, wk_name_str("re"), NULL), WK_OK);
+    for (int i = 0; i < 5; i++)
+        append(p, &sb, "re", (const char *[]){"b0", "b1", "b2", "b3", "b4"}[i], i);
+    expect(s, WK_STREAM_BUFFER_GONE, NULL, 0);
+    expect(s, WK_STREAM_BUFFER_GONE, NULL, 0);
+    wk_stream_buffer_subscription_close(s);
+    /* A new subscription follows the new buffer. */
+    s = subscribe(db, &sb, "re", 3);
+    expect(s, WK_STREAM_BUFFER_BODY, "b3", 3);
+    wk_stream_buffer_subscription_close(s);
+    wk_db_close(db);
+}
+
+static void *stop_after_3s(void *arg)
+{
+    wk_test_sleep_ms(3000);
+    wk_stream_buffer_subscription_stop(arg);
+    return NULL;
+}
+
+/* Re-created shorter than the position and kept alive: no entry ever
+ * reaches the old cursor; the check after a quiet TTL sees the new
+ * generation. (Unfixed, the wait goes on until the stop.) */
+Test(stream_buffer, recreated_shorter_buffer_is_gone_after_one_ttl, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("shorter"), 500);
+    append(p, &sb, "re", "a0", 0);
+    append(p, &sb, "re", "a1", 1);
+    wk_stream_buffer_subscription *s = subscribe(db, &sb, "re", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "a0", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "a1", 1);
+    cr_assert_eq(wk_stream_buffer_remove(p, &sb, wk_name_str("re"), NULL), WK_OK);
+    append(p, &sb, "re", "b0", 0);
+    cr_assert_eq(wk_stream_buffer_finish(p, &sb, wk_name_str("re"), NULL), WK_OK);
+    char key[256];
+    sb_key(key, sizeof(key), &sb, "re");
+    redisContext *raw = wk_test_raw(wk_test_url());
+    freeReplyObject(wk_test_cmd(raw, "PEXPIRE %s 60000", key));
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, stop_after_3s, s), 0);
+    expect(s, WK_STREAM_BUFFER_GONE, NULL, 0);
+    pthread_join(t, NULL);
+    wk_stream_buffer_subscription_close(s);
+    freeReplyObject(wk_test_cmd(raw, "DEL %s", key));
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* A buffer the crate wrote (no `g`) is followed, the crate's own appends
+ * included; re-created by this library it is gone. */
+Test(stream_buffer, crate_buffer_recreated_here_is_gone, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("rsre"), 60000);
+    char key[256];
+    sb_key(key, sizeof(key), &sb, "re");
+    redisContext *raw = wk_test_raw(wk_test_url());
+    freeReplyObject(wk_test_cmd(raw, "XADD %s 0-1 b r0", key));
+    freeReplyObject(wk_test_cmd(raw, "PEXPIRE %s 60000", key));
+    wk_stream_buffer_subscription *s = subscribe(db, &sb, "re", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "r0", 0);
+    append(p, &sb, "re", "c1", 1); /* ours, on the crate's buffer: no `g` either */
+    freeReplyObject(wk_test_cmd(raw, "XADD %s 0-3 b r2", key));
+    expect(s, WK_STREAM_BUFFER_BODY, "c1", 1);
+    expect(s, WK_STREAM_BUFFER_BODY, "r2", 2);
+    redisReply *r = wk_test_cmd(raw, "XRANGE %s 0-2 0-2", key);
+    cr_assert_eq(r->element[0]->element[1]->elements, 2, "an append to a crate buffer adds no g");
+    freeReplyObject(r);
+    cr_assert_eq(wk_stream_buffer_remove(p, &sb, wk_name_str("re"), NULL), WK_OK);
+    for (int i = 0; i < 5; i++)
+        append(p, &sb, "re", "n", i);
+    expect(s, WK_STREAM_BUFFER_GONE, NULL, 0);
+    wk_stream_buffer_subscription_close(s);
+    freeReplyObject(wk_test_cmd(raw, "DEL %s", key));
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* The crate appends to a buffer this library created: its entries lack
+ * `g`, which is not a re-creation; later appends here carry the first
+ * entry's generation again. */
+Test(stream_buffer, crate_appends_to_our_buffer_are_followed, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("rsapp"), 60000);
+    char key[256];
+    sb_key(key, sizeof(key), &sb, "k");
+    redisContext *raw = wk_test_raw(wk_test_url());
+    append(p, &sb, "k", "c0", 0);
+    freeReplyObject(wk_test_cmd(raw, "XADD %s 0-2 b r1", key));
+    append(p, &sb, "k", "c2", 2);
+    cr_assert_eq(wk_stream_buffer_finish(p, &sb, wk_name_str("k"), NULL), WK_OK);
+    redisReply *r = wk_test_cmd(raw, "XRANGE %s - +", key);
+    cr_assert_eq(r->elements, 4);
+    redisReply *first = r->element[0]->element[1], *third = r->element[2]->element[1],
+               *end = r->element[3]->element[1];
+    cr_assert(first->elements == 4 && third->elements == 4 && end->elements == 4);
+    cr_assert_str_eq(third->element[3]->str, first->element[3]->str);
+    cr_assert_str_eq(end->element[3]->str, first->element[3]->str);
+    freeReplyObject(r);
+    wk_stream_buffer_subscription *s = subscribe(db, &sb, "k", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "c0", 0);
+    expect(s, WK_STREAM_BUFFER_BODY, "r1", 1);
+    expect(s, WK_STREAM_BUFFER_BODY, "c2", 2);
+    expect(s, WK_STREAM_BUFFER_END, NULL, 0);
+    wk_stream_buffer_subscription_close(s);
+    freeReplyObject(wk_test_cmd(raw, "DEL %s", key));
+    redisFree(raw);
     wk_db_close(db);
 }

@@ -766,3 +766,104 @@ Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
     rmdir(dir);
     wk_db_close(db);
 }
+
+/* ------------------------------------------------------------------------
+ * --json: one JSON object on stdout, errors included. Every error path is
+ * a row; a new one is one more line.
+ * ---------------------------------------------------------------------- */
+
+typedef struct json_error_case {
+    bool raw;         /* no --url/--schema added */
+    const char *args; /* shell words after them */
+    int status;       /* the exit status */
+    const char *want; /* the JSON "status" */
+} json_error_case;
+
+static const json_error_case json_errors[] = {
+    {true, "--json --bogus", 2, "usage"},
+    {true, "--bogus --json", 2, "usage"},
+    {true, "--json --url", 2, "usage"},
+    {true, "--json --timeout 0 help", 2, "usage"},
+    {true, "--json --url redis://127.0.0.1:1", 2, "usage"},         /* no entity */
+    {true, "--json --url redis://127.0.0.1:1 invoice inspect 1", 2, "usage"}, /* no schema */
+    {true, "--json --schema /nonexistent/schema.json invoice inspect 1", 2, "usage"},
+    {true, "--json --schema " WK_BILLING_SCHEMA " invoice inspect 1", 2, "usage"}, /* no url */
+    {false, "--json nosuch inspect 1", 2, "usage"},
+    {false, "--json invoice", 2, "usage"}, /* no command */
+    {false, "--json invoice frobnicate 1", 2, "usage"},
+    {false, "--json invoice inspect", 2, "usage"},
+    {false, "--json invoice inspect x", 2, "usage"},
+    {false, "--json invoice inspect 1 2", 2, "usage"},
+    {false, "--json invoice owned 1 nothex", 2, "usage"},
+    {false, "--json invoice list extra", 2, "usage"},
+    {false, "--json --as nobody invoice inspect 1", 2, "usage"},
+    {false, "--json flags watch f --bogus", 2, "usage"},
+    {false, "--json flags watch f --count 0", 2, "usage"},
+    {false, "--json \"$(printf 'bad\\377\\376')\" inspect 1", 2, "usage"}, /* raw bytes */
+    {false, "--json --as replica invoice force-release 1", 3, "WK_EDENIED"},
+};
+
+Test(wk_cli, json_every_error_path_is_one_json_object)
+{
+    for (size_t i = 0; i < sizeof(json_errors) / sizeof(json_errors[0]); i++) {
+        const json_error_case *c = &json_errors[i];
+        result r;
+        run_wk(&r, c->raw, "%s", c->args);
+        cr_expect_eq(r.status, c->status, "wk %s: exit %d, expected %d (%s)", c->args, r.status,
+                     c->status, r.err);
+        json_error_t e;
+        json_t *j = json_loads(r.out, 0, &e);
+        cr_expect(j, "wk %s: stdout is not one JSON object (%s): \"%s\"", c->args, e.text, r.out);
+        if (!j)
+            continue;
+        const char *st = json_string_value(json_object_get(j, "status"));
+        cr_expect(st && !strcmp(st, c->want), "wk %s: status %s, expected %s", c->args,
+                  st ? st : "(none)", c->want);
+        cr_expect(json_object_get(j, "error") || json_object_get(j, "error_hex"),
+                  "wk %s: no error member: %s", c->args, r.out);
+        json_decref(j);
+    }
+}
+
+/* Names, settings keys and values that are not UTF-8 come as `…_hex`. */
+Test(wk_cli, json_bytes_that_are_not_utf8_are_hex)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const wk_entity report = WK_LOCK_ENTITY("report", 30000);
+    wk_token t;
+    bool got;
+    cr_assert_eq(wk_lock_try(p, &report, wk_name_str("bad\xff\xfe"), &t, &got), WK_OK);
+    cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("bin"), "k\xff", 2, "v\xfe", 2, NULL),
+                 WK_OK);
+    cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("bin"), "text", 4, "v\xfd", 2, NULL),
+                 WK_OK);
+    result r;
+    run_wk(&r, false, "--json report list");
+    json_t *j = parse_json(&r);
+    json_t *names = json_object_get(j, "names");
+    bool seen = false;
+    for (size_t i = 0; i < json_array_size(names); i++) {
+        const char *h = json_string_value(json_object_get(json_array_get(names, i), "name_hex"));
+        seen |= h && !strcmp(h, "626164fffe");
+    }
+    cr_assert(seen, "%s", r.out);
+    json_decref(j);
+    run_wk(&r, false, "--json flags get bin");
+    j = parse_json(&r);
+    json_t *hex = json_object_get(j, "entries_hex");
+    cr_assert_eq(json_array_size(hex), 1, "%s", r.out);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(hex, 0), "key_hex")), "6bff");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(hex, 0), "value_hex")),
+                     "76fe");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(json_object_get(j, "entries"), "text"),
+                                          "value_hex")),
+        "76fd");
+    json_decref(j);
+    bool rel;
+    wk_lock_release(p, &report, wk_name_str("bad\xff\xfe"), &t, &rel);
+    wk_settings_remove(p, &flags, wk_name_str("bin"), "k\xff", 2, NULL);
+    wk_settings_remove(p, &flags, wk_name_str("bin"), "text", 4, NULL);
+    wk_db_close(db);
+}

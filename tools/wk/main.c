@@ -89,18 +89,43 @@ static void put_hex(FILE *f, const uint8_t *b, size_t n)
         fprintf(f, "%02x", b[i]);
 }
 
-/* A JSON member with a byte value: "key": "text" when it is text, else
- * "key_hex": "…". */
+/* The one writer of every string the CLI puts in its JSON (bodies, names,
+ * settings keys and values, messages). As a member (bare false):
+ * "member":"text" when the bytes are UTF-8 text, else "member_hex":"…".
+ * As a value in an array or object (bare true): "text", else
+ * {"member_hex":"…"}. */
+static void json_bytes(FILE *f, const char *member, const void *data, size_t len, bool bare)
+{
+    bool text = is_text(data, len);
+    if (!bare)
+        fprintf(f, text ? "\"%s\":" : "\"%s_hex\":", member);
+    if (text) {
+        json_string(f, data, len);
+        return;
+    }
+    if (bare)
+        fprintf(f, "{\"%s_hex\":", member);
+    fputc('"', f);
+    put_hex(f, data, len);
+    fputc('"', f);
+    if (bare)
+        fputc('}', f);
+}
+
 static void json_bytes_member(FILE *f, const char *key, const void *data, size_t len)
 {
-    if (is_text(data, len)) {
-        fprintf(f, "\"%s\":", key);
-        json_string(f, data, len);
-    } else {
-        fprintf(f, "\"%s_hex\":\"", key);
-        put_hex(f, data, len);
-        fputc('"', f);
-    }
+    json_bytes(f, key, data, len, false);
+}
+
+/* With --json, an error is the one object on stdout: its message and a
+ * status (a library status name, or "usage"). */
+static void json_error(const char *msg, const char *status)
+{
+    if (!json_mode)
+        return;
+    fputc('{', stdout);
+    json_bytes_member(stdout, "error", msg, strlen(msg));
+    printf(",\"status\":\"%s\"}\n", status);
 }
 
 /* ------------------------------------------------------------------------
@@ -125,12 +150,13 @@ typedef struct invocation {
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("wk: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (wk --help)\n", stderr);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "wk: %s (wk --help)\n", msg);
+    json_error(msg, "usage");
     return EXIT_USAGE;
 }
 
@@ -141,11 +167,7 @@ static int fail_msg(int rc, const char *msg)
     if (!msg || !*msg)
         msg = wk_strerror(rc);
     fprintf(stderr, "wk: %s\n", msg);
-    if (json_mode) {
-        fputs("{\"error\":", stdout);
-        json_string(stdout, msg, strlen(msg));
-        printf(",\"status\":\"%s\"}\n", wk_err_name(rc));
-    }
+    json_error(msg, wk_err_name(rc));
     if (rc == WK_EDENIED)
         return EXIT_DENIED;
     if (rc == WK_EINVAL)
@@ -210,7 +232,7 @@ static void json_name(const invocation *inv, const char *name, size_t len)
     if (inv->ent->name_type == NAME_U64 || inv->ent->name_type == NAME_I64)
         fwrite(name, 1, len, stdout);
     else
-        json_string(stdout, name, len);
+        json_bytes(stdout, "name", name, len, true);
 }
 
 /* ------------------------------------------------------------------------
@@ -517,16 +539,39 @@ static int cmd_remove(invocation *inv, wk_name name)
 static void print_map(const wk_settings_map *map)
 {
     if (json_mode) {
+        /* A key that is not text cannot be an object key: such entries
+         * go to "entries_hex", [{"key_hex", "value" or "value_hex"}]. */
         printf("{\"version\":%" PRId64 ",\"epoch\":\"%s\",\"entries\":{", map->version, map->epoch);
+        size_t shown = 0, binary = 0;
         for (size_t i = 0; i < map->count; i++) {
             const wk_settings_entry *e = &map->entries[i];
-            if (i)
+            if (!is_text((const unsigned char *)e->key, e->key_len)) {
+                binary++;
+                continue;
+            }
+            if (shown++)
                 fputc(',', stdout);
-            json_string(stdout, e->key, e->key_len);
+            json_bytes(stdout, "key", e->key, e->key_len, true);
             fputc(':', stdout);
-            json_string(stdout, e->value, e->value_len);
+            json_bytes(stdout, "value", e->value, e->value_len, true);
         }
-        fputs("}}\n", stdout);
+        fputc('}', stdout);
+        if (binary) {
+            fputs(",\"entries_hex\":[", stdout);
+            shown = 0;
+            for (size_t i = 0; i < map->count; i++) {
+                const wk_settings_entry *e = &map->entries[i];
+                if (is_text((const unsigned char *)e->key, e->key_len))
+                    continue;
+                fputs(shown++ ? ",{" : "{", stdout);
+                json_bytes_member(stdout, "key", e->key, e->key_len);
+                fputc(',', stdout);
+                json_bytes_member(stdout, "value", e->value, e->value_len);
+                fputc('}', stdout);
+            }
+            fputc(']', stdout);
+        }
+        fputs("}\n", stdout);
     } else {
         printf("# version %" PRId64 "\n", map->version);
         for (size_t i = 0; i < map->count; i++) {
@@ -1473,17 +1518,18 @@ static int capability_of(const schema *s, const char *as, const wk_cap **cap, wk
         int rc = wk_cap_new_table(owned, &t);
         free(rows);
         if (rc) {
-            fprintf(stderr, "wk: capability %s: %s\n", as, wk_strerror(rc));
+            char msg[256];
+            snprintf(msg, sizeof(msg), "capability %s: %s", as, wk_strerror(rc));
+            fail_msg(rc, msg);
             return EXIT_ERROR;
         }
         *cap = *owned;
         return 0;
     }
-    fprintf(stderr, "wk: no capability \"%s\" (read-only, read-write", as);
+    char known[512] = "read-only, read-write";
     for (size_t i = 0; i < s->ncaps; i++)
-        fprintf(stderr, ", %s", s->caps[i].id);
-    fputs(")\n", stderr);
-    return EXIT_USAGE;
+        snprintf(known + strlen(known), sizeof(known) - strlen(known), ", %s", s->caps[i].id);
+    return usage_error("no capability \"%s\" (%s)", as, known);
 }
 
 static int run_command(invocation *inv, int timeout_ms)
@@ -1513,7 +1559,7 @@ static int run_command(invocation *inv, int timeout_ms)
     }
     inv->argc = argc;
 
-    const wk_cap *cap;
+    const wk_cap *cap = NULL;
     wk_cap *owned;
     int st = capability_of(inv->s, inv->as, &cap, &owned);
     if (st)
@@ -1550,6 +1596,9 @@ int main(int argc, char **argv)
     inv.schema_path = getenv("WK_SCHEMA");
     inv.as = "read-only";
     int timeout_ms = 2000;
+    /* --json first, so that an error in the options before it is JSON too. */
+    for (int k = 1; k < argc && argv[k][0] == '-' && argv[k][1] == '-'; k++)
+        json_mode |= !strcmp(argv[k], "--json");
     int i = 1;
     for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
         const char *o = argv[i];
@@ -1592,7 +1641,10 @@ int main(int argc, char **argv)
     size_t len;
     char *text = read_file(inv.schema_path, &len);
     if (!text) {
-        fprintf(stderr, "wk: cannot read %s: %s\n", inv.schema_path, strerror(errno));
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "cannot read %s: %s", inv.schema_path, strerror(errno));
+        fprintf(stderr, "wk: %s\n", msg);
+        json_error(msg, "usage");
         return EXIT_USAGE;
     }
     char perr[256];
@@ -1600,7 +1652,11 @@ int main(int argc, char **argv)
     cg_json_doc *doc = cg_json_parse(text, len, perr, sizeof(perr), &ppos);
     free(text);
     if (!doc) {
-        fprintf(stderr, "%s:%d:%d: error: %s\n", inv.schema_path, ppos.line, ppos.col, perr);
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s:%d:%d: error: %s", inv.schema_path, ppos.line, ppos.col,
+                 perr);
+        fprintf(stderr, "%s\n", msg);
+        json_error(msg, "usage");
         return EXIT_USAGE;
     }
     pool *pl = pool_new();
@@ -1608,7 +1664,10 @@ int main(int argc, char **argv)
     schema s;
     int status;
     if (!check_schema(cg_json_doc_root(doc), inv.schema_path, pl, &d, &s)) {
-        fprintf(stderr, "%s: %d error(s)\n", inv.schema_path, d.errors);
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s: %d error(s)", inv.schema_path, d.errors);
+        fprintf(stderr, "%s\n", msg);
+        json_error(msg, "usage");
         status = EXIT_USAGE;
         goto out;
     }
@@ -1625,6 +1684,10 @@ int main(int argc, char **argv)
             inv.ent = &s.entities[k];
     if (!inv.ent) {
         status = usage_error("no entity \"%s\" in %s", argv[i], inv.schema_path);
+        goto out;
+    }
+    if (i + 1 >= argc && json_mode) { /* the help text is not JSON */
+        status = usage_error("%s: no command given", inv.ent->id);
         goto out;
     }
     if (i + 1 >= argc || !strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "help")) {
