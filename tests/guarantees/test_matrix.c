@@ -29,8 +29,11 @@
  * serves the plain, pool, batch and event-loop handles, and a Redis
  * Cluster of three primaries with a replica each.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -47,6 +50,10 @@
  * pid>", ENV_CLUSTER: the cluster's directory). */
 #define ENV_SENTINELS "WK_TEST_MATRIX_SENTINELS"
 #define ENV_CLUSTER "WK_TEST_MATRIX_CLUSTER"
+/* A test that stops the replica holds this file exclusively, the others
+ * shared: the runner runs tests in parallel (--jobs), and a stopped
+ * replica would fail another test's acknowledged cells. */
+#define ENV_LOCK "WK_TEST_MATRIX_LOCK"
 static wk_test_sentinels started;
 static wk_test_cluster started_cluster;
 
@@ -67,6 +74,9 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
              (int)started.replica.pid);
     setenv(ENV_SENTINELS, env, 1);
     setenv(ENV_CLUSTER, started_cluster.dir, 1);
+    char lock[sizeof(started_cluster.dir) + 16];
+    snprintf(lock, sizeof(lock), "%s/matrix.lock", started_cluster.dir);
+    setenv(ENV_LOCK, lock, 1);
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
@@ -82,16 +92,29 @@ static int primary_port;
 static pid_t replica_pid;
 static wk_test_cluster cluster;
 
-static void attach(void)
+static void attach_as(int how)
 {
-    const char *s = getenv(ENV_SENTINELS), *dir = getenv(ENV_CLUSTER);
-    cr_assert(s && dir, "the topologies did not start");
+    const char *s = getenv(ENV_SENTINELS), *dir = getenv(ENV_CLUSTER), *lock = getenv(ENV_LOCK);
+    cr_assert(s && dir && lock, "the topologies did not start");
+    int fd = open(lock, O_RDWR | O_CREAT, 0600);
+    cr_assert(fd >= 0);
+    cr_assert_eq(flock(fd, how), 0); /* released when the test's process ends */
     int pid = 0;
     cr_assert_eq(sscanf(s, "%159s %d %d", sentinel_url, &primary_port, &pid), 3);
     replica_pid = (pid_t)pid;
     cr_assert_eq(wk_test_cluster_attach(&cluster, dir), 0);
     cr_assert_eq(wk_test_cluster_wait_settled(&cluster, 60000), 0, "%s",
                  wk_test_cluster_unsettled());
+}
+
+static void attach(void)
+{
+    attach_as(LOCK_SH);
+}
+
+static void attach_alone(void)
+{
+    attach_as(LOCK_EX);
 }
 
 #define ACK_TIMEOUT_MS 2000 /* long: a loaded machine acknowledges late */
@@ -479,7 +502,7 @@ static long long keys_left(handle_type t, const char *ns)
     return left;
 }
 
-Test(matrix, unacknowledged_leases_are_never_reported_held, .init = attach, .timeout = 300)
+Test(matrix, unacknowledged_leases_are_never_reported_held, .init = attach_alone, .timeout = 300)
 {
     for (handle_type t = 0; t < NTYPES; t++) {
         if (skipped(t))
