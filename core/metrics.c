@@ -5,9 +5,15 @@
  *
  * The per-query path takes no lock and allocates nothing: the series is
  * found through an address cache (open addressing over the addresses of
- * the query name, kind and namespace strings), then a few relaxed atomic
- * increments. A miss takes the mutex once to find or add the series by
- * its strings and to fill a cache slot.
+ * the query name, kind and namespace strings) whose entry is then
+ * confirmed by the bytes it copied, so a string freed and its address
+ * reused with other bytes is never taken for the old one; then a few
+ * relaxed atomic increments. A miss takes the mutex once to find or add
+ * the series by its label text and to fill a cache slot.
+ *
+ * A series holds its labels as shown: bytes that are not UTF-8 become
+ * U+FFFD when the series is made, so the exposition is valid UTF-8 and
+ * two names that show the same are one series.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -43,11 +49,16 @@ typedef struct series {
     _Atomic uint64_t sum_ns;
 } series;
 
+/* A cache entry: written once under the mutex, then published by `name`
+ * (release) and never changed until reset, so readers need no lock. The
+ * same addresses may own several entries (one per content seen there). */
 typedef struct slot {
     const char *_Atomic name; /* NULL: free; published last (release) */
     const char *kind;
     const char *ns;
     int index;
+    unsigned longs;                      /* bit i: label i too long to copy */
+    char bytes[3][WK_METRICS_LABEL_MAX]; /* the raw labels when cached */
 } slot;
 
 struct wk_metrics {
@@ -69,44 +80,125 @@ static size_t slot_hash(const char *name, const char *kind, const char *ns)
     return (size_t)(h >> 32) & (SLOTS - 1);
 }
 
-static bool fits(const char *s)
+/* The length (1..4) of the well-formed UTF-8 sequence at `s`, or 0 when
+ * it is ill-formed; *bad then gets the length of its maximal subpart
+ * (1..3), which one U+FFFD replaces (Unicode's recommended practice).
+ * Ranges per the Unicode standard's table 3-7: no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
+static size_t utf8_seq(const unsigned char *s, size_t *bad)
 {
-    return strlen(s) < WK_METRICS_LABEL_MAX;
+    unsigned c = s[0], lo = 0x80, hi = 0xBF;
+    size_t n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80;
+        hi = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        *bad = 1;
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (s[i] < lo || s[i] > hi) { /* the NUL ends a truncated one here */
+            *bad = i;
+            return 0;
+        }
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return n;
+}
+
+/* `src` as valid UTF-8 into `dst`; false when the text shown would not
+ * fit (the series is then the overflow one). */
+static bool shown(char dst[WK_METRICS_LABEL_MAX], const char *src)
+{
+    static const char fffd[] = "\xEF\xBF\xBD";
+    const unsigned char *p = (const unsigned char *)src;
+    size_t len = 0;
+    while (*p) {
+        size_t bad = 0, n = utf8_seq(p, &bad);
+        size_t k = n ? n : 3;
+        if (len + k >= WK_METRICS_LABEL_MAX)
+            return false;
+        memcpy(dst + len, n ? (const char *)p : fffd, k);
+        len += k;
+        p += n ? n : bad;
+    }
+    dst[len] = '\0';
+    return true;
+}
+
+/* Whether cache entry `sl` was made for these label bytes (its addresses
+ * already match): a label too long to copy must still be too long. */
+static bool same_bytes(const slot *sl, const char *name, const char *kind, const char *ns)
+{
+    const char *labels[3] = {name, kind, ns};
+    for (int i = 0; i < 3; i++) {
+        bool same = sl->longs & (1u << i)
+                        ? strnlen(labels[i], WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX
+                        : !strcmp(sl->bytes[i], labels[i]);
+        if (!same)
+            return false;
+    }
+    return true;
+}
+
+/* The first of `n` series whose labels are shown as `t`, OVERFLOW if none. */
+static int series_of(const wk_metrics *m, int n, char t[3][WK_METRICS_LABEL_MAX])
+{
+    for (int i = 0; i < n; i++) {
+        const series *s = &m->rows[i];
+        if (!strcmp(s->query, t[0]) && !strcmp(s->kind, t[1]) && !strcmp(s->ns, t[2]))
+            return i;
+    }
+    return OVERFLOW;
 }
 
 /* The slow path, under the mutex: the series of these strings (found or
  * added, or the overflow one), and a cache slot for these addresses. */
 static int find_slow(wk_metrics *m, const char *name, const char *kind, const char *ns, size_t h)
 {
+    const char *labels[3] = {name, kind, ns};
+    char t[3][WK_METRICS_LABEL_MAX];
+    bool fit = shown(t[0], name) && shown(t[1], kind) && shown(t[2], ns);
     pthread_mutex_lock(&m->lock);
     int n = atomic_load_explicit(&m->count, memory_order_relaxed);
-    int index = OVERFLOW;
-    if (fits(name) && fits(kind) && fits(ns)) {
-        for (int i = 0; i < n; i++) {
-            series *s = &m->rows[i];
-            if (!strcmp(s->query, name) && !strcmp(s->kind, kind) && !strcmp(s->ns, ns)) {
-                index = i;
-                break;
-            }
-        }
-        if (index == OVERFLOW && n < WK_METRICS_SERIES) {
-            series *s = &m->rows[n];
-            strcpy(s->query, name);
-            strcpy(s->kind, kind);
-            strcpy(s->ns, ns);
-            index = n;
-            atomic_store_explicit(&m->count, n + 1, memory_order_release);
-        }
+    int index = fit ? series_of(m, n, t) : OVERFLOW;
+    if (fit && index == OVERFLOW && n < WK_METRICS_SERIES) {
+        series *s = &m->rows[n];
+        strcpy(s->query, t[0]);
+        strcpy(s->kind, t[1]);
+        strcpy(s->ns, t[2]);
+        index = n;
+        atomic_store_explicit(&m->count, n + 1, memory_order_release);
     }
     for (size_t p = 0; p < PROBES; p++) {
         slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
         const char *held = atomic_load_explicit(&sl->name, memory_order_relaxed);
-        if (held == name && sl->kind == kind && sl->ns == ns)
+        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
             break; /* another thread cached it meanwhile */
         if (!held) {
             sl->kind = kind;
             sl->ns = ns;
             sl->index = index;
+            sl->longs = 0;
+            for (int i = 0; i < 3; i++) {
+                size_t len = strnlen(labels[i], WK_METRICS_LABEL_MAX);
+                if (len == WK_METRICS_LABEL_MAX) {
+                    sl->longs |= 1u << i;
+                    len = 0;
+                }
+                memcpy(sl->bytes[i], labels[i], len);
+                sl->bytes[i][len] = '\0';
+            }
             atomic_store_explicit(&sl->name, name, memory_order_release);
             break;
         }
@@ -130,7 +222,9 @@ static series *find(wk_metrics *m, const wk_query *q)
         const char *held = atomic_load_explicit(&sl->name, memory_order_acquire);
         if (!held)
             break;
-        if (held == name && sl->kind == kind && sl->ns == ns)
+        /* the addresses pick the entry, the bytes confirm it: a freed
+         * string's address may now hold another entity's */
+        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
             return &m->rows[sl->index];
     }
     return &m->rows[find_slow(m, name, kind, ns, h)];
@@ -234,6 +328,7 @@ void wk_metrics_reset(wk_metrics *m)
         atomic_store(&m->slots[i].name, NULL);
         m->slots[i].kind = m->slots[i].ns = NULL;
         m->slots[i].index = 0;
+        m->slots[i].longs = 0;
     }
     for (int i = 0; i <= WK_METRICS_SERIES; i++) {
         series *s = &m->rows[i];
@@ -247,16 +342,21 @@ void wk_metrics_reset(wk_metrics *m)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* The series of these labels, compared as shown (raw bytes that are not
+ * UTF-8 find the series they were counted in). */
 static const series *lookup(const wk_metrics *m, const char *query, const char *kind,
                             const char *ns)
 {
+    char t[3][WK_METRICS_LABEL_MAX];
+    if (!shown(t[0], query) || !shown(t[1], kind) || !shown(t[2], ns))
+        return NULL;
     int n = atomic_load_explicit(&((wk_metrics *)m)->count, memory_order_acquire);
-    for (int i = 0; i <= n; i++) {
-        const series *s = &m->rows[i == n ? OVERFLOW : i];
-        if (!strcmp(s->query, query) && !strcmp(s->kind, kind) && !strcmp(s->ns, ns))
-            return s;
-    }
-    return NULL;
+    int i = series_of(m, n, t);
+    if (i != OVERFLOW)
+        return &m->rows[i];
+    const series *o = &m->rows[OVERFLOW];
+    bool other = !strcmp(o->query, t[0]) && !strcmp(o->kind, t[1]) && !strcmp(o->ns, t[2]);
+    return other ? o : NULL;
 }
 
 uint64_t wk_metrics_count(const wk_metrics *m, const char *query, const char *kind, const char *ns,
@@ -311,7 +411,8 @@ __attribute__((format(printf, 2, 3))) static void putf(sink *o, const char *fmt,
         put(o, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* A label value with \, " and newline escaped, as the format requires. */
+/* A label value (valid UTF-8 already) with \, " and newline escaped, as
+ * the format requires. */
 static void put_value(sink *o, const char *v)
 {
     for (; *v; v++) {

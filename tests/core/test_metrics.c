@@ -212,11 +212,38 @@ static void check_line(checker *c, const char *line)
     }
 }
 
+/* Whether `s` is valid UTF-8, decoded to code points here (not with the
+ * library's own rule): no overlong forms, no surrogates, none above
+ * U+10FFFF, no truncated sequence. */
+static bool valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int more = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+                              : (c & 0xF8) == 0xF0 ? 3 : -1;
+        if (more < 0)
+            return false;
+        unsigned long cp = more == 0 ? c : more == 1 ? c & 0x1F : more == 2 ? c & 0x0F : c & 0x07;
+        for (int i = 1; i <= more; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        static const unsigned long min[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[more] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        p += more + 1;
+    }
+    return true;
+}
+
 /* Check all of `text`; returns the number of samples. */
 static int check_prometheus(const char *text)
 {
     checker c;
     memset(&c, 0, sizeof(c));
+    cr_assert(valid_utf8(text), "the text is not valid UTF-8: %s", text);
     size_t n = strlen(text);
     cr_assert(n == 0 || text[n - 1] == '\n', "text does not end with a newline");
     const char *p = text;
@@ -321,6 +348,108 @@ Test(metrics, label_values_are_escaped)
     cr_assert(strstr(text, "query=\"odd\\\\\\\"name\\nx\""), "%s", text);
     check_prometheus(text);
     free(text);
+    wk_metrics_close(m);
+}
+
+/* Label bytes that are not UTF-8 come out as U+FFFD, one per maximal
+ * ill-formed subpart (Unicode's recommended practice); valid ones as they
+ * are. Labels are compared as the text shown, so two names that show the
+ * same are one series, and the raw bytes still find it. */
+Test(metrics, label_values_are_made_valid_utf8)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    static const struct {
+        const char *raw, *shown;
+    } cases[] = {
+        {"bad\xff\xfe", "bad\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"cut\xe2\x82", "cut\xEF\xBF\xBD"},                   /* truncated: one subpart */
+        {"over\xc0\xaf", "over\xEF\xBF\xBD\xEF\xBF\xBD"},     /* overlong "/" */
+        {"sur\xed\xa0\x80", "sur\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* U+D800 */
+        {"big\xf4\x90\x80\x80",
+         "big\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* above U+10FFFF */
+        {"mid\xe2\x82x\x80y", "mid\xEF\xBF\xBDx\xEF\xBF\xBDy"},
+        {"ok\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e", "ok\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e"},
+    };
+    size_t n = sizeof(cases) / sizeof(cases[0]);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(run_query(p, cases[i].raw, &reports, WK_READ), WK_OK);
+    char bad_ns[] = "n\xff";
+    wk_entity odd = WK_CUSTOM_ENTITY("Report", bad_ns);
+    cr_assert_eq(run_query(p, "report.get", &odd, WK_READ), WK_OK);
+    cr_assert_eq(run_query(p, "bad\xfe\xff", &reports, WK_READ), WK_OK); /* shows as cases[0] */
+
+    char *text = format(m);
+    check_prometheus(text);
+    for (size_t i = 0; i < n; i++) {
+        char want[256];
+        snprintf(want, sizeof(want), "wk_queries_total{query=\"%s\",kind=\"Report\",", cases[i].shown);
+        cr_assert(strstr(text, want), "no %s in\n%s", want, text);
+    }
+    cr_assert(strstr(text, "namespace=\"n\xEF\xBF\xBD\",outcome=\"ok\"} 1\n"), "%s", text);
+    cr_assert(strstr(text, "wk_query_duration_seconds_count{query=\"bad\xEF\xBF\xBD\xEF\xBF\xBD\","
+                           "kind=\"Report\",namespace=\"monthly\"} 2\n"),
+              "%s", text);
+    free(text);
+    cr_assert_eq(wk_metrics_count(m, "bad\xff\xfe", "Report", "monthly", WK_OK), 2);
+    cr_assert_eq(wk_metrics_count(m, cases[0].shown, "Report", "monthly", WK_OK), 2);
+    wk_metrics_close(m);
+}
+
+/* A label string freed and its address reused by another entity's (here:
+ * one buffer rewritten in place) counts into the series of the bytes it
+ * holds now, however often the address is reused. */
+Test(metrics, a_reused_label_address_counts_into_its_own_series)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    char name[WK_METRICS_LABEL_MAX + 8], kind[16] = "Report", ns[16] = "alpha";
+    wk_entity e = WK_CUSTOM_ENTITY(kind, ns);
+    strcpy(name, "report.get");
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    strcpy(ns, "bravo");
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    strcpy(kind, "Other");
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    strcpy(name, "report.put");
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    strcpy(kind, "Report");
+    strcpy(ns, "alpha");
+    strcpy(name, "report.get");
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    uint64_t alpha = wk_metrics_count(m, "report.get", "Report", "alpha", WK_OK);
+    uint64_t bravo = wk_metrics_count(m, "report.get", "Report", "bravo", WK_OK);
+    cr_assert(alpha == 2 && bravo == 2, "alpha %llu, bravo %llu (want 2 and 2)",
+              (unsigned long long)alpha, (unsigned long long)bravo);
+    cr_assert_eq(wk_metrics_count(m, "report.get", "Other", "bravo", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "report.put", "Other", "bravo", WK_OK), 1);
+
+    /* more reuses of one address than the cache keeps entries near it */
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 20; i++) {
+            snprintf(ns, sizeof(ns), "ns%d", i);
+            cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+        }
+    for (int i = 0; i < 20; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "ns%d", i);
+        cr_assert_eq(wk_metrics_count(m, "report.get", "Report", want, WK_OK), 3, "%s", want);
+    }
+
+    /* a name too long for a series, then a short one at its address */
+    memset(name, 'x', WK_METRICS_LABEL_MAX);
+    name[WK_METRICS_LABEL_MAX] = '\0';
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    cr_assert_eq(wk_metrics_count(m, "other", "other", "other", WK_OK), 1);
+    name[5] = '\0';
+    cr_assert_eq(run_query(p, name, &e, WK_READ), WK_OK);
+    cr_assert_eq(wk_metrics_count(m, "xxxxx", "Report", "ns19", WK_OK), 1);
+    cr_assert_eq(wk_metrics_count(m, "other", "other", "other", WK_OK), 1);
     wk_metrics_close(m);
 }
 
