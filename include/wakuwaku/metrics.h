@@ -40,11 +40,13 @@
  * a histogram's _count may then differ from its +Inf bucket by the queries
  * in flight.
  *
- * WARNING: series are found by the addresses of the query's name and of the
- * entity's kind and namespace strings. Those strings must not change while
- * they are at that address (string literals and static descriptors, as
- * generated and built-in code has, are fine). Names longer than
- * WK_METRICS_LABEL_MAX - 1 bytes go to the overflow series.
+ * LABELS: a series is the label text of the query's name and the
+ * entity's kind and namespace, whatever memory they are in: a string
+ * freed and its address reused with other bytes counts into the series of
+ * its new text (the lookup caches by address, then confirms by the
+ * bytes). Label values are shown as valid UTF-8: bytes that are not
+ * become U+FFFD, and names that show alike share a series. Names longer
+ * than WK_METRICS_LABEL_MAX - 1 bytes go to the overflow series.
  *
  * Over a deferred processor (a batch) a query is counted when it is queued,
  * with the status of queuing, and its latency is the time to queue it.
