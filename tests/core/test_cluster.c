@@ -257,8 +257,11 @@ static void primaries_and_table(int prim[3], int ports[16384])
                 owned[k] += ports[s] == prim[k];
         }
         /* A table read during a failover may still give a new primary's
-         * slots to its old one: each of the three owns some. */
-        if (whole && owned[0] && owned[1] && owned[2])
+         * slots to its old one: each of the three owns a shard's worth
+         * (about a third; the migration tests move a slot or two) — a
+         * primary seen owning only a few slots made ns_on() find no
+         * namespace on it under ASan in CI, twice. */
+        if (whole && owned[0] >= 4096 && owned[1] >= 4096 && owned[2] >= 4096)
             return;
         cr_assert_lt(attempt, 200, "no slot table that agrees with the primaries in 20 s");
         wk_test_sleep_ms(100);
