@@ -111,7 +111,8 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
 int wk__lease_settle(wk_processor *p, const char *op, int rc, wk__lease_release_fn release,
                      const wk_entity *e, wk_name name, const wk_token *token)
 {
-    if (rc != WK_ENOTREPLICATED || wk_processor_is_deferred(p))
+    /* A deferred processor returns its queuing status here, never this. */
+    if (rc != WK_ENOTREPLICATED)
         return rc;
     char why[WK_ENTITY_MSG_MAX * 2];
     snprintf(why, sizeof(why), "%s", wk_processor_errmsg(p));

@@ -43,7 +43,7 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);   /* boo
  * taken but not acknowledged, which needs the kind's own release:
  *
  *   wk__lease_settle  after an immediate try/acquire returned `rc`: when
- *                     rc is WK_ENOTREPLICATED (and p is not deferred) run
+ *                     rc is WK_ENOTREPLICATED (only an immediate p returns it) run
  *                     `release` with the token and return
  *                     WK_ENOTREPLICATED ("…; released") — or WK_EUNKNOWN
  *                     when that release failed too (the lease may still be

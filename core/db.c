@@ -984,12 +984,3 @@ int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
     return status;
 }
 
-/* ------------------------------------------------------------------------
- * Acknowledged leases (the WAIT itself: core/dispatch.c, wk__format_query)
- * ---------------------------------------------------------------------- */
-
-int wk__lease_replicas(const wk_processor *p)
-{
-    return p && p->db && p->db->conn ? p->db->conn->lease_replicas : 0;
-}
-

@@ -526,8 +526,10 @@ int wk__exchange_run(wk__exchange *x)
     int64_t own = wk__deadline_after(conn->command_timeout);
     if (conn->extra_wait_ms > 0)
         own = wk__add_ms(own, conn->extra_wait_ms);
-    /* A lease query's WAIT is held by the server up to the ack timeout. */
-    for (size_t i = 0; i < x->count; i++)
+    /* A lease query's WAIT is held by the server up to the ack timeout
+     * (only a handle with lease_replicas looks: a batch's query is rebuilt
+     * to be looked at). */
+    for (size_t i = 0; conn->lease_replicas > 0 && i < x->count; i++)
         if (wk__query_acked(conn, x->query(x->ctx, i))) {
             own = wk__add_ms(own, conn->lease_ack_timeout_ms);
             break;

@@ -176,8 +176,6 @@ int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list 
  */
 #define WK__QUERY_LEASE (1u << 16)
 int wk__lease_acknowledged(wk_diag *d, bool *held);
-/* The handle's N, 0 when off or when p has no handle. */
-int wk__lease_replicas(const wk_processor *p);
 
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);
 
