@@ -12,10 +12,11 @@
  *
  * Guarantees (one Test each, every row × every handle type):
  *   capability    a read-only handle refuses every WRITE query with
- *                 WK_EDENIED before anything is sent, and runs every READ.
+ *                 WK_EDENIED, and runs every READ (that nothing is sent is
+ *                 counted in tests/capability/, plain handle).
  *   acknowledged  on a handle with lease_replicas, every query that takes
  *                 or lengthens a lease (the rows marked WK_TEST_*_LEASE)
- *                 is followed by `WAIT 1 <ms>` on the same connection, as
+ *                 is followed by `WAIT <n> <ms>` on the same connection, as
  *                 the very next command the server sees from it (MONITOR
  *                 on the node); no other query is.
  *   unacknowledged  with fewer replicas than asked for, every query that takes a
