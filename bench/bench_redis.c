@@ -183,6 +183,32 @@ static void lock_seq_raw(bench_ctx *c, unsigned i)
     freeReplyObject(r);
 }
 
+/* The raw floor of an acknowledged cycle: SET NX PX and WAIT 1 1000 in one
+ * send (two replies), then the release script. */
+static void lock_seq_raw_acked(bench_ctx *c, unsigned i)
+{
+    unsigned char tok[16];
+    char key[128];
+    size_t klen;
+    lock_raw_send(c, i, tok, key, &klen);
+    const char *wait_argv[] = {"WAIT", "1", "1000"};
+    size_t wait_lens[] = {4, 1, 4};
+    bench_raw_append(c, 3, wait_argv, wait_lens);
+    redisReply *r = bench_raw_reply(c);
+    if (r->type != REDIS_REPLY_STATUS)
+        die("raw lock", "not acquired");
+    freeReplyObject(r);
+    r = bench_raw_reply(c);
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 1)
+        die("raw WAIT", "not acknowledged by the replica");
+    freeReplyObject(r);
+    lock_raw_release_send(c, tok, key, klen);
+    r = bench_raw_reply(c);
+    if (r->integer != 1)
+        die("raw release", "not released");
+    freeReplyObject(r);
+}
+
 static void lock_batch_lib(bench_ctx *c, unsigned base)
 {
     wk_token t[BATCH];
@@ -408,9 +434,13 @@ static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsign
 /* ------------------------------------------------------------------------
  * --replicas: on a primary + replica + 3 sentinels (tests/support), the
  * sequential lock cycle plain (redis:// to the primary), with WAIT 1
- * after each acquire (lease_replicas = 1), and through redis-sentinel://
- * (all library; ratios against plain, same run)
+ * behind each acquire (lease_replicas = 1), and through
+ * redis-sentinel:// (library; ratios against plain, same run); then raw
+ * hiredis doing the same two cycles (SET NX PX, and SET NX PX + WAIT 1 in
+ * one send): the floor the acknowledged cycle is measured against.
  * ---------------------------------------------------------------------- */
+
+enum { REPL_CASES = 5 };
 
 static void replicas_run(int reps, unsigned ops)
 {
@@ -418,9 +448,13 @@ static void replicas_run(int reps, unsigned ops)
     if (wk_test_sentinels_start(&t, NULL, NULL) != 0)
         die("sentinel topology", "could not start it");
     const char *urls[3] = {t.primary.url, t.primary.url, t.url};
-    const char *names[3] = {"lock try + release (plain)", "  with WAIT 1 (lease_replicas = 1)",
-                            "  through redis-sentinel://"};
-    bench_ctx h[3] = {{0}};
+    const char *names[REPL_CASES] = {
+        "lock try + release (plain)", "  with WAIT 1 (lease_replicas = 1)",
+        "  through redis-sentinel://", "raw hiredis: SET NX PX + release",
+        "raw hiredis: + WAIT 1 in the same send"};
+    bench_ctx h[REPL_CASES] = {{0}};
+    op_fn fn[REPL_CASES] = {lock_seq_lib, lock_seq_lib, lock_seq_lib, lock_seq_raw,
+                            lock_seq_raw_acked};
     for (int k = 0; k < 3; k++) {
         wk_db_options o = WK_DB_OPTIONS_INIT;
         o.url = urls[k];
@@ -429,23 +463,37 @@ static void replicas_run(int reps, unsigned ops)
         char err[256];
         if (wk_db_open(&h[k].db, &o, err, sizeof(err)) != WK_OK)
             die("wk_db_open (replicas)", err);
-        timed(&h[k], lock_seq_lib, ops / 4, 1);
     }
-    double rate[3][32];
+    for (int k = 3; k < REPL_CASES; k++) {
+        h[k].raw = wk_test_sentinels_raw(&t, t.primary.port);
+        if (!h[k].raw)
+            die("raw connect", "the primary");
+        bench_raw_load(&h[k], &wk__lock_release_script, release_sha);
+    }
+    for (int k = 0; k < REPL_CASES; k++)
+        timed(&h[k], fn[k], ops / 4, 1);
+    double rate[REPL_CASES][32];
     for (int r = 0; r < reps; r++)
-        for (int k = 0; k < 3; k++) {
-            int at = (k + r) % 3; /* rotate the order: drift hits all three */
-            rate[at][r] = timed(&h[at], lock_seq_lib, ops, 1);
+        for (int k = 0; k < REPL_CASES; k++) {
+            int at = (k + r) % REPL_CASES; /* rotate the order: drift hits all */
+            rate[at][r] = timed(&h[at], fn[at], ops, 1);
         }
-    printf("| %-38s | %-10s | %10s | %5s |\n", "case (primary + 1 replica)", "mode", "ops/s",
-           "ratio");
-    printf("|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
-           "------------", "-------");
-    double plain = median(rate[0], reps);
-    for (int k = 0; k < 3; k++) {
-        double m = median(rate[k], reps);
-        printf("| %-38s | %-10s | %10.0f | %5.3f |\n", names[k], "sequential", m, m / plain);
-        wk_db_close(h[k].db);
+    printf("| %-40s | %-10s | %10s | %8s | %8s |\n", "case (primary + 1 replica)", "mode",
+           "ops/s", "/ plain", "/ raw");
+    printf("|%s|%s|%s|%s|%s|\n", "------------------------------------------", "------------",
+           "------------", "----------", "----------");
+    double m[REPL_CASES];
+    for (int k = 0; k < REPL_CASES; k++)
+        m[k] = median(rate[k], reps);
+    /* The library's rows against the raw row doing the same Redis work. */
+    const int raw_of[REPL_CASES] = {3, 4, 3, 3, 4};
+    for (int k = 0; k < REPL_CASES; k++) {
+        printf("| %-40s | %-10s | %10.0f | %8.3f | %8.3f |\n", names[k], "sequential", m[k],
+               m[k] / m[k < 3 ? 0 : 3], m[k] / m[raw_of[k]]);
+        if (h[k].db)
+            wk_db_close(h[k].db);
+        if (h[k].raw)
+            redisFree(h[k].raw);
     }
     printf("\n");
     fflush(stdout);
