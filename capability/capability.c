@@ -12,7 +12,7 @@
 
 #include <wakuwaku/capability.h>
 
-#include "core/private.h"
+#include "entity/kind.h"
 
 struct wk_cap {
     const char *name;

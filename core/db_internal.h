@@ -257,10 +257,6 @@ int wk__db_admit(wk_db *db, const wk_query *query);
  * took whole was sent, whether or not its WAIT went out too. */
 int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eval, wk__span *spans,
                      size_t *command_end);
-/* Make room for `need` elements of `size` bytes in the array `*arr` (a
- * pointer to the array's pointer) of capacity *cap, doubling from 16:
- * WK_OK or WK_ENOMEM (the array is then unchanged). */
-int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size);
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
 /*

@@ -86,31 +86,6 @@ const wk_reply *wk_reply_at(const wk_reply *reply, size_t i)
  * Admission: shape and capability, before anything is sent.
  * ---------------------------------------------------------------------- */
 
-void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *src = key;
-    size_t o = 0;
-    for (size_t k = 0; k < len; k++) {
-        /* Room for one escaped byte, "..." and the NUL. */
-        if (o + 4 + 3 + 1 > cap) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        unsigned char c = src[k];
-        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-            dst[o++] = (char)c;
-        } else {
-            dst[o++] = '\\';
-            dst[o++] = 'x';
-            dst[o++] = hex[c >> 4];
-            dst[o++] = hex[c & 15];
-        }
-    }
-    dst[o] = '\0';
-}
-
 void wk__query_key(const wk_query *q, char *dst, size_t cap)
 {
     int i = q->script ? 0 : 1;
@@ -223,21 +198,6 @@ const char *wk__script_sha(wk__conn *conn, const wk_script *script)
     conn->scripts[slot].script = script;
     wk__sha1_hex(script->source, strlen(script->source), conn->scripts[slot].sha);
     return conn->scripts[slot].sha;
-}
-
-int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return WK_OK;
-    size_t n = *cap ? *cap : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*(void **)arr, n * size);
-    if (!p)
-        return WK_ENOMEM;
-    *(void **)arr = p;
-    *cap = n;
-    return WK_OK;
 }
 
 /* "WAIT <lease_replicas> <lease_ack_timeout_ms>" as RESP, appended. */

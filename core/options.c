@@ -24,22 +24,6 @@
  * The caller's error buffer
  * ---------------------------------------------------------------------- */
 
-int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list ap)
-{
-    if (err && len)
-        vsnprintf(err, len, fmt, ap);
-    return status;
-}
-
-int wk__errbuf_set(char *err, size_t len, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    wk__errbuf_vset(err, len, status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 /* ------------------------------------------------------------------------
  * wk_db_options
  * ---------------------------------------------------------------------- */

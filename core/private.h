@@ -15,23 +15,16 @@
 #include <wakuwaku/key.h>
 #include <wakuwaku/query.h>
 
+#include "base/base.h"
+#include "entity/kind.h"
+
 /* Record a detail message on the handle behind `p` and return `status`. */
 int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* `len` bytes of a key rendered printable into dst (non-printable bytes
- * as \xNN, long keys cut with "..."), for messages. `cap` ≥ 16. */
-void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
-
 /* The key of `q` (a script's first key, a command's first argument)
  * rendered with wk__render_key(); "" when the query has none. */
 void wk__query_key(const wk_query *q, char *dst, size_t cap);
-
-/* The naming rules of wk_entity_check_msg() alone (entity present; kind
- * and namespace present, within their limits, free of ':', '{' and '}'),
- * as wk_key_build() needs them. Same message and return convention; msg
- * may be NULL. Defined in entity/entity.c. */
-int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
 
 /* wk_key_build() for an entity whose kind and namespace were already
  * checked (wk_entity_check() does that): every query's builder calls
@@ -146,14 +139,6 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
 /* ------------------------------------------------------------------------
  * Set-up plumbing of the thread-owning helpers (core/options.c)
  * ---------------------------------------------------------------------- */
-
-/* Format into the caller's error buffer `err` (`len` bytes; NULL or 0:
- * nothing is written) and return `status`, so a failure is one line:
- *     return wk__errbuf_set(err, errlen, WK_EINVAL, "cron: %s", why); */
-int wk__errbuf_set(char *err, size_t len, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list ap)
-    __attribute__((format(printf, 4, 0)));
 
 /* A deep copy of `src` into `dst` that outlives the caller's: the strings
  * and the capability are the copy's own. WK_OK, or WK_ENOMEM (or the

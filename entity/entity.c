@@ -17,7 +17,7 @@
 
 #include <wakuwaku/entity.h>
 
-#include "core/private.h"
+#include "base/base.h"
 #include "entity/kind.h"
 
 int wk__entity_fail(char *msg, size_t len, const char *fmt, ...)

@@ -44,6 +44,12 @@ extern const wk__kind *const wk__kinds[];
 /* The descriptor of the kind named `name`, or NULL (a custom kind). */
 const wk__kind *wk__kind_find(const char *name);
 
+/* The naming rules of wk_entity_check_msg() alone (entity present; kind
+ * and namespace present, within their limits, free of ':', '{' and '}'),
+ * as wk_key_build() needs them. Same message and return convention; msg
+ * may be NULL. */
+int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
+
 /* ------------------------------------------------------------------------
  * Helpers for check_params (entity/entity.c)
  * ---------------------------------------------------------------------- */

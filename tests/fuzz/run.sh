@@ -16,7 +16,7 @@ cmake -S . -B "$out/cmake" -DWK_BUILD_TESTS=OFF -DWK_BUILD_BENCH=OFF -DWK_BUILD_
 
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -Iinclude -I"$out/cmake/include" -I.)
-lib_sources=(core/*.c entity/*.c capability/*.c collection/*.c)
+lib_sources=(base/*.c core/*.c entity/*.c capability/*.c collection/*.c)
 # The registry of entity kinds, collected as the CMake build does it.
 cmake -DOUT="$out/wk_kinds.c" -DSOURCES="$(IFS=';'; echo "${lib_sources[*]}")" -P cmake/wk_kinds.cmake
 lib_sources+=("$out/wk_kinds.c")

@@ -1,0 +1,67 @@
+/*
+ * base/base.c — the bottom helpers (base/base.h): error buffers, printable
+ * keys, growing arrays.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wakuwaku/common.h>
+
+#include "base/base.h"
+
+int wk__errbuf_vset(char *err, size_t len, int status, const char *fmt, va_list ap)
+{
+    if (err && len)
+        vsnprintf(err, len, fmt, ap);
+    return status;
+}
+
+int wk__errbuf_set(char *err, size_t len, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wk__errbuf_vset(err, len, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *src = key;
+    size_t o = 0;
+    for (size_t k = 0; k < len; k++) {
+        /* Room for one escaped byte, "..." and the NUL. */
+        if (o + 4 + 3 + 1 > cap) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        unsigned char c = src[k];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[c >> 4];
+            dst[o++] = hex[c & 15];
+        }
+    }
+    dst[o] = '\0';
+}
+
+int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return WK_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*(void **)arr, n * size);
+    if (!p)
+        return WK_ENOMEM;
+    *(void **)arr = p;
+    *cap = n;
+    return WK_OK;
+}
