@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "collection/cache_private.h"
+#include "collection/op.h"
 #include "entity/kind.h"
 
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
@@ -121,36 +122,18 @@ static int parse_get_into(const wk_query *q, const wk_reply *r, wk_diag *d)
     }
 }
 
-/* GET `key` (already built); the parser writes to `out`. */
-static int get_key(wk_processor *p, const wk_entity *cache, const char *key, size_t key_len,
-                   wk_parse_fn parse, void *out)
-{
-    const char *argv[2] = {"GET", key};
-    size_t argvlen[2] = {3, key_len};
-    wk_access access = {cache, WK_READ};
-    wk_query q = {.name = "cache.get",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
+/* GET in heap mode (OUT: a wk_body) and in buffer mode (OUT: a wk_buffer). */
+#define GET_OP(parser, out)                                                                        \
+    {.name = "cache.get", .kind = WK_KIND_CACHE, .mode = WK_READ,                                  \
+     .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = "GET", .parse = parser,      \
+     .out_name = out}
+static const wk__op get_op = GET_OP(parse_get, "out"), get_into_op = GET_OP(parse_get_into, "buf");
 
 int wk_cache_get(wk_processor *p, const wk_entity *cache, wk_name name, wk_body *out)
 {
     if (out)
         wk_body_free(out);
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
-    if (rc)
-        return rc;
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "cache.get: out is required");
-    return get_key(p, cache, key, key_len, parse_get, out);
+    return wk__op_run(p, &get_op, cache, name, NULL, NULL, 0, out);
 }
 
 int wk_cache_get_into(wk_processor *p, const wk_entity *cache, wk_name name, wk_buffer *buf)
@@ -159,82 +142,56 @@ int wk_cache_get_into(wk_processor *p, const wk_entity *cache, wk_name name, wk_
         buf->len = 0;
         buf->found = false;
     }
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &get_into_op, cache, name, buf);
     if (rc)
         return rc;
-    if (!buf || (!buf->data && buf->cap))
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "cache.get: buf is required, with data when cap > 0");
-    return get_key(p, cache, key, key_len, parse_get_into, buf);
+    if (!buf->data && buf->cap)
+        return wk__op_fail(&c, WK_EINVAL, "buf is required, with data when cap > 0");
+    return wk__op_send(&c, NULL, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------
  * put, remove
  * ---------------------------------------------------------------------- */
 
-static int put_key(wk_processor *p, const wk_entity *cache, const char *key, size_t key_len,
-                   const void *body, size_t len)
+/* Not retry-safe: a re-send after a lost reply could overwrite what
+ * another client wrote in between (docs/GUARANTEES.md, "Outcomes"). */
+static const wk__op put_op = {
+    .name = "cache.put", .kind = WK_KIND_CACHE, .mode = WK_WRITE, .command = "SET"};
+
+/* SET key body PX ttl, after wk__op_begin(). */
+static int put_send(const wk__call *c, const void *body, size_t len)
 {
     char ttl[24];
-    const char *argv[5] = {"SET", key, len ? (const char *)body : "", "PX", ttl};
-    size_t argvlen[5] = {3, key_len, len, 2, wk__fmt_i64(ttl, cache->ttl_ms)};
-    wk_access access = {cache, WK_WRITE};
-    /* Not retry-safe: a re-send after a lost reply could overwrite what
-     * another client wrote in between (docs/GUARANTEES.md, "Outcomes"). */
-    wk_query q = {.name = "cache.put",
-                  .effect = WK__EFFECT1(access),
-                  .argc = 5,
-                  .argv = argv,
-                  .argvlen = argvlen};
-    return wk_process(p, &q);
+    const char *args[3] = {len ? (const char *)body : "", "PX", ttl};
+    size_t lens[3] = {len, 2, wk__fmt_i64(ttl, c->e->ttl_ms)};
+    return wk__op_send(c, args, lens, 3);
 }
 
 int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const void *body,
                  size_t len)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.put", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
     if (rc)
         return rc;
     if (!body && len)
-        return wk__processor_fail(p, WK_EINVAL, "cache.put: body is NULL but len is %zu", len);
+        return wk__op_fail(&c, WK_EINVAL, "body is NULL but len is %zu", len);
     if (len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "cache.put: a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
-                                  WK_BODY_MAX);
-    return put_key(p, cache, key, key_len, body, len);
+        return wk__op_fail(&c, WK_EINVAL, "a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
+                           WK_BODY_MAX);
+    return put_send(&c, body, len);
 }
 
-int wk__unlink(wk_processor *p, const char *op, const wk_entity *e, const char *key,
-               size_t key_len, bool *removed)
-{
-    const char *argv[2] = {"UNLINK", key};
-    size_t argvlen[2] = {6, key_len};
-    wk_access access = {e, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .argc = 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  /* No OUT wanted: any integer reply is success. */
-                  .parse = removed ? wk__parse_bool_int : NULL,
-                  .out = removed};
-    return wk_process(p, &q);
-}
+/* `removed` may be NULL: then any integer reply is success. */
+static const wk__op remove_op = {.name = "cache.remove", .kind = WK_KIND_CACHE, .mode = WK_WRITE,
+                                 .command = "UNLINK", .parse = wk__parse_removed,
+                                 .out_size = sizeof(bool)};
 
 int wk_cache_remove(wk_processor *p, const wk_entity *cache, wk_name name, bool *removed)
 {
-    if (removed)
-        *removed = false;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.remove", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
-    if (rc)
-        return rc;
-    return wk__unlink(p, "cache.remove", cache, key, key_len, removed);
+    return wk__op_run(p, &remove_op, cache, name, NULL, NULL, 0, removed);
 }
 
 /* ------------------------------------------------------------------------
@@ -300,24 +257,22 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
 {
     if (found)
         *found = false;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.get", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    wk__call c;
+    wk_body body = WK_BODY_INIT;
+    int rc = wk__op_begin(&c, p, &get_op, cache, name, &body);
     if (rc)
         return rc;
     if (!wk__codec_ok(codec) || !value || !found)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "cache.get: a codec with encode and decode, value and found "
-                                  "are required");
+        return wk__op_fail(&c, WK_EINVAL,
+                           "a codec with encode and decode, value and found are required");
     if ((rc = wk__no_deferred(p, "cache.get (typed)")))
         return rc;
-    wk_body body = WK_BODY_INIT;
-    rc = get_key(p, cache, key, key_len, parse_get, &body);
+    rc = wk__op_send(&c, NULL, NULL, 0);
     if (rc || !body.found) {
         wk_body_free(&body);
         return rc;
     }
-    rc = wk__codec_decode(p, "cache.get", codec, key, key_len, body.data, body.len, value);
+    rc = wk__codec_decode(p, get_op.name, codec, c.key, c.key_len, body.data, body.len, value);
     wk_body_free(&body);
     if (rc)
         return rc;
@@ -328,28 +283,24 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
 int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                        const wk_codec *codec, const void *value)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "cache.put", cache, WK_KIND_CACHE, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
     if (rc)
         return rc;
     if (!wk__codec_ok(codec) || !value)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "cache.put: a codec with encode and decode, and value are "
-                                  "required");
+        return wk__op_fail(&c, WK_EINVAL,
+                           "a codec with encode and decode, and value are required");
     uint8_t *bytes = NULL;
     size_t len = 0;
-    rc = wk__codec_encode(p, "cache.put", codec, value, &bytes, &len);
+    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     if (!bytes && len)
-        rc = wk__processor_fail(p, WK_EINVAL, "cache.put: the encoder returned NULL bytes");
+        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
     else if (len > WK_BODY_MAX)
-        rc = wk__processor_fail(p, WK_EINVAL,
-                                "cache.put: an encoded body of %zu bytes exceeds WK_BODY_MAX",
-                                len);
+        rc = wk__op_fail(&c, WK_EINVAL, "an encoded body of %zu bytes exceeds WK_BODY_MAX", len);
     else
-        rc = put_key(p, cache, key, key_len, bytes, len);
+        rc = put_send(&c, bytes, len);
     if (bytes) {
         if (codec->free_bytes)
             codec->free_bytes(codec, bytes);

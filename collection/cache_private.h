@@ -21,11 +21,6 @@ int wk__bytes_copy(uint8_t **dst, size_t *dst_len, const void *src, size_t len);
  * that need an outcome at once. */
 int wk__no_deferred(wk_processor *p, const char *op);
 
-/* UNLINK `key` as a WRITE of `e`; *removed (may be NULL) gets whether it
- * existed, written by the parser. */
-int wk__unlink(wk_processor *p, const char *op, const wk_entity *e, const char *key,
-               size_t key_len, bool *removed);
-
 /* Room for a rendered key in messages: short enough that a message naming
  * it fits the handle's detail buffer. */
 #define WK__KEY_TEXT_MAX 160

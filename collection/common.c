@@ -87,6 +87,23 @@ int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
     }
 }
 
+int wk__parse_removed(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to %s", q->name);
+    if (q->out)
+        *(bool *)q->out = wk_reply_integer(r) != 0;
+    return WK_OK;
+}
+
+int wk__parse_i64(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to %s", q->name);
+    *(int64_t *)q->out = wk_reply_integer(r);
+    return WK_OK;
+}
+
 bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
     if (!s || len == 0 || len > 20 || (len > 1 && s[0] == '0'))

@@ -15,6 +15,7 @@
 #include <wakuwaku/hashed_cache.h>
 
 #include "collection/cache_private.h"
+#include "collection/op.h"
 #include "entity/kind.h"
 
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
@@ -228,62 +229,33 @@ static int parse_get_if_changed(const wk_query *q, const wk_reply *r, wk_diag *d
  * Queries
  * ---------------------------------------------------------------------- */
 
-/* Runs a read script on the key with ARGV `arg` (NULL: none); the parser
- * writes to the caller's `out`. */
-static int run_read(wk_processor *p, const char *op, const wk_script *script,
-                    const wk_entity *e, const char *key, size_t key_len, const void *arg,
-                    size_t arg_len, wk_parse_fn parse, wk_body *out)
-{
-    const char *argv[2] = {key, arg ? (const char *)arg : ""};
-    size_t argvlen[2] = {key_len, arg_len};
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE,
-                  .script = script,
-                  .nkeys = 1,
-                  .argc = arg ? 2 : 1,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
+/* The reads: retry-safe scripts on the key; the parser writes the
+ * caller's wk_body. */
+#define READ_OP(op, s, parser)                                                                     \
+    {.name = "hashed_cache." op, .kind = WK_KIND_HASHED_CACHE, .mode = WK_READ,                   \
+     .flags = WK_QUERY_RETRY_SAFE, .script = &(s), .parse = parser, .out_name = "out"}
+static const wk__op get_op = READ_OP("get", get_script, parse_get),
+                    hash_op = READ_OP("hash", hash_script, parse_hash),
+                    get_if_changed_op =
+                        READ_OP("get_if_changed", get_if_changed_script, parse_get_if_changed);
 
-/* Shared start of the reads: reset *out, check arguments, build the key. */
-static int prepare_read(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
-                        wk_body *out, char *key, size_t *key_len)
+/* Reset *out (it is reused: its body is freed) and run a read. */
+static int run_read(wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
+                    wk_body *out)
 {
     if (out)
         wk_body_free(out);
-    int rc = wk__prepare(p, op, e, WK_KIND_HASHED_CACHE, name, NULL, key, key_len);
-    if (rc)
-        return rc;
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "%s: out is required", op);
-    return WK_OK;
+    return wk__op_run(p, op, e, name, NULL, NULL, 0, out);
 }
 
 int wk_hashed_cache_get(wk_processor *p, const wk_entity *hcache, wk_name name, wk_body *out)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare_read(p, "hashed_cache.get", hcache, &name, out, key, &key_len);
-    if (rc)
-        return rc;
-    return run_read(p, "hashed_cache.get", &get_script, hcache, key, key_len, NULL, 0, parse_get,
-                    out);
+    return run_read(p, &get_op, hcache, name, out);
 }
 
 int wk_hashed_cache_hash(wk_processor *p, const wk_entity *hcache, wk_name name, wk_body *out)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare_read(p, "hashed_cache.hash", hcache, &name, out, key, &key_len);
-    if (rc)
-        return rc;
-    return run_read(p, "hashed_cache.hash", &hash_script, hcache, key, key_len, NULL, 0,
-                    parse_hash, out);
+    return run_read(p, &hash_op, hcache, name, out);
 }
 
 int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcache, wk_name name,
@@ -293,106 +265,92 @@ int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcache, wk_
     uint8_t held[WK_HASH_LEN];
     if (known)
         memcpy(held, known, WK_HASH_LEN);
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare_read(p, "hashed_cache.get_if_changed", hcache, &name, out, key, &key_len);
+    if (out)
+        wk_body_free(out);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &get_if_changed_op, hcache, name, out);
     if (rc)
         return rc;
     /* Unchanged leaves this as the output hash; changed overwrites it. */
     if (known)
         memcpy(out->hash, held, WK_HASH_LEN);
-    return run_read(p, "hashed_cache.get_if_changed", &get_if_changed_script, hcache, key,
-                    key_len, known ? (const void *)held : "", known ? WK_HASH_LEN : 0,
-                    parse_get_if_changed, out);
+    const char *arg = known ? (const char *)held : "";
+    size_t arg_len = known ? WK_HASH_LEN : 0;
+    return wk__op_send(&c, &arg, &arg_len, 1);
 }
+
+/* Not retry-safe, like cache.put: a blind re-send could undo another
+ * client's newer put or remove. */
+static const wk__op put_op = {.name = "hashed_cache.put", .kind = WK_KIND_HASHED_CACHE,
+                              .mode = WK_WRITE, .script = &put_script};
 
 int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, const void *body,
                         size_t len, uint8_t hash[WK_HASH_LEN])
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "hashed_cache.put", hcache, WK_KIND_HASHED_CACHE, &name, NULL, key,
-                         &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
     if (rc)
         return rc;
     if (!body && len)
-        return wk__processor_fail(p, WK_EINVAL, "hashed_cache.put: body is NULL but len is %zu",
-                                  len);
+        return wk__op_fail(&c, WK_EINVAL, "body is NULL but len is %zu", len);
     if (len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "hashed_cache.put: a body of %zu bytes exceeds WK_BODY_MAX (%zu)",
-                                  len, WK_BODY_MAX);
+        return wk__op_fail(&c, WK_EINVAL, "a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
+                           WK_BODY_MAX);
     uint8_t digest[WK_HASH_LEN];
     wk_blake3(len ? body : NULL, len, digest);
     char ttl[24];
-    const char *argv[4] = {key, len ? (const char *)body : "", (const char *)digest, ttl};
-    size_t argvlen[4] = {key_len, len, WK_HASH_LEN, wk__fmt_i64(ttl, hcache->ttl_ms)};
-    wk_access access = {hcache, WK_WRITE};
-    /* Not retry-safe, like cache.put: a blind re-send could undo another
-     * client's newer put or remove. */
-    wk_query q = {.name = "hashed_cache.put",
-                  .effect = WK__EFFECT1(access),
-                  .script = &put_script,
-                  .nkeys = 1,
-                  .argc = 4,
-                  .argv = argv,
-                  .argvlen = argvlen};
+    const char *args[3] = {len ? (const char *)body : "", (const char *)digest, ttl};
+    size_t lens[3] = {len, WK_HASH_LEN, wk__fmt_i64(ttl, hcache->ttl_ms)};
     if (hash)
         memcpy(hash, digest, WK_HASH_LEN);
-    return wk_process(p, &q);
+    return wk__op_send(&c, args, lens, 3);
 }
+
+/* `removed` may be NULL: then any integer reply is success. */
+static const wk__op remove_op = {.name = "hashed_cache.remove", .kind = WK_KIND_HASHED_CACHE,
+                                 .mode = WK_WRITE, .command = "UNLINK",
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name name,
                            bool *removed)
 {
-    if (removed)
-        *removed = false;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "hashed_cache.remove", hcache, WK_KIND_HASHED_CACHE, &name, NULL, key,
-                         &key_len);
-    if (rc)
-        return rc;
-    return wk__unlink(p, "hashed_cache.remove", hcache, key, key_len, removed);
+    return wk__op_run(p, &remove_op, hcache, name, NULL, NULL, 0, removed);
 }
 
 /* ------------------------------------------------------------------------
  * Typed bodies: the byte queries with the codec run around them
  * ---------------------------------------------------------------------- */
 
-/* Shared start of the typed reads: the byte read's checks, then the codec,
- * the outputs and an immediate processor. */
-static int prepare_typed_read(wk_processor *p, const char *op, const wk_entity *e,
-                              const wk_name *name, const wk_codec *codec, const void *value,
-                              const void *outcome, wk_body *body, char *key, size_t *key_len)
+/* Shared start of the typed reads: the byte read's checks (into `body`),
+ * then the codec, the outputs and an immediate processor. */
+static int begin_typed_read(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e,
+                            wk_name name, const wk_codec *codec, const void *value,
+                            const void *outcome, wk_body *body)
 {
-    int rc = prepare_read(p, op, e, name, body, key, key_len);
+    int rc = wk__op_begin(c, p, op, e, name, body);
     if (rc)
         return rc;
     if (!wk__codec_ok(codec) || !value || !outcome)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: a codec with encode and decode, value and an outcome are "
-                                  "required",
-                                  op);
-    return wk__no_deferred(p, op);
+        return wk__op_fail(c, WK_EINVAL,
+                           "a codec with encode and decode, value and an outcome are required");
+    return wk__no_deferred(p, op->name);
 }
 
 int wk_hashed_cache_get_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
                               const wk_codec *codec, void *value, uint8_t hash[WK_HASH_LEN],
                               bool *found)
 {
-    static const char op[] = "hashed_cache.get";
     if (found)
         *found = false;
     wk_body body = WK_BODY_INIT;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = prepare_typed_read(p, op, hcache, &name, codec, value, found, &body, key, &key_len);
+    wk__call c;
+    int rc = begin_typed_read(&c, p, &get_op, hcache, name, codec, value, found, &body);
     if (rc)
         return rc;
-    rc = run_read(p, op, &get_script, hcache, key, key_len, NULL, 0, parse_get, &body);
+    rc = wk__op_send(&c, NULL, NULL, 0);
     if (rc == WK_OK && body.found) {
-        rc = wk__codec_decode(p, op, codec, key, key_len, body.data, body.len, value);
+        rc = wk__codec_decode(p, get_op.name, codec, c.key, c.key_len, body.data, body.len,
+                              value);
         if (rc == WK_OK) {
             if (hash)
                 memcpy(hash, body.hash, WK_HASH_LEN);
@@ -408,7 +366,6 @@ int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcach
                                          void *value, uint8_t hash[WK_HASH_LEN],
                                          wk_item_change *outcome)
 {
-    static const char op[] = "hashed_cache.get_if_changed";
     if (outcome)
         *outcome = WK_ITEM_MISSING;
     /* `known` may point at `hash`, written below. */
@@ -416,19 +373,19 @@ int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcach
     if (known)
         memcpy(held, known, WK_HASH_LEN);
     wk_body body = WK_BODY_INIT;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc =
-        prepare_typed_read(p, op, hcache, &name, codec, value, outcome, &body, key, &key_len);
+    wk__call c;
+    int rc = begin_typed_read(&c, p, &get_if_changed_op, hcache, name, codec, value, outcome,
+                              &body);
     if (rc)
         return rc;
     if (known)
         memcpy(body.hash, held, WK_HASH_LEN);
-    rc = run_read(p, op, &get_if_changed_script, hcache, key, key_len,
-                  known ? (const void *)held : "", known ? WK_HASH_LEN : 0, parse_get_if_changed,
-                  &body);
+    const char *arg = known ? (const char *)held : "";
+    size_t arg_len = known ? WK_HASH_LEN : 0;
+    rc = wk__op_send(&c, &arg, &arg_len, 1);
     if (rc == WK_OK && body.change == WK_ITEM_CHANGED)
-        rc = wk__codec_decode(p, op, codec, key, key_len, body.data, body.len, value);
+        rc = wk__codec_decode(p, get_if_changed_op.name, codec, c.key, c.key_len, body.data,
+                              body.len, value);
     if (rc == WK_OK) {
         *outcome = body.change;
         if (hash && body.change != WK_ITEM_MISSING)
@@ -441,23 +398,19 @@ int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcach
 int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name name,
                               const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN])
 {
-    static const char op[] = "hashed_cache.put";
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, hcache, WK_KIND_HASHED_CACHE, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
     if (rc)
         return rc;
     if (!wk__codec_ok(codec) || !value)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: a codec with encode and decode, and value are required",
-                                  op);
+        return wk__op_fail(&c, WK_EINVAL, "a codec with encode and decode, and value are required");
     uint8_t *bytes = NULL;
     size_t len = 0;
-    rc = wk__codec_encode(p, op, codec, value, &bytes, &len);
+    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     if (!bytes && len)
-        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
+        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
     else
         rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
     if (bytes) {

@@ -12,6 +12,7 @@
 #include <wakuwaku/stream_buffer.h>
 
 #include "collection/dynamic_private.h"
+#include "collection/op.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -213,15 +214,14 @@ int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, 
                                gen, finished_now ? wk__parse_bool_int : NULL, finished_now);
 }
 
+/* `removed` may be NULL: then any integer reply is success. */
+static const wk__op remove_op = {.name = "stream_buffer.remove", .kind = WK_KIND_STREAM_BUFFER,
+                                 .mode = WK_WRITE, .command = "UNLINK",
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
+
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.remove", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
-                         &key_len);
-    if (rc)
-        return rc;
-    return wk__unlink(p, "stream_buffer.remove", sb, key, key_len, removed);
+    return wk__op_run(p, &remove_op, sb, name, NULL, NULL, 0, removed);
 }
 
 /* ------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <wakuwaku/token_bucket.h>
 
 #include "collection/common.h"
+#include "collection/op.h"
 #include "collection/token_bucket_units.h"
 #include "entity/kind.h"
 
@@ -140,35 +141,30 @@ static const wk_script peek_script = {
 /* The script arguments after the key (unit, cap, step units, step ms and,
  * for acquire, the cost in units) as decimal integers in caller-provided
  * buffers. */
-typedef struct tb_args {
-    char num[5][24];
-    const char *argv[6];
-    size_t argvlen[6];
-} tb_args;
-
 /* Derive the units (WK_EINVAL naming the parameter when the bucket's
- * parameters cannot be represented exactly) and fill the arguments.
- * Returns argc, or a negative status. */
-static int fill_args(wk_processor *p, const char *op, tb_args *a, const wk_entity *e,
-                     const char *key, size_t key_len, const uint64_t *cost)
+ * parameters cannot be represented exactly) and run the call's script
+ * with them as arguments (and the cost's units when `cost`). */
+static int send_units(const wk__call *c, const uint64_t *cost)
 {
+    const wk_entity *e = c->e;
     wk__tb_units u;
     char why[300];
     if (wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &u, why, sizeof(why)))
-        return wk__processor_fail(p, WK_EINVAL, "%s: TokenBucket %s: %s", op, e->ns, why);
+        return wk__op_fail(c, WK_EINVAL, "TokenBucket %s: %s", e->ns, why);
     int64_t v[5] = {(int64_t)u.unit, (int64_t)u.cap, (int64_t)u.step_units, (int64_t)u.step_ms,
                     -1};
     /* cost ≤ capacity ⇒ cost × unit ≤ cap ≤ 2^50: no overflow. */
     if (cost && (double)*cost <= e->capacity)
         v[4] = (int64_t)(*cost * u.unit);
+    char num[5][24];
+    const char *args[5];
+    size_t lens[5];
     int n = cost ? 5 : 4;
-    a->argv[0] = key;
-    a->argvlen[0] = key_len;
     for (int i = 0; i < n; i++) {
-        a->argvlen[i + 1] = wk__fmt_i64(a->num[i], v[i]);
-        a->argv[i + 1] = a->num[i];
+        lens[i] = wk__fmt_i64(num[i], v[i]);
+        args[i] = num[i];
     }
-    return n + 1;
+    return wk__op_send(c, args, lens, n);
 }
 
 /* {'corrupt', why} from a script: WK_ECORRUPT naming the key.
@@ -234,102 +230,48 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-/* DEL's count as a bool; `out` may be NULL (the caller did not ask). */
-static int parse_del(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to DEL");
-    if (q->out)
-        *(bool *)q->out = wk_reply_integer(r) != 0;
-    return WK_OK;
-}
-
 /* ------------------------------------------------------------------------
  * Queries
  * ---------------------------------------------------------------------- */
 
-/* Acquire (WRITE, with a cost) or peek (READ, retry-safe): the script on
- * the bucket's key with its exact units as arguments. */
-static int run_script(wk_processor *p, const char *op, const wk_entity *bucket, wk_mode mode,
-                      const wk_script *script, const char *key, size_t key_len,
-                      const uint64_t *cost, wk_parse_fn parse, void *out)
-{
-    tb_args a;
-    int argc = fill_args(p, op, &a, bucket, key, key_len, cost);
-    if (argc < 0)
-        return argc;
-    wk_access access = {bucket, mode};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0,
-                  .script = script,
-                  .nkeys = 1,
-                  .argc = argc,
-                  .argv = a.argv,
-                  .argvlen = a.argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
+static const wk__op acquire_op = {.name = "token_bucket.acquire", .kind = WK_KIND_TOKEN_BUCKET,
+                                  .mode = WK_WRITE, .script = &acquire_script,
+                                  .parse = parse_acquire, .out_name = "outcome",
+                                  .out_size = sizeof(wk_token_bucket_outcome)};
+static const wk__op peek_op = {.name = "token_bucket.peek", .kind = WK_KIND_TOKEN_BUCKET,
+                               .mode = WK_READ, .flags = WK_QUERY_RETRY_SAFE,
+                               .script = &peek_script, .parse = parse_peek, .out_name = "state",
+                               .out_size = sizeof(wk_token_bucket_state)};
+/* Refill: delete the key. `was_used` may be NULL. */
+static const wk__op reset_op = {.name = "token_bucket.reset", .kind = WK_KIND_TOKEN_BUCKET,
+                                .mode = WK_WRITE, .command = "DEL", .parse = wk__parse_removed,
+                                .out_size = sizeof(bool)};
 
 int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name name,
                             uint64_t cost, wk_token_bucket_outcome *outcome)
 {
-    static const char op[] = "token_bucket.acquire";
-    if (outcome)
-        memset(outcome, 0, sizeof(*outcome));
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, bucket, WK_KIND_TOKEN_BUCKET, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &acquire_op, bucket, name, outcome);
     if (rc)
         return rc;
-    if (!outcome)
-        return wk__processor_fail(p, WK_EINVAL, "%s: outcome is required", op);
     if (cost < 1 || cost > WK_TOKEN_BUCKET_COST_MAX)
-        return wk__processor_fail(p, WK_EINVAL, "%s: cost %llu is not in 1..2^53", op,
-                                  (unsigned long long)cost);
-    /* The parser writes *outcome (zeroed above until then), so this works
-     * in a batch too. */
-    return run_script(p, op, bucket, WK_WRITE, &acquire_script, key, key_len, &cost,
-                      parse_acquire, outcome);
+        return wk__op_fail(&c, WK_EINVAL, "cost %llu is not in 1..2^53",
+                           (unsigned long long)cost);
+    /* The parser writes *outcome (zeroed until then), so this works in a
+     * batch too. */
+    return send_units(&c, &cost);
 }
 
 int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_name name,
                          wk_token_bucket_state *state)
 {
-    static const char op[] = "token_bucket.peek";
-    if (state)
-        memset(state, 0, sizeof(*state));
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, bucket, WK_KIND_TOKEN_BUCKET, &name, NULL, key, &key_len);
-    if (rc)
-        return rc;
-    if (!state)
-        return wk__processor_fail(p, WK_EINVAL, "%s: state is required", op);
-    return run_script(p, op, bucket, WK_READ, &peek_script, key, key_len, NULL, parse_peek, state);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &peek_op, bucket, name, state);
+    return rc ? rc : send_units(&c, NULL);
 }
 
 int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
                           bool *was_used)
 {
-    static const char op[] = "token_bucket.reset";
-    if (was_used)
-        *was_used = false;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, bucket, WK_KIND_TOKEN_BUCKET, &name, NULL, key, &key_len);
-    if (rc)
-        return rc;
-    const char *argv[2] = {"DEL", key};
-    size_t argvlen[2] = {3, key_len};
-    wk_access access = {bucket, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .argc = 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_del,
-                  .out = was_used};
-    return wk_process(p, &q);
+    return wk__op_run(p, &reset_op, bucket, name, NULL, NULL, 0, was_used);
 }
