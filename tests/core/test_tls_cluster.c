@@ -77,6 +77,20 @@ static bool node_holds(const wk_test_tls_cluster *c, int i, const char *key, siz
     return held;
 }
 
+/* SETs node i turned away (MOVED and the like: INFO commandstats). */
+static long long rejected_sets(const wk_test_tls_cluster *c, int i)
+{
+    redisContext *raw = wk_test_raw_port(c->node[i].port, NULL);
+    cr_assert_not_null(raw);
+    redisReply *r = wk_test_cmd(raw, "INFO commandstats");
+    const char *at = strstr(r->str, "cmdstat_set:");
+    const char *rej = at ? strstr(at, "rejected_calls=") : NULL;
+    long long n = rej ? atoll(rej + strlen("rejected_calls=")) : 0;
+    freeReplyObject(r);
+    redisFree(raw);
+    return n;
+}
+
 /* Put and get back an item on node i through the handle. */
 static int put_get_on(wk_db *db, const wk_test_tls_cluster *c, int i)
 {
@@ -156,15 +170,28 @@ Test(tls_cluster, a_node_with_the_seeds_certificate_is_refused, .timeout = 60, .
      * 2 after the handle learnt the map. */
     rc = wk_db_open(&db, &o, err, sizeof(err));
     cr_assert_eq(rc, WK_OK, "open %s: %s: %s", c->url, wk_err_name(rc), err);
-    char key[WK_KEY_MAX + 1];
+    char key[WK_KEY_MAX + 1], name[16];
     size_t klen;
-    wk_name n = wk_name_str("moved");
-    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &cache, &n, NULL), WK_OK);
+    long long slot = -1;
     redisContext *raw = wk_test_raw_port(c->node[0].port, NULL);
-    redisReply *r = wk_test_cmd(raw, "CLUSTER KEYSLOT %b", key, klen);
-    long long slot = r->integer;
-    freeReplyObject(r);
+    redisReply *r;
+    for (int j = 0; slot < 0 && j < 1000; j++) {
+        snprintf(name, sizeof(name), "m%d", j);
+        wk_name m = wk_name_str(name);
+        cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &cache, &m, NULL), WK_OK);
+        if (wk_test_tls_cluster_node_of(c, key, klen) != 0)
+            continue;
+        r = wk_test_cmd(raw, "CLUSTER KEYSLOT %b", key, klen);
+        long long s = r->integer;
+        freeReplyObject(r);
+        r = wk_test_cmd(raw, "CLUSTER COUNTKEYSINSLOT %lld", s);
+        if (r->integer == 0) /* SETSLOT NODE moves only an empty slot */
+            slot = s;
+        freeReplyObject(r);
+    }
     redisFree(raw);
+    cr_assert_geq(slot, 0, "no empty slot on node 0");
+    wk_name n = wk_name_str(name);
     raw = wk_test_raw_port(c->node[2].port, NULL);
     r = wk_test_cmd(raw, "CLUSTER MYID");
     char id[64];
@@ -179,6 +206,7 @@ Test(tls_cluster, a_node_with_the_seeds_certificate_is_refused, .timeout = 60, .
         freeReplyObject(r);
         redisFree(raw);
     }
+    long long moved_before = rejected_sets(c, 0);
     rc = wk_cache_put(wk_db_processor(db), &cache, n, "x", 1);
     cr_assert_eq(rc, WK_EAUTH, "node 2 (by MOVED) was accepted: %s: %s", wk_err_name(rc),
                  wk_db_errmsg(db));
@@ -186,6 +214,7 @@ Test(tls_cluster, a_node_with_the_seeds_certificate_is_refused, .timeout = 60, .
     cr_log_info("refused after MOVED: %s", msg);
     cr_assert(strstr(msg, where) && strstr(msg, "must name 127.0.0.1"), "%s", msg);
     cr_assert(!node_holds(c, 2, key, klen, "x"), "the put reached node 2");
+    cr_assert_gt(rejected_sets(c, 0), moved_before, "node 0 did not answer MOVED");
     wk_db_close(db);
 }
 
