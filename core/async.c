@@ -542,7 +542,10 @@ static void connected(wk_async *a)
         return;
     }
     char msg[WK__ERRMSG_MAX + 320];
-    int rc = wk__tls_start(conn->tls, &conn->link, msg, sizeof(msg));
+    /* The certificate must name the host dialed: the URL's, or the
+     * primary a sentinel named. */
+    const char *host = conn->url.service ? a->primary_host : conn->url.host;
+    int rc = wk__tls_start(conn->tls, &conn->link, host, msg, sizeof(msg));
     if (rc) {
         connect_failed(a, rc, msg);
         return;

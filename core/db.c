@@ -310,7 +310,7 @@ static int connect_node(const wk__conn *conn, const wk_url *at, bool select_db, 
     wk__link link = {.ctx = c, .tx = &wk__plain_transport, .wake_fd = conn->wake_fd};
     int rc = WK_OK;
     if (conn->tls) /* what is left of the open's deadline */
-        rc = wk__tls_handshake(conn->tls, &link, deadline, addr, msg, msglen);
+        rc = wk__tls_handshake(conn->tls, &link, at->host, deadline, addr, msg, msglen);
     if (!rc && conn->url.password) {
         /* The password is sent, never printed: messages quote the server's
          * reply, which does not echo it. */
@@ -738,12 +738,13 @@ static int tls_setup(wk__conn *conn, const wk_db_options *opts, char *msg, size_
                             set);
         return WK_OK;
     }
+    /* No tls_server_name: each server is checked against the host it is
+     * reached by (a cluster's nodes each against their own). */
     wk__tls_options t = {.ca_file = opts->tls_ca_file,
                          .ca_dir = opts->tls_ca_dir,
                          .cert_file = opts->tls_cert_file,
                          .key_file = opts->tls_key_file,
-                         .server_name =
-                             opts->tls_server_name ? opts->tls_server_name : conn->url.host};
+                         .server_name = opts->tls_server_name};
     return wk__tls_config_new(&conn->tls, &t, msg, msglen);
 }
 

@@ -1,9 +1,14 @@
 /*
  * core/tls.c — the TLS transport (core/transport.h) on OpenSSL: a
- * handle's settings (one SSL_CTX), the handshake within the connect
- * timeout with certificate and name verification, and non-blocking
- * SSL_read / SSL_write for core/wire.c. The only file that includes
- * OpenSSL.
+ * handle's settings (one SSL_CTX: the CA is loaded once), the handshake
+ * within the connect timeout with certificate and name verification, and
+ * non-blocking SSL_read / SSL_write for core/wire.c. The only file that
+ * includes OpenSSL.
+ *
+ * The name a certificate must carry is set per connection, on its SSL
+ * object: the host that connection was dialed by (a cluster's nodes, a
+ * primary a sentinel named, each has its own), or options.tls_server_name
+ * for all of them.
  *
  * The socket is hiredis's (connected, left blocking); every call here is
  * non-blocking anyway: a BIO of our own sends with MSG_DONTWAIT and
@@ -29,8 +34,7 @@
 
 struct wk__tls_config {
     SSL_CTX *ctx;
-    char *server_name;
-    bool name_is_ip;
+    char *server_name; /* options.tls_server_name; NULL: each connection's host */
 };
 
 /* ---- a socket BIO that cannot raise SIGPIPE ----------------------- */
@@ -136,6 +140,20 @@ static int cfg_fail(char *msg, size_t msglen, int status, const char *what, cons
 
 /* ---- settings -------------------------------------------------------- */
 
+static bool is_ip_address(const char *name)
+{
+    unsigned char ip[16];
+    return inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
+}
+
+/* Make `param` require `name` in the certificate: as an IP address
+ * (subjectAltName IP) when it is one, else as a DNS name. 1 on success. */
+static int expect_name(X509_VERIFY_PARAM *param, const char *name)
+{
+    return is_ip_address(name) ? X509_VERIFY_PARAM_set1_ip_asc(param, name)
+                               : X509_VERIFY_PARAM_set1_host(param, name, 0);
+}
+
 static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey);
 
 int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg, size_t msglen)
@@ -147,19 +165,16 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
                  o->cert_file ? "tls_key_file" : "tls_cert_file");
         return WK_EINVAL;
     }
-    if (!o->server_name || !o->server_name[0]) {
-        snprintf(msg, msglen, "TLS: no server name to verify (set options.tls_server_name)");
+    if (o->server_name && !o->server_name[0]) {
+        snprintf(msg, msglen, "TLS: options.tls_server_name is empty (NULL: each server's host)");
         return WK_EINVAL;
     }
     wk__tls_config *cfg = calloc(1, sizeof(*cfg));
-    if (!cfg || !(cfg->server_name = strdup(o->server_name))) {
+    if (!cfg || (o->server_name && !(cfg->server_name = strdup(o->server_name)))) {
         free(cfg);
         snprintf(msg, msglen, "out of memory");
         return WK_ENOMEM;
     }
-    unsigned char ip[16];
-    cfg->name_is_ip =
-        inet_pton(AF_INET, o->server_name, ip) == 1 || inet_pton(AF_INET6, o->server_name, ip) == 1;
     ERR_clear_error();
     int rc = WK_OK;
     cfg->ctx = SSL_CTX_new(TLS_client_method());
@@ -201,10 +216,9 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
             goto done;
         }
     }
-    X509_VERIFY_PARAM *param = SSL_CTX_get0_param(cfg->ctx);
-    int ok = cfg->name_is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, cfg->server_name)
-                             : X509_VERIFY_PARAM_set1_host(param, cfg->server_name, 0);
-    if (ok != 1)
+    /* The override is every connection's name: refused here, at open, if
+     * OpenSSL cannot take it (each connection sets it again on its own). */
+    if (cfg->server_name && expect_name(SSL_CTX_get0_param(cfg->ctx), cfg->server_name) != 1)
         rc = cfg_fail(msg, msglen, WK_EINVAL, "cannot verify the name", cfg->server_name);
 done:
     if (rc) {
@@ -232,6 +246,7 @@ typedef struct tls_state {
     bool failed;                      /* a fatal error: no close_notify */
     bool cert_requested;              /* the server asked for a client certificate we lack */
     const struct wk__tls_config *cfg; /* while handshaking: the settings */
+    char *name;                       /* while handshaking: the name required */
 } tls_state;
 
 /* Called by OpenSSL when the server asks for a client certificate and
@@ -360,6 +375,7 @@ static void tls_close(wk__link *link)
         ERR_clear_error();
     }
     SSL_free(t->ssl);
+    free(t->name);
     free(t);
     link->state = NULL;
 }
@@ -375,8 +391,14 @@ static const wk__transport tls_transport = {
 
 /* ---- the handshake --------------------------------------------------- */
 
-int wk__tls_start(const wk__tls_config *cfg, wk__link *link, char *msg, size_t msglen)
+int wk__tls_start(const wk__tls_config *cfg, wk__link *link, const char *host, char *msg,
+                  size_t msglen)
 {
+    const char *name = cfg->server_name ? cfg->server_name : host;
+    if (!name || !name[0]) {
+        snprintf(msg, msglen, "TLS: no host name to verify (set options.tls_server_name)");
+        return WK_EINVAL;
+    }
     tls_state *t = calloc(1, sizeof(*t));
     if (!t) {
         snprintf(msg, msglen, "out of memory starting TLS");
@@ -385,19 +407,33 @@ int wk__tls_start(const wk__tls_config *cfg, wk__link *link, char *msg, size_t m
     ERR_clear_error();
     BIO *bio = NULL;
     t->ssl = SSL_new(cfg->ctx);
-    if (t->ssl)
+    t->name = strdup(name);
+    if (t->ssl && t->name)
         bio = bio_new(link->ctx->fd);
     if (!t->ssl || !bio) {
         BIO_free(bio);
         SSL_free(t->ssl);
+        free(t->name);
         free(t);
         snprintf(msg, msglen, "out of memory starting TLS");
         return WK_ENOMEM;
     }
     SSL_set_bio(t->ssl, bio, bio);
     SSL_set_app_data(t->ssl, t);
-    if (!cfg->name_is_ip)
-        SSL_set_tlsext_host_name(t->ssl, cfg->server_name);
+    /* This connection's name, on its own SSL object (the context is
+     * shared by every node of the handle): the certificate must carry
+     * it, and SNI asks for it unless it is an address. */
+    if (expect_name(SSL_get0_param(t->ssl), name) != 1) {
+        char why[200];
+        ssl_reason(why, sizeof(why));
+        snprintf(msg, msglen, "TLS: cannot verify the name %s: %s", name, why[0] ? why : "failed");
+        SSL_free(t->ssl);
+        free(t->name);
+        free(t);
+        return WK_EINVAL;
+    }
+    if (!is_ip_address(name))
+        SSL_set_tlsext_host_name(t->ssl, name);
     /* Until the handshake completes: no close_notify on close. */
     t->failed = true;
     t->cfg = cfg;
@@ -411,6 +447,7 @@ static void handshake_abort(wk__link *link)
 {
     tls_state *t = link->state;
     SSL_free(t->ssl);
+    free(t->name);
     free(t);
     link->state = NULL;
     link->tx = &wk__plain_transport;
@@ -425,6 +462,8 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
     int r = SSL_connect(t->ssl);
     if (r == 1) {
         t->failed = false;
+        free(t->name);
+        t->name = NULL;
         return WK_OK;
     }
     int sys_errno = errno;
@@ -439,8 +478,10 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
     ssl_reason(why, sizeof(why));
     if (verify != X509_V_OK) {
         /* The certificate was refused: a matter of trust, not I/O. */
-        snprintf(msg, msglen, "TLS: the certificate of %s was not accepted: %s (server name %s)",
-                 addr, X509_verify_cert_error_string(verify), cfg->server_name);
+        snprintf(msg, msglen,
+                 "TLS: the certificate of %s was not accepted: %s (it must name %s: %s)", addr,
+                 X509_verify_cert_error_string(verify), t->name,
+                 cfg->server_name ? "options.tls_server_name" : "the host it was reached by");
         rc = WK_EAUTH;
     } else if (strstr(why, "alert") && strstr(why, "certificate")) {
         /* The server refused ours (or its absence): tls-auth-clients. */
@@ -467,10 +508,10 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
     return rc;
 }
 
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, int64_t deadline,
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, const char *host, int64_t deadline,
                       const char *addr, char *msg, size_t msglen)
 {
-    int rc = wk__tls_start(cfg, link, msg, msglen);
+    int rc = wk__tls_start(cfg, link, host, msg, msglen);
     while (rc == WK_OK) {
         short want = 0;
         rc = wk__tls_step(link, &want, addr, msg, msglen);

@@ -59,12 +59,16 @@ void wk__link_close(wk__link *link);
 /* ---- TLS (core/tls.c) ---------------------------------------------- */
 
 /* A handle's TLS settings: one OpenSSL context built at open from the
- * options, shared by its reconnects and its subscriber connections. */
+ * options, shared by its reconnects, its subscriber connections and a
+ * cluster's nodes. The name a certificate must carry is each
+ * connection's own (see wk__tls_handshake). */
 typedef struct wk__tls_config wk__tls_config;
 
 typedef struct wk__tls_options {
     const char *ca_file, *ca_dir, *cert_file, *key_file;
-    const char *server_name; /* SNI and the name the certificate must carry */
+    /* options.tls_server_name: the name every server's certificate must
+     * carry (and SNI); NULL: each connection's own host. */
+    const char *server_name;
 } wk__tls_options;
 
 /* Build the settings; WK_OK, WK_EINVAL (unreadable CA, certificate or
@@ -74,14 +78,19 @@ void wk__tls_config_free(wk__tls_config *cfg);
 
 /*
  * Run the TLS handshake on link->ctx's connected socket, until the
- * call's `deadline` (wk__boot_ms()) at most, verifying the server's certificate chain and name.
- * On success the link's transport is TLS. Returns WK_OK; WK_EAUTH (the
- * certificate was refused: msg has X509_verify_cert_error_string's
- * reason), WK_ETIMEDOUT, WK_EIO (the handshake failed: not a TLS port,
- * connection closed, protocol error), WK_ENOMEM. On failure the link's
- * transport is left plain (the caller closes it).
+ * call's `deadline` (wk__boot_ms()) at most, verifying the server's
+ * certificate chain and name: the settings' server_name, or else `host`,
+ * the host this socket was dialed by (the URL's, a seed's, the endpoint
+ * CLUSTER SLOTS, MOVED or ASK named, the primary a sentinel named) — a
+ * DNS name is also sent as SNI, an IP address is checked as one. `addr`
+ * names the server in messages. On success the link's transport is TLS.
+ * Returns WK_OK; WK_EAUTH (the certificate was refused: msg names addr,
+ * X509_verify_cert_error_string's reason and the name required),
+ * WK_ETIMEDOUT, WK_EIO (the handshake failed: not a TLS port, connection
+ * closed, protocol error), WK_EINVAL (no name to check), WK_ENOMEM. On
+ * failure the link's transport is left plain (the caller closes it).
  */
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, int64_t deadline,
+int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, const char *host, int64_t deadline,
                       const char *addr, char *msg, size_t msglen);
 
 /* The same in steps, for a caller that waits on its own (the event-loop
@@ -89,7 +98,8 @@ int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, int64_t deadlin
  * is ready for *want, until a step returns WK_OK (the link is TLS now) or
  * a failure (as above; the link is plain again). */
 #define WK__TLS_AGAIN 1
-int wk__tls_start(const wk__tls_config *cfg, wk__link *link, char *msg, size_t msglen);
+int wk__tls_start(const wk__tls_config *cfg, wk__link *link, const char *host, char *msg,
+                  size_t msglen);
 int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_t msglen);
 
 /* True when the link is TLS and the server asked for a client

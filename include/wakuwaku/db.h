@@ -79,19 +79,28 @@ extern "C" {
  * there is no fallback to plain text). The tls_* options below with any
  * other URL fail the open with WK_EINVAL rather than being ignored.
  * The server's certificate is always verified: its chain against the CA
- * below, and its name (subjectAltName DNS or IP) against tls_server_name.
+ * below, and its name (subjectAltName DNS or IP) against the host the
+ * connection was made to, or tls_server_name when set.
  *   tls_ca_file         PEM file of CA certificates to trust; with
  *   tls_ca_dir          a directory of hashed CA certificates (c_rehash),
  *                       or both. Neither: the system's default CA paths.
  *   tls_cert_file       PEM client certificate (chain), for servers with
  *   tls_key_file        tls-auth-clients; give both or neither. The key
  *                       file must not be encrypted.
- *   tls_server_name     the name sent as SNI (when not an IP address)
- *                       and required in the certificate; NULL: the URL's
- *                       host (an IP literal is then checked as an IP).
+ *   tls_server_name     NULL (default): every connection checks the
+ *                       certificate against the host it was made to —
+ *                       the URL's host, a cluster seed's, or the
+ *                       endpoint CLUSTER SLOTS, MOVED or ASK named — and
+ *                       sends that host as SNI when it is a DNS name (an
+ *                       IP literal is checked as an IP address, no SNI).
+ *                       Set: this one name is sent as SNI (unless an IP
+ *                       address) and required in the certificate of EVERY
+ *                       server the handle connects to, all cluster nodes
+ *                       included, whatever host they are reached by.
  * All TLS settings are read once at open (one OpenSSL context per handle,
- * shared by its reconnects and its subscriber connections); the files are
- * not read again on reconnect.
+ * shared by its reconnects, its subscriber connections and a cluster's
+ * nodes; the name to check is set per connection); the files are not
+ * read again on reconnect.
  *
  * SENTINEL — url "redis-sentinel://[user:password@]h1[:p1][,h2[:p2]…]/
  * service[/db]" (default sentinel port 26379). Every connection (the
@@ -152,8 +161,12 @@ extern "C" {
  * single cluster node's URL (WK_EINVAL) — the event-loop handle does not
  * route by slot. Pub/Sub (settings) uses Redis's cluster-wide channels:
  * a subscriber connects to the first seed that accepts. Over rediss://
- * every node's certificate is checked against one name:
- * tls_server_name, or the first seed's host.
+ * each node's certificate is checked against the host it was reached by:
+ * a seed's host as written in the URL, or the endpoint (hostname or IP)
+ * that CLUSTER SLOTS, MOVED or ASK named for it — so a node showing a
+ * certificate for another node's name, the seed's included, is refused
+ * (WK_EAUTH, the message naming the node's address and the name
+ * required). tls_server_name, when set, is required of every node instead.
  *
  * ACKNOWLEDGED LEASES — what every query that takes or lengthens a lease
  * (the try, acquire and extend of Lock, fair Lock, both RwLock sides,

@@ -184,6 +184,29 @@ void wk_test_tls_stop(wk_test_tls *t);
 /* Options for its TLS URL trusting its CA (read-write, short timeouts). */
 wk_db_options wk_test_tls_options(const wk_test_tls *t);
 
+/* A Redis Cluster over TLS (tests/support/tls_server.c): three primaries,
+ * no replicas, on 127.0.0.1, each node with a certificate of its own from
+ * one CA (the bus is TLS too). Node i announces the name announce[i]
+ * (cluster-announce-hostname, preferred endpoint "hostname": CLUSTER
+ * SLOTS and MOVED give it) and holds slots [i*16384/3, (i+1)*16384/3);
+ * its certificate's only name is san[i] ("DNS:localhost",
+ * "IP:127.0.0.1"). Stopped by pid. */
+#define WK_TEST_TLS_NODES 3
+typedef struct wk_test_tls_cluster {
+    wk_test_server node[WK_TEST_TLS_NODES]; /* .port: the plain port, for raw commands */
+    int tls_port[WK_TEST_TLS_NODES];
+    char certs[64]; /* the certificates' (and nodes.conf files') directory */
+    char ca[128];
+    char url[160]; /* rediss://<announce[0]>:<tls_port[0]> */
+} wk_test_tls_cluster;
+/* Start it and wait until every node says cluster_state:ok with the
+ * three nodes' slots. 0 or -1 (nothing left running). */
+int wk_test_tls_cluster_start(wk_test_tls_cluster *c, const char *const announce[WK_TEST_TLS_NODES],
+                              const char *const san[WK_TEST_TLS_NODES]);
+void wk_test_tls_cluster_stop(wk_test_tls_cluster *c);
+/* The node (0..2) whose slots hold `key`; -1 if it cannot be asked. */
+int wk_test_tls_cluster_node_of(const wk_test_tls_cluster *c, const char *key, size_t len);
+
 /* A Sentinel topology (tests/support/sentinel_topology.c): a primary, a
  * replica of it and three sentinels watching it as `service`, all on
  * 127.0.0.1 free ports, stopped by pid. */
