@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
 #include <wakuwaku/live_view.h>
 
 #include "collection/cache_private.h"
@@ -30,32 +31,82 @@ WK__KIND(live_view) = {WK_KIND_LIVE_VIEW, check_params};
 
 /* ------------------------------------------------------------------------
  * Scripts: the crate's steps (KEYS head, log), written here.
+ *
+ * The generation: a view created here has a third head field, `g`, random
+ * and taken at creation, and every entry written here repeats it after
+ * the crate's fields (the crate looks fields up by name and ignores it).
+ * A commit copies the head's `g`, so a commit after the crate's still
+ * carries it; a view the crate created has none and gets none, and its
+ * entries stay exactly the crate's. Removal deletes the head and the log
+ * together, and creation starts a new log: one log object only ever holds
+ * the entries of one view, and a subscription that meets another `g` (or
+ * a head with another) knows the view was removed and re-created.
  * ---------------------------------------------------------------------- */
 
-/* ARGV: body. 1 created, 0 it existed. */
-static const wk_script create_script = {"live_view.create",
-                                        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-                                        "redis.call('HSET', KEYS[1], 'v', '1', 'b', ARGV[1])\n"
-                                        "redis.call('DEL', KEYS[2])\n"
-                                        "redis.call('XADD', KEYS[2], '1-0', 'base', ARGV[1])\n"
-                                        "return 1\n"};
+/* ARGV: body, generation. 1 created, 0 it existed. */
+static const wk_script create_script = {
+    "live_view.create", "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                        "redis.call('HSET', KEYS[1], 'v', '1', 'b', ARGV[1], 'g', ARGV[2])\n"
+                        "redis.call('DEL', KEYS[2])\n"
+                        "redis.call('XADD', KEYS[2], '1-0', 'base', ARGV[1], 'g', ARGV[2])\n"
+                        "return 1\n"};
 
 /* ARGV: parent, diff, body, max_diffs. {0} absent, {1, head} conflict,
- * {2, version} committed. The parent is compared as text, like the crate. */
+ * {2, version} committed. The parent is compared as text, like the crate;
+ * the entry gets the head's generation when it has one. */
 const wk_script wk__live_view_commit_script = {
-    "live_view.commit", "local v = redis.call('HGET', KEYS[1], 'v')\n"
+    "live_view.commit", "local head = redis.call('HMGET', KEYS[1], 'v', 'g')\n"
+                        "local v, g = head[1], head[2]\n"
                         "if not v then return {0} end\n"
                         "if v ~= ARGV[1] then return {1, tonumber(v)} end\n"
                         "local next = string.format('%d', tonumber(v) + 1)\n"
                         "redis.call('HSET', KEYS[1], 'v', next, 'b', ARGV[3])\n"
-                        "local id = next .. '-0'\n"
+                        "local fields = {'diff', ARGV[2]}\n"
                         "if redis.call('XLEN', KEYS[2]) > tonumber(ARGV[4]) then\n"
                         "  redis.call('XTRIM', KEYS[2], 'MAXLEN', 0)\n"
-                        "  redis.call('XADD', KEYS[2], id, 'base', ARGV[3], 'diff', ARGV[2])\n"
-                        "else\n"
-                        "  redis.call('XADD', KEYS[2], id, 'diff', ARGV[2])\n"
+                        "  fields = {'base', ARGV[3], 'diff', ARGV[2]}\n"
                         "end\n"
+                        "if g then fields[#fields + 1] = 'g'; fields[#fields + 1] = g end\n"
+                        "redis.call('XADD', KEYS[2], next .. '-0', unpack(fields))\n"
                         "return {2, tonumber(next)}\n"};
+
+/* Hex digits of a generation this library makes (8 random bytes). */
+#define GEN_LEN 16
+/* The bytes of a generation kept and compared: a longer `g` (never one of
+ * ours) is told by its length and these first bytes. */
+#define GEN_KEPT 64
+
+static void new_generation(char out[GEN_LEN + 1])
+{
+    unsigned char raw[GEN_LEN / 2];
+    randombytes_buf(raw, sizeof(raw)); /* sodium_init: wk_db_open */
+    sodium_bin2hex(out, GEN_LEN + 1, raw, sizeof(raw));
+}
+
+/* The generation a subscription follows: not known yet (resume), none (the
+ * crate created the view), or `v`. */
+typedef struct generation {
+    enum { GEN_UNSEEN, GEN_NONE, GEN_SEEN } state;
+    size_t len;
+    char v[GEN_KEPT];
+} generation;
+
+/* Whether `g` (`len` bytes; NULL: an entry or head without one) is the
+ * generation `gen` follows, adopting it when none was known yet. */
+static bool gen_follow(generation *gen, const char *g, size_t len)
+{
+    size_t kept = len < GEN_KEPT ? len : GEN_KEPT;
+    if (gen->state == GEN_UNSEEN) {
+        gen->state = g ? GEN_SEEN : GEN_NONE;
+        gen->len = g ? len : 0;
+        if (g)
+            memcpy(gen->v, g, kept);
+        return true;
+    }
+    if (!g)
+        return gen->state == GEN_NONE;
+    return gen->state == GEN_SEEN && len == gen->len && memcmp(g, gen->v, kept) == 0;
+}
 
 /* ------------------------------------------------------------------------
  * Keys and small helpers
@@ -144,9 +195,11 @@ int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, co
                                   "live_view.create: created is required, body only NULL when "
                                   "empty, at most WK_BODY_MAX bytes");
     *created = false;
-    const char *argv[3] = {k.head, k.log, body ? (const char *)body : ""};
-    size_t argvlen[3] = {k.head_len, k.log_len, len};
-    return run_query(p, view, WK_WRITE, "live_view.create", &create_script, 3, argv, argvlen,
+    char gen[GEN_LEN + 1];
+    new_generation(gen);
+    const char *argv[4] = {k.head, k.log, body ? (const char *)body : "", gen};
+    size_t argvlen[4] = {k.head_len, k.log_len, len, GEN_LEN};
+    return run_query(p, view, WK_WRITE, "live_view.create", &create_script, 4, argv, argvlen,
                      wk__parse_bool_int, created);
 }
 
@@ -225,14 +278,15 @@ int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bo
  * get, version
  * ---------------------------------------------------------------------- */
 
-static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* HMGET h v b [g]: `nfields` values, the first two into `out`. */
+static int parse_head_fields(const wk_query *q, const wk_reply *r, wk_diag *d,
+                             wk_live_view_body *out, size_t nfields)
 {
-    wk_live_view_body *out = q->out;
     char key[WK__KEY_TEXT_MAX];
     if (wk_reply_get_type(r) == WK_REPLY_ERROR)
         return wk__parse_error_reply(q, r, d, "a LiveView head hash");
-    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != 2)
-        return wk_diag_fail(d, WK_EPROTO, "expected two values from HMGET");
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != nfields)
+        return wk_diag_fail(d, WK_EPROTO, "expected %zu values from HMGET", nfields);
     const wk_reply *v = wk_reply_at(r, 0), *b = wk_reply_at(r, 1);
     bool has_v = wk_reply_get_type(v) == WK_REPLY_STRING;
     bool has_b = wk_reply_get_type(b) == WK_REPLY_STRING;
@@ -257,14 +311,42 @@ static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-/* HMGET head v b as a READ of `e`, into `out` (freed first). */
+static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    return parse_head_fields(q, r, d, q->out, 2);
+}
+
+/* What subscribe reads in one HMGET: the head and its generation. */
+typedef struct head_and_gen {
+    wk_live_view_body *body;
+    generation *gen;
+} head_and_gen;
+
+static int parse_head_gen(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    const head_and_gen *out = q->out;
+    int rc = parse_head_fields(q, r, d, out->body, 3);
+    if (rc || !out->body->found)
+        return rc;
+    size_t len = 0;
+    const wk_reply *g = wk_reply_at(r, 2);
+    const char *s = wk_reply_get_type(g) == WK_REPLY_STRING ? wk_reply_str(g, &len) : NULL;
+    gen_follow(out->gen, s, len); /* unseen until now: adopted */
+    return WK_OK;
+}
+
+/* HMGET head v b as a READ of `e`, into `out` (freed first); with `gen`
+ * (not in a batch: it lives on the caller's stack), `g` too, into it. */
 static int get_head(wk_processor *p, const wk_entity *e, const char *op, const keys *k,
-                    wk_live_view_body *out)
+                    wk_live_view_body *out, generation *gen)
 {
     wk_live_view_body_free(out);
-    const char *argv[4] = {"HMGET", k->head, "v", "b"};
-    size_t argvlen[4] = {5, k->head_len, 1, 1};
-    return run_query(p, e, WK_READ, op, NULL, 4, argv, argvlen, parse_head, out);
+    const char *argv[5] = {"HMGET", k->head, "v", "b", "g"};
+    size_t argvlen[5] = {5, k->head_len, 1, 1, 1};
+    if (!gen)
+        return run_query(p, e, WK_READ, op, NULL, 4, argv, argvlen, parse_head, out);
+    head_and_gen hg = {out, gen};
+    return run_query(p, e, WK_READ, op, NULL, 5, argv, argvlen, parse_head_gen, &hg);
 }
 
 int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_live_view_body *out)
@@ -275,7 +357,7 @@ int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_li
         return rc;
     if (!out)
         return wk__processor_fail(p, WK_EINVAL, "live_view.get: out is required");
-    return get_head(p, view, "live_view.get", &k, out);
+    return get_head(p, view, "live_view.get", &k, out, NULL);
 }
 
 /* What HGET head v found. */
@@ -345,8 +427,8 @@ int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, u
  * for a well-formed entry, else what is wrong with it. */
 typedef struct entry {
     uint64_t ms, seq;
-    bool has_id, has_base, has_diff;
-    size_t base_off, base_len, diff_off, diff_len;
+    bool has_id, has_base, has_diff, has_gen;
+    size_t base_off, base_len, diff_off, diff_len, gen_off, gen_len;
     const char *why;
 } entry;
 
@@ -403,19 +485,29 @@ static bool parse_id(const wk_reply *r, uint64_t *ms, uint64_t *seq)
            parse_u64(dash + 1, len - (size_t)(dash - s) - 1, seq);
 }
 
-/* The first pair of `fields` named `name` whose value is a string. */
-static const wk_reply *field(const wk_reply *fields, const char *name)
+/* The values of an entry's fields: of each name, the first pair whose
+ * value is a string (the crate's lookup), in one pass. */
+typedef struct fields_of {
+    const wk_reply *base, *diff, *gen;
+} fields_of;
+
+static fields_of find_fields(const wk_reply *fields)
 {
-    size_t nlen = strlen(name);
+    fields_of out = {NULL, NULL, NULL};
     for (size_t i = 0; i + 1 < wk_reply_count(fields); i += 2) {
         size_t len;
         const wk_reply *f = wk_reply_at(fields, i), *v = wk_reply_at(fields, i + 1);
         const char *s = wk_reply_str(f, &len);
-        if (wk_reply_get_type(f) == WK_REPLY_STRING && wk_reply_get_type(v) == WK_REPLY_STRING &&
-            len == nlen && memcmp(s, name, nlen) == 0)
-            return v;
+        if (wk_reply_get_type(f) != WK_REPLY_STRING || wk_reply_get_type(v) != WK_REPLY_STRING)
+            continue;
+        const wk_reply **slot = len == 4 && memcmp(s, "base", 4) == 0   ? &out.base
+                                : len == 4 && memcmp(s, "diff", 4) == 0 ? &out.diff
+                                : len == 1 && s[0] == 'g'               ? &out.gen
+                                                                        : NULL;
+        if (slot && !*slot)
+            *slot = v;
     }
-    return NULL;
+    return out;
 }
 
 /* Append the entries of an array reply (XRANGE, or one stream of XREAD).
@@ -452,9 +544,17 @@ static int entries_add(entries *es, const wk_reply *list)
             out->why = "stream entry fields are not name-value pairs";
             continue;
         }
-        const wk_reply *base = field(fields, "base"), *diff = field(fields, "diff");
+        fields_of fv = find_fields(fields);
+        const wk_reply *base = fv.base, *diff = fv.diff, *gen = fv.gen;
         size_t len;
         const char *s;
+        if (gen) {
+            s = wk_reply_str(gen, &len);
+            if (store(es, s, len, &out->gen_off))
+                return WK_ENOMEM;
+            out->gen_len = len;
+            out->has_gen = true;
+        }
         if (base) {
             s = wk_reply_str(base, &len);
             if (store(es, s, len, &out->base_off))
@@ -646,15 +746,16 @@ struct wk_live_view_sub {
     uint64_t version;             /* c: the version of the last event */
     uint64_t after_ms, after_seq; /* the XREAD cursor */
     int64_t poll_ms;
-    bool gone;
+    generation gen; /* of the view followed */
+    bool gone;      /* GONE once the queue is empty */
     atomic_bool stopped;
     entries pending;
     bool timed_out; /* the last XREAD returned nil */
 };
 
 static int open_sub(wk_processor *p, const char *op, const wk_entity *view, const wk_name *name,
-                    const keys *k, uint64_t version, const wk_live_view_sub_options *opts,
-                    wk_live_view_sub **out)
+                    const keys *k, uint64_t version, const generation *gen,
+                    const wk_live_view_sub_options *opts, wk_live_view_sub **out)
 {
     wk_live_view_sub_options o =
         opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
@@ -675,6 +776,7 @@ static int open_sub(wk_processor *p, const char *op, const wk_entity *view, cons
                                   err);
     }
     s->k = *k;
+    s->gen = *gen;
     s->version = s->after_ms = version;
     s->poll_ms = o.poll_ms;
     atomic_init(&s->stopped, false);
@@ -704,10 +806,12 @@ int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_name name,
         return wk__processor_fail(p, WK_EINVAL, "live_view.subscribe: head is required");
     if ((rc = sub_args(p, "live_view.subscribe", sub)))
         return rc;
-    rc = get_head(p, view, "live_view.subscribe", &k, head);
+    /* The generation of the head read is the one followed. */
+    generation gen = {.state = GEN_UNSEEN};
+    rc = get_head(p, view, "live_view.subscribe", &k, head, &gen);
     if (rc || !head->found)
         return rc;
-    rc = open_sub(p, "live_view.subscribe", view, &name, &k, head->version, opts, sub);
+    rc = open_sub(p, "live_view.subscribe", view, &name, &k, head->version, &gen, opts, sub);
     if (rc)
         wk_live_view_body_free(head);
     return rc;
@@ -729,7 +833,9 @@ int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name name, ui
         return wk__processor_fail(p, WK_EDENIED,
                                   "capability \"%s\" may not READ %s:%s (live_view.resume)",
                                   wk_cap_name(cap), view->kind, view->ns);
-    return open_sub(p, "live_view.resume", view, &name, &k, version, opts, sub);
+    /* The generation is that of the first entry or head read. */
+    generation gen = {.state = GEN_UNSEEN};
+    return open_sub(p, "live_view.resume", view, &name, &k, version, &gen, opts, sub);
 }
 
 uint64_t wk_live_view_sub_version(const wk_live_view_sub *sub)
@@ -785,14 +891,6 @@ static int parse_read(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_ECORRUPT, "XREAD entries are not an array");
     if (entries_add(&s->pending, list))
         return wk_diag_fail(d, WK_ENOMEM, "no memory for %zu entries", wk_reply_count(list));
-    /* The cursor moves past every entry whose ID could be read. */
-    for (size_t i = 0; i < s->pending.n; i++) {
-        const entry *e = &s->pending.v[i];
-        if (!e->has_id)
-            continue;
-        s->after_ms = e->ms;
-        s->after_seq = e->seq;
-    }
     return WK_OK;
 }
 
@@ -823,16 +921,105 @@ static int xread(wk_live_view_sub *s)
     return rc;
 }
 
-/* After a quiet poll: is the view still there, at or past our version? */
+/* What HMGET h v g found: the version (found: there is one) and the
+ * generation (has_gen), kept up to GEN_KEPT bytes. */
+typedef struct probe {
+    bool found, has_gen;
+    uint64_t version;
+    size_t gen_len;
+    char gen[GEN_KEPT];
+} probe;
+
+static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    probe *out = q->out;
+    char key[WK__KEY_TEXT_MAX];
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        return wk__parse_error_reply(q, r, d, "a LiveView head hash");
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != 2)
+        return wk_diag_fail(d, WK_EPROTO, "expected two values from HMGET");
+    const wk_reply *v = wk_reply_at(r, 0), *g = wk_reply_at(r, 1);
+    size_t len;
+    const char *str;
+    if (wk_reply_get_type(v) != WK_REPLY_STRING)
+        return WK_OK; /* no version: no view (a crate commit answers absent) */
+    str = wk_reply_str(v, &len);
+    if (!parse_u64(str, len, &out->version)) {
+        wk__query_key(q, key, sizeof(key));
+        return wk_diag_fail(d, WK_ECORRUPT,
+                            "live view head \"%s\" has a version that is not a decimal u64", key);
+    }
+    out->found = true;
+    if (wk_reply_get_type(g) == WK_REPLY_STRING) {
+        str = wk_reply_str(g, &out->gen_len);
+        memcpy(out->gen, str, out->gen_len < GEN_KEPT ? out->gen_len : GEN_KEPT);
+        out->has_gen = true;
+    }
+    return WK_OK;
+}
+
+/* Is the view followed still there, at or past our version? Its head
+ * (HMGET h v g, on the subscription's connection) must exist and have the
+ * generation followed (adopted if none was known). */
 static int still_there(wk_live_view_sub *s, bool *there)
 {
-    uint64_t v = 0;
-    bool found = false;
-    version_out out = {&v, &found};
-    int rc = version_query(wk_db_processor(s->b), &s->held.entity, "live_view.recv", s->k.head,
-                           s->k.head_len, &out);
-    *there = found && v >= s->version;
+    probe pr = {0};
+    const char *argv[4] = {"HMGET", s->k.head, "v", "g"};
+    size_t argvlen[4] = {5, s->k.head_len, 1, 1};
+    int rc = run_query(wk_db_processor(s->b), &s->held.entity, WK_READ, "live_view.recv", NULL, 4,
+                       argv, argvlen, parse_probe, &pr);
+    *there = rc == WK_OK && pr.found && pr.version >= s->version &&
+             gen_follow(&s->gen, pr.has_gen ? pr.gen : NULL, pr.gen_len);
     return rc;
+}
+
+/*
+ * Which entries of the batch just read are the followed view's. The log
+ * holds one view's entries (see the scripts), so the first entry carrying
+ * a generation decides for the whole batch: ours, or another view's (the
+ * batch is dropped: GONE). A later entry with yet another generation
+ * (only hand-written data) ends the batch there. A batch without any is a
+ * crate's commits: ours if the view has no generation (or none is known
+ * yet); else the head decides (a crate commit leaves its `g`, a view the
+ * crate re-created has none). The cursor then moves past the entries
+ * kept.
+ */
+static int judge_batch(wk_live_view_sub *s)
+{
+    entries *es = &s->pending;
+    size_t keep = es->n;
+    bool decided = false;
+    for (size_t i = 0; i < es->n; i++) {
+        const entry *e = &es->v[i];
+        if (!e->has_gen)
+            continue;
+        if (!gen_follow(&s->gen, (const char *)es->bytes + e->gen_off, e->gen_len)) {
+            keep = decided ? i : 0;
+            break;
+        }
+        decided = true;
+    }
+    if (!decided && keep && s->gen.state == GEN_SEEN) {
+        bool there;
+        int rc = still_there(s, &there);
+        if (rc)
+            return rc;
+        if (!there)
+            keep = 0;
+    }
+    if (keep < es->n) {
+        es->n = keep;
+        s->gone = true; /* after the entries kept */
+    }
+    /* The cursor moves past every entry kept whose ID could be read. */
+    for (size_t i = 0; i < keep; i++) {
+        const entry *e = &es->v[i];
+        if (!e->has_id)
+            continue;
+        s->after_ms = e->ms;
+        s->after_seq = e->seq;
+    }
+    return WK_OK;
 }
 
 /* Why entry `e` cannot be an event: WK_ECORRUPT naming the log. */
@@ -883,15 +1070,15 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
             ev->type = WK_LIVE_VIEW_STOPPED;
             return WK_OK;
         }
-        if (s->gone) {
-            ev->type = WK_LIVE_VIEW_GONE;
-            return WK_OK;
-        }
         if (s->pending.next < s->pending.n) {
             /* The entry leaves the queue before it is judged, as in the
              * crate: a bad one is reported once, then passed over. */
             const entry *e = &s->pending.v[s->pending.next++];
             return event_of(s, e, ev);
+        }
+        if (s->gone) {
+            ev->type = WK_LIVE_VIEW_GONE;
+            return WK_OK;
         }
         int rc = xread(s);
         if (rc == WK_OK && s->timed_out) {
@@ -899,6 +1086,10 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
             rc = still_there(s, &there);
             if (rc == WK_OK && !there)
                 s->gone = true;
+        } else if (rc == WK_OK) {
+            rc = judge_batch(s);
+            if (rc) /* read again from the same cursor */
+                entries_clear(&s->pending);
         }
         if (rc && atomic_load(&s->stopped))
             continue; /* the interrupt's own failure: report the stop */
@@ -980,7 +1171,7 @@ int wk_live_view_get_typed(wk_processor *p, const wk_entity *view, wk_name name,
     if ((rc = wk__no_deferred(p, "live_view.get (typed)")))
         return rc;
     wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
-    rc = get_head(p, view, "live_view.get", &k, &head);
+    rc = get_head(p, view, "live_view.get", &k, &head, NULL);
     if (rc == WK_OK && head.found)
         rc = wk__codec_decode(p, "live_view.get", codec, k.head, k.head_len, head.data, head.len,
                               value);

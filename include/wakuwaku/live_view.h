@@ -2,26 +2,36 @@
  * wakuwaku/live_view.h — LiveView: a durable body with a linear history of
  * diffs, the latest version read in O(1), followed by subscribers.
  *
- * Redis layout (the Rust crate's, byte for byte):
+ * Redis layout (the Rust crate's, plus one field it ignores):
  *   @@wakuwaku-entity:LiveView:{<ns>:<name>}:h  hash: v = version (decimal,
- *                                                from 1), b = latest body
+ *                                                from 1), b = latest body,
+ *                                                g = generation (below)
  *   @@wakuwaku-entity:LiveView:{<ns>:<name>}:l  stream, entry IDs
  *                                                <version>-0:
- *       the first base       base <body>
- *       a commit             diff <diff>
- *       a squash base        base <body> diff <diff>   (in this order)
+ *       the first base       base <body> g <gen>
+ *       a commit             diff <diff> g <gen>
+ *       a squash base        base <body> diff <diff> g <gen>   (in this order)
  * No TTL: a view lives until removed.
  *
- *   wk_live_view_create    script: v=1, log = [1-0 base]    WRITE  false if it exists
+ * The generation `g` (16 random hex digits) is taken when a view is
+ * created here, and every entry written here repeats the head's after the
+ * crate's fields; the crate reads fields by name and ignores it. A view
+ * the crate created has none and gets none (commits here copy the head's
+ * `g` only when it has one), so its keys stay the crate's byte for byte.
+ * It is how a subscription tells the view it follows from a later one of
+ * the same name (README "Re-creation").
+ *
+ *   wk_live_view_create    script: v=1, g, log = [1-0 base] WRITE  false if it exists
  *   wk_live_view_commit    script: if v == parent …         WRITE  committed / conflict / absent
  *   wk_live_view_get       HMGET h v b                       READ   version + body, or absent
  *   wk_live_view_version   HGET h v                          READ
  *   wk_live_view_history   XRANGE l - +                      READ   base + diffs
  *   wk_live_view_remove    UNLINK h l                        WRITE
- *   wk_live_view_subscribe HMGET h v b, then a subscription  READ
+ *   wk_live_view_subscribe HMGET h v b g; a subscription     READ
  *   wk_live_view_resume    a subscription from a version     READ   (nothing sent)
  *   wk_live_view_recv      XREAD COUNT 128 BLOCK … on the subscription's own
- *                          connection                        READ
+ *                          connection (HMGET h v g after a quiet poll, or
+ *                          after entries without g)          READ
  *
  * Diffs are opaque bytes: the caller gives both the diff and the body it
  * makes, and a function that applies a diff to a body (wk_live_view_apply_fn)
@@ -38,12 +48,18 @@
  * the diff applied. Subscribers apply the diff, readers of the latest
  * version get the body: they disagree if the two do not match.
  *
- * WARNING: do not remove and re-create a view under the same name while it
- * is followed. A subscription notices a removed view (WK_LIVE_VIEW_GONE),
- * and a re-created one whose version is still below its own, at its next
- * idle poll; a view removed and re-created past the subscriber's version
- * between two polls is not noticed, and its diffs would apply to a body the
- * subscriber never had (the Rust crate notices neither). Use a new name.
+ * RE-CREATION: a subscription follows one view, never a later one of the
+ * same name. Once a view created here is removed, its subscribers get
+ * WK_LIVE_VIEW_GONE, however it is re-created (here or by the crate) and
+ * whatever version the new one reaches: after the old view's entries
+ * already read, at the first entry of another generation (or without one,
+ * when the head then has another), or at the next idle poll. A view
+ * created by the crate (no generation) is followed as before; its
+ * re-creation here is seen (the new entries carry a generation), its
+ * re-creation by the crate only when the new view is below the
+ * subscriber's version at an idle poll (nothing tells two crate-created
+ * views apart: their entries may then be taken for the old view's). The
+ * crate's own subscriptions notice no re-creation at all.
  *
  * THREADS: the queries follow their handle's rule (one thread at a time).
  * A subscription owns a connection of its own and is used by one thread at
@@ -122,8 +138,9 @@ typedef int (*wk_live_view_apply_fn)(void *arg, const uint8_t *body, size_t body
 
 /*
  * wk_live_view_create — create `name` at version 1 with `body` (`len`
- * bytes; NULL only when len is 0), unless it exists: *created is false and
- * nothing changes. Any old history under the name is deleted.
+ * bytes; NULL only when len is 0) and a new random generation, unless it
+ * exists: *created is false and nothing changes. Any old history under
+ * the name is deleted.
  *
  * Returns WK_OK (see *created), WK_EINVAL (bad entity, name or argument,
  * len > WK_BODY_MAX), WK_EDENIED, or a connection / server error
@@ -223,7 +240,9 @@ WK_API int wk_live_view_log_latest(const wk_live_view_log *h, wk_live_view_apply
                                    void *arg, wk_live_view_body *out);
 
 /* wk_live_view_remove — delete the view and its history (UNLINK h l);
- * *removed (may be NULL): whether any of them existed. WRITE effect. */
+ * *removed (may be NULL): whether any of them existed. Its subscribers
+ * report WK_LIVE_VIEW_GONE at their next idle poll, or at the first entry
+ * of a view re-created under the name. WRITE effect. */
 WK_API int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed);
 
 /* ------------------------------------------------------------------------
@@ -237,8 +256,8 @@ typedef enum wk_live_view_event_type {
     WK_LIVE_VIEW_DIFF = 1,     /* the previous version became `version` through the diff `data` */
     WK_LIVE_VIEW_SNAPSHOT = 2, /* the whole body `data` at `version` (the diffs before it
                                   were squashed before this subscription read them) */
-    WK_LIVE_VIEW_GONE = 3,     /* the view was removed (or re-created below this
-                                  subscription's version); final */
+    WK_LIVE_VIEW_GONE = 3,     /* the view followed was removed (and maybe
+                                  re-created: see RE-CREATION); final */
     WK_LIVE_VIEW_STOPPED = 4   /* wk_live_view_sub_stop() was called; final */
 } wk_live_view_event_type;
 
@@ -266,11 +285,11 @@ typedef struct wk_live_view_event {
  * Options of a subscription. Start from WK_LIVE_VIEW_SUB_OPTIONS_INIT.
  *
  *   poll_ms  the longest one XREAD blocks (≥ 1). When it ends with nothing
- *            new, the subscription reads the head (HGET h v, on its own
- *            connection) to tell a removed view from a quiet one, then
- *            waits again. It bounds how late WK_LIVE_VIEW_GONE comes; it
- *            does not delay any change. (The crate blocks without limit
- *            and never reports a removed view.)
+ *            new, the subscription reads the head (HMGET h v g, on its own
+ *            connection) to tell a removed or re-created view from a quiet
+ *            one, then waits again. It bounds how late WK_LIVE_VIEW_GONE
+ *            comes; it does not delay any change. (The crate blocks without
+ *            limit and never reports a removed view.)
  */
 typedef struct wk_live_view_sub_options {
     int64_t poll_ms;
@@ -283,8 +302,9 @@ typedef struct wk_live_view_sub_options {
 
 /*
  * wk_live_view_subscribe — read the latest version of `name` into `head`
- * (HMGET, through `p`) and, when the view exists, open a subscription to
- * the versions after it in *sub.
+ * (HMGET h v b g, through `p`) and, when the view exists, open a
+ * subscription to the versions after it in *sub: of that view, the one
+ * with the generation read (WK_LIVE_VIEW_GONE once it is removed).
  *
  *   p     a processor that is not deferred (a batch is refused, WK_EINVAL),
  *         whose handle the subscription's connection copies: a second
@@ -312,8 +332,12 @@ WK_API int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_nam
  * Sends nothing to the view; the capability is checked here (READ:
  * WK_EDENIED otherwise) and by every read of the subscription. A view
  * that does not exist is reported WK_LIVE_VIEW_GONE by recv at its first
- * idle poll (the crate would wait for it to be created). Arguments and
- * returns as wk_live_view_subscribe().
+ * idle poll (the crate would wait for it to be created). A version does
+ * not say which view it was of: the subscription follows the generation
+ * of the first entry carrying one, or head, that it reads, so a view
+ * re-created before that, past `version`, is taken for the one meant;
+ * re-creations after it are GONE. Arguments and returns as
+ * wk_live_view_subscribe().
  */
 WK_API int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name name,
                                uint64_t version, const wk_live_view_sub_options *opts,
@@ -332,6 +356,10 @@ WK_API int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name n
  *   version: the entry is passed over and c stays (as the crate does), so
  *   the diffs after it fail too until a base comes; resubscribe to start
  *   again from the latest body.
+ *
+ * Entries of another view (another generation; see RE-CREATION) are never
+ * handed out: the entries of the view followed read before them come
+ * first, then WK_LIVE_VIEW_GONE.
  *
  * Returns WK_OK (see event->type; after GONE and STOPPED every call gives
  * the same at once, sending nothing), WK_ECORRUPT as above (or a reply of

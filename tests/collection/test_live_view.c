@@ -5,8 +5,9 @@
  * rule, history, corrupted heads and entries, subscribers that follow a
  * writer through 1,000 commits and squashes (one of them falling behind
  * past a squash), "gone" and "stopped" as outcomes distinct from
- * corruption, capabilities, typed bodies, and the Rust side played with
- * raw Redis commands in both directions.
+ * corruption, capabilities, typed bodies, the Rust side played with raw
+ * Redis commands in both directions, and re-creation under the same name
+ * (the generation `g`).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,6 +79,22 @@ static void expect_entry(const redisReply *e, const char *id, int nfields, const
         expect_str(e->element[1]->element[i], fv[i]);
 }
 
+/* The generation `g` of the head `head` (16 lowercase hex digits), or ""
+ * when it has none (a view the crate created). */
+static void gen_of(redisContext *raw, const char *head, char out[17])
+{
+    redisReply *r = cmd(raw, "HGET %s g", head);
+    out[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) {
+        cr_assert_eq(r->len, 16, "g is \"%s\"", r->str);
+        cr_assert_eq(strspn(r->str, "0123456789abcdef"), 16, "g is \"%s\"", r->str);
+        memcpy(out, r->str, 17);
+    } else {
+        cr_assert_eq(r->type, REDIS_REPLY_NIL, "type %d", r->type);
+    }
+    freeReplyObject(r);
+}
+
 static wk_live_view_commit_outcome commit(wk_processor *p, const wk_entity *e, wk_name n,
                                           uint64_t parent, const char *diff, const char *body)
 {
@@ -124,9 +141,14 @@ Test(live_view, key_bytes_and_stored_shapes_follow_the_spec, .timeout = 60)
     expect_str(r->element[0], "1");
     expect_str(r->element[1], "title");
     freeReplyObject(r);
+    /* The crate's two fields, and this library's generation `g` (random,
+     * taken at creation), which every entry of the log repeats. */
     r = cmd(raw, "HLEN %s", head);
-    cr_assert_eq(r->integer, 2);
+    cr_assert_eq(r->integer, 3);
     freeReplyObject(r);
+    char g[17];
+    gen_of(raw, head, g);
+    cr_assert_eq(strlen(g), 16, "a view created here has a generation");
     r = cmd(raw, "PTTL %s", head);
     cr_assert_eq(r->integer, -1, "a live view has no TTL");
     freeReplyObject(r);
@@ -135,8 +157,8 @@ Test(live_view, key_bytes_and_stored_shapes_follow_the_spec, .timeout = 60)
     cr_assert_eq(out.version, 2);
     r = cmd(raw, "XRANGE %s - +", log);
     cr_assert_eq(r->elements, 2);
-    expect_entry(r->element[0], "1-0", 2, (const char *[]){"base", "title"});
-    expect_entry(r->element[1], "2-0", 2, (const char *[]){"diff", "+a"});
+    expect_entry(r->element[0], "1-0", 4, (const char *[]){"base", "title", "g", g});
+    expect_entry(r->element[1], "2-0", 4, (const char *[]){"diff", "+a", "g", g});
     freeReplyObject(r);
     r = cmd(raw, "TYPE %s", log);
     cr_assert_str_eq(r->str, "stream");
@@ -238,7 +260,10 @@ Test(live_view, squashing_follows_the_crates_rule, .timeout = 60)
     commit(p, &e, n, 3, "d", "abcd");
     redisReply *r = cmd(raw, "XRANGE %s - +", log);
     cr_assert_eq(r->elements, 1);
-    expect_entry(r->element[0], "4-0", 4, (const char *[]){"base", "abcd", "diff", "d"});
+    char g[17];
+    gen_of(raw, head, g);
+    /* The crate's fields in the crate's order, then the generation. */
+    expect_entry(r->element[0], "4-0", 6, (const char *[]){"base", "abcd", "diff", "d", "g", g});
     freeReplyObject(r);
     commit(p, &e, n, 4, "e", "abcde");
     expect_log_ids(raw, log, (const char *[]){"4-0", "5-0"}, 2);
@@ -258,12 +283,14 @@ Test(live_view, squashing_follows_the_crates_rule, .timeout = 60)
 
     /* max_diffs 0: every commit squashes. */
     wk_entity zero = WK_LIVE_VIEW_ENTITY(wk_test_ns("squash0"), 0);
+    key_of(head, &zero, n, ":h");
     key_of(log, &zero, n, ":l");
     create(p, &zero, n, "a");
     commit(p, &zero, n, 1, "b", "ab");
     r = cmd(raw, "XRANGE %s - +", log);
     cr_assert_eq(r->elements, 1);
-    expect_entry(r->element[0], "2-0", 4, (const char *[]){"base", "ab", "diff", "b"});
+    gen_of(raw, head, g);
+    expect_entry(r->element[0], "2-0", 6, (const char *[]){"base", "ab", "diff", "b", "g", g});
     freeReplyObject(r);
     wk_live_view_log_free(&h);
     cr_assert_eq(wk_live_view_history(p, &zero, wk_name_str("none"), &h), WK_OK);
@@ -973,14 +1000,16 @@ Test(live_view, a_c_writer_and_a_rust_subscriber_share_one_view, .timeout = 60)
     wk_db_close(db);
 }
 
+/* ------------------------------------------------------------------------
+ * Re-creation: a subscription follows one view, never a later one of the
+ * same name (the generation `g`; issue 21, finding 6)
+ * ---------------------------------------------------------------------- */
+
 /* Re-created and committed past the subscriber's version before it reads:
- * the old cursor must not hand out the new view's diffs. KNOWN DEFECT
- * (issue 21, finding 6, not fixed yet): on main it fails with "got event 1
- * at version 3" (a Diff of the new view for the old body). Disabled, so
- * criterion lists it as skipped, until LiveView gets a generation like
- * StreamBuffer's; enable it with the fix. */
-Test(live_view, recreated_view_past_the_subscriber_is_gone_never_mixed, .timeout = 60,
-     .disabled = true)
+ * the old cursor must not hand out the new view's diffs. Before the
+ * generation it failed with "got event 1 at version 3" (a Diff of the new
+ * view for the old body). */
+Test(live_view, recreated_view_past_the_subscriber_is_gone_never_mixed, .timeout = 60)
 {
     SETUP(NULL, "remix", 5, wk_name_str("g"));
     wk_live_view_sub_options o = {.poll_ms = 50};
@@ -999,7 +1028,328 @@ Test(live_view, recreated_view_past_the_subscriber_is_gone_never_mixed, .timeout
     cr_assert_eq(recv_ev(sub, &ev), WK_OK);
     cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
                  (unsigned long long)ev.version);
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "gone is final");
+    cr_assert_eq(wk_live_view_sub_version(sub), 2, "nothing of the new view was taken");
     wk_live_view_sub_close(sub);
     wk_live_view_body_free(&first);
+    wk_db_close(db);
+}
+
+typedef struct timed_recv {
+    wk_live_view_sub *sub;
+    int rc;
+    wk_live_view_event ev;
+    atomic_bool done;
+} timed_recv;
+
+static void *recv_flagged(void *arg)
+{
+    timed_recv *t = arg;
+    t->rc = wk_live_view_recv(t->sub, &t->ev);
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+/* One recv, stopped if it has not returned within `ms` (a generous bound:
+ * the answer expected comes after one poll of a few ms). */
+static int recv_within(wk_live_view_sub *sub, int ms, wk_live_view_event *ev)
+{
+    timed_recv t = {.sub = sub, .ev = WK_LIVE_VIEW_EVENT_INIT};
+    atomic_init(&t.done, false);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, recv_flagged, &t), 0);
+    for (int64_t until = wk_test_now_ms() + ms; !atomic_load(&t.done) && wk_test_now_ms() < until;)
+        wk_test_sleep_ms(5);
+    if (!atomic_load(&t.done))
+        wk_live_view_sub_stop(sub);
+    pthread_join(th, NULL);
+    *ev = t.ev;
+    return t.rc;
+}
+
+/* Re-created and committed up to the subscriber's version, not past it:
+ * nothing new for the XREAD, so the quiet poll must tell. Before the
+ * generation its version check passed (3 >= 3) and recv waited on the
+ * new view: stopped after 10 s instead of GONE, then the new view's
+ * diff. */
+Test(live_view, recreated_view_up_to_the_subscribers_version_is_gone, .timeout = 60)
+{
+    SETUP(NULL, "remixat", 5, wk_name_str("g"));
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_sub *sub = NULL;
+    create(p, &e, n, "a");
+    commit(p, &e, n, 1, "b", "ab");
+    commit(p, &e, n, 2, "c", "abc");
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    cr_assert_eq(first.version, 3);
+    bool removed;
+    cr_assert_eq(wk_live_view_remove(p, &e, n, &removed), WK_OK);
+    create(p, &e, n, "x");
+    commit(p, &e, n, 1, "y", "xy");
+    commit(p, &e, n, 2, "z", "xyz");
+    cr_assert_eq(recv_within(sub, 10000, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d (4: stopped, still waiting)", ev.type);
+    commit(p, &e, n, 3, "w", "xyzw");
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    wk_live_view_sub_close(sub);
+    wk_live_view_body_free(&first);
+    wk_db_close(db);
+}
+
+/* Whether the client named `name` is blocked in XREAD. */
+static bool blocked_in_xread(redisContext *raw, const char *name)
+{
+    char want[128];
+    snprintf(want, sizeof(want), " name=%s ", name);
+    redisReply *r = cmd(raw, "CLIENT LIST TYPE normal");
+    bool found = false;
+    for (char *line = r->str; line && *line && !found;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        found = strstr(line, want) && strstr(line, "cmd=xread") && strstr(line, "flags=b");
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return found;
+}
+
+/* The usual case: the subscriber waits in XREAD when the view is removed,
+ * re-created and committed past it; the new view's commit wakes it. */
+Test(live_view, a_waiting_subscriber_woken_by_a_recreated_view_is_gone, .timeout = 60)
+{
+    const char *client = wk_test_ns("lvwoken");
+    wk_db *db = wk_test_open_as(NULL, client, -1);
+    cr_assert_not_null(db);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity e = WK_LIVE_VIEW_ENTITY(wk_test_ns("woken"), 5);
+    wk_name n = wk_name_str("w");
+    create(p, &e, n, "a");
+    commit(p, &e, n, 1, "b", "ab");
+    wk_live_view_sub_options o = {.poll_ms = 30000};
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
+    receiver r = {.ev = WK_LIVE_VIEW_EVENT_INIT};
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &r.sub), WK_OK);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, recv_one, &r), 0);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    while (!blocked_in_xread(raw, client))
+        wk_test_sleep_ms(5);
+    bool removed;
+    cr_assert_eq(wk_live_view_remove(p, &e, n, &removed), WK_OK);
+    create(p, &e, n, "x");
+    commit(p, &e, n, 1, "y", "xy");
+    commit(p, &e, n, 2, "z", "xyz");
+    pthread_join(t, NULL);
+    cr_assert_eq(r.rc, WK_OK, "%s", wk_live_view_sub_errmsg(r.sub));
+    cr_assert_eq(r.ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", r.ev.type,
+                 (unsigned long long)r.ev.version);
+    wk_live_view_sub_close(r.sub);
+    wk_live_view_body_free(&first);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* Removal alone is GONE as before, for a view of this library (with a
+ * generation) and for one the crate created (none), removed by either. */
+Test(live_view, removed_view_without_recreation_is_gone, .timeout = 60)
+{
+    SETUP(NULL, "gone2", 5, wk_name_str("ours"));
+    redisContext *raw = wk_test_raw(wk_test_url());
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
+    for (int crate = 0; crate < 2; crate++) {
+        wk_live_view_sub *sub = NULL;
+        if (crate)
+            rust_create(raw, head, log, "a");
+        else
+            create(p, &e, n, "a");
+        cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+        commit(p, &e, n, 1, "b", "ab");
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF);
+        if (crate) /* the crate's remove */
+            freeReplyObject(cmd(raw, "UNLINK %s %s", head, log));
+        else
+            cr_assert_eq(wk_live_view_remove(p, &e, n, NULL), WK_OK);
+        cr_assert_eq(recv_within(sub, 10000, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "crate %d: event %d", crate, ev.type);
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "gone is final");
+        cr_assert_eq(wk_live_view_sub_version(sub), 2);
+        wk_live_view_sub_close(sub);
+    }
+    wk_live_view_body_free(&first);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* A view the crate created has no generation and gets none: this library's
+ * commits keep the crate's layout exactly, a subscriber follows crate and
+ * C commits alike, and a re-creation here (whose entries carry one) is
+ * GONE. */
+Test(live_view, crate_view_without_generation_is_followed_and_its_recreation_here_is_gone,
+     .timeout = 60)
+{
+    SETUP(NULL, "crategen", 2, wk_name_u64(5));
+    redisContext *raw = wk_test_raw(wk_test_url());
+    rust_create(raw, head, log, "r");
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_body view = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_sub *sub = NULL;
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &view, &sub), WK_OK, "%s", wk_db_errmsg(db));
+    char body[64] = "r";
+    for (uint64_t v = 1; v <= 6; v++) {
+        char diff[2] = {(char)('a' + v), '\0'};
+        strcat(body, diff);
+        if (v % 2)
+            rust_commit(raw, head, log, v, diff, body, 2);
+        else
+            commit(p, &e, n, v, diff, body);
+    }
+    char g[17];
+    gen_of(raw, head, g);
+    cr_assert_str_eq(g, "", "a crate view gets no generation");
+    redisReply *r = cmd(raw, "XRANGE %s - +", log);
+    for (size_t i = 0; i < r->elements; i++)
+        for (size_t j = 0; j < r->element[i]->element[1]->elements; j += 2)
+            cr_assert_str_neq(r->element[i]->element[1]->element[j]->str, "g",
+                              "entry %s has a generation", r->element[i]->element[0]->str);
+    freeReplyObject(r);
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    while (view.version < 7) {
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert(ev.type == WK_LIVE_VIEW_DIFF || ev.type == WK_LIVE_VIEW_SNAPSHOT);
+        cr_assert_eq(wk_live_view_update(&view, &ev, append, NULL), WK_OK);
+    }
+    cr_assert_str_eq((const char *)view.data, body);
+    /* Re-created here past it: the new view's entries carry a generation
+     * the crate's view had not. */
+    cr_assert_eq(wk_live_view_remove(p, &e, n, NULL), WK_OK);
+    create(p, &e, n, "x");
+    for (uint64_t v = 1; v <= 8; v++)
+        commit(p, &e, n, v, "y", "xy");
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    wk_live_view_body_free(&view);
+    wk_live_view_sub_close(sub);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* The crate's commits to a view of this library write entries without a
+ * generation: they are followed (the head still has the view's), later
+ * commits here carry the generation again, and a re-creation by the crate
+ * past the subscriber (a head without it) is GONE. */
+Test(live_view, crate_commits_to_our_view_are_followed_and_a_crate_recreation_is_gone,
+     .timeout = 60)
+{
+    SETUP(NULL, "crateours", 5, wk_name_str("o"));
+    redisContext *raw = wk_test_raw(wk_test_url());
+    create(p, &e, n, "c");
+    char g[17];
+    gen_of(raw, head, g);
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_body view = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_sub *sub = NULL;
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &view, &sub), WK_OK);
+    rust_commit(raw, head, log, 1, "d", "cd", 5);
+    rust_commit(raw, head, log, 2, "e", "cde", 5);
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    for (uint64_t v = 2; v <= 3; v++) {
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF, "event %d", ev.type);
+        cr_assert_eq(ev.version, v);
+        cr_assert_eq(wk_live_view_update(&view, &ev, append, NULL), WK_OK);
+    }
+    commit(p, &e, n, 3, "f", "cdef");
+    redisReply *r = cmd(raw, "XRANGE %s 4-0 4-0", log);
+    expect_entry(r->element[0], "4-0", 4, (const char *[]){"diff", "f", "g", g});
+    freeReplyObject(r);
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF);
+    cr_assert_eq(wk_live_view_update(&view, &ev, append, NULL), WK_OK);
+    cr_assert_str_eq((const char *)view.data, "cdef");
+    /* The crate removes and re-creates it, and commits past version 4. */
+    freeReplyObject(cmd(raw, "UNLINK %s %s", head, log));
+    rust_create(raw, head, log, "x");
+    const char *bodies[] = {"xy", "xyy", "xyyy", "xyyyy"};
+    for (uint64_t v = 1; v <= 4; v++)
+        rust_commit(raw, head, log, v, "y", bodies[v - 1], 5);
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    cr_assert_eq(wk_live_view_sub_version(sub), 4);
+    wk_live_view_body_free(&view);
+    wk_live_view_sub_close(sub);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
+/* resume sends nothing, so it follows the view whose entries it reads
+ * first; a re-creation after that is GONE. */
+Test(live_view, resumed_subscription_notices_a_later_recreation, .timeout = 60)
+{
+    SETUP(NULL, "resumegen", 5, wk_name_str("r"));
+    create(p, &e, n, "a");
+    commit(p, &e, n, 1, "b", "ab");
+    commit(p, &e, n, 2, "c", "abc");
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_sub *sub = NULL;
+    cr_assert_eq(wk_live_view_resume(p, &e, n, 1, &o, &sub), WK_OK);
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    for (uint64_t v = 2; v <= 3; v++) {
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF);
+        cr_assert_eq(ev.version, v);
+    }
+    cr_assert_eq(wk_live_view_remove(p, &e, n, NULL), WK_OK);
+    create(p, &e, n, "x");
+    for (uint64_t v = 1; v <= 4; v++)
+        commit(p, &e, n, v, "y", "xy");
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    wk_live_view_sub_close(sub);
+    wk_db_close(db);
+}
+
+/* Entries of two generations in one batch (only hand-written data makes
+ * that): those of the view followed are handed out, then GONE; nothing of
+ * the other one. */
+Test(live_view, another_generation_mid_batch_ends_the_view_there, .timeout = 60)
+{
+    SETUP(NULL, "midbatch", 5, wk_name_str("m"));
+    redisContext *raw = wk_test_raw(wk_test_url());
+    create(p, &e, n, "a");
+    char g[17];
+    gen_of(raw, head, g);
+    wk_live_view_sub_options o = {.poll_ms = 50};
+    wk_live_view_body first = WK_LIVE_VIEW_BODY_INIT;
+    wk_live_view_sub *sub = NULL;
+    cr_assert_eq(wk_live_view_subscribe(p, &e, n, &o, &first, &sub), WK_OK);
+    freeReplyObject(cmd(raw, "XADD %s 2-0 diff b g %s", log, g));
+    freeReplyObject(cmd(raw, "XADD %s 3-0 diff c", log));
+    freeReplyObject(cmd(raw, "XADD %s 4-0 diff d g 0000000000000000", log));
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    for (uint64_t v = 2; v <= 3; v++) {
+        cr_assert_eq(recv_ev(sub, &ev), WK_OK, "%s", wk_live_view_sub_errmsg(sub));
+        cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF, "event %d", ev.type);
+        cr_assert_eq(ev.version, v);
+    }
+    cr_assert_eq(recv_ev(sub, &ev), WK_OK);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_GONE, "got event %d at version %llu", ev.type,
+                 (unsigned long long)ev.version);
+    cr_assert_eq(wk_live_view_sub_version(sub), 3);
+    wk_live_view_body_free(&first);
+    wk_live_view_sub_close(sub);
+    redisFree(raw);
     wk_db_close(db);
 }
