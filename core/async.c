@@ -6,9 +6,11 @@
  * handle's, and the connection (db->conn->link) is driven here, one
  * non-blocking step per wk_async_process():
  *
- *   DOWN → DIALING (core/dial.c) → HANDSHAKE (TLS only, core/tls.c in
- *   steps) → SETUP (AUTH, HELLO, SELECT pipelined, judged by the same
- *   functions as wk_db_open) → READY.
+ *   DOWN → CONNECTING → READY
+ *
+ * CONNECTING is the set-up machine every handle uses (core/conn_machine.c:
+ * dial, TLS, AUTH / HELLO / SELECT, the Sentinel search), stepped from
+ * the watch: its want is what the loop is shown.
  *
  * Queries are admitted and formatted into `store` when submitted (the
  * formatting and parsing of core/dispatch.c), and kept in a FIFO ring in
@@ -35,28 +37,15 @@
 #include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
-#include "core/dial.h"
+#include "core/conn_machine.h"
 #include "core/exchange.h"
 
 /* Spans kept inside an entry; a query with more arguments (rare: custom
  * queries) gets them on the heap. */
 #define INLINE_SPANS 12
-/* Set-up commands at most: AUTH, HELLO (or PING + CLIENT SETNAME), SELECT,
- * ROLE (Sentinel). */
-#define MAX_SETUP 6
 
-enum conn_state { DOWN, DIALING, HANDSHAKE, SETUP, READY };
+enum conn_state { DOWN, CONNECTING, READY };
 enum entry_state { UNSENT = WK__UNSENT, SENT = WK__SENT, FINAL, CALLED };
-enum setup_step {
-    STEP_AUTH,
-    STEP_HELLO,
-    STEP_PING,
-    STEP_SETNAME,
-    STEP_SELECT,
-    STEP_ROLE,           /* Sentinel: the node named must say it is the primary */
-    STEP_SENTINEL_AUTH,  /* the sentinel's own AUTH */
-    STEP_SENTINEL_MASTER /* SENTINEL get-master-addr-by-name */
-};
 
 typedef struct entry {
     const char *name;
@@ -91,25 +80,8 @@ struct wk_async {
     int64_t seen_due;
 
     enum conn_state state;
-    wk__dial dial;
-    int64_t connect_deadline;
-    short tls_want;
-    unsigned char steps[MAX_SETUP]; /* set-up replies awaited, in order */
-    int nsteps, step;
-    wk__buf setup_out;
-    size_t setup_wpos;
-    char addr[256];
-    /* redis-sentinel://: connecting first asks the sentinels, in order,
-     * round after round until discover_deadline (as wk_db_open does),
-     * through the same DIALING and SETUP states on the sentinel's socket
-     * (`asking`), then dials the primary named and checks its ROLE. */
-    bool discovering, asking;
-    size_t sentinel_i;
-    int64_t discover_deadline, pause_until;
-    int last_rc;
-    char last_why[WK__ERRMSG_MAX / 2];
-    char primary_host[200];
-    int primary_port;
+    wk__setup setup; /* CONNECTING: the set-up, and what it waits for */
+    wk__want want;
 
     entry *ring;
     size_t head, count, cap;
@@ -234,8 +206,8 @@ int wk_async_fd(const wk_async *a)
 {
     if (!a)
         return -1;
-    if (a->state == DIALING)
-        return a->dial.fd;
+    if (a->state == CONNECTING)
+        return a->want.fd;
     return a->state == DOWN || !a->db->conn->link.ctx ? -1 : a->db->conn->link.ctx->fd;
 }
 
@@ -247,12 +219,9 @@ unsigned wk_async_events(const wk_async *a)
     switch (a->state) {
     case DOWN:
         return 0;
-    case DIALING:
-        return WK_ASYNC_WRITE;
-    case HANDSHAKE:
-        return a->tls_want == POLLOUT ? WK_ASYNC_WRITE : WK_ASYNC_READ;
-    case SETUP:
-        return WK_ASYNC_READ | (a->setup_wpos < a->setup_out.len ? WK_ASYNC_WRITE : 0);
+    case CONNECTING:
+        return (a->want.events & POLLIN ? WK_ASYNC_READ : 0) |
+               (a->want.events & POLLOUT ? WK_ASYNC_WRITE : 0);
     case READY:
         return WK_ASYNC_READ |
                (a->wpos < a->store.len || link->want == POLLOUT ? WK_ASYNC_WRITE : 0);
@@ -281,12 +250,10 @@ static int64_t next_due(wk_async *a)
     case DOWN:
         for (size_t i = 0; i < a->count; i++)
             if (at(a, i)->state == UNSENT)
-                return a->pause_until; /* to connect (after a pause between sentinel rounds) */
+                return 0; /* to connect */
         return -1;
-    case DIALING:
-    case HANDSHAKE:
-    case SETUP:
-        return a->connect_deadline;
+    case CONNECTING:
+        return a->want.deadline;
     case READY: {
         const entry *e = oldest_sent(a);
         return e ? e->sent_ms + reply_timeout_ms(a, e) : -1;
@@ -341,277 +308,64 @@ static void fd_gone(wk_async *a)
 static void close_link(wk_async *a)
 {
     fd_gone(a);
-    wk__dial_end(&a->dial);
+    wk__setup_end(&a->setup);
     wk__conn_drop(a->db->conn);
     a->state = DOWN;
-    a->setup_out.len = a->setup_wpos = 0;
 }
 
-/* Connecting or setting up failed: nothing was sent; every entry (all
- * UNSENT) fails with the reason. */
-static void ask_next_sentinel(wk_async *a);
-
+/* Connecting failed: nothing was sent; every entry (all UNSENT) fails
+ * with the reason. */
 static void connect_failed(wk_async *a, int rc, const char *why)
 {
-    if (a->discovering && rc != WK_EAUTH && rc != WK_ENOMEM) {
-        /* This sentinel, or the node it named, did not do: the next one. */
-        a->last_rc = rc > 0 ? WK_EIO : rc;
-        wk__copy_text(a->last_why, sizeof(a->last_why), why);
-        close_link(a);
-        a->sentinel_i++;
-        ask_next_sentinel(a);
-        return;
-    }
-    a->discovering = false;
-    /* `why` may be the connection's own text, gone once it is closed. */
+    /* `why` may be the set-up's own text, gone once it is ended. */
     wk__copy_text(a->errmsg, sizeof(a->errmsg), why);
-    const char *msg = a->errmsg;
     close_link(a);
     for (size_t i = 0; i < a->count; i++) {
         entry *e = at(a, i);
         if (e->state == UNSENT || e->state == SENT)
-            finish_fmt(a, e, rc, msg);
+            finish_fmt(a, e, rc, a->errmsg);
     }
 }
 
-/* Append one set-up command. */
-static int setup_add(wk_async *a, unsigned char step, int argc, const char *const *argv)
+/* Step the set-up; once it ends, the connection is READY or failed. */
+static void drive(wk_async *a, unsigned ready)
 {
-    size_t lens[4];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    wk_query q = {.name = "set-up", .argc = argc, .argv = argv, .argvlen = lens};
-    int rc = wk__format_query(a->db, &a->setup_out, &q, false, NULL, NULL);
-    if (!rc)
-        a->steps[a->nsteps++] = step;
-    return rc;
-}
-
-/* The socket (and TLS) is up: pipeline the set-up commands. */
-static void begin_setup(wk_async *a)
-{
-    wk__conn *conn = a->db->conn;
-    a->state = SETUP;
-    a->nsteps = a->step = 0;
-    a->setup_out.len = a->setup_wpos = 0;
-    int rc = WK_OK;
-    if (conn->url.password) {
-        const char *auth[3] = {"AUTH", conn->url.username ? conn->url.username : conn->url.password,
-                               conn->url.password};
-        rc = setup_add(a, STEP_AUTH, conn->url.username ? 3 : 2, auth);
-    }
-    const char *hello[4] = {"HELLO", "2", "SETNAME", conn->client_name};
-    if (!rc)
-        rc = setup_add(a, STEP_HELLO, conn->client_name ? 4 : 2, hello);
-    char num[16];
-    snprintf(num, sizeof(num), "%d", conn->url.database);
-    const char *select[2] = {"SELECT", num};
-    if (!rc && conn->url.database)
-        rc = setup_add(a, STEP_SELECT, 2, select);
-    const char *role[1] = {"ROLE"};
-    if (!rc && conn->url.service)
-        rc = setup_add(a, STEP_ROLE, 1, role);
-    if (rc)
-        connect_failed(a, rc, "out of memory formatting the connection set-up");
-}
-
-/* Connected to a sentinel: ask it for the primary (after its AUTH). */
-static void begin_sentinel_question(wk_async *a)
-{
-    wk__conn *conn = a->db->conn;
-    a->state = SETUP;
-    a->nsteps = a->step = 0;
-    a->setup_out.len = a->setup_wpos = 0;
-    int rc = WK_OK;
-    if (conn->sentinel_password) {
-        const char *auth[3] = {
-            "AUTH", conn->sentinel_username ? conn->sentinel_username : conn->sentinel_password,
-            conn->sentinel_password};
-        rc = setup_add(a, STEP_SENTINEL_AUTH, conn->sentinel_username ? 3 : 2, auth);
-    }
-    const char *ask[3] = {"SENTINEL", "get-master-addr-by-name", conn->url.service};
-    if (!rc)
-        rc = setup_add(a, STEP_SENTINEL_MASTER, 3, ask);
-    if (rc)
-        connect_failed(a, WK_ENOMEM, "out of memory formatting the question to the sentinel");
-}
-
-/* Dial `at` (a sentinel or a data node) for the state machine. */
-static void dial(wk_async *a, const wk_url *at)
-{
-    wk__conn *conn = a->db->conn;
-    char why[256];
-    int rc = wk__dial_start(&a->dial, at, why, sizeof(why));
-    a->connect_deadline = wk_monotonic_ms() + (int64_t)conn->connect_timeout.tv_sec * 1000 +
-                          conn->connect_timeout.tv_usec / 1000;
-    if (a->discovering && a->connect_deadline > a->discover_deadline)
-        a->connect_deadline = a->discover_deadline;
-    if (rc) {
-        char msg[WK__ERRMSG_MAX + 320];
-        snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
-        connect_failed(a, rc, msg);
+    a->want = wk__setup_step(&a->setup, (short)((ready & WK_ASYNC_READ ? POLLIN : 0) |
+                                                (ready & WK_ASYNC_WRITE ? POLLOUT : 0)));
+    if (!a->want.done)
+        return;
+    if (a->setup.rc) {
+        connect_failed(a, a->setup.rc, a->setup.msg);
         return;
     }
-    a->state = DIALING;
-}
-
-/* Dial a sentinel (`asking`) or the primary it named, at host:port. */
-static void dial_discovered(wk_async *a, bool asking, const char *host, int port)
-{
-    a->asking = asking;
-    snprintf(a->addr, sizeof(a->addr), "%s%s:%d", asking ? "sentinel " : "", host, port);
-    wk_url at = {.host = (char *)host, .port = port};
-    dial(a, &at);
-}
-
-/* The sentinel named the primary: leave the sentinel, dial the node. */
-static void sentinel_answered(wk_async *a)
-{
-    close_link(a);
-    dial_discovered(a, false, a->primary_host, a->primary_port);
-}
-
-/* The next sentinel in turn; after the last, a pause and a new round
- * until the discovery deadline, then the search fails. */
-static void ask_next_sentinel(wk_async *a)
-{
-    wk__conn *conn = a->db->conn;
-    int64_t now = wk_monotonic_ms();
-    if (a->sentinel_i >= conn->url.nsentinels) {
-        a->sentinel_i = 0;
-        if (now + WK__SENTINEL_ROUND_PAUSE_MS >= a->discover_deadline) {
-            char msg[WK__ERRMSG_MAX + 320];
-            snprintf(msg, sizeof(msg),
-                     "no primary of service \"%.100s\" found through %zu sentinel(s); last: %s",
-                     conn->url.service, conn->url.nsentinels, a->last_why);
-            a->discovering = false;
-            connect_failed(a, a->last_rc, msg);
-            return;
-        }
-        a->pause_until = now + WK__SENTINEL_ROUND_PAUSE_MS;
-        a->state = DOWN; /* step() dials again once the pause is over */
+    if (a->setup.cluster) {
+        /* Not routed by slot yet: a cluster needs the blocking handle. */
+        char msg[WK__ERRMSG_MAX];
+        snprintf(msg, sizeof(msg),
+                 "%s is a Redis Cluster node; the event-loop handle does not route by slot "
+                 "yet (use wk_db_open)",
+                 a->setup.addr);
+        connect_failed(a, WK_EINVAL, msg);
         return;
     }
-    const wk_url_node *s = &conn->url.sentinels[a->sentinel_i];
-    dial_discovered(a, true, s->host, s->port);
+    wk__setup_take(&a->setup, &a->db->conn->link, NULL);
+    wk__setup_end(&a->setup);
+    a->state = READY;
+    a->db->conn->last_io_ms = wk_monotonic_ms();
+}
+
+static void setup_closing(void *arg)
+{
+    fd_gone(arg);
 }
 
 static void start_connect(wk_async *a)
 {
-    wk__conn *conn = a->db->conn;
-    if (!conn->url.service) {
-        dial(a, &conn->url);
-        return;
-    }
-    int64_t now = wk_monotonic_ms();
-    if (!a->discovering) {
-        int64_t budget =
-            (int64_t)conn->connect_timeout.tv_sec * 1000 + conn->connect_timeout.tv_usec / 1000;
-        int64_t command = command_timeout_ms(a);
-        a->discovering = true;
-        a->discover_deadline = now + (command > budget ? command : budget);
-        a->sentinel_i = 0;
-        a->pause_until = 0;
-        a->last_rc = WK_EIO;
-        wk__copy_text(a->last_why, sizeof(a->last_why), "no sentinel answered");
-    }
-    if (now < a->pause_until)
-        return; /* between two rounds: step() comes back */
-    ask_next_sentinel(a);
-}
-
-/* The socket connected: wrap it, start TLS or the set-up. */
-static void connected(wk_async *a)
-{
-    wk__conn *conn = a->db->conn;
-    int fd = wk__dial_take(&a->dial);
-    redisContext *c = redisConnectFd(fd);
-    if (!c) {
-        close(fd);
-        connect_failed(a, WK_ENOMEM, "out of memory connecting to Redis");
-        return;
-    }
-    c->reader->fn = &wk__reply_functions;
-    conn->link = (wk__link){.ctx = c, .tx = &wk__plain_transport, .wake_fd = -1};
-    if (a->asking) {
-        begin_sentinel_question(a);
-        return;
-    }
-    if (!conn->tls) {
-        begin_setup(a);
-        return;
-    }
-    char msg[WK__ERRMSG_MAX + 320];
-    /* The certificate must name the host dialed: the URL's, or the
-     * primary a sentinel named. */
-    const char *host = conn->url.service ? a->primary_host : conn->url.host;
-    int rc = wk__tls_start(conn->tls, &conn->link, host, msg, sizeof(msg));
-    if (rc) {
-        connect_failed(a, rc, msg);
-        return;
-    }
-    a->state = HANDSHAKE;
-    a->tls_want = POLLOUT;
-}
-
-/* Judge one set-up reply; returns false when the set-up failed. */
-static bool judge_setup(wk_async *a, const redisReply *r)
-{
-    wk__conn *conn = a->db->conn;
-    char msg[WK__ERRMSG_MAX + 320];
-    int rc = WK_OK;
-    switch (a->steps[a->step++]) {
-    case STEP_AUTH:
-        rc = wk__setup_judge(r, WK_EAUTH, "AUTH", msg, sizeof(msg));
-        break;
-    case STEP_HELLO: {
-        bool cluster = false;
-        rc = wk__hello_judge(r, a->addr, &cluster, msg, sizeof(msg));
-        if (!rc && cluster) {
-            /* Not routed by slot yet: a cluster needs the blocking handle. */
-            snprintf(msg, sizeof(msg),
-                     "%s is a Redis Cluster node; the event-loop handle does not route by slot "
-                     "yet (use wk_db_open)",
-                     a->addr);
-            rc = WK_EINVAL;
-        }
-        if (rc == WK__HELLO_FALLBACK) {
-            /* The ACL forbids HELLO: PING (and CLIENT SETNAME) instead. */
-            const char *ping[1] = {"PING"};
-            const char *name[3] = {"CLIENT", "SETNAME", conn->client_name};
-            rc = setup_add(a, STEP_PING, 1, ping);
-            if (!rc && conn->client_name)
-                rc = setup_add(a, STEP_SETNAME, 3, name);
-            if (rc)
-                snprintf(msg, sizeof(msg), "out of memory formatting the connection set-up");
-        }
-        break;
-    }
-    case STEP_PING:
-        rc = wk__setup_judge(r, WK_EREDIS, "PING", msg, sizeof(msg));
-        break;
-    case STEP_SETNAME:
-        rc = wk__setup_judge(r, WK_EREDIS, "CLIENT SETNAME", msg, sizeof(msg));
-        break;
-    case STEP_SELECT:
-        rc = wk__setup_judge(r, WK_EREDIS, "SELECT", msg, sizeof(msg));
-        break;
-    case STEP_ROLE:
-        rc = wk__role_judge(r, a->addr, msg, sizeof(msg));
-        break;
-    case STEP_SENTINEL_AUTH:
-        rc = wk__setup_judge(r, WK_EAUTH, "AUTH", msg, sizeof(msg));
-        break;
-    case STEP_SENTINEL_MASTER:
-        rc = wk__sentinel_master_judge(r, a->addr, conn->url.service, a->primary_host,
-                                       sizeof(a->primary_host), &a->primary_port, msg, sizeof(msg));
-        break;
-    }
-    if (rc) {
-        connect_failed(a, rc, msg);
-        return false;
-    }
-    return true;
+    wk__setup_begin(&a->setup, a->db->conn, NULL, 0, WK__SETUP_SELECT, 0);
+    a->setup.closing = setup_closing;
+    a->setup.closing_arg = a;
+    a->state = CONNECTING;
+    drive(a, 0);
 }
 
 /* ---- queries on the wire ------------------------------------------------ */
@@ -875,62 +629,12 @@ static void read_replies(wk_async *a)
         connection_lost(a, rc, link->ctx->errstr[0] ? link->ctx->errstr : "connection lost");
 }
 
-static void setup_io(wk_async *a)
-{
-    wk__link *link = &a->db->conn->link;
-    while (a->setup_wpos < a->setup_out.len) {
-        short want = POLLOUT;
-        ssize_t n = link->tx->send(link, a->setup_out.data + a->setup_wpos,
-                                   a->setup_out.len - a->setup_wpos, &want);
-        if (n == WK__TX_AGAIN)
-            break;
-        if (n <= 0) {
-            connect_failed(a, WK_EIO, link->ctx->errstr[0] ? link->ctx->errstr : "write failed");
-            return;
-        }
-        a->setup_wpos += (size_t)n;
-    }
-    int rc = wk__wire_receive(link);
-    while (!rc && a->state == SETUP && a->step < a->nsteps) {
-        redisReply *r;
-        rc = wk__wire_take(link, &r);
-        if (rc || !r)
-            break;
-        bool ok = judge_setup(a, r);
-        freeReplyObject(r);
-        if (!ok)
-            return;
-    }
-    if (rc && a->state == SETUP) {
-        char msg[WK__ERRMSG_MAX + 320];
-        snprintf(msg, sizeof(msg), "connection set-up with %s failed: %s", a->addr,
-                 link->ctx->errstr[0] ? link->ctx->errstr : "connection lost");
-        connect_failed(a, rc == WK_EPROTO ? WK_EPROTO : WK_EIO, msg);
-        return;
-    }
-    if (a->state == SETUP && a->step == a->nsteps && a->asking) {
-        sentinel_answered(a);
-    } else if (a->state == SETUP && a->step == a->nsteps) {
-        a->state = READY;
-        a->discovering = false;
-        a->db->conn->last_io_ms = wk_monotonic_ms();
-    }
-}
-
 static void check_timers(wk_async *a)
 {
-    int64_t now = wk_monotonic_ms();
-    if ((a->state == DIALING || a->state == HANDSHAKE || a->state == SETUP) &&
-        now >= a->connect_deadline) {
-        char msg[WK__ERRMSG_MAX + 320];
-        snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: timed out", a->addr);
-        connect_failed(a, WK_ETIMEDOUT, msg);
-        return;
-    }
     if (a->state != READY)
         return;
     const entry *e = oldest_sent(a);
-    if (e && now - e->sent_ms >= reply_timeout_ms(a, e)) {
+    if (e && wk_monotonic_ms() - e->sent_ms >= reply_timeout_ms(a, e)) {
         char why[96];
         snprintf(why, sizeof(why), "no reply within %lld ms", (long long)command_timeout_ms(a));
         connection_lost(a, WK_ETIMEDOUT, why);
@@ -944,42 +648,14 @@ static void step(wk_async *a, unsigned ready)
         enum conn_state before = a->state;
         switch (a->state) {
         case DOWN:
-            if (a->pause_until > wk_monotonic_ms())
-                break; /* between two rounds over the sentinels */
             for (size_t i = 0; i < a->count; i++)
                 if (at(a, i)->state == UNSENT) {
                     start_connect(a);
                     break;
                 }
             break;
-        case DIALING: {
-            if (!a->dial.connected && !ready)
-                break;
-            char why[256];
-            const struct addrinfo *tried = a->dial.next;
-            int rc = wk__dial_check(&a->dial, why, sizeof(why));
-            if (rc == WK_OK)
-                connected(a);
-            else if (rc == 1 && a->dial.next != tried)
-                fd_gone(a); /* the next address, on a new socket */
-            else if (rc < 0) {
-                char msg[WK__ERRMSG_MAX + 320];
-                snprintf(msg, sizeof(msg), "cannot connect to Redis at %s: %s", a->addr, why);
-                connect_failed(a, rc, msg);
-            }
-            break;
-        }
-        case HANDSHAKE: {
-            char msg[WK__ERRMSG_MAX + 320];
-            int rc = wk__tls_step(&a->db->conn->link, &a->tls_want, a->addr, msg, sizeof(msg));
-            if (rc == WK_OK)
-                begin_setup(a);
-            else if (rc != WK__TLS_AGAIN)
-                connect_failed(a, rc, msg);
-            break;
-        }
-        case SETUP:
-            setup_io(a);
+        case CONNECTING:
+            drive(a, ready);
             break;
         case READY:
             read_replies(a);
@@ -1054,10 +730,9 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
     a->proc.process = async_submit;
     a->proc.db = a->db;
     a->proc.flags = WK_PROCESSOR_DEFERRED;
-    a->dial.fd = -1;
+    a->setup.dial.fd = -1; /* nothing to end yet */
     a->seen_fd = -1;
     a->seen_due = -1;
-    wk__conn_where(a->db->conn, a->addr, sizeof(a->addr));
     start_connect(a);
     *out = a;
     return WK_OK;
@@ -1086,7 +761,6 @@ void wk_async_close(wk_async *a)
     free(a->ring);
     free(a->store.data);
     free(a->scratch.data);
-    free(a->setup_out.data);
     free(a->argv);
     free(a->argvlen);
     wk_db_close(a->db);

@@ -159,12 +159,13 @@ int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((form
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
 
 /*
- * Open a connection with conn's settings: connect (connect timeout), the
- * TLS handshake for rediss:// (also within the connect timeout), command
- * timeout, the reply limits below, AUTH, SELECT (when `select_db`) and
- * CLIENT SETNAME. Shared by the handle and the Pub/Sub subscriber. On
- * failure *out is empty and msg (msglen bytes) says why — never quoting
- * the password. Close the link with wk__link_close().
+ * Open a connection with conn's settings, blocking (the set-up machine of
+ * core/conn_machine.c, polled): connect, the TLS handshake for rediss://,
+ * AUTH, HELLO (with CLIENT SETNAME), SELECT (when `select_db`), all
+ * within the connect timeout; for redis-sentinel:// the Sentinel search.
+ * Shared by the handle and the Pub/Sub subscriber. On failure *out is
+ * empty and msg (msglen bytes) says why — never quoting the password.
+ * Close the link with wk__link_close().
  */
 int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
 
@@ -180,43 +181,23 @@ int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk_
  * connection is closed (and says nothing). */
 bool wk__failover_noticed(const char *service, wk__link *link);
 
-/* The replies of the connection set-up, judged once for blocking and
- * event-loop handles: an error reply to a set-up command is `refusal`
- * ("<what> refused by the server: …"); HELLO's reply is checked for what
- * wk_db_open() promises (a Redis >= 6.0, a password when one is needed),
- * or WK__HELLO_FALLBACK: the ACL forbids HELLO, use PING (and CLIENT
- * SETNAME) instead. `addr` names the server in messages; *cluster (when
- * not NULL) says whether HELLO's "mode" is "cluster". */
-#define WK__HELLO_FALLBACK 1
-int wk__setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen);
-int wk__hello_judge(const redisReply *r, const char *addr, bool *cluster, char *msg, size_t msglen);
-/* Sentinel replies, judged once for blocking and event-loop handles:
- * SENTINEL get-master-addr-by-name's (the address into host / *port; 1:
- * this sentinel does not know `service`, ask the next) and ROLE's (1: not
- * the primary, or not yet). */
-int wk__sentinel_master_judge(const redisReply *r, const char *addr, const char *service,
-                              char *host, size_t hostlen, int *port, char *msg, size_t msglen);
-int wk__role_judge(const redisReply *r, const char *addr, char *msg, size_t msglen);
 /* Between two rounds over the sentinels. */
 #define WK__SENTINEL_ROUND_PAUSE_MS 50
-/* "host:port" or "unix:path" of conn's server. */
-const char *wk__conn_where(const wk__conn *conn, char *buf, size_t len);
 /* A handle with opts' settings and capability, not connected yet (what
  * wk_db_open() does before connecting). On failure *out is NULL and the
  * message is in err. */
 int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
 
 /* Connect to the data node host:port with conn's credentials and
- * settings (no SELECT: a cluster node). *cluster (when not NULL) says
- * whether its HELLO named a cluster. */
+ * settings (no SELECT: a cluster node), by the connect timeout and the
+ * call's deadline. *cluster (when not NULL) says whether its HELLO named
+ * a cluster. */
 int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
                      char *msg, size_t msglen);
-/* Send one short command on `link` and read its reply (set-up, CLUSTER
- * SLOTS), within conn's command timeout — or, _until, by `deadline`. */
+/* Send one short command on `link` and read its reply (CLUSTER SLOTS),
+ * within conn's command timeout and its call's deadline. */
 int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const char **argv,
                         redisReply **reply);
-int wk__link_round_trip_until(wk__link *link, int64_t deadline, int argc, const char **argv,
-                              redisReply **reply);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
  * wk_db_open() makes. */

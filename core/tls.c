@@ -507,32 +507,3 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
     handshake_abort(link);
     return rc;
 }
-
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, const char *host, int64_t deadline,
-                      const char *addr, char *msg, size_t msglen)
-{
-    int rc = wk__tls_start(cfg, link, host, msg, msglen);
-    while (rc == WK_OK) {
-        short want = 0;
-        rc = wk__tls_step(link, &want, addr, msg, msglen);
-        if (rc != WK__TLS_AGAIN)
-            return rc;
-        int64_t left = deadline - wk_monotonic_ms();
-        struct pollfd p = {.fd = link->ctx->fd, .events = want};
-        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
-        if (n > 0 || (n < 0 && errno == EINTR)) {
-            rc = WK_OK;
-            continue;
-        }
-        if (n == 0) {
-            snprintf(msg, msglen,
-                     "TLS handshake with %s did not complete in time (is it a TLS port?)", addr);
-            rc = WK_ETIMEDOUT;
-        } else {
-            snprintf(msg, msglen, "TLS handshake with %s: poll: %s", addr, strerror(errno));
-            rc = WK_EIO;
-        }
-        handshake_abort(link);
-    }
-    return rc;
-}

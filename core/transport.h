@@ -61,7 +61,7 @@ void wk__link_close(wk__link *link);
 /* A handle's TLS settings: one OpenSSL context built at open from the
  * options, shared by its reconnects, its subscriber connections and a
  * cluster's nodes. The name a certificate must carry is each
- * connection's own (see wk__tls_handshake). */
+ * connection's own (see wk__tls_start). */
 typedef struct wk__tls_config wk__tls_config;
 
 typedef struct wk__tls_options {
@@ -77,26 +77,21 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *opts, char *
 void wk__tls_config_free(wk__tls_config *cfg);
 
 /*
- * Run the TLS handshake on link->ctx's connected socket, until the
- * call's `deadline` (wk__boot_ms()) at most, verifying the server's
- * certificate chain and name: the settings' server_name, or else `host`,
- * the host this socket was dialed by (the URL's, a seed's, the endpoint
- * CLUSTER SLOTS, MOVED or ASK named, the primary a sentinel named) — a
- * DNS name is also sent as SNI, an IP address is checked as one. `addr`
- * names the server in messages. On success the link's transport is TLS.
- * Returns WK_OK; WK_EAUTH (the certificate was refused: msg names addr,
- * X509_verify_cert_error_string's reason and the name required),
- * WK_ETIMEDOUT, WK_EIO (the handshake failed: not a TLS port, connection
- * closed, protocol error), WK_EINVAL (no name to check), WK_ENOMEM. On
- * failure the link's transport is left plain (the caller closes it).
+ * The TLS handshake, in steps (core/conn_machine.c drives it for every
+ * handle): start on link->ctx's connected socket, then step whenever the
+ * socket is ready for *want, until a step returns WK_OK (the link's
+ * transport is TLS now) or a failure (the link is plain again; the caller
+ * closes it). The server's certificate chain and name are verified: the
+ * settings' server_name, or else `host`, the host this socket was dialed
+ * by (the URL's, a seed's, the endpoint CLUSTER SLOTS, MOVED or ASK named,
+ * the primary a sentinel named) — a DNS name is also sent as SNI, an IP
+ * address is checked as one. `addr` names the server in messages.
+ * Failures: WK_EAUTH (the certificate was refused: msg names addr,
+ * X509_verify_cert_error_string's reason and the name required; or the
+ * server refused ours), WK_EIO (not a TLS port, connection closed,
+ * protocol error), WK_EINVAL (no name to check), WK_ENOMEM. The caller
+ * keeps the deadline (the connect timeout's).
  */
-int wk__tls_handshake(const wk__tls_config *cfg, wk__link *link, const char *host, int64_t deadline,
-                      const char *addr, char *msg, size_t msglen);
-
-/* The same in steps, for a caller that waits on its own (the event-loop
- * handle): start on the connected socket, then step whenever the socket
- * is ready for *want, until a step returns WK_OK (the link is TLS now) or
- * a failure (as above; the link is plain again). */
 #define WK__TLS_AGAIN 1
 int wk__tls_start(const wk__tls_config *cfg, wk__link *link, const char *host, char *msg,
                   size_t msglen);

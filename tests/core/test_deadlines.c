@@ -209,6 +209,34 @@ Test(deadlines, an_event_loop_query_against_a_trickling_reply_ends_at_the_comman
     wk_test_trickle_stop(&t);
 }
 
+/* The event-loop handle connects through the same set-up machine as
+ * wk_db_open (core/conn_machine.c): the same deadline, and the same
+ * message naming the step the server did not answer. */
+Test(deadlines, an_event_loop_connect_against_a_trickling_handshake_ends_at_the_connect_timeout,
+     .timeout = 60)
+{
+    wk_test_trickle t;
+    cr_assert_eq(wk_test_trickle_start(&t, WK_TEST_TRICKLE_ALL, TRICKLE_MS), 0);
+    wk_db_options o = options_for(t.url, TIMEOUT_MS, TIMEOUT_MS);
+    wk_async *a = NULL;
+    char err[256];
+    int64_t t0 = wk_monotonic_ms();
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    async_done d = {0};
+    wk_body b = WK_BODY_INIT;
+    wk_cache_get(wk_async_with(a, on_done, &d), &cache, wk_name_str("k"), &b);
+    wk_test_async_drain(a);
+    cr_assert_eq(d.n, 1);
+    cr_assert_leq(d.at - t0, TIMEOUT_MS + margin_ms(), "the callback came after %lld ms",
+                  (long long)(d.at - t0));
+    cr_assert_eq(d.status, WK_ETIMEDOUT, "%s", wk_err_name(d.status));
+    cr_assert(strstr(wk_async_errmsg(a), "did not answer HELLO before the deadline"),
+              "the message names the step: %s", wk_async_errmsg(a));
+    wk_body_free(&b);
+    wk_async_close(a);
+    wk_test_trickle_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * A stopped server (SIGSTOP): a timeout, said truthfully
  * ---------------------------------------------------------------------- */
