@@ -4,8 +4,11 @@
  * byte at a time (tests/support/trickle_server.c), one that never
  * answers, and a real redis-server stopped with SIGSTOP must not hold a
  * call past its deadline — the connect timeout for an open, the command
- * timeout for a query, a batch, a pool's query, an event-loop query and
- * a near-cache get.
+ * timeout for a query, a batch, a pool's query (its wait for a free
+ * connection included), an event-loop query and a near-cache get, and
+ * the caller's deadline for the waiting acquire of every lease kind (the
+ * try, the waits on the blocking connection and their reconnects, the
+ * last attempt and the leave), on a handle or through a pool.
  */
 #include <pthread.h>
 #include <signal.h>
