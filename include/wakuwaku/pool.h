@@ -72,7 +72,8 @@
  * alone until it is returned (one thread at a time, as any wk_db).
  * WARNING: a thread that holds a borrowed handle and then queries through
  * the shared processor (or borrows again) can wait for itself: with every
- * connection borrowed, that query fails with WK_ETIMEDOUT after wait_ms.
+ * connection borrowed, that query fails with WK_ETIMEDOUT after wait_ms or
+ * at its deadline, whichever comes first.
  */
 #ifndef WAKUWAKU_POOL_H
 #define WAKUWAKU_POOL_H

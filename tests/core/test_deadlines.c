@@ -488,8 +488,7 @@ static void stopped_while_waiting(int kind, bool via_pool)
     snprintf(msg, sizeof(msg), "%s", wk_processor_errmsg(p));
     bool stopped = stopper_end(&st);
     cr_log_info("a stopped server%s, %s: returned %lld ms after its deadline: %s: %s",
-                via_pool ? " (pool)" : "", kind_names[kind], (long long)late, wk_err_name(rc),
-                msg);
+                via_pool ? " (pool)" : "", kind_names[kind], (long long)late, wk_err_name(rc), msg);
     cr_assert(stopped, "%s: the server was stopped while the acquire waited", kind_names[kind]);
     cr_assert_leq(late, margin_ms(), "%s%s: returned %lld ms after its deadline: %s",
                   kind_names[kind], via_pool ? " (pool)" : "", (long long)late, msg);
