@@ -93,7 +93,9 @@
  * the leave, the release of an unacknowledged lease — end by
  * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the last attempt and
  * the leave, made at D, still have time on a live server; each still
- * ends by its own command timeout when that comes first. A try or an
+ * ends by its own command timeout when that comes first, and none is
+ * sent once that end has come (it could only be cut: a waiter woken so
+ * late is timed out, its registration runs out by itself). A try or an
  * attempt cut so is LOST (WK_EUNKNOWN: the caller keeps the token to
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
@@ -323,9 +325,9 @@ void wk__wake_unbound(wk_processor *p, int64_t prev);
  * still checked though waits no longer poll), then one plain try
  * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
  * costs exactly what the try costs), ending by wk__wake_end(deadline)
- * (wk__wake_bound). Returns WK__WAKE_MUST_WAIT when that
- * try did not acquire and the deadline has not passed; otherwise the
- * final status (WK_OK with *acquired set, or an error).
+ * (wk__wake_bound). Returns WK__WAKE_MUST_WAIT when that try did not
+ * acquire and the deadline has not passed; otherwise the final status
+ * (WK_OK with *acquired set, or an error).
  */
 #define WK__WAKE_MUST_WAIT 1
 typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,

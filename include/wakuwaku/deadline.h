@@ -53,8 +53,9 @@
  *
  * WARNING — WK_EUNKNOWN: a try was sent and its reply never came (the
  * connection was lost, or the reply did not arrive within the command
- * timeout or by the call's end, see DEADLINE; wakuwaku/db.h, OUTCOMES). The server may have run it, so the lock MAY be held — by the
- * token left in *token, while *acquired is false. Do not treat it as
+ * timeout or by the call's end, see DEADLINE; wakuwaku/db.h, OUTCOMES).
+ * The server may have run it, so the lock MAY be held — by the token left
+ * in *token, while *acquired is false. Do not treat it as
  * acquired and do not discard the token; either
  *   - release with that token once the connection is back
  *     (wk_lock_release / wk_rwlock_release_write / _release_read: safe
