@@ -272,7 +272,7 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
         wk_body_free(&body);
         return rc;
     }
-    rc = wk__codec_decode(p, get_op.name, codec, c.key, c.key_len, body.data, body.len, value);
+    rc = wk__codec_decode(p, get_op.name, codec, c.key[0], c.key_len[0], body.data, body.len, value);
     wk_body_free(&body);
     if (rc)
         return rc;

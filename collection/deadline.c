@@ -28,7 +28,9 @@ int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const w
     /* The outcome lands in *acquired (written by the parser). On an error
      * *token is the failed try's, which may hold the lock after
      * WK_EUNKNOWN (see deadline.h). */
+    int64_t outer = wk__wake_bound(p, wk__wake_end(deadline));
     int rc = try_once(p, e, name, token, acquired);
+    wk__wake_unbound(p, outer);
     if (rc != WK_OK || *acquired)
         return rc;
     return wk__boot_ms() >= deadline ? WK_OK : WK__WAKE_MUST_WAIT;

@@ -342,7 +342,9 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
         return wk__processor_fail(p, WK_EINVAL,
                                   "%s: cannot wait through a deferred (batch) processor", op);
     /* One plain try first: the uncontended acquire costs a try. */
+    int64_t outer = wk__wake_bound(p, wk__wake_end(deadline)); /* the acquire's deadline */
     rc = wk_fenced_lock_try(p, lock, name, lease);
+    wk__wake_unbound(p, outer);
     if (rc != WK_OK || lease->acquired || wk__boot_ms() >= deadline)
         return rc;
     if ((rc = wk__wake_keys_for(p, op, &wk, k.lease, k.len)) != WK_OK)

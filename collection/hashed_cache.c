@@ -349,7 +349,7 @@ int wk_hashed_cache_get_typed(wk_processor *p, const wk_entity *hcache, wk_name 
         return rc;
     rc = wk__op_send(&c, NULL, NULL, 0);
     if (rc == WK_OK && body.found) {
-        rc = wk__codec_decode(p, get_op.name, codec, c.key, c.key_len, body.data, body.len,
+        rc = wk__codec_decode(p, get_op.name, codec, c.key[0], c.key_len[0], body.data, body.len,
                               value);
         if (rc == WK_OK) {
             if (hash)
@@ -384,7 +384,7 @@ int wk_hashed_cache_get_if_changed_typed(wk_processor *p, const wk_entity *hcach
     size_t arg_len = known ? WK_HASH_LEN : 0;
     rc = wk__op_send(&c, &arg, &arg_len, 1);
     if (rc == WK_OK && body.change == WK_ITEM_CHANGED)
-        rc = wk__codec_decode(p, get_if_changed_op.name, codec, c.key, c.key_len, body.data,
+        rc = wk__codec_decode(p, get_if_changed_op.name, codec, c.key[0], c.key_len[0], body.data,
                               body.len, value);
     if (rc == WK_OK) {
         *outcome = body.change;

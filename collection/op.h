@@ -26,14 +26,19 @@
 
 #include "collection/common.h"
 
+/* The most item keys an operation names. */
+#define WK__OP_KEYS_MAX 2
+
 typedef struct wk__op {
     const char *name;        /* "cache.get": messages, hooks, metrics */
     const char *kind;        /* WK_KIND_CACHE */
     wk_mode mode;            /* its effect on the entity: WK_READ or WK_WRITE */
     unsigned flags;          /* WK_QUERY_* (WK_QUERY_RETRY_SAFE for reads) */
-    const wk_script *script; /* KEYS[1] is the key, ARGV the args; or NULL: */
-    const char *command;     /* argv is command, key, args */
-    const char *suffix;      /* the key's suffix (multi-key layout); NULL: single key */
+    const wk_script *script; /* KEYS are the item's keys, ARGV the args; or NULL: */
+    const char *command;     /* argv is command, the item's keys, args */
+    /* The item's keys in the multi-key layout, by suffix ({":h", ":l"});
+     * none: its one key in the single-key layout. */
+    const char *suffix[WK__OP_KEYS_MAX];
     wk_parse_fn parse;       /* NULL: any reply but an error is success */
     const char *out_name;    /* the OUT the caller must give, for the message; NULL: optional */
     size_t out_size;         /* bytes of OUT zeroed before anything (0: none) */
@@ -48,12 +53,13 @@ typedef struct wk__call {
     const wk__op *op;
     const wk_entity *e;
     void *out;
-    size_t key_len;
-    char key[WK_KEY_MAX];
+    int nkeys;
+    size_t key_len[WK__OP_KEYS_MAX];
+    char key[WK__OP_KEYS_MAX][WK_KEY_MAX];
 } wk__call;
 
 /* Zero out_size bytes of `out` (when given), check p, the entity (of
- * op->kind) and the name, build the key into c->key, and refuse a missing
+ * op->kind) and the name, build the item's keys into c->key, and refuse a missing
  * required OUT: WK_OK, or WK_EINVAL with the message on the handle. */
 int wk__op_begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e,
                  wk_name name, void *out);

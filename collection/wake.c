@@ -58,6 +58,28 @@ int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
     return left < 1 ? 1 : left;
 }
 
+int64_t wk__wake_end(int64_t deadline)
+{
+    int64_t now = wk__boot_ms();
+    return wk__add_ms(deadline > now ? deadline : now, WK__WAKE_FINISH_MS);
+}
+
+int64_t wk__wake_bound(wk_processor *p, int64_t until)
+{
+    if (!p || !p->db)
+        return 0;
+    int64_t prev = wk__db_bound(p->db, until);
+    if (prev && prev < until) /* an enclosing call ends sooner: keep its */
+        wk__db_bound(p->db, prev);
+    return prev;
+}
+
+void wk__wake_unbound(wk_processor *p, int64_t prev)
+{
+    if (p && p->db)
+        wk__db_bound(p->db, prev);
+}
+
 /* KEYS: q, e. ARGV: w, id. */
 static const wk_script leave_script = {
     "wake.leave",
@@ -86,8 +108,10 @@ int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *key
     return wk_process(p, &q);
 }
 
-/* BLPOP <w><id> for sleep_ms on the blocking handle. The element itself
- * means nothing: either way the waiter attempts again. */
+/* BLPOP <w><id> for sleep_ms on the blocking handle, the wait (and a
+ * reconnect inside it) ending by the acquire's deadline at the latest:
+ * the server's own timeout may fire up to a timer tick late. The element
+ * itself means nothing: either way the waiter attempts again. */
 static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms)
 {
     char list[WK__WAKE_KEY_MAX], secs[32];
@@ -103,15 +127,21 @@ static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms)
                   .argc = 3,
                   .argv = argv,
                   .argvlen = argvlen};
-    return wk__blocking_process(b, &q, sleep_ms);
+    int64_t outer = wk__db_bound(b, w->deadline);
+    int rc = wk__blocking_process(b, &q, sleep_ms);
+    wk__db_bound(b, outer);
+    return rc;
 }
 
-/* Leave without the item; the leave's own failure is not the caller's
- * news (the registration runs out by itself). */
-static int give_up(wk__waiter *w, int rc)
+/* Leave without the item, unless the acquire's end has come (the leave
+ * would be sent only to be cut, its connection with it); the leave's own
+ * failure is not the caller's news: the registration runs out by itself. */
+static int give_up(wk__waiter *w, int64_t end, int rc)
 {
-    int lrc = wk__wake_leave(w->p, w->e, w->keys, w->id);
-    (void)lrc;
+    if (wk__boot_ms() < end) {
+        int lrc = wk__wake_leave(w->p, w->e, w->keys, w->id);
+        (void)lrc;
+    }
     return rc;
 }
 
@@ -120,10 +150,15 @@ static int give_up(wk__waiter *w, int rc)
  * error. */
 #define MAX_LOST_WAITS 3
 
-static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
+static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, wk_db **b, bool *close_b)
 {
     int lost_waits = 0;
-    for (;;) {
+    for (bool first = true;; first = false) {
+        /* Woken so late (an overloaded machine) that not even the last
+         * attempt could end in time: it would only be cut, its connection
+         * with it. Timed out; the registration runs out by itself. */
+        if (!first && wk__boot_ms() >= end)
+            return WK_OK;
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
         if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
@@ -136,7 +171,7 @@ static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
         }
         int64_t left = w->deadline - wk__boot_ms();
         if (left <= 0)
-            return give_up(w, WK_OK);
+            return give_up(w, end, WK_OK);
         int64_t sleep_ms = out.sleep_ms < left ? out.sleep_ms : left;
         if (sleep_ms < 1)
             sleep_ms = 1;
@@ -146,9 +181,16 @@ static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
             wk__sleep_until_ms(wk__add_ms(wk__boot_ms(), sleep_ms));
             continue;
         }
-        if (!*b && (rc = wk__blocking_of(w->p->db, b, close_b)) != WK_OK)
-            return give_up(w, rc);
-        rc = wait_wake(*b, w, sleep_ms);
+        if (!*b)
+            rc = wk__blocking_of(w->p->db, w->deadline, b, close_b);
+        if (rc == WK_OK)
+            rc = wait_wake(*b, w, sleep_ms);
+        /* The deadline cut the wait (or the open of its connection): the
+         * last attempt comes now, whatever the connection said. */
+        if (rc != WK_OK && wk__boot_ms() >= w->deadline)
+            continue;
+        if (!*b)
+            return give_up(w, end, rc);
         /* A lost pop took at most a wake-up, never the item, and the next
          * attempt comes at once: a wait cut off (a killed connection, a
          * failover) is only waited again, on a new connection — a few
@@ -164,7 +206,7 @@ static int wait_loop(wk__waiter *w, bool *acquired, wk_db **b, bool *close_b)
             char *note = strstr(why, " (the write may");
             if (note)
                 *note = '\0';
-            give_up(w, status);
+            give_up(w, end, status);
             return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
         }
         lost_waits = 0;
@@ -176,7 +218,12 @@ int wk__wake_wait(wk__waiter *w, bool *acquired)
     *acquired = false;
     wk_db *b = NULL;
     bool close_b = false;
-    int rc = wait_loop(w, acquired, &b, &close_b);
+    /* Every exchange on the caller's processor — attempts, the leave —
+     * ends by the acquire's end (collection/wake.h, "The deadline"). */
+    int64_t end = wk__wake_end(w->deadline);
+    int64_t outer = wk__wake_bound(w->p, end);
+    int rc = wait_loop(w, end, acquired, &b, &close_b);
+    wk__wake_unbound(w->p, outer);
     if (close_b) /* a pool's: opened for this wait only */
         wk_db_close(b);
     return rc;

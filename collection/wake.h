@@ -84,6 +84,22 @@
  * default), so a wake at a lease's end may come that much late; pushes
  * wake at once.
  *
+ * The deadline: the caller's deadline D bounds the whole acquire, not
+ * each step. The waits — every BLPOP, the open and any reconnect of the
+ * blocking connection — end by D itself (wk__db_bound on the blocking
+ * handle), not at the server's timer: a pop still unanswered at D is cut
+ * (the blocking connection is dropped; the next wait reconnects). The
+ * exchanges on the caller's processor — the first try, every attempt,
+ * the leave, the release of an unacknowledged lease — end by
+ * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the last attempt and
+ * the leave, made at D, still have time on a live server; each still
+ * ends by its own command timeout when that comes first, and none is
+ * sent once that end has come (it could only be cut: a waiter woken so
+ * late is timed out, its registration runs out by itself). A try or an
+ * attempt cut so is LOST (WK_EUNKNOWN: the caller keeps the token to
+ * release). A stalled or trickling server thus holds an acquire at most
+ * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
+ *
  * Cost: one BLPOP and one attempt per waiter per wake-up; waiters not at
  * the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).
@@ -122,6 +138,12 @@
 
 /* Longest companion key (a waiter's list with its 16-byte id). */
 #define WK__WAKE_KEY_MAX WK__COMPANION_KEY_MAX
+
+/* How long after the caller's deadline the exchanges of a waiting
+ * acquire may still end (see "The deadline" above): the last attempt and
+ * the leave, made at the deadline, each take a round trip. Half the
+ * 50 ms that docs/GUARANTEES.md promises, the rest for the scheduler. */
+#define WK__WAKE_FINISH_MS 25
 
 /* How much longer than its announced sleep a waiter's registration
  * lasts: the time a live waiter has to come back (a round trip, a
@@ -267,8 +289,10 @@ typedef struct wk__waiter {
 } wk__waiter;
 
 /*
- * Wait until w->attempt reports acquired or the deadline passes. The
- * first attempt is made at once (even with a deadline already past).
+ * Wait until w->attempt reports acquired or the deadline passes, every
+ * step within the deadline (see "The deadline" above). The first attempt
+ * is made at once (even with a deadline already past), and one last
+ * attempt at the deadline.
  * Returns WK_OK (see *acquired), or the first error of an attempt or of
  * the wait: an attempt's status as is (WK_EUNKNOWN: it may have taken the
  * item, see wakuwaku/deadline.h); a failed wait (its connection) as
@@ -279,13 +303,31 @@ typedef struct wk__waiter {
 int wk__wake_wait(wk__waiter *w, bool *acquired);
 
 /*
+ * The end of the exchanges of an acquire whose deadline is `deadline`,
+ * starting now: WK__WAKE_FINISH_MS after the deadline, or after now when
+ * the deadline has already passed (the one try such a call makes).
+ */
+int64_t wk__wake_end(int64_t deadline);
+
+/*
+ * Bound every query on `p` (on the handle behind it; for a pool's shared
+ * processor, the calling thread's queries through it, their wait for a
+ * connection included) by `until`, a wk__boot_ms() time, unless an
+ * enclosing bound ends sooner; returns the previous bound, which
+ * wk__wake_unbound() puts back. A processor with no handle: no-op.
+ */
+int64_t wk__wake_bound(wk_processor *p, int64_t until);
+void wk__wake_unbound(wk_processor *p, int64_t prev);
+
+/*
  * The start every waiting acquire shares: check the arguments (processor,
  * token, acquired, not deferred, backoff — 1 <= initial_ms <= max_ms,
  * still checked though waits no longer poll), then one plain try
  * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
- * costs exactly what the try costs). Returns WK__WAKE_MUST_WAIT when that
- * try did not acquire and the deadline has not passed; otherwise the
- * final status (WK_OK with *acquired set, or an error).
+ * costs exactly what the try costs), ending by wk__wake_end(deadline)
+ * (wk__wake_bound). Returns WK__WAKE_MUST_WAIT when that try did not
+ * acquire and the deadline has not passed; otherwise the final status
+ * (WK_OK with *acquired set, or an error).
  */
 #define WK__WAKE_MUST_WAIT 1
 typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,

@@ -35,7 +35,9 @@ static int wake_pipe(wk__conn *conn)
     return WK_OK;
 }
 
-int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
+/* wk__blocking_open(), the open ending by `deadline` (0: its own connect
+ * timeout alone). */
+static int open_until(wk_db **out, wk_db *db, int64_t deadline, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -87,8 +89,11 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
         rc = wk_cap_intersect(&b->cap, db->cap, db->cap, NULL);
     if (rc)
         wk__copy_text(b->errmsg, sizeof(b->errmsg), wk_strerror(rc));
-    if (!rc)
+    if (!rc) {
+        conn->call_deadline = deadline; /* an enclosing call's, spent by the open too */
         rc = wk__conn_open(b);
+        conn->call_deadline = 0;
+    }
     if (rc) {
         wk__errbuf_set(err, errlen, rc, "%s", b->errmsg[0] ? b->errmsg : wk_strerror(rc));
         wk_db_close(b);
@@ -98,7 +103,12 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
     return WK_OK;
 }
 
-int wk__blocking_of(wk_db *db, wk_db **out, bool *close_after)
+int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen)
+{
+    return open_until(out, db, 0, err, errlen);
+}
+
+int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after)
 {
     if (!out || !close_after)
         return WK_EINVAL;
@@ -110,14 +120,14 @@ int wk__blocking_of(wk_db *db, wk_db **out, bool *close_after)
     if (db->pool) {
         /* A pool's shared handle serves every thread at once: no
          * connection of its own to keep, a new one for this wait. */
-        int rc = wk__blocking_open(out, db, err, sizeof(err));
+        int rc = open_until(out, db, deadline, err, sizeof(err));
         if (rc)
             return wk__db_fail(db, rc, "%s", err);
         *close_after = true;
         return WK_OK;
     }
     if (!db->blocking) {
-        int rc = wk__blocking_open(&db->blocking, db, err, sizeof(err));
+        int rc = open_until(&db->blocking, db, deadline, err, sizeof(err));
         if (rc)
             return wk__db_fail(db, rc, "%s", err);
     }

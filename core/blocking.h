@@ -33,8 +33,10 @@
 int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen);
 
 /*
- * The blocking handle of `db` itself: opened (wk__blocking_open) on the
- * first call, then kept and closed by wk_db_close(db). A handle narrowed
+ * The blocking handle of `db` itself: opened (wk__blocking_open, the open
+ * ending by `deadline` — the wait's, wk__boot_ms(); 0: the connect
+ * timeout alone) on the first call, then kept and closed by
+ * wk_db_close(db). A handle narrowed
  * from `db` is a handle of its own, with its own blocking handle and its
  * own capability. Returns WK_OK with *out borrowed from `db`, or the
  * status of opening it, with the message on `db`. Thread-safety: as `db`
@@ -43,13 +45,15 @@ int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen);
  * is then a new blocking handle and *close_after true — the caller closes
  * it when its wait ends.
  */
-int wk__blocking_of(wk_db *db, wk_db **out, bool *close_after);
+int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after);
 
 /*
  * Run `query` (a blocking command whose server-side wait is at most
  * `block_ms`; 0: it does not block) on the blocking handle `b`: as
  * wk_process() on the handle, except that the reply is awaited for
- * block_ms plus the command timeout. Refused with WK_EINVAL on another
+ * block_ms plus the command timeout — never past a bound set with
+ * wk__db_bound(b, …) (a waiting acquire's deadline), which a reconnect
+ * inside the query spends too. Refused with WK_EINVAL on another
  * handle. The usual outcome rules apply: a blocking pop is a write, so a
  * connection lost while it waits is WK_EUNKNOWN (the element may have
  * been taken).

@@ -468,8 +468,10 @@ int64_t wk__db_call_deadline(const wk_db *db)
 
 int64_t wk__db_bound(wk_db *db, int64_t deadline)
 {
-    if (!db || db->pool)
-        return 0; /* a pool's front has no connection of its own */
+    if (!db)
+        return 0;
+    if (db->pool) /* no connection of its own: the calling thread's bound */
+        return wk__pool_bound(deadline);
     int64_t prev = db->conn->call_deadline;
     db->conn->call_deadline = deadline;
     return prev;

@@ -112,6 +112,10 @@ struct wk_db {
 /* The calling thread's message buffer (WK__ERRMSG_MAX bytes) for queries
  * through a pool's shared handle (core/pool.c). */
 char *wk__pool_thread_msg(void);
+/* wk__db_bound() on a pool's shared handle: the calling thread's bound on
+ * its queries through any pool's shared processor (core/pool.c); returns
+ * the previous one. */
+int64_t wk__pool_bound(int64_t deadline);
 
 /* Where db's detail message lives: its own buffer, or for a pool's shared
  * handle the calling thread's, since many threads fail through it at once. */

@@ -7,9 +7,11 @@
  * condition of its own, and a returned handle goes to the oldest. The shared
  * processor belongs to `front`, a wk_db without a connection of its own:
  * it admits a query against the capability (so a refusal waits for
- * nothing), borrows a handle, runs the query through that handle's own
- * dispatcher and gives the handle back. Everything a query does on the
- * wire is the handle's; the pool adds the wait and nothing else.
+ * nothing), fixes the query's deadline, borrows a handle by then, runs
+ * the query through that handle's own dispatcher bounded by the same
+ * deadline (wk__db_bound) and gives the handle back. Everything a query
+ * does on the wire is the handle's; the pool adds the wait and nothing
+ * else, and the wait spends the query's deadline.
  *
  * Messages: the front's detail message is per thread (wk__db_msg() sends
  * it to thread_msg below). Why a thread-local buffer rather than a buffer
@@ -42,10 +44,21 @@ struct wk_pool {
 };
 
 static _Thread_local char thread_msg[WK__ERRMSG_MAX];
+/* The calling thread's bound on its queries through a pool's shared
+ * processor (wk__db_bound() on the front; 0: none): per thread, since the
+ * front serves every thread at once. */
+static _Thread_local int64_t thread_bound;
 
 char *wk__pool_thread_msg(void)
 {
     return thread_msg;
+}
+
+int64_t wk__pool_bound(int64_t deadline)
+{
+    int64_t prev = thread_bound;
+    thread_bound = deadline;
+    return prev;
 }
 
 /* Free everything; the caller made sure no handle is out. */
@@ -86,21 +99,29 @@ static void unqueue(wk_pool *pool, waiter *w)
     }
 }
 
-static int timed_out(wk_pool *pool)
+static int timed_out(wk_pool *pool, bool cut)
 {
+    if (cut)
+        return wk__db_fail(&pool->front, WK_ETIMEDOUT,
+                           "pool: no free connection before the call's deadline (not sent)");
     return wk__db_fail(&pool->front, WK_ETIMEDOUT, "pool: no free connection within %d ms",
                        pool->wait_ms);
 }
 
 /*
- * Take a free handle's index, or queue and wait until the deadline for
- * one. A returned handle goes straight to the longest waiter (give()), so
- * waiters are served in order and no wake-up finds the handle taken by a
- * thread that did not wait. The most recently returned free handle goes
- * out first (a stack): under light load one connection stays warm.
+ * Take a free handle's index, or queue and wait for one until wait_ms
+ * have passed or, sooner, until `call_deadline` (the query's; 0: none; a
+ * deadline already past takes nothing: the query would have no time to
+ * run). A returned handle goes straight to the longest waiter (give()),
+ * so waiters are served in order and no wake-up finds the handle taken
+ * by a thread that did not wait. The most recently returned free handle
+ * goes out first (a stack): under light load one connection stays warm.
  */
-static int take(wk_pool *pool, size_t *index)
+static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
 {
+    int64_t now = wk__boot_ms();
+    if (call_deadline && now >= call_deadline)
+        return timed_out(pool, true);
     pthread_mutex_lock(&pool->mu);
     if (pool->nfree > 0) {
         size_t i = pool->free_stack[--pool->nfree];
@@ -111,14 +132,17 @@ static int take(wk_pool *pool, size_t *index)
     }
     if (pool->wait_ms == 0) {
         pthread_mutex_unlock(&pool->mu);
-        return timed_out(pool);
+        return timed_out(pool, false);
     }
+    int64_t deadline = wk__add_ms(now, pool->wait_ms);
+    bool cut = call_deadline && call_deadline < deadline;
+    if (cut)
+        deadline = call_deadline;
     waiter w = {.granted = false};
     if (wk__cond_init_monotonic(&w.cv) != WK_OK) {
         pthread_mutex_unlock(&pool->mu);
         return wk__db_fail(&pool->front, WK_ENOMEM, "pool: cannot make a condition to wait on");
     }
-    int64_t deadline = wk__add_ms(wk__boot_ms(), pool->wait_ms);
     if (pool->tail)
         pool->tail->next = &w;
     else
@@ -134,7 +158,7 @@ static int take(wk_pool *pool, size_t *index)
     pthread_mutex_unlock(&pool->mu);
     pthread_cond_destroy(&w.cv);
     if (!w.granted)
-        return timed_out(pool);
+        return timed_out(pool, cut);
     *index = w.handle;
     return WK_OK;
 }
@@ -183,12 +207,21 @@ static int pool_process(wk_processor *self, wk_query *q)
     int rc = wk__db_admit(&pool->front, q);
     if (rc)
         return rc;
+    /* The query's one deadline, fixed now: the wait for a connection
+     * spends it, and the query runs on the connection with what is left
+     * (and never past an enclosing call's bound, thread_bound). */
+    int64_t deadline = wk__deadline_after(pool->front.conn->command_timeout);
+    if (wk__query_acked(pool->front.conn, q)) /* its WAIT, as the handle allows */
+        deadline = wk__add_ms(deadline, pool->front.conn->lease_ack_timeout_ms);
+    deadline = wk__deadline_min(deadline, thread_bound);
     size_t i = 0;
-    rc = take(pool, &i);
+    rc = take(pool, deadline, &i);
     if (rc)
         return rc;
     wk_db *db = pool->handles[i];
+    int64_t outer = wk__db_bound(db, deadline);
     rc = wk__db_process(&db->proc, q);
+    wk__db_bound(db, outer);
     /* Copied while the handle is still ours: the next borrower clears it. */
     if (rc)
         wk__copy_text(thread_msg, sizeof(thread_msg), db->errmsg);
@@ -292,7 +325,7 @@ int wk_pool_borrow(wk_pool *pool, wk_db **db)
     if (!pool || !db)
         return WK_EINVAL;
     size_t i = 0;
-    int rc = take(pool, &i);
+    int rc = take(pool, 0, &i);
     if (!rc)
         *db = pool->handles[i];
     return rc;

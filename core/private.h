@@ -124,10 +124,12 @@ void wk__cond_abstime(int64_t when, struct timespec *ts);
 /* The deadline of a call on `db` starting now (its command timeout from
  * now), and a bound every query on `db` keeps besides its own until set
  * again (0: none; returns the previous one): a caller whose one call runs
- * several queries (the near cache's get, the `wk` CLI's --timeout) fixes
- * the deadline once, and every query on `db`, any reconnect inside them
- * included, ends by it. Same thread rule as `db`; on a pool's shared
- * handle (no connection of its own) a no-op returning 0. */
+ * several queries (the near cache's get, a waiting acquire, the `wk`
+ * CLI's --timeout) fixes the deadline once, and every query on `db`, any
+ * reconnect inside them included, ends by it. Same thread rule as `db`;
+ * on a pool's shared handle (no connection of its own, many threads) the
+ * bound is the calling thread's, on its queries through any pool's
+ * shared processor: their wait for a connection ends by it too. */
 int64_t wk__db_call_deadline(const wk_db *db);
 int64_t wk__db_bound(wk_db *db, int64_t deadline);
 

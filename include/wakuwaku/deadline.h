@@ -30,14 +30,32 @@
  * the wall clock does not stretch or cut a wait, and a deadline that
  * passes while the system is suspended has passed when it resumes.
  *
+ * DEADLINE — one for the whole call: the caller's deadline bounds every
+ * step of the acquire, not only the sleeps. The waits (each BLPOP, the
+ * open and the reconnects of the blocking connection) end by the deadline
+ * itself: a pop the server has not answered by then (its timeout fires
+ * on its timer, up to 100 ms late by default) is cut, and its connection
+ * dropped (the next wait reconnects). The queries on `p` (the first try,
+ * every attempt, and the last attempt and the leave made at the
+ * deadline) end 25 ms after the deadline at the latest, each one sooner
+ * if its own command timeout comes first; through a pool
+ * (wakuwaku/pool.h) a query's wait for a free connection spends the same
+ * deadline. So a stalled, trickling or vanished server holds the call at
+ * most 50 ms past its deadline (docs/GUARANTEES.md, Connections): a try
+ * or attempt cut short is WK_EUNKNOWN (see the WARNING below), a query
+ * that found no free pool connection WK_ETIMEDOUT (not sent). Under an
+ * enclosing bound that ends sooner (the `wk` CLI's --timeout) every step
+ * ends by that one.
+ *
  * Outcomes: WK_OK with *acquired true (acquired), WK_OK with *acquired
  * false (timed out: the deadline passed while somebody else held it), or a
  * negative status (error; the wait ends at once, see below).
  *
  * WARNING — WK_EUNKNOWN: a try was sent and its reply never came (the
  * connection was lost, or the reply did not arrive within the command
- * timeout; see wakuwaku/db.h, OUTCOMES). The server may have run it, so the lock MAY be held — by the
- * token left in *token, while *acquired is false. Do not treat it as
+ * timeout or by the call's end, see DEADLINE; wakuwaku/db.h, OUTCOMES).
+ * The server may have run it, so the lock MAY be held — by the token left
+ * in *token, while *acquired is false. Do not treat it as
  * acquired and do not discard the token; either
  *   - release with that token once the connection is back
  *     (wk_lock_release / wk_rwlock_release_write / _release_read: safe

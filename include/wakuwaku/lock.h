@@ -146,8 +146,9 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *             WK_EINVAL: waiting needs each try's outcome at once.
  *   lock      a Lock entity (ttl_ms > 0).
  *   deadline  a point on wk_monotonic_ms()'s clock, e.g.
- *             wk_deadline_in(2000). A deadline already past still makes
- *             exactly one try.
+ *             wk_deadline_in(2000): the whole call's (see DEADLINE in
+ *             wakuwaku/deadline.h). A deadline already past still makes
+ *             exactly one try, which has 25 ms to be answered.
  *   backoff   NULL for WK_BACKOFF_INIT; else initial_ms 1..max_ms. Still
  *             checked, no longer used: the wait does not poll.
  *   token     OUT: the token of the last try. It holds the lock when
@@ -159,8 +160,9 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *
  * Returns WK_OK (see *acquired); WK_EINVAL (bad argument, deferred
  * processor, bad backoff); or the first error of a try (WK_EDENIED, a
- * connection or server error), which ends the wait at once — it never
- * returns an error later than the deadline plus one command timeout.
+ * connection or server error), which ends the wait at once. Whatever the
+ * server does (stalled, trickling, gone) it returns at most 50 ms after
+ * the deadline (DEADLINE in wakuwaku/deadline.h).
  * WK_EUNKNOWN: the last try may have taken the lock under *token, until
  * its TTL runs out; release with that token once the connection is back
  * (safe either way), or let it run out. WK_EDENIED, WK_EINVAL: nothing was
@@ -168,7 +170,8 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *
  * Never returns WK_OK with *acquired false before the deadline; never
  * sleeps past the deadline (the only overrun is the scheduler's wake-up
- * latency plus the final attempt's round trip).
+ * latency plus the final attempt's and the leave's round trips, which
+ * end 25 ms after the deadline at the latest).
  *
  * How it waits: one lock.try first (a free lock costs exactly a
  * wk_lock_try). If held, a lock.acquire script tries again and queues

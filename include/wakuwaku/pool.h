@@ -25,15 +25,23 @@
  *     is admitted (shape, capability) before it waits for a connection, so
  *     a refused query is WK_EDENIED at once, sends nothing and takes no
  *     connection; the handle then admits it again, exactly as ever.
- *  2. The wait: a query (or wk_pool_borrow) waits at most wait_ms for a
- *     free connection. None in time: WK_ETIMEDOUT, message "pool: no free
- *     connection within N ms", and nothing was sent — for a WRITE, the
- *     OUTCOMES rule of wakuwaku/db.h (WK_ETIMEDOUT: not sent, did not run)
- *     holds as it is. Waiters are served in the order they began to wait:
- *     a returned connection goes to the longest waiter, never to a thread
- *     that came later. The wait comes before the handle's own timeouts, so
- *     a query through the pool takes at most wait_ms longer than on a
- *     handle.
+ *  2. The wait: a query's deadline is fixed when it enters the pool — the
+ *     command timeout (plus, for a lease query on a handle with
+ *     lease_replicas, the acknowledgment's timeout), or an enclosing
+ *     call's when sooner (a waiting acquire's: its caller's deadline,
+ *     wakuwaku/deadline.h) — and the wait for a free connection spends
+ *     it: a query waits at most wait_ms and at most until its deadline,
+ *     then runs on the connection with what is left, not a fresh command
+ *     timeout. So a query through the pool ends by the same deadline as
+ *     on a handle. None free in time: WK_ETIMEDOUT, message "pool: no
+ *     free connection within N ms" (wait_ms ran out) or "pool: no free
+ *     connection before the call's deadline (not sent)", and nothing was
+ *     sent — for a WRITE, the OUTCOMES rule of wakuwaku/db.h
+ *     (WK_ETIMEDOUT: not sent, did not run) holds as it is.
+ *     wk_pool_borrow() is no query: it waits wait_ms, and the borrowed
+ *     handle's queries each get their own full deadline. Waiters are
+ *     served in the order they began to wait: a returned connection goes
+ *     to the longest waiter, never to a thread that came later.
  *  3. Outcomes, reconnects, the idle probe and NOSCRIPT recovery are the
  *     handle's (wakuwaku/db.h): each connection reconnects on its own, and
  *     a query is settled on the one connection it borrowed; the pool never
@@ -64,7 +72,8 @@
  * alone until it is returned (one thread at a time, as any wk_db).
  * WARNING: a thread that holds a borrowed handle and then queries through
  * the shared processor (or borrows again) can wait for itself: with every
- * connection borrowed, that query fails with WK_ETIMEDOUT after wait_ms.
+ * connection borrowed, that query fails with WK_ETIMEDOUT after wait_ms or
+ * at its deadline, whichever comes first.
  */
 #ifndef WAKUWAKU_POOL_H
 #define WAKUWAKU_POOL_H
@@ -88,8 +97,11 @@ typedef struct wk_pool wk_pool;
  *            wk_pool_open() only; nothing is kept.
  *   size     connections to open, 1 ..= WK_POOL_MAX_SIZE. Default 4.
  *   wait_ms  >= 0: the longest a query or wk_pool_borrow() waits for a
- *            free connection; 0 fails at once when none is free.
- *            Default 2000 (the default command timeout).
+ *            free connection; 0 fails at once when none is free. A
+ *            query's wait also ends at its deadline (RULES 2), so a
+ *            wait_ms above the command timeout only lengthens
+ *            wk_pool_borrow(). Default 2000 (the default command
+ *            timeout).
  */
 typedef struct wk_pool_options {
     const wk_db_options *db;

@@ -151,9 +151,9 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
  * argument, deferred processor: nothing sent); WK_EDENIED; the first error
  * of an attempt, which ends the wait (WK_EUNKNOWN: release with *token or
  * let its lease run out); WK_EIO / WK_ETIMEDOUT when the wait's own
- * connection failed (nothing was taken then). Never returns later than the
- * deadline plus a command timeout. WRITE effect. Thread-safety: as the
- * processor's handle.
+ * connection failed (nothing was taken then). Never returns more than
+ * 50 ms after the deadline (DEADLINE in wakuwaku/deadline.h). WRITE
+ * effect. Thread-safety: as the processor's handle.
  */
 WK_API int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name,
                                 int64_t deadline, wk_token *token, bool *acquired);
