@@ -35,15 +35,14 @@ static const char *const step_name[] = {
 #define MIN_MAJOR 6
 #define MIN_VERSION "6.0"
 
-#define fail_msg wk__errbuf_set
-
 /* ---- the judges ----------------------------------------------------- */
 
 /* An error reply to a set-up command is `refusal`. */
 static int setup_judge(const redisReply *r, int refusal, const char *what, char *msg, size_t msglen)
 {
     if (r->type == REDIS_REPLY_ERROR)
-        return fail_msg(msg, msglen, refusal, "%s refused by the server: %.200s", what, r->str);
+        return wk__errbuf_set(msg, msglen, refusal, "%s refused by the server: %.200s", what,
+                              r->str);
     return WK_OK;
 }
 
@@ -73,28 +72,29 @@ static int hello_judge(const redisReply *r, const char *addr, bool *cluster, cha
     *cluster = false;
     if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOAUTH", 6) == 0)
-            return fail_msg(msg, msglen, WK_EAUTH,
-                            "%s requires a password (%.200s); set it in the URL or in "
-                            "options.password",
-                            addr, r->str);
+            return wk__errbuf_set(msg, msglen, WK_EAUTH,
+                                  "%s requires a password (%.200s); set it in the URL or in "
+                                  "options.password",
+                                  addr, r->str);
         if (strncmp(r->str, "NOPERM", 6) == 0)
             return HELLO_FALLBACK;
         if (strstr(r->str, "unknown command"))
-            return fail_msg(msg, msglen, WK_EPROTO,
-                            "%s is older than Redis " MIN_VERSION
-                            " (it does not know HELLO); wakuwaku needs Redis >= " MIN_VERSION,
-                            addr);
-        return fail_msg(msg, msglen, WK_EREDIS, "HELLO refused by the server: %.200s", r->str);
+            return wk__errbuf_set(msg, msglen, WK_EPROTO,
+                                  "%s is older than Redis " MIN_VERSION
+                                  " (it does not know HELLO); wakuwaku needs Redis >= " MIN_VERSION,
+                                  addr);
+        return wk__errbuf_set(msg, msglen, WK_EREDIS, "HELLO refused by the server: %.200s",
+                              r->str);
     }
     const redisReply *v = hello_field(r, "version");
     if (!v || v->type != REDIS_REPLY_STRING)
-        return fail_msg(msg, msglen, WK_EPROTO,
-                        "%s is not a Redis server (HELLO answered without a version)", addr);
+        return wk__errbuf_set(msg, msglen, WK_EPROTO,
+                              "%s is not a Redis server (HELLO answered without a version)", addr);
     if (atoi(v->str) < MIN_MAJOR)
-        return fail_msg(msg, msglen, WK_EPROTO,
-                        "%s runs Redis %.20s; wakuwaku needs Redis >= " MIN_VERSION
-                        " (scripts that read TIME must replicate their effects)",
-                        addr, v->str);
+        return wk__errbuf_set(msg, msglen, WK_EPROTO,
+                              "%s runs Redis %.20s; wakuwaku needs Redis >= " MIN_VERSION
+                              " (scripts that read TIME must replicate their effects)",
+                              addr, v->str);
     const redisReply *mode = hello_field(r, "mode");
     if (mode && mode->type == REDIS_REPLY_STRING && strcmp(mode->str, "cluster") == 0)
         *cluster = true;
@@ -107,17 +107,18 @@ static int sentinel_master_judge(const redisReply *r, const char *addr, const ch
                                  char *host, size_t hostlen, int *port, char *msg, size_t msglen)
 {
     if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
-        return fail_msg(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr, service);
+        return wk__errbuf_set(msg, msglen, 1, "%s does not know the service \"%.100s\"", addr,
+                              service);
     if (r->type == REDIS_REPLY_ERROR)
-        return fail_msg(msg, msglen,
-                        r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
-                        "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
+        return wk__errbuf_set(msg, msglen,
+                              r->str && strncmp(r->str, "NOAUTH", 6) == 0 ? WK_EAUTH : WK_EREDIS,
+                              "%s refused SENTINEL get-master-addr-by-name: %.200s", addr, r->str);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
         r->element[0]->len >= hostlen || atoi(r->element[1]->str) <= 0 ||
         atoi(r->element[1]->str) > 65535)
-        return fail_msg(msg, msglen, WK_EPROTO,
-                        "%s answered SENTINEL get-master-addr-by-name with no address", addr);
+        return wk__errbuf_set(msg, msglen, WK_EPROTO,
+                              "%s answered SENTINEL get-master-addr-by-name with no address", addr);
     memcpy(host, r->element[0]->str, r->element[0]->len + 1);
     *port = atoi(r->element[1]->str);
     return WK_OK;
@@ -128,15 +129,15 @@ static int sentinel_master_judge(const redisReply *r, const char *addr, const ch
 static int role_judge(const redisReply *r, const char *addr, char *msg, size_t msglen)
 {
     if (r->type == REDIS_REPLY_ERROR)
-        return fail_msg(msg, msglen, WK_EREDIS,
-                        "ROLE refused by %s: %.200s (the data node's user needs +role)", addr,
-                        r->str);
+        return wk__errbuf_set(msg, msglen, WK_EREDIS,
+                              "ROLE refused by %s: %.200s (the data node's user needs +role)", addr,
+                              r->str);
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING)
-        return fail_msg(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
+        return wk__errbuf_set(msg, msglen, WK_EPROTO, "%s answered ROLE with no role", addr);
     if (strcmp(r->element[0]->str, "master") != 0)
-        return fail_msg(msg, msglen, 1, "%s is a %.20s, not the primary (yet)", addr,
-                        r->element[0]->str);
+        return wk__errbuf_set(msg, msglen, 1, "%s is a %.20s, not the primary (yet)", addr,
+                              r->element[0]->str);
     return WK_OK;
 }
 
@@ -152,21 +153,21 @@ static int exchange_failure(char *msg, size_t msglen, int rc, const char *what, 
      * says so after the handshake, in an alert on the first read. */
     if (conn->tls && rc == WK_EIO &&
         (wk__tls_lacks_client_cert(link) || (strstr(err, "alert") && strstr(err, "certificate"))))
-        return fail_msg(msg, msglen, WK_EAUTH,
-                        "TLS: %s refused the client certificate or its absence (%s); set "
-                        "options.tls_cert_file and options.tls_key_file",
-                        addr, err);
+        return wk__errbuf_set(msg, msglen, WK_EAUTH,
+                              "TLS: %s refused the client certificate or its absence (%s); set "
+                              "options.tls_cert_file and options.tls_key_file",
+                              addr, err);
     if (rc == WK_EPROTO)
-        return fail_msg(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr, what,
-                        err, hint);
+        return wk__errbuf_set(msg, msglen, rc, "%s is not a Redis server (%s answered: %s)%s", addr,
+                              what, err, hint);
     if (rc == WK_ETIMEDOUT)
-        return fail_msg(msg, msglen, rc,
-                        "%s did not answer %s before the deadline (timed out: the server is "
-                        "stalled, overloaded or does not speak Redis)",
-                        addr, what);
+        return wk__errbuf_set(msg, msglen, rc,
+                              "%s did not answer %s before the deadline (timed out: the server is "
+                              "stalled, overloaded or does not speak Redis)",
+                              addr, what);
     if (rc == WK_EIO)
-        return fail_msg(msg, msglen, rc, "%s failed at %s: %s%s", what, addr, err, hint);
-    return fail_msg(msg, msglen, rc, "%s failed at %s: %s", what, addr, err);
+        return wk__errbuf_set(msg, msglen, rc, "%s failed at %s: %s%s", what, addr, err, hint);
+    return wk__errbuf_set(msg, msglen, rc, "%s failed at %s: %s", what, addr, err);
 }
 
 /* ---- sockets -------------------------------------------------------- */
@@ -454,8 +455,8 @@ static bool judge(wk__setup *s, const redisReply *r)
             if (!rc && conn->client_name)
                 rc = add(s, S_SETNAME, 3, name);
             if (rc)
-                rc = fail_msg(s->msg, sizeof(s->msg), WK_ENOMEM,
-                              "out of memory formatting the connection set-up");
+                rc = wk__errbuf_set(s->msg, sizeof(s->msg), WK_ENOMEM,
+                                    "out of memory formatting the connection set-up");
         }
         break;
     case S_PING:
