@@ -1437,15 +1437,28 @@ static void cycle_while_migrating(const lease_kind *k, wk_db *db, wk_db *rival, 
     shut_out(k, rival, name, "held again");
 }
 
-/* Whether `key` of (e, name) is on the node at `port`. */
+/* Whether `key` of (e, name) is on the node at `port` (asked after
+ * ASKING: an importing node answers for the slot's keys only then). */
 static bool key_on(const wk_entity *e, const char *name, const char *suffix, int port)
 {
     char key[WK_KEY_MAX + 1];
     size_t klen;
     item_port(e, wk_name_str(name), suffix, key, &klen);
-    redisReply *r = raw_at(port, "EXISTS %b", key, klen);
-    bool there = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    redisContext *c = wk_test_cluster_raw(&C, port);
+    cr_assert(c, "raw connection to %d", port);
+    redisAppendCommand(c, "ASKING");
+    redisAppendCommand(c, "EXISTS %b", key, klen);
+    redisReply *asking = NULL, *r = NULL;
+    cr_assert_eq(redisGetReply(c, (void **)&asking), REDIS_OK);
+    cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+    /* A migrating source sends a key it does not have to the target. */
+    bool ask = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ASK ", 4) == 0;
+    cr_assert(ask || r->type == REDIS_REPLY_INTEGER, "EXISTS on %d: %s", port,
+              r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    bool there = !ask && r->integer == 1;
+    freeReplyObject(asking);
     freeReplyObject(r);
+    redisFree(c);
     return there;
 }
 
@@ -1600,5 +1613,110 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
                       names[k][i]);
         }
     wk_db_close(rival);
+    wk_db_close(db);
+}
+
+/* The test process's index of the node at `port`. */
+static int node_at(int port)
+{
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++)
+        if (C.port[i] == port && C.pid[i] > 0)
+            return i;
+    cr_assert_fail("no node at %d", port);
+    return -1;
+}
+
+/* Cut the replica of the primary at `port` off (SIGSTOP, its link killed). */
+static int cut_replica(int port)
+{
+    int i = node_at(wk_test_cluster_replica_of(&C, port));
+    kill(C.pid[i], SIGSTOP);
+    freeReplyObject(raw_at(port, "CLIENT KILL TYPE replica"));
+    return i;
+}
+
+Test(cluster, a_take_split_by_a_migration_is_acknowledged_or_given_back, .init = exclusive,
+     .timeout = 120)
+{
+    const char *ns = wk_test_ns("mack");
+    wk_entity rw = WK_RWLOCK_ENTITY(ns, 30000), fenced = WK_FENCED_LOCK_ENTITY(ns, 30000);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 500;
+    wk_db *db = open_opts(&o);
+    wk_processor *p = wk_db_processor(db);
+    /* The fence counter of "{k}x" exists on the source; the rest is free. */
+    wk_fenced_lease l;
+    bool released = false, got = true;
+    cr_assert_eq(wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(l.acquired && l.fence == 1);
+    cr_assert_eq(wk_fenced_lock_release(p, &fenced, wk_name_str("{k}x"), &l.token, &released),
+                 WK_OK);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(&fenced, wk_name_str("{k}x"), ":fence", key, &klen);
+    int slot = wk_test_cluster_keyslot(&C, key, klen), prim[3], to = -1;
+    cr_assert_eq(item_port(&rw, wk_name_str("{k}w"), ":w", key, &klen), from, "one slot");
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < 3; i++)
+        if (prim[i] == from)
+            to = prim[(i + 1) % 3];
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, to), 0);
+
+    /* The marks are written on the target (their keys are new), whose
+     * replica is cut off: not acknowledged, and given back. */
+    int cut = cut_replica(to);
+    wk_token t;
+    int rc_w = wk_rwlock_try_write(p, &rw, wk_name_str("{k}w"), &t, &got);
+    bool got_w = got;
+    int rc_r = wk_rwlock_try_read(p, &rw, wk_name_str("{k}r"), &t, &got);
+    bool got_r = got;
+    int rc_x = wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l);
+    kill(C.pid[cut], SIGCONT);
+    cr_assert_eq(rc_w, WK_ENOTREPLICATED, "writer: %s", wk_err_name(rc_w));
+    cr_assert_eq(rc_r, WK_ENOTREPLICATED, "reader: %s", wk_err_name(rc_r));
+    cr_assert_eq(rc_x, WK_ENOTREPLICATED, "FencedLock: %s", wk_err_name(rc_x));
+    cr_assert_not(got_w || got_r || l.acquired);
+    for (int n = 0; n < 2; n++) {
+        int port = n ? to : from;
+        cr_assert_not(key_on(&rw, "{k}w", ":w", port), "the writer's mark was given back");
+        cr_assert_not(key_on(&rw, "{k}r", ":r", port), "the reader's mark was given back");
+        cr_assert_not(key_on(&fenced, "{k}x", ":lease", port), "the lease was given back");
+    }
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "%s", wk_test_cluster_unsettled());
+
+    /* The lease is marked on the target, acknowledged there; its fence is
+     * drawn on the source, whose replica is cut off: given back too. */
+    cut = cut_replica(from);
+    rc_x = wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l);
+    kill(C.pid[cut], SIGCONT);
+    cr_assert_eq(rc_x, WK_ENOTREPLICATED, "the draw: %s: %s", wk_err_name(rc_x), wk_db_errmsg(db));
+    cr_assert_not(l.acquired);
+    cr_assert_not(key_on(&fenced, "{k}x", ":lease", to), "the lease was given back");
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "%s", wk_test_cluster_unsettled());
+
+    /* Every replica back: each take is acknowledged, the fence past the
+     * one spent unacknowledged. */
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("{k}w"), &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(got);
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("{k}r"), &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(got);
+    cr_assert_eq(wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(l.acquired);
+    cr_assert_eq(l.fence, 3, "fence 2 was drawn unacknowledged, never handed out");
+    cr_assert(key_on(&fenced, "{k}x", ":lease", to), "the lease was taken on the target");
+
+    int moved;
+    while ((moved = wk_test_cluster_migrate_keys(&C, &m, 16)) > 0)
+        ;
+    cr_assert_eq(moved, 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
     wk_db_close(db);
 }
