@@ -1720,3 +1720,88 @@ Test(cluster, a_take_split_by_a_migration_is_acknowledged_or_given_back, .init =
     cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
     wk_db_close(db);
 }
+
+/* A migration of the slot of (e, name) to the next primary begins. */
+static void migrate_begin_of(const wk_entity *e, const char *name, const char *suffix,
+                             wk_test_migration *m)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(e, wk_name_str(name), suffix, key, &klen), prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < 3; i++)
+        if (prim[i] == from)
+            to = prim[(i + 1) % 3];
+    int slot = wk_test_cluster_keyslot(&C, key, klen);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, m, slot, to), 0, "slot %d", slot);
+}
+
+Test(cluster, a_release_with_waiters_queued_succeeds_when_the_slot_starts_migrating,
+     .init = exclusive, .timeout = 120)
+{
+    const char *ns = wk_test_ns("wmig");
+    /* Every waiting kind, its waiter queued (queue and registrations on
+     * the source) before the migration begins; no key moves, so every
+     * release runs its full form on the source, where the wake-up lists
+     * do not exist. */
+    const wait_kind waits[] = {
+        {"Lock", WK_LOCK_ENTITY(ns, 2000), "{z}l", wk_lock_try, wk_lock_release, lock_wait},
+        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 2000), "{z}s", wk_semaphore_try,
+         wk_semaphore_release, permit_wait},
+        {"RwLock writer", WK_RWLOCK_ENTITY(ns, 2000), "{z}w", wk_rwlock_try_read,
+         wk_rwlock_release_read, write_wait},
+        {"RwLock reader", WK_RWLOCK_ENTITY(ns, 2000), "{z}r", wk_rwlock_try_write,
+         wk_rwlock_release_write, read_wait},
+        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 2000), "{z}x", fenced_take,
+         wk_fenced_lock_release, fenced_wait},
+    };
+    enum { N = sizeof(waits) / sizeof(waits[0]) };
+    wk_db *db = open_cluster();
+    wk_token held[N];
+    parked w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        bool got = false;
+        cr_assert_eq(waits[i].hold(wk_db_processor(db), &waits[i].e, wk_name_str(waits[i].name),
+                                   &held[i], &got),
+                     WK_OK, "%s: %s", waits[i].what, wk_db_errmsg(db));
+        cr_assert(got);
+        long before = blocked_on_primaries();
+        w[i] = (parked){.k = &waits[i]};
+        cr_assert_eq(pthread_create(&th[i], NULL, park, &w[i]), 0);
+        int64_t until = wk_test_now_ms() + 10000;
+        while (blocked_on_primaries() <= before && wk_test_now_ms() < until)
+            wk_test_sleep_ms(20);
+        cr_assert_gt(blocked_on_primaries(), before, "%s: the waiter is parked", waits[i].what);
+    }
+    /* The Lock's slot ("z") and the others' ("<ns>:{z"). */
+    wk_test_migration m[2];
+    migrate_begin_of(&waits[0].e, waits[0].name, NULL, &m[0]);
+    migrate_begin_of(&waits[1].e, waits[1].name, ":permits", &m[1]);
+    int64_t t_release[N];
+    for (int i = 0; i < N; i++) {
+        bool released = false;
+        int rc = waits[i].give(wk_db_processor(db), &waits[i].e, wk_name_str(waits[i].name),
+                               &held[i], &released);
+        t_release[i] = wk_test_now_ms();
+        cr_assert_eq(rc, WK_OK, "%s: release with a waiter queued: %s: %s", waits[i].what,
+                     wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert(released, "%s: it was held", waits[i].what);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(w[i].rc, WK_OK, "the %s waiter: %s: %s", waits[i].what, wk_err_name(w[i].rc),
+                     w[i].msg);
+        cr_assert(w[i].got, "the %s waiter gets it", waits[i].what);
+        cr_assert_lt(wk_test_now_ms() - t_release[i], waits[i].e.ttl_ms + 3000,
+                     "%s: at the latest at its lease-expiry wake", waits[i].what);
+    }
+    for (int i = 0; i < 2; i++) {
+        int moved;
+        while ((moved = wk_test_cluster_migrate_keys(&C, &m[i], 16)) > 0)
+            ;
+        cr_assert_eq(moved, 0);
+        cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m[i]), 0);
+    }
+    wk_db_close(db);
+}
