@@ -1594,6 +1594,20 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
         waiter_gets_it(db, &waits[i]);
 
+    /* Through a batch a take has no steps: it waits out TRYAGAIN and
+     * fails as not run, nothing left held. */
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_token bt;
+    bool bgot = true;
+    cr_assert_eq(wk_rwlock_try_write(wk_batch_processor(b), &rw->e, wk_name_str("{m}b"), &bt, &bgot),
+                 WK_OK);
+    int brc = wk_batch_exec(b);
+    cr_assert_eq(brc, WK_ETIMEDOUT, "a batch's split take: %s: %s", wk_err_name(brc),
+                 wk_db_errmsg(db));
+    cr_assert_not(bgot);
+    wk_batch_close(b);
+
     /* Then the rest of the keys move and the slots are the targets'. */
     for (int i = 0; i < nslots; i++) {
         int moved;
