@@ -7,11 +7,14 @@
  * every built-in query of every kind runs against it; a batch fans out to
  * every primary with a status per query; a slot migration under load from
  * forked processes (locks, a limiter, caches) breaks no invariant and
- * really goes through ASK; a primary failover (CLUSTER FAILOVER, then
- * SIGKILL) under the same load fails calls only with connection errors,
- * after which they succeed again; settings followers, acknowledged leases,
- * helpers and generated code work with a cluster URL; a custom script
- * whose keys span slots is refused before anything is sent.
+ * really goes through ASK; every lease kind is released, taken (RwLock
+ * and FencedLock in single-key steps, acknowledged or given back) and
+ * waited for while its slot migrates; a primary failover (CLUSTER
+ * FAILOVER, then SIGKILL) under the same load fails calls only with
+ * connection errors, after which they succeed again; settings followers,
+ * acknowledged leases, helpers and generated code work with a cluster
+ * URL; a custom script whose keys span slots is refused before anything
+ * is sent.
  *
  * The tests of one run share the topology: those that move slots, fail a
  * node over or count a node's commands hold an exclusive lock on it (a
