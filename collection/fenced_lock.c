@@ -2,6 +2,9 @@
  * collection/fenced_lock.c — FencedLock: a lease hash {token, fence} and a
  * counter key without expiry that the acquire script INCRs, so fences
  * strictly increase per name across leases (wakuwaku/fenced_lock.h).
+ * While a slot migrates a take goes on in single-key steps
+ * (collection/lease_script.h, split takes): the lease first, its fence
+ * "0" until the counter is drawn.
  */
 #include <stdlib.h>
 
@@ -35,21 +38,25 @@ WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, check_params};
     "  return f\n"                                                                                 \
     "end\n"
 
-/* KEYS: lease, fence. ARGV: token, ttl. The new fence, or 0 when held. */
-const wk_script wk__fenced_lock_try_script = {"fenced_lock.try", TAKE_LUA "return take()\n"};
+/* KEYS: lease, fence. ARGV: token, ttl. The new fence, or 0 when held.
+ * Its split form marks the lease. */
+const wk__two_forms wk__fenced_lock_try_forms = {
+    {"fenced_lock.try", TAKE_LUA "return take()\n"}, &wk__fenced_lock_mark, 0};
 
 /* KEYS: lease, fence, q, e (collection/wake.h). ARGV: token (the waiter's
  * id too), ttl, cap, w. {1, fence}, or {0, ms to sleep} after parking. */
-static const wk_script acquire_script = {
-    "fenced_lock.acquire",
-    WK__WAKE_LUA TAKE_LUA "local now = wk_now()\n"
-                          "local f = take()\n"
-                          "if f > 0 then\n"
-                          "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
-                          "  return {1, f}\n"
-                          "end\n"
-                          "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
-                          "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"};
+static const wk__two_forms acquire_forms = {
+    {"fenced_lock.acquire",
+     WK__WAKE_LUA TAKE_LUA "local now = wk_now()\n"
+                           "local f = take()\n"
+                           "if f > 0 then\n"
+                           "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
+                           "  return {1, f}\n"
+                           "end\n"
+                           "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
+                           "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"},
+    &wk__fenced_lock_mark,
+    0};
 
 /* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
  * the head waiter is woken. */
@@ -61,15 +68,18 @@ const wk__two_forms wk__fenced_lock_release_forms = {
                             "  wk_wake(KEYS[3], KEYS[4], ARGV[2], nil)\n"
                             "end\n"
                             "return 1\n"},
-    &wk__fenced_lock_release_single};
+    &wk__fenced_lock_release_single,
+    0};
 
-/* KEYS: lease, fence. ARGV: token, ttl. */
+/* KEYS: lease (alone, so that it runs while a migration splits the
+ * keys). ARGV: token, ttl. */
 static const wk_script extend_script = {
     "fenced_lock.extend", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
                           "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
                           "return 1\n"};
 
-/* KEYS: lease, fence. ARGV: token. {1, pttl, fence} or {0}. Reads only. */
+/* KEYS: lease (alone, as extend's). ARGV: token. {1, pttl, fence} or
+ * {0}; the fence "0" while a split take has not drawn it. Reads only. */
 static const wk_script owned_script = {"fenced_lock.owned",
                                        "local v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
                                        "if v[1] ~= ARGV[1] then return {0} end\n"
@@ -108,22 +118,33 @@ static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk
     return WK_OK;
 }
 
-/* Runs `script` with KEYS lease, fence (then q, e of `wake`) and ARGV
- * args[0..nargs) (then w of `wake`). */
+/* Runs `script` with KEYS lease, then fence unless `lease_only` (then
+ * q, e of `wake`) and ARGV args[0..nargs) (then w of `wake`). */
 static int run(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-               const keys *k, const wk__wake_keys *wake, wk_mode mode, const char *const *args,
-               const size_t *lens, int nargs, wk_parse_fn parse, void *out)
+               const keys *k, bool lease_only, const wk__wake_keys *wake, wk_mode mode,
+               const char *const *args, const size_t *lens, int nargs, wk_parse_fn parse,
+               void *out)
 {
     const char *item[2] = {k->lease, k->fence};
     size_t item_lens[2] = {k->len, k->len};
-    /* The scripts that take or lengthen a lease are acknowledged. */
-    bool lease = script == &wk__fenced_lock_try_script || script == &extend_script ||
-                 script == &acquire_script;
-    wk__lease_call c = {op,   script, e,    mode,  lease, item,  item_lens,
-                        2,    wake,   args, lens,  nargs, parse, out};
+    wk__lease_call c = {.op = op,
+                        .script = script,
+                        .e = e,
+                        .mode = mode,
+                        .lease = script == &extend_script, /* lengthens it: acknowledged */
+                        .keys = item,
+                        .key_lens = item_lens,
+                        .nkeys = lease_only ? 1 : 2,
+                        .wake = wake,
+                        .args = args,
+                        .arg_lens = lens,
+                        .nargs = nargs,
+                        .parse = parse,
+                        .out = out};
     return wk__lease_script(p, &c);
 }
 
+/* A try's reply through a deferred processor (a batch): the fence or 0. */
 static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER || wk_reply_integer(r) < 0)
@@ -132,6 +153,63 @@ static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
     lease->fence = wk_reply_integer(r);
     lease->acquired = lease->fence > 0;
     return wk__lease_acknowledged(d, &lease->acquired); /* its fence stays spent */
+}
+
+/*
+ * Every take goes through here: a try (wake NULL) or one attempt of a wait
+ * (cap_ms, the queue of `wake`). Its outcome lands in *lease (acquired,
+ * fence), after the steps of a take split by a migration
+ * (collection/lease_script.h); *got holds the reply (the sleep). Through
+ * a deferred processor (a batch, which runs no steps) parse_try writes
+ * *lease when the batch runs.
+ */
+static int take(wk_processor *p, const char *op, const wk_entity *e, wk_name name, const keys *k,
+                const wk__wake_keys *wake, int64_t cap_ms, wk_fenced_lease *lease,
+                wk__take_reply *got)
+{
+    bool split = !wk_processor_is_deferred(p);
+    char ttl[24], cap[24];
+    const char *args[3] = {(const char *)lease->token.bytes, ttl, cap};
+    size_t lens[3] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms), wk__fmt_i64(cap, cap_ms)};
+    const char *item[2] = {k->lease, k->fence};
+    size_t item_lens[2] = {k->len, k->len};
+    *got = (wk__take_reply){false, false, 0};
+    wk__lease_call c = {.op = op,
+                        .script = wake ? &acquire_forms.script : &wk__fenced_lock_try_script,
+                        .e = e,
+                        .mode = WK_WRITE,
+                        .lease = true,
+                        .split = split,
+                        .keys = item,
+                        .key_lens = item_lens,
+                        .nkeys = 2,
+                        .wake = wake,
+                        .args = args,
+                        .arg_lens = lens,
+                        .nargs = wake ? 3 : 2,
+                        .parse = split ? wk__take_parse : parse_try,
+                        .out = split ? (void *)got : (void *)lease};
+    int rc = wk__lease_script(p, &c);
+    if (!split)
+        return rc;
+    if (rc == WK_OK && got->marked) {
+        wk__split_take t = {.op = op,
+                            .e = e,
+                            .name = name,
+                            .steps = &wk__fenced_lock_steps,
+                            .marked = k->lease,
+                            .other = k->fence,
+                            .marked_len = k->len,
+                            .other_len = k->len,
+                            .token = &lease->token,
+                            .cap_ms = cap_ms};
+        rc = wk__split_take_finish(p, &t, got);
+    }
+    if (rc == WK_OK && got->acquired && got->n < 1)
+        return wk__processor_fail(p, WK_EPROTO, "%s: expected a fence >= 1", op);
+    lease->acquired = got->acquired;
+    lease->fence = got->acquired ? got->n : 0;
+    return rc;
 }
 
 int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_fenced_lease *lease)
@@ -144,11 +222,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
     lease->acquired = false;
     lease->fence = 0;
     wk_token_random(&lease->token);
-    char ttl[24];
-    const char *args[2] = {(const char *)lease->token.bytes, ttl};
-    size_t lens[2] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, lock->ttl_ms)};
-    rc = run(p, "fenced_lock.try", &wk__fenced_lock_try_script, lock, &k, NULL, WK_WRITE, args,
-             lens, 2, parse_try, lease);
+    wk__take_reply got;
+    rc = take(p, "fenced_lock.try", lock, name, &k, NULL, -1, lease, &got);
     /* lease_replicas: an unacknowledged lease is given back (its fence
      * stays spent: fences only have to increase). */
     return wk__lease_settle(p, "fenced_lock.try", rc, wk_fenced_lock_release, lock, name,
@@ -170,8 +245,8 @@ static int token_op(wk_processor *p, const char *op, const wk_script *script, co
     char ttl[24];
     const char *args[2] = {(const char *)token->bytes, ttl};
     size_t lens[2] = {WK_TOKEN_LEN, release ? 0 : wk__fmt_i64(ttl, lock->ttl_ms)};
-    return run(p, op, script, lock, &k, release ? &wk : NULL, WK_WRITE, args, lens, release ? 1 : 2,
-               wk__parse_bool_int, out);
+    return run(p, op, script, lock, &k, !release, release ? &wk : NULL, WK_WRITE, args, lens,
+               release ? 1 : 2, wk__parse_bool_int, out);
 }
 
 int wk_fenced_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
@@ -236,7 +311,7 @@ int wk_fenced_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
     *state = (wk_fenced_lock_ownership){false, 0, 0};
     const char *args[1] = {(const char *)token->bytes};
     size_t lens[1] = {WK_TOKEN_LEN};
-    return run(p, "fenced_lock.owned", &owned_script, lock, &k, NULL, WK_READ, args, lens, 1,
+    return run(p, "fenced_lock.owned", &owned_script, lock, &k, true, NULL, WK_READ, args, lens, 1,
                parse_owned, state);
 }
 
@@ -263,8 +338,8 @@ int wk_fenced_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
     if (rc)
         return rc;
     *state = (wk_fenced_lock_state){false, 0, 0};
-    return run(p, "fenced_lock.inspect", &inspect_script, lock, &k, NULL, WK_READ, NULL, NULL, 0,
-               parse_inspect, state);
+    return run(p, "fenced_lock.inspect", &inspect_script, lock, &k, false, NULL, WK_READ, NULL, NULL,
+               0, parse_inspect, state);
 }
 
 int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name, bool *freed)
@@ -277,33 +352,13 @@ int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name
     if (rc)
         return rc;
     *freed = false;
-    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, &wk, WK_WRITE, NULL,
-               NULL, 0, wk__parse_bool_int, freed);
+    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, false, &wk, WK_WRITE,
+               NULL, NULL, 0, wk__parse_bool_int, freed);
 }
 
 /* ------------------------------------------------------------------------
  * The waiting acquire (collection/wake.h)
  * ---------------------------------------------------------------------- */
-
-/* An attempt's reply, {1, fence} or {0, sleep_ms}. */
-typedef struct attempt_out {
-    wk__wake_outcome wake; /* first: wk__wake_parse_outcome() writes it */
-    int64_t fence;
-} attempt_out;
-
-static int parse_attempt(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    attempt_out *out = q->out;
-    int rc = wk__wake_parse_outcome(q, r, d);
-    if (rc == WK_OK && out->wake.acquired) {
-        /* The second element of {1, fence} is the fence, not a sleep. */
-        out->fence = out->wake.sleep_ms;
-        out->wake.sleep_ms = 0;
-        if (out->fence < 1)
-            return wk_diag_fail(d, WK_EPROTO, "expected a fence >= 1");
-    }
-    return rc;
-}
 
 typedef struct fenced_wait {
     const keys *k;
@@ -313,17 +368,10 @@ typedef struct fenced_wait {
 static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
 {
     fenced_wait *fw = w->ctx;
-    char ttl[24], cap[24];
-    const char *args[3] = {(const char *)fw->lease->token.bytes, ttl, cap};
-    size_t lens[3] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, w->e->ttl_ms), wk__fmt_i64(cap, cap_ms)};
-    attempt_out res = {{false, 0}, 0};
-    int rc = run(w->p, w->op, &acquire_script, w->e, fw->k, w->keys, WK_WRITE, args, lens, 3,
-                 parse_attempt, &res);
-    *out = res.wake;
-    if (rc == WK_OK && res.wake.acquired) {
-        fw->lease->acquired = true;
-        fw->lease->fence = res.fence;
-    }
+    wk__take_reply got;
+    int rc = take(w->p, w->op, w->e, w->name, fw->k, w->keys, cap_ms, fw->lease, &got);
+    out->acquired = fw->lease->acquired;
+    out->sleep_ms = got.acquired ? 0 : got.n;
     return rc;
 }
 

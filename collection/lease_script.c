@@ -24,7 +24,8 @@ int wk__lease_script(wk_processor *p, const wk__lease_call *c)
     wk_query q = {.name = c->op,
                   .effect = WK__EFFECT1(access),
                   .flags = (c->mode == WK_READ ? WK_QUERY_RETRY_SAFE : 0) |
-                           (c->lease ? WK__QUERY_LEASE : 0) | wk__single_key_flag(c->script),
+                           (c->lease ? WK__QUERY_LEASE : 0) |
+                           (c->split ? WK__QUERY_SINGLE_KEY : wk__single_key_flag(c->script)),
                   .script = c->script,
                   .nkeys = nkeys,
                   .argc = n,

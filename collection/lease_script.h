@@ -18,6 +18,7 @@ typedef struct wk__lease_call {
     const wk_entity *e;
     wk_mode mode; /* a READ is sent as retry-safe */
     bool lease;   /* it takes or lengthens a lease (WK__QUERY_LEASE) */
+    bool split;   /* a split take (below): WK__QUERY_SINGLE_KEY */
     const char *const *keys;
     const size_t *key_lens;
     int nkeys;
@@ -31,7 +32,8 @@ typedef struct wk__lease_call {
 
 /* The scripts of the cycles the benchmark repeats with raw hiredis
  * (bench/bench_lease_kinds.c), KEYS and ARGV as documented beside them. */
-extern const wk_script wk__fenced_lock_try_script;        /* lease, fence | token, ttl */
+extern const wk__two_forms wk__fenced_lock_try_forms; /* lease, fence | token, ttl */
+#define wk__fenced_lock_try_script (wk__fenced_lock_try_forms.script)
 extern const wk__two_forms wk__fenced_lock_release_forms; /* lease, fence, q, e | token, w */
 #define wk__fenced_lock_release_script (wk__fenced_lock_release_forms.script)
 extern const wk_script wk__semaphore_try_script;        /* permits | token, ttl, N */
@@ -54,8 +56,96 @@ extern const wk_script wk__reader_release_single;      /* sorted set | token, w 
 extern const wk_script wk__fenced_lock_release_single; /* lease | token, w */
 
 /* WK__QUERY_SINGLE_KEY when `script` is the full form of a wk__two_forms
- * above, else 0: the flag a query of it carries. */
+ * above, else 0: the flag a query of it carries. (The split takes below
+ * are not listed: their callers flag them.) */
 unsigned wk__single_key_flag(const wk_script *script);
+
+/* ------------------------------------------------------------------------
+ * Split takes: the takes of RwLock (writer w + readers r) and FencedLock
+ * (lease + fence) need two item keys at once, and Redis refuses a script
+ * while its keys are split by a migration or missing. On TRYAGAIN such a
+ * take goes on in single-key steps, each on the node that holds its key
+ * (core routes it and follows ASK), which is safe because each key is
+ * linearizable on its own: write your own mark, then look at the other's.
+ *
+ *   1. mark   (the take's single-key form, sent by core at once): the
+ *             writer SET NX w; a reader ZADD r; a FencedLock HSET the
+ *             lease if absent, its fence "0" (not drawn yet). Not taken
+ *             there: the reply says so, {0, sleep}, and that is the
+ *             outcome. Else {2, 0}: marked, steps 2-3 follow.
+ *   2. check  on the other key: a writer looks for running readers, a
+ *             reader for a writer ({0, ms it stays} → give the mark back,
+ *             not acquired); a FencedLock draws its fence (INCR).
+ *   3. commit (FencedLock) the fence into the lease if the token still
+ *             holds it (else not acquired: a drawn fence is handed out
+ *             only to a holder, so handed-out fences still increase in
+ *             the order of acquisition).
+ *
+ * A writer and a reader that both do this (or one of them the atomic full
+ * form) cannot both succeed: the later mark's check sees the earlier one.
+ * Both may give back: a spurious refusal, retried like any. Every write
+ * step is a lease query (acknowledged with lease_replicas). A mark is never
+ * left behind on failure: a failed step 2 or 3 gives it back with the
+ * kind's release, and only if that fails too is WK_EUNKNOWN returned (held
+ * under the token, perhaps). Waits are not queued (as the other
+ * single-key forms): a waiter sleeps the other side's remaining lease.
+ *
+ * A take is split only where its caller can run the steps: not through a
+ * deferred processor (a batch), whose take waits out TRYAGAIN as any
+ * query does and fails as not run (WK_ETIMEDOUT).
+ * ---------------------------------------------------------------------- */
+
+/* The marks (step 1): KEYS[1] = the marked key, ARGV = the full form's.
+ * {2, 0} marked; {0, sleep ms} not taken (0 for a try, whose ARGV has no
+ * cap). */
+extern const wk_script wk__rwlock_write_mark;  /* w | token, ttl[, w, cap, fair] */
+extern const wk_script wk__rwlock_read_mark;   /* r | token, ttl[, w, cap, fair] */
+extern const wk_script wk__fenced_lock_mark;   /* lease | token, ttl[, cap, w] */
+
+/* What a take answered, in the full form's shape (1/0, a fence or 0,
+ * {1, fence}, {0, sleep}) or as a mark ({2, 0}). */
+typedef struct wk__take_reply {
+    bool acquired;
+    bool marked; /* only step 1 ran: finish with wk__split_take() */
+    int64_t n;   /* acquired: the fence (FencedLock); else ms to sleep */
+} wk__take_reply;
+
+/* The parser of those replies and of the steps' (`out`: wk__take_reply).
+ * A lease query's WAIT is judged for an acquired or marked reply. */
+int wk__take_parse(const wk_query *q, const wk_reply *r, wk_diag *d);
+
+/* Steps 2 and 3 of one kind and side. */
+typedef struct wk__split_steps {
+    /* KEYS: the other key. ARGV: token, ttl. {1, n}: free (n: the drawn
+     * fence), or {0, ms the other side's lease runs}. */
+    const wk_script *check;
+    bool draws;              /* it writes (INCR): a lease query */
+    const wk_script *commit; /* NULL, or KEYS: the marked key. ARGV: token, n. n or 0 */
+    wk__lease_release_fn give_back; /* the kind's release, with the token */
+} wk__split_steps;
+
+extern const wk__split_steps wk__rwlock_write_steps; /* marked w, other r */
+extern const wk__split_steps wk__rwlock_read_steps;  /* marked r, other w */
+extern const wk__split_steps wk__fenced_lock_steps;  /* marked lease, other fence */
+
+/* One take that was answered `marked`. */
+typedef struct wk__split_take {
+    const char *op;
+    const wk_entity *e;
+    wk_name name;
+    const wk__split_steps *steps;
+    const char *marked, *other; /* the keys */
+    size_t marked_len, other_len;
+    const wk_token *token;
+    int64_t cap_ms; /* a wait's cap on its sleep; -1: a try */
+} wk__split_take;
+
+/* Steps 2 and 3 of `t`: *out as the full form would have answered (the
+ * sleep within cap_ms). Returns WK_OK; WK_ENOTREPLICATED from a step's
+ * WAIT (the caller gives the lease back, wk__lease_settle); a step's
+ * failure after the mark was given back (WK_EUNKNOWN reported as WK_EIO:
+ * nothing is held); WK_EUNKNOWN when the give-back failed too. */
+int wk__split_take_finish(wk_processor *p, const wk__split_take *t, wk__take_reply *out);
 
 /* Runs the call as one query of c->e on `p`: wk_process()'s status. */
 int wk__lease_script(wk_processor *p, const wk__lease_call *c);

@@ -21,7 +21,8 @@ const wk__two_forms wk__lock_release_forms = {
                      "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
                      "end\n"
                      "return 1\n"},
-    &wk__lock_release_single};
+    &wk__lock_release_single,
+    0};
 
 /* KEYS: lock, q, e. ARGV: token, ttl, w, cap (-1: a plain try that does
  * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. */
@@ -37,7 +38,8 @@ const wk__two_forms wk__lock_acquire_forms = {
                   "if id == '' then return {0, 0} end\n"
                   "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
                   "                   redis.call('PTTL', KEYS[1]))}\n"},
-    &wk__lock_acquire_single};
+    &wk__lock_acquire_single,
+    0};
 
 /* KEYS: lock, q, e. ARGV: w. Returns 1 if it was held. */
 static const wk_script force_release_script = {"lock.force_release", WK__WAKE_LUA_CORE

@@ -24,9 +24,12 @@ extern const wk_script wk__lock_owned_script;
 extern const wk_script wk__lock_extend_script;
 
 /* RwLock scripts (KEYS and ARGV documented in rwlock.c); shared with the
- * benchmark so raw hiredis can do exactly the same Redis work. */
-extern const wk_script wk__rwlock_try_read_script;
-extern const wk_script wk__rwlock_try_write_script;
+ * benchmark so raw hiredis can do exactly the same Redis work. The tries'
+ * single-key forms are the marks of split takes (lease_script.h). */
+extern const wk__two_forms wk__rwlock_try_read_forms;
+extern const wk__two_forms wk__rwlock_try_write_forms;
+#define wk__rwlock_try_read_script (wk__rwlock_try_read_forms.script)
+#define wk__rwlock_try_write_script (wk__rwlock_try_write_forms.script)
 extern const wk__two_forms wk__rwlock_release_read_forms;
 #define wk__rwlock_release_read_script (wk__rwlock_release_read_forms.script)
 extern const wk_script wk__rwlock_extend_read_script;

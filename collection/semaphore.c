@@ -1,7 +1,9 @@
 /*
  * collection/semaphore.c — Semaphore: one sorted set of permit tokens
  * scored by the end of their lease (server ms). Every script reads TIME and
- * drops ended leases first; the bound N travels with each try
+ * counts only running leases; ended ones are dropped by the last command
+ * on the set, or after a permit is added (on a migrating node a script may
+ * not touch a key it emptied). The bound N travels with each try
  * (wakuwaku/semaphore.h). Waiters sleep on wake-up lists (collection/wake.h).
  */
 #include <math.h>
@@ -27,23 +29,24 @@ static int check_params(const wk_entity *e, char *msg, size_t len)
 
 WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
 
-/* Drop ended leases, then take a permit if fewer than N run. KEYS[1]
- * permits; ARGV[1] token, ARGV[2] ttl, ARGV[3] N. */
+/* The running permits after `now`. */
+#define RUNNING(now) "redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', " now "), '+inf')"
+
+/* Take a permit if fewer than N run, then drop ended leases (after the
+ * add: the set is never emptied here). KEYS[1] permits; ARGV[1] token,
+ * ARGV[2] ttl, ARGV[3] N. */
 #define TAKE_LUA                                                                                   \
     "local function take(now)\n"                                                                   \
     "  local ttl = tonumber(ARGV[2])\n"                                                            \
-    "  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"                                     \
-    "  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return false end\n"               \
+    "  if " RUNNING("now") " >= tonumber(ARGV[3]) then return false end\n"                         \
     "  redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"                   \
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"                                     \
     "  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"        \
     "  return true\n"                                                                              \
     "end\n"
 
 /* Server time in ms, for the scripts that do not wake anyone. */
 #define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-
-/* The running permits after `now`. */
-#define RUNNING(now) "redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', " now "), '+inf')"
 
 /* KEYS: permits. ARGV: token, ttl, N. 1 if taken. */
 const wk_script wk__semaphore_try_script = {"semaphore.try",
@@ -76,21 +79,26 @@ const wk__two_forms wk__semaphore_acquire_forms = {
      "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
      "local blocked = first[2] and (tonumber(first[2]) - now) or -1\n"
      "return {0, wk_park(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, tonumber(ARGV[4]), blocked)}\n"},
-    &acquire_single};
+    &acquire_single,
+    0};
 
 /* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
- * either way the head waiter is woken (a place may be free). */
+ * either way the head waiter is woken (a place may be free). One ZREM
+ * (this token and the ended ones) is the last command on the set. */
 const wk__two_forms wk__semaphore_release_forms = {
-    {"semaphore.release", NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                                 "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-                                 "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-                                 /* Only a release somebody waits for defines the wake functions. */
-                                 "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-                                 "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-                                 "end\n"
-                                 "if s and tonumber(s) > now then return 1 end\n"
-                                 "return 0\n"},
-    &wk__reader_release_single};
+    {"semaphore.release",
+     NOW_MS "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+            "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)\n"
+            "gone[#gone + 1] = ARGV[1]\n"
+            "redis.call('ZREM', KEYS[1], unpack(gone))\n"
+            /* Only a release somebody waits for defines the wake functions. */
+            "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+            "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
+            "end\n"
+            "if s and tonumber(s) > now then return 1 end\n"
+            "return 0\n"},
+    &wk__reader_release_single,
+    0};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned",
@@ -141,8 +149,20 @@ static int run(wk_processor *p, const char *op, const wk_script *script, const w
     /* The scripts that take a permit are acknowledged (its extend is
      * wk__token_script's). */
     bool lease = script == &wk__semaphore_try_script || script == &wk__semaphore_acquire_forms.script;
-    wk__lease_call c = {op,   script,    e, mode, lease, item, item_lens, 1, wake ? &k->wake : NULL,
-                        args, lens, nargs, parse, out};
+    wk__lease_call c = {.op = op,
+                        .script = script,
+                        .e = e,
+                        .mode = mode,
+                        .lease = lease,
+                        .keys = item,
+                        .key_lens = item_lens,
+                        .nkeys = 1,
+                        .wake = wake ? &k->wake : NULL,
+                        .args = args,
+                        .arg_lens = lens,
+                        .nargs = nargs,
+                        .parse = parse,
+                        .out = out};
     return wk__lease_script(p, &c);
 }
 

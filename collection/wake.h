@@ -181,76 +181,94 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
 /* The Lua functions above, string literals to put in front of a script's
  * body (WK__WAKE_LUA "body"), so that scripts stay `static const`.
  * WK__WAKE_LUA_CORE is wk_now, wk_prune and wk_wake alone: release paths
- * need no more, and every `local function` costs a closure per call. */
+ * need no more, and every `local function` costs a closure per call.
+ *
+ * Every command on a companion key goes through wk_call: on the source
+ * of a migrating slot a script may touch only keys the node still has,
+ * and a wake-up list that does not exist there (or a queue the script has
+ * just emptied) is refused ("Script attempted to access a non local
+ * key"), which would stop the script halfway, after the item was freed.
+ * wk_call answers false instead: that wake-up or registration is skipped
+ * (the waiter wakes at the end of its sleep, as after a single-key form);
+ * any other error is raised. */
 #define WK__WAKE_LUA_CORE                                                                          \
     "local function wk_now()\n"                                                                    \
     "  local t = redis.call('TIME')\n"                                                             \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                                             \
     "end\n"                                                                                        \
+    "local function wk_call(...)\n"                                                                \
+    "  local r = redis.pcall(...)\n"                                                               \
+    "  if type(r) == 'table' and r.err then\n"                                                     \
+    "    if string.find(r.err, 'non local key', 1, true) then return false end\n"                  \
+    "    error(r)\n"                                                                               \
+    "  end\n"                                                                                      \
+    "  return r\n"                                                                                 \
+    "end\n"                                                                                        \
     "local function wk_prune(q, e, w, now)\n"                                                      \
-    "  local gone = redis.call('ZRANGEBYSCORE', e, '-inf', now)\n"                                 \
+    "  local gone = wk_call('ZRANGEBYSCORE', e, '-inf', now) or {}\n"                              \
     "  for i = 1, #gone do\n"                                                                      \
-    "    redis.call('ZREM', q, gone[i])\n"                                                         \
-    "    redis.call('ZREM', e, gone[i])\n"                                                         \
-    "    redis.call('DEL', w .. gone[i])\n"                                                        \
+    "    wk_call('ZREM', q, gone[i])\n"                                                            \
+    "    wk_call('ZREM', e, gone[i])\n"                                                            \
+    "    wk_call('DEL', w .. gone[i])\n"                                                           \
     "  end\n"                                                                                      \
     "end\n"                                                                                        \
     "local function wk_wake(q, e, w, now)\n"                                                       \
-    "  if redis.call('EXISTS', q) == 0 then return end\n"                                          \
+    "  if wk_call('EXISTS', q) ~= 1 then return end\n"                                             \
     "  now = now or wk_now()\n"                                                                    \
     "  wk_prune(q, e, w, now)\n"                                                                   \
-    "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
-    "  if head and redis.call('LLEN', w .. head) == 0 then\n"                                      \
-    "    redis.call('RPUSH', w .. head, '1')\n"                                                    \
-    "    local ends = redis.call('ZSCORE', e, head)\n"                                             \
+    "  local head = (wk_call('ZRANGE', q, 0, 0) or {})[1]\n"                                       \
+    "  if head and wk_call('LLEN', w .. head) == 0 then\n"                                         \
+    "    wk_call('RPUSH', w .. head, '1')\n"                                                       \
+    "    local ends = wk_call('ZSCORE', e, head)\n"                                                \
     "    local left = ends and (tonumber(ends) - now) or 1\n"                                      \
-    "    redis.call('PEXPIRE', w .. head, math.max(1, left))\n"                                    \
+    "    wk_call('PEXPIRE', w .. head, math.max(1, left))\n"                                       \
     "  end\n"                                                                                      \
     "end\n"
 
 /* The whole contract: the core plus the waiting side (wk_may_take,
- * wk_took, wk_park) for acquire-or-park scripts. */
+ * wk_took, wk_park) for acquire-or-park scripts. A waiter whose queue
+ * entry cannot be written (a migrating source) is not queued and sleeps
+ * as the head would. */
 #define WK__WAKE_LUA                                                                               \
     WK__WAKE_LUA_CORE                                                                              \
     "local function wk_may_take(q, e, w, id, now, fair)\n"                                         \
-    "  if not fair or redis.call('EXISTS', q) == 0 then return true end\n"                         \
+    "  if not fair or wk_call('EXISTS', q) ~= 1 then return true end\n"                            \
     "  wk_prune(q, e, w, now)\n"                                                                   \
-    "  local head = redis.call('ZRANGE', q, 0, 0)[1]\n"                                            \
+    "  local head = (wk_call('ZRANGE', q, 0, 0) or {})[1]\n"                                       \
     "  return (not head) or head == id\n"                                                          \
     "end\n"                                                                                        \
     "local function wk_took(q, e, w, id, now, chain)\n"                                            \
     "  if id == '' then return end\n"                                                              \
-    "  if redis.call('ZREM', q, id) == 1 then redis.call('ZREM', e, id) end\n"                     \
-    "  redis.call('DEL', w .. id)\n"                                                               \
+    "  if wk_call('ZREM', q, id) == 1 then wk_call('ZREM', e, id) end\n"                           \
+    "  wk_call('DEL', w .. id)\n"                                                                  \
     "  if chain then wk_wake(q, e, w, now) end\n"                                                  \
     "end\n"                                                                                        \
     "local function wk_park(q, e, w, id, now, cap, blocked)\n"                                     \
     "  wk_prune(q, e, w, now)\n"                                                                   \
-    "  if not redis.call('ZSCORE', q, id) then\n"                                                  \
+    "  if not wk_call('ZSCORE', q, id) then\n"                                                     \
     "    local t = redis.call('TIME')\n"                                                           \
-    "    redis.call('ZADD', q, string.format('%.0f', t[1] * 1000000 + t[2]), id)\n"                \
+    "    wk_call('ZADD', q, string.format('%.0f', t[1] * 1000000 + t[2]), id)\n"                   \
     "  end\n"                                                                                      \
-    "  local rank = redis.call('ZRANK', q, id)\n"                                                  \
+    "  local rank = wk_call('ZRANK', q, id)\n"                                                     \
     "  local sleep = cap\n"                                                                        \
-    "  if rank == 0 then\n"                                                                        \
+    "  if not rank or rank == 0 then\n"                                                            \
     "    if blocked >= 0 and blocked < sleep then sleep = blocked end\n"                           \
     "  else\n"                                                                                     \
-    "    local ahead = redis.call('ZRANGE', q, 0, rank - 1)\n"                                     \
+    "    local ahead = wk_call('ZRANGE', q, 0, rank - 1) or {}\n"                                  \
     "    for i = 1, #ahead do\n"                                                                   \
-    "      local ends = redis.call('ZSCORE', e, ahead[i])\n"                                       \
+    "      local ends = wk_call('ZSCORE', e, ahead[i])\n"                                          \
     "      if ends and tonumber(ends) - now < sleep then sleep = tonumber(ends) - now end\n"       \
     "    end\n"                                                                                    \
     "  end\n"                                                                                      \
     "  if sleep < 1 then sleep = 1 end\n"                                                          \
-    "  local keep = sleep + " WK__WAKE_STR(                                                        \
-        WK__WAKE_GRACE_MS) "\n"                                                                    \
-                           "  redis.call('ZADD', e, string.format('%.0f', now + keep), id)\n"      \
-                           "  if redis.call('PTTL', q) < keep then redis.call('PEXPIRE', q, "      \
-                           "keep) end\n"                                                           \
-                           "  if redis.call('PTTL', e) < keep then redis.call('PEXPIRE', e, "      \
-                           "keep) end\n"                                                           \
-                           "  return sleep\n"                                                      \
-                           "end\n"
+    "  local keep = sleep + " WK__WAKE_STR(WK__WAKE_GRACE_MS) "\n"                                 \
+    "  if wk_call('ZADD', e, string.format('%.0f', now + keep), id) then\n"                        \
+    "    local pq, pe = wk_call('PTTL', q), wk_call('PTTL', e)\n"                                  \
+    "    if pq and pq < keep then wk_call('PEXPIRE', q, keep) end\n"                               \
+    "    if pe and pe < keep then wk_call('PEXPIRE', e, keep) end\n"                               \
+    "  end\n"                                                                                      \
+    "  return sleep\n"                                                                             \
+    "end\n"
 
 /* The reply of an acquire-or-park script, {1, 0} or {0, sleep_ms}. */
 typedef struct wk__wake_outcome {

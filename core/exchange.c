@@ -80,18 +80,19 @@ static void settle(run *r, size_t i, int status)
 
 /* The form of query q that slot s sends: q itself, or after a TRYAGAIN its
  * single-key form (core/private.h) over `argv` / `lens` (room for
- * q->argc each): the first key, then the arguments. */
+ * q->argc each): the form's key, then the arguments. */
 static const wk_query *sent_form(const wk_query *q, const wk__slot *s, wk_query *tmp,
                                  const char **argv, size_t *lens)
 {
     if (!s->single_key)
         return q;
+    const wk__two_forms *forms = (const wk__two_forms *)q->script;
     *tmp = *q;
-    tmp->script = ((const wk__two_forms *)q->script)->single_key;
+    tmp->script = forms->single_key;
     tmp->nkeys = 1;
     tmp->argc = 0;
     for (int i = 0; i < q->argc; i++) {
-        if (i >= 1 && i < q->nkeys)
+        if (i < q->nkeys && i != forms->key)
             continue;
         argv[tmp->argc] = q->argv[i];
         lens[tmp->argc++] = q->argvlen[i];
@@ -193,6 +194,7 @@ static bool send_lane(run *r, lane *l)
 static bool has_single_key_form(const wk_query *q, const wk__slot *s)
 {
     return (q->flags & WK__QUERY_SINGLE_KEY) && q->script && q->nkeys > 1 &&
+           ((const wk__two_forms *)q->script)->key < q->nkeys &&
            q->argc <= WK__SINGLE_KEY_MAX_ARGS && !s->single_key;
 }
 

@@ -56,16 +56,18 @@ unsigned wk__key_slot(const void *key, size_t len);
  * declared keys are not all on the node (a lease's wake keys usually exist
  * nowhere). A query flagged WK__QUERY_SINGLE_KEY has q->script pointing at
  * the `script` member of a wk__two_forms; on TRYAGAIN the exchange sends
- * `single_key` at once instead: KEYS = the query's first key only, ARGV =
- * the query's arguments unchanged (its other keys are left out). The
- * single-key form must reply in the shape of the full one.
+ * `single_key` at once instead: KEYS = the query's key number `key` only
+ * (0: the first), ARGV = the query's arguments unchanged (its other keys
+ * are left out). Its reply goes to the query's parser, which must read it
+ * (the full form's shape, or one the parser knows: collection/lease_script.h).
  * ---------------------------------------------------------------------- */
 
 #define WK__QUERY_SINGLE_KEY (1u << 31) /* internal; q->script is a wk__two_forms */
 
 typedef struct wk__two_forms {
     wk_script script;            /* first: the query's script points here */
-    const wk_script *single_key; /* touches KEYS[1] only */
+    const wk_script *single_key; /* touches its KEYS[1] only */
+    int key;                     /* which of the query's keys that is */
 } wk__two_forms;
 
 /* ------------------------------------------------------------------------

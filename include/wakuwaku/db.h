@@ -145,9 +145,10 @@ extern "C" {
  * that one command to the importing node after ASKING; TRYAGAIN and
  * CLUSTERDOWN are sent again after a pause (10 ms, doubling to 100 ms)
  * until the command timeout, then fail as not run (WK_ETIMEDOUT); a lease
- * release or Lock acquire answered TRYAGAIN (its wake keys split by a slot
- * migration) is sent at once in a form naming the item's key only, which
- * wakes no waiter (README, Redis Cluster). None of
+ * release or acquire answered TRYAGAIN (its keys split by a slot
+ * migration) is sent at once in a form naming one item key only, which
+ * wakes no waiter, and an RwLock or FencedLock take then goes on in
+ * single-key steps (README, Redis Cluster). None of
  * these replies means the command ran, so writes too are re-sent. A node
  * that drops or refuses its connection fails what was sent to it by the
  * usual outcome rules (a write WK_EUNKNOWN); what was not sent yet goes

@@ -43,6 +43,17 @@
  *
  * Every counter costs one key per name for ever: use it for a bounded set
  * of names (resources), not for one name per request.
+ *
+ * Redis Cluster slot migration: while the lease and the counter are split
+ * between the two nodes (or the lease is missing), a take goes on in
+ * single-key steps: take the lease with fence 0, INCR the counter, then
+ * store that fence only if the token still holds the lease (else not
+ * acquired: a fence drawn by someone who lost the lease is never handed
+ * out, so handed-out fences still increase in the order of acquisition).
+ * A release then wakes nobody (a waiter wakes when the lease it waited
+ * for can have run out). Through a batch a take is not split and fails as
+ * not run (WK_ETIMEDOUT) until the keys are together again; so does
+ * wk_fenced_lock_inspect. docs/GUARANTEES.md, Redis Cluster.
  */
 /* The kind: its name in keys and the initialiser of its descriptors
  * (wakuwaku/entity.h). Plain macros in a guard of their own. */
@@ -90,8 +101,11 @@ typedef struct wk_fenced_lease {
  * NULL lease: nothing sent), WK_EDENIED (nothing sent), WK_EREDIS (e.g.
  * the fence key holds something that is not an integer), or a connection
  * error. WK_EUNKNOWN: the lock may be held by lease->token with a fence
- * you never saw; release with the token or let the TTL run out. WRITE
- * effect. Thread-safety: as the processor's handle.
+ * you never saw (or fence 0, never drawn: a take in a migrating slot cut
+ * off after its first step); release with the token or let the TTL run
+ * out. In a migrating slot (above) a later step that fails gives the
+ * lease back and returns its error (WK_EUNKNOWN as WK_EIO: nothing is
+ * held). WRITE effect. Thread-safety: as the processor's handle.
  */
 WK_API int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name,
                               wk_fenced_lease *lease);
@@ -119,7 +133,9 @@ WK_API int wk_fenced_lock_extend(wk_processor *p, const wk_entity *lock, wk_name
 typedef struct wk_fenced_lock_ownership {
     bool owned;     /* `token` holds the lease */
     int64_t ttl_ms; /* ms left on it when owned; 0 otherwise */
-    int64_t fence;  /* its fence when owned; 0 otherwise */
+    int64_t fence;  /* its fence when owned; 0 otherwise, and 0 for a lease
+                     * whose fence was never drawn (a take in a migrating
+                     * slot, cut off: it protects nothing, release it) */
 } wk_fenced_lock_ownership;
 
 /*

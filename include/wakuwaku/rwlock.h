@@ -31,6 +31,17 @@
  * overlapping readers can starve writers indefinitely — unless the entity
  * is fair (WK_RWLOCK_FAIR_ENTITY: first come, first served; a reader's try
  * fails while a writer waits).
+ *
+ * Redis Cluster slot migration: while w and r are split between the two
+ * nodes (or missing), a take goes on in single-key steps: the writer sets
+ * w (a reader adds itself to r), then looks at the other key (running
+ * readers; a writer) and gives its lease back if it finds one. A writer
+ * and a reader never both hold it; both may be refused at once (a try
+ * answers not acquired, a wait tries again), fair queues are not
+ * consulted, and a release wakes nobody (a waiter wakes when the lease it
+ * waited for can have run out). Through a batch a take is not split and
+ * fails as not run (WK_ETIMEDOUT) until the keys are together again; so
+ * does wk_rwlock_inspect. docs/GUARANTEES.md, Redis Cluster.
  */
 /* The kind: its name in keys and the initialiser of its descriptors
  * (wakuwaku/entity.h). Plain macros in a guard of their own, which
@@ -69,7 +80,10 @@ WK_API int wk_rwlock_try_read(wk_processor *p, const wk_entity *rwlock, wk_name 
  * ACKNOWLEDGED LEASES): a WAIT rides behind the lease; too few replicas →
  * *acquired false, WK_ENOTREPLICATED, and released (through a batch or
  * the event loop: yours to release with the token). The extends alike,
- * with *extended false. */
+ * with *extended false. In a migrating slot (above) a step after the
+ * first that fails gives the lease back and its error is returned
+ * (WK_EUNKNOWN as WK_EIO: nothing is held); WK_EUNKNOWN when that release
+ * fails too (the token may hold it: release with it, or let it run out). */
 WK_API int wk_rwlock_try_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                wk_token *token, bool *acquired);
 

@@ -7,11 +7,14 @@
  * every built-in query of every kind runs against it; a batch fans out to
  * every primary with a status per query; a slot migration under load from
  * forked processes (locks, a limiter, caches) breaks no invariant and
- * really goes through ASK; a primary failover (CLUSTER FAILOVER, then
- * SIGKILL) under the same load fails calls only with connection errors,
- * after which they succeed again; settings followers, acknowledged leases,
- * helpers and generated code work with a cluster URL; a custom script
- * whose keys span slots is refused before anything is sent.
+ * really goes through ASK; every lease kind is released, taken (RwLock
+ * and FencedLock in single-key steps, acknowledged or given back) and
+ * waited for while its slot migrates; a primary failover (CLUSTER
+ * FAILOVER, then SIGKILL) under the same load fails calls only with
+ * connection errors, after which they succeed again; settings followers,
+ * acknowledged leases, helpers and generated code work with a cluster
+ * URL; a custom script whose keys span slots is refused before anything
+ * is sent.
  *
  * The tests of one run share the topology: those that move slots, fail a
  * node over or count a node's commands hold an exclusive lock on it (a
@@ -1280,11 +1283,6 @@ typedef struct lease_kind {
     const char *what;
     wk_entity e;
     const char *suffix; /* of its first key (the one a script routes by) */
-    /* Its try is a one-key command or has a one-key form: it takes the
-     * lease while the slot migrates. RwLock's and FencedLock's tries need
-     * two item keys at once (writer and readers, lease and fence), which
-     * Redis refuses while they are split or missing (docs/GUARANTEES.md). */
-    bool takes_while_migrating;
     int (*take)(wk_processor *, const wk_entity *, wk_name, wk_token *, bool *);
     int (*give)(wk_processor *, const wk_entity *, wk_name, const wk_token *, bool *);
     int (*rival)(wk_processor *, const wk_entity *, wk_name, wk_token *, bool *);
@@ -1299,48 +1297,115 @@ static int fenced_take(wk_processor *p, const wk_entity *e, wk_name n, wk_token 
     return rc;
 }
 
-/* A waiting Semaphore acquire on a thread of its own (the waiter's `lock`
- * is the semaphore). */
-static void *wait_for_permit(void *arg)
+/* The waiting acquires of every lease kind, as one signature. */
+typedef int (*wait_fn)(wk_processor *, const wk_entity *, wk_name, int64_t, wk_token *, bool *);
+
+static int lock_wait(wk_processor *p, const wk_entity *e, wk_name n, int64_t deadline, wk_token *t,
+                     bool *got)
 {
-    waiter *w = arg;
+    return wk_lock_acquire(p, e, n, deadline, NULL, t, got);
+}
+
+static int permit_wait(wk_processor *p, const wk_entity *e, wk_name n, int64_t deadline,
+                       wk_token *t, bool *got)
+{
+    return wk_semaphore_acquire(p, e, n, deadline, t, got);
+}
+
+static int write_wait(wk_processor *p, const wk_entity *e, wk_name n, int64_t deadline, wk_token *t,
+                      bool *got)
+{
+    return wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got);
+}
+
+static int read_wait(wk_processor *p, const wk_entity *e, wk_name n, int64_t deadline, wk_token *t,
+                     bool *got)
+{
+    return wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got);
+}
+
+static int fenced_wait(wk_processor *p, const wk_entity *e, wk_name n, int64_t deadline,
+                       wk_token *t, bool *got)
+{
+    wk_fenced_lease l;
+    int rc = wk_fenced_lock_acquire(p, e, n, deadline, &l);
+    *t = l.token;
+    *got = rc == WK_OK && l.acquired;
+    if (*got && l.fence < 1)
+        return WK_ECORRUPT; /* a lease handed out without its fence */
+    return rc;
+}
+
+/* A waiting acquire parked behind a holder that `hold` takes and `give`
+ * releases (an RwLock's writer waits behind a reader, its reader behind
+ * a writer). */
+typedef struct wait_kind {
+    const char *what;
+    wk_entity e;
+    const char *name;
+    int (*hold)(wk_processor *, const wk_entity *, wk_name, wk_token *, bool *);
+    int (*give)(wk_processor *, const wk_entity *, wk_name, const wk_token *, bool *);
+    wait_fn wait;
+} wait_kind;
+
+typedef struct parked {
+    const wait_kind *k;
+    int rc;
+    bool got;
+    char msg[512];
+} parked;
+
+static void *park(void *arg)
+{
+    parked *w = arg;
     wk_db *db = open_cluster();
     wk_token t;
-    w->rc = wk_semaphore_acquire(wk_db_processor(db), w->lock, wk_name_str(w->name),
-                                 wk_monotonic_ms() + 60000, &t, &w->got);
+    w->rc = w->k->wait(wk_db_processor(db), &w->k->e, wk_name_str(w->k->name),
+                       wk_monotonic_ms() + 60000, &t, &w->got);
     snprintf(w->msg, sizeof(w->msg), "%s", wk_db_errmsg(db));
     wk_db_close(db);
     return NULL;
 }
 
-/* Hold `name` of a Lock or a Semaphore (`sem`), park a waiter on it, and
+/* The clients blocked on the three primaries. */
+static long blocked_on_primaries(void)
+{
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    long n = 0;
+    for (int i = 0; i < 3; i++)
+        n += blocked_clients(prim[i]);
+    return n;
+}
+
+/* Hold the item, park a waiter on it (blocked on its wake-up list), and
  * release it while its slot migrates: the release (single-key form) wakes
  * nobody, and the waiter gets it when the lease it waited for would have
  * run out. */
-static void waiter_gets_it(wk_db *db, const wk_entity *e, bool sem, const char *name)
+static void waiter_gets_it(wk_db *db, const wait_kind *k)
 {
     wk_token held;
     bool got = false, released = false;
-    int rc = sem ? wk_semaphore_try(wk_db_processor(db), e, wk_name_str(name), &held, &got)
-                 : wk_lock_try(wk_db_processor(db), e, wk_name_str(name), &held, &got);
-    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
-    cr_assert(got);
-    waiter w = {.lock = e};
-    snprintf(w.name, sizeof(w.name), "%s", name);
+    wk_name name = wk_name_str(k->name);
+    int rc = k->hold(wk_db_processor(db), &k->e, name, &held, &got);
+    cr_assert_eq(rc, WK_OK, "%s: hold: %s: %s", k->what, wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert(got, "%s: hold", k->what);
+    long before = blocked_on_primaries();
+    parked w = {.k = k};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, sem ? wait_for_permit : wait_for_lock, &w), 0);
-    wk_test_sleep_ms(200);
-    rc = sem ? wk_semaphore_release(wk_db_processor(db), e, wk_name_str(name), &held, &released)
-             : wk_lock_release(wk_db_processor(db), e, wk_name_str(name), &held, &released);
-    cr_assert_eq(rc, WK_OK, "%s", wk_db_errmsg(db));
-    cr_assert(released);
+    cr_assert_eq(pthread_create(&th, NULL, park, &w), 0);
+    int64_t until = wk_test_now_ms() + 10000;
+    while (blocked_on_primaries() <= before && wk_test_now_ms() < until)
+        wk_test_sleep_ms(20);
+    rc = k->give(wk_db_processor(db), &k->e, name, &held, &released);
+    cr_assert_eq(rc, WK_OK, "%s: release: %s", k->what, wk_db_errmsg(db));
+    cr_assert(released, "%s: it was held", k->what);
     int64_t t_release = wk_test_now_ms();
     pthread_join(th, NULL);
-    cr_assert_eq(w.rc, WK_OK, "the %s waiter: %s: %s", sem ? "Semaphore" : "Lock",
-                 wk_err_name(w.rc), w.msg);
-    cr_assert(w.got, "the waiter gets it");
-    cr_assert_lt(wk_test_now_ms() - t_release, e->ttl_ms + 3000,
-                 "at the latest at its lease-expiry wake (a loaded machine)");
+    cr_assert_eq(w.rc, WK_OK, "the %s waiter: %s: %s", k->what, wk_err_name(w.rc), w.msg);
+    cr_assert(w.got, "the %s waiter gets it", k->what);
+    cr_assert_lt(wk_test_now_ms() - t_release, k->e.ttl_ms + 3000,
+                 "%s: at the latest at its lease-expiry wake (a loaded machine)", k->what);
 }
 
 /* The rival handle (a map from before the migration) cannot get in. */
@@ -1348,30 +1413,23 @@ static void shut_out(const lease_kind *k, wk_db *rival, wk_name name, const char
 {
     wk_token other;
     bool got = true;
-    cr_assert_eq(k->rival(wk_db_processor(rival), &k->e, name, &other, &got), WK_OK, "%s: %s",
-                 k->what, wk_db_errmsg(rival));
+    int rc = k->rival(wk_db_processor(rival), &k->e, name, &other, &got);
+    cr_assert_eq(rc, WK_OK, "%s: rival: %s: %s", k->what, wk_err_name(rc), wk_db_errmsg(rival));
     cr_assert_not(got, "%s: %s, so the rival is shut out", k->what, when);
 }
 
 /* Release and re-take one held lease within 1 s on `db` while its slot
- * migrates, the rival shut out before and after (a kind whose try needs
- * two item keys: the release only). */
+ * migrates, the rival shut out before and after. */
 static void cycle_while_migrating(const lease_kind *k, wk_db *db, wk_db *rival, wk_name name,
                                   wk_token *t)
 {
     bool got, released = false;
-    if (k->takes_while_migrating)
-        shut_out(k, rival, name, "held");
+    shut_out(k, rival, name, "held");
     int64_t t0 = wk_test_now_ms();
     int rc = k->give(wk_db_processor(db), &k->e, name, t, &released);
     cr_assert_eq(rc, WK_OK, "%s: release while migrating: %s: %s", k->what, wk_err_name(rc),
                  wk_db_errmsg(db));
     cr_assert(released, "%s: it was held", k->what);
-    if (!k->takes_while_migrating) {
-        cr_assert_lt(wk_test_now_ms() - t0, 1000, "%s: release took %lld ms", k->what,
-                     (long long)(wk_test_now_ms() - t0));
-        return;
-    }
     got = false;
     rc = k->take(wk_db_processor(db), &k->e, name, t, &got);
     cr_assert_eq(rc, WK_OK, "%s: re-take while migrating: %s: %s", k->what, wk_err_name(rc),
@@ -1382,36 +1440,66 @@ static void cycle_while_migrating(const lease_kind *k, wk_db *db, wk_db *rival, 
     shut_out(k, rival, name, "held again");
 }
 
+/* Whether `key` of (e, name) is on the node at `port` (asked after
+ * ASKING: an importing node answers for the slot's keys only then). */
+static bool key_on(const wk_entity *e, const char *name, const char *suffix, int port)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    item_port(e, wk_name_str(name), suffix, key, &klen);
+    redisContext *c = wk_test_cluster_raw(&C, port);
+    cr_assert(c, "raw connection to %d", port);
+    redisAppendCommand(c, "ASKING");
+    redisAppendCommand(c, "EXISTS %b", key, klen);
+    redisReply *asking = NULL, *r = NULL;
+    cr_assert_eq(redisGetReply(c, (void **)&asking), REDIS_OK);
+    cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+    /* A migrating source sends a key it does not have to the target. */
+    bool ask = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ASK ", 4) == 0;
+    cr_assert(ask || r->type == REDIS_REPLY_INTEGER, "EXISTS on %d: %s", port,
+              r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    bool there = !ask && r->integer == 1;
+    freeReplyObject(asking);
+    freeReplyObject(r);
+    redisFree(c);
+    return there;
+}
+
 Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrates,
      .init = exclusive, .timeout = 120)
 {
     const char *ns = wk_test_ns("mig");
     const lease_kind kinds[] = {
-        {"Lock", WK_LOCK_ENTITY(ns, 30000), NULL, true, wk_lock_try, wk_lock_release, wk_lock_try},
-        {"fair Lock", WK_LOCK_FAIR_ENTITY(ns, 30000), NULL, true, wk_lock_try, wk_lock_release,
+        {"Lock", WK_LOCK_ENTITY(ns, 30000), NULL, wk_lock_try, wk_lock_release, wk_lock_try},
+        {"fair Lock", WK_LOCK_FAIR_ENTITY(ns, 30000), NULL, wk_lock_try, wk_lock_release,
          wk_lock_try},
-        {"RwLock write", WK_RWLOCK_ENTITY(ns, 30000), ":w", false, wk_rwlock_try_write,
+        {"RwLock write", WK_RWLOCK_ENTITY(ns, 30000), ":w", wk_rwlock_try_write,
          wk_rwlock_release_write, wk_rwlock_try_read},
-        {"RwLock read", WK_RWLOCK_ENTITY(ns, 30000), ":w", false, wk_rwlock_try_read,
+        {"RwLock read", WK_RWLOCK_ENTITY(ns, 30000), ":w", wk_rwlock_try_read,
          wk_rwlock_release_read, wk_rwlock_try_write},
-        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 30000), ":lease", false, fenced_take,
+        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 30000), ":lease", fenced_take,
          wk_fenced_lock_release, fenced_take},
-        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 30000), ":permits", true, wk_semaphore_try,
+        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 30000), ":permits", wk_semaphore_try,
          wk_semaphore_release, wk_semaphore_try},
     };
     enum { KINDS = sizeof(kinds) / sizeof(kinds[0]) };
+    const lease_kind *rw = &kinds[2], *sem = &kinds[5];
     /* Two items per kind sharing a slot (the brace in the name): one of
      * the slot's keys moves, the other stays on the source. The RwLock
      * kinds get names of their own. */
     static const char *const names[KINDS][2] = {{"{m}l1", "{m}l2"}, {"{m}f1", "{m}f2"},
                                                 {"{m}w1", "{m}w2"}, {"{m}r1", "{m}r2"},
                                                 {"{m}x1", "{m}x2"}, {"{m}s1", "{m}s2"}};
+    /* Items whose leases all ran out while their key stays (a permit, a
+     * reader beside a held writer): a take on the migrating source must
+     * not touch the key again once its pruning emptied it. */
+    static const char *const stale[2] = {"{m}e1", "{m}e2"};
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = C.url;
     o.capability = wk_cap_read_write();
     o.command_timeout_ms = 3000; /* a TRYAGAIN that waits it out shows as > 1 s */
     wk_db *db = open_opts(&o), *rival = open_opts(&o);
-    wk_token tokens[KINDS][2];
+    wk_token tokens[KINDS][2], stale_permit[2], stale_writer[2];
     for (int k = 0; k < KINDS; k++)
         for (int i = 0; i < 2; i++) {
             bool got = false;
@@ -1420,6 +1508,22 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
                          WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(db));
             cr_assert(got, "%s %s", kinds[k].what, names[k][i]);
         }
+    for (int i = 0; i < 2; i++) {
+        bool got = false, wgot = false;
+        cr_assert_eq(wk_semaphore_try(wk_db_processor(db), &sem->e, wk_name_str(stale[i]),
+                                      &stale_permit[i], &got),
+                     WK_OK, "%s", wk_db_errmsg(db));
+        cr_assert_eq(wk_rwlock_try_write(wk_db_processor(db), &rw->e, wk_name_str(stale[i]),
+                                         &stale_writer[i], &wgot),
+                     WK_OK, "%s", wk_db_errmsg(db));
+        cr_assert(got && wgot);
+        /* A reader whose lease ended long ago, in a set that lives on. */
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        int port = item_port(&rw->e, wk_name_str(stale[i]), ":r", key, &klen);
+        freeReplyObject(raw_at(port, "ZADD %b 1 gone", key, klen));
+        freeReplyObject(raw_at(port, "PEXPIRE %b 60000", key, klen));
+    }
 
     /* Begin moving every slot these items are in to the next primary, and
      * move one key of each (the ASK window, keys split over two nodes). */
@@ -1448,11 +1552,64 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
         for (int i = 0; i < 2; i++)
             cycle_while_migrating(&kinds[k], db, rival, wk_name_str(names[k][i]), &tokens[k][i]);
 
+    /* The stale items still whole on the source (one key of the slot
+     * moved): the permit's lease ends there, then a take prunes it and
+     * takes the place; a writer's try past the ended reader is refused,
+     * not failed. */
+    int on_source = 0;
+    for (int i = 0; i < 2; i++) {
+        char key[WK_KEY_MAX + 1];
+        size_t klen;
+        int source = item_port(&sem->e, wk_name_str(stale[i]), ":permits", key, &klen);
+        if (!key_on(&sem->e, stale[i], ":permits", source) ||
+            !key_on(&rw->e, stale[i], ":w", source) || !key_on(&rw->e, stale[i], ":r", source))
+            continue;
+        on_source++;
+        freeReplyObject(raw_at(source, "ZADD %b XX 1 %b", key, klen, stale_permit[i].bytes,
+                               (size_t)WK_TOKEN_LEN));
+        wk_token t;
+        bool got = false;
+        int rc = wk_semaphore_try(wk_db_processor(db), &sem->e, wk_name_str(stale[i]), &t, &got);
+        cr_assert_eq(rc, WK_OK, "Semaphore %s, its one permit ended: %s: %s", stale[i],
+                     wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert(got, "Semaphore %s: the ended permit's place is taken", stale[i]);
+        got = true;
+        rc = wk_rwlock_try_write(wk_db_processor(rival), &rw->e, wk_name_str(stale[i]), &t, &got);
+        cr_assert_eq(rc, WK_OK, "RwLock %s, its writer held and its reader ended: %s: %s",
+                     stale[i], wk_err_name(rc), wk_db_errmsg(rival));
+        cr_assert_not(got, "RwLock %s: its writer holds it", stale[i]);
+    }
+    cr_assert_gt(on_source, 0, "a stale item stayed whole on the source");
+
     /* A waiter parked while the slot migrates gets it by its lease-expiry
-     * wake: a Lock and a Semaphore. */
-    wk_entity short_lock = WK_LOCK_ENTITY(ns, 1500), short_sem = WK_SEMAPHORE_ENTITY(ns, 1, 1500);
-    waiter_gets_it(db, &short_lock, false, "{m}q");
-    waiter_gets_it(db, &short_sem, true, "{m}sq");
+     * wake: every waiting acquire. */
+    const wait_kind waits[] = {
+        {"Lock", WK_LOCK_ENTITY(ns, 1500), "{m}q", wk_lock_try, wk_lock_release, lock_wait},
+        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 1500), "{m}sq", wk_semaphore_try,
+         wk_semaphore_release, permit_wait},
+        {"RwLock writer", WK_RWLOCK_ENTITY(ns, 1500), "{m}wq", wk_rwlock_try_read,
+         wk_rwlock_release_read, write_wait},
+        {"RwLock reader", WK_RWLOCK_ENTITY(ns, 1500), "{m}rq", wk_rwlock_try_write,
+         wk_rwlock_release_write, read_wait},
+        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 1500), "{m}xq", fenced_take,
+         wk_fenced_lock_release, fenced_wait},
+    };
+    for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+        waiter_gets_it(db, &waits[i]);
+
+    /* Through a batch a take has no steps: it waits out TRYAGAIN and
+     * fails as not run, nothing left held. */
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_token bt;
+    bool bgot = true;
+    cr_assert_eq(wk_rwlock_try_write(wk_batch_processor(b), &rw->e, wk_name_str("{m}b"), &bt, &bgot),
+                 WK_OK);
+    int brc = wk_batch_exec(b);
+    cr_assert_eq(brc, WK_ETIMEDOUT, "a batch's split take: %s: %s", wk_err_name(brc),
+                 wk_db_errmsg(db));
+    cr_assert_not(bgot);
+    wk_batch_close(b);
 
     /* Then the rest of the keys move and the slots are the targets'. */
     for (int i = 0; i < nslots; i++) {
@@ -1464,13 +1621,7 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
     }
     for (int k = 0; k < KINDS; k++)
         for (int i = 0; i < 2; i++) {
-            bool released = false, got = false;
-            if (!kinds[k].takes_while_migrating) {
-                cr_assert_eq(kinds[k].take(wk_db_processor(db), &kinds[k].e,
-                                           wk_name_str(names[k][i]), &tokens[k][i], &got),
-                             WK_OK, "%s %s: %s", kinds[k].what, names[k][i], wk_db_errmsg(db));
-                cr_assert(got, "%s %s: free after the migration", kinds[k].what, names[k][i]);
-            }
+            bool released = false;
             shut_out(&kinds[k], rival, wk_name_str(names[k][i]), "held after the migration");
             int rc = kinds[k].give(wk_db_processor(rival), &kinds[k].e, wk_name_str(names[k][i]),
                                    &tokens[k][i], &released);
@@ -1479,5 +1630,195 @@ Test(cluster, every_lease_kind_is_released_and_taken_again_while_its_slot_migrat
                       names[k][i]);
         }
     wk_db_close(rival);
+    wk_db_close(db);
+}
+
+/* The test process's index of the node at `port`. */
+static int node_at(int port)
+{
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++)
+        if (C.port[i] == port && C.pid[i] > 0)
+            return i;
+    cr_assert_fail("no node at %d", port);
+    return -1;
+}
+
+/* Cut the replica of the primary at `port` off (SIGSTOP, its link killed). */
+static int cut_replica(int port)
+{
+    int i = node_at(wk_test_cluster_replica_of(&C, port));
+    kill(C.pid[i], SIGSTOP);
+    freeReplyObject(raw_at(port, "CLIENT KILL TYPE replica"));
+    return i;
+}
+
+Test(cluster, a_take_split_by_a_migration_is_acknowledged_or_given_back, .init = exclusive,
+     .timeout = 120)
+{
+    const char *ns = wk_test_ns("mack");
+    wk_entity rw = WK_RWLOCK_ENTITY(ns, 30000), fenced = WK_FENCED_LOCK_ENTITY(ns, 30000);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = C.url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 500;
+    wk_db *db = open_opts(&o);
+    wk_processor *p = wk_db_processor(db);
+    /* The fence counter of "{k}x" exists on the source; the rest is free. */
+    wk_fenced_lease l;
+    bool released = false, got = true;
+    cr_assert_eq(wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(l.acquired && l.fence == 1);
+    cr_assert_eq(wk_fenced_lock_release(p, &fenced, wk_name_str("{k}x"), &l.token, &released),
+                 WK_OK);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(&fenced, wk_name_str("{k}x"), ":fence", key, &klen);
+    int slot = wk_test_cluster_keyslot(&C, key, klen), prim[3], to = -1;
+    cr_assert_eq(item_port(&rw, wk_name_str("{k}w"), ":w", key, &klen), from, "one slot");
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < 3; i++)
+        if (prim[i] == from)
+            to = prim[(i + 1) % 3];
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, to), 0);
+
+    /* The marks are written on the target (their keys are new), whose
+     * replica is cut off: not acknowledged, and given back. */
+    int cut = cut_replica(to);
+    wk_token t;
+    int rc_w = wk_rwlock_try_write(p, &rw, wk_name_str("{k}w"), &t, &got);
+    bool got_w = got;
+    int rc_r = wk_rwlock_try_read(p, &rw, wk_name_str("{k}r"), &t, &got);
+    bool got_r = got;
+    int rc_x = wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l);
+    kill(C.pid[cut], SIGCONT);
+    cr_assert_eq(rc_w, WK_ENOTREPLICATED, "writer: %s", wk_err_name(rc_w));
+    cr_assert_eq(rc_r, WK_ENOTREPLICATED, "reader: %s", wk_err_name(rc_r));
+    cr_assert_eq(rc_x, WK_ENOTREPLICATED, "FencedLock: %s", wk_err_name(rc_x));
+    cr_assert_not(got_w || got_r || l.acquired);
+    for (int n = 0; n < 2; n++) {
+        int port = n ? to : from;
+        cr_assert_not(key_on(&rw, "{k}w", ":w", port), "the writer's mark was given back");
+        cr_assert_not(key_on(&rw, "{k}r", ":r", port), "the reader's mark was given back");
+        cr_assert_not(key_on(&fenced, "{k}x", ":lease", port), "the lease was given back");
+    }
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "%s", wk_test_cluster_unsettled());
+
+    /* The lease is marked on the target, acknowledged there; its fence is
+     * drawn on the source, whose replica is cut off: given back too. */
+    cut = cut_replica(from);
+    rc_x = wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l);
+    kill(C.pid[cut], SIGCONT);
+    cr_assert_eq(rc_x, WK_ENOTREPLICATED, "the draw: %s: %s", wk_err_name(rc_x), wk_db_errmsg(db));
+    cr_assert_not(l.acquired);
+    cr_assert_not(key_on(&fenced, "{k}x", ":lease", to), "the lease was given back");
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "%s", wk_test_cluster_unsettled());
+
+    /* Every replica back: each take is acknowledged, the fence past the
+     * one spent unacknowledged. */
+    cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("{k}w"), &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(got);
+    cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("{k}r"), &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(got);
+    cr_assert_eq(wk_fenced_lock_try(p, &fenced, wk_name_str("{k}x"), &l), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(l.acquired);
+    cr_assert_eq(l.fence, 3, "fence 2 was drawn unacknowledged, never handed out");
+    cr_assert(key_on(&fenced, "{k}x", ":lease", to), "the lease was taken on the target");
+
+    int moved;
+    while ((moved = wk_test_cluster_migrate_keys(&C, &m, 16)) > 0)
+        ;
+    cr_assert_eq(moved, 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    wk_db_close(db);
+}
+
+/* A migration of the slot of (e, name) to the next primary begins. */
+static void migrate_begin_of(const wk_entity *e, const char *name, const char *suffix,
+                             wk_test_migration *m)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(e, wk_name_str(name), suffix, key, &klen), prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < 3; i++)
+        if (prim[i] == from)
+            to = prim[(i + 1) % 3];
+    int slot = wk_test_cluster_keyslot(&C, key, klen);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, m, slot, to), 0, "slot %d", slot);
+}
+
+Test(cluster, a_release_with_waiters_queued_succeeds_when_the_slot_starts_migrating,
+     .init = exclusive, .timeout = 120)
+{
+    const char *ns = wk_test_ns("wmig");
+    /* Every waiting kind, its waiter queued (queue and registrations on
+     * the source) before the migration begins; no key moves, so every
+     * release runs its full form on the source, where the wake-up lists
+     * do not exist. */
+    const wait_kind waits[] = {
+        {"Lock", WK_LOCK_ENTITY(ns, 2000), "{z}l", wk_lock_try, wk_lock_release, lock_wait},
+        {"Semaphore", WK_SEMAPHORE_ENTITY(ns, 1, 2000), "{z}s", wk_semaphore_try,
+         wk_semaphore_release, permit_wait},
+        {"RwLock writer", WK_RWLOCK_ENTITY(ns, 2000), "{z}w", wk_rwlock_try_read,
+         wk_rwlock_release_read, write_wait},
+        {"RwLock reader", WK_RWLOCK_ENTITY(ns, 2000), "{z}r", wk_rwlock_try_write,
+         wk_rwlock_release_write, read_wait},
+        {"FencedLock", WK_FENCED_LOCK_ENTITY(ns, 2000), "{z}x", fenced_take,
+         wk_fenced_lock_release, fenced_wait},
+    };
+    enum { N = sizeof(waits) / sizeof(waits[0]) };
+    wk_db *db = open_cluster();
+    wk_token held[N];
+    parked w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        bool got = false;
+        cr_assert_eq(waits[i].hold(wk_db_processor(db), &waits[i].e, wk_name_str(waits[i].name),
+                                   &held[i], &got),
+                     WK_OK, "%s: %s", waits[i].what, wk_db_errmsg(db));
+        cr_assert(got);
+        long before = blocked_on_primaries();
+        w[i] = (parked){.k = &waits[i]};
+        cr_assert_eq(pthread_create(&th[i], NULL, park, &w[i]), 0);
+        int64_t until = wk_test_now_ms() + 10000;
+        while (blocked_on_primaries() <= before && wk_test_now_ms() < until)
+            wk_test_sleep_ms(20);
+        cr_assert_gt(blocked_on_primaries(), before, "%s: the waiter is parked", waits[i].what);
+    }
+    /* The Lock's slot ("z") and the others' ("<ns>:{z"). */
+    wk_test_migration m[2];
+    migrate_begin_of(&waits[0].e, waits[0].name, NULL, &m[0]);
+    migrate_begin_of(&waits[1].e, waits[1].name, ":permits", &m[1]);
+    int64_t t_release[N];
+    for (int i = 0; i < N; i++) {
+        bool released = false;
+        int rc = waits[i].give(wk_db_processor(db), &waits[i].e, wk_name_str(waits[i].name),
+                               &held[i], &released);
+        t_release[i] = wk_test_now_ms();
+        cr_assert_eq(rc, WK_OK, "%s: release with a waiter queued: %s: %s", waits[i].what,
+                     wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert(released, "%s: it was held", waits[i].what);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(w[i].rc, WK_OK, "the %s waiter: %s: %s", waits[i].what, wk_err_name(w[i].rc),
+                     w[i].msg);
+        cr_assert(w[i].got, "the %s waiter gets it", waits[i].what);
+        cr_assert_lt(wk_test_now_ms() - t_release[i], waits[i].e.ttl_ms + 3000,
+                     "%s: at the latest at its lease-expiry wake", waits[i].what);
+    }
+    for (int i = 0; i < 2; i++) {
+        int moved;
+        while ((moved = wk_test_cluster_migrate_keys(&C, &m[i], 16)) > 0)
+            ;
+        cr_assert_eq(moved, 0);
+        cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m[i]), 0);
+    }
     wk_db_close(db);
 }
