@@ -658,9 +658,11 @@ static void move(wk__setup *s, short ready)
         int rc = wk__dial_check(&s->dial, why, sizeof(why));
         if (rc == WK_OK)
             connected(s);
-        else if (rc == 1 && s->dial.next != tried && s->closing)
-            s->closing(s->closing_arg); /* the next address, on a new socket */
-        else if (rc < 0)
+        else if (rc == 1 && s->dial.next != tried) {
+            s->addresses++; /* the next address, on a new socket */
+            if (s->closing)
+                s->closing(s->closing_arg);
+        } else if (rc < 0)
             fail(s, rc, "cannot connect to Redis at %s: %s", s->addr, why);
         break;
     }
@@ -710,10 +712,11 @@ wk__want wk__setup_step(wk__setup *s, short ready)
     for (int guard = 0; guard < 16 && s->phase != P_DONE; guard++) {
         int before = s->phase;
         int step = s->step;
-        size_t target = s->target;
+        size_t target = s->target, addresses = s->addresses;
         move(s, ready);
         ready = 0;
-        if (s->phase == before && s->step == step && s->target == target)
+        if (s->phase == before && s->step == step && s->target == target &&
+            s->addresses == addresses)
             break;
         moved = true;
     }

@@ -63,9 +63,10 @@ typedef struct wk__setup {
     wk_url at;      /* where the current target is (host points into conn or host[]) */
     char host[256];
     wk__dial dial;
-    wk__link link;   /* the connection being set up */
-    wk__link notice; /* the sentinel kept for the failover notice */
-    wk__buf out;     /* the pipelined commands */
+    size_t addresses; /* the dial moved to another address this many times */
+    wk__link link;    /* the connection being set up */
+    wk__link notice;  /* the sentinel kept for the failover notice */
+    wk__buf out;      /* the pipelined commands */
     size_t wpos;
     unsigned char steps[8]; /* what each awaited reply answers, in order */
     int nsteps, step;
