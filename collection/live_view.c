@@ -708,9 +708,8 @@ struct wk_live_view_sub {
 };
 
 /* The subscription of call `c` (begun and checked) from `version`. */
-static int open_sub(const wk__call *c, const wk_name *name, uint64_t version,
-                    const generation *gen, const wk_live_view_sub_options *opts,
-                    wk_live_view_sub **out)
+static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, const generation *gen,
+                    const wk_live_view_sub_options *opts, wk_live_view_sub **out)
 {
     wk_live_view_sub_options o =
         opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
@@ -862,9 +861,9 @@ static int xread(wk_live_view_sub *s)
     size_t after_len = fmt_u64(after, s->after_ms);
     after[after_len++] = '-';
     after_len += fmt_u64(after + after_len, s->after_seq);
-    const char *argv[8] = {"XREAD", "COUNT",   READ_BATCH, "BLOCK",
-                           block,   "STREAMS", s->log,     after};
-    size_t argvlen[8] = {5, 5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->log_len, after_len};
+    const char *argv[8] = {"XREAD", "COUNT", READ_BATCH, "BLOCK", block, "STREAMS", s->log, after};
+    size_t argvlen[8] = {5, 5,          3,        5, fmt_u64(block, (uint64_t)s->poll_ms),
+                         7, s->log_len, after_len};
     wk_access access = {&s->held.entity, WK_READ};
     wk_query q = {.name = "live_view.recv",
                   .effect = WK__EFFECT1(access),
