@@ -47,12 +47,14 @@ typedef struct wk__op {
 /* The most arguments after the key an operation passes. */
 #define WK__OP_ARGS_MAX 8
 
-/* One call of an operation, between wk__op_begin() and wk__op_send(). */
+/* One call of an operation, between wk__op_begin() and wk__op_send(). A
+ * call may be sent more than once (the chunks of one scan), `out`
+ * re-pointed between sends. */
 typedef struct wk__call {
     wk_processor *p;
     const wk__op *op;
     const wk_entity *e;
-    void *out;
+    void *out; /* the query's OUT */
     int nkeys;
     size_t key_len[WK__OP_KEYS_MAX];
     char key[WK__OP_KEYS_MAX][WK_KEY_MAX];
