@@ -50,7 +50,8 @@
  * functions (the accessor takes the record for `codec, value`), and the
  * plain rows it words otherwise. */
 #define WK_CACHE_TYPED_OPS(XX)                                                                     \
-    XX(cache, get_typed, READ, (wk_name name, const wk_codec *codec, void *value, bool *found),    \
+    XX(cache, get_typed, READ,                                                                     \
+       (wk_name name, const wk_codec *codec, void *value, bool *found),                            \
        "read and decode the body (free it with BODY_free()); needs a processor that is not "       \
        "deferred")                                                                                 \
     XX(cache, put_typed, WRITE, (wk_name name, const wk_codec *codec, const void *value),          \

@@ -73,8 +73,8 @@
        "release the lock if it still holds token")                                                 \
     XX(fenced_lock, extend, WRITE, (wk_name name, const wk_token *token, bool *extended),          \
        "restart the lease for one more TTL if it still holds token")                               \
-    XX(fenced_lock, owned, READ, (wk_name name, const wk_token *token,                             \
-       wk_fenced_lock_ownership *state),                                                           \
+    XX(fenced_lock, owned, READ,                                                                   \
+       (wk_name name, const wk_token *token, wk_fenced_lock_ownership *state),                     \
        "does token still hold it, for how long, under which fence (extends nothing)")              \
     XX(fenced_lock, inspect, READ, (wk_name name, wk_fenced_lock_state *state),                    \
        "is it held, for how much longer, and the last fence")                                      \

@@ -46,6 +46,12 @@
     WK__ENTITY(WK_KIND_SEMAPHORE, ns_, ttl_ms_, permits_, 0, 0)
 /* The most permits a Semaphore may have. */
 #define WK_SEMAPHORE_PERMITS_MAX 1000000
+/* The rule on permits, written once: wk_entity_check() applies it to
+ * descriptors and wk-codegen to schemas, saying the rule (a format taking
+ * WK_SEMAPHORE_PERMITS_MAX) and " (got …)". */
+#define WK__SEMAPHORE_PERMITS_OK(n)                                                                \
+    ((n) >= 1 && (n) <= WK_SEMAPHORE_PERMITS_MAX && (n) == (double)(long long)(n))
+#define WK__SEMAPHORE_PERMITS_RULE "permits must be a whole number from 1 to %d"
 /* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
  * compiler checks every row against its prototype below (WK__OPS). */
 #define WK_SEMAPHORE_OPS(XX)                                                                       \

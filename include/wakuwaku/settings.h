@@ -56,10 +56,13 @@
 /* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
  * compiler checks every row against its prototype below (WK__OPS). */
 #define WK_SETTINGS_OPS(XX)                                                                        \
-    XX(settings, put, WRITE, (wk_name name, const void *key, size_t key_len, const void *value,    \
-       size_t value_len, int64_t *version), "set key to value, bump the version, publish")         \
-    XX(settings, remove, WRITE, (wk_name name, const void *key, size_t key_len,                    \
-       wk_settings_removal *out), "delete key; if it was there, bump the version and publish")     \
+    XX(settings, put, WRITE,                                                                       \
+       (wk_name name, const void *key, size_t key_len, const void *value, size_t value_len,        \
+        int64_t *version),                                                                         \
+       "set key to value, bump the version, publish")                                              \
+    XX(settings, remove, WRITE,                                                                    \
+       (wk_name name, const void *key, size_t key_len, wk_settings_removal *out),                  \
+       "delete key; if it was there, bump the version and publish")                                \
     XX(settings, snapshot, READ, (wk_name name, wk_settings_map **out),                            \
        "the whole map and its version (free with wk_settings_map_free())")
 #endif

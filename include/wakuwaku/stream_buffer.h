@@ -48,27 +48,28 @@
 /* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
  * compiler checks every row against its prototype below (WK__OPS). */
 #define WK_STREAM_BUFFER_OPS(XX)                                                                   \
-    XX(stream_buffer, append, WRITE, (wk_name name, const void *body, size_t len,                  \
-       int64_t *index), "append a body (index -1: the buffer was finished)")                       \
+    XX(stream_buffer, append, WRITE,                                                               \
+       (wk_name name, const void *body, size_t len, int64_t *index),                               \
+       "append a body (index -1: the buffer was finished)")                                        \
     XX(stream_buffer, finish, WRITE, (wk_name name, bool *finished_now),                           \
        "end the buffer: subscribers end after its last body")                                      \
     XX(stream_buffer, read, READ, (wk_name name, uint64_t from, wk_stream_buffer_contents *out),   \
        "the bodies from index from on (free with wk_stream_buffer_contents_free())")               \
     XX(stream_buffer, remove, WRITE, (wk_name name, bool *removed), "delete the buffer")           \
-    XX(stream_buffer, subscribe, READ, (wk_name name, uint64_t from,                               \
-       wk_stream_buffer_subscription **subscription),                                              \
+    XX(stream_buffer, subscribe, READ,                                                             \
+       (wk_name name, uint64_t from, wk_stream_buffer_subscription **subscription),                \
        "follow the buffer from index from on (its own connection; wk_stream_buffer_recv())")
 /* What an entity with a body record gets instead, for wk-codegen: the _typed
  * functions (the accessor takes the record for `codec, value`), and the
  * plain rows it words otherwise. */
 #define WK_STREAM_BUFFER_TYPED_OPS(XX)                                                             \
-    XX(stream_buffer, append_typed, WRITE, (wk_name name, const wk_codec *codec,                   \
-       const void *value, int64_t *index),                                                         \
+    XX(stream_buffer, append_typed, WRITE,                                                         \
+       (wk_name name, const wk_codec *codec, const void *value, int64_t *index),                   \
        "encode and append a body (index -1: the buffer was finished)")                             \
     XX(stream_buffer, read, READ, (wk_name name, uint64_t from, wk_stream_buffer_contents *out),   \
        "the encoded bodies from index from on (free with wk_stream_buffer_contents_free())")       \
-    XX(stream_buffer, subscribe, READ, (wk_name name, uint64_t from,                               \
-       wk_stream_buffer_subscription **subscription),                                              \
+    XX(stream_buffer, subscribe, READ,                                                             \
+       (wk_name name, uint64_t from, wk_stream_buffer_subscription **subscription),                \
        "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)")
 #endif
 

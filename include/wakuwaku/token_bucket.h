@@ -95,8 +95,9 @@
 /* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
  * compiler checks every row against its prototype below (WK__OPS). */
 #define WK_TOKEN_BUCKET_OPS(XX)                                                                    \
-    XX(token_bucket, acquire, WRITE, (wk_name name, uint64_t cost,                                 \
-       wk_token_bucket_outcome *outcome), "refill, then take cost tokens if there")                \
+    XX(token_bucket, acquire, WRITE,                                                               \
+       (wk_name name, uint64_t cost, wk_token_bucket_outcome *outcome),                            \
+       "refill, then take cost tokens if there")                                                   \
     XX(token_bucket, peek, READ, (wk_name name, wk_token_bucket_state *state),                     \
        "tokens now, without taking any")                                                           \
     XX(token_bucket, reset, WRITE, (wk_name name, bool *was_used),                                 \
