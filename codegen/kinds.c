@@ -181,7 +181,8 @@ static void derive(op_desc *o)
         fail(o, "is out of memory");
     bool codec = false;
     for (p += nl; *p == ',';) {
-        p += 2;
+        while (*++p == ' ')
+            ;
         size_t n = strcspn(p, ",)"), id_len;
         const char *id = param_name(p, n, &id_len);
         if (id_len == 5 && !strncmp(id, "codec", 5)) {

@@ -26,8 +26,8 @@ static void check_rows(const wk_test_kind *kind)
         while (i < kind->nqueries && !runs(kind->queries[i].name, *op))
             i++;
         if (i == kind->nqueries) {
-            fprintf(stderr, "tests/kinds/%s.c: operation %s of its op list has no row\n",
-                    kind->id, *op);
+            fprintf(stderr, "tests/kinds/%s.c: operation %s of its op list has no row\n", kind->id,
+                    *op);
             abort();
         }
     }

@@ -789,8 +789,8 @@ Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
     /* every command of these kinds is in the help */
     run_wk(&r, true, "--schema '%s' reply --help", path);
     cr_assert(strstr(r.out, "reply peek NAME [COUNT]") && strstr(r.out, "reply close NAME") &&
-                  strstr(r.out, "reply finish NAME") &&
-                  strstr(r.out, "reply inspect NAME") && strstr(r.out, "reply list"),
+                  strstr(r.out, "reply finish NAME") && strstr(r.out, "reply inspect NAME") &&
+                  strstr(r.out, "reply list"),
               "%s", r.out);
     run_wk(&r, true, "--schema '%s' chunks --help", path);
     cr_assert(strstr(r.out, "chunks read NAME [FROM]") && strstr(r.out, "chunks finish NAME") &&

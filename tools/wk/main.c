@@ -250,9 +250,9 @@ static void json_name(const invocation *inv, const char *name, size_t len)
  * several operations in one.
  */
 typedef struct command {
-    const char *kind;    /* WK_KIND_X; NULL (a look): every kind */
-    const char *name;    /* the operation's name in its list, or the look's */
-    const char *args;    /* after the command, for usage */
+    const char *kind; /* WK_KIND_X; NULL (a look): every kind */
+    const char *name; /* the operation's name in its list, or the look's */
+    const char *args; /* after the command, for usage */
     int min_args, max_args;
     const char *summary; /* one line; the exit status 1 case after "1:" */
     int (*run)(invocation *inv, wk_name name);
@@ -1362,11 +1362,9 @@ static const command ops[] = {
     {WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
      "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned},
     {WK_KIND_LOCK, "force_release", "NAME", 0, 0,
-     "free NAME whoever holds it, and wake its first waiter (1: was not held)",
-     lock_force_release},
+     "free NAME whoever holds it, and wake its first waiter (1: was not held)", lock_force_release},
     {WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
-     "whether a writer holds NAME, for how long, and how many readers (1: nobody)",
-     rwlock_inspect},
+     "whether a writer holds NAME, for how long, and how many readers (1: nobody)", rwlock_inspect},
     {WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
      "free the writer and every reader, and wake the first waiter (1: was not held)",
      rwlock_force_release},
@@ -1389,16 +1387,14 @@ static const command ops[] = {
     {WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get},
     {WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put},
     {WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove},
-    {WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)",
-     hcache_get},
+    {WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", hcache_get},
     {WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
      hcache_put},
     {WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
      hcache_remove},
     {WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
      settings_put},
-    {WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)",
-     settings_remove},
+    {WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", settings_remove},
     {WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get},
     {WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
      view_remove},
@@ -1549,8 +1545,8 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
         if (strcmp(e->id, id))
             continue;
         const kind_desc *kd = kind_info(e->kind);
-        printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns,
-               e->description ? ": " : "", e->description ? e->description : "");
+        printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns, e->description ? ": " : "",
+               e->description ? e->description : "");
         const command *cmds[COUNT(ops) + COUNT(looks)];
         const op_desc *op[COUNT(ops) + COUNT(looks)];
         size_t n = kind_commands(kd, true, cmds, op);
@@ -1559,8 +1555,7 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
             if (!cmd || find(cmds[c], 1, kd, cmd))
                 printf("  wk … %s %s%s%s\n      %s: %s\n", e->id,
                        typed_name(cmds[c], name, sizeof(name)), *cmds[c]->args ? " " : "",
-                       cmds[c]->args,
-                       op[c] && op[c]->write ? "WRITE" : "READ", cmds[c]->summary);
+                       cmds[c]->args, op[c] && op[c]->write ? "WRITE" : "READ", cmds[c]->summary);
         }
         const char *sep = NULL;
         int col = 0;
@@ -1676,8 +1671,8 @@ static int run_command(invocation *inv, int timeout_ms)
         cmd = find(looks, COUNT(looks), kd, inv->cmd);
     const op_desc *op = cmd ? NULL : kind_op(kd, inv->cmd);
     if (op)
-        return usage_error("%s: %s is the library's (%s()); wk has no command for it",
-                           inv->ent->id, op->query, op->runtime);
+        return usage_error("%s: %s is the library's (%s()); wk has no command for it", inv->ent->id,
+                           op->query, op->runtime);
     if (!cmd)
         return usage_error("%s (a %s) has no command \"%s\" (wk --schema … help %s)", inv->ent->id,
                            inv->kind_name, inv->cmd, inv->ent->id);
