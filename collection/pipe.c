@@ -134,6 +134,12 @@ int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const voi
     return push(p, "pipe.send", pipe, &name, ":m", body, len);
 }
 
+int wk_pipe_finish(wk_processor *p, const wk_entity *pipe, wk_name name)
+{
+    return push(p, "pipe.finish", pipe, &name, ":c", "", 0);
+}
+
+/* The old name (pipe.h): the same query, under its old query name. */
 int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name)
 {
     return push(p, "pipe.close", pipe, &name, ":c", "", 0);
