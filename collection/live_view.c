@@ -22,9 +22,9 @@
 /* max_diffs lives in `capacity`: a whole number the scripts read exactly. */
 static int check_params(const wk_entity *e, char *msg, size_t len)
 {
-    double m = e->capacity;
-    if (!isfinite(m) || m < 0 || m != floor(m) || m > (double)WK_LIVE_VIEW_VERSION_MAX)
-        return wk__entity_fail(msg, len, "max_diffs must be a whole number 0..2^53 (got %g)", m);
+    /* The rule of wakuwaku/live_view.h, which wk-codegen applies too. */
+    if (!WK__LIVE_VIEW_MAX_DIFFS_OK(e->capacity))
+        return wk__entity_fail(msg, len, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %g)", e->capacity);
     return WK_OK;
 }
 
