@@ -150,9 +150,9 @@ void wk_live_view_log_free(wk_live_view_log *h)
 /* The writes name the head and the log (KEYS of their scripts). A WRITE
  * is never retry-safe. */
 #define WRITE_OP(op, s, parser)                                                                    \
-    {.name = "live_view." op, .kind = WK_KIND_LIVE_VIEW, .mode = WK_WRITE, .script = s,            \
+    {WK__OP_OF(live_view, op), .kind = WK_KIND_LIVE_VIEW, .script = s,                             \
      .suffix = {":h", ":l"}, .parse = parser}
-static const wk__op create_op = WRITE_OP("create", &create_script, wk__parse_bool_int);
+static const wk__op create_op = WRITE_OP(create, &create_script, wk__parse_bool_int);
 
 int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, const void *body,
                         size_t len, bool *created)
@@ -197,7 +197,7 @@ static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-static const wk__op commit_op = WRITE_OP("commit", &wk__live_view_commit_script, parse_commit);
+static const wk__op commit_op = WRITE_OP(commit, &wk__live_view_commit_script, parse_commit);
 
 int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, uint64_t parent,
                         const void *diff, size_t diff_len, const void *body, size_t body_len,
@@ -226,8 +226,8 @@ int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, ui
 
 /* UNLINK head log: `removed` may be NULL (then any integer reply is
  * success). */
-static const wk__op remove_op = {.name = "live_view.remove", .kind = WK_KIND_LIVE_VIEW,
-                                 .mode = WK_WRITE, .command = "UNLINK", .suffix = {":h", ":l"},
+static const wk__op remove_op = {WK__OP_OF(live_view, remove), .kind = WK_KIND_LIVE_VIEW,
+                                  .command = "UNLINK", .suffix = {":h", ":l"},
                                  .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed)

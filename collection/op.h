@@ -44,6 +44,12 @@ typedef struct wk__op {
     size_t out_size;         /* bytes of OUT zeroed before anything (0: none) */
 } wk__op;
 
+/* The name and mode of operation `op` of `kind` as its kind's op list
+ * declares them (wakuwaku/query.h, "Operation lists"): the effect is
+ * written once, in the header, beside the prototype. Operations that are
+ * not a public call (a subscription's probe) write both by hand. */
+#define WK__OP_OF(kind, op) .name = #kind "." #op, .mode = WK__OP_MODE(kind, op)
+
 /* The most arguments after the key an operation passes. */
 #define WK__OP_ARGS_MAX 8
 

@@ -160,8 +160,8 @@ static int send_with_generation(const wk__call *c, const void *body, size_t len)
 /* The index of the body, or -1 when the buffer was finished; `index` may
  * be NULL. Not retry-safe: a re-send after a lost reply would append the
  * body twice. */
-static const wk__op append_op = {.name = "stream_buffer.append", .kind = WK_KIND_STREAM_BUFFER,
-                                 .mode = WK_WRITE, .script = &append_script,
+static const wk__op append_op = {WK__OP_OF(stream_buffer, append), .kind = WK_KIND_STREAM_BUFFER,
+                                  .script = &append_script,
                                  .parse = wk__parse_i64};
 
 int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, const void *body,
@@ -199,8 +199,8 @@ int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name 
 }
 
 /* 1 when this call finished the buffer; `finished_now` may be NULL. */
-static const wk__op finish_op = {.name = "stream_buffer.finish", .kind = WK_KIND_STREAM_BUFFER,
-                                 .mode = WK_WRITE, .script = &finish_script,
+static const wk__op finish_op = {WK__OP_OF(stream_buffer, finish), .kind = WK_KIND_STREAM_BUFFER,
+                                  .script = &finish_script,
                                  .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
@@ -211,8 +211,8 @@ int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, 
 }
 
 /* `removed` may be NULL: then any integer reply is success. */
-static const wk__op remove_op = {.name = "stream_buffer.remove", .kind = WK_KIND_STREAM_BUFFER,
-                                 .mode = WK_WRITE, .command = "UNLINK",
+static const wk__op remove_op = {WK__OP_OF(stream_buffer, remove), .kind = WK_KIND_STREAM_BUFFER,
+                                  .command = "UNLINK",
                                  .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
@@ -281,8 +281,8 @@ void wk_stream_buffer_contents_free(wk_stream_buffer_contents *c)
     c->finished = false;
 }
 
-static const wk__op read_op = {.name = "stream_buffer.read", .kind = WK_KIND_STREAM_BUFFER,
-                               .mode = WK_READ,
+static const wk__op read_op = {WK__OP_OF(stream_buffer, read), .kind = WK_KIND_STREAM_BUFFER,
+                               
                                .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
                                .command = "XRANGE", .parse = parse_range, .out_name = "out"};
 
