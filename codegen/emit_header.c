@@ -178,7 +178,7 @@ static void emit_accessors(const schema *s, outbuf *o)
             outbuf t = {0};
             out_printf(&t, "%s: ", ops[k].write ? "WRITE" : "READ");
             emit_op_text(&t, s, ops[k].summary, e);
-            out_printf(&t, ". See %s().", ops[k].see ? ops[k].see : ops[k].runtime);
+            out_printf(&t, ". See %s().", ops[k].runtime);
             out_note(o, "", t.data);
             free(t.data);
             emit_accessor_definition(o, s, e, &ops[k]);

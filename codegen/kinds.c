@@ -2,24 +2,39 @@
  * codegen/kinds.c — the built-in kinds: one row each with everything the
  * generator knows about the kind (its names in schemas and C, its entity
  * macro and parameters, the wording of its header comment, whether it has
- * a body, a rule across its parameters) and, for each, the queries an
- * entity of that kind gets as typed accessors: the runtime function each
- * one wraps, its extra parameters and its effect. The effect here decides
- * which capability handles get the accessor, so it must be the runtime's
- * (each header documents it; tests/codegen checks the handles against the
- * runtime's own refusals).
+ * a body, a rule across its parameters) and its operations. The
+ * operations are not written here: they are the kind header's op list
+ * (WK_LOCK_OPS, … in include/wakuwaku/<kind>.h; wakuwaku/query.h,
+ * "Operation lists"), where the compiler checks each row against the
+ * runtime's prototype. Each becomes a typed accessor; its mode decides
+ * which capability handles get it (tests/codegen checks the handles
+ * against the runtime's own refusals).
  *
  * check.c, emit_header.c and emit_source.c read these rows and hold no
- * per-kind code. In `params`/`args`, "BODY" stands for the entity's body
- * type.
+ * per-kind code. In an op's `params`/`args`, "BODY" stands for the
+ * entity's body type and "CODEC" for its codec.
  */
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../collection/token_bucket_units.h"
 #include "schema.h"
 
-/* The entity part of the header alone: WK_SEMAPHORE_PERMITS_MAX. */
+/* The kinds' headers, their entity parts alone: the op lists, and the
+ * parameter rules the runtime applies (WK_SEMAPHORE_PERMITS_MAX …). */
 #define WK__ENTITY_MACROS_ONLY
+#include "../include/wakuwaku/lock.h"
+#include "../include/wakuwaku/rwlock.h"
+#include "../include/wakuwaku/cache.h"
+#include "../include/wakuwaku/hashed_cache.h"
+#include "../include/wakuwaku/token_bucket.h"
+#include "../include/wakuwaku/settings.h"
+#include "../include/wakuwaku/live_view.h"
+#include "../include/wakuwaku/pipe.h"
+#include "../include/wakuwaku/stream_buffer.h"
+#include "../include/wakuwaku/fenced_lock.h"
 #include "../include/wakuwaku/semaphore.h"
 
 /* The parameters, shared by the kinds that take them. */
@@ -38,13 +53,12 @@ static const param_desc param_period = {"period", "period_ms", RULE_DURATION, fa
 static const param_desc param_max_diffs = {"max_diffs", "capacity", RULE_POSITIVE, true, 0,
                                            "only a LiveView has max_diffs"};
 
+/* The runtime's rule (wakuwaku/live_view.h), applied to the schema. */
 static int live_view_check(const entity *e, char *why, size_t whylen)
 {
-    double m = e->params[0].num;
-    if (m == (double)(int64_t)m && m <= 9007199254740992.0)
+    if (WK__LIVE_VIEW_MAX_DIFFS_OK(e->params[0].num))
         return -1;
-    snprintf(why, whylen, "max_diffs must be a whole number up to 2^53 (got %s)",
-             e->params[0].text);
+    snprintf(why, whylen, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %s)", e->params[0].text);
     return 0;
 }
 
@@ -58,299 +72,182 @@ static int bucket_check(const entity *e, char *why, size_t whylen)
     return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
 }
 
-/* Semaphore: permits are whole (entity/kind rule of collection/semaphore.c);
- * the runtime refuses the rest, so the generator does too. */
+/* Semaphore: the runtime's rule on permits (wakuwaku/semaphore.h). */
 static int semaphore_check(const entity *e, char *why, size_t whylen)
 {
-    double n = e->params[0].num;
-    if (n >= 1 && n <= WK_SEMAPHORE_PERMITS_MAX && n == (double)(int64_t)n)
+    if (WK__SEMAPHORE_PERMITS_OK(e->params[0].num))
         return -1;
-    snprintf(why, whylen, "permits must be a whole number from 1 to %d (got %s)",
-             WK_SEMAPHORE_PERMITS_MAX, e->params[0].text);
+    snprintf(why, whylen, WK__SEMAPHORE_PERMITS_RULE " (got %s)", WK_SEMAPHORE_PERMITS_MAX,
+             e->params[0].text);
     return 0;
 }
 
-#define OPS(a) (sizeof(a) / sizeof((a)[0]))
-
-static const op_desc lock_ops[] = {
-    {"try", true, "wk_lock_try", "wk_token *token, bool *acquired", "token, acquired",
-     "take the lock if nobody holds it; never waits", NULL},
-    {"release", true, "wk_lock_release", "const wk_token *token, bool *released",
-     "token, released", "release the lock if it still holds token", NULL},
-    {"extend", true, "wk_lock_extend", "const wk_token *token, bool *extended",
-     "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
-    {"owned", false, "wk_lock_owned", "const wk_token *token, wk_lease_state *state",
-     "token, state", "whether token still holds the lease and for how long; writes nothing",
-     NULL},
-    {"force_release", true, "wk_lock_force_release", "bool *was_held", "was_held",
-     "free the lock whoever holds it and wake its first waiter (operators)", NULL},
-    {"inspect", false, "wk_lock_inspect", "wk_lock_state *state", "state",
-     "is it held, and for how much longer", NULL},
-};
-
-static const op_desc rwlock_ops[] = {
-    {"try_read", true, "wk_rwlock_try_read", "wk_token *token, bool *acquired",
-     "token, acquired", "take a reader lease unless a writer holds it", NULL},
-    {"try_write", true, "wk_rwlock_try_write", "wk_token *token, bool *acquired",
-     "token, acquired", "take the writer lease unless anyone holds it", NULL},
-    {"release_read", true, "wk_rwlock_release_read", "const wk_token *token, bool *was_running",
-     "token, was_running", "drop a reader lease", NULL},
-    {"extend_read", true, "wk_rwlock_extend_read", "const wk_token *token, bool *extended",
-     "token, extended", "renew a running reader lease", NULL},
-    {"release_write", true, "wk_rwlock_release_write", "const wk_token *token, bool *released",
-     "token, released", "release the writer lease", NULL},
-    {"extend_write", true, "wk_rwlock_extend_write", "const wk_token *token, bool *extended",
-     "token, extended", "renew the writer lease", NULL},
-    {"owned_write", false, "wk_rwlock_owned_write", "const wk_token *token, wk_lease_state *state",
-     "token, state", "whether token still holds the writer lease; writes nothing", NULL},
-    {"owned_read", false, "wk_rwlock_owned_read", "const wk_token *token, wk_lease_state *state",
-     "token, state", "whether the reader lease of token still runs; writes nothing", NULL},
-    {"force_release", true, "wk_rwlock_force_release", "bool *was_held", "was_held",
-     "free the writer and every reader lease and wake the first waiter (operators)", NULL},
-    {"inspect", false, "wk_rwlock_inspect", "wk_rwlock_state *state", "state",
-     "whether a writer holds it, and how many readers", NULL},
-};
-
-static const op_desc cache_bytes_ops[] = {
-    {"get", false, "wk_cache_get", "wk_body *out", "out",
-     "read the body into out (found, data, len; free it with wk_body_free())", NULL},
-    {"put", true, "wk_cache_put", "const void *body, size_t len", "body, len",
-     "store the body with the entity's TTL", NULL},
-    {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
-};
-
-static const op_desc cache_typed_ops[] = {
-    {"get", false, "wk_cache_get_typed", "BODY *body, bool *found", "CODEC, body, found",
-     "read and decode the body (free it with BODY_free()); needs a processor that is not "
-     "deferred",
-     NULL},
-    {"put", true, "wk_cache_put_typed", "const BODY *body", "CODEC, body",
-     "encode and store the body with the entity's TTL", NULL},
-    {"remove", true, "wk_cache_remove", "bool *removed", "removed", "delete the body", NULL},
-};
-
-static const op_desc hashed_bytes_ops[] = {
-    {"get", false, "wk_hashed_cache_get", "wk_body *out", "out",
-     "read body and hash into out (free it with wk_body_free())", NULL},
-    {"hash", false, "wk_hashed_cache_hash", "wk_body *out", "out",
-     "read only the hash (out->hash; no body crosses the network)", NULL},
-    {"get_if_changed", false, "wk_hashed_cache_get_if_changed",
-     "const uint8_t known[WK_HASH_LEN], wk_body *out", "known, out",
-     "send the body only if its hash differs from known (out->change)", NULL},
-    {"put", true, "wk_hashed_cache_put",
-     "const void *body, size_t len, uint8_t hash[WK_HASH_LEN]", "body, len, hash",
-     "store body and hash with the entity's TTL", NULL},
-    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item", NULL},
-};
-
-static const op_desc hashed_typed_ops[] = {
-    {"get", false, "wk_hashed_cache_get_typed", "BODY *body, uint8_t hash[WK_HASH_LEN], bool *found",
-     "CODEC, body, hash, found",
-     "read the body and its hash (hash may be NULL), and decode the body (free it with "
-     "BODY_free()); needs a processor that is not deferred (a batch gives WK_EINVAL)",
-     NULL},
-    {"hash", false, "wk_hashed_cache_hash", "wk_body *out", "out",
-     "read only the hash (out->hash; no body crosses the network)", NULL},
-    {"get_if_changed", false, "wk_hashed_cache_get_if_changed_typed",
-     "const uint8_t known[WK_HASH_LEN], BODY *body, uint8_t hash[WK_HASH_LEN], "
-     "wk_item_change *outcome",
-     "known, CODEC, body, hash, outcome",
-     "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred",
-     NULL},
-    {"put", true, "wk_hashed_cache_put_typed", "const BODY *body, uint8_t hash[WK_HASH_LEN]",
-     "CODEC, body, hash", "encode the body, store it and its hash with the entity's TTL",
-     NULL},
-    {"remove", true, "wk_hashed_cache_remove", "bool *removed", "removed", "delete the item",
-     NULL},
-};
-
-static const op_desc bucket_ops[] = {
-    {"acquire", true, "wk_token_bucket_acquire", "uint64_t cost, wk_token_bucket_outcome *outcome",
-     "cost, outcome", "refill, then take cost tokens if there", NULL},
-    {"peek", false, "wk_token_bucket_peek", "wk_token_bucket_state *state", "state",
-     "tokens now, without taking any", NULL},
-    {"reset", true, "wk_token_bucket_reset", "bool *was_used", "was_used",
-     "refill at once (delete the key)", NULL},
-};
-
-static const op_desc settings_ops[] = {
-    {"put", true, "wk_settings_put",
-     "const void *key, size_t key_len, const void *value, size_t value_len, int64_t *version",
-     "key, key_len, value, value_len, version", "set key to value, bump the version, publish", NULL},
-    {"remove", true, "wk_settings_remove",
-     "const void *key, size_t key_len, wk_settings_removal *out", "key, key_len, out",
-     "delete key; if it was there, bump the version and publish", NULL},
-    {"snapshot", false, "wk_settings_snapshot", "wk_settings_map **out", "out",
-     "the whole map and its version (free with wk_settings_map_free())", NULL},
-};
-
-static const op_desc live_view_bytes_ops[] = {
-    {"create", true, "wk_live_view_create", "const void *body, size_t len, bool *created",
-     "body, len, created", "create it at version 1 unless it exists", NULL},
-    {"commit", true, "wk_live_view_commit",
-     "uint64_t parent, const void *diff, size_t diff_len, const void *body, size_t body_len, "
-     "wk_live_view_commit_outcome *outcome",
-     "parent, diff, diff_len, body, body_len, outcome",
-     "move it from version parent to the next through diff (conflict if not at parent)", NULL},
-    {"get", false, "wk_live_view_get", "wk_live_view_body *out", "out",
-     "the latest version and body (free with wk_live_view_body_free())", NULL},
-    {"version", false, "wk_live_view_version", "uint64_t *version, bool *found", "version, found",
-     "the latest version only", NULL},
-    {"history", false, "wk_live_view_history", "wk_live_view_log *out", "out",
-     "the base and the diffs after it (free with wk_live_view_log_free())", NULL},
-    {"remove", true, "wk_live_view_remove", "bool *removed", "removed",
-     "delete it and its history", NULL},
-    {"subscribe", false, "wk_live_view_subscribe",
-     "const wk_live_view_sub_options *opts, wk_live_view_body *head, wk_live_view_sub **sub",
-     "opts, head, sub", "read the head and follow the versions after it on a connection of its own",
-     NULL},
-    {"resume", false, "wk_live_view_resume",
-     "uint64_t version, const wk_live_view_sub_options *opts, wk_live_view_sub **sub",
-     "version, opts, sub", "follow the versions after version on a connection of its own", NULL},
-};
-
-static const op_desc live_view_typed_ops[] = {
-    {"create", true, "wk_live_view_create_typed", "const BODY *body, bool *created",
-     "CODEC, body, created", "encode the body and create it at version 1 unless it exists",
-     NULL},
-    {"commit", true, "wk_live_view_commit_typed",
-     "uint64_t parent, const void *diff, size_t diff_len, const BODY *body, "
-     "wk_live_view_commit_outcome *outcome",
-     "parent, diff, diff_len, CODEC, body, outcome",
-     "encode the new body and commit it from parent through diff (bytes)", NULL},
-    {"get", false, "wk_live_view_get_typed", "BODY *body, uint64_t *version, bool *found",
-     "CODEC, body, version, found",
-     "read and decode the latest body (free it with BODY_free()); not deferred", NULL},
-    {"version", false, "wk_live_view_version", "uint64_t *version, bool *found", "version, found",
-     "the latest version only", NULL},
-    {"history", false, "wk_live_view_history", "wk_live_view_log *out", "out",
-     "the base and the diffs after it, as bytes (free with wk_live_view_log_free())", NULL},
-    {"remove", true, "wk_live_view_remove", "bool *removed", "removed",
-     "delete it and its history", NULL},
-    {"subscribe", false, "wk_live_view_subscribe",
-     "const wk_live_view_sub_options *opts, wk_live_view_body *head, wk_live_view_sub **sub",
-     "opts, head, sub", "read the head (bytes) and follow the versions after it", NULL},
-    {"resume", false, "wk_live_view_resume",
-     "uint64_t version, const wk_live_view_sub_options *opts, wk_live_view_sub **sub",
-     "version, opts, sub", "follow the versions after version on a connection of its own", NULL},
-};
-
-static const op_desc pipe_bytes_ops[] = {
-    {"send", true, "wk_pipe_send", "const void *body, size_t len", "body, len",
-     "append a message and restart the pipe's TTL", NULL},
-    {"close", true, "wk_pipe_close", "", "", "close the pipe: its receiver ends after the messages",
-     NULL},
-    {"receive", true, "wk_pipe_receive", "wk_pipe_receiver **receiver", "receiver",
-     "open the receiver (its own connection; wk_pipe_recv(), wk_pipe_receiver_close())", NULL},
-};
-
-static const op_desc pipe_typed_ops[] = {
-    {"send", true, "wk_pipe_send_typed", "const BODY *body", "CODEC, body",
-     "encode and append a message, restart the pipe's TTL", NULL},
-    {"close", true, "wk_pipe_close", "", "", "close the pipe: its receiver ends after the messages",
-     NULL},
-    {"receive", true, "wk_pipe_receive", "wk_pipe_receiver **receiver", "receiver",
-     "open the receiver (decode with wk_pipe_recv_typed() and the body's codec)", NULL},
-};
-
-static const op_desc stream_buffer_bytes_ops[] = {
-    {"append", true, "wk_stream_buffer_append", "const void *body, size_t len, int64_t *index",
-     "body, len, index", "append a body (index -1: the buffer was finished)", NULL},
-    {"finish", true, "wk_stream_buffer_finish", "bool *finished_now", "finished_now",
-     "end the buffer: subscribers end after its last body", NULL},
-    {"read", false, "wk_stream_buffer_read", "uint64_t from, wk_stream_buffer_contents *out",
-     "from, out", "the bodies from index from on (free with wk_stream_buffer_contents_free())",
-     NULL},
-    {"remove", true, "wk_stream_buffer_remove", "bool *removed", "removed", "delete the buffer",
-     NULL},
-    {"subscribe", false, "wk_stream_buffer_subscribe",
-     "uint64_t from, wk_stream_buffer_subscription **subscription", "from, subscription",
-     "follow the buffer from index from on (its own connection; wk_stream_buffer_recv())", NULL},
-};
-
-static const op_desc stream_buffer_typed_ops[] = {
-    {"append", true, "wk_stream_buffer_append_typed", "const BODY *body, int64_t *index",
-     "CODEC, body, index", "encode and append a body (index -1: the buffer was finished)", NULL},
-    {"finish", true, "wk_stream_buffer_finish", "bool *finished_now", "finished_now",
-     "end the buffer: subscribers end after its last body", NULL},
-    {"read", false, "wk_stream_buffer_read", "uint64_t from, wk_stream_buffer_contents *out",
-     "from, out",
-     "the encoded bodies from index from on (free with "
-     "wk_stream_buffer_contents_free())",
-     NULL},
-    {"remove", true, "wk_stream_buffer_remove", "bool *removed", "removed", "delete the buffer",
-     NULL},
-    {"subscribe", false, "wk_stream_buffer_subscribe",
-     "uint64_t from, wk_stream_buffer_subscription **subscription", "from, subscription",
-     "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)", NULL},
-};
-
-static const op_desc fenced_lock_ops[] = {
-    {"try", true, "wk_fenced_lock_try", "wk_fenced_lease *lease", "lease",
-     "take the lock if nobody holds it, with the next fence; never waits", NULL},
-    {"release", true, "wk_fenced_lock_release", "const wk_token *token, bool *released",
-     "token, released", "release the lock if it still holds token", NULL},
-    {"extend", true, "wk_fenced_lock_extend", "const wk_token *token, bool *extended",
-     "token, extended", "restart the lease for one more TTL if it still holds token", NULL},
-    {"owned", false, "wk_fenced_lock_owned",
-     "const wk_token *token, wk_fenced_lock_ownership *state", "token, state",
-     "does token still hold it, for how long, under which fence (extends nothing)", NULL},
-    {"inspect", false, "wk_fenced_lock_inspect", "wk_fenced_lock_state *state", "state",
-     "is it held, for how much longer, and the last fence", NULL},
-    {"force_release", true, "wk_fenced_lock_force_release", "bool *freed", "freed",
-     "free it whoever holds it (operators); the fence counter is kept", NULL},
-};
-
-static const op_desc semaphore_ops[] = {
-    {"try", true, "wk_semaphore_try", "wk_token *token, bool *acquired", "token, acquired",
-     "take a permit if fewer than the permits run; never waits", NULL},
-    {"release", true, "wk_semaphore_release", "const wk_token *token, bool *was_running",
-     "token, was_running", "give back the permit of token", NULL},
-    {"extend", true, "wk_semaphore_extend", "const wk_token *token, bool *extended",
-     "token, extended", "renew the running permit of token for one TTL", NULL},
-    {"owned", false, "wk_semaphore_owned", "const wk_token *token, wk_lease_state *state",
-     "token, state", "does token still hold a permit, for how long (extends nothing)", NULL},
-    {"inspect", false, "wk_semaphore_inspect", "wk_semaphore_state *state", "state",
-     "running and free permits", NULL},
-    {"force_release", true, "wk_semaphore_force_release", "int64_t *freed", "freed",
-     "free every permit whoever holds them (operators)", NULL},
-};
+/* One op_desc per row of a header's list, as written; prepare() derives
+ * the accessor's name, parameters and arguments from it. */
+#define ROW(k, op_, mode, params, summary_)                                                        \
+    {.op = #op_, .write = IS_WRITE_##mode, .runtime = "wk_" #k "_" #op_, .query = #k "." #op_,     \
+     .row = #params, .summary = summary_},
+#define IS_WRITE_READ false
+#define IS_WRITE_WRITE true
+#define ONE(k, op, mode, params, summary) +1
+#define LIST(list) (op_desc[]){list(ROW)}, (0 list(ONE))
+#define NO_LIST NULL, 0
 
 /* The rows: one per kind, in the order schemas list them in messages. A
- * new kind is one row here, with its op tables above. */
+ * new kind is one row here and its header's include above. */
 static const kind_desc kinds[] = {
     {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false, NULL,
-     lock_ops, NULL, OPS(lock_ops), 0, "WK_LOCK_FAIR_ENTITY"},
+     LIST(WK_LOCK_OPS), NO_LIST, "WK_LOCK_FAIR_ENTITY"},
     {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false,
-     NULL, rwlock_ops, NULL, OPS(rwlock_ops), 0, "WK_RWLOCK_FAIR_ENTITY"},
+     NULL, LIST(WK_RWLOCK_OPS), NO_LIST, "WK_RWLOCK_FAIR_ENTITY"},
     {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     cache_bytes_ops, cache_typed_ops, OPS(cache_bytes_ops), OPS(cache_typed_ops), NULL},
+     LIST(WK_CACHE_OPS), LIST(WK_CACHE_TYPED_OPS), NULL},
     {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY", {&param_ttl, NULL},
-     ", TTL {ttl}", true, NULL, hashed_bytes_ops, hashed_typed_ops, OPS(hashed_bytes_ops),
-     OPS(hashed_typed_ops), NULL},
+     ", TTL {ttl}", true, NULL, LIST(WK_HASHED_CACHE_OPS), LIST(WK_HASHED_CACHE_TYPED_OPS), NULL},
     {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
      {&param_capacity, &param_rate, &param_period, NULL},
-     ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check, bucket_ops,
-     NULL, OPS(bucket_ops), 0, NULL},
-    {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL, settings_ops,
-     NULL, OPS(settings_ops), 0, NULL},
+     ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check,
+     LIST(WK_TOKEN_BUCKET_OPS), NO_LIST, NULL},
+    {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL,
+     LIST(WK_SETTINGS_OPS), NO_LIST, NULL},
     {"LiveView", "WK_KIND_LIVE_VIEW", "WK_LIVE_VIEW_ENTITY", {&param_max_diffs, NULL},
-     ", history of up to {max_diffs} diffs", true, live_view_check, live_view_bytes_ops,
-     live_view_typed_ops, OPS(live_view_bytes_ops), OPS(live_view_typed_ops), NULL},
+     ", history of up to {max_diffs} diffs", true, live_view_check, LIST(WK_LIVE_VIEW_OPS),
+     LIST(WK_LIVE_VIEW_TYPED_OPS), NULL},
     {"Pipe", "WK_KIND_PIPE", "WK_PIPE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     pipe_bytes_ops, pipe_typed_ops, OPS(pipe_bytes_ops), OPS(pipe_typed_ops), NULL},
+     LIST(WK_PIPE_OPS), LIST(WK_PIPE_TYPED_OPS), NULL},
     {"StreamBuffer", "WK_KIND_STREAM_BUFFER", "WK_STREAM_BUFFER_ENTITY", {&param_ttl, NULL},
-     ", TTL {ttl}", true, NULL, stream_buffer_bytes_ops, stream_buffer_typed_ops,
-     OPS(stream_buffer_bytes_ops), OPS(stream_buffer_typed_ops), NULL},
+     ", TTL {ttl}", true, NULL, LIST(WK_STREAM_BUFFER_OPS), LIST(WK_STREAM_BUFFER_TYPED_OPS),
+     NULL},
     {"FencedLock", "WK_KIND_FENCED_LOCK", "WK_FENCED_LOCK_ENTITY", {&param_ttl, NULL},
-     ", lease {ttl}, fenced", false, NULL, fenced_lock_ops, NULL, OPS(fenced_lock_ops), 0, NULL},
+     ", lease {ttl}, fenced", false, NULL, LIST(WK_FENCED_LOCK_OPS), NO_LIST, NULL},
     {"Semaphore", "WK_KIND_SEMAPHORE", "WK_SEMAPHORE_ENTITY", {&param_permits, &param_ttl, NULL},
-     ", {permits} permits, lease {ttl}", false, semaphore_check, semaphore_ops, NULL,
-     OPS(semaphore_ops), 0, NULL},
+     ", {permits} permits, lease {ttl}", false, semaphore_check, LIST(WK_SEMAPHORE_OPS), NO_LIST,
+     NULL},
 };
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
 _Static_assert(NKINDS <= KIND_MAX, "raise KIND_MAX");
+
+/* The last identifier of a parameter declaration ("known" of
+ * "const uint8_t known[WK_HASH_LEN]"), n bytes long. */
+static const char *param_name(const char *decl, size_t n, size_t *len)
+{
+    const char *end = memchr(decl, '[', n);
+    end = end ? end : decl + n;
+    while (end > decl && end[-1] == ' ')
+        end--;
+    const char *start = end;
+    while (start > decl && (isalnum((unsigned char)start[-1]) || start[-1] == '_'))
+        start--;
+    *len = (size_t)(end - start);
+    return start;
+}
+
+static void fail(const op_desc *o, const char *why)
+{
+    fprintf(stderr, "wk-codegen: the list row of %s %s\n", o->runtime, why);
+    abort();
+}
+
+/* Appends ", " (unless dst is empty) and n bytes of s, without a space
+ * after a '*' (a formatter may write "wk_token * token": the row's text
+ * is stringified as spelled). */
+static void append(char *dst, const char *s, size_t n)
+{
+    size_t at = strlen(dst);
+    if (at)
+        memcpy(dst + at, ", ", 2), at += 2;
+    for (size_t i = 0; i < n; i++)
+        if (!(s[i] == ' ' && i && s[i - 1] == '*'))
+            dst[at++] = s[i];
+    dst[at] = '\0';
+}
+
+/*
+ * From the row as written, "(wk_name name, const wk_codec *codec, void
+ * *value, bool *found)": the accessor's parameters after the name ("BODY
+ * *body, bool *found": a typed function's codec and value become the body
+ * record), the runtime call's arguments ("CODEC, body, found") and the
+ * accessor's name (without "_typed").
+ */
+static void derive(op_desc *o)
+{
+    const char *p = o->row, *name = "(wk_name name";
+    size_t len = strlen(p), nl = strlen(name);
+    if (strncmp(p, name, nl) != 0 || (p[nl] != ',' && p[nl] != ')'))
+        fail(o, "does not start with \"wk_name name\"");
+    char *params = calloc(1, len + 16), *args = calloc(1, len + 16);
+    if (!params || !args)
+        fail(o, "is out of memory");
+    bool codec = false;
+    for (p += nl; *p == ',';) {
+        while (*++p == ' ')
+            ;
+        size_t n = strcspn(p, ",)"), id_len;
+        const char *id = param_name(p, n, &id_len);
+        if (id_len == 5 && !strncmp(id, "codec", 5)) {
+            append(args, "CODEC", 5);
+            codec = true;
+        } else if (codec && id_len == 5 && !strncmp(id, "value", 5)) {
+            bool in = !strncmp(p, "const ", 6);
+            append(params, in ? "const BODY *body" : "BODY *body", in ? 16 : 10);
+            append(args, "body", 4);
+        } else {
+            append(params, p, n);
+            append(args, id, id_len);
+        }
+        p += n;
+    }
+    o->params = params;
+    o->args = args;
+    size_t ol = strlen(o->op);
+    if (ol > 6 && !strcmp(o->op + ol - 6, "_typed")) {
+        char *op = calloc(1, ol);
+        if (!op)
+            fail(o, "is out of memory");
+        o->op = memcpy(op, o->op, ol - 6);
+    }
+}
+
+/* The accessors of each kind: its rows with a summary, and for an entity
+ * with a body, each replaced by the typed row of the same accessor name. */
+static struct accessors {
+    op_desc *v;
+    size_t n;
+} bytes_acc[KIND_MAX], typed_acc[KIND_MAX];
+
+static void prepare(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    for (int k = 0; k < NKINDS; k++) {
+        const kind_desc *kd = &kinds[k];
+        for (size_t i = 0; i < kd->nops; i++)
+            derive(&kd->ops[i]);
+        for (size_t i = 0; i < kd->ntyped_ops; i++)
+            derive(&kd->typed_ops[i]);
+        bytes_acc[k].v = calloc(kd->nops, sizeof(op_desc));
+        typed_acc[k].v = calloc(kd->nops, sizeof(op_desc));
+        if (!bytes_acc[k].v || !typed_acc[k].v)
+            fail(kd->ops, "is out of memory");
+        for (size_t i = 0; i < kd->nops; i++) {
+            const op_desc *o = &kd->ops[i];
+            if (!o->summary)
+                continue;
+            bytes_acc[k].v[bytes_acc[k].n++] = *o;
+            for (size_t t = 0; t < kd->ntyped_ops; t++) {
+                if (!strcmp(kd->typed_ops[t].op, o->op)) {
+                    if (kd->typed_ops[t].write != o->write)
+                        fail(&kd->typed_ops[t], "has another mode than the plain row");
+                    o = &kd->typed_ops[t];
+                }
+            }
+            typed_acc[k].v[typed_acc[k].n++] = *o;
+        }
+    }
+}
 
 int kind_count(void)
 {
@@ -359,6 +256,7 @@ int kind_count(void)
 
 const kind_desc *kind_info(kind k)
 {
+    prepare();
     return &kinds[k];
 }
 
@@ -384,8 +282,9 @@ const param_desc *const *kind_all_params(void)
 
 const op_desc *kind_ops(const entity *e, size_t *count)
 {
-    const kind_desc *kd = &kinds[e->kind];
-    bool typed = e->body && kd->typed_ops;
-    *count = typed ? kd->ntyped_ops : kd->nops;
-    return typed ? kd->typed_ops : kd->ops;
+    prepare();
+    const struct accessors *a = e->body && kinds[e->kind].typed_ops ? &typed_acc[e->kind]
+                                                                      : &bytes_acc[e->kind];
+    *count = a->n;
+    return a->v;
 }

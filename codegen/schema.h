@@ -146,15 +146,17 @@ typedef struct schema {
  * Kinds and their queries (kinds.c): the one table the emitters follow.
  * ---------------------------------------------------------------------- */
 
-/* One query of a kind, as a generated accessor. */
+/* One operation of a kind: a row of its header's op list (wakuwaku/query.h,
+ * "Operation lists"), and what the accessor made from it needs. */
 typedef struct op_desc {
-    const char *op;       /* accessor suffix: "try", "inspect", … */
-    bool write;           /* WRITE effect (else READ) */
-    const char *runtime;  /* the runtime function it calls */
-    const char *params;   /* extra parameters (declaration text), after the name */
-    const char *args;     /* the same parameters as call arguments */
-    const char *summary;  /* one-line comment */
-    const char *see;      /* the runtime function to read about; NULL: runtime */
+    const char *op;       /* the accessor's suffix: "try", "get" (of get_typed) */
+    bool write;           /* WRITE mode (else READ) */
+    const char *runtime;  /* the runtime function it calls: "wk_lock_try" */
+    const char *query;    /* the query's name: "lock.try" */
+    const char *row;      /* the row's parameters as written: "(wk_name name, …)" */
+    const char *summary;  /* one line; NULL: no accessor */
+    const char *params;   /* the accessor's parameters after the name (declaration text) */
+    const char *args;     /* the runtime call's arguments after the name */
 } op_desc;
 
 /*
@@ -186,10 +188,12 @@ typedef struct kind_desc {
     /* a rule over several parameters, or NULL: on failure returns the index
      * of the parameter to blame and writes why (check.c reports it) */
     int (*check)(const entity *e, char *why, size_t whylen);
-    /* its queries (typed accessors); with a body, typed_ops instead when
-     * not NULL */
-    const op_desc *ops, *typed_ops;
-    size_t nops, ntyped_ops;
+    /* its operations: the rows of its op list, and (a kind with a body)
+     * of its typed list; kind_ops() gives an entity's accessors */
+    op_desc *ops;
+    size_t nops;
+    op_desc *typed_ops;
+    size_t ntyped_ops;
     /* the initialiser of a fair entity ("fair": true), taking the same
      * arguments as entity_macro; NULL: the kind has no fair mode */
     const char *fair_macro;
@@ -200,7 +204,8 @@ const kind_desc *kind_info(kind k);
 int kind_count(void);
 /* Every parameter of any kind, each once, in table order (NULL-terminated). */
 const param_desc *const *kind_all_params(void);
-/* The ops of entity `e` (depends on kind and on whether it has a body). */
+/* The accessors of entity `e`: its kind's operations with a summary, the
+ * typed rows instead where it has a body record. */
 const op_desc *kind_ops(const entity *e, size_t *count);
 
 /* ------------------------------------------------------------------------

@@ -124,7 +124,7 @@ static int parse_get_into(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 /* GET in heap mode (OUT: a wk_body) and in buffer mode (OUT: a wk_buffer). */
 #define GET_OP(parser, out)                                                                        \
-    {.name = "cache.get", .kind = WK_KIND_CACHE, .mode = WK_READ,                                  \
+    {WK__OP_OF(cache, get), .kind = WK_KIND_CACHE,                                   \
      .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = "GET", .parse = parser,      \
      .out_name = out}
 static const wk__op get_op = GET_OP(parse_get, "out"), get_into_op = GET_OP(parse_get_into, "buf");
@@ -158,7 +158,7 @@ int wk_cache_get_into(wk_processor *p, const wk_entity *cache, wk_name name, wk_
 /* Not retry-safe: a re-send after a lost reply could overwrite what
  * another client wrote in between (docs/GUARANTEES.md, "Outcomes"). */
 static const wk__op put_op = {
-    .name = "cache.put", .kind = WK_KIND_CACHE, .mode = WK_WRITE, .command = "SET"};
+    WK__OP_OF(cache, put), .kind = WK_KIND_CACHE, .command = "SET"};
 
 /* SET key body PX ttl, after wk__op_begin(). */
 static int put_send(const wk__call *c, const void *body, size_t len)
@@ -185,7 +185,7 @@ int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const vo
 }
 
 /* `removed` may be NULL: then any integer reply is success. */
-static const wk__op remove_op = {.name = "cache.remove", .kind = WK_KIND_CACHE, .mode = WK_WRITE,
+static const wk__op remove_op = {WK__OP_OF(cache, remove), .kind = WK_KIND_CACHE,
                                  .command = "UNLINK", .parse = wk__parse_removed,
                                  .out_size = sizeof(bool)};
 

@@ -100,7 +100,8 @@ int wk__parse_i64(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
         return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to %s", q->name);
-    *(int64_t *)q->out = wk_reply_integer(r);
+    if (q->out)
+        *(int64_t *)q->out = wk_reply_integer(r);
     return WK_OK;
 }
 

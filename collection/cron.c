@@ -17,7 +17,7 @@
 #include <wakuwaku/cron.h>
 #include <wakuwaku/lock.h>
 
-#include "collection/common.h"
+#include "collection/op.h"
 
 #define NAME_MAX_BYTES 127
 #define NEVER INT64_MAX
@@ -221,41 +221,24 @@ static const wk_script lease_cut_script = {
     "redis.call('PEXPIREAT', KEYS[1], ARGV[2])\n"
     "return 1\n"};
 
-static int parse_i64(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected an integer reply to %s", q->name);
-    *(int64_t *)q->out = wk_reply_integer(r);
-    return WK_OK;
-}
+/* lease_end is a pure read (retry-safe); lease_cut writes. */
+static const wk__op lease_end_op = {.name = "cron.lease_end", .kind = WK_KIND_LOCK,
+                                    .mode = WK_READ, .flags = WK_QUERY_RETRY_SAFE,
+                                    .script = &lease_end_script, .parse = wk__parse_i64},
+                    lease_cut_op = {.name = "cron.lease_cut", .kind = WK_KIND_LOCK,
+                                    .mode = WK_WRITE, .script = &lease_cut_script,
+                                    .parse = wk__parse_bool_int};
 
 /* Run one of the two scripts on the job's lock. `end` NULL: lease_end
- * (READ, into *out_end); else lease_cut to *end (WRITE, into *cut). */
+ * (into *out_end); else lease_cut to *end (into *cut). */
 static int lease_script(wk_db *db, const job *j, const wk_token *token, const int64_t *end,
                         int64_t *out_end, bool *cut)
 {
-    wk_processor *p = wk_db_processor(db);
-    const char *op = end ? lease_cut_script.name : lease_end_script.name;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, &j->lock.entity, WK_KIND_LOCK, &j->lock.name, NULL, key, &key_len);
-    if (rc)
-        return rc;
     char at[24];
-    const char *argv[3] = {key, (const char *)token->bytes, at};
-    size_t argvlen[3] = {key_len, WK_TOKEN_LEN, end ? wk__fmt_i64(at, *end) : 0};
-    wk_access access = {&j->lock.entity, end ? WK_WRITE : WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = end ? 0 : WK_QUERY_RETRY_SAFE,
-                  .script = end ? &lease_cut_script : &lease_end_script,
-                  .nkeys = 1,
-                  .argc = end ? 3 : 2,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = end ? wk__parse_bool_int : parse_i64,
-                  .out = end ? (void *)cut : (void *)out_end};
-    return wk_process(p, &q);
+    const char *args[2] = {(const char *)token->bytes, at};
+    size_t lens[2] = {WK_TOKEN_LEN, end ? wk__fmt_i64(at, *end) : 0};
+    return wk__op_run(wk_db_processor(db), end ? &lease_cut_op : &lease_end_op, &j->lock.entity,
+                      j->lock.name, args, lens, end ? 2 : 1, end ? (void *)cut : (void *)out_end);
 }
 
 /* The run is over: end the lease where it would have ended without the

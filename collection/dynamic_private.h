@@ -7,17 +7,15 @@
 #define WK_COLLECTION_DYNAMIC_PRIVATE_H
 
 #include "collection/cache_private.h"
+#include "collection/op.h"
 
 /*
- * Run `script` as a WRITE of `e` on KEYS[1] = key, with ARGV = body, ttl_ms
- * (body NULL: ARGV = ttl_ms alone; a body of len 0 is the empty string),
- * then `extra` when not NULL (a NUL-terminated text), parsed by `parse`
- * into `out` (both may be NULL): pipe.push, stream_buffer.append and
- * stream_buffer.finish.
+ * Send the script of call `c` (begun: collection/op.h) with ARGV = body,
+ * ttl_ms of its entity (body NULL: ARGV = ttl_ms alone; a body of len 0 is
+ * the empty string), then `extra` when not NULL (a NUL-terminated text):
+ * pipe.send, pipe.close, stream_buffer.append and stream_buffer.finish.
  */
-int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
-                        const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, const char *extra, wk_parse_fn parse, void *out);
+int wk__send_body_ttl(const wk__call *c, const void *body, size_t len, const char *extra);
 
 /* A typed write: check the codec and value, encode `value`, hand the bytes
  * to `use` (which sends them and checks their length), free them. Returns

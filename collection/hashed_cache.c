@@ -232,12 +232,12 @@ static int parse_get_if_changed(const wk_query *q, const wk_reply *r, wk_diag *d
 /* The reads: retry-safe scripts on the key; the parser writes the
  * caller's wk_body. */
 #define READ_OP(op, s, parser)                                                                     \
-    {.name = "hashed_cache." op, .kind = WK_KIND_HASHED_CACHE, .mode = WK_READ,                   \
+    {WK__OP_OF(hashed_cache, op), .kind = WK_KIND_HASHED_CACHE,                                    \
      .flags = WK_QUERY_RETRY_SAFE, .script = &(s), .parse = parser, .out_name = "out"}
-static const wk__op get_op = READ_OP("get", get_script, parse_get),
-                    hash_op = READ_OP("hash", hash_script, parse_hash),
+static const wk__op get_op = READ_OP(get, get_script, parse_get),
+                    hash_op = READ_OP(hash, hash_script, parse_hash),
                     get_if_changed_op =
-                        READ_OP("get_if_changed", get_if_changed_script, parse_get_if_changed);
+                        READ_OP(get_if_changed, get_if_changed_script, parse_get_if_changed);
 
 /* Reset *out (it is reused: its body is freed) and run a read. */
 static int run_read(wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
@@ -281,8 +281,8 @@ int wk_hashed_cache_get_if_changed(wk_processor *p, const wk_entity *hcache, wk_
 
 /* Not retry-safe, like cache.put: a blind re-send could undo another
  * client's newer put or remove. */
-static const wk__op put_op = {.name = "hashed_cache.put", .kind = WK_KIND_HASHED_CACHE,
-                              .mode = WK_WRITE, .script = &put_script};
+static const wk__op put_op = {WK__OP_OF(hashed_cache, put), .kind = WK_KIND_HASHED_CACHE,
+                               .script = &put_script};
 
 int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, const void *body,
                         size_t len, uint8_t hash[WK_HASH_LEN])
@@ -307,8 +307,8 @@ int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, 
 }
 
 /* `removed` may be NULL: then any integer reply is success. */
-static const wk__op remove_op = {.name = "hashed_cache.remove", .kind = WK_KIND_HASHED_CACHE,
-                                 .mode = WK_WRITE, .command = "UNLINK",
+static const wk__op remove_op = {WK__OP_OF(hashed_cache, remove), .kind = WK_KIND_HASHED_CACHE,
+                                  .command = "UNLINK",
                                  .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_hashed_cache_remove(wk_processor *p, const wk_entity *hcache, wk_name name,

@@ -15,15 +15,16 @@
 
 #include "collection/cache_private.h"
 #include "collection/live_view_scripts.h"
+#include "collection/op.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
 /* max_diffs lives in `capacity`: a whole number the scripts read exactly. */
 static int check_params(const wk_entity *e, char *msg, size_t len)
 {
-    double m = e->capacity;
-    if (!isfinite(m) || m < 0 || m != floor(m) || m > (double)WK_LIVE_VIEW_VERSION_MAX)
-        return wk__entity_fail(msg, len, "max_diffs must be a whole number 0..2^53 (got %g)", m);
+    /* The rule of wakuwaku/live_view.h, which wk-codegen applies too. */
+    if (!WK__LIVE_VIEW_MAX_DIFFS_OK(e->capacity))
+        return wk__entity_fail(msg, len, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %g)", e->capacity);
     return WK_OK;
 }
 
@@ -109,23 +110,8 @@ static bool gen_follow(generation *gen, const char *g, size_t len)
 }
 
 /* ------------------------------------------------------------------------
- * Keys and small helpers
+ * Small helpers
  * ---------------------------------------------------------------------- */
-
-typedef struct keys {
-    char head[WK_KEY_MAX], log[WK_KEY_MAX];
-    size_t head_len, log_len;
-} keys;
-
-static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
-                   keys *k)
-{
-    int rc = wk__prepare(p, op, e, WK_KIND_LIVE_VIEW, name, ":h", k->head, &k->head_len);
-    if (rc)
-        return rc;
-    /* The entity and name passed the checks above. */
-    return wk__key_build_checked(k->log, WK_KEY_MAX, &k->log_len, e, name, ":l");
-}
 
 /* A version or an ID part, as the scripts and Redis write them. */
 static bool parse_u64(const char *s, size_t len, uint64_t *out)
@@ -161,46 +147,29 @@ void wk_live_view_log_free(wk_live_view_log *h)
  * create, commit, remove
  * ---------------------------------------------------------------------- */
 
-/* One query on `e`: the script (KEYS head and log first) or, with no
- * script, the command in argv. A READ is a pure read: retry-safe, and its
- * error replies go to the parser (a key of another type is corruption). A
- * WRITE is never retry-safe. */
-static int run_query(wk_processor *p, const wk_entity *e, wk_mode mode, const char *op,
-                     const wk_script *script, int argc, const char *const *argv,
-                     const size_t *argvlen, wk_parse_fn parse, void *out)
-{
-    wk_access access = {e, mode};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = mode == WK_READ ? WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS : 0,
-                  .script = script,
-                  .nkeys = script ? 2 : 0,
-                  .argc = argc,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
+/* The writes name the head and the log (KEYS of their scripts). A WRITE
+ * is never retry-safe. */
+#define WRITE_OP(op, s, parser)                                                                    \
+    {WK__OP_OF(live_view, op), .kind = WK_KIND_LIVE_VIEW, .script = s,                             \
+     .suffix = {":h", ":l"}, .parse = parser}
+static const wk__op create_op = WRITE_OP(create, &create_script, wk__parse_bool_int);
 
 int wk_live_view_create(wk_processor *p, const wk_entity *view, wk_name name, const void *body,
                         size_t len, bool *created)
 {
-    keys k;
-    int rc = prepare(p, "live_view.create", view, &name, &k);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &create_op, view, name, created);
     if (rc)
         return rc;
     if (!created || (!body && len) || len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "live_view.create: created is required, body only NULL when "
-                                  "empty, at most WK_BODY_MAX bytes");
+        return wk__op_fail(&c, WK_EINVAL, "created is required, body only NULL when empty, at "
+                                          "most WK_BODY_MAX bytes");
     *created = false;
     char gen[GEN_LEN + 1];
     new_generation(gen);
-    const char *argv[4] = {k.head, k.log, body ? (const char *)body : "", gen};
-    size_t argvlen[4] = {k.head_len, k.log_len, len, GEN_LEN};
-    return run_query(p, view, WK_WRITE, "live_view.create", &create_script, 4, argv, argvlen,
-                     wk__parse_bool_int, created);
+    const char *args[2] = {body ? (const char *)body : "", gen};
+    size_t lens[2] = {len, GEN_LEN};
+    return wk__op_send(&c, args, lens, 2);
 }
 
 static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -228,50 +197,42 @@ static int parse_commit(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+static const wk__op commit_op = WRITE_OP(commit, &wk__live_view_commit_script, parse_commit);
+
 int wk_live_view_commit(wk_processor *p, const wk_entity *view, wk_name name, uint64_t parent,
                         const void *diff, size_t diff_len, const void *body, size_t body_len,
                         wk_live_view_commit_outcome *outcome)
 {
-    keys k;
-    int rc = prepare(p, "live_view.commit", view, &name, &k);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &commit_op, view, name, outcome);
     if (rc)
         return rc;
     if (!outcome || (!diff && diff_len) || (!body && body_len) || diff_len > WK_BODY_MAX ||
         body_len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "live_view.commit: outcome is required; diff and body only "
-                                  "NULL when empty, at most WK_BODY_MAX bytes");
+        return wk__op_fail(&c, WK_EINVAL, "outcome is required; diff and body only NULL when "
+                                          "empty, at most WK_BODY_MAX bytes");
     if (parent < 1 || parent >= WK_LIVE_VIEW_VERSION_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "live_view.commit: parent must be 1..2^53-1 (got %llu)",
-                                  (unsigned long long)parent);
+        return wk__op_fail(&c, WK_EINVAL, "parent must be 1..2^53-1 (got %llu)",
+                           (unsigned long long)parent);
     outcome->result = WK_LIVE_VIEW_ABSENT;
     outcome->version = 0;
     char par[24], max[24];
-    const char *argv[6] = {
-        k.head, k.log, par, diff ? (const char *)diff : "", body ? (const char *)body : "", max};
-    size_t argvlen[6] = {k.head_len, k.log_len, fmt_u64(par, parent),
-                         diff_len,   body_len,  fmt_u64(max, (uint64_t)view->capacity)};
-    return run_query(p, view, WK_WRITE, "live_view.commit", &wk__live_view_commit_script, 6, argv,
-                     argvlen, parse_commit, outcome);
+    const char *args[4] = {par, diff ? (const char *)diff : "", body ? (const char *)body : "",
+                           max};
+    size_t lens[4] = {fmt_u64(par, parent), diff_len, body_len,
+                      fmt_u64(max, (uint64_t)view->capacity)};
+    return wk__op_send(&c, args, lens, 4);
 }
+
+/* UNLINK head log: `removed` may be NULL (then any integer reply is
+ * success). */
+static const wk__op remove_op = {WK__OP_OF(live_view, remove), .kind = WK_KIND_LIVE_VIEW,
+                                  .command = "UNLINK", .suffix = {":h", ":l"},
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_live_view_remove(wk_processor *p, const wk_entity *view, wk_name name, bool *removed)
 {
-    keys k;
-    int rc = prepare(p, "live_view.remove", view, &name, &k);
-    if (rc)
-        return rc;
-    if (removed)
-        *removed = false;
-    const char *argv[3] = {"UNLINK", k.head, k.log};
-    size_t argvlen[3] = {6, k.head_len, k.log_len};
-    /* Without `removed` the outcome goes nowhere; a batch parses later,
-     * when a local would be gone, so it gets no parser at all. */
-    bool ignored;
-    return run_query(p, view, WK_WRITE, "live_view.remove", NULL, 3, argv, argvlen,
-                     removed || !wk_processor_is_deferred(p) ? wk__parse_bool_int : NULL,
-                     removed ? removed : &ignored);
+    return wk__op_run(p, &remove_op, view, name, NULL, NULL, 0, removed);
 }
 
 /* ------------------------------------------------------------------------
@@ -335,29 +296,30 @@ static int parse_head_gen(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-/* HMGET head v b as a READ of `e`, into `out` (freed first); with `gen`
- * (not in a batch: it lives on the caller's stack), `g` too, into it. */
-static int get_head(wk_processor *p, const wk_entity *e, const char *op, const keys *k,
-                    wk_live_view_body *out, generation *gen)
+/* The reads: pure, so retry-safe, and their error replies go to the
+ * parser (a key of another type is corruption). Each names one key. */
+#define READ_OP(op, cmd, key, parser, out)                                                         \
+    {.name = "live_view." op, .kind = WK_KIND_LIVE_VIEW, .mode = WK_READ,                          \
+     .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = cmd, .suffix = {key},        \
+     .parse = parser, .out_name = out}
+static const wk__op get_op = READ_OP("get", "HMGET", ":h", parse_head, "out");
+
+/* The head's fields, in the order HMGET asks for them. */
+static const char *const head_fields[3] = {"v", "b", "g"};
+static const size_t head_field_lens[3] = {1, 1, 1};
+
+/* HMGET head v b [g] (the first `nfields`) into `body`, freed first. */
+static int send_head(const wk__call *c, wk_live_view_body *body, int nfields)
 {
-    wk_live_view_body_free(out);
-    const char *argv[5] = {"HMGET", k->head, "v", "b", "g"};
-    size_t argvlen[5] = {5, k->head_len, 1, 1, 1};
-    if (!gen)
-        return run_query(p, e, WK_READ, op, NULL, 4, argv, argvlen, parse_head, out);
-    head_and_gen hg = {out, gen};
-    return run_query(p, e, WK_READ, op, NULL, 5, argv, argvlen, parse_head_gen, &hg);
+    wk_live_view_body_free(body);
+    return wk__op_send(c, head_fields, head_field_lens, nfields);
 }
 
 int wk_live_view_get(wk_processor *p, const wk_entity *view, wk_name name, wk_live_view_body *out)
 {
-    keys k;
-    int rc = prepare(p, "live_view.get", view, &name, &k);
-    if (rc)
-        return rc;
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "live_view.get: out is required");
-    return get_head(p, view, "live_view.get", &k, out, NULL);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &get_op, view, name, out);
+    return rc ? rc : send_head(&c, out, 2);
 }
 
 /* What HGET head v found. */
@@ -392,31 +354,24 @@ static int parse_version(const wk_query *q, const wk_reply *r, wk_diag *d)
     }
 }
 
-static int version_query(wk_processor *p, const wk_entity *e, const char *op, const char *head,
-                         size_t head_len, version_out *out)
-{
-    *out->found = false;
-    *out->version = 0;
-    const char *argv[3] = {"HGET", head, "v"};
-    size_t argvlen[3] = {4, head_len, 1};
-    return run_query(p, e, WK_READ, op, NULL, 3, argv, argvlen, parse_version, out);
-}
+static const wk__op version_op = READ_OP("version", "HGET", ":h", parse_version, NULL);
 
 int wk_live_view_version(wk_processor *p, const wk_entity *view, wk_name name, uint64_t *version,
                          bool *found)
 {
-    keys k;
-    int rc = prepare(p, "live_view.version", view, &name, &k);
+    /* The parser's pair of pointers lives on this stack. */
+    version_out out = {version, found};
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &version_op, view, name, &out);
     if (rc)
         return rc;
     if (!version || !found)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "live_view.version: version and found are required");
-    /* The parser's pair of pointers lives on this stack. */
-    if ((rc = wk__no_deferred(p, "live_view.version")))
+        return wk__op_fail(&c, WK_EINVAL, "version and found are required");
+    if ((rc = wk__no_deferred(p, version_op.name)))
         return rc;
-    version_out out = {version, found};
-    return version_query(p, view, "live_view.version", k.head, k.head_len, &out);
+    *found = false;
+    *version = 0;
+    return wk__op_send(&c, head_fields, head_field_lens, 1);
 }
 
 /* ------------------------------------------------------------------------
@@ -594,69 +549,67 @@ static int parse_range(const wk_query *q, const wk_reply *r, wk_diag *d)
     }
 }
 
-/* The history in `es` as `out`; WK_ECORRUPT (message on p) for the shapes
- * the crate rejects. */
-static int build_history(wk_processor *p, const keys *k, const entries *es, wk_live_view_log *out)
+/* The history in `es` as `out`; WK_ECORRUPT (message on the handle) for
+ * the shapes the crate rejects. */
+static int build_history(const wk__call *c, const entries *es, wk_live_view_log *out)
 {
     char key[WK__KEY_TEXT_MAX];
-    wk__render_key(key, sizeof(key), k->log, k->log_len);
+    wk__render_key(key, sizeof(key), c->key[0], c->key_len[0]);
     if (es->n == 0)
         return WK_OK;
     const entry *first = &es->v[0];
     if (first->why)
-        return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, first->why);
+        return wk__op_fail(c, WK_ECORRUPT, "\"%s\": %s", key, first->why);
     if (!first->has_base)
-        return wk__processor_fail(p, WK_ECORRUPT,
-                                  "live_view.history: \"%s\" doesn't start with a base", key);
+        return wk__op_fail(c, WK_ECORRUPT, "\"%s\" doesn't start with a base", key);
     if (first->seq != 0)
-        return wk__processor_fail(p, WK_ECORRUPT,
-                                  "live_view.history: \"%s\": entry ID is not <version>-0", key);
+        return wk__op_fail(c, WK_ECORRUPT, "\"%s\": entry ID is not <version>-0", key);
     out->diffs = calloc(es->n > 1 ? es->n - 1 : 1, sizeof(*out->diffs));
     if (!out->diffs || wk__bytes_copy(&out->base.data, &out->base.len, es->bytes + first->base_off,
                                       first->base_len))
-        return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
+        return wk__op_fail(c, WK_ENOMEM, "out of memory");
     out->base.version = first->ms;
     out->base.found = true;
     uint64_t version = first->ms;
     for (size_t i = 1; i < es->n; i++) {
         const entry *e = &es->v[i];
         if (e->why)
-            return wk__processor_fail(p, WK_ECORRUPT, "live_view.history: \"%s\": %s", key, e->why);
+            return wk__op_fail(c, WK_ECORRUPT, "\"%s\": %s", key, e->why);
         if (e->seq != 0)
-            return wk__processor_fail(
-                p, WK_ECORRUPT, "live_view.history: \"%s\": entry ID is not <version>-0", key);
+            return wk__op_fail(c, WK_ECORRUPT, "\"%s\": entry ID is not <version>-0", key);
         if (version == UINT64_MAX || e->ms != version + 1 || !e->has_diff)
-            return wk__processor_fail(p, WK_ECORRUPT,
-                                      "live_view.history: \"%s\": entry %llu-0 is not a diff "
-                                      "to the next version",
-                                      key, (unsigned long long)e->ms);
+            return wk__op_fail(c, WK_ECORRUPT,
+                               "\"%s\": entry %llu-0 is not a diff to the next version", key,
+                               (unsigned long long)e->ms);
         wk_live_view_diff *dst = &out->diffs[out->ndiffs];
         if (wk__bytes_copy(&dst->data, &dst->len, es->bytes + e->diff_off, e->diff_len))
-            return wk__processor_fail(p, WK_ENOMEM, "live_view.history: out of memory");
+            return wk__op_fail(c, WK_ENOMEM, "out of memory");
         out->ndiffs++;
         version = e->ms;
     }
     return WK_OK;
 }
 
+static const wk__op history_op = READ_OP("history", "XRANGE", ":l", parse_range, NULL);
+
 int wk_live_view_history(wk_processor *p, const wk_entity *view, wk_name name,
                          wk_live_view_log *out)
 {
-    keys k;
-    int rc = prepare(p, "live_view.history", view, &name, &k);
+    entries es = {0};
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &history_op, view, name, &es);
     if (rc)
         return rc;
     if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "live_view.history: out is required");
+        return wk__op_fail(&c, WK_EINVAL, "out is required");
     wk_live_view_log_free(out);
-    if ((rc = wk__no_deferred(p, "live_view.history")))
+    if ((rc = wk__no_deferred(p, history_op.name)))
         return rc;
-    entries es = {0};
-    const char *argv[4] = {"XRANGE", k.log, "-", "+"};
-    size_t argvlen[4] = {6, k.log_len, 1, 1};
-    rc = run_query(p, view, WK_READ, "live_view.history", NULL, 4, argv, argvlen, parse_range, &es);
+    static const char *const all[2] = {"-", "+"};
+    static const size_t all_lens[2] = {1, 1};
+    rc = wk__op_send(&c, all, all_lens, 2);
     if (rc == WK_OK)
-        rc = build_history(p, &k, &es, out);
+        rc = build_history(&c, &es, out);
     if (rc)
         wk_live_view_log_free(out);
     entries_free(&es);
@@ -742,7 +695,8 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
 struct wk_live_view_sub {
     wk_db *b;      /* the blocking handle: its own connection */
     wk__held held; /* the entity (for the capability check) and name */
-    keys k;
+    char log[WK_KEY_MAX];
+    size_t log_len;
     uint64_t version;             /* c: the version of the last event */
     uint64_t after_ms, after_seq; /* the XREAD cursor */
     int64_t poll_ms;
@@ -753,29 +707,29 @@ struct wk_live_view_sub {
     bool timed_out; /* the last XREAD returned nil */
 };
 
-static int open_sub(wk_processor *p, const char *op, const wk_entity *view, const wk_name *name,
-                    const keys *k, uint64_t version, const generation *gen,
+/* The subscription of call `c` (begun and checked) from `version`. */
+static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, const generation *gen,
                     const wk_live_view_sub_options *opts, wk_live_view_sub **out)
 {
     wk_live_view_sub_options o =
         opts ? *opts : (wk_live_view_sub_options)WK_LIVE_VIEW_SUB_OPTIONS_INIT;
     if (o.poll_ms < 1)
-        return wk__processor_fail(p, WK_EINVAL, "%s: poll_ms must be >= 1 (got %lld)", op,
-                                  (long long)o.poll_ms);
+        return wk__op_fail(c, WK_EINVAL, "poll_ms must be >= 1 (got %lld)", (long long)o.poll_ms);
     wk_live_view_sub *s = calloc(1, sizeof(*s));
-    if (!s || wk__held_init(&s->held, view, WK_KIND_LIVE_VIEW, name) != WK_OK) {
+    /* The log key is as long as the one wk__op_begin() built: only memory
+     * can fail here. */
+    if (!s || wk__key_build_checked(s->log, WK_KEY_MAX, &s->log_len, c->e, name, ":l") ||
+        wk__held_init(&s->held, c->e, WK_KIND_LIVE_VIEW, name) != WK_OK) {
         free(s);
-        return wk__processor_fail(p, WK_ENOMEM, "%s: out of memory", op);
+        return wk__op_fail(c, WK_ENOMEM, "out of memory");
     }
     char err[256];
-    int rc = wk__blocking_open(&s->b, p->db, err, sizeof(err));
+    int rc = wk__blocking_open(&s->b, c->p->db, err, sizeof(err));
     if (rc) {
         wk__held_free(&s->held);
         free(s);
-        return wk__processor_fail(p, rc, "%s: cannot open the subscription's connection: %s", op,
-                                  err);
+        return wk__op_fail(c, rc, "cannot open the subscription's connection: %s", err);
     }
-    s->k = *k;
     s->gen = *gen;
     s->version = s->after_ms = version;
     s->poll_ms = o.poll_ms;
@@ -784,47 +738,54 @@ static int open_sub(wk_processor *p, const char *op, const wk_entity *view, cons
     return WK_OK;
 }
 
-static int sub_args(wk_processor *p, const char *op, wk_live_view_sub **sub)
+static int sub_args(const wk__call *c, wk_live_view_sub **sub)
 {
     if (!sub)
-        return wk__processor_fail(p, WK_EINVAL, "%s: sub is required", op);
+        return wk__op_fail(c, WK_EINVAL, "sub is required");
     *sub = NULL;
-    if (!p->db)
-        return wk__processor_fail(p, WK_EINVAL, "%s: the processor has no handle", op);
-    return wk__no_deferred(p, op);
+    if (!c->p->db)
+        return wk__op_fail(c, WK_EINVAL, "the processor has no handle");
+    return wk__no_deferred(c->p, c->op->name);
 }
+
+/* The head and its generation, read by one HMGET. */
+static const wk__op subscribe_op = READ_OP("subscribe", "HMGET", ":h", parse_head_gen, NULL);
 
 int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_name name,
                            const wk_live_view_sub_options *opts, wk_live_view_body *head,
                            wk_live_view_sub **sub)
 {
-    keys k;
-    int rc = prepare(p, "live_view.subscribe", view, &name, &k);
+    /* The generation of the head read is the one followed. */
+    generation gen = {.state = GEN_UNSEEN};
+    head_and_gen hg = {head, &gen};
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &subscribe_op, view, name, &hg);
     if (rc)
         return rc;
     if (!head)
-        return wk__processor_fail(p, WK_EINVAL, "live_view.subscribe: head is required");
-    if ((rc = sub_args(p, "live_view.subscribe", sub)))
+        return wk__op_fail(&c, WK_EINVAL, "head is required");
+    if ((rc = sub_args(&c, sub)))
         return rc;
-    /* The generation of the head read is the one followed. */
-    generation gen = {.state = GEN_UNSEEN};
-    rc = get_head(p, view, "live_view.subscribe", &k, head, &gen);
+    rc = send_head(&c, head, 3);
     if (rc || !head->found)
         return rc;
-    rc = open_sub(p, "live_view.subscribe", view, &name, &k, head->version, &gen, opts, sub);
+    rc = open_sub(&c, &name, head->version, &gen, opts, sub);
     if (rc)
         wk_live_view_body_free(head);
     return rc;
 }
 
+/* Sends nothing: its begin checks the arguments and builds the head key. */
+static const wk__op resume_op = READ_OP("resume", NULL, ":h", NULL, NULL);
+
 int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name name, uint64_t version,
                         const wk_live_view_sub_options *opts, wk_live_view_sub **sub)
 {
-    keys k;
-    int rc = prepare(p, "live_view.resume", view, &name, &k);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &resume_op, view, name, NULL);
     if (rc)
         return rc;
-    if ((rc = sub_args(p, "live_view.resume", sub)))
+    if ((rc = sub_args(&c, sub)))
         return rc;
     /* Nothing is sent here, so the check dispatch makes is made here. */
     wk_access access = {view, WK_READ};
@@ -835,7 +796,7 @@ int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name name, ui
                                   wk_cap_name(cap), view->kind, view->ns);
     /* The generation is that of the first entry or head read. */
     generation gen = {.state = GEN_UNSEEN};
-    return open_sub(p, "live_view.resume", view, &name, &k, version, &gen, opts, sub);
+    return open_sub(&c, &name, version, &gen, opts, sub);
 }
 
 uint64_t wk_live_view_sub_version(const wk_live_view_sub *sub)
@@ -900,10 +861,9 @@ static int xread(wk_live_view_sub *s)
     size_t after_len = fmt_u64(after, s->after_ms);
     after[after_len++] = '-';
     after_len += fmt_u64(after + after_len, s->after_seq);
-    const char *argv[8] = {"XREAD", "COUNT",   READ_BATCH, "BLOCK",
-                           block,   "STREAMS", s->k.log,   after};
-    size_t argvlen[8] = {5,        5, 3, 5, fmt_u64(block, (uint64_t)s->poll_ms), 7, s->k.log_len,
-                         after_len};
+    const char *argv[8] = {"XREAD", "COUNT", READ_BATCH, "BLOCK", block, "STREAMS", s->log, after};
+    size_t argvlen[8] = {5, 5,          3,        5, fmt_u64(block, (uint64_t)s->poll_ms),
+                         7, s->log_len, after_len};
     wk_access access = {&s->held.entity, WK_READ};
     wk_query q = {.name = "live_view.recv",
                   .effect = WK__EFFECT1(access),
@@ -958,16 +918,18 @@ static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-/* Is the view followed still there, at or past our version? Its head
- * (HMGET h v g, on the subscription's connection) must exist and have the
- * generation followed (adopted if none was known). */
+/* HMGET head v g on the subscription's connection. */
+static const wk__op probe_op = READ_OP("recv", "HMGET", ":h", parse_probe, NULL);
+
+/* Is the view followed still there, at or past our version? Its head must
+ * exist and have the generation followed (adopted if none was known). */
 static int still_there(wk_live_view_sub *s, bool *there)
 {
     probe pr = {0};
-    const char *argv[4] = {"HMGET", s->k.head, "v", "g"};
-    size_t argvlen[4] = {5, s->k.head_len, 1, 1};
-    int rc = run_query(wk_db_processor(s->b), &s->held.entity, WK_READ, "live_view.recv", NULL, 4,
-                       argv, argvlen, parse_probe, &pr);
+    static const char *const fields[2] = {"v", "g"};
+    static const size_t lens[2] = {1, 1};
+    int rc = wk__op_run(wk_db_processor(s->b), &probe_op, &s->held.entity, s->held.name, fields,
+                        lens, 2, &pr);
     *there = rc == WK_OK && pr.found && pr.version >= s->version &&
              gen_follow(&s->gen, pr.has_gen ? pr.gen : NULL, pr.gen_len);
     return rc;
@@ -1026,7 +988,7 @@ static int judge_batch(wk_live_view_sub *s)
 static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
 {
     char key[WK__KEY_TEXT_MAX];
-    wk__render_key(key, sizeof(key), s->k.log, s->k.log_len);
+    wk__render_key(key, sizeof(key), s->log, s->log_len);
     if (!e->has_id)
         return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT, "live_view.recv: \"%s\": %s",
                                   key, why);
@@ -1133,7 +1095,7 @@ int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_name na
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, "live_view.create", codec, value, &bytes, &len);
+    int rc = encode(p, create_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_create(p, view, name, bytes, len, created);
@@ -1147,7 +1109,7 @@ int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name na
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, "live_view.commit", codec, value, &bytes, &len);
+    int rc = encode(p, commit_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_commit(p, view, name, parent, diff, diff_len, bytes, len, outcome);
@@ -1160,20 +1122,19 @@ int wk_live_view_get_typed(wk_processor *p, const wk_entity *view, wk_name name,
 {
     if (found)
         *found = false;
-    keys k;
-    int rc = prepare(p, "live_view.get", view, &name, &k);
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &get_op, view, name, &head);
     if (rc)
         return rc;
     if (!wk__codec_ok(codec) || !value || !version || !found)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "live_view.get: a codec with encode and decode, value, version "
-                                  "and found are required");
+        return wk__op_fail(&c, WK_EINVAL, "a codec with encode and decode, value, version and "
+                                          "found are required");
     if ((rc = wk__no_deferred(p, "live_view.get (typed)")))
         return rc;
-    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
-    rc = get_head(p, view, "live_view.get", &k, &head, NULL);
+    rc = send_head(&c, &head, 2);
     if (rc == WK_OK && head.found)
-        rc = wk__codec_decode(p, "live_view.get", codec, k.head, k.head_len, head.data, head.len,
+        rc = wk__codec_decode(p, get_op.name, codec, c.key[0], c.key_len[0], head.data, head.len,
                               value);
     if (rc == WK_OK && head.found) {
         *version = head.version;

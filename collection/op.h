@@ -44,15 +44,23 @@ typedef struct wk__op {
     size_t out_size;         /* bytes of OUT zeroed before anything (0: none) */
 } wk__op;
 
+/* The name and mode of operation `op` of `kind` as its kind's op list
+ * declares them (wakuwaku/query.h, "Operation lists"): the effect is
+ * written once, in the header, beside the prototype. Operations that are
+ * not a public call (a subscription's probe) write both by hand. */
+#define WK__OP_OF(kind, op) .name = #kind "." #op, .mode = WK__OP_MODE(kind, op)
+
 /* The most arguments after the key an operation passes. */
 #define WK__OP_ARGS_MAX 8
 
-/* One call of an operation, between wk__op_begin() and wk__op_send(). */
+/* One call of an operation, between wk__op_begin() and wk__op_send(). A
+ * call may be sent more than once (the chunks of one scan), `out`
+ * re-pointed between sends. */
 typedef struct wk__call {
     wk_processor *p;
     const wk__op *op;
     const wk_entity *e;
-    void *out;
+    void *out; /* the query's OUT */
     int nkeys;
     size_t key_len[WK__OP_KEYS_MAX];
     char key[WK__OP_KEYS_MAX][WK_KEY_MAX];

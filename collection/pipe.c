@@ -73,35 +73,23 @@ struct wk_pipe_receiver {
  * Helpers shared with StreamBuffer (collection/dynamic_private.h)
  * ---------------------------------------------------------------------- */
 
-int wk__script_body_ttl(wk_processor *p, const char *op, const wk_script *script,
-                        const wk_entity *e, const char *key, size_t key_len, const void *body,
-                        size_t len, const char *extra, wk_parse_fn parse, void *out)
+int wk__send_body_ttl(const wk__call *c, const void *body, size_t len, const char *extra)
 {
     char ttl[24];
-    const char *argv[4] = {key};
-    size_t argvlen[4] = {key_len};
-    int argc = 1;
+    const char *args[3];
+    size_t lens[3];
+    int n = 0;
     if (body) {
-        argv[argc] = body;
-        argvlen[argc++] = len;
+        args[n] = body;
+        lens[n++] = len;
     }
-    argvlen[argc] = wk__fmt_i64(ttl, e->ttl_ms);
-    argv[argc++] = ttl;
+    lens[n] = wk__fmt_i64(ttl, c->e->ttl_ms);
+    args[n++] = ttl;
     if (extra) {
-        argv[argc] = extra;
-        argvlen[argc++] = strlen(extra);
+        args[n] = extra;
+        lens[n++] = strlen(extra);
     }
-    wk_access access = {e, WK_WRITE};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .script = script,
-                  .nkeys = 1,
-                  .argc = argc,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
+    return wk__op_send(c, args, lens, n);
 }
 
 int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
@@ -130,15 +118,15 @@ int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, co
 static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
                 const char *suffix, const void *body, size_t len)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, op, e, WK_KIND_PIPE, name, suffix, key, &key_len);
+    const wk__op push_op = {.name = op, .kind = WK_KIND_PIPE, .mode = WK_WRITE,
+                            .script = &push_script, .suffix = {suffix}};
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &push_op, e, *name, NULL);
     if (rc)
         return rc;
     if ((!body && len) || len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL, "%s: body NULL or longer than WK_BODY_MAX", op);
-    return wk__script_body_ttl(p, op, &push_script, e, key, key_len, body ? body : "", len, NULL,
-                               NULL, NULL);
+        return wk__op_fail(&c, WK_EINVAL, "body NULL or longer than WK_BODY_MAX");
+    return wk__send_body_ttl(&c, body ? body : "", len, NULL);
 }
 
 int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const void *body, size_t len)
@@ -146,6 +134,12 @@ int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, const voi
     return push(p, "pipe.send", pipe, &name, ":m", body, len);
 }
 
+int wk_pipe_finish(wk_processor *p, const wk_entity *pipe, wk_name name)
+{
+    return push(p, "pipe.finish", pipe, &name, ":c", "", 0);
+}
+
+/* The old name (pipe.h): the same query, under its old query name. */
 int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name)
 {
     return push(p, "pipe.close", pipe, &name, ":c", "", 0);

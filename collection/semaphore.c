@@ -17,9 +17,9 @@
 /* permits: a whole number in 1..WK_SEMAPHORE_PERMITS_MAX; then the TTL. */
 static int check_params(const wk_entity *e, char *msg, size_t len)
 {
-    if (!(e->capacity >= 1 && e->capacity <= WK_SEMAPHORE_PERMITS_MAX) ||
-        e->capacity != floor(e->capacity))
-        return wk__entity_fail(msg, len, "permits must be a whole number from 1 to %d (got %g)",
+    /* The rule of wakuwaku/semaphore.h, which wk-codegen applies too. */
+    if (!WK__SEMAPHORE_PERMITS_OK(e->capacity))
+        return wk__entity_fail(msg, len, WK__SEMAPHORE_PERMITS_RULE " (got %g)",
                                WK_SEMAPHORE_PERMITS_MAX, e->capacity);
     if (e->flags)
         return wk__entity_fail(msg, len, "flags must be 0 (got %u): a Semaphore has no fair mode",

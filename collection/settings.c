@@ -12,7 +12,7 @@
 
 #include <sodium.h>
 
-#include "collection/common.h"
+#include "collection/op.h"
 #include "core/subscriber.h"
 
 #include <wakuwaku/settings.h>
@@ -111,11 +111,6 @@ static const wk_script head_script = {"settings.head", CHECK_SHAPE "return {epoc
  * Keys
  * ---------------------------------------------------------------------- */
 
-typedef struct keys {
-    char map[WK_KEY_MAX], version[WK_KEY_MAX], chan[WK_KEY_MAX];
-    size_t map_len, version_len, chan_len;
-} keys;
-
 /* ":chan:<db>" (at most 16 bytes: WK_KEY_SUFFIX_MAX). */
 static void chan_suffix(char out[32], wk_db *db)
 {
@@ -132,20 +127,10 @@ int wk__settings_channel(wk_db *db, const wk_entity *e, const wk_name *name, cha
     return wk_key_build(out, cap, len, e, name, suffix);
 }
 
-static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
-                   keys *k, bool with_chan)
-{
-    int rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, ":map", k->map, &k->map_len);
-    if (!rc)
-        rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, ":version", k->version,
-                         &k->version_len);
-    if (!rc && with_chan) {
-        char suffix[32];
-        chan_suffix(suffix, p->db);
-        rc = wk__prepare(p, op, e, WK_KIND_SETTINGS, name, suffix, k->chan, &k->chan_len);
-    }
-    return rc;
-}
+/* Every query runs one of the scripts on the map and the version key. */
+#define SETTINGS_OP(op, mode_, flags_, s, parser)                                                  \
+    {.name = "settings." op, .kind = WK_KIND_SETTINGS, .mode = mode_, .flags = flags_,             \
+     .script = &(s), .suffix = {":map", ":version"}, .parse = parser}
 
 /* 32 random hex digits: the epoch a script takes if the map has none. */
 static void new_epoch(char out[WK_SETTINGS_EPOCH_LEN + 1])
@@ -188,33 +173,35 @@ static int parse_put(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+/* The writes' ARGV: the channel, a new epoch, the key, then (put) the
+ * value. */
+static int send_change(const wk__call *c, const wk_name *name, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int nargs)
+{
+    char chan[WK_KEY_MAX], epoch[WK_SETTINGS_EPOCH_LEN + 1];
+    size_t chan_len;
+    if (wk__settings_channel(c->p->db, c->e, name, chan, sizeof(chan), &chan_len))
+        return wk__op_fail(c, WK_EINVAL, "cannot build the key of its channel");
+    new_epoch(epoch);
+    const char *args[4] = {chan, epoch, key ? key : "", value ? value : ""};
+    size_t lens[4] = {chan_len, WK_SETTINGS_EPOCH_LEN, key_len, value_len};
+    return wk__op_send(c, args, lens, nargs);
+}
+
+/* The parser writes the caller's *version (batches parse later). */
+static const wk__op put_op =
+    SETTINGS_OP("put", WK_WRITE, WK_QUERY_PARSE_ERRORS, put_script, parse_put);
+
 int wk_settings_put(wk_processor *p, const wk_entity *settings, wk_name name, const void *key,
                     size_t key_len, const void *value, size_t value_len, int64_t *version)
 {
-    keys k;
-    int rc = prepare(p, "settings.put", settings, &name, &k, true);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &put_op, settings, name, version);
     if (rc)
         return rc;
     if ((!key && key_len) || (!value && value_len))
-        return wk__processor_fail(p, WK_EINVAL, "settings.put: key or value is NULL");
-    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
-    new_epoch(epoch);
-    const char *argv[6] = {k.map, k.version, k.chan, epoch, key ? key : "", value ? value : ""};
-    size_t argvlen[6] = {k.map_len,           k.version_len, k.chan_len,
-                         WK_SETTINGS_EPOCH_LEN, key_len,       value_len};
-    wk_access access = {settings, WK_WRITE};
-    /* The parser writes the caller's *version (batches parse later). */
-    wk_query q = {.name = "settings.put",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_PARSE_ERRORS,
-                  .script = &put_script,
-                  .nkeys = 2,
-                  .argc = 6,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_put,
-                  .out = version};
-    return wk_process(p, &q);
+        return wk__op_fail(&c, WK_EINVAL, "key or value is NULL");
+    return send_change(&c, &name, key, key_len, value, value_len, 4);
 }
 
 static int parse_remove(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -233,31 +220,19 @@ static int parse_remove(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+static const wk__op remove_op =
+    SETTINGS_OP("remove", WK_WRITE, WK_QUERY_PARSE_ERRORS, remove_script, parse_remove);
+
 int wk_settings_remove(wk_processor *p, const wk_entity *settings, wk_name name, const void *key,
                        size_t key_len, wk_settings_removal *out)
 {
-    keys k;
-    int rc = prepare(p, "settings.remove", settings, &name, &k, true);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &remove_op, settings, name, out);
     if (rc)
         return rc;
     if (!key && key_len)
-        return wk__processor_fail(p, WK_EINVAL, "settings.remove: key is NULL");
-    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
-    new_epoch(epoch);
-    const char *argv[5] = {k.map, k.version, k.chan, epoch, key ? key : ""};
-    size_t argvlen[5] = {k.map_len, k.version_len, k.chan_len, WK_SETTINGS_EPOCH_LEN, key_len};
-    wk_access access = {settings, WK_WRITE};
-    wk_query q = {.name = "settings.remove",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_PARSE_ERRORS,
-                  .script = &remove_script,
-                  .nkeys = 2,
-                  .argc = 5,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_remove,
-                  .out = out};
-    return wk_process(p, &q);
+        return wk__op_fail(&c, WK_EINVAL, "key is NULL");
+    return send_change(&c, &name, key, key_len, NULL, 0, 3);
 }
 
 /* ------------------------------------------------------------------------
@@ -409,23 +384,9 @@ static int parse_chunk_reply(const wk_reply *r, wk_diag *d, wk__settings_head *h
     return WK_OK;
 }
 
-static int run_read(wk_processor *p, const wk_entity *e, const char *op, const wk_script *script,
-                    const char *const *argv, const size_t *argvlen, int argc, wk_parse_fn parse,
-                    void *out)
-{
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .script = script,
-                  .nkeys = 2,
-                  .argc = argc,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse,
-                  .out = out};
-    return wk_process(p, &q);
-}
+/* The reads write nothing: retry-safe. */
+#define READ_OP(op, s, parser)                                                                     \
+    SETTINGS_OP(op, WK_READ, WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, s, parser)
 
 /* --- one chunk (wk__settings_chunk) --- */
 
@@ -452,21 +413,24 @@ static int parse_chunk(const wk_query *q, const wk_reply *r, wk_diag *d)
     return rc;
 }
 
-static int read_chunk(wk_processor *p, const wk_entity *e, const keys *k, const char *cursor,
-                      wk__settings_head *head, char *next, wk__settings_entry_fn fn, void *ctx)
+static const wk__op chunk_op = READ_OP("snapshot", chunk_script, parse_chunk);
+
+/* One chunk of call `c` (of chunk_op), from `cursor`; `next` gets the next
+ * cursor. */
+static int read_chunk(wk__call *c, const char *cursor, wk__settings_head *head, char *next,
+                      wk__settings_entry_fn fn, void *ctx)
 {
     char count[24];
-    size_t count_len = wk__fmt_i64(count, WK__SETTINGS_CHUNK);
-    const char *argv[4] = {k->map, k->version, cursor, count};
-    size_t argvlen[4] = {k->map_len, k->version_len, strlen(cursor), count_len};
+    const char *args[2] = {cursor, count};
+    size_t lens[2] = {strlen(cursor), wk__fmt_i64(count, WK__SETTINGS_CHUNK)};
     chunk_out o = {head, next, fn, ctx};
+    c->out = &o;
     next[0] = '\0'; /* the parser writes a cursor; "" means it never ran */
-    int rc = run_read(p, e, "settings.snapshot", &chunk_script, argv, argvlen, 4, parse_chunk, &o);
+    int rc = wk__op_send(c, args, lens, 2);
     if (rc == WK_OK && next[0] == '\0')
         /* A processor that answered WK_OK without running the query (a
          * wrapper of your own?): stop rather than loop on an unset cursor. */
-        return wk__processor_fail(p, WK_EPROTO, "settings.snapshot: the chunk's reply was "
-                                                "never parsed");
+        return wk__op_fail(c, WK_EPROTO, "the chunk's reply was never parsed");
     return rc;
 }
 
@@ -474,11 +438,9 @@ int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,
                        const char *cursor, wk__settings_head *head, char *next,
                        wk__settings_entry_fn fn, void *ctx)
 {
-    keys k;
-    int rc = prepare(p, "settings.snapshot", e, name, &k, false);
-    if (rc)
-        return rc;
-    return read_chunk(p, e, &k, cursor, head, next, fn, ctx);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &chunk_op, e, *name, NULL);
+    return rc ? rc : read_chunk(&c, cursor, head, next, fn, ctx);
 }
 
 /* --- the head alone --- */
@@ -505,16 +467,12 @@ static int parse_head(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+static const wk__op head_op = READ_OP("head", head_script, parse_head);
+
 int wk__settings_read_head(wk_processor *p, const wk_entity *e, const wk_name *name,
                            wk__settings_head *head)
 {
-    keys k;
-    int rc = prepare(p, "settings.head", e, name, &k, false);
-    if (rc)
-        return rc;
-    const char *argv[2] = {k.map, k.version};
-    size_t argvlen[2] = {k.map_len, k.version_len};
-    return run_read(p, e, "settings.head", &head_script, argv, argvlen, 2, parse_head, head);
+    return wk__op_run(p, &head_op, e, *name, NULL, NULL, 0, head);
 }
 
 /* --- the whole map in one command (batches) --- */
@@ -619,8 +577,7 @@ static bool same_head(const wk__settings_head *a, const wk__settings_head *b)
  * a reset makes a new random epoch), so the pairs are the map at that
  * version. Otherwise start over, at most WK__SETTINGS_ATTEMPTS times.
  */
-static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const keys *k,
-                              wk_settings_map **out)
+static int snapshot_in_chunks(wk__call *c, wk_settings_map **out)
 {
     gathered g = {0};
     int rc = WK_OK;
@@ -630,7 +587,7 @@ static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const keys *k
         char cursor[24] = "0", next[24];
         bool changed = false;
         for (bool more = true; more && !changed;) {
-            rc = read_chunk(p, e, k, cursor, &head, next, gather, &g);
+            rc = read_chunk(c, cursor, &head, next, gather, &g);
             if (rc)
                 goto done;
             if (strcmp(cursor, "0") == 0)
@@ -643,43 +600,42 @@ static int snapshot_in_chunks(wk_processor *p, const wk_entity *e, const keys *k
         if (!changed) {
             rc = wk__settings_build(out, first.epoch, first.version, g.count, gathered_pair, &g);
             if (rc)
-                rc = wk__processor_fail(p, rc, "settings.snapshot: out of memory copying %zu "
-                                               "entries",
-                                        g.count);
+                rc = wk__op_fail(c, rc, "out of memory copying %zu entries", g.count);
             goto done;
         }
     }
-    rc = wk__processor_fail(p, WK_ETIMEDOUT,
-                            "settings.snapshot: the map changed during each of %d attempts to "
-                            "read it in chunks; try again, or keep a follower's mirror",
-                            WK__SETTINGS_ATTEMPTS);
+    rc = wk__op_fail(c, WK_ETIMEDOUT,
+                     "the map changed during each of %d attempts to read it in chunks; try "
+                     "again, or keep a follower's mirror",
+                     WK__SETTINGS_ATTEMPTS);
 done:
     free(g.bytes);
     free(g.pairs);
     return rc;
 }
 
+static const wk__op whole_op = READ_OP("snapshot", whole_script, parse_whole);
+
 int wk_settings_snapshot(wk_processor *p, const wk_entity *settings, wk_name name,
                          wk_settings_map **out)
 {
     if (out)
         *out = NULL;
-    keys k;
-    int rc = prepare(p, "settings.snapshot", settings, &name, &k, false);
+    /* A batch parses replies only after sending everything: one command
+     * that reads the whole map, refused by the script for big maps. */
+    bool batch = wk_processor_is_deferred(p);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, batch ? &whole_op : &chunk_op, settings, name, out);
     if (rc)
         return rc;
     if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "settings.snapshot: out is NULL");
-    if (!wk_processor_is_deferred(p))
-        return snapshot_in_chunks(p, settings, &k, out);
-    /* A batch parses replies only after sending everything: one command
-     * that reads the whole map, refused by the script for big maps. */
+        return wk__op_fail(&c, WK_EINVAL, "out is NULL");
+    if (!batch)
+        return snapshot_in_chunks(&c, out);
     char max[24];
-    size_t max_len = wk__fmt_i64(max, WK__SETTINGS_CHUNK);
-    const char *argv[3] = {k.map, k.version, max};
-    size_t argvlen[3] = {k.map_len, k.version_len, max_len};
-    return run_read(p, settings, "settings.snapshot", &whole_script, argv, argvlen, 3,
-                    parse_whole, out);
+    const char *arg = max;
+    size_t len = wk__fmt_i64(max, WK__SETTINGS_CHUNK);
+    return wk__op_send(&c, &arg, &len, 1);
 }
 
 /* ------------------------------------------------------------------------

@@ -148,34 +148,34 @@ static int parse_entry(const wk_reply *r, entry *e, wk_diag *d)
  * Writes
  * ---------------------------------------------------------------------- */
 
-/* The index of the body, or -1 when the buffer was finished. */
-static int parse_append(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* The scripts' ARGV: the body (append only), ttl_ms, a new generation (a
+ * new buffer's; an existing one keeps its own). */
+static int send_with_generation(const wk__call *c, const void *body, size_t len)
 {
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "stream_buffer.append: expected an integer");
-    long long n = wk_reply_integer(r);
-    *(int64_t *)q->out = n < 0 ? -1 : n;
-    return WK_OK;
+    char gen[GEN_LEN + 1];
+    new_generation(gen);
+    return wk__send_body_ttl(c, body, len, gen);
 }
+
+/* The index of the body, or -1 when the buffer was finished; `index` may
+ * be NULL. Not retry-safe: a re-send after a lost reply would append the
+ * body twice. */
+static const wk__op append_op = {WK__OP_OF(stream_buffer, append), .kind = WK_KIND_STREAM_BUFFER,
+                                  .script = &append_script,
+                                 .parse = wk__parse_i64};
 
 int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, const void *body,
                             size_t len, int64_t *index)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.append", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
-                         &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &append_op, sb, name, index);
     if (rc)
         return rc;
     if ((!body && len) || len > WK_BODY_MAX)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "stream_buffer.append: body NULL or longer than WK_BODY_MAX");
+        return wk__op_fail(&c, WK_EINVAL, "body NULL or longer than WK_BODY_MAX");
     if (index)
         *index = -1;
-    char gen[GEN_LEN + 1];
-    new_generation(gen);
-    return wk__script_body_ttl(p, "stream_buffer.append", &append_script, sb, key, key_len,
-                               body ? body : "", len, gen, index ? parse_append : NULL, index);
+    return send_with_generation(&c, body ? body : "", len);
 }
 
 typedef struct typed_append {
@@ -198,25 +198,21 @@ int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name 
     return wk__codec_encoded(p, "stream_buffer.append", codec, value, append_encoded, &t);
 }
 
+/* 1 when this call finished the buffer; `finished_now` may be NULL. */
+static const wk__op finish_op = {WK__OP_OF(stream_buffer, finish), .kind = WK_KIND_STREAM_BUFFER,
+                                  .script = &finish_script,
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
+
 int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.finish", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
-                         &key_len);
-    if (rc)
-        return rc;
-    if (finished_now)
-        *finished_now = false;
-    char gen[GEN_LEN + 1];
-    new_generation(gen);
-    return wk__script_body_ttl(p, "stream_buffer.finish", &finish_script, sb, key, key_len, NULL, 0,
-                               gen, finished_now ? wk__parse_bool_int : NULL, finished_now);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &finish_op, sb, name, finished_now);
+    return rc ? rc : send_with_generation(&c, NULL, 0);
 }
 
 /* `removed` may be NULL: then any integer reply is success. */
-static const wk__op remove_op = {.name = "stream_buffer.remove", .kind = WK_KIND_STREAM_BUFFER,
-                                 .mode = WK_WRITE, .command = "UNLINK",
+static const wk__op remove_op = {WK__OP_OF(stream_buffer, remove), .kind = WK_KIND_STREAM_BUFFER,
+                                  .command = "UNLINK",
                                  .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
@@ -285,32 +281,23 @@ void wk_stream_buffer_contents_free(wk_stream_buffer_contents *c)
     c->finished = false;
 }
 
+static const wk__op read_op = {WK__OP_OF(stream_buffer, read), .kind = WK_KIND_STREAM_BUFFER,
+                               
+                               .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
+                               .command = "XRANGE", .parse = parse_range, .out_name = "out"};
+
 int wk_stream_buffer_read(wk_processor *p, const wk_entity *sb, wk_name name, uint64_t from,
                           wk_stream_buffer_contents *out)
 {
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc =
-        wk__prepare(p, "stream_buffer.read", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key, &key_len);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &read_op, sb, name, out);
     if (rc)
         return rc;
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "stream_buffer.read: out is required");
     wk_stream_buffer_contents_free(out);
     char start[48];
-    size_t start_len = id_text(start, 0, from == UINT64_MAX ? from : from + 1);
-    const char *argv[4] = {"XRANGE", key, start, "+"};
-    size_t argvlen[4] = {6, key_len, start_len, 1};
-    wk_access access = {sb, WK_READ};
-    wk_query q = {.name = "stream_buffer.read",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 4,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_range,
-                  .out = out};
-    return wk_process(p, &q);
+    const char *args[2] = {start, "+"};
+    size_t lens[2] = {id_text(start, 0, from == UINT64_MAX ? from : from + 1), 1};
+    return wk__op_send(&c, args, lens, 2);
 }
 
 /* ------------------------------------------------------------------------
@@ -475,56 +462,47 @@ static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
     return rc;
 }
 
-static int first_entry(wk_processor *p, const char *op, const wk_entity *e, const char *key,
-                       size_t key_len, probe *out)
-{
-    const char *argv[6] = {"XRANGE", key, "-", "+", "COUNT", "1"};
-    size_t argvlen[6] = {6, key_len, 1, 1, 5, 1};
-    wk_access access = {e, WK_READ};
-    wk_query q = {.name = op,
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                  .argc = 6,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_probe,
-                  .out = out};
-    return wk_process(p, &q);
-}
+/* The probe of subscribe and recv: XRANGE key - + COUNT 1. */
+#define PROBE_OP(op)                                                                               \
+    {.name = "stream_buffer." op, .kind = WK_KIND_STREAM_BUFFER, .mode = WK_READ,                  \
+     .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = "XRANGE",                    \
+     .parse = parse_probe}
+static const wk__op subscribe_op = PROBE_OP("subscribe"), probe_op = PROBE_OP("recv");
+static const char *const first_args[4] = {"-", "+", "COUNT", "1"};
+static const size_t first_lens[4] = {1, 1, 5, 1};
 
 int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name name, uint64_t from,
                                wk_stream_buffer_subscription **out)
 {
     if (out)
         *out = NULL;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    int rc = wk__prepare(p, "stream_buffer.subscribe", sb, WK_KIND_STREAM_BUFFER, &name, NULL, key,
-                         &key_len);
+    probe pr = {0};
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &subscribe_op, sb, name, &pr);
     if (rc)
         return rc;
     if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "stream_buffer.subscribe: out is required");
-    if ((rc = wk__no_deferred(p, "stream_buffer.subscribe")))
+        return wk__op_fail(&c, WK_EINVAL, "out is required");
+    if ((rc = wk__no_deferred(p, subscribe_op.name)))
         return rc;
     wk_stream_buffer_subscription *s = calloc(1, sizeof(*s));
     if (!s)
-        return wk__processor_fail(p, WK_ENOMEM, "stream_buffer.subscribe: out of memory");
+        return wk__op_fail(&c, WK_ENOMEM, "out of memory");
     /* The generation of the buffer there now is the one followed. A key of
      * another type is left to recv, which reports it on every call. */
-    probe pr = {.s = s};
-    rc = first_entry(p, "stream_buffer.subscribe", sb, key, key_len, &pr);
+    pr.s = s;
+    rc = wk__op_send(&c, first_args, first_lens, 4);
     if (rc && rc != WK_ECORRUPT) {
         free(s);
         return rc;
     }
-    memcpy(s->key, key, key_len);
-    s->key_len = key_len;
+    memcpy(s->key, c.key[0], c.key_len[0]);
+    s->key_len = c.key_len[0];
     s->after_seq = from; /* the entry 0-from precedes index `from` */
     char err[256];
     rc = wk__held_init(&s->held, sb, WK_KIND_STREAM_BUFFER, &name);
     if (rc == WK_OK && (rc = wk__blocking_open(&s->b, p->db, err, sizeof(err))) != WK_OK)
-        wk__processor_fail(p, rc, "stream_buffer.subscribe: %s", err);
+        wk__op_fail(&c, rc, "%s", err);
     if (rc) {
         wk_stream_buffer_subscription_close(s);
         return rc;
@@ -582,8 +560,8 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
          * key is still there and still the same buffer (one re-created
          * shorter never reaches the cursor). */
         probe pr = {.s = s};
-        rc = first_entry(wk_db_processor(s->b), "stream_buffer.recv", &s->held.entity, s->key,
-                         s->key_len, &pr);
+        rc = wk__op_run(wk_db_processor(s->b), &probe_op, &s->held.entity, s->held.name,
+                        first_args, first_lens, 4, &pr);
         if (rc && s->stop)
             continue;
         if (rc)

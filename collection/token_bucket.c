@@ -234,17 +234,17 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
  * Queries
  * ---------------------------------------------------------------------- */
 
-static const wk__op acquire_op = {.name = "token_bucket.acquire", .kind = WK_KIND_TOKEN_BUCKET,
-                                  .mode = WK_WRITE, .script = &acquire_script,
+static const wk__op acquire_op = {WK__OP_OF(token_bucket, acquire), .kind = WK_KIND_TOKEN_BUCKET,
+                                   .script = &acquire_script,
                                   .parse = parse_acquire, .out_name = "outcome",
                                   .out_size = sizeof(wk_token_bucket_outcome)};
-static const wk__op peek_op = {.name = "token_bucket.peek", .kind = WK_KIND_TOKEN_BUCKET,
-                               .mode = WK_READ, .flags = WK_QUERY_RETRY_SAFE,
+static const wk__op peek_op = {WK__OP_OF(token_bucket, peek), .kind = WK_KIND_TOKEN_BUCKET,
+                                .flags = WK_QUERY_RETRY_SAFE,
                                .script = &peek_script, .parse = parse_peek, .out_name = "state",
                                .out_size = sizeof(wk_token_bucket_state)};
 /* Refill: delete the key. `was_used` may be NULL. */
-static const wk__op reset_op = {.name = "token_bucket.reset", .kind = WK_KIND_TOKEN_BUCKET,
-                                .mode = WK_WRITE, .command = "DEL", .parse = wk__parse_removed,
+static const wk__op reset_op = {WK__OP_OF(token_bucket, reset), .kind = WK_KIND_TOKEN_BUCKET,
+                                 .command = "DEL", .parse = wk__parse_removed,
                                 .out_size = sizeof(bool)};
 
 int wk_token_bucket_acquire(wk_processor *p, const wk_entity *bucket, wk_name name,

@@ -37,6 +37,25 @@
 #define WK_KIND_CACHE "Cache"
 /* A Cache entity: namespace and the expiry of a put (ttl_ms > 0). */
 #define WK_CACHE_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_CACHE, ns_, ttl_ms_, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_CACHE_OPS(XX)                                                                           \
+    XX(cache, get, READ, (wk_name name, wk_body *out),                                             \
+       "read the body into out (found, data, len; free it with wk_body_free())")                   \
+    XX(cache, get_into, READ, (wk_name name, wk_buffer *buf), NULL)                                \
+    XX(cache, put, WRITE, (wk_name name, const void *body, size_t len),                            \
+       "store the body with the entity's TTL")                                                     \
+    XX(cache, remove, WRITE, (wk_name name, bool *removed), "delete the body")
+/* What an entity with a body record gets instead, for wk-codegen: the _typed
+ * functions (the accessor takes the record for `codec, value`), and the
+ * plain rows it words otherwise. */
+#define WK_CACHE_TYPED_OPS(XX)                                                                     \
+    XX(cache, get_typed, READ,                                                                     \
+       (wk_name name, const wk_codec *codec, void *value, bool *found),                            \
+       "read and decode the body (free it with BODY_free()); needs a processor that is not "       \
+       "deferred")                                                                                 \
+    XX(cache, put_typed, WRITE, (wk_name name, const wk_codec *codec, const void *value),          \
+       "encode and store the body with the entity's TTL")
 #endif
 
 #if !defined(WAKUWAKU_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -360,6 +379,9 @@ WK_API int wk_cache_fill_once(wk_processor *p, const wk_entity *cache, wk_name n
                               const wk_entity *lock, wk_fill_fn fill, void *arg,
                               const wk_fill_options *opts, wk_body *body,
                               wk_fill_outcome *outcome);
+
+WK__OPS(WK_CACHE_OPS)
+WK__OPS_TYPED(WK_CACHE_TYPED_OPS)
 
 #ifdef __cplusplus
 }

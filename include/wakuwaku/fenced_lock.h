@@ -64,6 +64,22 @@
  * flags must be 0: WK_ENTITY_FAIR is refused (WK_EINVAL), its waiters are
  * not served first come, first served. */
 #define WK_FENCED_LOCK_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_FENCED_LOCK, ns_, ttl_ms_, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_FENCED_LOCK_OPS(XX)                                                                     \
+    XX(fenced_lock, try, WRITE, (wk_name name, wk_fenced_lease *lease),                            \
+       "take the lock if nobody holds it, with the next fence; never waits")                       \
+    XX(fenced_lock, release, WRITE, (wk_name name, const wk_token *token, bool *released),         \
+       "release the lock if it still holds token")                                                 \
+    XX(fenced_lock, extend, WRITE, (wk_name name, const wk_token *token, bool *extended),          \
+       "restart the lease for one more TTL if it still holds token")                               \
+    XX(fenced_lock, owned, READ,                                                                   \
+       (wk_name name, const wk_token *token, wk_fenced_lock_ownership *state),                     \
+       "does token still hold it, for how long, under which fence (extends nothing)")              \
+    XX(fenced_lock, inspect, READ, (wk_name name, wk_fenced_lock_state *state),                    \
+       "is it held, for how much longer, and the last fence")                                      \
+    XX(fenced_lock, force_release, WRITE, (wk_name name, bool *freed),                             \
+       "free it whoever holds it (operators); the fence counter is kept")
 #endif
 
 #if !defined(WAKUWAKU_FENCED_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -208,6 +224,8 @@ WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, 
  */
 WK_API int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
                                   int64_t deadline, wk_fenced_lease *lease);
+
+WK__OPS(WK_FENCED_LOCK_OPS)
 
 #ifdef __cplusplus
 }

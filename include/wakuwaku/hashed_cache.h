@@ -38,6 +38,36 @@
 #define WK_KIND_HASHED_CACHE "HashedCache"
 /* A HashedCache entity: namespace and the expiry of a put (ttl_ms > 0). */
 #define WK_HASHED_CACHE_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_HASHED_CACHE, ns_, ttl_ms_, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_HASHED_CACHE_OPS(XX)                                                                    \
+    XX(hashed_cache, get, READ, (wk_name name, wk_body *out),                                      \
+       "read body and hash into out (free it with wk_body_free())")                                \
+    XX(hashed_cache, hash, READ, (wk_name name, wk_body *out),                                     \
+       "read only the hash (out->hash; no body crosses the network)")                              \
+    XX(hashed_cache, get_if_changed, READ,                                                         \
+       (wk_name name, const uint8_t known[WK_HASH_LEN], wk_body *out),                             \
+       "send the body only if its hash differs from known (out->change)")                          \
+    XX(hashed_cache, put, WRITE,                                                                   \
+       (wk_name name, const void *body, size_t len, uint8_t hash[WK_HASH_LEN]),                    \
+       "store body and hash with the entity's TTL")                                                \
+    XX(hashed_cache, remove, WRITE, (wk_name name, bool *removed), "delete the item")
+/* What an entity with a body record gets instead, for wk-codegen: the _typed
+ * functions (the accessor takes the record for `codec, value`), and the
+ * plain rows it words otherwise. */
+#define WK_HASHED_CACHE_TYPED_OPS(XX)                                                              \
+    XX(hashed_cache, get_typed, READ,                                                              \
+       (wk_name name, const wk_codec *codec, void *value, uint8_t hash[WK_HASH_LEN],               \
+        bool *found),                                                                              \
+       "read the body and its hash (hash may be NULL), and decode the body (free it with "         \
+       "BODY_free()); needs a processor that is not deferred (a batch gives WK_EINVAL)")           \
+    XX(hashed_cache, get_if_changed_typed, READ,                                                   \
+       (wk_name name, const uint8_t known[WK_HASH_LEN], const wk_codec *codec, void *value,        \
+        uint8_t hash[WK_HASH_LEN], wk_item_change *outcome),                                       \
+       "decode the body only if its hash differs from known (WK_ITEM_CHANGED); not deferred")      \
+    XX(hashed_cache, put_typed, WRITE,                                                             \
+       (wk_name name, const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN]),        \
+       "encode the body, store it and its hash with the entity's TTL")
 #endif
 
 #if !defined(WAKUWAKU_HASHED_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -255,6 +285,9 @@ WK_API void wk_local_copy_clear(wk_local_copy *copy);
  */
 WK_API int wk_local_copy_refresh(wk_local_copy *copy, wk_processor *p, const wk_entity *hcache,
                                  wk_name name, wk_item_change *outcome);
+
+WK__OPS(WK_HASHED_CACHE_OPS)
+WK__OPS_TYPED(WK_HASHED_CACHE_TYPED_OPS)
 
 #ifdef __cplusplus
 }

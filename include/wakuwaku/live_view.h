@@ -79,6 +79,55 @@
  * its base (a whole number 0..2^53, in `capacity`; 0: every commit
  * squashes). */
 #define WK_LIVE_VIEW_ENTITY(ns_, max_diffs_) WK__ENTITY(WK_KIND_LIVE_VIEW, ns_, 0, max_diffs_, 0, 0)
+/* The rule on max_diffs, written once: wk_entity_check() applies it to
+ * descriptors and wk-codegen to schemas, with this text and " (got …)". */
+#define WK__LIVE_VIEW_MAX_DIFFS_OK(m)                                                              \
+    ((m) >= 0 && (m) <= 9007199254740992.0 && (m) == (double)(long long)(m))
+#define WK__LIVE_VIEW_MAX_DIFFS_RULE "max_diffs must be a whole number 0..2^53"
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_LIVE_VIEW_OPS(XX)                                                                       \
+    XX(live_view, create, WRITE, (wk_name name, const void *body, size_t len, bool *created),      \
+       "create it at version 1 unless it exists")                                                  \
+    XX(live_view, commit, WRITE,                                                                   \
+       (wk_name name, uint64_t parent, const void *diff, size_t diff_len, const void *body,        \
+        size_t body_len, wk_live_view_commit_outcome *outcome),                                    \
+       "move it from version parent to the next through diff (conflict if not at parent)")         \
+    XX(live_view, get, READ, (wk_name name, wk_live_view_body *out),                               \
+       "the latest version and body (free with wk_live_view_body_free())")                         \
+    XX(live_view, version, READ, (wk_name name, uint64_t *version, bool *found),                   \
+       "the latest version only")                                                                  \
+    XX(live_view, history, READ, (wk_name name, wk_live_view_log *out),                            \
+       "the base and the diffs after it (free with wk_live_view_log_free())")                      \
+    XX(live_view, remove, WRITE, (wk_name name, bool *removed), "delete it and its history")       \
+    XX(live_view, subscribe, READ,                                                                 \
+       (wk_name name, const wk_live_view_sub_options *opts, wk_live_view_body *head,               \
+        wk_live_view_sub **sub),                                                                   \
+       "read the head and follow the versions after it on a connection of its own")                \
+    XX(live_view, resume, READ,                                                                    \
+       (wk_name name, uint64_t version, const wk_live_view_sub_options *opts,                      \
+        wk_live_view_sub **sub),                                                                   \
+       "follow the versions after version on a connection of its own")
+/* What an entity with a body record gets instead, for wk-codegen: the _typed
+ * functions (the accessor takes the record for `codec, value`), and the
+ * plain rows it words otherwise. */
+#define WK_LIVE_VIEW_TYPED_OPS(XX)                                                                 \
+    XX(live_view, create_typed, WRITE,                                                             \
+       (wk_name name, const wk_codec *codec, const void *value, bool *created),                    \
+       "encode the body and create it at version 1 unless it exists")                              \
+    XX(live_view, commit_typed, WRITE,                                                             \
+       (wk_name name, uint64_t parent, const void *diff, size_t diff_len, const wk_codec *codec,   \
+        const void *value, wk_live_view_commit_outcome *outcome),                                  \
+       "encode the new body and commit it from parent through diff (bytes)")                       \
+    XX(live_view, get_typed, READ,                                                                 \
+       (wk_name name, const wk_codec *codec, void *value, uint64_t *version, bool *found),         \
+       "read and decode the latest body (free it with BODY_free()); not deferred")                 \
+    XX(live_view, history, READ, (wk_name name, wk_live_view_log *out),                            \
+       "the base and the diffs after it, as bytes (free with wk_live_view_log_free())")            \
+    XX(live_view, subscribe, READ,                                                                 \
+       (wk_name name, const wk_live_view_sub_options *opts, wk_live_view_body *head,               \
+        wk_live_view_sub **sub),                                                                   \
+       "read the head (bytes) and follow the versions after it")
 #endif
 
 #if !defined(WAKUWAKU_LIVE_VIEW_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -425,6 +474,9 @@ WK_API int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_
 WK_API int wk_live_view_get_typed(wk_processor *p, const wk_entity *view, wk_name name,
                                   const wk_codec *codec, void *value, uint64_t *version,
                                   bool *found);
+
+WK__OPS(WK_LIVE_VIEW_OPS)
+WK__OPS_TYPED(WK_LIVE_VIEW_TYPED_OPS)
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,21 @@
  * served, and no caller barges in ahead of them (see FAIRNESS below). */
 #define WK_LOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                          \
     WK__ENTITY_FLAGS(WK_KIND_LOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_LOCK_OPS(XX)                                                                            \
+    XX(lock, try, WRITE, (wk_name name, wk_token *token, bool *acquired),                          \
+       "take the lock if nobody holds it; never waits")                                            \
+    XX(lock, release, WRITE, (wk_name name, const wk_token *token, bool *released),                \
+       "release the lock if it still holds token")                                                 \
+    XX(lock, extend, WRITE, (wk_name name, const wk_token *token, bool *extended),                 \
+       "restart the lease for one more TTL if it still holds token")                               \
+    XX(lock, owned, READ, (wk_name name, const wk_token *token, wk_lease_state *state),            \
+       "whether token still holds the lease and for how long; writes nothing")                     \
+    XX(lock, force_release, WRITE, (wk_name name, bool *was_held),                                 \
+       "free the lock whoever holds it and wake its first waiter (operators)")                     \
+    XX(lock, inspect, READ, (wk_name name, wk_lock_state *state),                                  \
+       "is it held, and for how much longer")
 #endif
 
 #if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -191,6 +206,8 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  */
 WK_API int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
                            const wk_backoff *backoff, wk_token *token, bool *acquired);
+
+WK__OPS(WK_LOCK_OPS)
 
 #ifdef __cplusplus
 }

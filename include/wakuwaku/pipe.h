@@ -13,7 +13,8 @@
  *                                            last one), c ("1": it was the close)
  *
  *   wk_pipe_send     RPUSH :m body, PEXPIRE :m ttl (one script)   WRITE
- *   wk_pipe_close    RPUSH :c "",   PEXPIRE :c ttl (one script)   WRITE
+ *   wk_pipe_finish   RPUSH :c "",   PEXPIRE :c ttl (one script)   WRITE
+ *                    (wk_pipe_close: its old name, deprecated)
  *   wk_pipe_receive  HGET :r n; opens a receiver on a connection  WRITE
  *                    of its own (taking a message deletes it)
  *   wk_pipe_recv     the next message, waiting for it             (the receiver's)
@@ -54,6 +55,24 @@
 /* A Pipe entity: namespace and TTL (ttl_ms > 0): how long a pipe lives
  * without a message, and how long a receiver waits before WK_PIPE_GONE. */
 #define WK_PIPE_ENTITY(ns_, ttl_ms_) WK__ENTITY(WK_KIND_PIPE, ns_, ttl_ms_, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_PIPE_OPS(XX)                                                                            \
+    XX(pipe, send, WRITE, (wk_name name, const void *body, size_t len),                            \
+       "append a message and restart the pipe's TTL")                                              \
+    XX(pipe, finish, WRITE, (wk_name name),                                                        \
+       "finish the pipe: its receiver ends after the messages")                                    \
+    XX(pipe, close, WRITE, (wk_name name), "the old name of finish (deprecated)")                  \
+    XX(pipe, receive, WRITE, (wk_name name, wk_pipe_receiver **receiver),                          \
+       "open the receiver (its own connection; wk_pipe_recv(), wk_pipe_receiver_close())")
+/* What an entity with a body record gets instead, for wk-codegen: the _typed
+ * functions (the accessor takes the record for `codec, value`), and the
+ * plain rows it words otherwise. */
+#define WK_PIPE_TYPED_OPS(XX)                                                                      \
+    XX(pipe, send_typed, WRITE, (wk_name name, const wk_codec *codec, const void *value),          \
+       "encode and append a message, restart the pipe's TTL")                                      \
+    XX(pipe, receive, WRITE, (wk_name name, wk_pipe_receiver **receiver),                          \
+       "open the receiver (decode with wk_pipe_recv_typed() and the body's codec)")
 #endif
 
 #if !defined(WAKUWAKU_PIPE_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -84,11 +103,18 @@ WK_API int wk_pipe_send(wk_processor *p, const wk_entity *pipe, wk_name name, co
                         size_t len);
 
 /*
- * wk_pipe_close — close the pipe `name`: its receiver ends (WK_PIPE_END)
- * after taking every message sent before. Pushes the crate's marker ""
- * on :c and restarts the TTL of :c. A second close leaves a stale marker
- * (as in the crate). Returns as wk_pipe_send(). WRITE effect.
+ * wk_pipe_finish — finish the pipe `name` (the crate's "close"): its
+ * receiver ends (WK_PIPE_END) after taking every message sent before.
+ * Pushes the crate's marker "" on :c and restarts the TTL of :c. A second
+ * finish leaves a stale marker (as in the crate). Returns as
+ * wk_pipe_send(). WRITE effect. (As wk_stream_buffer_finish() ends a
+ * stream; wk_pipe_receiver_close() frees a receiver.)
  */
+WK_API int wk_pipe_finish(wk_processor *p, const wk_entity *pipe, wk_name name);
+
+/* wk_pipe_close — the old name of wk_pipe_finish(), deprecated: the same
+ * query, named pipe.close for hooks and metrics. Kept so that old code
+ * compiles and links unchanged. */
 WK_API int wk_pipe_close(wk_processor *p, const wk_entity *pipe, wk_name name);
 
 /*
@@ -181,6 +207,9 @@ WK_API const char *wk_pipe_receiver_errmsg(const wk_pipe_receiver *r);
 /* Close the receiver and its connection. NULL is a harmless no-op; no
  * other thread may be in wk_pipe_recv() on it. */
 WK_API void wk_pipe_receiver_close(wk_pipe_receiver *r);
+
+WK__OPS(WK_PIPE_OPS)
+WK__OPS_TYPED(WK_PIPE_TYPED_OPS)
 
 #ifdef __cplusplus
 }

@@ -196,6 +196,53 @@ WK_API int wk_process(wk_processor *processor, wk_query *query);
  */
 WK_API const char *wk_processor_errmsg(const wk_processor *processor);
 
+/* ------------------------------------------------------------------------
+ * Operation lists. Each kind's header lists its operations once, beside
+ * their prototypes, as an X-macro (like WK_STATUS_MAP):
+ *
+ *     #define WK_LOCK_OPS(XX)                                            \
+ *         XX(lock, try, WRITE, (wk_name name, wk_token *token, bool *acquired), \
+ *            "take the lock if nobody holds it; never waits")             \
+ *         …
+ *
+ * A row is (kind, op, mode, params, summary): the function
+ * wk_<kind>_<op>(wk_processor *p, const wk_entity *e, <params>), the mode
+ * of its access to the entity (READ or WRITE), its parameters after the
+ * entity, and a one-line summary (NULL: wk-codegen makes no accessor for
+ * it). The query's name is "<kind>.<op>". A kind with a body type has a
+ * second list, WK_<KIND>_TYPED_OPS: the rows an entity with a body record
+ * gets instead (wk_<kind>_<op>_typed, whose `codec, value` the generated
+ * accessor turns into the record; and other wordings of plain rows).
+ *
+ * Read by: the header itself (WK__OPS below), wk-codegen (codegen/kinds.c:
+ * the typed accessors), the test rows (tests/kinds/: the effect of each
+ * row, and a row for every operation) and wk (tools/wk: its commands).
+ * ---------------------------------------------------------------------- */
+
+/*
+ * WK__OPS(WK_LOCK_OPS) — after a kind's prototypes: declares each row's
+ * function again from the row, so a row that disagrees with the documented
+ * prototype is a conflicting redeclaration (a compile error), and gives
+ * each row's mode as WK__OP_MODE(kind, op). WK__OPS_TYPED: the
+ * redeclarations alone (a typed list repeats some plain rows).
+ */
+#define WK__OPS(list) WK__OPS_TYPED(list) enum { list(WK__OP_ENUM) };
+#define WK__OPS_TYPED(list) WK__REDECL_BEGIN list(WK__OP_DECL) WK__REDECL_END
+#define WK__OP_MODE(kind, op) ((wk_mode)WK__MODE_##kind##_##op)
+
+#define WK__OP_DECL(k, op, mode, params, summary)                                                  \
+    WK_API int wk_##k##_##op(wk_processor *, const wk_entity *, WK__UNPAREN params);
+#define WK__OP_ENUM(k, op, mode, params, summary) WK__MODE_##k##_##op = WK_##mode,
+#define WK__UNPAREN(...) __VA_ARGS__
+#if defined(__GNUC__) /* the redeclarations are on purpose */
+#define WK__REDECL_BEGIN                                                                           \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wredundant-decls\"")
+#define WK__REDECL_END _Pragma("GCC diagnostic pop")
+#else
+#define WK__REDECL_BEGIN
+#define WK__REDECL_END
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,29 @@
  * starvation; see FAIRNESS in wakuwaku/lock.h). */
 #define WK_RWLOCK_FAIR_ENTITY(ns_, ttl_ms_)                                                        \
     WK__ENTITY_FLAGS(WK_KIND_RWLOCK, ns_, ttl_ms_, 0, 0, 0, WK_ENTITY_FAIR)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_RWLOCK_OPS(XX)                                                                          \
+    XX(rwlock, try_read, WRITE, (wk_name name, wk_token *token, bool *acquired),                   \
+       "take a reader lease unless a writer holds it")                                             \
+    XX(rwlock, try_write, WRITE, (wk_name name, wk_token *token, bool *acquired),                  \
+       "take the writer lease unless anyone holds it")                                             \
+    XX(rwlock, release_read, WRITE, (wk_name name, const wk_token *token, bool *was_running),      \
+       "drop a reader lease")                                                                      \
+    XX(rwlock, extend_read, WRITE, (wk_name name, const wk_token *token, bool *extended),          \
+       "renew a running reader lease")                                                             \
+    XX(rwlock, release_write, WRITE, (wk_name name, const wk_token *token, bool *released),        \
+       "release the writer lease")                                                                 \
+    XX(rwlock, extend_write, WRITE, (wk_name name, const wk_token *token, bool *extended),         \
+       "renew the writer lease")                                                                   \
+    XX(rwlock, owned_write, READ, (wk_name name, const wk_token *token, wk_lease_state *state),    \
+       "whether token still holds the writer lease; writes nothing")                               \
+    XX(rwlock, owned_read, READ, (wk_name name, const wk_token *token, wk_lease_state *state),     \
+       "whether the reader lease of token still runs; writes nothing")                             \
+    XX(rwlock, force_release, WRITE, (wk_name name, bool *was_held),                               \
+       "free the writer and every reader lease and wake the first waiter (operators)")             \
+    XX(rwlock, inspect, READ, (wk_name name, wk_rwlock_state *state),                              \
+       "whether a writer holds it, and how many readers")
 #endif
 
 #if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -157,6 +180,8 @@ WK_API int wk_rwlock_acquire_read(wk_processor *p, const wk_entity *rwlock, wk_n
 WK_API int wk_rwlock_acquire_write(wk_processor *p, const wk_entity *rwlock, wk_name name,
                                    int64_t deadline, const wk_backoff *backoff, wk_token *token,
                                    bool *acquired);
+
+WK__OPS(WK_RWLOCK_OPS)
 
 #ifdef __cplusplus
 }

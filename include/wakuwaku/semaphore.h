@@ -46,6 +46,27 @@
     WK__ENTITY(WK_KIND_SEMAPHORE, ns_, ttl_ms_, permits_, 0, 0)
 /* The most permits a Semaphore may have. */
 #define WK_SEMAPHORE_PERMITS_MAX 1000000
+/* The rule on permits, written once: wk_entity_check() applies it to
+ * descriptors and wk-codegen to schemas, saying the rule (a format taking
+ * WK_SEMAPHORE_PERMITS_MAX) and " (got …)". */
+#define WK__SEMAPHORE_PERMITS_OK(n)                                                                \
+    ((n) >= 1 && (n) <= WK_SEMAPHORE_PERMITS_MAX && (n) == (double)(long long)(n))
+#define WK__SEMAPHORE_PERMITS_RULE "permits must be a whole number from 1 to %d"
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_SEMAPHORE_OPS(XX)                                                                       \
+    XX(semaphore, try, WRITE, (wk_name name, wk_token *token, bool *acquired),                     \
+       "take a permit if fewer than the permits run; never waits")                                 \
+    XX(semaphore, release, WRITE, (wk_name name, const wk_token *token, bool *was_running),        \
+       "give back the permit of token")                                                            \
+    XX(semaphore, extend, WRITE, (wk_name name, const wk_token *token, bool *extended),            \
+       "renew the running permit of token for one TTL")                                            \
+    XX(semaphore, owned, READ, (wk_name name, const wk_token *token, wk_lease_state *state),       \
+       "does token still hold a permit, for how long (extends nothing)")                           \
+    XX(semaphore, inspect, READ, (wk_name name, wk_semaphore_state *state),                        \
+       "running and free permits")                                                                 \
+    XX(semaphore, force_release, WRITE, (wk_name name, int64_t *freed),                            \
+       "free every permit whoever holds them (operators)")
 #endif
 
 #if !defined(WAKUWAKU_SEMAPHORE_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -157,6 +178,8 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
  */
 WK_API int wk_semaphore_acquire(wk_processor *p, const wk_entity *sem, wk_name name,
                                 int64_t deadline, wk_token *token, bool *acquired);
+
+WK__OPS(WK_SEMAPHORE_OPS)
 
 #ifdef __cplusplus
 }

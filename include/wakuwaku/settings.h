@@ -53,6 +53,18 @@
 #define WK_KIND_SETTINGS "Settings"
 /* A Settings entity: a namespace; no parameters. */
 #define WK_SETTINGS_ENTITY(ns_) WK__ENTITY(WK_KIND_SETTINGS, ns_, 0, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_SETTINGS_OPS(XX)                                                                        \
+    XX(settings, put, WRITE,                                                                       \
+       (wk_name name, const void *key, size_t key_len, const void *value, size_t value_len,        \
+        int64_t *version),                                                                         \
+       "set key to value, bump the version, publish")                                              \
+    XX(settings, remove, WRITE,                                                                    \
+       (wk_name name, const void *key, size_t key_len, wk_settings_removal *out),                  \
+       "delete key; if it was there, bump the version and publish")                                \
+    XX(settings, snapshot, READ, (wk_name name, wk_settings_map **out),                            \
+       "the whole map and its version (free with wk_settings_map_free())")
 #endif
 
 #if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -476,6 +488,8 @@ typedef struct wk_settings_stats {
  */
 WK_API int wk_settings_follower_stats(wk_settings_follower *f, wk_settings_stats *stats,
                                       char *errmsg, size_t errlen);
+
+WK__OPS(WK_SETTINGS_OPS)
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,32 @@
  * checks that the buffer still exists. */
 #define WK_STREAM_BUFFER_ENTITY(ns_, ttl_ms_)                                                      \
     WK__ENTITY(WK_KIND_STREAM_BUFFER, ns_, ttl_ms_, 0, 0, 0)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_STREAM_BUFFER_OPS(XX)                                                                   \
+    XX(stream_buffer, append, WRITE,                                                               \
+       (wk_name name, const void *body, size_t len, int64_t *index),                               \
+       "append a body (index -1: the buffer was finished)")                                        \
+    XX(stream_buffer, finish, WRITE, (wk_name name, bool *finished_now),                           \
+       "end the buffer: subscribers end after its last body")                                      \
+    XX(stream_buffer, read, READ, (wk_name name, uint64_t from, wk_stream_buffer_contents *out),   \
+       "the bodies from index from on (free with wk_stream_buffer_contents_free())")               \
+    XX(stream_buffer, remove, WRITE, (wk_name name, bool *removed), "delete the buffer")           \
+    XX(stream_buffer, subscribe, READ,                                                             \
+       (wk_name name, uint64_t from, wk_stream_buffer_subscription **subscription),                \
+       "follow the buffer from index from on (its own connection; wk_stream_buffer_recv())")
+/* What an entity with a body record gets instead, for wk-codegen: the _typed
+ * functions (the accessor takes the record for `codec, value`), and the
+ * plain rows it words otherwise. */
+#define WK_STREAM_BUFFER_TYPED_OPS(XX)                                                             \
+    XX(stream_buffer, append_typed, WRITE,                                                         \
+       (wk_name name, const wk_codec *codec, const void *value, int64_t *index),                   \
+       "encode and append a body (index -1: the buffer was finished)")                             \
+    XX(stream_buffer, read, READ, (wk_name name, uint64_t from, wk_stream_buffer_contents *out),   \
+       "the encoded bodies from index from on (free with wk_stream_buffer_contents_free())")       \
+    XX(stream_buffer, subscribe, READ,                                                             \
+       (wk_name name, uint64_t from, wk_stream_buffer_subscription **subscription),                \
+       "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)")
 #endif
 
 #if !defined(WAKUWAKU_STREAM_BUFFER_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -200,6 +226,9 @@ WK_API const char *wk_stream_buffer_subscription_errmsg(const wk_stream_buffer_s
 
 /* Close the subscription and its connection. NULL is a no-op. */
 WK_API void wk_stream_buffer_subscription_close(wk_stream_buffer_subscription *s);
+
+WK__OPS(WK_STREAM_BUFFER_OPS)
+WK__OPS_TYPED(WK_STREAM_BUFFER_TYPED_OPS)
 
 #ifdef __cplusplus
 }

@@ -92,6 +92,16 @@
  * tokens added per period (rate > 0) and the period (period_ms > 0). */
 #define WK_TOKEN_BUCKET_ENTITY(ns_, capacity_, rate_, period_ms_) \
     WK__ENTITY(WK_KIND_TOKEN_BUCKET, ns_, 0, capacity_, rate_, period_ms_)
+/* Its operations, one row each (wakuwaku/query.h, "Operation lists"); the
+ * compiler checks every row against its prototype below (WK__OPS). */
+#define WK_TOKEN_BUCKET_OPS(XX)                                                                    \
+    XX(token_bucket, acquire, WRITE,                                                               \
+       (wk_name name, uint64_t cost, wk_token_bucket_outcome *outcome),                            \
+       "refill, then take cost tokens if there")                                                   \
+    XX(token_bucket, peek, READ, (wk_name name, wk_token_bucket_state *state),                     \
+       "tokens now, without taking any")                                                           \
+    XX(token_bucket, reset, WRITE, (wk_name name, bool *was_used),                                 \
+       "refill at once (delete the key)")
 #endif
 
 #if !defined(WAKUWAKU_TOKEN_BUCKET_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -193,6 +203,8 @@ WK_API int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_nam
  */
 WK_API int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
                                  bool *was_used);
+
+WK__OPS(WK_TOKEN_BUCKET_OPS)
 
 #ifdef __cplusplus
 }

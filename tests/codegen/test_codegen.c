@@ -278,8 +278,7 @@ static const struct bad {
      "4:85: error: $.entities[0].capacity: capacity 0.1 is not n/2^k with whole n <= 2^50 and k "
      "<= 50: use a whole number up to 2^50 = 1125899906842624 or a binary fraction such as 2.5"},
     {"max_diffs_fraction.json",
-     "4:83: error: $.entities[0].max_diffs: max_diffs must be a whole number up to 2^53 (got "
-     "1.5)"},
+     "4:83: error: $.entities[0].max_diffs: max_diffs must be a whole number 0..2^53 (got 1.5)"},
     {"rate_inexact.json",
      "4:96: error: $.entities[0].rate: rate 0.1 per 1000 ms is not exact: rate / period_ms must "
      "reduce to n/d tokens per ms with d <= 2^53"},

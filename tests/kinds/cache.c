@@ -88,15 +88,15 @@ static int q_hcache_remove(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"cache.get", WK_KIND_CACHE, WK_READ, q_cache_get, 0},
-    {"cache.get_into", WK_KIND_CACHE, WK_READ, q_cache_get_into, 0},
-    {"cache.put", WK_KIND_CACHE, WK_WRITE, q_cache_put, 0},
-    {"cache.remove", WK_KIND_CACHE, WK_WRITE, q_cache_remove, 0},
-    {"hashed_cache.get", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get, 0},
-    {"hashed_cache.hash", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_hash, 0},
-    {"hashed_cache.get_if_changed", WK_KIND_HASHED_CACHE, WK_READ, q_hcache_get_if_changed, 0},
-    {"hashed_cache.put", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_put, 0},
-    {"hashed_cache.remove", WK_KIND_HASHED_CACHE, WK_WRITE, q_hcache_remove, 0},
+    WK_TEST_ROW(WK_KIND_CACHE, cache, get, q_cache_get, 0),
+    WK_TEST_ROW(WK_KIND_CACHE, cache, get_into, q_cache_get_into, 0),
+    WK_TEST_ROW(WK_KIND_CACHE, cache, put, q_cache_put, 0),
+    WK_TEST_ROW(WK_KIND_CACHE, cache, remove, q_cache_remove, 0),
+    WK_TEST_ROW(WK_KIND_HASHED_CACHE, hashed_cache, get, q_hcache_get, 0),
+    WK_TEST_ROW(WK_KIND_HASHED_CACHE, hashed_cache, hash, q_hcache_hash, 0),
+    WK_TEST_ROW(WK_KIND_HASHED_CACHE, hashed_cache, get_if_changed, q_hcache_get_if_changed, 0),
+    WK_TEST_ROW(WK_KIND_HASHED_CACHE, hashed_cache, put, q_hcache_put, 0),
+    WK_TEST_ROW(WK_KIND_HASHED_CACHE, hashed_cache, remove, q_hcache_remove, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -298,6 +298,8 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind cache_rows = {
     .id = "cache",
+    .ops = (const char *const[]){WK_CACHE_OPS(WK_TEST_OP_NAME)
+                                   WK_HASHED_CACHE_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

@@ -59,12 +59,12 @@ static int q_force_release(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"fenced_lock.try", WK_KIND_FENCED_LOCK, WK_WRITE, q_try, WK_TEST_TAKES_LEASE},
-    {"fenced_lock.release", WK_KIND_FENCED_LOCK, WK_WRITE, q_release, 0},
-    {"fenced_lock.extend", WK_KIND_FENCED_LOCK, WK_WRITE, q_extend, WK_TEST_LENGTHENS_LEASE},
-    {"fenced_lock.owned", WK_KIND_FENCED_LOCK, WK_READ, q_owned, 0},
-    {"fenced_lock.inspect", WK_KIND_FENCED_LOCK, WK_READ, q_inspect, 0},
-    {"fenced_lock.force_release", WK_KIND_FENCED_LOCK, WK_WRITE, q_force_release, 0},
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, try, q_try, WK_TEST_TAKES_LEASE),
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, release, q_release, 0),
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, extend, q_extend, WK_TEST_LENGTHENS_LEASE),
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, owned, q_owned, 0),
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, inspect, q_inspect, 0),
+    WK_TEST_ROW(WK_KIND_FENCED_LOCK, fenced_lock, force_release, q_force_release, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -167,6 +167,7 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind fenced_lock_rows = {
     .id = "fenced_lock",
+    .ops = (const char *const[]){WK_FENCED_LOCK_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

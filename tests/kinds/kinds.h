@@ -51,6 +51,21 @@ typedef struct wk_test_query {
     unsigned lease;   /* WK_TEST_*_LEASE, or 0 */
 } wk_test_query;
 
+/*
+ * WK_TEST_ROW(WK_KIND_LOCK, lock, try, run, lease) — the row of operation
+ * `try` of the kind's op list (WK_LOCK_OPS, include/wakuwaku/lock.h):
+ * named "lock.try", its effect the list's mode (no such operation: a
+ * compile error). WK_TEST_VARIANT(…, " (fair)", run, lease): one more row
+ * of the same operation, named "lock.try (fair)".
+ */
+#define WK_TEST_ROW(kind_, k, op, run_, lease_) WK_TEST_VARIANT(kind_, k, op, "", run_, lease_)
+#define WK_TEST_VARIANT(kind_, k, op, suffix, run_, lease_)                                        \
+    {#k "." #op suffix, kind_, WK__OP_MODE(k, op), run_, lease_}
+
+/* The names of a list's operations, for wk_test_kind.ops:
+ *     .ops = (const char *const[]){WK_LOCK_OPS(WK_TEST_OP_NAME) NULL} */
+#define WK_TEST_OP_NAME(k, op, mode, params, summary) #k "." #op,
+
 /* A hot path whose allocations tests/perf counts (none may be the
  * library's own). `op` runs one operation with item number i and returns
  * WK_OK, a negative status, or WK_TEST_WRONG_OUTCOME when the call worked
@@ -86,6 +101,9 @@ typedef struct wk_test_soak_op {
 /* The rows of one file. */
 typedef struct wk_test_kind {
     const char *id; /* the file's name: the order of the registry */
+    /* the operations of the op lists its rows cover (WK_TEST_OP_NAME),
+     * NULL-terminated: each needs a row, and each row one of them */
+    const char *const *ops;
     const wk_test_query *queries;
     size_t nqueries;
     const wk_test_alloc_case *allocs;
@@ -103,7 +121,8 @@ typedef struct wk_test_kind {
  * the end of the file:
  *
  *     static wk_test_kind lock_rows = {
- *         .id = "lock", .queries = queries, .nqueries = WK_TEST_COUNT(queries), …};
+ *         .id = "lock", .ops = (const char *const[]){WK_LOCK_OPS(WK_TEST_OP_NAME) NULL},
+ *         .queries = queries, .nqueries = WK_TEST_COUNT(queries), …};
  *     WK_TEST_KIND(lock_rows)
  */
 #define WK_TEST_KIND(var_)                                                                         \
@@ -113,7 +132,10 @@ typedef struct wk_test_kind {
     }
 
 /* Adds a file's rows, keeping the list sorted by id (so the order does not
- * depend on the link order). Called by WK_TEST_KIND's constructor. */
+ * depend on the link order). Called by WK_TEST_KIND's constructor. Aborts,
+ * naming it, when an operation of `ops` has no row or a row none of `ops`:
+ * a new operation in a kind's list fails every test that reads the
+ * registry until the kind's file has its row. */
 void wk_test_kind_register(wk_test_kind *kind);
 
 /* The registered files, sorted by id; NULL-terminated through ->next. */

@@ -95,14 +95,14 @@ static int q_resume(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"live_view.create", WK_KIND_LIVE_VIEW, WK_WRITE, q_create, 0},
-    {"live_view.commit", WK_KIND_LIVE_VIEW, WK_WRITE, q_commit, 0},
-    {"live_view.get", WK_KIND_LIVE_VIEW, WK_READ, q_get, 0},
-    {"live_view.version", WK_KIND_LIVE_VIEW, WK_READ, q_version, 0},
-    {"live_view.history", WK_KIND_LIVE_VIEW, WK_READ, q_history, 0},
-    {"live_view.remove", WK_KIND_LIVE_VIEW, WK_WRITE, q_remove, 0},
-    {"live_view.subscribe", WK_KIND_LIVE_VIEW, WK_READ, q_subscribe, 0},
-    {"live_view.resume", WK_KIND_LIVE_VIEW, WK_READ, q_resume, 0},
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, create, q_create, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, commit, q_commit, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, get, q_get, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, version, q_version, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, history, q_history, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, remove, q_remove, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, subscribe, q_subscribe, 0),
+    WK_TEST_ROW(WK_KIND_LIVE_VIEW, live_view, resume, q_resume, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -237,6 +237,7 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind live_view_rows = {
     .id = "live_view",
+    .ops = (const char *const[]){WK_LIVE_VIEW_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

@@ -26,6 +26,11 @@ static int q_pipe_send(wk_processor *p, const char *ns)
     PIPE_E(ns);
     return wk_pipe_send(p, &e, wk_test_name(), "m", 1);
 }
+static int q_pipe_finish(wk_processor *p, const char *ns)
+{
+    PIPE_E(ns);
+    return wk_pipe_finish(p, &e, wk_test_name());
+}
 static int q_pipe_close(wk_processor *p, const char *ns)
 {
     PIPE_E(ns);
@@ -74,14 +79,15 @@ static int q_sb_subscribe(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"pipe.send", WK_KIND_PIPE, WK_WRITE, q_pipe_send, 0},
-    {"pipe.close", WK_KIND_PIPE, WK_WRITE, q_pipe_close, 0},
-    {"pipe.receive", WK_KIND_PIPE, WK_WRITE, q_pipe_receive, 0},
-    {"stream_buffer.append", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_append, 0},
-    {"stream_buffer.finish", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_finish, 0},
-    {"stream_buffer.read", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_read, 0},
-    {"stream_buffer.remove", WK_KIND_STREAM_BUFFER, WK_WRITE, q_sb_remove, 0},
-    {"stream_buffer.subscribe", WK_KIND_STREAM_BUFFER, WK_READ, q_sb_subscribe, 0},
+    WK_TEST_ROW(WK_KIND_PIPE, pipe, send, q_pipe_send, 0),
+    WK_TEST_ROW(WK_KIND_PIPE, pipe, finish, q_pipe_finish, 0),
+    WK_TEST_ROW(WK_KIND_PIPE, pipe, close, q_pipe_close, 0),
+    WK_TEST_ROW(WK_KIND_PIPE, pipe, receive, q_pipe_receive, 0),
+    WK_TEST_ROW(WK_KIND_STREAM_BUFFER, stream_buffer, append, q_sb_append, 0),
+    WK_TEST_ROW(WK_KIND_STREAM_BUFFER, stream_buffer, finish, q_sb_finish, 0),
+    WK_TEST_ROW(WK_KIND_STREAM_BUFFER, stream_buffer, read, q_sb_read, 0),
+    WK_TEST_ROW(WK_KIND_STREAM_BUFFER, stream_buffer, remove, q_sb_remove, 0),
+    WK_TEST_ROW(WK_KIND_STREAM_BUFFER, stream_buffer, subscribe, q_sb_subscribe, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -223,6 +229,8 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind pipe_rows = {
     .id = "pipe",
+    .ops = (const char *const[]){WK_PIPE_OPS(WK_TEST_OP_NAME)
+                                   WK_STREAM_BUFFER_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

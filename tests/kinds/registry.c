@@ -2,14 +2,50 @@
  * tests/kinds/registry.c — the list the kinds' files register into
  * (tests/kinds/kinds.h). No allocation: the allocation test counts them.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/kinds/kinds.h"
 
 static wk_test_kind *head;
 
+/* Whether row `name` ("lock.try", "lock.try (fair)") runs operation `op`. */
+static bool runs(const char *name, const char *op)
+{
+    size_t n = strlen(op);
+    return !strncmp(name, op, n) && (!name[n] || name[n] == ' ');
+}
+
+/* Every operation of the file's lists has a row, and every row is one of
+ * them; else abort, naming it (a constructor cannot fail a test). */
+static void check_rows(const wk_test_kind *kind)
+{
+    for (const char *const *op = kind->ops; op && *op; op++) {
+        size_t i = 0;
+        while (i < kind->nqueries && !runs(kind->queries[i].name, *op))
+            i++;
+        if (i == kind->nqueries) {
+            fprintf(stderr, "tests/kinds/%s.c: operation %s of its op list has no row\n", kind->id,
+                    *op);
+            abort();
+        }
+    }
+    for (size_t i = 0; i < kind->nqueries; i++) {
+        const char *const *op = kind->ops;
+        while (op && *op && !runs(kind->queries[i].name, *op))
+            op++;
+        if (!op || !*op) {
+            fprintf(stderr, "tests/kinds/%s.c: row %s is no operation of its .ops lists\n",
+                    kind->id, kind->queries[i].name);
+            abort();
+        }
+    }
+}
+
 void wk_test_kind_register(wk_test_kind *kind)
 {
+    check_rows(kind);
     wk_test_kind **at = &head;
     while (*at && strcmp((*at)->id, kind->id) < 0)
         at = &(*at)->next;

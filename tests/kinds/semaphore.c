@@ -58,12 +58,12 @@ static int q_force_release(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"semaphore.try", WK_KIND_SEMAPHORE, WK_WRITE, q_try, WK_TEST_TAKES_LEASE},
-    {"semaphore.release", WK_KIND_SEMAPHORE, WK_WRITE, q_release, 0},
-    {"semaphore.extend", WK_KIND_SEMAPHORE, WK_WRITE, q_extend, WK_TEST_LENGTHENS_LEASE},
-    {"semaphore.owned", WK_KIND_SEMAPHORE, WK_READ, q_owned, 0},
-    {"semaphore.inspect", WK_KIND_SEMAPHORE, WK_READ, q_inspect, 0},
-    {"semaphore.force_release", WK_KIND_SEMAPHORE, WK_WRITE, q_force_release, 0},
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, try, q_try, WK_TEST_TAKES_LEASE),
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, release, q_release, 0),
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, extend, q_extend, WK_TEST_LENGTHENS_LEASE),
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, owned, q_owned, 0),
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, inspect, q_inspect, 0),
+    WK_TEST_ROW(WK_KIND_SEMAPHORE, semaphore, force_release, q_force_release, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -158,6 +158,7 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind semaphore_rows = {
     .id = "semaphore",
+    .ops = (const char *const[]){WK_SEMAPHORE_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

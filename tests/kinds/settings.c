@@ -32,13 +32,14 @@ static int q_settings_snapshot(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"settings.put", WK_KIND_SETTINGS, WK_WRITE, q_settings_put, 0},
-    {"settings.remove", WK_KIND_SETTINGS, WK_WRITE, q_settings_remove, 0},
-    {"settings.snapshot", WK_KIND_SETTINGS, WK_READ, q_settings_snapshot, 0},
+    WK_TEST_ROW(WK_KIND_SETTINGS, settings, put, q_settings_put, 0),
+    WK_TEST_ROW(WK_KIND_SETTINGS, settings, remove, q_settings_remove, 0),
+    WK_TEST_ROW(WK_KIND_SETTINGS, settings, snapshot, q_settings_snapshot, 0),
 };
 
 static wk_test_kind settings_rows = {
     .id = "settings",
+    .ops = (const char *const[]){WK_SETTINGS_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
 };

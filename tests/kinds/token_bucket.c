@@ -36,9 +36,9 @@ static int q_token_bucket_reset(wk_processor *p, const char *ns)
 }
 
 static const wk_test_query queries[] = {
-    {"token_bucket.acquire", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_acquire, 0},
-    {"token_bucket.peek", WK_KIND_TOKEN_BUCKET, WK_READ, q_token_bucket_peek, 0},
-    {"token_bucket.reset", WK_KIND_TOKEN_BUCKET, WK_WRITE, q_token_bucket_reset, 0},
+    WK_TEST_ROW(WK_KIND_TOKEN_BUCKET, token_bucket, acquire, q_token_bucket_acquire, 0),
+    WK_TEST_ROW(WK_KIND_TOKEN_BUCKET, token_bucket, peek, q_token_bucket_peek, 0),
+    WK_TEST_ROW(WK_KIND_TOKEN_BUCKET, token_bucket, reset, q_token_bucket_reset, 0),
 };
 
 /* ------------------------------------------------------------------------
@@ -96,6 +96,7 @@ static const wk_test_soak_op soak[] = {
 
 static wk_test_kind token_bucket_rows = {
     .id = "token_bucket",
+    .ops = (const char *const[]){WK_TOKEN_BUCKET_OPS(WK_TEST_OP_NAME) NULL},
     .queries = queries,
     .nqueries = WK_TEST_COUNT(queries),
     .allocs = allocs,

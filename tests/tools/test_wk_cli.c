@@ -109,6 +109,18 @@ Test(wk_cli, help_and_usage)
     run_wk(&r, false, "invoice owned --help");
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "invoice owned NAME TOKEN"), "%s", r.out);
+    /* the commands and their effects come from the kind's op list, and its
+     * other operations are named with theirs */
+    run_wk(&r, false, "invoice --help");
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "invoice force-release NAME\n      WRITE: free NAME"), "%s", r.out);
+    cr_assert(strstr(r.out, "invoice inspect NAME\n      READ: "), "%s", r.out);
+    cr_assert(strstr(r.out, "with no command here: try (WRITE), release (WRITE)"), "%s", r.out);
+    run_wk(&r, false, "invoice try 1");
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "lock.try is the library's (wk_lock_try())"), "%s", r.err);
+    run_wk(&r, false, "--as read-write invoice force_release 1");
+    cr_assert_eq(r.status, 1, "force_release as the list spells it: %s", r.err);
 
     run_wk(&r, true, "%s", "");
     cr_assert_eq(r.status, 2);
@@ -410,7 +422,8 @@ Test(wk_cli, rwlock_fenced_lock_and_semaphore)
             " \"ttl\": \"30s\"},"
             "{\"id\": \"slot\", \"kind\": \"Semaphore\", \"namespace\": \"%s\", \"name\": \"str\","
             " \"ttl\": \"30s\", \"permits\": 3}],"
-            "\"capabilities\": [{\"id\": \"viewer\", \"default\": \"read\"}]}\n",
+            "\"capabilities\": [{\"id\": \"viewer\", \"default\": \"read\"},"
+            " {\"id\": \"nobody\", \"default\": \"none\"}]}\n",
             ns_f, ns_s);
     fclose(f);
     wk_entity job = WK_FENCED_LOCK_ENTITY(ns_f, 30000);
@@ -426,6 +439,14 @@ Test(wk_cli, rwlock_fenced_lock_and_semaphore)
     cr_assert_eq(r.status, 0, "%s", r.err);
     j = parse_json(&r);
     cr_assert_eq(json_integer_value(json_object_get(j, "last_fence")), lease.fence);
+    json_decref(j);
+    /* refused: the error is the one JSON object on stdout (an inspect used
+     * to print its "{" before the call, and the error object after it) */
+    run_wk(&r, true, "--url '%s' --schema '%s' --as nobody --json job inspect -5", wk_test_url(),
+           path);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "WK_EDENIED");
     json_decref(j);
     run_wk(&r, true, "--url '%s' --schema '%s' --json job list", wk_test_url(), path);
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -661,6 +682,9 @@ Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
     cr_assert(strstr(r.err, "capability \"nobody\" may not READ Pipe:"), "%s", r.err);
     run_wk(&r, true, "--url '%s' --schema '%s' --as viewer reply close s1", url, path);
     cr_assert_eq(r.status, 3, "close is a WRITE");
+    run_wk(&r, true, "--url '%s' --schema '%s' --as viewer reply finish s1", url, path);
+    cr_assert_eq(r.status, 3, "finish is a WRITE");
+    cr_assert(strstr(r.err, "may not WRITE Pipe:"), "%s", r.err);
     wk_pipe_receiver *rx = NULL;
     cr_assert_eq(wk_pipe_receive(p, &pipe, wk_name_str("s1"), &rx), WK_OK);
     wk_pipe_message m;
@@ -680,6 +704,17 @@ Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK);
     cr_assert_eq(m.got, WK_PIPE_END, "the operator's close ended the receiver");
+    wk_pipe_receiver_close(rx);
+    /* finish, the new name of close, does the same */
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str("s2"), "x", 1), WK_OK);
+    run_wk(&r, true, "--url '%s' --schema '%s' --as read-write --json reply finish s2", url, path);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "{\"finished\":true}\n");
+    cr_assert_eq(wk_pipe_receive(p, &pipe, wk_name_str("s2"), &rx), WK_OK);
+    cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK);
+    cr_assert(m.got == WK_PIPE_MESSAGE && m.len == 1, "the message sent before the finish first");
+    cr_assert_eq(wk_pipe_recv(rx, &m), WK_OK);
+    cr_assert_eq(m.got, WK_PIPE_END, "the operator's finish ended the receiver");
     wk_pipe_receiver_close(rx);
     run_wk(&r, true, "--url '%s' --schema '%s' --json reply inspect nosuch", url, path);
     cr_assert_eq(r.status, 1);
@@ -754,7 +789,8 @@ Test(wk_cli, dynamic_kinds_inspect_and_read_without_consuming)
     /* every command of these kinds is in the help */
     run_wk(&r, true, "--schema '%s' reply --help", path);
     cr_assert(strstr(r.out, "reply peek NAME [COUNT]") && strstr(r.out, "reply close NAME") &&
-                  strstr(r.out, "reply inspect NAME") && strstr(r.out, "reply list"),
+                  strstr(r.out, "reply finish NAME") && strstr(r.out, "reply inspect NAME") &&
+                  strstr(r.out, "reply list"),
               "%s", r.out);
     run_wk(&r, true, "--schema '%s' chunks --help", path);
     cr_assert(strstr(r.out, "chunks read NAME [FROM]") && strstr(r.out, "chunks finish NAME") &&

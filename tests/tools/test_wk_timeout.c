@@ -19,20 +19,19 @@
 #define TIMEOUT_MS 500
 
 /* How late the process may end after its deadline: the library's 50 ms
- * promise plus 50 ms to start the process, load the schema and be reaped
- * (none of which the deadline covers: it starts inside wk). Sanitized
- * builds get 300 ms: instrumented start-up and a loaded 2-core machine.
- * WK_TEST_DEADLINE_MARGIN_MS overrides the library's part. */
+ * promise plus starting the process, loading the schema and being reaped
+ * (none of which the deadline covers: it starts inside wk). As in
+ * tests/core/test_deadlines.c, the assertion allows for a shared,
+ * loaded machine (400 ms; an instrumented wk was seen 420 ms late at load
+ * 8), far below the seconds the unfixed wk took (3113 ms); the lateness
+ * seen is logged. WK_TEST_DEADLINE_MARGIN_MS overrides the library's
+ * part. */
 static int64_t margin_ms(void)
 {
     const char *env = getenv("WK_TEST_DEADLINE_MARGIN_MS");
     if (env && *env)
         return atoi(env) + 50;
-#if defined(__SANITIZE_ADDRESS__)
-    return 300;
-#else
-    return 100;
-#endif
+    return 400;
 }
 
 /* Run `wk … invoice inspect 1` against `url`; its exit status, and in
@@ -65,6 +64,7 @@ static void expect_in_time(const char *url, const char *what)
     char err[512];
     int st = run_wk(url, &took, err, sizeof(err));
     cr_assert_eq(st, 4, "%s: exit %d: %s", what, st, err);
+    cr_log_info("%s: wk ended %lld ms after its timeout", what, (long long)(took - TIMEOUT_MS));
     cr_assert_leq(took, TIMEOUT_MS + margin_ms(), "%s: wk --timeout %d ran %lld ms: %s", what,
                   TIMEOUT_MS, (long long)took, err);
     cr_assert_null(strstr(err, "is it a Redis server"), "%s: %s", what, err);

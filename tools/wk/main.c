@@ -239,44 +239,24 @@ static void json_name(const invocation *inv, const char *name, size_t len)
  * Commands
  * ---------------------------------------------------------------------- */
 
-#define K_LOCK (1u << 0)
-#define K_RWLOCK (1u << 1)
-#define K_FENCED (1u << 2)
-#define K_SEM (1u << 3)
-#define K_BUCKET (1u << 4)
-#define K_CACHE (1u << 5)
-#define K_HCACHE (1u << 6)
-#define K_SETTINGS (1u << 7)
-#define K_LVIEW (1u << 8)
-#define K_PIPE (1u << 9)
-#define K_SBUF (1u << 10)
-#define K_OTHER (1u << 11)
-#define K_LEASES (K_LOCK | K_RWLOCK | K_FENCED | K_SEM)
-#define K_ALL 0xFFFu
-
+/*
+ * An entity's commands are its kind's operations, from the kind's op list
+ * (include/wakuwaku/<kind>.h, read through codegen's kind table): each
+ * one that has a row in ops[] below is a command of its name (force_release
+ * may be typed force-release) with the list's mode as its effect, and help
+ * lists the others as the library's. A new kind's operations are all
+ * listed with no edit here; a row gives one of them a command line. Then
+ * wk's own looks (looks[]): READ command queries of the entity's keys, or
+ * several operations in one.
+ */
 typedef struct command {
-    unsigned kinds;
-    const char *name;
+    const char *kind; /* WK_KIND_X; NULL (a look): every kind */
+    const char *name; /* the operation's name in its list, or the look's */
     const char *args; /* after the command, for usage */
     int min_args, max_args;
     const char *summary; /* one line; the exit status 1 case after "1:" */
     int (*run)(invocation *inv, wk_name name);
 } command;
-
-static unsigned kind_bit(const char *k)
-{
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } map[] = {{"Lock", K_LOCK},          {"RwLock", K_RWLOCK},      {"FencedLock", K_FENCED},
-               {"Semaphore", K_SEM},      {"TokenBucket", K_BUCKET}, {"Cache", K_CACHE},
-               {"HashedCache", K_HCACHE}, {"Settings", K_SETTINGS},  {"LiveView", K_LVIEW},
-               {"Pipe", K_PIPE},          {"StreamBuffer", K_SBUF}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (!strcmp(map[i].name, k))
-            return map[i].bit;
-    return K_OTHER;
-}
 
 static void text_or_json_bool(const char *key, bool v, bool last)
 {
@@ -300,101 +280,78 @@ static void open_json(void)
         fputc('{', stdout);
 }
 
-static int cmd_inspect(invocation *inv, wk_name name)
+/* The end of a command whose outcome is one boolean `key`: exit 0 when it
+ * is true, 1 when not. */
+static int bool_outcome(const invocation *inv, int rc, const char *key, bool v)
 {
-    int rc;
-    bool held;
+    if (rc)
+        return fail(inv, rc);
     open_json();
-    switch (kind_bit(inv->kind_name)) {
-    case K_LOCK: {
-        wk_lock_state st;
-        if ((rc = wk_lock_inspect(inv->p, &inv->desc, name, &st)))
-            return fail(inv, rc);
-        held = st.held;
-        text_or_json_bool("held", st.held, false);
-        text_or_json_int("ttl_ms", st.ttl_ms, true);
-        break;
-    }
-    case K_RWLOCK: {
-        wk_rwlock_state st;
-        if ((rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st)))
-            return fail(inv, rc);
-        held = st.writer_held || st.readers > 0;
-        text_or_json_bool("writer_held", st.writer_held, false);
-        text_or_json_int("writer_ttl_ms", st.writer_ttl_ms, false);
-        text_or_json_int("readers", st.readers, true);
-        break;
-    }
-    case K_FENCED: {
-        wk_fenced_lock_state st;
-        if ((rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st)))
-            return fail(inv, rc);
-        held = st.held;
-        text_or_json_bool("held", st.held, false);
-        text_or_json_int("ttl_ms", st.ttl_ms, false);
-        text_or_json_int("last_fence", st.last_fence, true);
-        break;
-    }
-    default: {
-        wk_semaphore_state st;
-        if ((rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st)))
-            return fail(inv, rc);
-        held = st.running > 0;
-        text_or_json_int("running", st.running, false);
-        text_or_json_int("available", st.available, true);
-        break;
-    }
-    }
-    return held ? EXIT_OK : EXIT_NOT_FOUND;
+    text_or_json_bool(key, v, true);
+    return v ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_owned(invocation *inv, wk_name name)
+/* ---- Lock, RwLock, FencedLock, Semaphore */
+
+static int lock_inspect(invocation *inv, wk_name name)
 {
-    wk_token token;
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc;
-    bool owned = false;
-    int64_t ttl = 0;
-    const char *as = NULL;
-    switch (kind_bit(inv->kind_name)) {
-    case K_LOCK: {
-        wk_lease_state st;
-        rc = wk_lock_owned(inv->p, &inv->desc, name, &token, &st);
-        owned = st.owned, ttl = st.ttl_ms;
-        break;
-    }
-    case K_RWLOCK: {
-        wk_lease_state st;
-        rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, &token, &st);
-        as = "writer";
-        if (!rc && !st.owned) {
-            rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, &token, &st);
-            as = "reader";
-        }
-        owned = st.owned, ttl = st.ttl_ms;
-        if (!owned)
-            as = NULL;
-        break;
-    }
-    case K_FENCED: {
-        wk_fenced_lock_ownership st;
-        rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, &token, &st);
-        owned = st.owned, ttl = st.ttl_ms;
-        break;
-    }
-    default: {
-        wk_lease_state st;
-        rc = wk_semaphore_owned(inv->p, &inv->desc, name, &token, &st);
-        owned = st.owned, ttl = st.ttl_ms;
-        break;
-    }
-    }
+    wk_lock_state st;
+    int rc = wk_lock_inspect(inv->p, &inv->desc, name, &st);
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_bool("held", st.held, false);
+    text_or_json_int("ttl_ms", st.ttl_ms, true);
+    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int rwlock_inspect(invocation *inv, wk_name name)
+{
+    wk_rwlock_state st;
+    int rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st);
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_bool("writer_held", st.writer_held, false);
+    text_or_json_int("writer_ttl_ms", st.writer_ttl_ms, false);
+    text_or_json_int("readers", st.readers, true);
+    return st.writer_held || st.readers > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int fenced_inspect(invocation *inv, wk_name name)
+{
+    wk_fenced_lock_state st;
+    int rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st);
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_bool("held", st.held, false);
+    text_or_json_int("ttl_ms", st.ttl_ms, false);
+    text_or_json_int("last_fence", st.last_fence, true);
+    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int sem_inspect(invocation *inv, wk_name name)
+{
+    wk_semaphore_state st;
+    int rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st);
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    text_or_json_int("running", st.running, false);
+    text_or_json_int("available", st.available, true);
+    return st.running > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+/* The end of an owned command: whether the token holds it, as whom (RwLock:
+ * "writer" or "reader"; NULL: not said) and for how long. */
+static int owned_outcome(const invocation *inv, int rc, bool owned, const char *as, int64_t ttl)
+{
     if (rc)
         return fail(inv, rc);
     open_json();
     text_or_json_bool("owned", owned, false);
-    if (as) {
+    if (owned && as) {
         if (json_mode)
             printf("\"as\":\"%s\",", as);
         else
@@ -404,39 +361,87 @@ static int cmd_owned(invocation *inv, wk_name name)
     return owned ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_force_release(invocation *inv, wk_name name)
+static int lock_owned(invocation *inv, wk_name name)
 {
-    int rc;
+    wk_token token;
+    wk_lease_state st = {0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = wk_lock_owned(inv->p, &inv->desc, name, &token, &st);
+    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+}
+
+/* A look: the writer lease first, then a reader lease. */
+static int rwlock_owned(invocation *inv, wk_name name)
+{
+    wk_token token;
+    wk_lease_state st = {0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, &token, &st);
+    if (!rc && st.owned)
+        return owned_outcome(inv, rc, true, "writer", st.ttl_ms);
+    if (!rc)
+        rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, &token, &st);
+    return owned_outcome(inv, rc, st.owned, "reader", st.ttl_ms);
+}
+
+static int fenced_owned(invocation *inv, wk_name name)
+{
+    wk_token token;
+    wk_fenced_lock_ownership st = {0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, &token, &st);
+    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+}
+
+static int sem_owned(invocation *inv, wk_name name)
+{
+    wk_token token;
+    wk_lease_state st = {0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = wk_semaphore_owned(inv->p, &inv->desc, name, &token, &st);
+    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+}
+
+static int lock_force_release(invocation *inv, wk_name name)
+{
     bool was_held = false;
+    int rc = wk_lock_force_release(inv->p, &inv->desc, name, &was_held);
+    return bool_outcome(inv, rc, "was_held", was_held);
+}
+
+static int rwlock_force_release(invocation *inv, wk_name name)
+{
+    bool was_held = false;
+    int rc = wk_rwlock_force_release(inv->p, &inv->desc, name, &was_held);
+    return bool_outcome(inv, rc, "was_held", was_held);
+}
+
+static int fenced_force_release(invocation *inv, wk_name name)
+{
+    bool was_held = false;
+    int rc = wk_fenced_lock_force_release(inv->p, &inv->desc, name, &was_held);
+    return bool_outcome(inv, rc, "was_held", was_held);
+}
+
+static int sem_force_release(invocation *inv, wk_name name)
+{
     int64_t freed = 0;
-    switch (kind_bit(inv->kind_name)) {
-    case K_LOCK:
-        rc = wk_lock_force_release(inv->p, &inv->desc, name, &was_held);
-        break;
-    case K_RWLOCK:
-        rc = wk_rwlock_force_release(inv->p, &inv->desc, name, &was_held);
-        break;
-    case K_FENCED:
-        rc = wk_fenced_lock_force_release(inv->p, &inv->desc, name, &was_held);
-        break;
-    default:
-        rc = wk_semaphore_force_release(inv->p, &inv->desc, name, &freed);
-        was_held = freed > 0;
-        break;
-    }
+    int rc = wk_semaphore_force_release(inv->p, &inv->desc, name, &freed);
     if (rc)
         return fail(inv, rc);
     open_json();
-    if (kind_bit(inv->kind_name) == K_SEM) {
-        text_or_json_bool("was_held", was_held, false);
-        text_or_json_int("freed", freed, true);
-    } else {
-        text_or_json_bool("was_held", was_held, true);
-    }
-    return was_held ? EXIT_OK : EXIT_NOT_FOUND;
+    text_or_json_bool("was_held", freed > 0, false);
+    text_or_json_int("freed", freed, true);
+    return freed > 0 ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_peek(invocation *inv, wk_name name)
+/* ---- TokenBucket */
+
+static int bucket_peek(invocation *inv, wk_name name)
 {
     wk_token_bucket_state st;
     int rc = wk_token_bucket_peek(inv->p, &inv->desc, name, &st);
@@ -451,7 +456,7 @@ static int cmd_peek(invocation *inv, wk_name name)
     return st.available > 0 ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_reset(invocation *inv, wk_name name)
+static int bucket_reset(invocation *inv, wk_name name)
 {
     bool was_used = false;
     int rc = wk_token_bucket_reset(inv->p, &inv->desc, name, &was_used);
@@ -462,46 +467,50 @@ static int cmd_reset(invocation *inv, wk_name name)
     return EXIT_OK;
 }
 
-static int cmd_get(invocation *inv, wk_name name)
+/* ---- Cache, HashedCache */
+
+static int print_body_of(const invocation *inv, int rc, wk_body *body, bool hashed)
 {
-    wk_body body = WK_BODY_INIT;
-    bool hashed = kind_bit(inv->kind_name) == K_HCACHE;
-    int rc = hashed ? wk_hashed_cache_get(inv->p, &inv->desc, name, &body)
-                    : wk_cache_get(inv->p, &inv->desc, name, &body);
     if (rc)
         return fail(inv, rc);
     if (json_mode) {
-        printf("{\"found\":%s", body.found ? "true" : "false");
-        if (body.found) {
+        printf("{\"found\":%s", body->found ? "true" : "false");
+        if (body->found) {
             fputc(',', stdout);
-            json_bytes_member(stdout, "body", body.data, body.len);
+            json_bytes_member(stdout, "body", body->data, body->len);
             if (hashed) {
                 fputs(",\"hash\":\"", stdout);
-                put_hex(stdout, body.hash, WK_HASH_LEN);
+                put_hex(stdout, body->hash, WK_HASH_LEN);
                 fputc('"', stdout);
             }
         }
         fputs("}\n", stdout);
-    } else if (body.found) {
-        fwrite(body.data, 1, body.len, stdout);
+    } else if (body->found) {
+        fwrite(body->data, 1, body->len, stdout);
     } else {
         fprintf(stderr, "wk: %s: no item\n", inv->ent->id);
     }
-    bool found = body.found;
-    wk_body_free(&body);
+    bool found = body->found;
+    wk_body_free(body);
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_put(invocation *inv, wk_name name)
+static int cache_get(invocation *inv, wk_name name)
 {
-    const char *v = inv->argv[0];
-    int rc;
-    if (kind_bit(inv->kind_name) == K_HCACHE) {
-        uint8_t hash[WK_HASH_LEN];
-        rc = wk_hashed_cache_put(inv->p, &inv->desc, name, v, strlen(v), hash);
-    } else {
-        rc = wk_cache_put(inv->p, &inv->desc, name, v, strlen(v));
-    }
+    wk_body body = WK_BODY_INIT;
+    int rc = wk_cache_get(inv->p, &inv->desc, name, &body);
+    return print_body_of(inv, rc, &body, false);
+}
+
+static int hcache_get(invocation *inv, wk_name name)
+{
+    wk_body body = WK_BODY_INIT;
+    int rc = wk_hashed_cache_get(inv->p, &inv->desc, name, &body);
+    return print_body_of(inv, rc, &body, true);
+}
+
+static int stored(const invocation *inv, int rc)
+{
     if (rc)
         return fail(inv, rc);
     if (json_mode)
@@ -509,30 +518,34 @@ static int cmd_put(invocation *inv, wk_name name)
     return EXIT_OK;
 }
 
-/* remove for Cache, HashedCache, LiveView and StreamBuffer: the kind's own. */
-static int cmd_remove(invocation *inv, wk_name name)
+static int cache_put(invocation *inv, wk_name name)
+{
+    const char *v = inv->argv[0];
+    return stored(inv, wk_cache_put(inv->p, &inv->desc, name, v, strlen(v)));
+}
+
+static int hcache_put(invocation *inv, wk_name name)
+{
+    const char *v = inv->argv[0];
+    uint8_t hash[WK_HASH_LEN];
+    return stored(inv, wk_hashed_cache_put(inv->p, &inv->desc, name, v, strlen(v), hash));
+}
+
+static int cache_remove(invocation *inv, wk_name name)
 {
     bool removed = false;
-    int rc;
-    switch (kind_bit(inv->kind_name)) {
-    case K_HCACHE:
-        rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
-        break;
-    case K_LVIEW:
-        rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
-        break;
-    case K_SBUF:
-        rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
-        break;
-    default:
-        rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
-    }
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("removed", removed, true);
-    return removed ? EXIT_OK : EXIT_NOT_FOUND;
+    int rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
+    return bool_outcome(inv, rc, "removed", removed);
 }
+
+static int hcache_remove(invocation *inv, wk_name name)
+{
+    bool removed = false;
+    int rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
+    return bool_outcome(inv, rc, "removed", removed);
+}
+
+/* ---- Settings */
 
 /* A whole settings map: one JSON object on one line, or "# version N"
  * and key=value lines. */
@@ -615,7 +628,7 @@ static int cmd_settings_get(invocation *inv, wk_name name)
     return status;
 }
 
-static int cmd_settings_put(invocation *inv, wk_name name)
+static int settings_put(invocation *inv, wk_name name)
 {
     const char *k = inv->argv[0], *v = inv->argv[1];
     int64_t version = 0;
@@ -627,7 +640,7 @@ static int cmd_settings_put(invocation *inv, wk_name name)
     return EXIT_OK;
 }
 
-static int cmd_settings_remove(invocation *inv, wk_name name)
+static int settings_remove(invocation *inv, wk_name name)
 {
     const char *k = inv->argv[0];
     wk_settings_removal out;
@@ -1128,7 +1141,7 @@ static int cmd_view_inspect(invocation *inv, wk_name name)
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_view_get(invocation *inv, wk_name name)
+static int view_get(invocation *inv, wk_name name)
 {
     wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
     int rc = wk_live_view_get(inv->p, &inv->desc, name, &head);
@@ -1149,6 +1162,13 @@ static int cmd_view_get(invocation *inv, wk_name name)
     }
     wk_live_view_body_free(&head);
     return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+static int view_remove(invocation *inv, wk_name name)
+{
+    bool removed = false;
+    int rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
+    return bool_outcome(inv, rc, "removed", removed);
 }
 
 /* --- Pipe: LLEN, LRANGE and HMGET only, so no message is ever taken */
@@ -1239,7 +1259,18 @@ static int cmd_pipe_peek(invocation *inv, wk_name name)
     return n ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_pipe_close(invocation *inv, wk_name name)
+static int pipe_finish(invocation *inv, wk_name name)
+{
+    int rc = wk_pipe_finish(inv->p, &inv->desc, name);
+    if (rc)
+        return fail(inv, rc);
+    if (json_mode)
+        puts("{\"finished\":true}");
+    return EXIT_OK;
+}
+
+/* The old name of finish, as the library's wk_pipe_close. */
+static int pipe_close(invocation *inv, wk_name name)
 {
     int rc = wk_pipe_close(inv->p, &inv->desc, name);
     if (rc)
@@ -1278,7 +1309,7 @@ static int cmd_sbuf_inspect(invocation *inv, wk_name name)
     return entries > 0 ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_sbuf_read(invocation *inv, wk_name name)
+static int sbuf_read(invocation *inv, wk_name name)
 {
     unsigned long long from = 0;
     if (inv->argc == 1) {
@@ -1309,64 +1340,161 @@ static int cmd_sbuf_read(invocation *inv, wk_name name)
     return any ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int cmd_sbuf_finish(invocation *inv, wk_name name)
+static int sbuf_finish(invocation *inv, wk_name name)
 {
     bool now = false;
     int rc = wk_stream_buffer_finish(inv->p, &inv->desc, name, &now);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("finished_now", now, true);
-    return now ? EXIT_OK : EXIT_NOT_FOUND;
+    return bool_outcome(inv, rc, "finished_now", now);
 }
 
-static const command commands[] = {
-    {K_LEASES, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
-     cmd_inspect},
-    {K_LEASES, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", cmd_owned},
-    {K_LEASES, "force-release", "NAME", 0, 0,
-     "free NAME whoever holds it, and wake its first waiter (1: was not held)", cmd_force_release},
-    {K_BUCKET, "peek", "NAME", 0, 0, "tokens left, without taking any (1: limited, none left)",
-     cmd_peek},
-    {K_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", cmd_reset},
-    {K_CACHE | K_HCACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cmd_get},
-    {K_CACHE | K_HCACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cmd_put},
-    {K_CACHE | K_HCACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cmd_remove},
-    {K_SETTINGS, "get", "NAME [KEY]", 0, 1,
+static int sbuf_remove(invocation *inv, wk_name name)
+{
+    bool removed = false;
+    int rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
+    return bool_outcome(inv, rc, "removed", removed);
+}
+
+/* The operations wk runs: how each reads its arguments and prints its
+ * outcome. Its effect is its op list's. */
+static const command ops[] = {
+    {WK_KIND_LOCK, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
+     lock_inspect},
+    {WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
+     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned},
+    {WK_KIND_LOCK, "force_release", "NAME", 0, 0,
+     "free NAME whoever holds it, and wake its first waiter (1: was not held)", lock_force_release},
+    {WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
+     "whether a writer holds NAME, for how long, and how many readers (1: nobody)", rwlock_inspect},
+    {WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
+     "free the writer and every reader, and wake the first waiter (1: was not held)",
+     rwlock_force_release},
+    {WK_KIND_FENCED_LOCK, "inspect", "NAME", 0, 0,
+     "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect},
+    {WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
+     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned},
+    {WK_KIND_FENCED_LOCK, "force_release", "NAME", 0, 0,
+     "free NAME whoever holds it; the fence counter is kept (1: was not held)",
+     fenced_force_release},
+    {WK_KIND_SEMAPHORE, "inspect", "NAME", 0, 0, "permits running and free (1: none running)",
+     sem_inspect},
+    {WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
+     "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", sem_owned},
+    {WK_KIND_SEMAPHORE, "force_release", "NAME", 0, 0,
+     "free every permit whoever holds them (1: none was held)", sem_force_release},
+    {WK_KIND_TOKEN_BUCKET, "peek", "NAME", 0, 0,
+     "tokens left, without taking any (1: limited, none left)", bucket_peek},
+    {WK_KIND_TOKEN_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", bucket_reset},
+    {WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get},
+    {WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put},
+    {WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove},
+    {WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", hcache_get},
+    {WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+     hcache_put},
+    {WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
+     hcache_remove},
+    {WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
+     settings_put},
+    {WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", settings_remove},
+    {WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get},
+    {WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
+     view_remove},
+    {WK_KIND_PIPE, "finish", "NAME", 0, 0,
+     "finish it: its receiver ends after the waiting messages", pipe_finish},
+    {WK_KIND_PIPE, "close", "NAME", 0, 0, "the old name of finish", pipe_close},
+    {WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
+     "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", sbuf_read},
+    {WK_KIND_STREAM_BUFFER, "finish", "NAME", 0, 0,
+     "end it: subscribers stop after its last body (1: was already)", sbuf_finish},
+    {WK_KIND_STREAM_BUFFER, "remove", "NAME", 0, 0, "delete it (1: there was none)", sbuf_remove},
+};
+
+/* wk's own looks, READ. */
+static const command looks[] = {
+    {WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
+     "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
+     "(1: not held)",
+     rwlock_owned},
+    {WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
      "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get},
-    {K_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
-     cmd_settings_put},
-    {K_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", cmd_settings_remove},
-    {K_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
+    {WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
      "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
      "(the first included) or MS passed (1: --count not reached by then)",
      cmd_settings_watch},
-    {K_LVIEW, "inspect", "NAME", 0, 0,
+    {WK_KIND_LIVE_VIEW, "inspect", "NAME", 0, 0,
      "version, body length, history kept (first version, diffs) (1: no view)", cmd_view_inspect},
-    {K_LVIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", cmd_view_get},
-    {K_LVIEW | K_SBUF, "remove", "NAME", 0, 0,
-     "delete it (LiveView: and its history) (1: there was none)", cmd_remove},
-    {K_PIPE, "inspect", "NAME", 0, 0,
+    {WK_KIND_PIPE, "inspect", "NAME", 0, 0,
      "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)", cmd_pipe_inspect},
-    {K_PIPE, "peek", "NAME [COUNT]", 0, 1,
+    {WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
      "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
      cmd_pipe_peek},
-    {K_PIPE, "close", "NAME", 0, 0, "close it: its receiver ends after the waiting messages",
-     cmd_pipe_close},
-    {K_SBUF, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)", cmd_sbuf_inspect},
-    {K_SBUF, "read", "NAME [FROM]", 0, 1,
-     "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", cmd_sbuf_read},
-    {K_SBUF, "finish", "NAME", 0, 0,
-     "end it: subscribers stop after its last body (1: was already)", cmd_sbuf_finish},
-    {K_ALL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
+    {WK_KIND_STREAM_BUFFER, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)",
+     cmd_sbuf_inspect},
+    {NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
 };
-#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The row of `t` for command `name` of kind `kd` ('-' read as '_'), or NULL. */
+static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *a = t[i].name, *b = name;
+        while (*a && (*a == *b || (*a == '_' && *b == '-')))
+            a++, b++;
+        if (!*a && !*b && (!t[i].kind || !strcmp(t[i].kind, kd->name)))
+            return &t[i];
+    }
+    return NULL;
+}
+
+/* The operation `name` of the kind's op list, or NULL. */
+static const op_desc *kind_op(const kind_desc *kd, const char *name)
+{
+    for (size_t i = 0; i < kd->nops; i++)
+        if (!strcmp(kd->ops[i].op, name))
+            return &kd->ops[i];
+    return NULL;
+}
 
 /* ------------------------------------------------------------------------
  * Help
  * ---------------------------------------------------------------------- */
 
+/* The commands of kind `kd`: its operations that have a row in ops[], in
+ * the order of its list, then its looks (and, with every_kind, the looks
+ * of every kind); cmds[k] runs op[k] (NULL: a look). Returns how many. */
+static size_t kind_commands(const kind_desc *kd, bool every_kind, const command **cmds,
+                            const op_desc **op)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < kd->nops; i++)
+        if ((cmds[n] = find(ops, COUNT(ops), kd, kd->ops[i].op)))
+            op[n++] = &kd->ops[i];
+    for (size_t i = 0; i < COUNT(looks); i++)
+        if (looks[i].kind ? !strcmp(looks[i].kind, kd->name) : every_kind)
+            cmds[n] = &looks[i], op[n++] = NULL;
+    return n;
+}
+
+/* Prints `sep` ("; ") and `item` on the current line, *col columns long;
+ * or, when the line would pass 79 columns, ends it with sep's first byte
+ * and puts `item` on a new line indented by `indent`. */
+static void wrapped(FILE *to, int *col, int indent, const char *sep, const char *item)
+{
+    if (*col + (int)(strlen(sep) + strlen(item)) > 79)
+        *col = fprintf(to, "%.1s\n%*s", sep, indent, "") - 2, sep = "";
+    *col += fprintf(to, "%s%s", sep, item);
+}
+
+/* The name of command `c` as typed (force_release: force-release). */
+static const char *typed_name(const command *c, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; c->name[i] && i + 1 < cap; i++)
+        buf[i] = c->name[i] == '_' ? '-' : c->name[i];
+    buf[i] = '\0';
+    return buf;
+}
 static void help(FILE *to)
 {
     fputs("usage: wk --url URL --schema SCHEMA.json [--as CAPABILITY] [--json]\n"
@@ -1374,41 +1502,25 @@ static void help(FILE *to)
           "       wk --schema SCHEMA.json help [ENTITY [COMMAND]]\n"
           "       wk --help | --version\n"
           "\n"
-          "ENTITY is an entity id of the schema; the commands depend on its kind:\n"
-          "  Lock, RwLock, FencedLock, Semaphore:\n"
-          "    inspect NAME           who holds it, for how long         (1: not held)\n"
-          "    owned NAME TOKEN       does TOKEN (32 hex digits) hold it (1: not held)\n"
-          "    force-release NAME     free it whoever holds it           (1: was not held)\n"
-          "  TokenBucket:\n"
-          "    peek NAME              tokens left                        (1: limited)\n"
-          "    reset NAME             refill it at once\n"
-          "  Cache, HashedCache:\n"
-          "    get NAME               print the body                     (1: no item)\n"
-          "    put NAME BODY          store BODY\n"
-          "    remove NAME            delete the item                    (1: no item)\n"
-          "  Settings:\n"
-          "    get NAME [KEY]         the whole map, or one value        (1: no such key)\n"
-          "    put NAME KEY VALUE     set a key (a new version)\n"
-          "    remove NAME KEY        delete a key                       (1: no such key)\n"
-          "    watch NAME [--count N] [--timeout-ms MS]\n"
-          "                           the map, then each new version (--json: one object a\n"
-          "                           line) until SIGINT/SIGTERM (exit 0), N versions printed,\n"
-          "                           the first included, or MS passed (1: fewer than N)\n"
-          "  LiveView:\n"
-          "    inspect NAME           version, body length, history kept (1: no view)\n"
-          "    get NAME               print the latest body              (1: no view)\n"
-          "    remove NAME            delete it and its history          (1: there was none)\n"
-          "  Pipe (nothing here takes a message):\n"
-          "    inspect NAME           waiting, closed, taken, TTL        (1: no pipe)\n"
-          "    peek NAME [COUNT]      the first COUNT (10) waiting ones  (1: none waiting)\n"
-          "    close NAME             its receiver ends after the waiting messages\n"
-          "  StreamBuffer:\n"
-          "    inspect NAME           bodies, finished, TTL              (1: no buffer)\n"
-          "    read NAME [FROM]       the bodies from index FROM (0) on  (1: none)\n"
-          "    finish NAME            end it: subscribers stop after it  (1: was already)\n"
-          "    remove NAME            delete it                          (1: there was none)\n"
-          "  every kind:\n"
-          "    list                   the names with keys now (SCAN, cursor by cursor)\n"
+          "ENTITY is an entity id of the schema; the commands depend on its kind\n"
+          "(help ENTITY: what each does, its effect, the kind's other operations):\n",
+          to);
+    const command *cmds[COUNT(ops) + COUNT(looks)];
+    const op_desc *op[COUNT(ops) + COUNT(looks)];
+    for (kind k = 0; k < kind_count(); k++) {
+        char label[64];
+        snprintf(label, sizeof(label), "%s:", kind_info(k)->name);
+        int col = fprintf(to, "  %-14s", label);
+        size_t n = kind_commands(kind_info(k), false, cmds, op);
+        for (size_t c = 0; c < n; c++) {
+            char name[64], item[128];
+            snprintf(item, sizeof(item), "%s%s%s", typed_name(cmds[c], name, sizeof(name)),
+                     *cmds[c]->args ? " " : "", cmds[c]->args);
+            wrapped(to, &col, 16, c ? "; " : "", item);
+        }
+        fputc('\n', to);
+    }
+    fputs("  every kind:   list (the names that have keys now)\n"
           "\n"
           "options:\n"
           "  --url URL           redis://, rediss:// or redis-sentinel:// (or $WK_URL)\n"
@@ -1424,23 +1536,42 @@ static void help(FILE *to)
           to);
 }
 
+/* help ENTITY [COMMAND]: each command (or COMMAND) with its effect, then
+ * the operations of the kind's list that wk has no command for. */
 static int help_entity(const schema *s, const char *id, const char *cmd)
 {
     for (size_t i = 0; i < s->nentities; i++) {
         const entity *e = &s->entities[i];
         if (strcmp(e->id, id))
             continue;
-        const char *kn = kind_info(e->kind)->name;
-        printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kn, e->ns, e->description ? ": " : "",
+        const kind_desc *kd = kind_info(e->kind);
+        printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns, e->description ? ": " : "",
                e->description ? e->description : "");
-        for (size_t c = 0; c < NCOMMANDS; c++) {
-            if (!(commands[c].kinds & kind_bit(kn)))
-                continue;
-            if (cmd && strcmp(cmd, commands[c].name))
-                continue;
-            printf("  wk … %s %s %s\n      %s\n", e->id, commands[c].name, commands[c].args,
-                   commands[c].summary);
+        const command *cmds[COUNT(ops) + COUNT(looks)];
+        const op_desc *op[COUNT(ops) + COUNT(looks)];
+        size_t n = kind_commands(kd, true, cmds, op);
+        for (size_t c = 0; c < n; c++) {
+            char name[64];
+            if (!cmd || find(cmds[c], 1, kd, cmd))
+                printf("  wk … %s %s%s%s\n      %s: %s\n", e->id,
+                       typed_name(cmds[c], name, sizeof(name)), *cmds[c]->args ? " " : "",
+                       cmds[c]->args, op[c] && op[c]->write ? "WRITE" : "READ", cmds[c]->summary);
         }
+        const char *sep = NULL;
+        int col = 0;
+        for (size_t k = 0; !cmd && k < kd->nops; k++) {
+            char item[128];
+            if (find(ops, COUNT(ops), kd, kd->ops[k].op))
+                continue;
+            if (!sep)
+                col = printf("  the library's, with no command here:"), sep = " ";
+            snprintf(item, sizeof(item), "%s (%s)", kd->ops[k].op,
+                     kd->ops[k].write ? "WRITE" : "READ");
+            wrapped(stdout, &col, 4, sep, item);
+            sep = ", ";
+        }
+        if (sep)
+            putchar('\n');
         return EXIT_OK;
     }
     return usage_error("no entity \"%s\" in the schema", id);
@@ -1534,11 +1665,14 @@ static int capability_of(const schema *s, const char *as, const wk_cap **cap, wk
 
 static int run_command(invocation *inv, int timeout_ms)
 {
-    const command *cmd = NULL;
-    unsigned bit = kind_bit(inv->kind_name);
-    for (size_t c = 0; c < NCOMMANDS; c++)
-        if ((commands[c].kinds & bit) && !strcmp(commands[c].name, inv->cmd))
-            cmd = &commands[c];
+    const kind_desc *kd = kind_info(inv->ent->kind);
+    const command *cmd = find(ops, COUNT(ops), kd, inv->cmd);
+    if (!cmd)
+        cmd = find(looks, COUNT(looks), kd, inv->cmd);
+    const op_desc *op = cmd ? NULL : kind_op(kd, inv->cmd);
+    if (op)
+        return usage_error("%s: %s is the library's (%s()); wk has no command for it", inv->ent->id,
+                           op->query, op->runtime);
     if (!cmd)
         return usage_error("%s (a %s) has no command \"%s\" (wk --schema … help %s)", inv->ent->id,
                            inv->kind_name, inv->cmd, inv->ent->id);

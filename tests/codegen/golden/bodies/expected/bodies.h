@@ -401,7 +401,13 @@ static inline int bodies_frames_send(wk_processor *p, const char *session, const
                               body);
 }
 
-/* WRITE: close the pipe: its receiver ends after the messages. See wk_pipe_close(). */
+/* WRITE: finish the pipe: its receiver ends after the messages. See wk_pipe_finish(). */
+static inline int bodies_frames_finish(wk_processor *p, const char *session)
+{
+    return wk_pipe_finish(p, &bodies_frames_entity, wk_name_str(session));
+}
+
+/* WRITE: the old name of finish (deprecated). See wk_pipe_close(). */
 static inline int bodies_frames_close(wk_processor *p, const char *session)
 {
     return wk_pipe_close(p, &bodies_frames_entity, wk_name_str(session));
@@ -630,6 +636,9 @@ static inline int bodies_reader_chunks_subscribe(bodies_reader *h, uint64_t comp
 #define bodies_reader_frames_send(...) \
     WK_NOT_GRANTED("bodies_reader_frames_send: capability \"reader\" " \
                    "grants only read on frames, and send is a WRITE query")
+#define bodies_reader_frames_finish(...) \
+    WK_NOT_GRANTED("bodies_reader_frames_finish: capability \"reader\" " \
+                   "grants only read on frames, and finish is a WRITE query")
 #define bodies_reader_frames_close(...) \
     WK_NOT_GRANTED("bodies_reader_frames_close: capability \"reader\" " \
                    "grants only read on frames, and close is a WRITE query")
@@ -768,6 +777,9 @@ static inline int bodies_writer_tree_get(bodies_writer *h, int64_t name, bodies_
                    "grants nothing on live")
 #define bodies_writer_frames_send(...) \
     WK_NOT_GRANTED("bodies_writer_frames_send: capability \"writer\" " \
+                   "grants nothing on frames")
+#define bodies_writer_frames_finish(...) \
+    WK_NOT_GRANTED("bodies_writer_frames_finish: capability \"writer\" " \
                    "grants nothing on frames")
 #define bodies_writer_frames_close(...) \
     WK_NOT_GRANTED("bodies_writer_frames_close: capability \"writer\" " \

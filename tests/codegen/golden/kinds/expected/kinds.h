@@ -429,7 +429,13 @@ static inline int kinds_to_client_send(wk_processor *p, const char *session, con
     return wk_pipe_send(p, &kinds_to_client_entity, wk_name_str(session), body, len);
 }
 
-/* WRITE: close the pipe: its receiver ends after the messages. See wk_pipe_close(). */
+/* WRITE: finish the pipe: its receiver ends after the messages. See wk_pipe_finish(). */
+static inline int kinds_to_client_finish(wk_processor *p, const char *session)
+{
+    return wk_pipe_finish(p, &kinds_to_client_entity, wk_name_str(session));
+}
+
+/* WRITE: the old name of finish (deprecated). See wk_pipe_close(). */
 static inline int kinds_to_client_close(wk_processor *p, const char *session)
 {
     return wk_pipe_close(p, &kinds_to_client_entity, wk_name_str(session));
@@ -916,6 +922,9 @@ static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t p
 #define kinds_worker_to_client_send(...) \
     WK_NOT_GRANTED("kinds_worker_to_client_send: capability \"worker\" " \
                    "grants nothing on to_client")
+#define kinds_worker_to_client_finish(...) \
+    WK_NOT_GRANTED("kinds_worker_to_client_finish: capability \"worker\" " \
+                   "grants nothing on to_client")
 #define kinds_worker_to_client_close(...) \
     WK_NOT_GRANTED("kinds_worker_to_client_close: capability \"worker\" " \
                    "grants nothing on to_client")
@@ -1245,6 +1254,9 @@ static inline int kinds_replica_workers_inspect(kinds_replica *h, uint64_t pool,
 #define kinds_replica_to_client_send(...) \
     WK_NOT_GRANTED("kinds_replica_to_client_send: capability \"replica\" " \
                    "grants only read on to_client, and send is a WRITE query")
+#define kinds_replica_to_client_finish(...) \
+    WK_NOT_GRANTED("kinds_replica_to_client_finish: capability \"replica\" " \
+                   "grants only read on to_client, and finish is a WRITE query")
 #define kinds_replica_to_client_close(...) \
     WK_NOT_GRANTED("kinds_replica_to_client_close: capability \"replica\" " \
                    "grants only read on to_client, and close is a WRITE query")
@@ -1480,6 +1492,9 @@ void kinds_nothing_close(kinds_nothing *h);
                    "grants nothing on doc")
 #define kinds_nothing_to_client_send(...) \
     WK_NOT_GRANTED("kinds_nothing_to_client_send: capability \"nothing\" " \
+                   "grants nothing on to_client")
+#define kinds_nothing_to_client_finish(...) \
+    WK_NOT_GRANTED("kinds_nothing_to_client_finish: capability \"nothing\" " \
                    "grants nothing on to_client")
 #define kinds_nothing_to_client_close(...) \
     WK_NOT_GRANTED("kinds_nothing_to_client_close: capability \"nothing\" " \
@@ -1868,6 +1883,11 @@ static inline int kinds_admin_to_client_send(kinds_admin *h, const char *session
                                              size_t len)
 {
     return kinds_to_client_send(h ? h->p : NULL, session, body, len);
+}
+
+static inline int kinds_admin_to_client_finish(kinds_admin *h, const char *session)
+{
+    return kinds_to_client_finish(h ? h->p : NULL, session);
 }
 
 static inline int kinds_admin_to_client_close(kinds_admin *h, const char *session)
