@@ -6,7 +6,7 @@
 **
 ** Ours: 1 KiB, 64 KiB and 16 MiB inputs already in memory, hashed with
 ** wk_blake3() by every implementation this CPU supports (forced through
-** the private core/blake3_impl.h). Each run repeats the hash until it has
+** the private core/blake3_internal.h). Each run repeats the hash until it has
 ** taken at least 50 ms; the figure is the median of N runs (default 7).
 **
 ** b3sum: `b3sum --num-threads 1 FILE` on the same bytes written to
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/blake3_impl.h"
+#include "core/blake3_internal.h"
 #include "wakuwaku/blake3.h"
 
 extern char **environ;

@@ -45,7 +45,7 @@
 #include "bench/bench_cases.h"
 #include "support.h"                 /* tests/support: a private redis-server */
 #include "collection/lock_scripts.h" /* the raw side runs the same Lua */
-#include "core/private.h"            /* wk__key_slot: the raw cluster side's routing */
+#include "core/core_internal.h"            /* wk__key_slot: the raw cluster side's routing */
 
 #define BATCH 64
 

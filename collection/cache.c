@@ -2,13 +2,13 @@
  * collection/cache.c — Cache: one string key per name. GET to read, SET PX
  * to replace with a fresh TTL, UNLINK to remove; typed wrappers that run a
  * codec around them. Also the body and message helpers HashedCache shares
- * (collection/cache_private.h).
+ * (collection/cache_internal.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 #include "collection/op.h"
 #include "entity/kind.h"
 

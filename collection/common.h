@@ -12,7 +12,7 @@
 #include <wakuwaku/lock.h>
 #include <wakuwaku/query.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /*
  * Check the arguments every collection call shares: a processor, an
@@ -40,7 +40,7 @@ int wk__parse_removed(const wk_query *q, const wk_reply *r, wk_diag *d);
 int wk__parse_i64(const wk_query *q, const wk_reply *r, wk_diag *d);
 
 /*
- * Acknowledged leases (core/private.h, WK__QUERY_LEASE). Every query that
+ * Acknowledged leases (core/core_internal.h, WK__QUERY_LEASE). Every query that
  * takes or lengthens a lease sets WK__QUERY_LEASE; core sends its WAIT and
  * its parser (the shared ones above included) judges the WAIT with
  * wk__lease_acknowledged(), so an unacknowledged lease is never reported

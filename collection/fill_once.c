@@ -13,7 +13,7 @@
 
 #include <wakuwaku/hashed_cache.h>
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 
 /* The two queries fill-once needs, for one cache kind. */
 typedef struct fill_ops {

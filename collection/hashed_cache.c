@@ -14,7 +14,7 @@
 
 #include <wakuwaku/hashed_cache.h>
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 #include "collection/op.h"
 #include "entity/kind.h"
 

@@ -16,7 +16,7 @@
 #include <wakuwaku/lease_keeper.h>
 #include <wakuwaku/rwlock.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* Marks lost_status as not yet decided (status codes are ≤ 0). */
 #define STATUS_UNSET 1

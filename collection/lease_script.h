@@ -43,7 +43,7 @@ extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token
 extern const wk__two_forms wk__semaphore_acquire_forms;
 
 /* ------------------------------------------------------------------------
- * While a slot migrates (core/private.h, wk__two_forms): the single-key
+ * While a slot migrates (core/core_internal.h, wk__two_forms): the single-key
  * forms of the lease scripts, KEYS[1] = the item's first key, ARGV as the
  * full form's. None wakes a waiter (the wake keys are left out): a waiter
  * wakes at the end of its sleep, at the latest when the lease it waited

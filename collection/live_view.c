@@ -13,7 +13,7 @@
 #include <sodium.h>
 #include <wakuwaku/live_view.h>
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 #include "collection/live_view_scripts.h"
 #include "collection/op.h"
 #include "core/blocking.h"

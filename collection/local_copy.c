@@ -5,7 +5,7 @@
  */
 #include <wakuwaku/hashed_cache.h>
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 
 void wk_local_copy_init(wk_local_copy *copy)
 {

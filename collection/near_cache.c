@@ -44,9 +44,9 @@
 #include <wakuwaku/near_cache.h>
 
 #include "collection/bytes_map.h"
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 #include "core/blocking.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "core/subscriber.h"
 
 #define CHANNEL "__redis__:invalidate"

@@ -10,7 +10,7 @@
 
 #include <wakuwaku/pipe.h>
 
-#include "collection/dynamic_private.h"
+#include "collection/dynamic_internal.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -70,7 +70,7 @@ struct wk_pipe_receiver {
 };
 
 /* ------------------------------------------------------------------------
- * Helpers shared with StreamBuffer (collection/dynamic_private.h)
+ * Helpers shared with StreamBuffer (collection/dynamic_internal.h)
  * ---------------------------------------------------------------------- */
 
 int wk__send_body_ttl(const wk__call *c, const void *body, size_t len, const char *extra)

@@ -11,7 +11,7 @@
 #include <sodium.h>
 #include <wakuwaku/stream_buffer.h>
 
-#include "collection/dynamic_private.h"
+#include "collection/dynamic_internal.h"
 #include "collection/op.h"
 #include "core/blocking.h"
 #include "entity/kind.h"

@@ -134,7 +134,7 @@
 #include <wakuwaku/query.h>
 #include <wakuwaku/token.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* Longest companion key (a waiter's list with its 16-byte id). */
 #define WK__WAKE_KEY_MAX WK__COMPANION_KEY_MAX
@@ -152,7 +152,7 @@
 #define WK__WAKE_GRACE_MS 1000
 
 /* wk__crc16 and wk__key_slot (the slot of a key) are core's
- * (core/private.h). */
+ * (core/core_internal.h). */
 
 /* The tag of the third case above (core's wk__key_tag_for_slot; every
  * slot has one: tests/collection/test_wake.c checks all 16384). */

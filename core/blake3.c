@@ -26,7 +26,7 @@
 **     last pushed pair) and produces root output blocks for counter
 **     0, 1, 2, ... (extended output).
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 #include <assert.h>
 

@@ -11,7 +11,7 @@
 ** is also available. Every function carries target("avx2"); dispatch calls
 ** them only on CPUs that have it. Loads and stores are unaligned.
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 #if WK__B3_X86
 

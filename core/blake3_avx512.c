@@ -16,7 +16,7 @@
 ** has and dispatch checks. Every function carries target("avx512f");
 ** dispatch calls them only on CPUs (and OSes) that support it.
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 #if WK__B3_X86
 

@@ -7,7 +7,7 @@
 ** use, and cached. Tests can force an implementation (wk__blake3_force())
 ** to check every one of them on the same machine.
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 #include <stdatomic.h>
 

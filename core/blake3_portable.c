@@ -6,7 +6,7 @@
 ** any CPU. hash_many here is a loop over inputs; SIMD versions do several
 ** inputs per instruction.
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 static inline uint32_t rotr32(uint32_t x, unsigned n)
 {

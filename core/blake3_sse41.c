@@ -16,7 +16,7 @@
 ** Every function carries target("sse4.1"); dispatch calls them only on
 ** CPUs that have it. Loads and stores are unaligned (_mm_loadu/_mm_storeu).
 */
-#include "blake3_impl.h"
+#include "blake3_internal.h"
 
 #if WK__B3_X86
 

@@ -13,7 +13,7 @@
 #include "core/blocking.h"
 #include "core/cluster.h"
 #include "core/db_internal.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *what)
 {

@@ -25,7 +25,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* 0: not decided yet; else the clock id + 1. */
 static atomic_int chosen;

@@ -11,7 +11,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/cluster.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* A MOVED asks for a refresh; refreshes come at most this often. */
 #define REFRESH_MIN_INTERVAL_MS 100

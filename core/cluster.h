@@ -19,7 +19,7 @@
  *   ASK slot host:port     this one command goes there, after ASKING;
  *   TRYAGAIN, CLUSTERDOWN  sent again after a pause, within the command
  *                          timeout; after it, not run (WK_ETIMEDOUT). A
- *                          query with a single-key form (core/private.h,
+ *                          query with a single-key form (core/core_internal.h,
  *                          wk__two_forms) is sent at once in that form on
  *                          TRYAGAIN instead.
  */

@@ -18,7 +18,7 @@
 #include "core/cluster.h"
 #include "core/db_internal.h"
 #include "core/conn_machine.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap)
 {

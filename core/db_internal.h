@@ -13,7 +13,7 @@
 
 #include <wakuwaku/db.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "core/transport.h"
 
 #define WK__ERRMSG_MAX 512

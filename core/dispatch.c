@@ -18,7 +18,7 @@
 #include "core/cluster.h"
 #include "core/db_internal.h"
 #include "core/exchange.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* ------------------------------------------------------------------------
  * Replies: wk_reply is an opaque view of a hiredis reply.

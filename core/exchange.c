@@ -13,7 +13,7 @@
 
 #include "core/cluster.h"
 #include "core/exchange.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
  * a reconnect, one for NOSCRIPT on the new connection; a Sentinel
@@ -79,7 +79,7 @@ static void settle(run *r, size_t i, int status)
 }
 
 /* The form of query q that slot s sends: q itself, or after a TRYAGAIN its
- * single-key form (core/private.h) over `argv` / `lens` (room for
+ * single-key form (core/core_internal.h) over `argv` / `lens` (room for
  * q->argc each): the form's key, then the arguments. */
 static const wk_query *sent_form(const wk_query *q, const wk__slot *s, wk_query *tmp,
                                  const char **argv, size_t *lens)

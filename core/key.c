@@ -10,7 +10,7 @@
 
 #include <wakuwaku/key.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* Decimal digits of v, written backwards ending at `end`; returns the start. */
 static char *u64_digits(char *end, uint64_t v)

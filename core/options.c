@@ -18,7 +18,7 @@
 #include <wakuwaku/capability.h>
 #include <wakuwaku/db.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* ------------------------------------------------------------------------
  * The caller's error buffer

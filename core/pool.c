@@ -28,7 +28,7 @@
 #include <wakuwaku/pool.h>
 
 #include "core/db_internal.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 struct wk_pool {
     wk_db front;           /* first member: &pool->front.proc is the processor */

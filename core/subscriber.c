@@ -26,7 +26,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/db_internal.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "core/subscriber.h"
 
 struct wk__subscriber {

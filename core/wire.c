@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/db_internal.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 /* Record an error on the context (hiredis's fields) and return `status`. */
 static int wire_fail(redisContext *c, int status, int err, const char *what)

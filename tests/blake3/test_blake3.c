@@ -9,7 +9,7 @@
 ** implementation fails.
 **
 ** Each check runs once per implementation this CPU supports (portable is
-** forced through the private core/blake3_impl.h; SIMD ones are skipped when
+** forced through the private core/blake3_internal.h; SIMD ones are skipped when
 ** the CPU lacks them).
 **
 ** The file is found through $WK_TEST_SOURCE_DIR (the project root; ctest
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/blake3_impl.h"
+#include "core/blake3_internal.h"
 #include "wakuwaku/blake3.h"
 
 #define XOF_LEN 131 /* output length of every vector */

@@ -23,7 +23,7 @@
 
 #include "collection/lock_scripts.h"
 #include "collection/wake.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "redis_fixture.h"
 
 TestSuite(wake, .timeout = 90);

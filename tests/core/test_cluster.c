@@ -35,7 +35,7 @@
 #include "support.h"
 #include "tests/kinds/kinds.h"
 #include "collection/settings_internal.h"
-#include "core/private.h" /* wk__key_slot: to choose namespaces */
+#include "core/core_internal.h" /* wk__key_slot: to choose namespaces */
 
 /* ------------------------------------------------------------------------
  * The suite's topology

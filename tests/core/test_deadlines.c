@@ -19,7 +19,7 @@
 
 #include <criterion/criterion.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "support.h"
 
 /* How late a call may return after its deadline. 50 ms is the promise

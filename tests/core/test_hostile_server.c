@@ -11,7 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "support.h"
-#include "core/private.h" /* wk__key_slot: the slot a MOVED names */
+#include "core/core_internal.h" /* wk__key_slot: the slot a MOVED names */
 
 static int inspect_against(const char *reply, size_t len, wk_lock_state *st, char *msg, size_t n)
 {

@@ -10,7 +10,7 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 static void expect_key(const wk_entity *e, wk_name name, const char *suffix, const char *want,
                        size_t want_len)

@@ -13,7 +13,7 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 #include "redis_fixture.h"
 
 TestSuite(key_injective, .timeout = 240);

@@ -13,7 +13,7 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-#include "core/private.h"
+#include "core/core_internal.h"
 
 Test(options, errbuf_formats_truncates_and_accepts_no_buffer)
 {

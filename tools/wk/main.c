@@ -36,7 +36,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "codegen/schema.h"
-#include "core/private.h"
+#include "core/core_internal.h"
 
 enum { EXIT_OK = 0, EXIT_NOT_FOUND = 1, EXIT_USAGE = 2, EXIT_DENIED = 3, EXIT_ERROR = 4 };
 

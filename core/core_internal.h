@@ -1,9 +1,9 @@
 /*
- * core/private.h — what core/ offers the other modules of the library
+ * core/core_internal.h — what core/ offers the other modules of the library
  * (collection/, …) without exposing hiredis. Not installed.
  */
-#ifndef WK_CORE_PRIVATE_H
-#define WK_CORE_PRIVATE_H
+#ifndef WK_CORE_INTERNAL_H
+#define WK_CORE_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -196,4 +196,4 @@ int wk__cond_init_monotonic(pthread_cond_t *cond);
 /* A mutex plus such a condition: WK_OK, or WK_ENOMEM with neither left. */
 int wk__sync_init(pthread_mutex_t *mu, pthread_cond_t *cond);
 
-#endif /* WK_CORE_PRIVATE_H */
+#endif /* WK_CORE_INTERNAL_H */

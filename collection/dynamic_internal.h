@@ -1,12 +1,12 @@
 /*
- * collection/dynamic_private.h — what Pipe (pipe.c, which defines these)
+ * collection/dynamic_internal.h — what Pipe (pipe.c, which defines these)
  * and StreamBuffer (stream_buffer.c) share: the shape of their append-like
  * scripts and their typed writes. Not installed.
  */
-#ifndef WK_COLLECTION_DYNAMIC_PRIVATE_H
-#define WK_COLLECTION_DYNAMIC_PRIVATE_H
+#ifndef WK_COLLECTION_DYNAMIC_INTERNAL_H
+#define WK_COLLECTION_DYNAMIC_INTERNAL_H
 
-#include "collection/cache_private.h"
+#include "collection/cache_internal.h"
 #include "collection/op.h"
 
 /*
@@ -24,4 +24,4 @@ int wk__send_body_ttl(const wk__call *c, const void *body, size_t len, const cha
 int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                       int (*use)(void *ctx, const uint8_t *bytes, size_t len), void *ctx);
 
-#endif /* WK_COLLECTION_DYNAMIC_PRIVATE_H */
+#endif /* WK_COLLECTION_DYNAMIC_INTERNAL_H */

@@ -1,10 +1,10 @@
 /*
- * collection/cache_private.h — helpers shared by Cache (cache.c) and
+ * collection/cache_internal.h — helpers shared by Cache (cache.c) and
  * HashedCache (hashed_cache.c): copying reply bytes into heap bodies and
  * naming a query's key in corruption messages. Not installed.
  */
-#ifndef WK_COLLECTION_CACHE_PRIVATE_H
-#define WK_COLLECTION_CACHE_PRIVATE_H
+#ifndef WK_COLLECTION_CACHE_INTERNAL_H
+#define WK_COLLECTION_CACHE_INTERNAL_H
 
 #include <wakuwaku/cache.h>
 
@@ -46,4 +46,4 @@ int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, con
 int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                      uint8_t **bytes, size_t *len);
 
-#endif /* WK_COLLECTION_CACHE_PRIVATE_H */
+#endif /* WK_COLLECTION_CACHE_INTERNAL_H */

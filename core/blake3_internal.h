@@ -1,5 +1,5 @@
 /*
-** core/blake3_impl.h — private interface between the BLAKE3 files.
+** core/blake3_internal.h — private interface between the BLAKE3 files.
 **
 **   core/blake3.c           hasher: chunk state, CV stack, output, XOF
 **   core/blake3_portable.c  compression function in plain C
@@ -11,8 +11,8 @@
 ** Constants come from the BLAKE3 specification, section 2. Nothing here is
 ** public; tests include this header to pin the implementation they check.
 */
-#ifndef WAKUWAKU_CORE_BLAKE3_IMPL_H
-#define WAKUWAKU_CORE_BLAKE3_IMPL_H
+#ifndef WAKUWAKU_CORE_BLAKE3_INTERNAL_H
+#define WAKUWAKU_CORE_BLAKE3_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -181,4 +181,4 @@ void wk__blake3_hash_many_avx512(const uint8_t *const *inputs, size_t n, size_t 
                                  uint8_t *out);
 #endif
 
-#endif /* WAKUWAKU_CORE_BLAKE3_IMPL_H */
+#endif /* WAKUWAKU_CORE_BLAKE3_INTERNAL_H */
