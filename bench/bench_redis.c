@@ -166,16 +166,30 @@ static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], con
     bench_raw_append(c, 8, argv, lens);
 }
 
-static void lock_seq_raw(bench_ctx *c, unsigned i)
+/* SET NX PX, then the release script; `acked`: WAIT 1 1000 in the same
+ * send as the SET (two replies read) — the raw floor of an acknowledged
+ * cycle (--replicas). */
+static void lock_raw_cycle(bench_ctx *c, unsigned i, bool acked)
 {
     unsigned char tok[16];
     char key[128];
     size_t klen;
     lock_raw_send(c, i, tok, key, &klen);
+    if (acked) {
+        const char *wait_argv[] = {"WAIT", "1", "1000"};
+        size_t wait_lens[] = {4, 1, 4};
+        bench_raw_append(c, 3, wait_argv, wait_lens);
+    }
     redisReply *r = bench_raw_reply(c);
     if (r->type != REDIS_REPLY_STATUS)
         die("raw lock", "not acquired");
     freeReplyObject(r);
+    if (acked) {
+        r = bench_raw_reply(c);
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 1)
+            die("raw WAIT", "not acknowledged by the replica");
+        freeReplyObject(r);
+    }
     lock_raw_release_send(c, tok, key, klen);
     r = bench_raw_reply(c);
     if (r->integer != 1)
@@ -183,30 +197,14 @@ static void lock_seq_raw(bench_ctx *c, unsigned i)
     freeReplyObject(r);
 }
 
-/* The raw floor of an acknowledged cycle: SET NX PX and WAIT 1 1000 in one
- * send (two replies), then the release script. */
+static void lock_seq_raw(bench_ctx *c, unsigned i)
+{
+    lock_raw_cycle(c, i, false);
+}
+
 static void lock_seq_raw_acked(bench_ctx *c, unsigned i)
 {
-    unsigned char tok[16];
-    char key[128];
-    size_t klen;
-    lock_raw_send(c, i, tok, key, &klen);
-    const char *wait_argv[] = {"WAIT", "1", "1000"};
-    size_t wait_lens[] = {4, 1, 4};
-    bench_raw_append(c, 3, wait_argv, wait_lens);
-    redisReply *r = bench_raw_reply(c);
-    if (r->type != REDIS_REPLY_STATUS)
-        die("raw lock", "not acquired");
-    freeReplyObject(r);
-    r = bench_raw_reply(c);
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 1)
-        die("raw WAIT", "not acknowledged by the replica");
-    freeReplyObject(r);
-    lock_raw_release_send(c, tok, key, klen);
-    r = bench_raw_reply(c);
-    if (r->integer != 1)
-        die("raw release", "not released");
-    freeReplyObject(r);
+    lock_raw_cycle(c, i, true);
 }
 
 static void lock_batch_lib(bench_ctx *c, unsigned base)
