@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,56 +293,81 @@ static int bool_outcome(const invocation *inv, int rc, const char *key, bool v)
     return v ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
+/* A command that calls `fn`, whose outcome is one boolean `key`. */
+typedef int (*bool_fn)(wk_processor *, const wk_entity *, wk_name, bool *);
+static int bool_command(invocation *inv, wk_name name, bool_fn fn, const char *key)
+{
+    bool v = false;
+    int rc = fn(inv->p, &inv->desc, name, &v);
+    return bool_outcome(inv, rc, key, v);
+}
+
+/* One member of an outcome struct, printed under its name. */
+typedef struct member {
+    const char *key;
+    bool is_bool; /* else int64_t */
+    size_t off;
+} member;
+#define MEMBER_BOOL(type, m) {#m, true, offsetof(type, m)}
+#define MEMBER_I64(type, m) {#m, false, offsetof(type, m)}
+
+/* The end of a command whose outcome is the struct at `st`: its members
+ * `m` (up to one with a NULL key) in order; exit 0 when `found`, 1 when
+ * not. */
+static int members_outcome(const invocation *inv, int rc, const void *st, const member *m,
+                           bool found)
+{
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    for (; m->key; m++) {
+        const char *at = (const char *)st + m->off;
+        if (m->is_bool)
+            text_or_json_bool(m->key, *(const bool *)at, !m[1].key);
+        else
+            text_or_json_int(m->key, *(const int64_t *)at, !m[1].key);
+    }
+    return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
 /* ---- Lock, RwLock, FencedLock, Semaphore */
 
 static int lock_inspect(invocation *inv, wk_name name)
 {
-    wk_lock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_lock_state, held),
+                               MEMBER_I64(wk_lock_state, ttl_ms), {0}};
+    wk_lock_state st = {0};
     int rc = wk_lock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("held", st.held, false);
-    text_or_json_int("ttl_ms", st.ttl_ms, true);
-    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.held);
 }
 
 static int rwlock_inspect(invocation *inv, wk_name name)
 {
-    wk_rwlock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_rwlock_state, writer_held),
+                               MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
+                               MEMBER_I64(wk_rwlock_state, readers), {0}};
+    wk_rwlock_state st = {0};
     int rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("writer_held", st.writer_held, false);
-    text_or_json_int("writer_ttl_ms", st.writer_ttl_ms, false);
-    text_or_json_int("readers", st.readers, true);
-    return st.writer_held || st.readers > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.writer_held || st.readers > 0);
 }
 
 static int fenced_inspect(invocation *inv, wk_name name)
 {
-    wk_fenced_lock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_fenced_lock_state, held),
+                               MEMBER_I64(wk_fenced_lock_state, ttl_ms),
+                               MEMBER_I64(wk_fenced_lock_state, last_fence), {0}};
+    wk_fenced_lock_state st = {0};
     int rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("held", st.held, false);
-    text_or_json_int("ttl_ms", st.ttl_ms, false);
-    text_or_json_int("last_fence", st.last_fence, true);
-    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.held);
 }
 
 static int sem_inspect(invocation *inv, wk_name name)
 {
-    wk_semaphore_state st;
+    static const member m[] = {MEMBER_I64(wk_semaphore_state, running),
+                               MEMBER_I64(wk_semaphore_state, available), {0}};
+    wk_semaphore_state st = {0};
     int rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_int("running", st.running, false);
-    text_or_json_int("available", st.available, true);
-    return st.running > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.running > 0);
 }
 
 /* The end of an owned command: whether the token holds it, as whom (RwLock:
@@ -362,14 +388,22 @@ static int owned_outcome(const invocation *inv, int rc, bool owned, const char *
     return owned ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int lock_owned(invocation *inv, wk_name name)
+/* owned NAME TOKEN through `fn`, which writes a wk_lease_state. */
+typedef int (*owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
+                        wk_lease_state *);
+static int owned_command(invocation *inv, wk_name name, owned_fn fn)
 {
     wk_token token;
     wk_lease_state st = {0};
     if (parse_token(inv->argv[0], &token))
         return EXIT_USAGE;
-    int rc = wk_lock_owned(inv->p, &inv->desc, name, &token, &st);
+    int rc = fn(inv->p, &inv->desc, name, &token, &st);
     return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+}
+
+static int lock_owned(invocation *inv, wk_name name)
+{
+    return owned_command(inv, name, wk_lock_owned);
 }
 
 /* A look: the writer lease first, then a reader lease. */
@@ -399,33 +433,22 @@ static int fenced_owned(invocation *inv, wk_name name)
 
 static int sem_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_semaphore_owned(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+    return owned_command(inv, name, wk_semaphore_owned);
 }
 
 static int lock_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_lock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_lock_force_release, "was_held");
 }
 
 static int rwlock_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_rwlock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_rwlock_force_release, "was_held");
 }
 
 static int fenced_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_fenced_lock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_fenced_lock_force_release, "was_held");
 }
 
 static int sem_force_release(invocation *inv, wk_name name)
@@ -534,16 +557,12 @@ static int hcache_put(invocation *inv, wk_name name)
 
 static int cache_remove(invocation *inv, wk_name name)
 {
-    bool removed = false;
-    int rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
+    return bool_command(inv, name, wk_cache_remove, "removed");
 }
 
 static int hcache_remove(invocation *inv, wk_name name)
 {
-    bool removed = false;
-    int rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
+    return bool_command(inv, name, wk_hashed_cache_remove, "removed");
 }
 
 /* ---- Settings */

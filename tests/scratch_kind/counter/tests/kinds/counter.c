@@ -40,11 +40,7 @@ static int alloc_incr(wk_processor *p, unsigned i)
 static const wk_test_alloc_case allocs[] = {{"counter incr+get", NULL, alloc_incr}};
 
 static wk_test_kind counter_rows = {
-    .id = "counter",
-    .ops = (const char *const[]){WK_COUNTER_OPS(WK_TEST_OP_NAME) NULL},
-    .queries = queries,
-    .nqueries = WK_TEST_COUNT(queries),
-    .allocs = allocs,
-    .nallocs = WK_TEST_COUNT(allocs),
-};
+    .id = "counter", .ops = (const char *const[]){WK_COUNTER_OPS(WK_TEST_OP_NAME) NULL},
+    .queries = queries, .nqueries = WK_TEST_COUNT(queries),
+    .allocs = allocs, .nallocs = WK_TEST_COUNT(allocs)};
 WK_TEST_KIND(counter_rows)
