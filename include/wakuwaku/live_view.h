@@ -133,7 +133,9 @@
     (WK__LIVE_VIEW_MAX_DIFFS_OK((v)[0].num)                                                        \
          ? -1                                                                                      \
          : (snprintf(why, whylen, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %s)", (v)[0].text), 0))
-/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). max_diffs is a
+ * POSITIVE number there: 0, which the rule allows, is written as the
+ * macro's argument by hand. */
 #define WK_LIVE_VIEW_SCHEMA(KIND, PARAM)                                                           \
     KIND(LIVE_VIEW, ", history of up to {max_diffs} diffs",                                        \
          BODY, WK__LIVE_VIEW_SCHEMA_CHECK, NO_FAIR)                                                \

@@ -105,7 +105,8 @@
 /* A schema's TokenBucket meets the limiter's own arithmetic: the rule of
  * its row, expanded by wk-codegen alone (which defines WK__SCHEMA_RULES
  * and so reads the private collection/token_bucket_units.h); it blames
- * capacity (0) or rate (1). */
+ * capacity (0) or rate (1): wk__tb_units_derive()'s WK__TB_BAD_CAPACITY
+ * (1) and WK__TB_BAD_RATE (2) less one, WK__TB_OK (0) giving -1. */
 #define WK__TOKEN_BUCKET_ONLY "only a TokenBucket has capacity, rate and period"
 #define WK__TOKEN_BUCKET_SCHEMA_CHECK(v, why, whylen)                                              \
     (wk__tb_units_derive((v)[0].num, (v)[1].num, (v)[2].ms, &(wk__tb_units){0}, why, whylen) - 1)
