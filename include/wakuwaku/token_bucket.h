@@ -102,6 +102,24 @@
        "tokens now, without taking any")                                                           \
     XX(token_bucket, reset, WRITE, (wk_name name, bool *was_used),                                 \
        "refill at once (delete the key)")
+/* A schema's TokenBucket meets the limiter's own arithmetic: the rule of
+ * its row, expanded by wk-codegen alone (which defines WK__SCHEMA_RULES
+ * and so reads the private collection/token_bucket_units.h); it blames
+ * capacity (0) or rate (1): wk__tb_units_derive()'s WK__TB_BAD_CAPACITY
+ * (1) and WK__TB_BAD_RATE (2) less one, WK__TB_OK (0) giving -1. */
+#define WK__TOKEN_BUCKET_ONLY "only a TokenBucket has capacity, rate and period"
+#define WK__TOKEN_BUCKET_SCHEMA_CHECK(v, why, whylen)                                              \
+    (wk__tb_units_derive((v)[0].num, (v)[1].num, (v)[2].ms, &(wk__tb_units){0}, why, whylen) - 1)
+#ifdef WK__SCHEMA_RULES
+#include "../../collection/token_bucket_units.h"
+#endif
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_TOKEN_BUCKET_SCHEMA(KIND, PARAM)                                                        \
+    KIND(TOKEN_BUCKET, ", {capacity} tokens, refilled at {rate} per {period}",                     \
+         NO_BODY, WK__TOKEN_BUCKET_SCHEMA_CHECK, NO_FAIR)                                          \
+    PARAM(capacity, capacity, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                        \
+    PARAM(rate, rate, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                                \
+    PARAM(period, period_ms, DURATION, OPTIONAL, 1000, WK__TOKEN_BUCKET_ONLY)
 #endif
 
 #if !defined(WAKUWAKU_TOKEN_BUCKET_H) && !defined(WK__ENTITY_MACROS_ONLY)
