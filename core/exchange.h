@@ -39,11 +39,14 @@ typedef struct wk__slot {
     bool resent;         /* re-sent once already after a lost reply */
     bool readonly;       /* answered READONLY once (Sentinel: re-sent) */
     bool single_key;     /* answered TRYAGAIN: sent in its single-key form */
+    bool staged;         /* UNSENT, formatted on a lane, not written whole yet */
     int status;
-    size_t end; /* where its command ends in the bytes being written */
+    size_t end;  /* where its command ends in the bytes being written */
+    size_t next; /* the next slot staged on its lane, + 1 (0: none) */
     /* Cluster handles (core/cluster.h): the node it goes to this round,
-     * and an ASK redirection (ASKING first, to ask_node, once). */
-    bool asking;
+     * and an ASK redirection (ASKING first, to ask_node, once; `asked`
+     * once ASKING's own reply is read). */
+    bool asking, asked;
     unsigned char redirects; /* MOVED replies so far */
     uint16_t node, ask_node;
 } wk__slot;
@@ -82,10 +85,76 @@ static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
 }
 
 /*
- * Run every slot to REPLIED or a final status. Returns WK_OK when every
- * query succeeded; otherwise the status of the first query the connection
- * failed (LOST or not sent) if any, else of the first failed query, with
- * the detail on the handle.
+ * The exchange as a sans-I/O machine (core/exchange.c), in the shape of
+ * the set-up's (core/conn_machine.h): wk__engine_begin() fixes the call's
+ * deadline, each wk__engine_step() moves the queries as far as they go
+ * without waiting — writes what a lane's socket takes, reads what it has,
+ * judges each reply (NOSCRIPT, READONLY, MOVED / ASK / TRYAGAIN, the
+ * WAIT of an acknowledged lease, a lost reply, the re-send of what never
+ * ran) — and says what to do next:
+ *
+ *   WAIT     poll every lane wk__engine_lane_events() names (and the
+ *            handle's wake descriptor) until `deadline`, record what fired
+ *            with wk__engine_ready(), step again;
+ *   ENSURE   make sure lane `lane` is connected (WK__NO_NODE: the
+ *            handle's connection, else cluster node `lane`), tell the
+ *            result with wk__engine_ensured(), step again;
+ *   REFRESH  ask a cluster handle's slot map anew (its failure is no
+ *            failure: the old map stays), step again;
+ *   DONE     every slot is settled: wk__engine_end() gives the result.
+ *
+ * The blocking driver (wk__exchange_run) polls around it.
+ */
+typedef enum wk__xwhat { WK__X_WAIT, WK__X_ENSURE, WK__X_REFRESH, WK__X_DONE } wk__xwhat;
+
+typedef struct wk__xwant {
+    wk__xwhat what;
+    uint16_t lane;    /* ENSURE's */
+    int64_t deadline; /* WAIT's: step again by then at the latest */
+} wk__xwant;
+
+typedef struct wk__engine {
+    wk__exchange *x;
+    int64_t deadline; /* the call's one deadline (wk__boot_ms()) */
+    int conn_rc;      /* status of the connection failure, or WK_OK */
+    char why[WK__ERRMSG_MAX / 2];
+    size_t first_failed; /* first query with its own failure */
+    char first_msg[WK__ERRMSG_MAX / 2];
+    int round;
+    bool routed;     /* this round's slots have their lanes */
+    bool in_round;   /* staged: the round's I/O is on */
+    bool waited;     /* the driver waited since the round was staged */
+    bool refresh;    /* a REFRESH is due before the next round */
+    bool readonly;   /* a reply was READONLY: drop, re-discover */
+    bool try_later;  /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
+    bool gave_up;    /* … until the deadline: sent, answered, not run */
+    bool reconnected;
+    bool done;
+    int pause_ms;
+    int64_t pause_until; /* pausing until then (0: not) */
+} wk__engine;
+
+/* Begin running exchange x (it must outlive the machine) by `deadline`. */
+void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline);
+wk__xwant wk__engine_step(wk__engine *m);
+/* The lanes to watch while WAITing: lane i (0 … wk__engine_lanes()-1)
+ * wants `events` on *fd, or 0. */
+size_t wk__engine_lanes(const wk__engine *m);
+short wk__engine_lane_events(wk__engine *m, size_t i, int *fd);
+void wk__engine_ready(wk__engine *m, size_t i, short revents);
+/* ENSURE's answer: WK_OK, or the failure and why. */
+void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why);
+/* The driver's own failure while waiting (poll's, an interrupt): every
+ * lane with queries on the way is lost with `rc`. */
+void wk__engine_fail(wk__engine *m, int rc, const char *why);
+/* After DONE: WK_OK when every query succeeded; otherwise the status of
+ * the first query the connection failed (LOST or not sent) if any, else
+ * of the first failed query, with the detail on the handle. */
+int wk__engine_end(wk__engine *m);
+
+/*
+ * Run every slot to REPLIED or a final status, blocking (a poll loop
+ * around the machine); returns as wk__engine_end().
  */
 int wk__exchange_run(wk__exchange *x);
 
