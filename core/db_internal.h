@@ -44,6 +44,7 @@ typedef struct wk__lane {
     short ready;               /* poll events seen on the socket (the driver's) */
     bool ensured;              /* this round's connection check was made */
     bool failed;               /* … and failed: nothing is staged here this round */
+    bool draining;             /* a READONLY reply came: drop once the replies are in */
 } wk__lane;
 
 /* Where one argument of a formatted command sits in a wk__buf. */

@@ -77,6 +77,10 @@ static void settle(wk__engine *m, size_t i, int status)
     wk__slot *s = &m->x->slots[i];
     s->state = WK__REPLIED;
     s->status = status;
+    if (m->settled) {
+        m->settled(m->arg, i, status, status ? m->x->db->errmsg : "");
+        return;
+    }
     if (status != WK_OK && m->first_failed == SIZE_MAX) {
         m->first_failed = i;
         wk__copy_text(m->first_msg, sizeof(m->first_msg), m->x->db->errmsg);
@@ -126,7 +130,7 @@ static void enqueue(wk__engine *m, wk__lane *q, size_t i)
  * (or take the batch's own bytes on the first round) and queue it. A
  * query that cannot be formatted is settled with that failure, never
  * sent. */
-static void stage(wk__engine *m, lane_ref r, bool prepared)
+static void stage(wk__engine *m, lane_ref r, bool prepared, size_t from)
 {
     static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
     wk__exchange *x = m->x;
@@ -143,7 +147,7 @@ static void stage(wk__engine *m, lane_ref r, bool prepared)
     }
     wk__buf *out = &q->out;
     out->len = 0;
-    for (size_t i = 0; i < x->count; i++) {
+    for (size_t i = from; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         if (s->state != WK__UNSENT || s->staged || (r.node != WK__NO_NODE && s->node != r.node))
             continue;
@@ -188,6 +192,41 @@ static void mark_sent(wk__engine *m, wk__lane *q)
         s->state = WK__SENT;
         s->staged = false;
         q->unsent = s->next;
+        if (m->settled) {
+            /* A lease query's WAIT is held by the server up to the ack
+             * timeout. */
+            wk__conn *conn = m->x->db->conn;
+            s->due = wk__deadline_after(conn->command_timeout);
+            if (wk__query_acked(conn, m->x->query(m->x->ctx, (size_t)(s - m->x->slots))))
+                s->due = wk__add_ms(s->due, conn->lease_ack_timeout_ms);
+        }
+    }
+}
+
+static void settle_conn(wk__engine *m, size_t i, int status);
+
+/* Continuous: after a lost connection, what goes once more on a new one
+ * (what never ran, and a retry-safe query whose reply was lost — after
+ * a drop, not a timeout) and what is settled now. */
+static void resettle(wk__engine *m, int rc)
+{
+    wk__exchange *x = m->x;
+    for (size_t i = 0; i < x->count; i++) {
+        wk__slot *s = &x->slots[i];
+        if (s->state == WK__LOST && !s->carried &&
+            wk__may_resend(x->query(x->ctx, i)->flags, s->resent, rc)) {
+            s->state = WK__UNSENT;
+            s->resent = s->carried = true;
+        } else if (s->state == WK__LOST) {
+            settle_conn(m, i, s->status);
+        } else if (s->state == WK__UNSENT && (rc != WK_EIO || s->carried)) {
+            settle_conn(m, i, rc);
+        } else if (s->state == WK__UNSENT) {
+            s->carried = true;
+        } else {
+            continue;
+        }
+        m->scan = m->scan < i ? m->scan : i;
     }
 }
 
@@ -227,7 +266,11 @@ static void lose_lane(wk__engine *m, lane_ref r, int rc, const char *text)
     } else {
         wk__copy_text(m->why, sizeof(m->why), why);
     }
+    if (m->closing)
+        m->closing(m->arg);
     wk__link_close(r.link);
+    if (m->settled)
+        resettle(m, rc);
 }
 
 /* Whether a TRYAGAIN'd query can be sent in its single-key form (once). */
@@ -310,6 +353,8 @@ static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
     s->next = 0;
     bool asked = s->asked;
     s->asked = false;
+    if (m->settled)
+        x->db->errmsg[0] = '\0';
     if (qu->script && !s->as_eval && wk__reply_is_noscript(reply)) {
         s->state = WK__UNSENT; /* it did not run */
         s->as_eval = true;
@@ -319,9 +364,12 @@ static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
         s->state = WK__UNSENT;
         s->readonly = true;
         m->readonly = true;
+        q->draining = m->settled != NULL;
     } else if (!redirected(m, s, qu, reply, asked)) {
         settle(m, i, wk__parse_reply(x->db, qu, reply, ack));
     }
+    if (s->state == WK__UNSENT)
+        m->scan = m->scan < i ? m->scan : i; /* continuous: staged again, behind */
     freeReplyObject(reply);
     if (ack)
         freeReplyObject(ack);
@@ -381,6 +429,14 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
+    if (m->settled && i == 0 && m->x->db->conn->link.ctx) {
+        const wk__link *link = &m->x->db->conn->link;
+        const wk__lane *q = &m->x->db->conn->lane;
+        *fd = link->ctx->fd;
+        bool more = m->scan < m->x->count && !q->draining;
+        return (short)(POLLIN | (q->wpos < q->len ? q->want : 0) |
+                       (more || link->want == POLLOUT ? POLLOUT : 0));
+    }
     if (!m->in_round || i >= wk__engine_lanes(m))
         return 0;
     lane_ref r = lane_of(m, i);
@@ -525,7 +581,7 @@ static bool start_round(wk__engine *m, wk__xwant *w)
     for (size_t i = 0; i < n; i++) {
         lane_ref r = lane_of(m, i);
         if (r.q->ensured && !r.q->failed) {
-            stage(m, r, !c && m->round == 0 && x->prepared);
+            stage(m, r, !c && m->round == 0 && x->prepared, 0);
             if (c && r.q->head)
                 c->last = r.node;
         }
@@ -545,6 +601,15 @@ void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why)
     r.q->failed = true;
     m->conn_rc = rc;
     wk__copy_text(m->why, sizeof(m->why), why);
+    if (m->settled) {
+        /* Nothing was sent: every query waiting for it fails. */
+        for (size_t i = 0; i < m->x->count; i++)
+            if (m->x->slots[i].state == WK__UNSENT)
+                settle_conn(m, i, rc);
+        m->scan = m->x->count;
+        r.q->ensured = false;
+        return;
+    }
     if (lane == WK__NO_NODE)
         m->done = true; /* nothing more can be sent; the handle has the message */
     else
@@ -563,12 +628,18 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->readonly = m->try_later = m->gave_up = m->reconnected = m->done = false;
     m->pause_ms = TRY_LATER_FIRST_PAUSE_MS;
     m->pause_until = 0;
+    m->settled = NULL;
+    m->closing = NULL;
     wk__cluster *c = x->db->conn->cluster;
     m->refresh = c && wk__cluster_wants_refresh(c); /* failing: the old map */
 }
 
+static wk__xwant continuous_step(wk__engine *m);
+
 wk__xwant wk__engine_step(wk__engine *m)
 {
+    if (m->settled)
+        return continuous_step(m);
     wk__xwant w = {.what = WK__X_DONE};
     while (!m->done) {
         if (m->in_round) {
@@ -666,6 +737,146 @@ int wk__engine_end(wk__engine *m)
         return wk__db_fail(x->db, st, "%s", m->first_msg);
     return wk__db_fail(x->db, st, "batch query %zu failed: %s", m->first_failed,
                        m->first_msg[0] ? m->first_msg : wk_strerror(st));
+}
+
+/* ---- continuous mode ---------------------------------------------------- */
+
+/* Settle slot i after a connection failure (m->why): its name, the
+ * reason, and what that means for a write. */
+static void settle_conn(wk__engine *m, size_t i, int status)
+{
+    wk__slot *s = &m->x->slots[i];
+    char text[WK__ERRMSG_MAX];
+    snprintf(text, sizeof(text), "%s: %s%s", m->x->query(m->x->ctx, i)->name, m->why,
+             status == WK_EUNKNOWN                 ? " (the write may or may not have happened)"
+             : s->writes && s->state == WK__UNSENT ? " (not sent: the write did not happen)"
+                                                   : "");
+    s->state = WK__REPLIED;
+    s->status = status;
+    m->settled(m->arg, i, status, text);
+}
+
+void wk__engine_open(wk__engine *m, wk__exchange *x,
+                     void (*settled)(void *arg, size_t i, int status, const char *msg),
+                     void (*closing)(void *arg), void *arg)
+{
+    wk__engine_begin(m, x, 0);
+    m->settled = settled;
+    m->closing = closing;
+    m->arg = arg;
+    m->scan = 0;
+    m->why[0] = '\0';
+}
+
+/* Continuous: the socket is watched while no reply is due, for EOF (a
+ * server that closed the idle connection): looked at before anything is
+ * written on it. */
+static void idle_check(wk__engine *m, lane_ref r)
+{
+    redisReply *stray = NULL;
+    int rc = wk__wire_receive(r.link);
+    if (!rc)
+        rc = wk__wire_take(r.link, &stray);
+    if (stray) {
+        freeReplyObject(stray);
+        rc = WK_EPROTO;
+    }
+    if (rc)
+        lose_lane(m, r, rc, stray ? "a reply nobody asked for" : NULL);
+}
+
+static wk__xwant continuous_step(wk__engine *m)
+{
+    wk__conn *conn = m->x->db->conn;
+    lane_ref r = lane_of(m, 0);
+    wk__lane *q = r.q;
+    for (int guard = 0; guard < 8; guard++) {
+        if (!r.link->ctx) {
+            q->draining = false;
+            for (size_t i = m->scan; i < m->x->count; i++)
+                if (m->x->slots[i].state == WK__UNSENT)
+                    return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
+            m->scan = m->x->count;
+            return (wk__xwant){.what = WK__X_WAIT};
+        }
+        bool seen = q->ready != 0;
+        if ((q->ready & (POLLIN | POLLHUP | POLLERR)) &&
+            !(q->head && slot_at(m, q->head)->state == WK__SENT)) {
+            q->ready = 0;
+            idle_check(m, r);
+            continue;
+        }
+        if (!q->draining && q->wpos == q->len && m->scan < m->x->count) {
+            if (!q->head)
+                q->unsent = q->tail = 0;
+            stage(m, r, false, m->scan);
+            m->scan = m->x->count;
+        }
+        lane_io(m, r);
+        if (!r.link->ctx)
+            continue; /* lost: what goes again needs a new connection */
+        if (q->draining && !q->head) {
+            wk__copy_text(m->why, sizeof(m->why), "READONLY: the node is a replica now");
+            if (m->closing)
+                m->closing(m->arg);
+            wk__conn_drop(conn); /* the sentinels name the primary anew */
+            continue;
+        }
+        const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
+        if (h && h->state == WK__SENT && !seen && wk__boot_ms() >= h->due) {
+            char why[96];
+            struct timeval tv = conn->command_timeout;
+            snprintf(why, sizeof(why), "no reply within %lld ms",
+                     (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000);
+            lose_lane(m, r, WK_ETIMEDOUT, why);
+            continue;
+        }
+        if (q->draining || q->wpos < q->len || m->scan >= m->x->count)
+            break;
+    }
+    return (wk__xwant){.what = WK__X_WAIT, .deadline = wk__engine_due(m)};
+}
+
+int64_t wk__engine_due(const wk__engine *m)
+{
+    const wk__lane *q = &m->x->db->conn->lane;
+    const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
+    return h && h->state == WK__SENT ? h->due : 0;
+}
+
+void wk__engine_shift(wk__engine *m, size_t n)
+{
+    wk__lane *q = &m->x->db->conn->lane;
+    q->head -= q->head ? n : 0;
+    q->tail -= q->tail ? n : 0;
+    q->unsent -= q->unsent ? n : 0;
+    for (size_t i = n; i < m->x->count; i++)
+        m->x->slots[i].next -= m->x->slots[i].next ? n : 0;
+    m->scan = m->scan > n ? m->scan - n : 0;
+}
+
+void wk__engine_cancel(wk__engine *m, int rc, const char *why)
+{
+    wk__lane *q = &m->x->db->conn->lane;
+    wk__copy_text(m->why, sizeof(m->why), why);
+    for (size_t i = 0; i < m->x->count; i++) {
+        wk__slot *s = &m->x->slots[i];
+        s->next = 0;
+        s->staged = false;
+        if (s->state == WK__SENT || s->state == WK__LOST)
+            settle_conn(m, i, wk__lost_status(s->writes, rc));
+        else if (s->state == WK__UNSENT)
+            settle_conn(m, i, rc);
+    }
+    q->head = q->tail = q->unsent = 0;
+    q->data = NULL;
+    q->len = q->wpos = 0;
+    q->draining = false;
+    if (q->held) {
+        freeReplyObject(q->held);
+        q->held = NULL;
+    }
+    m->scan = m->x->count;
 }
 
 /* ---- the blocking driver ------------------------------------------------ */
