@@ -630,6 +630,16 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->pause_until = 0;
     m->settled = NULL;
     m->closing = NULL;
+    /* Lanes are empty between exchanges (every way out of a round
+     * empties them); made sure of here, since they link into slots. */
+    for (size_t i = 0; i < wk__engine_lanes(m); i++) {
+        wk__lane *q = lane_of(m, i).q;
+        if (q->head || q->held) {
+            if (q->held)
+                freeReplyObject(q->held);
+            *q = (wk__lane){.out = q->out};
+        }
+    }
     wk__cluster *c = x->db->conn->cluster;
     m->refresh = c && wk__cluster_wants_refresh(c); /* failing: the old map */
 }
