@@ -190,6 +190,7 @@ static void conn_closing(void *arg)
 {
     wk_async *a = arg;
     wk__copy_text(a->errmsg, sizeof(a->errmsg), a->m.why);
+    a->db->errmsg[0] = '\0'; /* the newer failure is the handle's message */
     fd_gone(a);
 }
 
@@ -201,6 +202,8 @@ static void connected(wk_async *a)
 {
     a->connecting = false;
     int rc = a->setup.rc;
+    if (rc || a->setup.cluster)
+        a->db->errmsg[0] = '\0'; /* the newer failure is the handle's message */
     if (rc)
         wk__copy_text(a->errmsg, sizeof(a->errmsg), a->setup.msg);
     else if (a->setup.cluster) {
@@ -386,5 +389,9 @@ const wk_cap *wk_async_capability(const wk_async *a)
 
 const char *wk_async_errmsg(const wk_async *a)
 {
-    return a ? a->errmsg : "no handle";
+    /* A refused call's detail (on the handle's processor, cleared when a
+     * call is accepted), else the last connection failure. */
+    if (!a)
+        return "no handle";
+    return a->db->errmsg[0] ? a->db->errmsg : a->errmsg;
 }

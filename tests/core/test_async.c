@@ -464,6 +464,29 @@ Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
     cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
     cr_assert_not(acquired);
     cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
+    /* The handle says why (issue 23: it used to be empty). */
+    cr_assert(strstr(wk_async_errmsg(a), "lock.acquire"), "wk_async_errmsg: \"%s\"",
+              wk_async_errmsg(a));
+    wk_async_close(a);
+}
+
+/* A refused call's detail is the handle's message until the next call is
+ * accepted; a connection failure's message is kept until a refusal. */
+Test(async, wk_async_errmsg_says_why_a_call_was_refused, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), wk_cap_read_only(), 1000);
+    wk_token token;
+    bool acquired = true;
+    int rc = wk_lock_try(wk_async_with(a, NULL, NULL), &lock, wk_name_str("ro"), &token, &acquired);
+    cr_assert_eq(rc, WK_EDENIED, "%s", wk_err_name(rc));
+    cr_assert(strstr(wk_async_errmsg(a), "read-only"), "wk_async_errmsg: \"%s\"",
+              wk_async_errmsg(a));
+    cr_assert_str_eq(wk_async_errmsg(a), wk_processor_errmsg(wk_async_with(a, NULL, NULL)));
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_async_with(a, NULL, NULL), &lock, wk_name_str("ro"), &st),
+                 WK_OK);
+    cr_assert_str_eq(wk_async_errmsg(a), "", "an accepted call clears it");
+    wk_test_async_drain(a);
     wk_async_close(a);
 }
 
