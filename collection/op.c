@@ -58,7 +58,7 @@ int wk__op_begin_token(wk__call *c, wk_processor *p, const wk__op *op, const wk_
 
 /* A declared argument of the call into *s, *len; `buf` (24 bytes) holds
  * a number. */
-static void declared_arg(const wk__call *c, wk__arg a, char *buf, const char **s, size_t *len)
+static inline void declared_arg(const wk__call *c, wk__arg a, char *buf, const char **s, size_t *len)
 {
     switch (a) {
     case WK__ARG_TOKEN:
@@ -94,12 +94,6 @@ static void declared_arg(const wk__call *c, wk__arg a, char *buf, const char **s
 int wk__op_send(const wk__call *c, const char *const *args, const size_t *lens, int nargs)
 {
     const wk__op *op = c->op;
-    int ndeclared = 0;
-    while (ndeclared < WK__OP_ARGS_MAX && op->args[ndeclared] != WK__ARG_END)
-        ndeclared++;
-    if (nargs < 0 || ndeclared + nargs > WK__OP_ARGS_MAX)
-        return wk__op_fail(c, WK_EINVAL, "%d arguments (the most is %d)", ndeclared + nargs,
-                           WK__OP_ARGS_MAX);
     const char *argv[1 + WK__OP_KEYS_MAX + 2 + WK__OP_ARGS_MAX];
     size_t argvlen[1 + WK__OP_KEYS_MAX + 2 + WK__OP_ARGS_MAX];
     char num[WK__OP_ARGS_MAX][24];
@@ -111,7 +105,7 @@ int wk__op_send(const wk__call *c, const char *const *args, const size_t *lens, 
     }
     int first_key = argc;
     for (int k = 0; k < c->nkeys; k++) {
-        if (op->wake && k == op->wake - 1) {
+        if (k == op->wake - 1) {
             argv[argc] = c->wake.q, argvlen[argc++] = c->wake.q_len;
             argv[argc] = c->wake.e, argvlen[argc++] = c->wake.e_len;
         }
@@ -122,9 +116,12 @@ int wk__op_send(const wk__call *c, const char *const *args, const size_t *lens, 
         argv[argc] = c->wake.q, argvlen[argc++] = c->wake.q_len;
         argv[argc] = c->wake.e, argvlen[argc++] = c->wake.e_len;
     }
-    int nkeys = argc - first_key;
-    for (int i = 0; i < ndeclared; i++, argc++)
-        declared_arg(c, op->args[i], num[i], &argv[argc], &argvlen[argc]);
+    int nkeys = argc - first_key, ndeclared = 0;
+    for (; ndeclared < WK__OP_ARGS_MAX && op->args[ndeclared] != WK__ARG_END; ndeclared++, argc++)
+        declared_arg(c, op->args[ndeclared], num[ndeclared], &argv[argc], &argvlen[argc]);
+    if (nargs < 0 || ndeclared + nargs > WK__OP_ARGS_MAX)
+        return wk__op_fail(c, WK_EINVAL, "%d arguments (the most is %d)", ndeclared + nargs,
+                           WK__OP_ARGS_MAX);
     for (int i = 0; i < nargs; i++) {
         argv[argc] = args[i];
         argvlen[argc++] = lens[i];
