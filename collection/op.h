@@ -20,6 +20,12 @@
  *   if (rc) return rc;
  *   if (cost < 1) return wk__op_fail(&c, WK_EINVAL, "cost must be >= 1");
  *   return wk__op_send(&c, args, lens, 2);
+ *
+ * The lease kinds' descriptors also say where the item's wake keys go,
+ * what their ARGV is made of (the token, the TTL, …: wk__arg), that the
+ * caller's token is required, and which script has a single-key form or
+ * is a take a migration may split; their takes, tries and waits are
+ * collection/lease_script.h's, over this runner.
  */
 #ifndef WK_COLLECTION_OP_H
 #define WK_COLLECTION_OP_H
@@ -72,8 +78,9 @@ typedef struct wk__op {
      * migrating slot runs the single-key form. */
     const wk__two_forms *forms;
     /* A take that a migration may split (with `forms`): through an
-     * immediate processor it is flagged and parsed as lease_script.h's
-     * split takes say; through a deferred one, as a plain query. */
+     * immediate processor it is flagged and parsed by wk__take_parse (its
+     * OUT a wk__take_reply), as lease_script.h's split takes say; through
+     * a deferred one it is a plain query. */
     const struct wk__split_steps *steps;
     bool token;              /* it takes the caller's token: a required argument */
     /* The item's wake keys (collection/wake.h): q and e are KEYS[wake]
