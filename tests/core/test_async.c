@@ -466,3 +466,69 @@ Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
     cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
     wk_async_close(a);
 }
+
+/* Chains of lock try + release that keep queries in flight while the
+ * ones before them complete, and a SCRIPT FLUSH now and then: the handle
+ * lets its completed front go (moving the rest down) under the load, and
+ * a query sent again as EVAL later still names its own lock and token. */
+typedef struct pc_chain {
+    wk_async *a;
+    redisContext *raw; /* chain 0's: flushes the scripts */
+    char name[48];
+    wk_token token;
+    bool acquired, released;
+    int round, replies, bad, status;
+} pc_chain;
+
+static void pc_next(wk_async *a, int status, const char *msg, void *arg);
+
+static void pc_try(pc_chain *c)
+{
+    c->acquired = c->released = false;
+    cr_assert_eq(wk_lock_try(wk_async_with(c->a, pc_next, c), &lock, wk_name_str(c->name),
+                             &c->token, &c->acquired),
+                 WK_OK);
+}
+
+static void pc_next(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)msg;
+    pc_chain *c = arg;
+    if (status != WK_OK)
+        c->status = status;
+    if (++c->replies % 2) {
+        /* The try's: release what it took. */
+        c->bad += !c->acquired;
+        cr_assert_eq(wk_lock_release(wk_async_with(a, pc_next, c), &lock, wk_name_str(c->name),
+                                     &c->token, &c->released),
+                     WK_OK);
+        return;
+    }
+    c->bad += !c->released;
+    if (c->raw && c->round % 4 == 1)
+        freeReplyObject(wk_test_cmd(c->raw, "SCRIPT FLUSH"));
+    if (++c->round < 20)
+        pc_try(c);
+}
+
+Test(async, chains_keep_queries_in_flight_while_the_front_completes, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 2000);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    static pc_chain chains[48];
+    const char *ns = wk_test_ns("chains");
+    for (int i = 0; i < 48; i++) {
+        chains[i] = (pc_chain){.a = a, .raw = i ? NULL : raw};
+        snprintf(chains[i].name, sizeof(chains[i].name), "%s-%d", ns, i);
+        pc_try(&chains[i]);
+    }
+    wk_test_async_drain(a);
+    cr_assert_eq(wk_async_pending(a), 0);
+    for (int i = 0; i < 48; i++) {
+        cr_assert_eq(chains[i].status, WK_OK, "chain %d: %s", i, wk_err_name(chains[i].status));
+        cr_assert_eq(chains[i].round, 20, "chain %d", i);
+        cr_assert_eq(chains[i].bad, 0, "chain %d: a try or release of its own lock failed", i);
+    }
+    redisFree(raw);
+    wk_async_close(a);
+}
