@@ -51,7 +51,7 @@ int wk__no_deferred(wk_processor *p, const char *op)
 {
     if (wk_processor_is_deferred(p))
         return wk__processor_fail(p, WK_EINVAL,
-                                  "%s needs its outcome at once: not through a batch", op);
+                                  "%s needs its outcome at once: not through a batch or the event loop", op);
     return WK_OK;
 }
 

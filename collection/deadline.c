@@ -21,7 +21,9 @@ int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const w
     *acquired = false;
     if (wk_processor_is_deferred(p))
         return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: cannot wait through a deferred (batch) processor", op);
+                                  "%s: cannot wait through a batch or the event loop (their "
+                                  "outcomes come later): use a blocking handle or a pool",
+                                  op);
     const wk_backoff *b = backoff ? backoff : &defaults;
     if (b->initial_ms < 1 || b->max_ms < b->initial_ms)
         return wk__processor_fail(p, WK_EINVAL, "%s: backoff needs 1 <= initial_ms <= max_ms", op);

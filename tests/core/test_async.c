@@ -465,8 +465,9 @@ Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
     cr_assert_not(acquired);
     cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
     /* The handle says why (issue 23: it used to be empty). */
-    cr_assert(strstr(wk_async_errmsg(a), "lock.acquire"), "wk_async_errmsg: \"%s\"",
-              wk_async_errmsg(a));
+    cr_assert(strstr(wk_async_errmsg(a), "lock.acquire") &&
+                  strstr(wk_async_errmsg(a), "event loop"),
+              "wk_async_errmsg: \"%s\"", wk_async_errmsg(a));
     wk_async_close(a);
 }
 
