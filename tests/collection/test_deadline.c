@@ -230,7 +230,7 @@ Test(deadline, refuses_a_batch_and_bad_arguments)
     cr_assert_eq(wk_rwlock_acquire_write(bp, &rw, wk_name_str("x"), d, NULL, &t, &got),
                  WK_EINVAL);
     cr_assert_eq(wk_batch_count(b), 0, "nothing may be queued");
-    cr_assert(strstr(wk_db_errmsg(db), "deferred") != NULL, "message: %s", wk_db_errmsg(db));
+    cr_assert(strstr(wk_db_errmsg(db), "cannot wait through a batch") != NULL, "message: %s", wk_db_errmsg(db));
     wk_batch_close(b);
 
     wk_processor *p = wk_db_processor(db);
