@@ -133,11 +133,6 @@ bool wk_effect_is_write(const wk_effect *effect)
 
 const char *wk_mode_name(wk_mode mode)
 {
-    switch (mode) {
-    case WK_READ:
-        return "READ";
-    case WK_WRITE:
-        return "WRITE";
-    }
-    return "?";
+    static const char *const names[] = {[WK_READ] = "READ", [WK_WRITE] = "WRITE"};
+    return WK__ENUM_NAME(names, mode);
 }
