@@ -895,6 +895,14 @@ static bool repeats_cap(const schema *s, size_t i)
     return false;
 }
 
+/* Claims "<prefix>_<fn>" for each of `fns` (NULL-terminated) as a `what`. */
+static void claim_functions(ctx *c, const char *prefix, const char *const *fns, const char *path,
+                            cg_json_pos pos, const char *what)
+{
+    for (size_t k = 0; fns[k]; k++)
+        names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", prefix, fns[k]), path, pos, what);
+}
+
 static void claim_names(ctx *c, const bool *entity_ok)
 {
     schema *s = c->s;
@@ -925,9 +933,7 @@ static void claim_names(ctx *c, const bool *entity_ok)
         r->codec = pool_printf(c->pl, "%s_%s_codec", svc, r->id);
         names_claim(c->names, c->d, r->c_type, p, r->pos, "record type");
         static const char *const fns[] = {"init", "free", "encode", "decode", NULL};
-        for (size_t k = 0; fns[k]; k++)
-            names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", r->fn_prefix, fns[k]), p,
-                        r->pos, "record function");
+        claim_functions(c, r->fn_prefix, fns, p, r->pos, "record function");
         if (r->used_by_cache)
             names_claim(c->names, c->d, r->codec, p, r->pos, "record codec");
     }
@@ -953,9 +959,7 @@ static void claim_names(ctx *c, const bool *entity_ok)
         cap->c_type = pool_printf(c->pl, "%s_%s", svc, cap->id);
         names_claim(c->names, c->d, cap->c_type, p, cap->pos, "capability handle type");
         static const char *const fns[] = {"cap_new", "open", "narrow", "close", NULL};
-        for (size_t k = 0; fns[k]; k++)
-            names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", cap->c_type, fns[k]), p,
-                        cap->pos, "capability function");
+        claim_functions(c, cap->c_type, fns, p, cap->pos, "capability function");
         for (size_t ei = 0; ei < s->nentities; ei++) {
             entity *e = &s->entities[ei];
             if (!entity_ok[ei] || repeats_entity(s, ei))

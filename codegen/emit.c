@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/base.h"
 #include "emit.h"
 
 void emit_section(outbuf *o, const char *title)
@@ -31,23 +30,20 @@ void emit_banner(outbuf *o, const schema *s, const char *file, const char *what)
     out_puts(o, " */\n");
 }
 
+/* Per name type: its words in comments, the C type of the name parameter
+ * (bytes add a length after it) and the suffix of its constructor,
+ * wk_name_<suffix>(). */
+static const struct {
+    const char *text, *ctype, *ctor;
+} name_spellings[] = {[NAME_STR] = {"strings", "const char *", "str"},
+                      [NAME_BYTES] = {"byte strings", "const void *", "bytes"},
+                      [NAME_U64] = {"uint64_t", "uint64_t ", "u64"},
+                      [NAME_I64] = {"int64_t", "int64_t ", "i64"}};
+
 const char *name_type_text(name_type t)
 {
-    static const char *const names[] = {[NAME_STR] = "strings",
-                                        [NAME_BYTES] = "byte strings",
-                                        [NAME_U64] = "uint64_t",
-                                        [NAME_I64] = "int64_t"};
-    return WK__ENUM_NAME(names, t);
+    return t >= NAME_STR && t <= NAME_I64 ? name_spellings[t].text : "?";
 }
-
-/* Per name type: the C type of the name parameter (bytes add a length
- * after it) and the suffix of its constructor, wk_name_<suffix>(). */
-static const struct {
-    const char *ctype, *ctor;
-} name_spellings[] = {[NAME_STR] = {"const char *", "str"},
-                      [NAME_BYTES] = {"const void *", "bytes"},
-                      [NAME_U64] = {"uint64_t ", "u64"},
-                      [NAME_I64] = {"int64_t ", "i64"}};
 
 void emit_name_params(outbuf *o, const entity *e)
 {
