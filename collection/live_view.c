@@ -408,8 +408,12 @@ static void entries_free(entries *es)
     memset(es, 0, sizeof(*es));
 }
 
-static int store(entries *es, const char *s, size_t len, size_t *off)
+/* Copies the text of `field` into es->bytes (NUL-terminated) and notes
+ * where: its offset, its length, and that the entry has it. */
+static int store(entries *es, const wk_reply *field, size_t *off, size_t *field_len, bool *has)
 {
+    size_t len;
+    const char *s = wk_reply_str(field, &len);
     if (es->used + len + 1 > es->bytes_cap) {
         size_t cap = es->bytes_cap ? es->bytes_cap : 4096;
         while (cap < es->used + len + 1)
@@ -425,6 +429,8 @@ static int store(entries *es, const char *s, size_t len, size_t *off)
     es->bytes[es->used + len] = '\0';
     *off = es->used;
     es->used += len + 1;
+    *field_len = len;
+    *has = true;
     return WK_OK;
 }
 
@@ -500,30 +506,10 @@ static int entries_add(entries *es, const wk_reply *list)
             continue;
         }
         fields_of fv = find_fields(fields);
-        const wk_reply *base = fv.base, *diff = fv.diff, *gen = fv.gen;
-        size_t len;
-        const char *s;
-        if (gen) {
-            s = wk_reply_str(gen, &len);
-            if (store(es, s, len, &out->gen_off))
-                return WK_ENOMEM;
-            out->gen_len = len;
-            out->has_gen = true;
-        }
-        if (base) {
-            s = wk_reply_str(base, &len);
-            if (store(es, s, len, &out->base_off))
-                return WK_ENOMEM;
-            out->base_len = len;
-            out->has_base = true;
-        }
-        if (diff) {
-            s = wk_reply_str(diff, &len);
-            if (store(es, s, len, &out->diff_off))
-                return WK_ENOMEM;
-            out->diff_len = len;
-            out->has_diff = true;
-        }
+        if ((fv.gen && store(es, fv.gen, &out->gen_off, &out->gen_len, &out->has_gen)) ||
+            (fv.base && store(es, fv.base, &out->base_off, &out->base_len, &out->has_base)) ||
+            (fv.diff && store(es, fv.diff, &out->diff_off, &out->diff_len, &out->has_diff)))
+            return WK_ENOMEM;
     }
     return WK_OK;
 }

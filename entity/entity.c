@@ -11,25 +11,12 @@
  */
 #include <math.h>
 #include <stdbool.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <wakuwaku/entity.h>
 
 #include "base/base.h"
 #include "entity/kind.h"
-
-int wk__entity_fail(char *msg, size_t len, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return WK_EINVAL;
-}
 
 /* Checks one part of the key that ends at a separator: 1..max bytes, none
  * of them ':', '{' or '}'. `what` names the field in messages. */
