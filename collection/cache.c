@@ -282,6 +282,32 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     return WK_OK;
 }
 
+void wk__typed_free(const wk_codec *codec, uint8_t *bytes)
+{
+    if (!bytes)
+        return;
+    if (codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+}
+
+int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len)
+{
+    if (!wk__codec_ok(codec) || !value)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: a codec with encode and decode, and value are required", op);
+    *bytes = NULL;
+    *len = 0;
+    int rc = wk__codec_encode(p, op, codec, value, bytes, len);
+    if (rc == WK_OK && !*bytes && *len)
+        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
+    if (rc)
+        wk__typed_free(codec, *bytes);
+    return rc;
+}
+
 int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                        const wk_codec *codec, const void *value)
 {
@@ -289,25 +315,14 @@ int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
     if (rc)
         return rc;
-    if (!wk__codec_ok(codec) || !value)
-        return wk__op_fail(&c, WK_EINVAL,
-                           "a codec with encode and decode, and value are required");
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
-    if (rc)
+    uint8_t *bytes;
+    size_t len;
+    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
         return rc;
-    if (!bytes && len)
-        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
-    else if (len > WK_BODY_MAX)
+    if (len > WK_BODY_MAX)
         rc = wk__op_fail(&c, WK_EINVAL, "an encoded body of %zu bytes exceeds WK_BODY_MAX", len);
     else
         rc = put_send(&c, bytes, len);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    wk__typed_free(codec, bytes);
     return rc;
 }

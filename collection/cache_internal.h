@@ -53,4 +53,16 @@ int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, con
 int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                      uint8_t **bytes, size_t *len);
 
+/* A typed write's value encoded (Cache, HashedCache, LiveView): the codec
+ * and the value checked, then wk__codec_encode(); "<op>: the encoder
+ * returned NULL bytes" when it gave a length without bytes. WK_OK with
+ * *bytes (NULL only when *len is 0) to free with wk__typed_free(), or the
+ * failure on the handle with nothing to free. */
+int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len);
+
+/* Frees what an encoder gave: the codec's free_bytes, else free(). NULL is
+ * a no-op. */
+void wk__typed_free(const wk_codec *codec, uint8_t *bytes);
+
 #endif /* WK_COLLECTION_CACHE_INTERNAL_H */

@@ -395,22 +395,11 @@ int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name 
     int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
     if (rc)
         return rc;
-    if (!wk__codec_ok(codec) || !value)
-        return wk__op_fail(&c, WK_EINVAL, "a codec with encode and decode, and value are required");
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
-    if (rc)
+    uint8_t *bytes;
+    size_t len;
+    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
         return rc;
-    if (!bytes && len)
-        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
-    else
-        rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
+    wk__typed_free(codec, bytes);
     return rc;
 }

@@ -1050,42 +1050,16 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
  * Typed bodies
  * ---------------------------------------------------------------------- */
 
-static void free_encoded(const wk_codec *codec, uint8_t *bytes)
-{
-    if (!bytes)
-        return;
-    if (codec->free_bytes)
-        codec->free_bytes(codec, bytes);
-    else
-        free(bytes);
-}
-
-static int encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
-                  uint8_t **bytes, size_t *len)
-{
-    if (!wk__codec_ok(codec) || !value)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: a codec with encode and decode, and value are required", op);
-    *bytes = NULL;
-    *len = 0;
-    int rc = wk__codec_encode(p, op, codec, value, bytes, len);
-    if (rc == WK_OK && !*bytes && *len)
-        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
-    if (rc)
-        free_encoded(codec, *bytes);
-    return rc;
-}
-
 int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_name name,
                               const wk_codec *codec, const void *value, bool *created)
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, create_op.name, codec, value, &bytes, &len);
+    int rc = wk__typed_encode(p, create_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_create(p, view, name, bytes, len, created);
-    free_encoded(codec, bytes);
+    wk__typed_free(codec, bytes);
     return rc;
 }
 
@@ -1095,11 +1069,11 @@ int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name na
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, commit_op.name, codec, value, &bytes, &len);
+    int rc = wk__typed_encode(p, commit_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_commit(p, view, name, parent, diff, diff_len, bytes, len, outcome);
-    free_encoded(codec, bytes);
+    wk__typed_free(codec, bytes);
     return rc;
 }
 
