@@ -586,12 +586,14 @@ static void entity_keys(ctx *c, const kind_desc *kd, const char **allowed,
     for (size_t i = 0; entity_optional_keys[i]; i++)
         allowed[na++] = entity_optional_keys[i];
     for (const param_desc *const *p = kind_all_params(); *p; p++) {
-        bool has = !kd;
+        /* the kind's own parameter of that key (each kind says whether
+         * it is required), or NULL */
+        const param_desc *own = NULL;
         for (size_t i = 0; kd && kd->params[i]; i++)
-            has = has || kd->params[i] == *p;
-        if (has) {
+            own = !strcmp(kd->params[i]->key, (*p)->key) ? kd->params[i] : own;
+        if (!kd || own) {
             allowed[na++] = (*p)->key;
-            if (kd && (*p)->required)
+            if (own && own->required)
                 required[nr++] = (*p)->key;
         } else {
             misplaced[nm++] = (misplaced_key){(*p)->key, pool_printf(c->pl, (*p)->elsewhere,

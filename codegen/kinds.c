@@ -2,13 +2,14 @@
  * codegen/kinds.c — the built-in kinds: one row each with everything the
  * generator knows about the kind (its names in schemas and C, its entity
  * macro and parameters, the wording of its header comment, whether it has
- * a body, a rule across its parameters) and its operations. The
- * operations are not written here: they are the kind header's op list
- * (WK_LOCK_OPS, … in include/wakuwaku/<kind>.h; wakuwaku/query.h,
- * "Operation lists"), where the compiler checks each row against the
- * runtime's prototype. Each becomes a typed accessor; its mode decides
- * which capability handles get it (tests/codegen checks the handles
- * against the runtime's own refusals).
+ * a body, a rule across its parameters) and its operations. Nothing here
+ * names a kind: each row is made from its header's schema row
+ * (WK_LOCK_SCHEMA, …: wakuwaku/entity.h, "Schema rows") and op lists
+ * (WK_LOCK_OPS, …: wakuwaku/query.h, "Operation lists"), where the
+ * compiler checks each operation against the runtime's prototype. Each
+ * operation becomes a typed accessor; its mode decides which capability
+ * handles get it (tests/codegen checks the handles against the runtime's
+ * own refusals).
  *
  * check.c, emit_header.c and emit_source.c read these rows and hold no
  * per-kind code. In an op's `params`/`args`, "BODY" stands for the
@@ -19,111 +20,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collection/token_bucket_units.h"
 #include "schema.h"
 
-/* The kinds' headers, their entity parts alone: the op lists, and the
- * parameter rules the runtime applies (WK_SEMAPHORE_PERMITS_MAX …). */
+/* The kinds: every public header with an entity part, its entity part
+ * alone (op lists, schema rows and the runtime's parameter rules), listed
+ * by the generated <wakuwaku/kinds.h> (cmake/wk_kinds.cmake). A rule that
+ * needs the runtime's private arithmetic reads it under WK__SCHEMA_RULES
+ * (the TokenBucket's units). */
+#define WK__SCHEMA_RULES
+#include <wakuwaku/entity.h>
 #define WK__ENTITY_MACROS_ONLY
-#include "../include/wakuwaku/lock.h"
-#include "../include/wakuwaku/rwlock.h"
-#include "../include/wakuwaku/cache.h"
-#include "../include/wakuwaku/hashed_cache.h"
-#include "../include/wakuwaku/token_bucket.h"
-#include "../include/wakuwaku/settings.h"
-#include "../include/wakuwaku/live_view.h"
-#include "../include/wakuwaku/pipe.h"
-#include "../include/wakuwaku/stream_buffer.h"
-#include "../include/wakuwaku/fenced_lock.h"
-#include "../include/wakuwaku/semaphore.h"
-
-/* The parameters, shared by the kinds that take them. */
-static const param_desc param_ttl = {"ttl", "ttl_ms", RULE_DURATION, true, 0, "a %s has no TTL"};
-static const param_desc param_capacity = {"capacity", "capacity", RULE_POSITIVE, true, 0,
-                                          "only a TokenBucket has capacity, rate and period"};
-static const param_desc param_rate = {"rate", "rate", RULE_POSITIVE, true, 0,
-                                      "only a TokenBucket has capacity, rate and period"};
-static const param_desc param_permits = {"permits", "capacity", RULE_POSITIVE, true, 0,
-                                         "only a Semaphore has permits"};
-static const param_desc param_period = {"period", "period_ms", RULE_DURATION, false, 1000,
-                                        "only a TokenBucket has capacity, rate and period"};
-
-/* LiveView: max_diffs is a whole number (0, which the crate allows, is
- * written as the runtime macro's argument by hand: a schema gives >= 1). */
-static const param_desc param_max_diffs = {"max_diffs", "capacity", RULE_POSITIVE, true, 0,
-                                           "only a LiveView has max_diffs"};
-
-/* The runtime's rule (wakuwaku/live_view.h), applied to the schema. */
-static int live_view_check(const entity *e, char *why, size_t whylen)
-{
-    if (WK__LIVE_VIEW_MAX_DIFFS_OK(e->params[0].num))
-        return -1;
-    snprintf(why, whylen, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %s)", e->params[0].text);
-    return 0;
-}
-
-/* TokenBucket: the limiter's exact arithmetic refuses what it cannot
- * represent (collection/token_bucket_units.h), so the generator does too. */
-static int bucket_check(const entity *e, char *why, size_t whylen)
-{
-    wk__tb_units units;
-    int bad = wk__tb_units_derive(e->params[0].num, e->params[1].num, e->params[2].ms, &units,
-                                  why, whylen);
-    return !bad ? -1 : bad == WK__TB_BAD_CAPACITY ? 0 : 1;
-}
-
-/* Semaphore: the runtime's rule on permits (wakuwaku/semaphore.h). */
-static int semaphore_check(const entity *e, char *why, size_t whylen)
-{
-    if (WK__SEMAPHORE_PERMITS_OK(e->params[0].num))
-        return -1;
-    snprintf(why, whylen, WK__SEMAPHORE_PERMITS_RULE " (got %s)", WK_SEMAPHORE_PERMITS_MAX,
-             e->params[0].text);
-    return 0;
-}
+#include <wakuwaku/kinds.h>
 
 /* One op_desc per row of a header's list, as written; prepare() derives
  * the accessor's name, parameters and arguments from it. */
-#define ROW(k, op_, mode, params, summary_)                                                        \
+#define OP_ROW(k, op_, mode, params, summary_)                                                     \
     {.op = #op_, .write = IS_WRITE_##mode, .runtime = "wk_" #k "_" #op_, .query = #k "." #op_,     \
      .row = #params, .summary = summary_},
 #define IS_WRITE_READ false
 #define IS_WRITE_WRITE true
 #define ONE(k, op, mode, params, summary) +1
-#define LIST(list) (op_desc[]){list(ROW)}, (0 list(ONE))
-#define NO_LIST NULL, 0
 
-/* The rows: one per kind, in the order schemas list them in messages. A
- * new kind is one row here and its header's include above. */
-static const kind_desc kinds[] = {
-    {"Lock", "WK_KIND_LOCK", "WK_LOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false, NULL,
-     LIST(WK_LOCK_OPS), NO_LIST, "WK_LOCK_FAIR_ENTITY"},
-    {"RwLock", "WK_KIND_RWLOCK", "WK_RWLOCK_ENTITY", {&param_ttl, NULL}, ", lease {ttl}", false,
-     NULL, LIST(WK_RWLOCK_OPS), NO_LIST, "WK_RWLOCK_FAIR_ENTITY"},
-    {"Cache", "WK_KIND_CACHE", "WK_CACHE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     LIST(WK_CACHE_OPS), LIST(WK_CACHE_TYPED_OPS), NULL},
-    {"HashedCache", "WK_KIND_HASHED_CACHE", "WK_HASHED_CACHE_ENTITY", {&param_ttl, NULL},
-     ", TTL {ttl}", true, NULL, LIST(WK_HASHED_CACHE_OPS), LIST(WK_HASHED_CACHE_TYPED_OPS), NULL},
-    {"TokenBucket", "WK_KIND_TOKEN_BUCKET", "WK_TOKEN_BUCKET_ENTITY",
-     {&param_capacity, &param_rate, &param_period, NULL},
-     ", {capacity} tokens, refilled at {rate} per {period}", false, bucket_check,
-     LIST(WK_TOKEN_BUCKET_OPS), NO_LIST, NULL},
-    {"Settings", "WK_KIND_SETTINGS", "WK_SETTINGS_ENTITY", {NULL}, "", false, NULL,
-     LIST(WK_SETTINGS_OPS), NO_LIST, NULL},
-    {"LiveView", "WK_KIND_LIVE_VIEW", "WK_LIVE_VIEW_ENTITY", {&param_max_diffs, NULL},
-     ", history of up to {max_diffs} diffs", true, live_view_check, LIST(WK_LIVE_VIEW_OPS),
-     LIST(WK_LIVE_VIEW_TYPED_OPS), NULL},
-    {"Pipe", "WK_KIND_PIPE", "WK_PIPE_ENTITY", {&param_ttl, NULL}, ", TTL {ttl}", true, NULL,
-     LIST(WK_PIPE_OPS), LIST(WK_PIPE_TYPED_OPS), NULL},
-    {"StreamBuffer", "WK_KIND_STREAM_BUFFER", "WK_STREAM_BUFFER_ENTITY", {&param_ttl, NULL},
-     ", TTL {ttl}", true, NULL, LIST(WK_STREAM_BUFFER_OPS), LIST(WK_STREAM_BUFFER_TYPED_OPS),
-     NULL},
-    {"FencedLock", "WK_KIND_FENCED_LOCK", "WK_FENCED_LOCK_ENTITY", {&param_ttl, NULL},
-     ", lease {ttl}, fenced", false, NULL, LIST(WK_FENCED_LOCK_OPS), NO_LIST, NULL},
-    {"Semaphore", "WK_KIND_SEMAPHORE", "WK_SEMAPHORE_ENTITY", {&param_permits, &param_ttl, NULL},
-     ", {permits} permits, lease {ttl}", false, semaphore_check, LIST(WK_SEMAPHORE_OPS), NO_LIST,
-     NULL},
-};
+/* One kind_desc per schema row (wakuwaku/entity.h, "Schema rows"); every
+ * name but the prefix X follows from it. */
+#define IGNORE(...)
+#define KIND_FIELDS(X, wording, body, rule, fair)                                                \
+    .name = WK_KIND_##X, .macro = "WK_KIND_" #X, .entity_macro = "WK_" #X "_ENTITY",               \
+    .summary = wording, .check = check_##X, .ops = (op_desc[]){WK_##X##_OPS(OP_ROW)},              \
+    .nops = 0 WK_##X##_OPS(ONE), BODY_##body(X), .fair_macro = FAIR_##fair(X)
+#define BODY_NO_BODY(X) .has_body = false
+#define BODY_BODY(X)                                                                               \
+    .has_body = true, .typed_ops = (op_desc[]){WK_##X##_TYPED_OPS(OP_ROW)},                        \
+    .ntyped_ops = 0 WK_##X##_TYPED_OPS(ONE)
+#define FAIR_NO_FAIR(X) NULL
+#define FAIR_FAIR(X) "WK_" #X "_FAIR_ENTITY"
+#define PARAM_DESC(key_, field_, rule_, presence, default_ms_, elsewhere_)                         \
+    &(const param_desc){.key = #key_, .field = #field_, .rule = RULE_##rule_,                      \
+                        .required = IS_REQUIRED_##presence, .default_ms = default_ms_,             \
+                        .elsewhere = elsewhere_},
+#define IS_REQUIRED_REQUIRED true
+#define IS_REQUIRED_OPTIONAL false
+
+/* Each kind's rule over its parameters, on a schema's entity. */
+#define CHECK_FN(X, wording, body, rule, fair)                                                     \
+    static int check_##X(const entity *e, char *why, size_t whylen)                                \
+    {                                                                                              \
+        return rule(e->params, why, whylen);                                                       \
+    }
+#define KIND_CHECK(X) WK_##X##_SCHEMA(CHECK_FN, IGNORE)
+WK__KINDS(KIND_CHECK)
+
+/* The rows, in the order of the prefixes (which messages keep). */
+#define KIND_ROW(X)                                                                                \
+    {WK_##X##_SCHEMA(KIND_FIELDS, IGNORE), .params = {WK_##X##_SCHEMA(IGNORE, PARAM_DESC) NULL}},
+static const kind_desc kinds[] = {WK__KINDS(KIND_ROW)};
 
 #define NKINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
 _Static_assert(NKINDS <= KIND_MAX, "raise KIND_MAX");
@@ -268,9 +218,9 @@ const param_desc *const *kind_all_params(void)
         size_t n = 0;
         for (int k = 0; k < NKINDS; k++) {
             for (const param_desc *const *p = kinds[k].params; *p; p++) {
-                bool seen = false;
+                bool seen = false; /* a key several kinds take is listed once */
                 for (size_t i = 0; i < n; i++)
-                    seen = seen || all[i] == *p;
+                    seen = seen || !strcmp(all[i]->key, (*p)->key);
                 if (!seen)
                     all[n++] = *p;
             }

@@ -52,119 +52,176 @@ WK__KIND(token_bucket) = {WK_KIND_TOKEN_BUCKET, check_params};
  * ---------------------------------------------------------------------- */
 
 /*
- * Shared prologue. KEYS[1] = the bucket. ARGV[1..4] = unit, cap, step
- * units, step ms (token_bucket_units.h). Leaves `now` (server ms), `x`
- * (units in the bucket now), `ts` (the step boundary x counts from: now
- * when full or when the clock went back) and `back` (the server clock is
- * behind the stored ts). A corrupted key returns {'corrupt', why}.
+ * The functions every script shares. Arguments: a bucket's key, then its
+ * units (token_bucket_units.h): U units per token, CU units when full, A
+ * units added every B ms.
+ *
+ *   tb_state(key, U, CU, A, B, now) → x, ts, back: the units in the
+ *     bucket at `now` (server ms), the step boundary x counts from (now
+ *     when full or when the clock went back), and whether the server
+ *     clock is behind the stored ts. A corrupted key: nil, why.
+ *   tb_wait(units, x, ts, now, A, B) → ms until the bucket holds `units`
+ *     (0: it does), saturating at 2^53.
+ *   tb_store(key, x, ts, now, full, U): write {tokens, ts} and expire the
+ *     key when the bucket is full again (PEXPIREAT: the same clock as
+ *     TIME), or delete it when it is full now.
  */
-#define TB_PROLOGUE                                                                        \
+#define TB_FUNCTIONS                                                                       \
+    "local function tb_state(key, U, CU, A, B, now)\n"                                     \
+    "  local h = redis.pcall('HMGET', key, 'tokens', 'ts')\n"                              \
+    "  if h.err then return nil, h.err end\n"                                              \
+    "  local x, ts, back = CU, now, false\n"                                               \
+    "  if h[1] or h[2] then\n"                                                             \
+    "    local v, s = tonumber(h[1]), tonumber(h[2])\n"                                    \
+    "    if not (v and v >= 0 and v < math.huge) then\n"                                   \
+    "      return nil, 'field tokens is missing or not a number >= 0'\n"                   \
+    "    end\n"                                                                            \
+    "    if not (s and s > -math.huge and s < math.huge) then\n"                           \
+    "      return nil, 'field ts is missing or not a finite number'\n"                     \
+    "    end\n"                                                                            \
+    /* ours: exactly the double nearest x / U; anything else: round down */                \
+    "    x = math.floor(v * U + 0.5)\n"                                                    \
+    "    if x / U ~= v then x = math.floor(v * U) end\n"                                   \
+    "    ts = math.ceil(s)\n"                                                              \
+    "    if now < ts then back = true; ts = now\n"                                         \
+    "    elseif x < CU then\n"                                                             \
+    "      local e = now - ts\n"                                                           \
+    "      local n = math.floor(e / B)\n"                                                  \
+    "      if e >= 9007199254740992 or n >= math.ceil((CU - x) / A) then x = CU\n"        \
+    "      else x = x + n * A; ts = ts + n * B end\n"                                      \
+    "    end\n"                                                                            \
+    "    if x >= CU then x = CU; ts = now end\n"                                           \
+    "  elseif redis.call('EXISTS', key) == 1 then\n"                                       \
+    "    return nil, 'a hash without the fields tokens and ts'\n"                          \
+    "  end\n"                                                                              \
+    "  return x, ts, back\n"                                                               \
+    "end\n"                                                                                \
+    "local function tb_wait(units, x, ts, now, A, B)\n"                                    \
+    "  if x >= units then return 0 end\n"                                                  \
+    "  local w = math.ceil((units - x) / A) * B\n"                                         \
+    "  if w >= 9007199254740992 then return 9007199254740992 end\n"                        \
+    "  return w - (now - ts)\n"                                                            \
+    "end\n"                                                                                \
+    "local function tb_store(key, x, ts, now, full, U)\n"                                  \
+    "  if full > 0 then\n"                                                                 \
+    "    redis.call('HSET', key, 'tokens', x / U, 'ts', ts)\n"                             \
+    "    redis.call('PEXPIREAT', key, now + full)\n"                                       \
+    "  else\n"                                                                             \
+    "    redis.call('DEL', key)\n"                                                         \
+    "  end\n"                                                                              \
+    "end\n"                                                                                \
+    "local t = redis.call('TIME')\n"                                                       \
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
+/* One bucket's state: KEYS[1] = the bucket, ARGV[1..4] = its units. */
+#define TB_ONE                                                                             \
     "local U, CU, A, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), "        \
     "tonumber(ARGV[4])\n"                                                                  \
-    "local t = redis.call('TIME')\n"                                                       \
-    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                  \
-    "local h = redis.pcall('HMGET', KEYS[1], 'tokens', 'ts')\n"                            \
-    "if h.err then return {'corrupt', h.err} end\n"                                        \
-    "local x, ts, back = CU, now, false\n"                                                 \
-    "if h[1] or h[2] then\n"                                                               \
-    "  local v, s = tonumber(h[1]), tonumber(h[2])\n"                                      \
-    "  if not (v and v >= 0 and v < math.huge) then\n"                                     \
-    "    return {'corrupt', 'field tokens is missing or not a number >= 0'}\n"             \
-    "  end\n"                                                                              \
-    "  if not (s and s > -math.huge and s < math.huge) then\n"                             \
-    "    return {'corrupt', 'field ts is missing or not a finite number'}\n"               \
-    "  end\n"                                                                              \
-    /* ours: exactly the double nearest x / U; anything else: round down */                \
-    "  x = math.floor(v * U + 0.5)\n"                                                      \
-    "  if x / U ~= v then x = math.floor(v * U) end\n"                                     \
-    "  ts = math.ceil(s)\n"                                                                \
-    "  if now < ts then back = true; ts = now\n"                                           \
-    "  elseif x < CU then\n"                                                               \
-    "    local e = now - ts\n"                                                             \
-    "    local n = math.floor(e / B)\n"                                                    \
-    "    if e >= 9007199254740992 or n >= math.ceil((CU - x) / A) then x = CU\n"          \
-    "    else x = x + n * A; ts = ts + n * B end\n"                                        \
-    "  end\n"                                                                              \
-    "  if x >= CU then x = CU; ts = now end\n"                                             \
-    "elseif redis.call('EXISTS', KEYS[1]) == 1 then\n"                                     \
-    "  return {'corrupt', 'a hash without the fields tokens and ts'}\n"                    \
-    "end\n"
-
-/* full = ms until x reaches CU (saturating at 2^53), once x is final. */
-#define TB_FULL                                                                            \
-    "local full = 0\n"                                                                     \
-    "if x < CU then\n"                                                                     \
-    "  full = math.ceil((CU - x) / A) * B\n"                                               \
-    "  if full >= 9007199254740992 then full = 9007199254740992 else full = full - (now - ts) end\n" \
-    "end\n"
+    "local x, ts, back = tb_state(KEYS[1], U, CU, A, B, now)\n"                            \
+    "if not x then return {'corrupt', ts} end\n"
 
 /*
  * acquire: ARGV[5] = cost in units, -1 when it exceeds the capacity.
  * Returns {allowed, whole tokens left, retry_ms, full_ms}. Writes only
  * when it takes tokens or when the clock went back (to restart refill
- * from now); a bucket left full loses its key, and the key expires at the
- * server time the bucket is full again (PEXPIREAT: the same clock as
- * TIME, never earlier).
+ * from now); a bucket left full loses its key.
  */
 static const wk_script acquire_script = {
     "token_bucket.acquire",
-    TB_PROLOGUE
+    TB_FUNCTIONS TB_ONE
     "local cost = tonumber(ARGV[5])\n"
-    "local allowed, retry = 0, 0\n"
-    "if cost < 0 then retry = -1\n"
-    "elseif x >= cost then allowed = 1; x = x - cost\n"
-    "else\n"
-    "  retry = math.ceil((cost - x) / A) * B\n"
-    "  if retry >= 9007199254740992 then retry = 9007199254740992 else retry = retry - (now - ts) end\n"
-    "end\n"
-    TB_FULL
-    "if allowed == 1 or back then\n"
-    "  if full > 0 then\n"
-    "    redis.call('HSET', KEYS[1], 'tokens', x / U, 'ts', ts)\n"
-    "    redis.call('PEXPIREAT', KEYS[1], now + full)\n"
-    "  else\n"
-    "    redis.call('DEL', KEYS[1])\n"
-    "  end\n"
-    "end\n"
+    "local allowed, retry = 0, -1\n"
+    "if cost >= 0 then retry = tb_wait(cost, x, ts, now, A, B) end\n"
+    "if retry == 0 then allowed = 1; x = x - cost end\n"
+    "local full = tb_wait(CU, x, ts, now, A, B)\n"
+    "if allowed == 1 or back then tb_store(KEYS[1], x, ts, now, full, U) end\n"
     "return {allowed, math.floor(x / U), retry, full}\n"};
 
 /* peek: writes nothing. Returns {whole tokens, full_ms, units, unit}. */
 static const wk_script peek_script = {
     "token_bucket.peek",
-    TB_PROLOGUE TB_FULL
-    "return {math.floor(x / U), full, x, U}\n"};
+    TB_FUNCTIONS TB_ONE
+    "return {math.floor(x / U), tb_wait(CU, x, ts, now, A, B), x, U}\n"};
+
+/*
+ * acquire_all: KEYS = the buckets, ARGV = five per bucket (its units and
+ * the cost in units, -1 when it exceeds the capacity). Every bucket is
+ * read first; only when each holds its cost is each one taken. Returns
+ * {refused (1-based, 0: allowed), the longest wait (-1: never), then per
+ * bucket allowed, whole tokens left, retry_ms, full_ms}, or
+ * {'corrupt', why, index} before writing anything.
+ */
+static const wk_script acquire_all_script = {
+    "token_bucket.acquire_all",
+    TB_FUNCTIONS
+    "local seen, refused, wait = {}, 0, 0\n"
+    "for i = 1, #KEYS do\n"
+    "  local o = (i - 1) * 5\n"
+    "  local U, CU, A, B = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), "
+    "tonumber(ARGV[o + 4])\n"
+    "  local cost = tonumber(ARGV[o + 5])\n"
+    "  local x, ts, back = tb_state(KEYS[i], U, CU, A, B, now)\n"
+    "  if not x then return {'corrupt', ts, i} end\n"
+    "  local r = -1\n"
+    "  if cost >= 0 then r = tb_wait(cost, x, ts, now, A, B) end\n"
+    "  if r ~= 0 then\n"
+    "    if refused == 0 then refused = i end\n"
+    "    if r < 0 or wait < 0 then wait = -1 elseif r > wait then wait = r end\n"
+    "  end\n"
+    "  seen[i] = {U, CU, A, B, cost, x, ts, back, r}\n"
+    "end\n"
+    "local out = {refused, wait}\n"
+    "for i, s in ipairs(seen) do\n"
+    "  local x = s[6]\n"
+    "  if refused == 0 then x = x - s[5] end\n"
+    "  local full = tb_wait(s[2], x, s[7], now, s[3], s[4])\n"
+    "  if refused == 0 or s[8] then tb_store(KEYS[i], x, s[7], now, full, s[1]) end\n"
+    "  local ok = 0\n"
+    "  if s[9] == 0 then ok = 1 end\n"
+    "  out[#out + 1] = ok\n"
+    "  out[#out + 1] = math.floor(x / s[1])\n"
+    "  out[#out + 1] = s[9]\n"
+    "  out[#out + 1] = full\n"
+    "end\n"
+    "return out\n"};
 
 /* ------------------------------------------------------------------------
  * Arguments and replies
  * ---------------------------------------------------------------------- */
 
-/* The script arguments after the key (unit, cap, step units, step ms and,
- * for acquire, the cost in units) as decimal integers in caller-provided
- * buffers. */
-/* Derive the units (WK_EINVAL naming the parameter when the bucket's
- * parameters cannot be represented exactly) and run the call's script
- * with them as arguments (and the cost's units when `cost`). */
-static int send_units(const wk__call *c, const uint64_t *cost)
+/* The script's five numbers of a bucket — unit, cap, step units, step ms
+ * and the cost in units (-1: over the capacity; `cost` 0: none) — as
+ * decimal integers in `num`, pointed to by args/lens. Returns WK_OK, or
+ * WK_EINVAL with the reason in `why` when the bucket's parameters cannot
+ * be represented exactly. */
+static int units_args(const wk_entity *e, uint64_t cost, char num[5][24], const char **args,
+                      size_t *lens, char *why, size_t why_len)
 {
-    const wk_entity *e = c->e;
     wk__tb_units u;
-    char why[300];
-    if (wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &u, why, sizeof(why)))
-        return wk__op_fail(c, WK_EINVAL, "TokenBucket %s: %s", e->ns, why);
+    if (wk__tb_units_derive(e->capacity, e->rate, e->period_ms, &u, why, why_len))
+        return WK_EINVAL;
     int64_t v[5] = {(int64_t)u.unit, (int64_t)u.cap, (int64_t)u.step_units, (int64_t)u.step_ms,
                     -1};
     /* cost ≤ capacity ⇒ cost × unit ≤ cap ≤ 2^50: no overflow. */
-    if (cost && (double)*cost <= e->capacity)
-        v[4] = (int64_t)(*cost * u.unit);
-    char num[5][24];
-    const char *args[5];
-    size_t lens[5];
-    int n = cost ? 5 : 4;
-    for (int i = 0; i < n; i++) {
+    if ((double)cost <= e->capacity)
+        v[4] = (int64_t)(cost * u.unit);
+    for (int i = 0; i < 5; i++) {
         lens[i] = wk__fmt_i64(num[i], v[i]);
         args[i] = num[i];
     }
-    return wk__op_send(c, args, lens, n);
+    return WK_OK;
+}
+
+/* Run the call's script with the bucket's units as arguments (and the
+ * cost's units when `cost`). */
+static int send_units(const wk__call *c, const uint64_t *cost)
+{
+    char num[5][24], why[300];
+    const char *args[5];
+    size_t lens[5];
+    if (units_args(c->e, cost ? *cost : 0, num, args, lens, why, sizeof(why)))
+        return wk__op_fail(c, WK_EINVAL, "TokenBucket %s: %s", c->e->ns, why);
+    return wk__op_send(c, args, lens, cost ? 5 : 4);
 }
 
 /* {'corrupt', why} from a script: WK_ECORRUPT naming the key.
@@ -176,8 +233,15 @@ static int check_corrupt(const wk_query *q, const wk_reply *r, wk_diag *d)
         return WK_OK;
     size_t why_len = 0;
     const char *why = wk_reply_str(wk_reply_at(r, 1), &why_len);
+    /* acquire_all names the bucket: its 1-based index, third. */
+    long long at = 1;
+    if (wk_reply_count(r) > 2 && wk_reply_get_type(wk_reply_at(r, 2)) == WK_REPLY_INTEGER)
+        at = wk_reply_integer(wk_reply_at(r, 2));
+    if (at < 1 || at > q->nkeys)
+        return wk_diag_fail(d, WK_EPROTO, "a corruption report names bucket %lld of %d", at,
+                            q->nkeys);
     char key[200];
-    wk__render_key(key, sizeof(key), q->argv[0], q->argvlen[0]);
+    wk__render_key(key, sizeof(key), q->argv[at - 1], q->argvlen[at - 1]);
     return wk_diag_fail(d, WK_ECORRUPT, "TokenBucket key \"%s\" is corrupted: %.*s", key,
                         why ? (int)(why_len > 160 ? 160 : why_len) : 0, why ? why : "");
 }
@@ -230,6 +294,37 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+/* {refused, wait, then four integers per bucket}: the outcome and each
+ * take's answer (outcome->takes, outcome->count: set by the call). */
+static int parse_acquire_all(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
+        return wk_diag_fail(d, WK_EPROTO, "expected an array reply");
+    int rc = check_corrupt(q, r, d);
+    if (rc)
+        return rc;
+    wk_token_bucket_all_outcome *o = q->out;
+    long long head[2];
+    size_t n = o->count;
+    if (wk_reply_count(r) != 2 + 4 * n || !read_ints(r, 0, 2, head) || head[0] < 0 ||
+        (unsigned long long)head[0] > n)
+        return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", 2 + 4 * n);
+    for (size_t i = 0; i < n; i++) {
+        long long v[4];
+        if (!read_ints(r, 2 + 4 * i, 4, v))
+            return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", 2 + 4 * n);
+        wk_token_bucket_outcome *each = &o->takes[i].outcome;
+        each->allowed = v[0] == 1;
+        each->remaining = v[1];
+        each->retry_after_ms = v[2];
+        each->full_after_ms = v[3];
+    }
+    o->allowed = head[0] == 0;
+    o->refused = head[0] == 0 ? n : (size_t)head[0] - 1;
+    o->retry_after_ms = head[1];
+    return WK_OK;
+}
+
 /* ------------------------------------------------------------------------
  * Queries
  * ---------------------------------------------------------------------- */
@@ -274,4 +369,68 @@ int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name
                           bool *was_used)
 {
     return wk__op_run(p, &reset_op, bucket, name, NULL, NULL, 0, was_used);
+}
+
+/* ---- atomic multi-limit ----------------------------------------------- */
+
+#define ALL_NAME "token_bucket.acquire_all"
+
+int wk_token_bucket_acquire_all(wk_processor *p, wk_token_bucket_take *takes, size_t n,
+                                wk_token_bucket_all_outcome *outcome)
+{
+    if (outcome) {
+        memset(outcome, 0, sizeof(*outcome));
+        outcome->refused = n;
+    }
+    if (!p || !p->process)
+        return WK_EINVAL;
+    if (!takes || n < 1 || n > WK_TOKEN_BUCKET_ALL_MAX)
+        return wk__processor_fail(p, WK_EINVAL, ALL_NAME ": %zu takes (1 to %d, not NULL)",
+                                  takes ? n : 0, WK_TOKEN_BUCKET_ALL_MAX);
+    if (!outcome)
+        return wk__processor_fail(p, WK_EINVAL, ALL_NAME ": outcome is required");
+    for (size_t i = 0; i < n; i++)
+        memset(&takes[i].outcome, 0, sizeof(takes[i].outcome));
+
+    char keys[WK_TOKEN_BUCKET_ALL_MAX][WK_KEY_MAX];
+    char num[WK_TOKEN_BUCKET_ALL_MAX][5][24];
+    const char *argv[WK_TOKEN_BUCKET_ALL_MAX * 6];
+    size_t argvlen[WK_TOKEN_BUCKET_ALL_MAX * 6];
+    wk_access access[WK_TOKEN_BUCKET_ALL_MAX];
+    for (size_t i = 0; i < n; i++) {
+        wk_token_bucket_take *t = &takes[i];
+        char op[64], why[300];
+        snprintf(op, sizeof(op), ALL_NAME ": take %zu", i);
+        int rc = wk__prepare(p, op, t->bucket, WK_KIND_TOKEN_BUCKET, &t->name, NULL, keys[i],
+                             &argvlen[i]);
+        if (rc)
+            return rc;
+        argv[i] = keys[i];
+        if (t->cost < 1 || t->cost > WK_TOKEN_BUCKET_COST_MAX)
+            return wk__processor_fail(p, WK_EINVAL, "%s: cost %llu is not in 1..2^53", op,
+                                      (unsigned long long)t->cost);
+        if (units_args(t->bucket, t->cost, num[i], &argv[n + 5 * i], &argvlen[n + 5 * i], why,
+                       sizeof(why)))
+            return wk__processor_fail(p, WK_EINVAL, "%s: TokenBucket %s: %s", op,
+                                      t->bucket->ns, why);
+        /* The script reads every bucket before taking any: one bucket
+         * twice would be taken from once. */
+        for (size_t j = 0; j < i; j++)
+            if (argvlen[j] == argvlen[i] && memcmp(keys[j], keys[i], argvlen[i]) == 0)
+                return wk__processor_fail(p, WK_EINVAL,
+                                          "%s: the same bucket as take %zu (one key twice)", op, j);
+        access[i] = (wk_access){t->bucket, WK_WRITE};
+    }
+    outcome->takes = takes;
+    outcome->count = n;
+    wk_query q = {.name = ALL_NAME,
+                  .effect = {access, n},
+                  .script = &acquire_all_script,
+                  .nkeys = (int)n,
+                  .argc = (int)(6 * n),
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_acquire_all,
+                  .out = outcome};
+    return wk_process(p, &q);
 }

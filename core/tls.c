@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -138,6 +140,26 @@ static int cfg_fail(char *msg, size_t msglen, int status, const char *what, cons
     return status;
 }
 
+/* A file the options name that cannot be read, said with the file's own
+ * reason ("No such file or directory") rather than OpenSSL's ("system
+ * lib"): WK_EINVAL with the message, or WK_OK when it looks readable
+ * (OpenSSL then judges its contents). */
+static int unreadable(char *msg, size_t msglen, const char *what, const char *path, bool dir)
+{
+    struct stat st;
+    const char *why = NULL;
+    if (stat(path, &st) != 0 || access(path, dir ? R_OK | X_OK : R_OK) != 0)
+        why = strerror(errno);
+    else if (dir && !S_ISDIR(st.st_mode))
+        why = "not a directory";
+    else if (!dir && S_ISDIR(st.st_mode))
+        why = "is a directory";
+    if (!why)
+        return WK_OK;
+    snprintf(msg, msglen, "TLS: cannot load %s %s: %s", what, path, why);
+    return WK_EINVAL;
+}
+
 /* ---- settings -------------------------------------------------------- */
 
 static bool is_ip_address(const char *name)
@@ -191,6 +213,14 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
     SSL_CTX_set_verify(cfg->ctx, SSL_VERIFY_PEER, NULL);
     if (!o->cert_file)
         SSL_CTX_set_client_cert_cb(cfg->ctx, no_client_cert);
+    if ((o->ca_file && (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_file,
+                                        false))) ||
+        (o->ca_dir && (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_dir,
+                                       true))) ||
+        (o->cert_file && (rc = unreadable(msg, msglen, "the client certificate", o->cert_file,
+                                          false))) ||
+        (o->key_file && (rc = unreadable(msg, msglen, "the client key", o->key_file, false))))
+        goto done;
     if (o->ca_file || o->ca_dir) {
         if (SSL_CTX_load_verify_locations(cfg->ctx, o->ca_file, o->ca_dir) != 1) {
             rc = cfg_fail(msg, msglen, WK_EINVAL, "cannot load the CA certificates from",

@@ -56,6 +56,10 @@
        "deferred")                                                                                 \
     XX(cache, put_typed, WRITE, (wk_name name, const wk_codec *codec, const void *value),          \
        "encode and store the body with the entity's TTL")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_CACHE_SCHEMA(KIND, PARAM)                                                               \
+    KIND(CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                                 \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -95,6 +95,43 @@ typedef struct wk_entity {
 #define WK_CUSTOM_ENTITY(kind_, ns_) WK__ENTITY(kind_, ns_, 0, 0, 0, 0)
 
 /*
+ * Schema rows. Each kind's header gives wk-codegen (and so wk) its row,
+ * beside its op list, as one X-macro of two callbacks:
+ *
+ *     #define WK_SEMAPHORE_SCHEMA(KIND, PARAM)                            \
+ *         KIND(SEMAPHORE, ", {permits} permits, lease {ttl}", NO_BODY,    \
+ *              WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR)                       \
+ *         PARAM(permits, capacity, POSITIVE, REQUIRED, 0,                 \
+ *               "only a Semaphore has permits")                           \
+ *         WK__SCHEMA_TTL(PARAM)
+ *
+ * KIND(X, wording, body, check, fair): X is the kind's prefix, from which
+ * the generator takes WK_KIND_X (its name in schemas), WK_X_ENTITY (the
+ * initialiser, taking the namespace and the parameters in PARAM order),
+ * WK_X_OPS and, with BODY (else NO_BODY), WK_X_TYPED_OPS; `wording` is
+ * the generated header comment after "names are …", {key} standing for a
+ * parameter's value (durations as "30 s"); `check` is a rule over the
+ * parameters, a macro check(v, why, whylen) over v[i].num (POSITIVE),
+ * v[i].ms (DURATION) and v[i].text (the number as written) that returns
+ * -1, or the index of the parameter to blame after writing why
+ * (WK__SCHEMA_NO_CHECK: none); FAIR (else NO_FAIR) gives the kind's
+ * "fair": true as WK_X_FAIR_ENTITY.
+ *
+ * PARAM(key, field, rule, presence, default_ms, elsewhere), one per
+ * parameter: its schema key, the wk_entity field it fills, DURATION
+ * ("30s", whole ms; > 0) or POSITIVE (a number > 0), REQUIRED or OPTIONAL
+ * (then default_ms applies to a DURATION, and may be outside the rule: an
+ * optional TTL left out is 0), and the reason given when another kind is
+ * given this key (%s: that kind). A key several kinds take has one reason.
+ *
+ * Read by wk-codegen (codegen/kinds.c), which finds the kinds through the
+ * generated <wakuwaku/kinds.h> (cmake/wk_kinds.cmake): every public
+ * header with a WK_X_SCHEMA is a kind, and no list names them.
+ */
+#define WK__SCHEMA_TTL(PARAM) PARAM(ttl, ttl_ms, DURATION, REQUIRED, 0, "a %s has no TTL")
+#define WK__SCHEMA_NO_CHECK(v, why, whylen) ((void)(v), (void)(why), (void)(whylen), -1)
+
+/*
  * Why a namespace (or a kind) may not contain ':', '{' or '}'.
  *
  * Keys are "@@wakuwaku-entity:<Kind>:<namespace>:<name>" and, for items of

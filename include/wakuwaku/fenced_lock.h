@@ -80,6 +80,10 @@
        "is it held, for how much longer, and the last fence")                                      \
     XX(fenced_lock, force_release, WRITE, (wk_name name, bool *freed),                             \
        "free it whoever holds it (operators); the fence counter is kept")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_FENCED_LOCK_SCHEMA(KIND, PARAM)                                                         \
+    KIND(FENCED_LOCK, ", lease {ttl}, fenced", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)              \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_FENCED_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)

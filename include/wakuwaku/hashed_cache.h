@@ -68,6 +68,10 @@
     XX(hashed_cache, put_typed, WRITE,                                                             \
        (wk_name name, const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN]),        \
        "encode the body, store it and its hash with the entity's TTL")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_HASHED_CACHE_SCHEMA(KIND, PARAM)                                                        \
+    KIND(HASHED_CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                          \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_HASHED_CACHE_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -128,6 +128,18 @@
        (wk_name name, const wk_live_view_sub_options *opts, wk_live_view_body *head,               \
         wk_live_view_sub **sub),                                                                   \
        "read the head (bytes) and follow the versions after it")
+/* The same rule on a schema's entity: its row's check. */
+#define WK__LIVE_VIEW_SCHEMA_CHECK(v, why, whylen)                                                 \
+    (WK__LIVE_VIEW_MAX_DIFFS_OK((v)[0].num)                                                        \
+         ? -1                                                                                      \
+         : (snprintf(why, whylen, WK__LIVE_VIEW_MAX_DIFFS_RULE " (got %s)", (v)[0].text), 0))
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). max_diffs is a
+ * POSITIVE number there: 0, which the rule allows, is written as the
+ * macro's argument by hand. */
+#define WK_LIVE_VIEW_SCHEMA(KIND, PARAM)                                                           \
+    KIND(LIVE_VIEW, ", history of up to {max_diffs} diffs",                                        \
+         BODY, WK__LIVE_VIEW_SCHEMA_CHECK, NO_FAIR)                                                \
+    PARAM(max_diffs, capacity, POSITIVE, REQUIRED, 0, "only a LiveView has max_diffs")
 #endif
 
 #if !defined(WAKUWAKU_LIVE_VIEW_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -61,6 +61,10 @@
        "free the lock whoever holds it and wake its first waiter (operators)")                     \
     XX(lock, inspect, READ, (wk_name name, wk_lock_state *state),                                  \
        "is it held, and for how much longer")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_LOCK_SCHEMA(KIND, PARAM)                                                                \
+    KIND(LOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR)                                \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_LOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -73,6 +73,10 @@
        "encode and append a message, restart the pipe's TTL")                                      \
     XX(pipe, receive, WRITE, (wk_name name, wk_pipe_receiver **receiver),                          \
        "open the receiver (decode with wk_pipe_recv_typed() and the body's codec)")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_PIPE_SCHEMA(KIND, PARAM)                                                                \
+    KIND(PIPE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                                  \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_PIPE_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -80,6 +80,10 @@
        "free the writer and every reader lease and wake the first waiter (operators)")             \
     XX(rwlock, inspect, READ, (wk_name name, wk_rwlock_state *state),                              \
        "whether a writer holds it, and how many readers")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_RWLOCK_SCHEMA(KIND, PARAM)                                                              \
+    KIND(RWLOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR)                              \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_RWLOCK_H) && !defined(WK__ENTITY_MACROS_ONLY)

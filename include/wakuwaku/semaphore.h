@@ -67,6 +67,19 @@
        "running and free permits")                                                                 \
     XX(semaphore, force_release, WRITE, (wk_name name, int64_t *freed),                            \
        "free every permit whoever holds them (operators)")
+/* The same rule on a schema's entity: its row's check. */
+#define WK__SEMAPHORE_SCHEMA_CHECK(v, why, whylen)                                                 \
+    (WK__SEMAPHORE_PERMITS_OK((v)[0].num)                                                          \
+         ? -1                                                                                      \
+         : (snprintf(why, whylen, WK__SEMAPHORE_PERMITS_RULE " (got %s)",                          \
+                     WK_SEMAPHORE_PERMITS_MAX, (v)[0].text),                                       \
+            0))
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_SEMAPHORE_SCHEMA(KIND, PARAM)                                                           \
+    KIND(SEMAPHORE, ", {permits} permits, lease {ttl}",                                            \
+         NO_BODY, WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR)                                             \
+    PARAM(permits, capacity, POSITIVE, REQUIRED, 0, "only a Semaphore has permits")                \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_SEMAPHORE_H) && !defined(WK__ENTITY_MACROS_ONLY)

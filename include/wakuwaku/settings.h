@@ -65,6 +65,9 @@
        "delete key; if it was there, bump the version and publish")                                \
     XX(settings, snapshot, READ, (wk_name name, wk_settings_map **out),                            \
        "the whole map and its version (free with wk_settings_map_free())")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_SETTINGS_SCHEMA(KIND, PARAM)                                                            \
+    KIND(SETTINGS, "", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)
 #endif
 
 #if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -71,6 +71,10 @@
     XX(stream_buffer, subscribe, READ,                                                             \
        (wk_name name, uint64_t from, wk_stream_buffer_subscription **subscription),                \
        "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)")
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_STREAM_BUFFER_SCHEMA(KIND, PARAM)                                                       \
+    KIND(STREAM_BUFFER, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                         \
+    WK__SCHEMA_TTL(PARAM)
 #endif
 
 #if !defined(WAKUWAKU_STREAM_BUFFER_H) && !defined(WK__ENTITY_MACROS_ONLY)

@@ -20,6 +20,9 @@
  *   wk_token_bucket_acquire  refill, then take `cost` tokens if there  WRITE
  *   wk_token_bucket_peek     tokens now, time until full; writes nothing READ
  *   wk_token_bucket_reset    delete the key (= refill), say if it was used WRITE
+ *   wk_token_bucket_acquire_all  take from several buckets, all or    WRITE
+ *                            nothing, in one script (per-user + per-IP +
+ *                            global limits)
  *
  * "Rate limited" is an outcome (allowed = false), not an error.
  *
@@ -102,6 +105,24 @@
        "tokens now, without taking any")                                                           \
     XX(token_bucket, reset, WRITE, (wk_name name, bool *was_used),                                 \
        "refill at once (delete the key)")
+/* A schema's TokenBucket meets the limiter's own arithmetic: the rule of
+ * its row, expanded by wk-codegen alone (which defines WK__SCHEMA_RULES
+ * and so reads the private collection/token_bucket_units.h); it blames
+ * capacity (0) or rate (1): wk__tb_units_derive()'s WK__TB_BAD_CAPACITY
+ * (1) and WK__TB_BAD_RATE (2) less one, WK__TB_OK (0) giving -1. */
+#define WK__TOKEN_BUCKET_ONLY "only a TokenBucket has capacity, rate and period"
+#define WK__TOKEN_BUCKET_SCHEMA_CHECK(v, why, whylen)                                              \
+    (wk__tb_units_derive((v)[0].num, (v)[1].num, (v)[2].ms, &(wk__tb_units){0}, why, whylen) - 1)
+#ifdef WK__SCHEMA_RULES
+#include "../../collection/token_bucket_units.h"
+#endif
+/* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
+#define WK_TOKEN_BUCKET_SCHEMA(KIND, PARAM)                                                        \
+    KIND(TOKEN_BUCKET, ", {capacity} tokens, refilled at {rate} per {period}",                     \
+         NO_BODY, WK__TOKEN_BUCKET_SCHEMA_CHECK, NO_FAIR)                                          \
+    PARAM(capacity, capacity, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                        \
+    PARAM(rate, rate, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                                \
+    PARAM(period, period_ms, DURATION, OPTIONAL, 1000, WK__TOKEN_BUCKET_ONLY)
 #endif
 
 #if !defined(WAKUWAKU_TOKEN_BUCKET_H) && !defined(WK__ENTITY_MACROS_ONLY)
@@ -203,6 +224,89 @@ WK_API int wk_token_bucket_peek(wk_processor *p, const wk_entity *bucket, wk_nam
  */
 WK_API int wk_token_bucket_reset(wk_processor *p, const wk_entity *bucket, wk_name name,
                                  bool *was_used);
+
+/*
+ * Atomic multi-limit: take from several buckets all or nothing.
+ *
+ * One take per bucket: the entity, the name and the cost (IN), and that
+ * bucket's own answer (OUT, written by the call's parser).
+ *
+ *   outcome.allowed         this bucket held `cost` tokens when the call
+ *                           ran (so the call was refused by another one
+ *                           when the whole call was refused).
+ *   outcome.remaining       whole tokens left: after the take when every
+ *                           bucket allowed, else as they stand untouched.
+ *   outcome.retry_after_ms  0 when it held `cost`, else the ms until it
+ *                           will (WK_TOKEN_BUCKET_NEVER: cost > capacity).
+ *   outcome.full_after_ms   ms until it is full again.
+ */
+typedef struct wk_token_bucket_take {
+    const wk_entity *bucket; /* a TokenBucket entity */
+    wk_name name;
+    uint64_t cost; /* 1..WK_TOKEN_BUCKET_COST_MAX */
+    wk_token_bucket_outcome outcome;
+} wk_token_bucket_take;
+
+/* The most buckets one wk_token_bucket_acquire_all() takes from. */
+#define WK_TOKEN_BUCKET_ALL_MAX 8
+
+/*
+ * The outcome of wk_token_bucket_acquire_all().
+ *
+ *   allowed         every bucket held its cost, and all were taken.
+ *   refused         not allowed: the index (into takes) of the first
+ *                   bucket short of its cost; allowed, or the call failed:
+ *                   the number of takes.
+ *   retry_after_ms  allowed: 0. Refused: the longest wait among the
+ *                   buckets short of their cost — after it every bucket
+ *                   holds its cost again, unless others take them first
+ *                   (e.g. the Retry-After header); WK_TOKEN_BUCKET_NEVER
+ *                   when a cost exceeds its bucket's capacity.
+ */
+typedef struct wk_token_bucket_all_outcome {
+    bool allowed;
+    size_t refused;
+    int64_t retry_after_ms;
+    /* Set by the call (its parser writes each take's outcome there). */
+    wk_token_bucket_take *takes;
+    size_t count;
+} wk_token_bucket_all_outcome;
+
+/*
+ * wk_token_bucket_acquire_all — refill each of `n` buckets by the server
+ * time elapsed, then take every take's cost if every bucket holds it, or
+ * none: one script, one round trip, atomic on the server (e.g. a
+ * per-user, a per-IP and a global limit checked as one). A refusal writes
+ * nothing (as wk_token_bucket_acquire's), so being refused by one bucket
+ * costs the others nothing.
+ *
+ *   p        the processor.
+ *   takes    n takes (1..WK_TOKEN_BUCKET_ALL_MAX), each of a TokenBucket
+ *            entity, a name and a cost; no two may name the same bucket
+ *            (same key). Their `outcome` fields are OUT (zeroed first).
+ *   outcome  OUT: see wk_token_bucket_all_outcome; zeroed first (refused
+ *            = n), so it reads "not allowed" when the call fails.
+ *
+ * The capability must grant WRITE on every bucket's entity (WK_EDENIED
+ * names the first that is not). On a cluster handle every key must be in
+ * one slot — names sharing a hash tag, e.g. "{tenant7}:user42" and
+ * "{tenant7}:all" — or the call is refused before sending (WK_EINVAL
+ * naming two slots); the keys of the single-key layout hash by the whole
+ * key unless the name holds a {tag}.
+ *
+ * Returns WK_OK (see outcome->allowed), WK_EINVAL (n out of range, NULL
+ * takes or outcome, a bad entity, name or cost — the message names the
+ * take by index —, two takes of one bucket, parameters the exact
+ * arithmetic cannot hold, keys in several slots of a cluster), WK_EDENIED,
+ * WK_ECORRUPT (a bucket's key is corrupted: nothing is taken; the message
+ * names the key), or a connection / server error. WRITE effect, NOT
+ * retry-safe: after WK_EUNKNOWN the tokens may or may not have been taken
+ * (all of them or none). Works through a batch and the event loop (takes
+ * and outcome must then stay valid until the reply is parsed). Makes no
+ * heap allocation of its own.
+ */
+WK_API int wk_token_bucket_acquire_all(wk_processor *p, wk_token_bucket_take *takes, size_t n,
+                                       wk_token_bucket_all_outcome *outcome);
 
 WK__OPS(WK_TOKEN_BUCKET_OPS)
 

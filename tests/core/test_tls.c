@@ -257,6 +257,28 @@ Test(tls, unknown_ca_is_refused, .timeout = 30)
     rc = try_open(&o, err, sizeof(err));
     cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
     cr_assert(strstr(err, "/nonexistent/ca.crt"), "%s", err);
+    cr_assert(strstr(err, "No such file or directory"), "the reason is the file's: %s", err);
+    /* Likewise an unreadable CA directory, and a client certificate or key
+     * that is not there: the file's own reason, not OpenSSL's. */
+    o.tls_ca_file = NULL;
+    o.tls_ca_dir = "/nonexistent/certs";
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "/nonexistent/certs") && strstr(err, "No such file or directory"), "%s",
+              err);
+    o.tls_ca_dir = NULL;
+    o.tls_ca_file = t.ca;
+    o.tls_cert_file = "/nonexistent/client.crt";
+    o.tls_key_file = "/nonexistent/client.key";
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "/nonexistent/client.crt") && strstr(err, "No such file or directory"),
+              "%s", err);
+    o.tls_ca_file = "/";
+    o.tls_cert_file = o.tls_key_file = NULL;
+    rc = try_open(&o, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), err);
+    cr_assert(strstr(err, "is a directory"), "%s", err);
     tls_stop(&t);
 }
 

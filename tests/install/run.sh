@@ -28,6 +28,10 @@ mv "$tmp/installed" "$tmp/prefix"
 prefix=$tmp/prefix
 unset LD_LIBRARY_PATH
 
+# The operator's CLI is installed and runs from the moved prefix.
+[ -x "$prefix/bin/wk" ] || fail "bin/wk is not installed"
+"$prefix/bin/wk" --version | grep -q "^wk " || fail "the installed bin/wk does not run"
+
 case "$mode" in
 cmake)
     mkdir "$tmp/user"

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,7 @@ typedef struct invocation {
     wk_processor *p;
     const wk_db_options *opts; /* how db was opened (watch opens a follower) */
     const schema *s;
+    const op_desc *op;     /* the operation the command runs (NULL: a look) */
     char node_msg[512]; /* a cluster node's handle failed: its message */
 } invocation;
 
@@ -291,56 +293,81 @@ static int bool_outcome(const invocation *inv, int rc, const char *key, bool v)
     return v ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
+/* A command that calls `fn`, whose outcome is one boolean `key`. */
+typedef int (*bool_fn)(wk_processor *, const wk_entity *, wk_name, bool *);
+static int bool_command(invocation *inv, wk_name name, bool_fn fn, const char *key)
+{
+    bool v = false;
+    int rc = fn(inv->p, &inv->desc, name, &v);
+    return bool_outcome(inv, rc, key, v);
+}
+
+/* One member of an outcome struct, printed under its name. */
+typedef struct member {
+    const char *key;
+    bool is_bool; /* else int64_t */
+    size_t off;
+} member;
+#define MEMBER_BOOL(type, m) {#m, true, offsetof(type, m)}
+#define MEMBER_I64(type, m) {#m, false, offsetof(type, m)}
+
+/* The end of a command whose outcome is the struct at `st`: its members
+ * `m` (up to one with a NULL key) in order; exit 0 when `found`, 1 when
+ * not. */
+static int members_outcome(const invocation *inv, int rc, const void *st, const member *m,
+                           bool found)
+{
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    for (; m->key; m++) {
+        const char *at = (const char *)st + m->off;
+        if (m->is_bool)
+            text_or_json_bool(m->key, *(const bool *)at, !m[1].key);
+        else
+            text_or_json_int(m->key, *(const int64_t *)at, !m[1].key);
+    }
+    return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
 /* ---- Lock, RwLock, FencedLock, Semaphore */
 
 static int lock_inspect(invocation *inv, wk_name name)
 {
-    wk_lock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_lock_state, held),
+                               MEMBER_I64(wk_lock_state, ttl_ms), {0}};
+    wk_lock_state st = {0};
     int rc = wk_lock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("held", st.held, false);
-    text_or_json_int("ttl_ms", st.ttl_ms, true);
-    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.held);
 }
 
 static int rwlock_inspect(invocation *inv, wk_name name)
 {
-    wk_rwlock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_rwlock_state, writer_held),
+                               MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
+                               MEMBER_I64(wk_rwlock_state, readers), {0}};
+    wk_rwlock_state st = {0};
     int rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("writer_held", st.writer_held, false);
-    text_or_json_int("writer_ttl_ms", st.writer_ttl_ms, false);
-    text_or_json_int("readers", st.readers, true);
-    return st.writer_held || st.readers > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.writer_held || st.readers > 0);
 }
 
 static int fenced_inspect(invocation *inv, wk_name name)
 {
-    wk_fenced_lock_state st;
+    static const member m[] = {MEMBER_BOOL(wk_fenced_lock_state, held),
+                               MEMBER_I64(wk_fenced_lock_state, ttl_ms),
+                               MEMBER_I64(wk_fenced_lock_state, last_fence), {0}};
+    wk_fenced_lock_state st = {0};
     int rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("held", st.held, false);
-    text_or_json_int("ttl_ms", st.ttl_ms, false);
-    text_or_json_int("last_fence", st.last_fence, true);
-    return st.held ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.held);
 }
 
 static int sem_inspect(invocation *inv, wk_name name)
 {
-    wk_semaphore_state st;
+    static const member m[] = {MEMBER_I64(wk_semaphore_state, running),
+                               MEMBER_I64(wk_semaphore_state, available), {0}};
+    wk_semaphore_state st = {0};
     int rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_int("running", st.running, false);
-    text_or_json_int("available", st.available, true);
-    return st.running > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return members_outcome(inv, rc, &st, m, st.running > 0);
 }
 
 /* The end of an owned command: whether the token holds it, as whom (RwLock:
@@ -361,14 +388,22 @@ static int owned_outcome(const invocation *inv, int rc, bool owned, const char *
     return owned ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int lock_owned(invocation *inv, wk_name name)
+/* owned NAME TOKEN through `fn`, which writes a wk_lease_state. */
+typedef int (*owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
+                        wk_lease_state *);
+static int owned_command(invocation *inv, wk_name name, owned_fn fn)
 {
     wk_token token;
     wk_lease_state st = {0};
     if (parse_token(inv->argv[0], &token))
         return EXIT_USAGE;
-    int rc = wk_lock_owned(inv->p, &inv->desc, name, &token, &st);
+    int rc = fn(inv->p, &inv->desc, name, &token, &st);
     return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+}
+
+static int lock_owned(invocation *inv, wk_name name)
+{
+    return owned_command(inv, name, wk_lock_owned);
 }
 
 /* A look: the writer lease first, then a reader lease. */
@@ -398,33 +433,22 @@ static int fenced_owned(invocation *inv, wk_name name)
 
 static int sem_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_semaphore_owned(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+    return owned_command(inv, name, wk_semaphore_owned);
 }
 
 static int lock_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_lock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_lock_force_release, "was_held");
 }
 
 static int rwlock_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_rwlock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_rwlock_force_release, "was_held");
 }
 
 static int fenced_force_release(invocation *inv, wk_name name)
 {
-    bool was_held = false;
-    int rc = wk_fenced_lock_force_release(inv->p, &inv->desc, name, &was_held);
-    return bool_outcome(inv, rc, "was_held", was_held);
+    return bool_command(inv, name, wk_fenced_lock_force_release, "was_held");
 }
 
 static int sem_force_release(invocation *inv, wk_name name)
@@ -533,16 +557,12 @@ static int hcache_put(invocation *inv, wk_name name)
 
 static int cache_remove(invocation *inv, wk_name name)
 {
-    bool removed = false;
-    int rc = wk_cache_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
+    return bool_command(inv, name, wk_cache_remove, "removed");
 }
 
 static int hcache_remove(invocation *inv, wk_name name)
 {
-    bool removed = false;
-    int rc = wk_hashed_cache_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
+    return bool_command(inv, name, wk_hashed_cache_remove, "removed");
 }
 
 /* ---- Settings */
@@ -1354,6 +1374,120 @@ static int sbuf_remove(invocation *inv, wk_name name)
     return bool_outcome(inv, rc, "removed", removed);
 }
 
+/* ---- Every other operation whose parameters wk can read and print */
+
+/*
+ * An operation with no row in ops[] below is still a command when its
+ * parameters after the name are integers in (int64_t: an argument each,
+ * in order) and integers or booleans out (int64_t *, bool *: printed
+ * under their names; exit 1 when a boolean is false). Its row in the op
+ * list is its prototype (WK__OPS checks it), so it is called through its
+ * exact type: one of the shapes below. Any other operation (tokens,
+ * bodies, records) stays the library's, listed by help.
+ */
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+typedef void (*any_fn)(void);
+#define FN_ROW(k, op, mode, params, summary) {#k "." #op, (any_fn)wk_##k##_##op},
+#define FN_KIND(X) WK_##X##_OPS(FN_ROW)
+static const struct {
+    const char *query;
+    any_fn fn;
+} functions[] = {WK__KINDS(FN_KIND)};
+
+#define GENERIC_PARAMS_MAX 3
+typedef enum { IN_I64, OUT_I64, OUT_BOOL } generic_param;
+typedef struct generic_shape {
+    int n;
+    generic_param type[GENERIC_PARAMS_MAX];
+    char name[GENERIC_PARAMS_MAX][32];
+} generic_shape;
+
+/* The shape of op's parameters after the name ("int64_t by, int64_t
+ * *value"); false when wk cannot run it. */
+static bool shape_of(const op_desc *op, generic_shape *sh)
+{
+    static const struct {
+        const char *prefix;
+        generic_param type;
+    } known[] = {{"int64_t *", OUT_I64}, {"bool *", OUT_BOOL}, {"int64_t ", IN_I64}};
+    sh->n = 0;
+    for (const char *p = op->params; *p; sh->n++) {
+        size_t n = strcspn(p, ","), k = 0;
+        while (k < COUNT(known) && strncmp(p, known[k].prefix, strlen(known[k].prefix)))
+            k++;
+        size_t id = k < COUNT(known) ? strlen(known[k].prefix) : 0;
+        if (sh->n == GENERIC_PARAMS_MAX || k == COUNT(known) || n - id >= 32)
+            return false;
+        sh->type[sh->n] = known[k].type;
+        memcpy(sh->name[sh->n], p + id, n - id);
+        sh->name[sh->n][n - id] = '\0';
+        p += n + (p[n] == ',' ? 2 : 0);
+    }
+    return (sh->n == 1 && sh->type[0] != IN_I64) ||
+           (sh->n == 2 && sh->type[0] == IN_I64 && sh->type[1] != IN_I64);
+}
+
+/* Calls op's function through its exact type: the shapes shape_of()
+ * accepts. */
+typedef int (*fn_o64)(wk_processor *, const wk_entity *, wk_name, int64_t *);
+typedef int (*fn_obool)(wk_processor *, const wk_entity *, wk_name, bool *);
+typedef int (*fn_i64_o64)(wk_processor *, const wk_entity *, wk_name, int64_t, int64_t *);
+typedef int (*fn_i64_obool)(wk_processor *, const wk_entity *, wk_name, int64_t, bool *);
+static int call_shape(invocation *inv, any_fn fn, const generic_shape *sh, wk_name name,
+                      int64_t *v)
+{
+    wk_processor *p = inv->p;
+    const wk_entity *e = &inv->desc;
+    bool b = false;
+    int rc;
+    if (sh->n == 1 && sh->type[0] == OUT_I64)
+        rc = ((fn_o64)fn)(p, e, name, &v[0]);
+    else if (sh->n == 1 && sh->type[0] == OUT_BOOL)
+        rc = ((fn_obool)fn)(p, e, name, &b), v[0] = b;
+    else if (sh->n == 2 && sh->type[0] == IN_I64 && sh->type[1] == OUT_I64)
+        rc = ((fn_i64_o64)fn)(p, e, name, v[0], &v[1]);
+    else
+        rc = ((fn_i64_obool)fn)(p, e, name, v[0], &b), v[1] = b;
+    return rc;
+}
+
+static int run_generic(invocation *inv, wk_name name)
+{
+    const op_desc *op = inv->op;
+    generic_shape sh;
+    shape_of(op, &sh);
+    int64_t v[GENERIC_PARAMS_MAX] = {0};
+    int in = 0;
+    for (int k = 0; k < sh.n; k++) {
+        if (sh.type[k] != IN_I64)
+            continue;
+        char *end;
+        errno = 0;
+        v[k] = strtoll(inv->argv[in], &end, 10);
+        if (errno || !*inv->argv[in] || *end)
+            return usage_error("%s %s: %s must be an integer (got \"%s\")", inv->ent->id, op->op,
+                               sh.name[k], inv->argv[in]);
+        in++;
+    }
+    any_fn fn = NULL;
+    for (size_t k = 0; k < COUNT(functions) && !fn; k++)
+        fn = !strcmp(functions[k].query, op->query) ? functions[k].fn : NULL;
+    int rc = fn ? call_shape(inv, fn, &sh, name, v) : WK_EINVAL;
+    if (rc)
+        return fail(inv, rc);
+    open_json();
+    int st = EXIT_OK, last = sh.n - 1;
+    for (int k = 0; k < sh.n; k++) {
+        if (sh.type[k] == OUT_BOOL) {
+            text_or_json_bool(sh.name[k], v[k], k == last);
+            st = v[k] ? st : EXIT_NOT_FOUND;
+        } else if (sh.type[k] == OUT_I64) {
+            text_or_json_int(sh.name[k], v[k], k == last);
+        }
+    }
+    return st;
+}
+
 /* The operations wk runs: how each reads its arguments and prints its
  * outcome. Its effect is its op list's. */
 static const command ops[] = {
@@ -1432,8 +1566,6 @@ static const command looks[] = {
     {NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
 };
 
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
 /* The row of `t` for command `name` of kind `kd` ('-' read as '_'), or NULL. */
 static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name)
 {
@@ -1445,6 +1577,50 @@ static const command *find(const command *t, size_t n, const kind_desc *kd, cons
             return &t[i];
     }
     return NULL;
+}
+
+/* The commands of the op lists' own (run_generic): every operation of
+ * every kind with no row in ops[] and a shape wk can run. */
+static const command *generic_commands(size_t *count)
+{
+    static command cmds[KIND_MAX * 16];
+    static char args[KIND_MAX * 16][64];
+    static size_t n;
+    static bool done;
+    for (kind k = 0; !done && k < kind_count(); k++) {
+        const kind_desc *kd = kind_info(k);
+        for (size_t i = 0; i < kd->nops && n < COUNT(cmds); i++) {
+            const op_desc *op = &kd->ops[i];
+            generic_shape sh;
+            if (find(ops, COUNT(ops), kd, op->op) || !shape_of(op, &sh))
+                continue;
+            int nin = 0, at = snprintf(args[n], sizeof(args[n]), "NAME");
+            for (int p = 0; p < sh.n; p++) {
+                if (sh.type[p] != IN_I64)
+                    continue;
+                at += snprintf(args[n] + at, sizeof(args[n]) - (size_t)at, " ");
+                for (const char *c = sh.name[p]; *c; c++)
+                    args[n][at++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+                args[n][at] = '\0';
+                nin++;
+            }
+            cmds[n] = (command){kd->name, op->op, args[n], nin, nin,
+                                op->summary ? op->summary : "", run_generic};
+            n++;
+        }
+    }
+    done = true;
+    *count = n;
+    return cmds;
+}
+
+/* The command that runs operation `name` of kind `kd`: its row in ops[],
+ * or its generic command; NULL: none. */
+static const command *op_command(const kind_desc *kd, const char *name)
+{
+    size_t n;
+    const command *generic = generic_commands(&n), *c = find(ops, COUNT(ops), kd, name);
+    return c ? c : find(generic, n, kd, name);
 }
 
 /* The operation `name` of the kind's op list, or NULL. */
@@ -1460,15 +1636,18 @@ static const op_desc *kind_op(const kind_desc *kd, const char *name)
  * Help
  * ---------------------------------------------------------------------- */
 
-/* The commands of kind `kd`: its operations that have a row in ops[], in
- * the order of its list, then its looks (and, with every_kind, the looks
- * of every kind); cmds[k] runs op[k] (NULL: a look). Returns how many. */
+/* The commands of kind `kd`: its operations that have a command (a row in
+ * ops[] or a generic one), in the order of its list, then its looks (and,
+ * with every_kind, the looks of every kind); cmds[k] runs op[k] (NULL: a
+ * look). Returns how many, at most KIND_COMMANDS_MAX. */
+#define KIND_OPS_MAX 64
+#define KIND_COMMANDS_MAX (KIND_OPS_MAX + COUNT(looks))
 static size_t kind_commands(const kind_desc *kd, bool every_kind, const command **cmds,
                             const op_desc **op)
 {
     size_t n = 0;
-    for (size_t i = 0; i < kd->nops; i++)
-        if ((cmds[n] = find(ops, COUNT(ops), kd, kd->ops[i].op)))
+    for (size_t i = 0; i < kd->nops && n < KIND_OPS_MAX; i++)
+        if ((cmds[n] = op_command(kd, kd->ops[i].op)))
             op[n++] = &kd->ops[i];
     for (size_t i = 0; i < COUNT(looks); i++)
         if (looks[i].kind ? !strcmp(looks[i].kind, kd->name) : every_kind)
@@ -1505,8 +1684,8 @@ static void help(FILE *to)
           "ENTITY is an entity id of the schema; the commands depend on its kind\n"
           "(help ENTITY: what each does, its effect, the kind's other operations):\n",
           to);
-    const command *cmds[COUNT(ops) + COUNT(looks)];
-    const op_desc *op[COUNT(ops) + COUNT(looks)];
+    const command *cmds[KIND_COMMANDS_MAX];
+    const op_desc *op[KIND_COMMANDS_MAX];
     for (kind k = 0; k < kind_count(); k++) {
         char label[64];
         snprintf(label, sizeof(label), "%s:", kind_info(k)->name);
@@ -1547,8 +1726,8 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
         const kind_desc *kd = kind_info(e->kind);
         printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns, e->description ? ": " : "",
                e->description ? e->description : "");
-        const command *cmds[COUNT(ops) + COUNT(looks)];
-        const op_desc *op[COUNT(ops) + COUNT(looks)];
+        const command *cmds[KIND_COMMANDS_MAX];
+        const op_desc *op[KIND_COMMANDS_MAX];
         size_t n = kind_commands(kd, true, cmds, op);
         for (size_t c = 0; c < n; c++) {
             char name[64];
@@ -1561,7 +1740,7 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
         int col = 0;
         for (size_t k = 0; !cmd && k < kd->nops; k++) {
             char item[128];
-            if (find(ops, COUNT(ops), kd, kd->ops[k].op))
+            if (op_command(kd, kd->ops[k].op))
                 continue;
             if (!sep)
                 col = printf("  the library's, with no command here:"), sep = " ";
@@ -1666,7 +1845,7 @@ static int capability_of(const schema *s, const char *as, const wk_cap **cap, wk
 static int run_command(invocation *inv, int timeout_ms)
 {
     const kind_desc *kd = kind_info(inv->ent->kind);
-    const command *cmd = find(ops, COUNT(ops), kd, inv->cmd);
+    const command *cmd = op_command(kd, inv->cmd);
     if (!cmd)
         cmd = find(looks, COUNT(looks), kd, inv->cmd);
     const op_desc *op = cmd ? NULL : kind_op(kd, inv->cmd);
@@ -1716,6 +1895,7 @@ static int run_command(invocation *inv, int timeout_ms)
         wk__db_bound(inv->db, deadline);
     inv->p = wk_db_processor(inv->db);
     inv->opts = &opts;
+    inv->op = kind_op(kd, cmd->name);
     st = cmd->run(inv, name);
     fflush(stdout);
     wk_db_close(inv->db);
