@@ -248,8 +248,6 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
     return alen < blen ? -1 : alen > blen;
 }
 
-/* By key; equal keys in the order they were handed out (their bytes lie
- * in that order in the block), so the last one can be kept. */
 /* Copies `len` bytes of src to *data, NUL-terminated; returns the copy
  * and moves *data past it. */
 static const char *copy_text(char **data, const char *src, size_t len)
@@ -262,6 +260,8 @@ static const char *copy_text(char **data, const char *src, size_t len)
     return at;
 }
 
+/* By key; equal keys in the order they were handed out (their bytes lie
+ * in that order in the block), so the last one can be kept. */
 static int entry_cmp(const void *x, const void *y)
 {
     const wk_settings_entry *a = x, *b = y;

@@ -224,8 +224,9 @@ int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, 
  * Read
  * ---------------------------------------------------------------------- */
 
-/* The ends read's and recv's replies share: an error (WRONGTYPE names
- * the key) or nil (nothing there) is the whole parse, its status in *rc. */
+/* What the replies of read (XRANGE) and recv (XREAD) share: an error
+ * (WRONGTYPE names the key) or nil (nothing there) is the whole parse,
+ * with its status in *rc. */
 static bool error_or_nil(const wk_query *q, const wk_reply *r, wk_diag *d, int *rc)
 {
     if (wk_reply_get_type(r) == WK_REPLY_ERROR)
