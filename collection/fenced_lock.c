@@ -96,53 +96,13 @@ static const wk_script force_release_script = {"fenced_lock.force_release", WK__
                                                "wk_wake(KEYS[3], KEYS[4], ARGV[1], nil)\n"
                                                "return n\n"};
 
-typedef struct keys {
-    char lease[WK_KEY_MAX], fence[WK_KEY_MAX];
-    size_t len;
-} keys;
-
-/* Checks the arguments and builds both keys. `out` is the outcome the
- * call needs (NULL: refused). */
-static int prepare(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
-                   keys *k, const void *out)
-{
-    int rc = wk__prepare(p, op, e, WK_KIND_FENCED_LOCK, name, ":lease", k->lease, &k->len);
-    if (rc)
-        return rc;
-    /* "…}:lease" and "…}:fence" have the same length: copy, then change
-     * the suffix, rather than check and build the key twice. */
-    memcpy(k->fence, k->lease, k->len + 1);
-    memcpy(k->fence + k->len - 5, "fence", 5);
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "%s: an outcome is required", op);
-    return WK_OK;
-}
-
-/* Runs `script` with KEYS lease, then fence unless `lease_only` (then
- * q, e of `wake`) and ARGV args[0..nargs) (then w of `wake`). */
-static int run(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-               const keys *k, bool lease_only, const wk__wake_keys *wake, wk_mode mode,
-               const char *const *args, const size_t *lens, int nargs, wk_parse_fn parse,
-               void *out)
-{
-    const char *item[2] = {k->lease, k->fence};
-    size_t item_lens[2] = {k->len, k->len};
-    wk__lease_call c = {.op = op,
-                        .script = script,
-                        .e = e,
-                        .mode = mode,
-                        .lease = script == &extend_script, /* lengthens it: acknowledged */
-                        .keys = item,
-                        .key_lens = item_lens,
-                        .nkeys = lease_only ? 1 : 2,
-                        .wake = wake,
-                        .args = args,
-                        .arg_lens = lens,
-                        .nargs = nargs,
-                        .parse = parse,
-                        .out = out};
-    return wk__lease_script(p, &c);
-}
+/* Its operations (collection/op.h): the lease hash ":lease" and the
+ * fence counter ":fence"; the wake keys come after both (KEYS[3], [4]). */
+#define FENCED_OP(op, ...) {WK__OP_OF(fenced_lock, op), .kind = WK_KIND_FENCED_LOCK, __VA_ARGS__}
+#define OUT(type) .out_name = "an outcome", .out_size = sizeof(type)
+#define TOKEN_OUT(type, name) .token = true, .out_name = name, .out_size = sizeof(type)
+#define BOTH .suffix = {":lease", ":fence"}
+#define LEASE_ONLY .suffix = {":lease"}
 
 /* A try's reply through a deferred processor (a batch): the fence or 0. */
 static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -155,58 +115,30 @@ static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
     return wk__lease_acknowledged(d, &lease->acquired); /* its fence stays spent */
 }
 
+/* The takes: its token is the lease's (set after wk__op_begin). */
+static const wk__op try_op =
+    FENCED_OP(try, .flags = WK__QUERY_LEASE, .forms = &wk__fenced_lock_try_forms,
+              .steps = &wk__fenced_lock_steps, BOTH, .args = {WK__ARG_TOKEN, WK__ARG_TTL},
+              .parse = parse_try, OUT(wk_fenced_lease));
+static const wk__op acquire_op = {
+    .name = "fenced_lock.acquire", .kind = WK_KIND_FENCED_LOCK, .mode = WK_WRITE,
+    .flags = WK__QUERY_LEASE, .forms = &acquire_forms, .steps = &wk__fenced_lock_steps, BOTH,
+    .wake = 3, .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_CAP, WK__ARG_WAKE},
+    .parse = parse_try, OUT(wk_fenced_lease)};
+
 /*
- * Every take goes through here: a try (wake NULL) or one attempt of a wait
- * (cap_ms, the queue of `wake`). Its outcome lands in *lease (acquired,
- * fence), after the steps of a take split by a migration
- * (collection/lease_script.h); *got holds the reply (the sleep). Through
- * a deferred processor (a batch, which runs no steps) parse_try writes
- * *lease when the batch runs.
+ * A take (a try, or one attempt of a wait) of call c into *lease (acquired,
+ * fence), after the steps of a take split by a migration; *got holds the
+ * reply (the sleep). Through a deferred processor (a batch, which runs no
+ * steps) parse_try writes *lease when the batch runs.
  */
-static int take(wk_processor *p, const char *op, const wk_entity *e, wk_name name, const keys *k,
-                const wk__wake_keys *wake, int64_t cap_ms, wk_fenced_lease *lease,
-                wk__take_reply *got)
+static int take(wk__call *c, wk_fenced_lease *lease, wk__take_reply *got)
 {
-    bool split = !wk_processor_is_deferred(p);
-    char ttl[24], cap[24];
-    const char *args[3] = {(const char *)lease->token.bytes, ttl, cap};
-    size_t lens[3] = {WK_TOKEN_LEN, wk__fmt_i64(ttl, e->ttl_ms), wk__fmt_i64(cap, cap_ms)};
-    const char *item[2] = {k->lease, k->fence};
-    size_t item_lens[2] = {k->len, k->len};
-    *got = (wk__take_reply){false, false, 0};
-    wk__lease_call c = {.op = op,
-                        .script = wake ? &acquire_forms.script : &wk__fenced_lock_try_script,
-                        .e = e,
-                        .mode = WK_WRITE,
-                        .lease = true,
-                        .split = split,
-                        .keys = item,
-                        .key_lens = item_lens,
-                        .nkeys = 2,
-                        .wake = wake,
-                        .args = args,
-                        .arg_lens = lens,
-                        .nargs = wake ? 3 : 2,
-                        .parse = split ? wk__take_parse : parse_try,
-                        .out = split ? (void *)got : (void *)lease};
-    int rc = wk__lease_script(p, &c);
-    if (!split)
+    int rc = wk__lease_take(c, got);
+    if (!got->parsed)
         return rc;
-    if (rc == WK_OK && got->marked) {
-        wk__split_take t = {.op = op,
-                            .e = e,
-                            .name = name,
-                            .steps = &wk__fenced_lock_steps,
-                            .marked = k->lease,
-                            .other = k->fence,
-                            .marked_len = k->len,
-                            .other_len = k->len,
-                            .token = &lease->token,
-                            .cap_ms = cap_ms};
-        rc = wk__split_take_finish(p, &t, got);
-    }
     if (rc == WK_OK && got->acquired && got->n < 1)
-        return wk__processor_fail(p, WK_EPROTO, "%s: expected a fence >= 1", op);
+        return wk__op_fail(c, WK_EPROTO, "expected a fence >= 1");
     lease->acquired = got->acquired;
     lease->fence = got->acquired ? got->n : 0;
     return rc;
@@ -214,53 +146,29 @@ static int take(wk_processor *p, const char *op, const wk_entity *e, wk_name nam
 
 int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_fenced_lease *lease)
 {
-    keys k;
-    int rc = prepare(p, "fenced_lock.try", lock, &name, &k, lease);
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &try_op, lock, name, lease);
     if (rc)
         return rc;
     /* Written now, so a batch's caller has the token before it runs. */
-    lease->acquired = false;
-    lease->fence = 0;
     wk_token_random(&lease->token);
+    c.token = &lease->token;
     wk__take_reply got;
-    rc = take(p, "fenced_lock.try", lock, name, &k, NULL, -1, lease, &got);
+    rc = take(&c, lease, &got);
     /* lease_replicas: an unacknowledged lease is given back (its fence
      * stays spent: fences only have to increase). */
-    return wk__lease_settle(p, "fenced_lock.try", rc, wk_fenced_lock_release, lock, name,
-                            &lease->token);
+    return wk__lease_settle(p, try_op.name, rc, wk_fenced_lock_release, lock, name, &lease->token);
 }
 
-/* release / extend: a token, a bool outcome; a release wakes a waiter. */
-static int token_op(wk_processor *p, const char *op, const wk_script *script, const wk_entity *lock,
-                    const wk_name *name, const wk_token *token, bool release, bool *out)
-{
-    keys k;
-    wk__wake_keys wk;
-    int rc = prepare(p, op, lock, name, &k, token ? (const void *)out : NULL);
-    if (!rc && release)
-        rc = wk__wake_keys_for(p, op, &wk, k.lease, k.len);
-    if (rc)
-        return rc;
-    *out = false;
-    char ttl[24];
-    const char *args[2] = {(const char *)token->bytes, ttl};
-    size_t lens[2] = {WK_TOKEN_LEN, release ? 0 : wk__fmt_i64(ttl, lock->ttl_ms)};
-    return run(p, op, script, lock, &k, !release, release ? &wk : NULL, WK_WRITE, args, lens,
-               release ? 1 : 2, wk__parse_bool_int, out);
-}
+static const wk__op release_op = FENCED_OP(release, .forms = &wk__fenced_lock_release_forms, BOTH,
+                                           .wake = 3, .args = {WK__ARG_TOKEN, WK__ARG_WAKE},
+                                           .parse = wk__parse_bool_int, TOKEN_OUT(bool, "outcome"));
+static const wk__op extend_op = FENCED_OP(
+    extend, .flags = WK__QUERY_LEASE, .script = &extend_script, LEASE_ONLY,
+    .args = {WK__ARG_TOKEN, WK__ARG_TTL}, .parse = wk__parse_bool_int, TOKEN_OUT(bool, "outcome"));
 
-int wk_fenced_lock_release(wk_processor *p, const wk_entity *lock, wk_name name,
-                           const wk_token *token, bool *released)
-{
-    return token_op(p, "fenced_lock.release", &wk__fenced_lock_release_script, lock, &name, token,
-                    true, released);
-}
-
-int wk_fenced_lock_extend(wk_processor *p, const wk_entity *lock, wk_name name,
-                          const wk_token *token, bool *extended)
-{
-    return token_op(p, "fenced_lock.extend", &extend_script, lock, &name, token, false, extended);
-}
+WK__OP_TOKEN_FN(wk_fenced_lock_release, release_op, bool)
+WK__OP_TOKEN_FN(wk_fenced_lock_extend, extend_op, bool)
 
 /* A fence as the server stores it: a decimal string (nil: 0). */
 static int fence_of(const wk_reply *r, int64_t *fence, wk_diag *d)
@@ -282,6 +190,17 @@ static int fence_of(const wk_reply *r, int64_t *fence, wk_diag *d)
     return WK_OK;
 }
 
+/* {…, pttl, fence} from element `at` on: the reply has exactly two more. */
+static int pttl_and_fence(const wk_reply *r, size_t at, const char *shape, long long *pttl,
+                          int64_t *fence, wk_diag *d)
+{
+    const wk_reply *t = wk_reply_at(r, at);
+    if (wk_reply_count(r) != at + 2 || wk_reply_get_type(t) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected %s", shape);
+    *pttl = wk_reply_integer(t);
+    return fence_of(wk_reply_at(r, at + 1), fence, d);
+}
+
 static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_fenced_lock_ownership *st = q->out;
@@ -290,87 +209,56 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected {1, pttl, fence} or {0}");
     if (wk_reply_integer(flag) == 0)
         return WK_OK;
-    const wk_reply *pttl = wk_reply_at(r, 1);
-    if (wk_reply_count(r) != 3 || wk_reply_get_type(pttl) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected {1, pttl, fence} or {0}");
-    int rc = fence_of(wk_reply_at(r, 2), &st->fence, d);
+    long long pttl;
+    int rc = pttl_and_fence(r, 1, "{1, pttl, fence} or {0}", &pttl, &st->fence, d);
     if (rc)
         return rc;
     st->owned = true;
-    st->ttl_ms = wk_reply_integer(pttl);
+    st->ttl_ms = pttl;
     return WK_OK;
 }
 
-int wk_fenced_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
-                         const wk_token *token, wk_fenced_lock_ownership *state)
-{
-    keys k;
-    int rc = prepare(p, "fenced_lock.owned", lock, &name, &k, token ? (const void *)state : NULL);
-    if (rc)
-        return rc;
-    *state = (wk_fenced_lock_ownership){false, 0, 0};
-    const char *args[1] = {(const char *)token->bytes};
-    size_t lens[1] = {WK_TOKEN_LEN};
-    return run(p, "fenced_lock.owned", &owned_script, lock, &k, true, NULL, WK_READ, args, lens, 1,
-               parse_owned, state);
-}
+static const wk__op owned_op = FENCED_OP(
+    owned, .flags = WK_QUERY_RETRY_SAFE, .script = &owned_script, LEASE_ONLY,
+    .args = {WK__ARG_TOKEN}, .parse = parse_owned, TOKEN_OUT(wk_fenced_lock_ownership, "state"));
+
+WK__OP_TOKEN_FN(wk_fenced_lock_owned, owned_op, wk_fenced_lock_ownership)
 
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_fenced_lock_state *st = q->out;
-    const wk_reply *pttl = wk_reply_at(r, 0);
-    if (wk_reply_count(r) != 2 || wk_reply_get_type(pttl) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected {pttl, fence}");
-    int rc = fence_of(wk_reply_at(r, 1), &st->last_fence, d);
+    long long ttl;
+    int rc = pttl_and_fence(r, 0, "{pttl, fence}", &ttl, &st->last_fence, d);
     if (rc)
         return rc;
-    long long ttl = wk_reply_integer(pttl);
     st->held = ttl != -2;
     st->ttl_ms = ttl == -2 ? 0 : ttl;
     return WK_OK;
 }
 
-int wk_fenced_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
-                           wk_fenced_lock_state *state)
-{
-    keys k;
-    int rc = prepare(p, "fenced_lock.inspect", lock, &name, &k, state);
-    if (rc)
-        return rc;
-    *state = (wk_fenced_lock_state){false, 0, 0};
-    return run(p, "fenced_lock.inspect", &inspect_script, lock, &k, false, NULL, WK_READ, NULL, NULL,
-               0, parse_inspect, state);
-}
+static const wk__op inspect_op = FENCED_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
+                                           .script = &inspect_script, BOTH, .parse = parse_inspect,
+                                           OUT(wk_fenced_lock_state));
+static const wk__op force_release_op =
+    FENCED_OP(force_release, .script = &force_release_script, BOTH, .wake = 3,
+              .args = {WK__ARG_WAKE}, .parse = wk__parse_bool_int, OUT(bool));
 
-int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name, bool *freed)
-{
-    keys k;
-    wk__wake_keys wk;
-    int rc = prepare(p, "fenced_lock.force_release", lock, &name, &k, freed);
-    if (!rc)
-        rc = wk__wake_keys_for(p, "fenced_lock.force_release", &wk, k.lease, k.len);
-    if (rc)
-        return rc;
-    *freed = false;
-    return run(p, "fenced_lock.force_release", &force_release_script, lock, &k, false, &wk, WK_WRITE,
-               NULL, NULL, 0, wk__parse_bool_int, freed);
-}
+WK__OP_FN(wk_fenced_lock_inspect, inspect_op, wk_fenced_lock_state)
+WK__OP_FN(wk_fenced_lock_force_release, force_release_op, bool)
 
 /* ------------------------------------------------------------------------
  * The waiting acquire (collection/wake.h)
  * ---------------------------------------------------------------------- */
 
-typedef struct fenced_wait {
-    const keys *k;
-    wk_fenced_lease *lease;
-} fenced_wait;
-
+/* One attempt: the take of the acquire call, whose OUT is the lease. */
 static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
 {
-    fenced_wait *fw = w->ctx;
+    wk__call *c = w->ctx;
+    wk_fenced_lease *lease = c->out;
+    c->cap_ms = cap_ms;
     wk__take_reply got;
-    int rc = take(w->p, w->op, w->e, w->name, fw->k, w->keys, cap_ms, fw->lease, &got);
-    out->acquired = fw->lease->acquired;
+    int rc = take(c, lease, &got);
+    out->acquired = lease->acquired;
     out->sleep_ms = got.acquired ? 0 : got.n;
     return rc;
 }
@@ -378,37 +266,20 @@ static int attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
 int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_t deadline,
                            wk_fenced_lease *lease)
 {
-    static const char op[] = "fenced_lock.acquire";
-    keys k;
-    wk__wake_keys wk;
-    int rc = prepare(p, op, lock, &name, &k, lease);
+    wk__call c; /* the lease zeroed: not acquired, the token the try's */
+    int rc = wk__op_begin(&c, p, &acquire_op, lock, name, lease);
+    if (rc == WK_OK && wk_processor_is_deferred(p))
+        rc = wk__op_fail(&c, WK_EINVAL, "cannot wait through a deferred (batch) processor");
     if (rc)
         return rc;
-    lease->acquired = false;
-    lease->fence = 0;
-    if (wk_processor_is_deferred(p))
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: cannot wait through a deferred (batch) processor", op);
     /* One plain try first: the uncontended acquire costs a try. */
     int64_t outer = wk__wake_bound(p, wk__wake_end(deadline)); /* the acquire's deadline */
     rc = wk_fenced_lock_try(p, lock, name, lease);
     wk__wake_unbound(p, outer);
     if (rc != WK_OK || lease->acquired || wk__boot_ms() >= deadline)
         return rc;
-    if ((rc = wk__wake_keys_for(p, op, &wk, k.lease, k.len)) != WK_OK)
-        return rc;
     /* The try's token, which took nothing, is the waiter's place in the
      * queue, and the lease's once acquired. */
-    fenced_wait fw = {&k, lease};
-    wk__waiter w = {.p = p,
-                    .op = op,
-                    .e = lock,
-                    .keys = &wk,
-                    .id = &lease->token,
-                    .deadline = deadline,
-                    .attempt = attempt,
-                    .ctx = &fw,
-                    .release = wk_fenced_lock_release,
-                    .name = name};
-    return wk__wake_wait(&w, &lease->acquired);
+    c.token = &lease->token;
+    return wk__lease_wait(&c, deadline, wk_fenced_lock_release, attempt, &lease->acquired);
 }

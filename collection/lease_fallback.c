@@ -8,8 +8,8 @@
  * touches its KEYS[1] only, takes the full form's ARGV and replies in its
  * shape (a split take's mark: in the shape wk__take_parse() reads); none
  * wakes or queues a waiter. (The Semaphore acquire's single-key form sits
- * in semaphore.c, beside the take it shares.) wk__single_key_flag() lists
- * the pairs.
+ * in semaphore.c, beside the take it shares.) The descriptors that send a
+ * full form name its pair (wk__op.forms).
  *
  * On a migrating source a script may touch only keys that exist there:
  * a command on a key it has just emptied (deleted) is refused ("Script
@@ -50,15 +50,7 @@ const wk_script wk__lock_acquire_single = {
  * (this token and the expired ones) comes last: on a migrating node a
  * command on a key the script has just emptied (deleted) is refused. */
 const wk_script wk__reader_release_single = {
-    "reader.release.single_key",
-    "local t = redis.call('TIME')\n"
-    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-    "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-    "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)\n"
-    "gone[#gone + 1] = ARGV[1]\n"
-    "redis.call('ZREM', KEYS[1], unpack(gone))\n"
-    "if s and tonumber(s) > now then return 1 end\n"
-    "return 0\n"};
+    "reader.release.single_key", WK__NOW_MS WK__ZLEASE_END WK__ZLEASE_DROP WK__ZLEASE_RAN};
 
 /* ARGV: token, w. 1 if the lease hash held the token. */
 const wk_script wk__fenced_lock_release_single = {
@@ -71,7 +63,6 @@ const wk_script wk__fenced_lock_release_single = {
  * Split takes (lease_script.h)
  * ---------------------------------------------------------------------- */
 
-#define NOW_MS "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 
 /* Not taken: {0, ms to sleep}, `left` (a Lua expression, ms the holder
  * stays) within the wait's cap `cap` (an ARGV element, absent or -1 in a
@@ -85,15 +76,14 @@ const wk_script wk__fenced_lock_release_single = {
     "return {0, left}\n"
 
 const wk_script wk__rwlock_write_mark = {
-    "rwlock.write.mark",
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2, 0} end\n" NOT_TAKEN(
-        "ARGV[4]", "redis.call('PTTL', KEYS[1])")};
+    "rwlock.write.mark", "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return "
+                         "{2, 0} end\n" NOT_TAKEN("ARGV[4]", "redis.call('PTTL', KEYS[1])")};
 
 /* A reader always marks: the writer is on the other key. Added before the
  * ended readers are dropped, so the set is never emptied here. */
 const wk_script wk__rwlock_read_mark = {
     "rwlock.read.mark",
-    NOW_MS "local ttl = tonumber(ARGV[2])\n"
+    WK__NOW_MS "local ttl = tonumber(ARGV[2])\n"
            "redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"
            "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
            "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
@@ -111,7 +101,7 @@ const wk_script wk__fenced_lock_mark = {
 /* A writer's check, on r: a reader lease still running? Reads only. */
 static const wk_script readers_check = {
     "rwlock.readers.check",
-    NOW_MS "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n"
+    WK__NOW_MS "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')\n"
            "if last[2] and tonumber(last[2]) > now then return {0, tonumber(last[2]) - now} end\n"
            "return {1, 0}\n"};
 
@@ -133,10 +123,13 @@ static const wk_script fence_commit = {
                           "redis.call('HSET', KEYS[1], 'fence', ARGV[2])\n"
                           "return tonumber(ARGV[2])\n"};
 
-const wk__split_steps wk__rwlock_write_steps = {&readers_check, false, NULL,
+/* The marked key by the index of its suffix: RwLock's ":w", ":r";
+ * FencedLock's ":lease", ":fence". */
+const wk__split_steps wk__rwlock_write_steps = {0, &readers_check, false, NULL,
                                                 wk_rwlock_release_write};
-const wk__split_steps wk__rwlock_read_steps = {&writer_check, false, NULL, wk_rwlock_release_read};
-const wk__split_steps wk__fenced_lock_steps = {&fence_draw, true, &fence_commit,
+const wk__split_steps wk__rwlock_read_steps = {1, &writer_check, false, NULL,
+                                               wk_rwlock_release_read};
+const wk__split_steps wk__fenced_lock_steps = {0, &fence_draw, true, &fence_commit,
                                                wk_fenced_lock_release};
 
 int wk__take_parse(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -167,95 +160,81 @@ int wk__take_parse(const wk_query *q, const wk_reply *r, wk_diag *d)
     return rc;
 }
 
-/* One step: `script` on `key` (KEYS[1]), ARGV token then `arg`. */
-static int step(wk_processor *p, const wk__split_take *t, const wk_script *script,
-                const char *key, size_t key_len, bool writes, const char *arg, size_t arg_len,
-                wk__take_reply *out)
+/* One step of the take of call c: `script` on its item key `key`
+ * (KEYS[1]), ARGV token then `arg`, under the take's name. */
+static int step(const wk__call *c, const wk_script *script, int key, bool writes,
+                const char *arg, size_t arg_len, wk__take_reply *out)
 {
-    const char *keys[1] = {key};
-    size_t key_lens[1] = {key_len};
-    const char *args[2] = {(const char *)t->token->bytes, arg};
-    size_t lens[2] = {WK_TOKEN_LEN, arg_len};
-    wk__lease_call c = {.op = t->op,
-                        .script = script,
-                        .e = t->e,
-                        .mode = writes ? WK_WRITE : WK_READ,
-                        .lease = writes,
-                        .keys = keys,
-                        .key_lens = key_lens,
-                        .nkeys = 1,
-                        .args = args,
-                        .arg_lens = lens,
-                        .nargs = 2,
-                        .parse = wk__take_parse,
-                        .out = out};
-    *out = (wk__take_reply){false, false, 0};
-    return wk__lease_script(p, &c);
+    const wk__op op = {.name = c->op->name,
+                       .kind = c->op->kind,
+                       .mode = writes ? WK_WRITE : WK_READ,
+                       .flags = writes ? WK__QUERY_LEASE : WK_QUERY_RETRY_SAFE,
+                       .script = script,
+                       .parse = wk__take_parse,
+                       .args = {WK__ARG_TOKEN}};
+    wk__call s;
+    s.p = c->p;
+    s.op = &op;
+    s.e = c->e;
+    s.out = out;
+    s.token = c->token;
+    s.nkeys = 1;
+    s.key_len[0] = c->key_len[key];
+    memcpy(s.key[0], c->key[key], c->key_len[key]);
+    *out = (wk__take_reply){true, false, false, 0};
+    return wk__op_send(&s, &arg, &arg_len, 1);
 }
 
 /* Give the mark back after step 2 or 3 answered `rc` (WK_OK: the other
  * side holds it). */
-static int give_back(wk_processor *p, const wk__split_take *t, int rc)
+static int give_back(const wk__call *c, int rc)
 {
     char why[WK_ENTITY_MSG_MAX * 2];
-    snprintf(why, sizeof(why), "%s", rc ? wk_processor_errmsg(p) : "");
+    snprintf(why, sizeof(why), "%s", rc ? wk_processor_errmsg(c->p) : "");
     bool released = false;
-    int rrc = t->steps->give_back(p, t->e, t->name, t->token, &released);
+    int rrc = c->op->steps->give_back(c->p, c->e, c->name, c->token, &released);
     if (rrc)
-        return wk__processor_fail(p, WK_EUNKNOWN,
+        return wk__processor_fail(c->p, WK_EUNKNOWN,
                                   "%s: %s%sgiving back what its first step took in a migrating "
                                   "slot failed (%s): it may be held under the token until its "
                                   "TTL runs out",
-                                  t->op, why, rc ? "; " : "", wk_err_name(rrc));
+                                  c->op->name, why, rc ? "; " : "", wk_err_name(rrc));
     if (rc == WK_OK)
         return WK_OK;
     /* Nothing is held now, whatever the lost reply was. */
-    return wk__processor_fail(p, rc == WK_EUNKNOWN ? WK_EIO : rc,
+    return wk__processor_fail(c->p, rc == WK_EUNKNOWN ? WK_EIO : rc,
                               "%s; what its first step took was given back, not acquired", why);
 }
 
-int wk__split_take_finish(wk_processor *p, const wk__split_take *t, wk__take_reply *out)
+int wk__split_take_finish(const wk__call *c, wk__take_reply *out)
 {
-    const wk__split_steps *s = t->steps;
-    *out = (wk__take_reply){false, false, 0};
+    const wk__split_steps *s = c->op->steps;
+    out->acquired = out->marked = false;
+    out->n = 0;
     char ttl[24], n[24];
     wk__take_reply seen, done;
-    int rc = step(p, t, s->check, t->other, t->other_len, s->draws, ttl,
-                  wk__fmt_i64(ttl, t->e->ttl_ms), &seen);
+    int rc = step(c, s->check, 1 - s->marked, s->draws, ttl, wk__fmt_i64(ttl, c->e->ttl_ms),
+                  &seen);
     if (rc == WK_OK && !seen.acquired) {
         /* The other side holds it: not acquired, sleep what it has left. */
         int64_t left = seen.n < 1 ? 1 : seen.n;
-        out->n = t->cap_ms < 0 ? 0 : left < t->cap_ms ? left : t->cap_ms;
-        return give_back(p, t, WK_OK);
+        out->n = c->cap_ms < 0 ? 0 : left < c->cap_ms ? left : c->cap_ms;
+        return give_back(c, WK_OK);
     }
     if (rc == WK_OK && s->commit) {
-        rc = step(p, t, s->commit, t->marked, t->marked_len, true, n, wk__fmt_i64(n, seen.n),
-                  &done);
+        rc = step(c, s->commit, s->marked, true, n, wk__fmt_i64(n, seen.n), &done);
         if (rc == WK_OK && !done.acquired) {
             /* The mark ran out (or was forced) in between: nothing held,
              * the drawn fence never handed out. */
-            out->n = t->cap_ms < 0 ? 0 : 1;
+            out->n = c->cap_ms < 0 ? 0 : 1;
             return WK_OK;
         }
     }
     if (rc == WK_ENOTREPLICATED)
         return rc; /* the caller gives the lease back (wk__lease_settle) */
     if (rc != WK_OK)
-        return give_back(p, t, rc);
+        return give_back(c, rc);
     out->acquired = true;
     out->n = seen.n;
     return WK_OK;
-}
-
-unsigned wk__single_key_flag(const wk_script *script)
-{
-    static const wk__two_forms *const all[] = {
-        &wk__lock_release_forms,        &wk__lock_acquire_forms,
-        &wk__rwlock_release_read_forms, &wk__semaphore_release_forms,
-        &wk__fenced_lock_release_forms, &wk__semaphore_acquire_forms,
-    };
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        if (script == &all[i]->script)
-            return WK__QUERY_SINGLE_KEY;
-    return 0;
 }

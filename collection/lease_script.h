@@ -1,34 +1,17 @@
 /*
- * collection/lease_script.h — one script call of a lease kind (FencedLock,
- * Semaphore): the item's keys, optionally followed by its wake keys
- * (collection/wake.h), and the arguments. Not installed.
+ * collection/lease_script.h — the lease kinds (Lock, RwLock, FencedLock,
+ * Semaphore) over the operation runner (collection/op.h): their takes
+ * (a try, an attempt of a waiting acquire, and the single-key steps of a
+ * take that a migration splits), the try every kind shares, and the
+ * waiting acquire over collection/wake.h. Each public lease function is a
+ * wk__op descriptor and one of these calls. Not installed.
  */
 #ifndef WK_COLLECTION_LEASE_SCRIPT_H
 #define WK_COLLECTION_LEASE_SCRIPT_H
 
 #include "collection/common.h"
+#include "collection/op.h"
 #include "collection/wake.h"
-
-/* What to send. KEYS are keys[0..nkeys) then, when `wake` is not NULL, its
- * q and e; ARGV are args[0..nargs) then the wake prefix w. nkeys ≤ 2 and
- * nargs ≤ 5. */
-typedef struct wk__lease_call {
-    const char *op;
-    const wk_script *script;
-    const wk_entity *e;
-    wk_mode mode; /* a READ is sent as retry-safe */
-    bool lease;   /* it takes or lengthens a lease (WK__QUERY_LEASE) */
-    bool split;   /* a split take (below): WK__QUERY_SINGLE_KEY */
-    const char *const *keys;
-    const size_t *key_lens;
-    int nkeys;
-    const wk__wake_keys *wake;
-    const char *const *args;
-    const size_t *arg_lens;
-    int nargs;
-    wk_parse_fn parse;
-    void *out;
-} wk__lease_call;
 
 /* The scripts of the cycles the benchmark repeats with raw hiredis
  * (bench/bench_lease_kinds.c), KEYS and ARGV as documented beside them. */
@@ -54,11 +37,6 @@ extern const wk_script wk__lock_release_single;        /* lock | token, w */
 extern const wk_script wk__lock_acquire_single;        /* lock | token, ttl, w, cap, fair */
 extern const wk_script wk__reader_release_single;      /* sorted set | token, w */
 extern const wk_script wk__fenced_lock_release_single; /* lease | token, w */
-
-/* WK__QUERY_SINGLE_KEY when `script` is the full form of a wk__two_forms
- * above, else 0: the flag a query of it carries. (The split takes below
- * are not listed: their callers flag them.) */
-unsigned wk__single_key_flag(const wk_script *script);
 
 /* ------------------------------------------------------------------------
  * Split takes: the takes of RwLock (writer w + readers r) and FencedLock
@@ -92,7 +70,8 @@ unsigned wk__single_key_flag(const wk_script *script);
  *
  * A take is split only where its caller can run the steps: not through a
  * deferred processor (a batch), whose take waits out TRYAGAIN as any
- * query does and fails as not run (WK_ETIMEDOUT).
+ * query does and fails as not run (WK_ETIMEDOUT). Its descriptor names
+ * the steps (wk__op.steps, with `forms`); wk__lease_take() runs them.
  * ---------------------------------------------------------------------- */
 
 /* The marks (step 1): KEYS[1] = the marked key, ARGV = the full form's.
@@ -105,8 +84,9 @@ extern const wk_script wk__fenced_lock_mark;   /* lease | token, ttl[, cap, w] *
 /* What a take answered, in the full form's shape (1/0, a fence or 0,
  * {1, fence}, {0, sleep}) or as a mark ({2, 0}). */
 typedef struct wk__take_reply {
+    bool parsed; /* the reply is here; else op->parse wrote the call's OUT */
     bool acquired;
-    bool marked; /* only step 1 ran: finish with wk__split_take() */
+    bool marked; /* only step 1 ran: finish with wk__split_take_finish() */
     int64_t n;   /* acquired: the fence (FencedLock); else ms to sleep */
 } wk__take_reply;
 
@@ -116,6 +96,7 @@ int wk__take_parse(const wk_query *q, const wk_reply *r, wk_diag *d);
 
 /* Steps 2 and 3 of one kind and side. */
 typedef struct wk__split_steps {
+    int marked; /* the item key (wk__call.key) step 1 marks; the other is the other one */
     /* KEYS: the other key. ARGV: token, ttl. {1, n}: free (n: the drawn
      * fence), or {0, ms the other side's lease runs}. */
     const wk_script *check;
@@ -128,26 +109,51 @@ extern const wk__split_steps wk__rwlock_write_steps; /* marked w, other r */
 extern const wk__split_steps wk__rwlock_read_steps;  /* marked r, other w */
 extern const wk__split_steps wk__fenced_lock_steps;  /* marked lease, other fence */
 
-/* One take that was answered `marked`. */
-typedef struct wk__split_take {
-    const char *op;
-    const wk_entity *e;
-    wk_name name;
-    const wk__split_steps *steps;
-    const char *marked, *other; /* the keys */
-    size_t marked_len, other_len;
-    const wk_token *token;
-    int64_t cap_ms; /* a wait's cap on its sleep; -1: a try */
-} wk__split_take;
+/* Steps 2 and 3 of the take of call c (its op's steps, token and cap_ms)
+ * whose step 1 answered `marked`: *out as the full form would have
+ * answered (the sleep within cap_ms). Returns WK_OK; WK_ENOTREPLICATED
+ * from a step's WAIT (the caller gives the lease back, wk__lease_settle);
+ * a step's failure after the mark was given back (WK_EUNKNOWN reported as
+ * WK_EIO: nothing is held); WK_EUNKNOWN when the give-back failed too. */
+int wk__split_take_finish(const wk__call *c, wk__take_reply *out);
 
-/* Steps 2 and 3 of `t`: *out as the full form would have answered (the
- * sleep within cap_ms). Returns WK_OK; WK_ENOTREPLICATED from a step's
- * WAIT (the caller gives the lease back, wk__lease_settle); a step's
- * failure after the mark was given back (WK_EUNKNOWN reported as WK_EIO:
- * nothing is held); WK_EUNKNOWN when the give-back failed too. */
-int wk__split_take_finish(wk_processor *p, const wk__split_take *t, wk__take_reply *out);
+/* ------------------------------------------------------------------------
+ * Takes, tries and waits
+ * ---------------------------------------------------------------------- */
 
-/* Runs the call as one query of c->e on `p`: wk_process()'s status. */
-int wk__lease_script(wk_processor *p, const wk__lease_call *c);
+/* Send the take of call c (begun on a take's descriptor: its token set,
+ * c->cap_ms for an attempt). A take a migration may split (op->steps)
+ * through an immediate processor is parsed into *got (got->parsed), and
+ * finished when only its mark ran; any other take is parsed by op->parse
+ * into c->out, *got left unparsed. The query's status, or the steps'. */
+int wk__lease_take(wk__call *c, wk__take_reply *got);
+
+/* A try with a bool outcome (Lock, RwLock, Semaphore): begin `op` with
+ * the caller's token, draw the token anew (written now, so that a batch's
+ * caller has it before the batch runs; `acquired` when the reply is
+ * parsed), take, and give back an unacknowledged lease through the kind's
+ * public `release` (wk__lease_settle). */
+int wk__lease_try(wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
+                  wk_token *token, bool *acquired, wk__lease_release_fn release);
+
+/* One attempt of a waiting acquire (wk__waiter.attempt) whose ctx is the
+ * wk__call of the acquire-or-park take: that take with `cap_ms`. */
+int wk__lease_attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out);
+
+/* The wait of an acquire (wk__wake_wait) whose plain try did not take
+ * it: c is begun on the acquire-or-park take with the try's token (the
+ * waiter's place in the queue, and the lease's once taken); `attempt`
+ * is wk__lease_attempt or the kind's; `release` gives back a lease taken
+ * but not acknowledged. */
+int wk__lease_wait(wk__call *c, int64_t deadline, wk__lease_release_fn release,
+                   int (*attempt)(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out),
+                   bool *acquired);
+
+/* The whole waiting acquire of a bool-outcome kind: wk__wake_begin()
+ * (the checks and one plain try, `try_once`), then wk__lease_wait() of
+ * `acquire` with wk__lease_attempt. */
+int wk__lease_acquire(const wk__op *acquire, wk__try_fn try_once, wk__lease_release_fn release,
+                      wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
+                      const wk_backoff *backoff, wk_token *token, bool *acquired);
 
 #endif /* WK_COLLECTION_LEASE_SCRIPT_H */

@@ -1,6 +1,6 @@
 /*
  * collection/lock_scripts.h — token scripts shared by Lock and the writer
- * side of RwLock. Not installed.
+ * side of RwLock, and the raw side of the benchmark. Not installed.
  */
 #ifndef WK_COLLECTION_LOCK_SCRIPTS_H
 #define WK_COLLECTION_LOCK_SCRIPTS_H
@@ -9,6 +9,23 @@
 
 #include "collection/lease_script.h"
 #include "collection/wake.h"
+
+/* Lua fragments the lease scripts share (string literals, so that the
+ * scripts stay static strings). */
+/* Server time in ms as `now`. */
+#define WK__NOW_MS                                                                                 \
+    "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+/* A lease in a sorted set (RwLock readers, Semaphore permits: token →
+ * end of its lease, server ms), KEYS[1], given back by its token ARGV[1]:
+ * its end as `s`; then one ZREM of it and of the ended leases, the last
+ * command on the set (on a migrating node a script may not touch a key it
+ * has just emptied); then the reply, 1 if that lease was still running. */
+#define WK__ZLEASE_END "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+#define WK__ZLEASE_DROP                                                                            \
+    "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)\n"           \
+    "gone[#gone + 1] = ARGV[1]\n"                                                                  \
+    "redis.call('ZREM', KEYS[1], unpack(gone))\n"
+#define WK__ZLEASE_RAN "if s and tonumber(s) > now then return 1 end\nreturn 0\n"
 
 /* KEYS = the key, its wake q and e (collection/wake.h); ARGV = token,
  * the wake prefix w. Returns 1 if it held the token; wakes the first
@@ -35,30 +52,9 @@ extern const wk__two_forms wk__rwlock_release_read_forms;
 extern const wk_script wk__rwlock_extend_read_script;
 extern const wk_script wk__rwlock_inspect_script;
 
-/* Runs one of the two scripts above on `key` as a WRITE of `e`; with_ttl
- * (an extend) makes it a lease query (WK__QUERY_LEASE: acknowledged). */
-int wk__token_script(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-                     const char *key, size_t key_len, const wk_token *token, bool with_ttl,
-                     bool *out);
-
-/* Runs `script` with KEYS = key, wk->q, wk->e and the first `extra_keys`
- * of args, then ARGV = the rest of args (≤ 8 in all), as a `mode` access
- * of `e` (READ queries are retry-safe) with the query flags `flags`
- * (WK__QUERY_LEASE for an acquire). */
-int wk__wake_script(wk_processor *p, const char *op, const wk_script *script, unsigned flags,
-                    wk_mode mode, const wk_entity *e, const char *key, size_t key_len, const wk__wake_keys *wk,
-                    int extra_keys, const char *const *args, const size_t *lens, int nargs,
-                    wk_parse_fn parse, void *out);
-
-/* wk__lock_release_script on `key` (a Lock's, or an RwLock's writer key),
- * waking the item's first waiter. */
-int wk__release_waking(wk_processor *p, const char *op, const wk_entity *e, const char *key,
-                       size_t key_len, const wk_token *token, bool *released);
-
-/* wk_lease_state from a script returning PTTL or -2 (KEYS key, ARGV
- * token); a READ of `e`, retry-safe. */
-int wk__owned_script(wk_processor *p, const char *op, const wk_script *script, const wk_entity *e,
-                     const char *key, size_t key_len, const wk_token *token, wk_lease_state *state);
+/* wk_lease_state from a script returning PTTL or -2 (the owned scripts
+ * of Lock and of the RwLock writer). */
+int wk__parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d);
 
 /* Parser of {acquired, sleep} that keeps only `acquired` (a bool at out),
  * for the plain tries of fair entities. */

@@ -1,12 +1,12 @@
 /*
  * core/batch.c — pipelined batches (see wakuwaku/batch.h for semantics).
  *
- * Queuing admits the query (shape, capability) and formats its command
- * into the batch's own RESP buffer at once, recording where each argument
- * landed; the caller's stack can then go away. exec runs the queries as
- * one exchange (core/exchange.c, the mechanism single queries use too),
- * handing it the formatted buffer and, per query, a query whose argv
- * points back into the buffer (so parsers and messages still see keys).
+ * Queuing admits the query (shape, capability) and keeps it formatted
+ * (core/kept.c); the caller's stack can then go away. exec runs the
+ * queries as one exchange (core/exchange.c, the mechanism single queries
+ * use too), handing it the formatted commands and, per query, a query
+ * whose argv points back into them (so parsers and messages still see
+ * keys).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,29 +16,10 @@
 
 #include <wakuwaku/batch.h>
 
-typedef struct entry {
-    const char *name;
-    unsigned flags;
-    const wk_script *script;
-    int nkeys, argc;
-    size_t first_span; /* index into batch->spans */
-    wk_parse_fn parse;
-    void *out;
-} entry;
-
 struct wk_batch {
     wk_processor proc; /* first member */
     wk_db *db;
-    entry *entries;
-    wk__slot *slots; /* state and status per entry */
-    size_t count, cap, slots_cap;
-    wk__span *spans;
-    size_t nspans, spans_cap;
-    wk__buf buf;
-    wk_query scratch;  /* an entry rebuilt as a query */
-    const char **argv; /* its arguments, pointing into buf */
-    size_t *argvlen;
-    size_t argv_cap, argvlen_cap;
+    wk__kept q;    /* the queries, their slots and commands */
     bool executed; /* statuses belong to the last exec */
     int refused;   /* first refusal; poisons the batch */
     char refusal[WK__ERRMSG_MAX + 32];
@@ -46,9 +27,9 @@ struct wk_batch {
 
 static void reset(wk_batch *b)
 {
-    b->count = 0;
-    b->nspans = 0;
-    b->buf.len = 0;
+    b->q.count = 0;
+    b->q.nspans = 0;
+    b->q.buf.len = 0;
     b->executed = false;
     b->refused = WK_OK;
     b->refusal[0] = '\0';
@@ -73,35 +54,7 @@ static int batch_process(wk_processor *self, wk_query *q)
         }
         return rc;
     }
-    /* Room for everything exec needs, so exec itself cannot run out. */
-    if (wk__grow_array((void **)&b->entries, &b->cap, b->count + 1, sizeof(entry)) ||
-        wk__grow_array((void **)&b->slots, &b->slots_cap, b->count + 1, sizeof(wk__slot)) ||
-        wk__grow_array((void **)&b->spans, &b->spans_cap, b->nspans + (size_t)q->argc,
-                       sizeof(wk__span)) ||
-        wk__grow_array((void **)&b->argv, &b->argv_cap, (size_t)q->argc, sizeof(char *)) ||
-        wk__grow_array((void **)&b->argvlen, &b->argvlen_cap, (size_t)q->argc, sizeof(size_t)))
-        return wk__db_fail(db, WK_ENOMEM, "%s: out of memory queuing", q->name);
-    size_t mark = b->buf.len, command_end = 0;
-    rc = wk__format_query(db, &b->buf, q, false, b->spans + b->nspans, &command_end);
-    if (rc) {
-        b->buf.len = mark;
-        return rc;
-    }
-    b->slots[b->count] = (wk__slot){.state = WK__UNSENT,
-                                    .writes = wk_effect_is_write(&q->effect),
-                                    .keyless = q->effect.count == 0,
-                                    .end = command_end};
-    entry *e = &b->entries[b->count++];
-    *e = (entry){.name = q->name,
-                 .flags = q->flags,
-                 .script = q->script,
-                 .nkeys = q->nkeys,
-                 .argc = q->argc,
-                 .first_span = b->nspans,
-                 .parse = q->parse,
-                 .out = q->out};
-    b->nspans += (size_t)q->argc;
-    return WK_OK;
+    return wk__kept_add(&b->q, db, q);
 }
 
 int wk_batch_open(wk_batch **out, wk_db *db)
@@ -130,12 +83,7 @@ void wk_batch_close(wk_batch *b)
 {
     if (!b)
         return;
-    free(b->entries);
-    free(b->slots);
-    free(b->spans);
-    free(b->buf.data);
-    free(b->argv);
-    free(b->argvlen);
+    wk__kept_free(&b->q);
     free(b);
 }
 
@@ -152,37 +100,14 @@ void wk_batch_discard(wk_batch *b)
 
 size_t wk_batch_count(const wk_batch *b)
 {
-    return b ? b->count : 0;
+    return b ? b->q.count : 0;
 }
 
 int wk_batch_status(const wk_batch *b, size_t i)
 {
-    if (!b || i >= b->count)
+    if (!b || i >= b->q.count)
         return WK_EINVAL;
-    return b->slots[i].status;
-}
-
-/* Entry i as a query again, its arguments pointing into the buffer (room
- * for them was made when it was queued). */
-static const wk_query *rebuild(void *ctx, size_t i)
-{
-    wk_batch *b = ctx;
-    const entry *e = &b->entries[i];
-    for (int k = 0; k < e->argc; k++) {
-        const wk__span *s = &b->spans[e->first_span + (size_t)k];
-        b->argv[k] = b->buf.data + s->off;
-        b->argvlen[k] = s->len;
-    }
-    b->scratch = (wk_query){.name = e->name,
-                            .flags = e->flags,
-                            .script = e->script,
-                            .nkeys = e->nkeys,
-                            .argc = e->argc,
-                            .argv = b->argv,
-                            .argvlen = b->argvlen,
-                            .parse = e->parse,
-                            .out = e->out};
-    return &b->scratch;
+    return b->q.slots[i].status;
 }
 
 int wk_batch_exec(wk_batch *b)
@@ -195,18 +120,18 @@ int wk_batch_exec(wk_batch *b)
     b->executed = true;
     if (b->refused) {
         /* Nothing was sent: every queued query is refused with the batch. */
-        for (size_t i = 0; i < b->count; i++)
-            b->slots[i] = (wk__slot){.state = WK__REPLIED, .status = b->refused};
+        for (size_t i = 0; i < b->q.count; i++)
+            b->q.slots[i] = (wk__slot){.state = WK__REPLIED, .status = b->refused};
         return wk__db_fail(db, b->refused, "%s", b->refusal);
     }
-    if (b->count == 0)
+    if (b->q.count == 0)
         return WK_OK;
     wk__exchange x = {.db = db,
-                      .slots = b->slots,
-                      .count = b->count,
-                      .query = rebuild,
-                      .ctx = b,
-                      .prepared = b->buf.data,
-                      .prepared_len = b->buf.len};
+                      .slots = b->q.slots,
+                      .count = b->q.count,
+                      .query = wk__kept_query,
+                      .ctx = &b->q,
+                      .prepared = b->q.buf.data,
+                      .prepared_len = b->q.buf.len};
     return wk__exchange_run(&x);
 }

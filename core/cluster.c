@@ -63,7 +63,7 @@ void wk__cluster_free(wk__cluster *c)
     for (size_t i = 0; i < c->nnodes; i++) {
         node_drop(c->nodes[i]);
         free(c->nodes[i]->host);
-        free(c->nodes[i]->out.data);
+        free(c->nodes[i]->lane.out.data);
         free(c->nodes[i]);
     }
     free(c->nodes);

@@ -39,7 +39,7 @@ typedef struct wk__node {
     bool primary;  /* serves slots in the current map */
     wk__link link; /* ctx NULL while disconnected */
     int64_t last_io_ms;
-    wk__buf out; /* the commands of the round being sent to it */
+    wk__lane lane; /* the queries on `link` (core/exchange.c) */
 } wk__node;
 
 struct wk__cluster {

@@ -130,12 +130,10 @@ static int run_setup(wk__setup *s, char *msg, size_t msglen)
             break;
         struct pollfd p[2] = {{.fd = w.fd, .events = w.events},
                               {.fd = s->conn->wake_fd, .events = POLLIN}};
-        /* What is left, re-read after every wake-up (EINTR included). A
-         * spent deadline still looks once: a refused connect says so at
+        /* A spent deadline still looks once: a refused connect says so at
          * once, and is no timeout. */
-        int64_t left = w.deadline - wk__boot_ms();
-        int n = poll(p, 2, left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left);
-        if (n < 0 && errno != EINTR)
+        int n = wk__poll_until(p, 2, w.deadline);
+        if (n < 0)
             wk__setup_abort(s, WK_EIO, strerror(errno));
         ready = n > 0 ? (short)(p[0].revents | (p[1].revents ? WK__WOKEN : 0)) : 0;
     }
@@ -263,7 +261,7 @@ void wk__conn_release(wk__conn *conn)
         sodium_memzero(conn->sentinel_password, strlen(conn->sentinel_password));
         free(conn->sentinel_password);
     }
-    free(conn->out.data);
+    free(conn->lane.out.data);
     if (conn->wake_fd >= 0)
         close(conn->wake_fd);
     if (conn->wake_signal_fd >= 0)

@@ -30,6 +30,23 @@ typedef struct wk__buf {
     size_t len, cap;
 } wk__buf;
 
+/* A connection's queries in flight (core/exchange.c): the bytes being
+ * written, and the slots staged on it in the order their replies come
+ * (linked through wk__slot.next). Kept with the connection, so an
+ * exchange allocates nothing once the buffer has grown. */
+typedef struct wk__lane {
+    wk__buf out;      /* commands formatted here */
+    const char *data; /* the bytes being written: out's, or a batch's own */
+    size_t len, wpos;
+    size_t head, tail, unsent; /* staged slots; the first not written whole */
+    void *held;                /* the head's reply while its WAIT's is awaited */
+    short want;                /* what the last write waited for */
+    short ready;               /* poll events seen on the socket (the driver's) */
+    bool ensured;              /* this round's connection check was made */
+    bool failed;               /* … and failed: nothing is staged here this round */
+    bool draining;             /* a READONLY reply came: drop once the replies are in */
+} wk__lane;
+
 /* Where one argument of a formatted command sits in a wk__buf. */
 typedef struct wk__span {
     size_t off, len;
@@ -85,7 +102,7 @@ typedef struct wk__conn {
      * `link`). Shared, like the rest, by the handles narrowed from it. */
     wk__cluster *cluster;
 
-    wk__buf out; /* RESP of the query being sent */
+    wk__lane lane; /* queries on `link` (core/exchange.c) */
 
     wk__script_slot scripts[WK__SCRIPT_CACHE];
     size_t nscripts;     /* slots in use (filled in order 0, 1, …) */
@@ -258,6 +275,12 @@ int wk__buf_reserve(wk__buf *buf, size_t more);
 int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,
                    size_t *written);
 int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply);
+/* The one wait of every blocking driver (the exchange's, the set-up's,
+ * the subscriber's): poll() until `deadline` (wk__boot_ms(); a spent one
+ * still looks once), what is left re-read after EINTR. Returns poll's
+ * count, 0 on timeout, -1 with errno. */
+struct pollfd;
+int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline);
 /* Format a command (set-up, Pub/Sub: a few short arguments) and write it
  * whole. */
 int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,

@@ -1,13 +1,18 @@
 /*
- * core/exchange.c — runs an exchange (core/exchange.h): write every
- * pending command in one go, read one reply per written command, and
- * settle each query by its state. NOSCRIPT sends that query again as EVAL;
- * a dropped connection sends again, on a new connection, what never ran
- * and what is retry-safe; nothing else is ever re-sent.
+ * core/exchange.c — the exchange (core/exchange.h) as a sans-I/O machine,
+ * and the blocking driver that polls around it. A round stages every
+ * pending command on its lane (the handle's connection, or a cluster
+ * node's), writes each lane's bytes as its socket takes them, reads one
+ * reply per written command, and settles each query by its state.
+ * NOSCRIPT sends that query again as EVAL; a dropped connection sends
+ * again, on a new connection, what never ran and what is retry-safe;
+ * nothing else is ever re-sent.
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <wakuwaku/clock.h>
 
@@ -29,34 +34,34 @@
  * arguments have one (the lease scripts have at most 11). */
 #define WK__SINGLE_KEY_MAX_ARGS 16
 
-typedef struct run {
-    wk__exchange *x;
-    int conn_rc;                  /* status of the connection failure, or WK_OK */
-    char why[WK__ERRMSG_MAX / 2]; /* its detail */
-    size_t first_failed;          /* first query with its own failure */
-    char first_msg[WK__ERRMSG_MAX / 2];
-    bool readonly;  /* a reply was READONLY: drop, re-discover */
-    bool try_later; /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
-    bool gave_up;   /* … until the command timeout: sent, answered, not run */
-    /* The call's one deadline (wk__boot_ms()), fixed when it starts: every
-     * write, read, reconnect and pause of the exchange ends by it. */
-    int64_t deadline;
-} run;
 
-/* Where a round's commands go: the handle's one connection, or one node
- * of a cluster handle (only the slots routed to it). */
-typedef struct lane {
+/* Lane i of the machine: the connection, its queue, its clock. */
+typedef struct lane_ref {
     wk__link *link;
-    wk__buf *out;
+    wk__lane *q;
     int64_t *last_io_ms;
     uint16_t node; /* WK__NO_NODE: the handle's connection, every slot */
-    const char *data;
-    size_t len;
-} lane;
+} lane_ref;
 
-static bool on_lane(const wk__slot *s, const lane *l)
+static lane_ref lane_of(const wk__engine *m, size_t i)
 {
-    return l->node == WK__NO_NODE || s->node == l->node;
+    wk__conn *conn = m->x->db->conn;
+    if (!conn->cluster)
+        return (lane_ref){&conn->link, &conn->lane, &conn->last_io_ms, WK__NO_NODE};
+    wk__node *n = conn->cluster->nodes[i];
+    return (lane_ref){&n->link, &n->lane, &n->last_io_ms, (uint16_t)i};
+}
+
+size_t wk__engine_lanes(const wk__engine *m)
+{
+    const wk__cluster *c = m->x->db->conn->cluster;
+    return c ? c->nnodes : 1;
+}
+
+/* Slots are linked by index + 1 (0: none). */
+static wk__slot *slot_at(const wk__engine *m, size_t link)
+{
+    return &m->x->slots[link - 1];
 }
 
 static bool any_unsent(const wk__exchange *x)
@@ -67,14 +72,18 @@ static bool any_unsent(const wk__exchange *x)
     return false;
 }
 
-static void settle(run *r, size_t i, int status)
+static void settle(wk__engine *m, size_t i, int status)
 {
-    wk__slot *s = &r->x->slots[i];
+    wk__slot *s = &m->x->slots[i];
     s->state = WK__REPLIED;
     s->status = status;
-    if (status != WK_OK && r->first_failed == SIZE_MAX) {
-        r->first_failed = i;
-        wk__copy_text(r->first_msg, sizeof(r->first_msg), r->x->db->errmsg);
+    if (m->settled) {
+        m->settled(m->arg, i, status, status ? m->x->db->errmsg : "");
+        return;
+    }
+    if (status != WK_OK && m->first_failed == SIZE_MAX) {
+        m->first_failed = i;
+        wk__copy_text(m->first_msg, sizeof(m->first_msg), m->x->db->errmsg);
     }
 }
 
@@ -102,17 +111,45 @@ static const wk_query *sent_form(const wk_query *q, const wk__slot *s, wk_query 
     return tmp;
 }
 
-/* Format every UNSENT slot of the lane into its buffer; a query that
- * cannot be formatted is settled with that failure, never sent. */
-static void format_pending(run *r, lane *l)
+/* Put slot i at the end of the lane's queue. */
+static void enqueue(wk__engine *m, wk__lane *q, size_t i)
+{
+    wk__slot *s = &m->x->slots[i];
+    s->staged = true;
+    s->next = 0;
+    if (q->tail)
+        slot_at(m, q->tail)->next = i + 1;
+    else
+        q->head = i + 1;
+    q->tail = i + 1;
+    if (!q->unsent)
+        q->unsent = i + 1;
+}
+
+/* Stage every UNSENT slot of the lane: format it into the lane's buffer
+ * (or take the batch's own bytes on the first round) and queue it. A
+ * query that cannot be formatted is settled with that failure, never
+ * sent. */
+static void stage(wk__engine *m, lane_ref r, bool prepared, size_t from)
 {
     static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
-    wk__exchange *x = r->x;
-    wk__buf *out = l->out;
+    wk__exchange *x = m->x;
+    wk__lane *q = r.q;
+    q->wpos = 0;
+    q->want = POLLOUT;
+    if (prepared) {
+        for (size_t i = 0; i < x->count; i++)
+            if (x->slots[i].state == WK__UNSENT)
+                enqueue(m, q, i);
+        q->data = x->prepared;
+        q->len = x->prepared_len;
+        return;
+    }
+    wk__buf *out = &q->out;
     out->len = 0;
-    for (size_t i = 0; i < x->count; i++) {
+    for (size_t i = from; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state != WK__UNSENT || !on_lane(s, l))
+        if (s->state != WK__UNSENT || s->staged || (r.node != WK__NO_NODE && s->node != r.node))
             continue;
         size_t mark = out->len;
         int rc = WK_OK;
@@ -127,67 +164,113 @@ static void format_pending(run *r, lane *l)
         }
         size_t command_end = 0;
         if (!rc) {
-            const wk_query *q = x->query(x->ctx, i);
+            const wk_query *qu = x->query(x->ctx, i);
             wk_query single;
             const char *argv[WK__SINGLE_KEY_MAX_ARGS];
             size_t lens[WK__SINGLE_KEY_MAX_ARGS];
-            rc = wk__format_query(x->db, out, sent_form(q, s, &single, argv, lens), s->as_eval,
+            rc = wk__format_query(x->db, out, sent_form(qu, s, &single, argv, lens), s->as_eval,
                                   NULL, &command_end);
         }
         if (rc) {
             out->len = mark;
-            settle(r, i, rc);
+            settle(m, i, rc);
         } else {
             s->end = command_end;
+            enqueue(m, q, i);
         }
     }
-    l->data = out->data;
-    l->len = out->len;
+    q->data = out->data;
+    q->len = out->len;
 }
 
-/* The lane's connection failed: every query written on it without a reply
- * is LOST; drop it (the next round or query reconnects). */
-static void lose_lane(run *r, lane *l, int rc)
+/* What the kernel took whole is SENT: a command it did not take whole
+ * never reaches Redis. */
+static void mark_sent(wk__engine *m, wk__lane *q)
 {
-    wk__exchange *x = r->x;
+    while (q->unsent && slot_at(m, q->unsent)->end <= q->wpos) {
+        wk__slot *s = slot_at(m, q->unsent);
+        s->state = WK__SENT;
+        s->staged = false;
+        q->unsent = s->next;
+        if (m->settled) {
+            /* A lease query's WAIT is held by the server up to the ack
+             * timeout. */
+            wk__conn *conn = m->x->db->conn;
+            s->due = wk__deadline_after(conn->command_timeout);
+            if (wk__query_acked(conn, m->x->query(m->x->ctx, (size_t)(s - m->x->slots))))
+                s->due = wk__add_ms(s->due, conn->lease_ack_timeout_ms);
+        }
+    }
+}
+
+static void settle_conn(wk__engine *m, size_t i, int status);
+
+/* Continuous: after a lost connection, what goes once more on a new one
+ * (what never ran, and a retry-safe query whose reply was lost — after
+ * a drop, not a timeout) and what is settled now. */
+static void resettle(wk__engine *m, int rc)
+{
+    wk__exchange *x = m->x;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
-        if (s->state == WK__SENT && on_lane(s, l)) {
+        if (s->state == WK__LOST && !s->carried &&
+            wk__may_resend(x->query(x->ctx, i)->flags, s->resent, rc)) {
+            s->state = WK__UNSENT;
+            s->resent = s->carried = true;
+        } else if (s->state == WK__LOST) {
+            settle_conn(m, i, s->status);
+        } else if (s->state == WK__UNSENT && (rc != WK_EIO || s->carried)) {
+            settle_conn(m, i, rc);
+        } else if (s->state == WK__UNSENT) {
+            s->carried = true;
+        } else {
+            continue;
+        }
+        m->scan = m->scan < i ? m->scan : i;
+    }
+}
+
+/* The lane's connection failed: every query written on it without a
+ * reply is LOST, what was staged and not written is UNSENT again; drop
+ * it (the next round or query reconnects). `text`: the reason, or NULL
+ * for the connection's own. */
+static void lose_lane(wk__engine *m, lane_ref r, int rc, const char *text)
+{
+    wk__lane *q = r.q;
+    for (size_t h = q->head; h;) {
+        wk__slot *s = slot_at(m, h);
+        h = s->next;
+        s->next = 0;
+        s->staged = false;
+        if (s->state == WK__SENT) {
             s->state = WK__LOST;
             s->status = wk__lost_status(s->writes, rc);
         }
     }
-    r->conn_rc = rc;
-    const char *why =
-        l->link->ctx && l->link->ctx->errstr[0] ? l->link->ctx->errstr : "connection lost";
-    wk__cluster *c = x->db->conn->cluster;
-    if (c && l->node != WK__NO_NODE) {
-        snprintf(r->why, sizeof(r->why), "%s:%d: %s", c->nodes[l->node]->host,
-                 c->nodes[l->node]->port, why);
+    q->head = q->tail = q->unsent = 0;
+    q->data = NULL;
+    q->len = q->wpos = 0;
+    if (q->held) {
+        freeReplyObject(q->held);
+        q->held = NULL;
+    }
+    m->conn_rc = rc;
+    const char *why = text                                     ? text
+                      : r.link->ctx && r.link->ctx->errstr[0] ? r.link->ctx->errstr
+                                                               : "connection lost";
+    wk__cluster *c = m->x->db->conn->cluster;
+    if (c && r.node != WK__NO_NODE) {
+        snprintf(m->why, sizeof(m->why), "%s:%d: %s", c->nodes[r.node]->host,
+                 c->nodes[r.node]->port, why);
         c->stale = true; /* a failover may have moved its slots */
     } else {
-        wk__copy_text(r->why, sizeof(r->why), why);
+        wk__copy_text(m->why, sizeof(m->why), why);
     }
-    wk__link_close(l->link);
-}
-
-/* Write the lane's commands; what the kernel took whole is SENT. */
-static bool send_lane(run *r, lane *l)
-{
-    wk__exchange *x = r->x;
-    size_t written;
-    int rc = wk__wire_write(l->link, l->data, l->len, r->deadline, &written);
-    for (size_t i = 0; i < x->count; i++) {
-        wk__slot *s = &x->slots[i];
-        /* A command the kernel did not take whole never reaches Redis. */
-        if (s->state == WK__UNSENT && on_lane(s, l) && s->end <= written)
-            s->state = WK__SENT;
-    }
-    if (rc) {
-        lose_lane(r, l, rc);
-        return false;
-    }
-    return true;
+    if (m->closing)
+        m->closing(m->arg);
+    wk__link_close(r.link);
+    if (m->settled)
+        resettle(m, rc);
 }
 
 /* Whether a TRYAGAIN'd query can be sent in its single-key form (once). */
@@ -200,9 +283,10 @@ static bool has_single_key_form(const wk_query *q, const wk__slot *s)
 
 /* A cluster's answer that the command did not run: where it goes now.
  * `asked`: it was sent after ASKING (an ASK's target). */
-static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply *reply, bool asked)
+static bool redirected(wk__engine *m, wk__slot *s, const wk_query *q, const redisReply *reply,
+                       bool asked)
 {
-    wk__cluster *c = r->x->db->conn->cluster;
+    wk__cluster *c = m->x->db->conn->cluster;
     if (!c)
         return false;
     uint16_t node;
@@ -229,180 +313,192 @@ static bool redirected(run *r, wk__slot *s, const wk_query *q, const redisReply 
         /* TRYAGAIN from an importing node: there again, with ASKING, not
          * back to the source for its ASK anew. */
         s->asking = asked;
-        r->try_later = true;
+        m->try_later = true;
     }
     return true;
 }
 
-/* Read a reply per command SENT on the lane (and its WAIT's, for a lease
- * query on a handle with lease_replicas), and settle each. */
-static void read_lane(run *r, lane *l)
+/* A reply for the head of the lane's queue (SENT): judge it. */
+static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
 {
-    wk__exchange *x = r->x;
+    wk__exchange *x = m->x;
     wk__conn *conn = x->db->conn;
-    for (size_t i = 0; i < x->count; i++) {
-        wk__slot *s = &x->slots[i];
-        if (s->state != WK__SENT || !on_lane(s, l))
+    size_t i = q->head - 1;
+    wk__slot *s = &x->slots[i];
+    if (s->asking) {
+        /* ASKING's own +OK comes first. */
+        freeReplyObject(reply);
+        s->asking = false;
+        s->asked = true;
+        return;
+    }
+    const wk_query *qu = x->query(x->ctx, i);
+    if (wk__query_acked(conn, qu) && !q->held) {
+        /* Its WAIT's reply follows, which the server holds up to the ack
+         * timeout (the call's deadline allows for it). Until it comes the
+         * query stays SENT: a connection lost now leaves the lease LOST
+         * (WK_EUNKNOWN), never held. */
+        q->held = reply;
+        return;
+    }
+    redisReply *ack = NULL;
+    if (q->held) {
+        ack = reply;
+        reply = q->held;
+        q->held = NULL;
+    }
+    q->head = s->next;
+    if (!q->head)
+        q->tail = 0;
+    s->next = 0;
+    bool asked = s->asked;
+    s->asked = false;
+    if (m->settled)
+        x->db->errmsg[0] = '\0';
+    if (qu->script && !s->as_eval && wk__reply_is_noscript(reply)) {
+        s->state = WK__UNSENT; /* it did not run */
+        s->as_eval = true;
+    } else if (conn->url.service && !s->readonly && wk__reply_is_readonly(reply)) {
+        /* A replica refused it (a failover made this node one): it did
+         * not run; it goes to the primary the sentinels name. */
+        s->state = WK__UNSENT;
+        s->readonly = true;
+        m->readonly = true;
+        q->draining = m->settled != NULL;
+    } else if (!redirected(m, s, qu, reply, asked)) {
+        settle(m, i, wk__parse_reply(x->db, qu, reply, ack));
+    }
+    if (s->state == WK__UNSENT)
+        m->scan = m->scan < i ? m->scan : i; /* continuous: staged again, behind */
+    freeReplyObject(reply);
+    if (ack)
+        freeReplyObject(ack);
+}
+
+/* Move the lane's bytes: write what the socket takes, read what it has
+ * (when the driver saw it readable), judge each reply. */
+static void lane_io(wk__engine *m, lane_ref r)
+{
+    wk__lane *q = r.q;
+    short ready = q->ready;
+    q->ready = 0;
+    while (q->wpos < q->len) {
+        short want = POLLOUT;
+        ssize_t n = r.link->tx->send(r.link, q->data + q->wpos, q->len - q->wpos, &want);
+        if (n > 0) {
+            q->wpos += (size_t)n;
             continue;
-        redisReply *reply;
-        int rc = WK_OK;
-        bool asked = s->asking;
-        if (s->asking) {
-            /* ASKING's own +OK comes first. */
-            rc = wk__wire_read(l->link, r->deadline, &reply);
-            if (!rc)
-                freeReplyObject(reply);
-            s->asking = false;
         }
-        if (!rc)
-            rc = wk__wire_read(l->link, r->deadline, &reply);
-        const wk_query *q = x->query(x->ctx, i);
-        redisReply *ack = NULL;
-        if (!rc && wk__query_acked(conn, q)) {
-            /* Its WAIT's reply, which the server holds up to the ack
-             * timeout (the call's deadline allows for it). Until it comes
-             * the query stays SENT: a connection lost now leaves the lease
-             * LOST (WK_EUNKNOWN), never held. */
-            rc = wk__wire_read(l->link, r->deadline, &ack);
-            if (rc)
-                freeReplyObject(reply);
+        mark_sent(m, q);
+        if (n == WK__TX_AGAIN) {
+            q->want = want;
+            break;
+        }
+        lose_lane(m, r, WK_EIO, n == WK__TX_FAIL ? NULL : "connection closed");
+        return;
+    }
+    mark_sent(m, q);
+    bool received = false, replied = false;
+    bool readable = (ready & (POLLIN | POLLHUP | POLLERR)) ||
+                    (r.link->want == POLLOUT && (ready & POLLOUT));
+    while (q->head && slot_at(m, q->head)->state == WK__SENT) {
+        redisReply *reply;
+        int rc = wk__wire_take(r.link, &reply);
+        if (!rc && !reply) {
+            if (received || !readable)
+                break;
+            received = true;
+            rc = wk__wire_receive(r.link);
+            if (!rc)
+                continue;
         }
         if (rc) {
-            lose_lane(r, l, rc);
+            lose_lane(m, r, rc, NULL);
             return;
         }
-        if (q->script && !s->as_eval && wk__reply_is_noscript(reply)) {
-            s->state = WK__UNSENT; /* it did not run */
-            s->as_eval = true;
-        } else if (conn->url.service && !s->readonly && wk__reply_is_readonly(reply)) {
-            /* A replica refused it (a failover made this node one): it
-             * did not run; it goes to the primary the sentinels name. */
-            s->state = WK__UNSENT;
-            s->readonly = true;
-            r->readonly = true;
-        } else if (!redirected(r, s, q, reply, asked)) {
-            settle(r, i, wk__parse_reply(x->db, q, reply, ack));
-        }
-        freeReplyObject(reply);
-        if (ack)
-            freeReplyObject(ack);
+        on_reply(m, q, reply);
+        replied = true;
     }
-    *l->last_io_ms = wk_monotonic_ms();
-}
-
-/* One round on the handle's connection: write what is pending, read a
- * reply per command written. */
-static void round_trip(run *r, bool first_round)
-{
-    wk__exchange *x = r->x;
-    wk__conn *conn = x->db->conn;
-    lane l = {.link = &conn->link,
-              .out = &conn->out,
-              .last_io_ms = &conn->last_io_ms,
-              .node = WK__NO_NODE,
-              .data = x->prepared,
-              .len = x->prepared_len};
-    if (!first_round || !l.data)
-        format_pending(r, &l);
-    if (!any_unsent(x) || !send_lane(r, &l))
-        return;
-    read_lane(r, &l);
-    if (r->readonly) {
-        r->readonly = false;
-        wk__conn_drop(conn); /* the next round asks the sentinels again */
+    if (replied)
+        *r.last_io_ms = wk_monotonic_ms();
+    if (!q->head) {
+        q->data = NULL;
+        q->len = q->wpos = 0;
     }
 }
 
-/* The lane of cluster node n. */
-static lane node_lane(wk__cluster *c, size_t n)
+short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
-    wk__node *node = c->nodes[n];
-    return (lane){.link = &node->link,
-                  .out = &node->out,
-                  .last_io_ms = &node->last_io_ms,
-                  .node = (uint16_t)n};
+    if (m->settled && i == 0 && m->x->db->conn->link.ctx) {
+        const wk__link *link = &m->x->db->conn->link;
+        const wk__lane *q = &m->x->db->conn->lane;
+        *fd = link->ctx->fd;
+        bool more = m->scan < m->x->count && !q->draining;
+        return (short)(POLLIN | (q->wpos < q->len ? q->want : 0) |
+                       (more || link->want == POLLOUT ? POLLOUT : 0));
+    }
+    if (!m->in_round || i >= wk__engine_lanes(m))
+        return 0;
+    lane_ref r = lane_of(m, i);
+    if (!r.q->head || !r.link->ctx)
+        return 0;
+    short ev = 0;
+    if (r.q->wpos < r.q->len)
+        ev |= r.q->want;
+    if (slot_at(m, r.q->head)->state == WK__SENT)
+        ev |= r.link->want ? r.link->want : POLLIN;
+    *fd = r.link->ctx->fd;
+    return ev;
 }
 
-static bool node_has(const wk__exchange *x, uint16_t node, wk__qstate state)
+void wk__engine_ready(wk__engine *m, size_t i, short revents)
 {
-    for (size_t i = 0; i < x->count; i++)
-        if (x->slots[i].state == state && x->slots[i].node == node)
-            return true;
-    return false;
+    if (i < wk__engine_lanes(m))
+        lane_of(m, i).q->ready = revents;
 }
 
-/* One round of a cluster handle: route every pending query to its node,
- * write to every node before reading any reply (so nodes never wait on
- * each other), then read each node's replies. */
-static void cluster_round(run *r)
+/* Lose every lane with queries on the way. */
+static void lose_busy(wk__engine *m, int rc, const char *why)
 {
-    wk__exchange *x = r->x;
-    wk__conn *conn = x->db->conn;
-    wk__cluster *c = conn->cluster;
-    for (size_t i = 0; i < x->count; i++) {
-        wk__slot *s = &x->slots[i];
-        if (s->state != WK__UNSENT)
-            continue;
-        if (s->asking)
-            s->node = s->ask_node;
-        else if (x->db->pinned && s->redirects == 0)
-            s->node = x->db->pin_node; /* wk_db_cluster_primary(): until a MOVED */
-        else
-            s->node = wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
+    for (size_t i = 0; i < wk__engine_lanes(m); i++) {
+        lane_ref r = lane_of(m, i);
+        if (r.q->head)
+            lose_lane(m, r, rc, why);
     }
-    for (size_t n = 0; n < c->nnodes; n++) {
-        if (!node_has(x, (uint16_t)n, WK__UNSENT))
-            continue;
-        char why[sizeof(r->why)];
-        int rc = wk__cluster_node_ensure(conn, (uint16_t)n, why, sizeof(why));
-        if (rc) {
-            /* Its queries stay UNSENT: they did not run. */
-            r->conn_rc = rc;
-            wk__copy_text(r->why, sizeof(r->why), why);
-            c->stale = true;
-            continue;
-        }
-        lane l = node_lane(c, n);
-        format_pending(r, &l);
-        if (l.len && send_lane(r, &l))
-            c->last = (uint16_t)n;
-    }
-    for (size_t n = 0; n < c->nnodes; n++) {
-        if (!node_has(x, (uint16_t)n, WK__SENT))
-            continue;
-        lane l = node_lane(c, n);
-        read_lane(r, &l);
-    }
+}
+
+void wk__engine_fail(wk__engine *m, int rc, const char *why)
+{
+    lose_busy(m, rc, why);
 }
 
 /* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
  * pass the deadline (then the queries fail as not run). */
-static bool pause_for_cluster(run *r, int *pause_ms)
+static bool pause_for_cluster(wk__engine *m)
 {
-    r->try_later = false;
-    if (wk__boot_ms() + *pause_ms > r->deadline) {
-        r->conn_rc = WK_ETIMEDOUT;
-        r->gave_up = true;
-        wk__copy_text(r->why, sizeof(r->why),
+    m->try_later = false;
+    int64_t now = wk__boot_ms();
+    if (now + m->pause_ms > m->deadline) {
+        m->conn_rc = WK_ETIMEDOUT;
+        m->gave_up = true;
+        wk__copy_text(m->why, sizeof(m->why),
                       "the cluster answered TRYAGAIN / CLUSTERDOWN until the command timeout");
         return false;
     }
-    struct timespec ts = {.tv_sec = *pause_ms / 1000,
-                          .tv_nsec = (long)(*pause_ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-    *pause_ms = *pause_ms * 2 > TRY_LATER_MAX_PAUSE_MS ? TRY_LATER_MAX_PAUSE_MS : *pause_ms * 2;
+    m->pause_until = now + m->pause_ms;
+    m->pause_ms = m->pause_ms * 2 > TRY_LATER_MAX_PAUSE_MS ? TRY_LATER_MAX_PAUSE_MS : m->pause_ms * 2;
     return true;
 }
 
 /* After a dropped connection: what may go again on a new one. */
-static bool plan_resend(run *r)
+static bool plan_resend(wk__engine *m)
 {
-    wk__exchange *x = r->x;
+    wk__exchange *x = m->x;
     bool any = false;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
         if (s->state == WK__LOST &&
-            wk__may_resend(x->query(x->ctx, i)->flags, s->resent, r->conn_rc)) {
+            wk__may_resend(x->query(x->ctx, i)->flags, s->resent, m->conn_rc)) {
             s->state = WK__UNSENT;
             s->resent = true;
         }
@@ -411,82 +507,218 @@ static bool plan_resend(run *r)
     return any;
 }
 
+/* Every lane is quiet: what the round's replies ask for next. */
+static void end_round(wk__engine *m)
+{
+    wk__conn *conn = m->x->db->conn;
+    m->in_round = false;
+    m->round++;
+    if (m->readonly) {
+        m->readonly = false;
+        wk__conn_drop(conn); /* the next round asks the sentinels again */
+    }
+    if (m->conn_rc == WK_OK) {
+        if (m->try_later && !pause_for_cluster(m))
+            m->done = true;
+        return;
+    }
+    /* A dropped connection (not a timeout: a stalled server would stall
+     * again) gets one new connection for what may be sent again — in a
+     * cluster after asking for the map anew (a failover moves slots). */
+    if (m->conn_rc == WK_EIO && !m->reconnected && plan_resend(m)) {
+        m->reconnected = true;
+        m->conn_rc = WK_OK;
+        m->try_later = false;
+        m->refresh = conn->cluster != NULL;
+        return;
+    }
+    m->done = true;
+}
+
+/* Start a round: route what is pending, have each lane it uses
+ * connected (ENSURE), then stage. Returns false with *w to return. */
+static bool start_round(wk__engine *m, wk__xwant *w)
+{
+    wk__exchange *x = m->x;
+    wk__cluster *c = x->db->conn->cluster;
+    if (m->round >= (c ? CLUSTER_MAX_ROUNDS : MAX_ROUNDS) || !any_unsent(x)) {
+        m->done = true;
+        return true;
+    }
+    size_t n = wk__engine_lanes(m);
+    if (!m->routed) {
+        m->routed = true;
+        for (size_t i = 0; i < n; i++)
+            lane_of(m, i).q->ensured = lane_of(m, i).q->failed = false;
+        for (size_t i = 0; c && i < x->count; i++) {
+            wk__slot *s = &x->slots[i];
+            if (s->state != WK__UNSENT)
+                continue;
+            if (s->asking)
+                s->node = s->ask_node;
+            else if (x->db->pinned && s->redirects == 0)
+                s->node = x->db->pin_node; /* wk_db_cluster_primary(): until a MOVED */
+            else
+                s->node = wk__cluster_route(c, x->query(x->ctx, i), s->keyless);
+        }
+    }
+    /* Every lane a pending query goes to is checked (connected, probed
+     * when idle) before anything is staged. */
+    for (size_t i = 0; i < n; i++) {
+        lane_ref r = lane_of(m, i);
+        if (r.q->ensured)
+            continue;
+        bool used = !c;
+        for (size_t k = 0; c && !used && k < x->count; k++)
+            used = x->slots[k].state == WK__UNSENT && x->slots[k].node == r.node;
+        if (!used)
+            continue;
+        *w = (wk__xwant){.what = WK__X_ENSURE, .lane = r.node};
+        return false;
+    }
+    if (m->done)
+        return true; /* the handle's connection could not be made */
+    for (size_t i = 0; i < n; i++) {
+        lane_ref r = lane_of(m, i);
+        if (r.q->ensured && !r.q->failed) {
+            stage(m, r, !c && m->round == 0 && x->prepared, 0);
+            if (c && r.q->head)
+                c->last = r.node;
+        }
+    }
+    m->routed = false;
+    m->in_round = true;
+    m->waited = false;
+    return true;
+}
+
+void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why)
+{
+    lane_ref r = lane_of(m, lane == WK__NO_NODE ? 0 : lane);
+    r.q->ensured = true;
+    if (!rc)
+        return;
+    r.q->failed = true;
+    m->conn_rc = rc;
+    wk__copy_text(m->why, sizeof(m->why), why);
+    if (m->settled) {
+        /* Nothing was sent: every query waiting for it fails. */
+        for (size_t i = 0; i < m->x->count; i++)
+            if (m->x->slots[i].state == WK__UNSENT)
+                settle_conn(m, i, rc);
+        m->scan = m->x->count;
+        r.q->ensured = false;
+        return;
+    }
+    if (lane == WK__NO_NODE)
+        m->done = true; /* nothing more can be sent; the handle has the message */
+    else
+        m->x->db->conn->cluster->stale = true; /* its queries stay UNSENT: they did not run */
+}
+
+void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
+{
+    /* Not zero-filled: its texts are written before being read. */
+    m->x = x;
+    m->deadline = deadline;
+    m->conn_rc = WK_OK;
+    m->first_failed = SIZE_MAX;
+    m->round = 0;
+    m->in_round = m->routed = m->waited = false;
+    m->readonly = m->try_later = m->gave_up = m->reconnected = m->done = false;
+    m->pause_ms = TRY_LATER_FIRST_PAUSE_MS;
+    m->pause_until = 0;
+    m->settled = NULL;
+    m->closing = NULL;
+    /* Lanes are empty between exchanges (every way out of a round
+     * empties them); made sure of here, since they link into slots. */
+    for (size_t i = 0; i < wk__engine_lanes(m); i++) {
+        wk__lane *q = lane_of(m, i).q;
+        if (q->head || q->held) {
+            if (q->held)
+                freeReplyObject(q->held);
+            *q = (wk__lane){.out = q->out};
+        }
+    }
+    wk__cluster *c = x->db->conn->cluster;
+    m->refresh = c && wk__cluster_wants_refresh(c); /* failing: the old map */
+}
+
+static wk__xwant continuous_step(wk__engine *m);
+
+wk__xwant wk__engine_step(wk__engine *m)
+{
+    if (m->settled)
+        return continuous_step(m);
+    wk__xwant w = {.what = WK__X_DONE};
+    while (!m->done) {
+        if (m->in_round) {
+            bool busy = false, seen = false;
+            for (size_t i = 0; i < wk__engine_lanes(m); i++) {
+                lane_ref r = lane_of(m, i);
+                if (!r.q->head)
+                    continue;
+                seen |= r.q->ready != 0;
+                lane_io(m, r);
+                busy |= r.q->head != 0;
+            }
+            /* A spent deadline still gets its look: it ends the wait only
+             * when the driver saw nothing ready. */
+            if (busy && m->waited && !seen && wk__boot_ms() >= m->deadline) {
+                lose_busy(m, WK_ETIMEDOUT, "timed out waiting for Redis");
+                busy = false;
+            }
+            if (busy) {
+                m->waited = true;
+                return (wk__xwant){.what = WK__X_WAIT, .deadline = m->deadline};
+            }
+            end_round(m);
+            continue;
+        }
+        if (m->pause_until) {
+            if (wk__boot_ms() < m->pause_until)
+                return (wk__xwant){.what = WK__X_WAIT, .deadline = m->pause_until};
+            m->pause_until = 0;
+        }
+        if (m->refresh) {
+            m->refresh = false;
+            return (wk__xwant){.what = WK__X_REFRESH};
+        }
+        if (!start_round(m, &w))
+            return w;
+    }
+    return (wk__xwant){.what = WK__X_DONE};
+}
+
 /* The final message when the connection failed: which query, and what
  * that means for writes. */
-static int connection_result(run *r, size_t at, size_t lost, size_t unsent)
+static int connection_result(wk__engine *m, size_t at, size_t lost, size_t unsent)
 {
-    wk__exchange *x = r->x;
+    wk__exchange *x = m->x;
     const wk__slot *s = &x->slots[at];
     const char *name = x->query(x->ctx, at)->name;
     if (x->count == 1)
-        return wk__db_fail(x->db, s->status, "%s: %s%s", name, r->why,
+        return wk__db_fail(x->db, s->status, "%s: %s%s", name, m->why,
                            s->status == WK_EUNKNOWN ? " (the write may or may not have happened)"
                            : !s->writes             ? ""
-                           : r->gave_up             ? " (not run: the write did not happen)"
+                           : m->gave_up             ? " (not run: the write did not happen)"
                                                     : " (not sent: the write did not happen)");
-    if (r->gave_up)
+    if (m->gave_up)
         return wk__db_fail(x->db, s->status,
                            "batch: from query %zu (%s): %s; %zu not run, %zu sent without reply",
-                           at, name, r->why, unsent, lost);
+                           at, name, m->why, unsent, lost);
     return wk__db_fail(x->db, s->status,
                        "batch: connection lost at query %zu (%s): %s; %zu sent without reply, "
                        "%zu not sent",
-                       at, name, r->why, lost, unsent);
+                       at, name, m->why, lost, unsent);
 }
 
-static int exchange_until(wk__exchange *x, int64_t deadline)
+int wk__engine_end(wk__engine *m)
 {
-    run r; /* not zero-filled: its texts are written before being read */
-    r.x = x;
-    r.deadline = deadline;
-    r.conn_rc = WK_OK;
-    r.first_failed = SIZE_MAX;
-    r.readonly = false;
-    r.try_later = false;
-    r.gave_up = false;
-    wk__conn *conn = x->db->conn;
-    wk__cluster *c = conn->cluster;
-    int pause_ms = TRY_LATER_FIRST_PAUSE_MS;
-    bool reconnected = false;
-    if (c && wk__cluster_wants_refresh(c))
-        wk__cluster_refresh(conn, r.why, sizeof(r.why)); /* failing: the old map */
-    for (int round = 0; round < (c ? CLUSTER_MAX_ROUNDS : MAX_ROUNDS) && any_unsent(x); round++) {
-        if (c) {
-            cluster_round(&r);
-        } else {
-            int rc = wk__conn_ensure(x->db);
-            if (rc) {
-                /* Nothing more can be sent; the handle has the message. */
-                r.conn_rc = rc;
-                wk__copy_text(r.why, sizeof(r.why), x->db->errmsg);
-                break;
-            }
-            round_trip(&r, round == 0);
-        }
-        if (r.conn_rc == WK_OK) {
-            if (r.try_later && !pause_for_cluster(&r, &pause_ms))
-                break;
-            continue;
-        }
-        /* A dropped connection (not a timeout: a stalled server would stall
-         * again) gets one new connection for what may be sent again — in
-         * a cluster after asking for the map anew (a failover moves
-         * slots). */
-        if (r.conn_rc == WK_EIO && !reconnected && plan_resend(&r)) {
-            reconnected = true;
-            r.conn_rc = WK_OK;
-            r.try_later = false;
-            if (c) {
-                char why[sizeof(r.why)];
-                wk__cluster_refresh(conn, why, sizeof(why));
-            }
-            continue;
-        }
-        break;
-    }
-    if (r.conn_rc == WK_OK && any_unsent(x)) {
-        r.conn_rc = WK_EIO; /* cannot happen with a sane server */
-        wk__copy_text(r.why, sizeof(r.why), "gave up after repeated NOSCRIPT replies");
+    wk__exchange *x = m->x;
+    if (m->conn_rc == WK_OK && any_unsent(x)) {
+        m->conn_rc = WK_EIO; /* cannot happen with a sane server */
+        wk__copy_text(m->why, sizeof(m->why), "gave up after repeated NOSCRIPT replies");
     }
     size_t lost = 0, unsent = 0, first_cut = SIZE_MAX;
     for (size_t i = 0; i < x->count; i++) {
@@ -494,7 +726,7 @@ static int exchange_until(wk__exchange *x, int64_t deadline)
         if (s->state == WK__LOST) {
             lost++;
         } else if (s->state == WK__UNSENT) {
-            s->status = r.conn_rc;
+            s->status = m->conn_rc;
             unsent++;
         } else {
             continue;
@@ -504,17 +736,223 @@ static int exchange_until(wk__exchange *x, int64_t deadline)
     }
     if (first_cut != SIZE_MAX) {
         /* Nothing was written at all: keep the connection's own message. */
-        if (unsent == x->count && !reconnected && !r.gave_up)
-            return wk__db_fail(x->db, r.conn_rc, "%s", r.why);
-        return connection_result(&r, first_cut, lost, unsent);
+        if (unsent == x->count && !m->reconnected && !m->gave_up)
+            return wk__db_fail(x->db, m->conn_rc, "%s", m->why);
+        return connection_result(m, first_cut, lost, unsent);
     }
-    if (r.first_failed == SIZE_MAX)
+    if (m->first_failed == SIZE_MAX)
         return WK_OK;
-    int st = x->slots[r.first_failed].status;
+    int st = x->slots[m->first_failed].status;
     if (x->count == 1)
-        return wk__db_fail(x->db, st, "%s", r.first_msg);
-    return wk__db_fail(x->db, st, "batch query %zu failed: %s", r.first_failed,
-                       r.first_msg[0] ? r.first_msg : wk_strerror(st));
+        return wk__db_fail(x->db, st, "%s", m->first_msg);
+    return wk__db_fail(x->db, st, "batch query %zu failed: %s", m->first_failed,
+                       m->first_msg[0] ? m->first_msg : wk_strerror(st));
+}
+
+/* ---- continuous mode ---------------------------------------------------- */
+
+/* Settle slot i after a connection failure (m->why): its name, the
+ * reason, and what that means for a write. */
+static void settle_conn(wk__engine *m, size_t i, int status)
+{
+    wk__slot *s = &m->x->slots[i];
+    char text[WK__ERRMSG_MAX];
+    snprintf(text, sizeof(text), "%s: %s%s", m->x->query(m->x->ctx, i)->name, m->why,
+             status == WK_EUNKNOWN                 ? " (the write may or may not have happened)"
+             : s->writes && s->state == WK__UNSENT ? " (not sent: the write did not happen)"
+                                                   : "");
+    s->state = WK__REPLIED;
+    s->status = status;
+    m->settled(m->arg, i, status, text);
+}
+
+void wk__engine_open(wk__engine *m, wk__exchange *x,
+                     void (*settled)(void *arg, size_t i, int status, const char *msg),
+                     void (*closing)(void *arg), void *arg)
+{
+    wk__engine_begin(m, x, 0);
+    m->settled = settled;
+    m->closing = closing;
+    m->arg = arg;
+    m->scan = 0;
+    m->why[0] = '\0';
+}
+
+/* Continuous: the socket is watched while no reply is due, for EOF (a
+ * server that closed the idle connection): looked at before anything is
+ * written on it. */
+static void idle_check(wk__engine *m, lane_ref r)
+{
+    redisReply *stray = NULL;
+    int rc = wk__wire_receive(r.link);
+    if (!rc)
+        rc = wk__wire_take(r.link, &stray);
+    if (stray) {
+        freeReplyObject(stray);
+        rc = WK_EPROTO;
+    }
+    if (rc)
+        lose_lane(m, r, rc, stray ? "a reply nobody asked for" : NULL);
+}
+
+static wk__xwant continuous_step(wk__engine *m)
+{
+    wk__conn *conn = m->x->db->conn;
+    lane_ref r = lane_of(m, 0);
+    wk__lane *q = r.q;
+    for (int guard = 0; guard < 8; guard++) {
+        if (!r.link->ctx) {
+            q->draining = false;
+            for (size_t i = m->scan; i < m->x->count; i++)
+                if (m->x->slots[i].state == WK__UNSENT)
+                    return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
+            m->scan = m->x->count;
+            return (wk__xwant){.what = WK__X_WAIT};
+        }
+        bool seen = q->ready != 0;
+        if ((q->ready & (POLLIN | POLLHUP | POLLERR)) &&
+            !(q->head && slot_at(m, q->head)->state == WK__SENT)) {
+            q->ready = 0;
+            idle_check(m, r);
+            continue;
+        }
+        if (!q->draining && q->wpos == q->len && m->scan < m->x->count) {
+            if (!q->head)
+                q->unsent = q->tail = 0;
+            stage(m, r, false, m->scan);
+            m->scan = m->x->count;
+        }
+        lane_io(m, r);
+        if (!r.link->ctx)
+            continue; /* lost: what goes again needs a new connection */
+        if (q->draining && !q->head) {
+            wk__copy_text(m->why, sizeof(m->why), "READONLY: the node is a replica now");
+            if (m->closing)
+                m->closing(m->arg);
+            wk__conn_drop(conn); /* the sentinels name the primary anew */
+            continue;
+        }
+        const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
+        if (h && h->state == WK__SENT && !seen && wk__boot_ms() >= h->due) {
+            char why[96];
+            struct timeval tv = conn->command_timeout;
+            snprintf(why, sizeof(why), "no reply within %lld ms",
+                     (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000);
+            lose_lane(m, r, WK_ETIMEDOUT, why);
+            continue;
+        }
+        if (q->draining || q->wpos < q->len || m->scan >= m->x->count)
+            break;
+    }
+    return (wk__xwant){.what = WK__X_WAIT, .deadline = wk__engine_due(m)};
+}
+
+int64_t wk__engine_due(const wk__engine *m)
+{
+    const wk__lane *q = &m->x->db->conn->lane;
+    const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
+    return h && h->state == WK__SENT ? h->due : 0;
+}
+
+void wk__engine_shift(wk__engine *m, size_t n)
+{
+    wk__lane *q = &m->x->db->conn->lane;
+    q->head -= q->head ? n : 0;
+    q->tail -= q->tail ? n : 0;
+    q->unsent -= q->unsent ? n : 0;
+    for (size_t i = n; i < m->x->count; i++)
+        m->x->slots[i].next -= m->x->slots[i].next ? n : 0;
+    m->scan = m->scan > n ? m->scan - n : 0;
+}
+
+void wk__engine_cancel(wk__engine *m, int rc, const char *why)
+{
+    wk__lane *q = &m->x->db->conn->lane;
+    wk__copy_text(m->why, sizeof(m->why), why);
+    for (size_t i = 0; i < m->x->count; i++) {
+        wk__slot *s = &m->x->slots[i];
+        s->next = 0;
+        s->staged = false;
+        if (s->state == WK__SENT || s->state == WK__LOST)
+            settle_conn(m, i, wk__lost_status(s->writes, rc));
+        else if (s->state == WK__UNSENT)
+            settle_conn(m, i, rc);
+    }
+    q->head = q->tail = q->unsent = 0;
+    q->data = NULL;
+    q->len = q->wpos = 0;
+    q->draining = false;
+    if (q->held) {
+        freeReplyObject(q->held);
+        q->held = NULL;
+    }
+    m->scan = m->x->count;
+}
+
+/* ---- the blocking driver ------------------------------------------------ */
+
+/* Poll around the machine until it is done: connections are made (and
+ * the map asked) the blocking way, and every wait ends at the want's
+ * deadline or when the handle's wake descriptor fires. */
+static int drive(wk__engine *m)
+{
+    wk_db *db = m->x->db;
+    wk__conn *conn = db->conn;
+    struct pollfd stack[8], *p = stack;
+    size_t cap = sizeof(stack) / sizeof(stack[0]);
+    for (;;) {
+        wk__xwant w = wk__engine_step(m);
+        if (w.what == WK__X_DONE)
+            break;
+        char why[WK__ERRMSG_MAX / 2];
+        if (w.what == WK__X_ENSURE) {
+            int rc = w.lane == WK__NO_NODE ? wk__conn_ensure(db)
+                                           : wk__cluster_node_ensure(conn, w.lane, why, sizeof(why));
+            wk__engine_ensured(m, w.lane, rc, w.lane == WK__NO_NODE ? db->errmsg : why);
+            continue;
+        }
+        if (w.what == WK__X_REFRESH) {
+            wk__cluster_refresh(conn, why, sizeof(why));
+            continue;
+        }
+        size_t lanes = wk__engine_lanes(m);
+        if (lanes + 1 > cap) {
+            struct pollfd *grown = realloc(p == stack ? NULL : p, (lanes + 1) * sizeof(*p));
+            if (!grown) {
+                wk__engine_fail(m, WK_ENOMEM, "out of memory waiting for Redis");
+                continue;
+            }
+            p = grown;
+            cap = lanes + 1;
+        }
+        nfds_t k = 0;
+        for (size_t i = 0; i < lanes; i++) {
+            int fd = -1;
+            short ev = wk__engine_lane_events(m, i, &fd);
+            if (ev)
+                p[k++] = (struct pollfd){.fd = fd, .events = ev};
+        }
+        nfds_t socks = k;
+        if (socks && conn->wake_fd >= 0)
+            p[k++] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
+        int n = wk__poll_until(p, k, w.deadline);
+        if (n < 0) {
+            wk__engine_fail(m, WK_EIO, strerror(errno));
+            continue;
+        }
+        if (n > 0 && k > socks && p[socks].revents) {
+            wk__engine_fail(m, WK_EIO, "interrupted (wk__blocking_interrupt)");
+            continue;
+        }
+        for (size_t i = 0, j = 0; i < lanes && j < socks; i++) {
+            int fd;
+            if (wk__engine_lane_events(m, i, &fd))
+                wk__engine_ready(m, i, p[j++].revents);
+        }
+    }
+    if (p != stack)
+        free(p);
+    return wk__engine_end(m);
 }
 
 int wk__exchange_run(wk__exchange *x)
@@ -537,7 +975,9 @@ int wk__exchange_run(wk__exchange *x)
             break;
         }
     conn->call_deadline = wk__deadline_min(own, outer);
-    int rc = exchange_until(x, conn->call_deadline);
+    wk__engine m;
+    wk__engine_begin(&m, x, conn->call_deadline);
+    int rc = drive(&m);
     conn->call_deadline = outer;
     return rc;
 }

@@ -27,6 +27,7 @@
 #ifndef WK_CORE_EXCHANGE_H
 #define WK_CORE_EXCHANGE_H
 
+#include "core/cluster.h"
 #include "core/db_internal.h"
 
 typedef enum wk__qstate { WK__UNSENT, WK__SENT, WK__REPLIED, WK__LOST } wk__qstate;
@@ -39,11 +40,16 @@ typedef struct wk__slot {
     bool resent;         /* re-sent once already after a lost reply */
     bool readonly;       /* answered READONLY once (Sentinel: re-sent) */
     bool single_key;     /* answered TRYAGAIN: sent in its single-key form */
+    bool carried;        /* continuous: went to a new connection once already */
+    bool staged;         /* UNSENT, formatted on a lane, not written whole yet */
     int status;
-    size_t end; /* where its command ends in the bytes being written */
+    size_t end;  /* where its command ends in the bytes being written */
+    size_t next; /* the next slot staged on its lane, + 1 (0: none) */
+    int64_t due; /* continuous: its reply is due by then (wk__boot_ms()) */
     /* Cluster handles (core/cluster.h): the node it goes to this round,
-     * and an ASK redirection (ASKING first, to ask_node, once). */
-    bool asking;
+     * and an ASK redirection (ASKING first, to ask_node, once; `asked`
+     * once ASKING's own reply is read). */
+    bool asking, asked;
     unsigned char redirects; /* MOVED replies so far */
     uint16_t node, ask_node;
 } wk__slot;
@@ -61,6 +67,46 @@ typedef struct wk__exchange {
     const char *prepared;
     size_t prepared_len;
 } wk__exchange;
+
+/*
+ * Queries kept for an exchange that runs later (a batch's, the event-loop
+ * handle's; core/kept.c): each is formatted when it is kept — its command
+ * in `buf`, where each argument landed in `spans` — so the caller's memory
+ * may go, and wk__kept_query() gives query i again, its arguments
+ * pointing into buf (for the exchange's `query`, with the wk__kept as
+ * ctx). Slot i is query i's.
+ */
+typedef struct wk__kept_entry {
+    const char *name;
+    unsigned flags;
+    const wk_script *script;
+    int nkeys, argc;
+    size_t start, first_span; /* its command in buf; its spans */
+    wk_parse_fn parse;
+    void *out;
+} wk__kept_entry;
+
+typedef struct wk__kept {
+    wk__kept_entry *entries;
+    wk__slot *slots;
+    size_t count, cap, slots_cap;
+    wk__span *spans;
+    size_t nspans, spans_cap;
+    wk__buf buf;
+    wk_query scratch; /* the query rebuilt */
+    const char **argv;
+    size_t *argvlen;
+    size_t argv_cap, argvlen_cap;
+} wk__kept;
+
+/* Admit nothing (the caller has), format q and keep it as the next query,
+ * its slot UNSENT (end: where its command ends in buf). WK_OK, or the
+ * failure with the message on db; nothing is kept then. */
+int wk__kept_add(wk__kept *k, wk_db *db, const wk_query *q);
+const wk_query *wk__kept_query(void *k, size_t i);
+/* Forget queries [0, n): the others move down. */
+void wk__kept_drop_front(wk__kept *k, size_t n);
+void wk__kept_free(wk__kept *k);
 
 /*
  * The outcome rule for a query written on a connection that then failed
@@ -82,10 +128,109 @@ static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
 }
 
 /*
- * Run every slot to REPLIED or a final status. Returns WK_OK when every
- * query succeeded; otherwise the status of the first query the connection
- * failed (LOST or not sent) if any, else of the first failed query, with
- * the detail on the handle.
+ * The exchange as a sans-I/O machine (core/exchange.c), in the shape of
+ * the set-up's (core/conn_machine.h): wk__engine_begin() fixes the call's
+ * deadline, each wk__engine_step() moves the queries as far as they go
+ * without waiting — writes what a lane's socket takes, reads what it has,
+ * judges each reply (NOSCRIPT, READONLY, MOVED / ASK / TRYAGAIN, the
+ * WAIT of an acknowledged lease, a lost reply, the re-send of what never
+ * ran) — and says what to do next:
+ *
+ *   WAIT     poll every lane wk__engine_lane_events() names (and the
+ *            handle's wake descriptor) until `deadline`, record what fired
+ *            with wk__engine_ready(), step again;
+ *   ENSURE   make sure lane `lane` is connected (WK__NO_NODE: the
+ *            handle's connection, else cluster node `lane`), tell the
+ *            result with wk__engine_ensured(), step again;
+ *   REFRESH  ask a cluster handle's slot map anew (its failure is no
+ *            failure: the old map stays), step again;
+ *   DONE     every slot is settled: wk__engine_end() gives the result.
+ *
+ * The blocking driver (wk__exchange_run) polls around it.
+ */
+typedef enum wk__xwhat { WK__X_WAIT, WK__X_ENSURE, WK__X_REFRESH, WK__X_DONE } wk__xwhat;
+
+typedef struct wk__xwant {
+    wk__xwhat what;
+    uint16_t lane;    /* ENSURE's */
+    int64_t deadline; /* WAIT's: step again by then at the latest */
+} wk__xwant;
+
+typedef struct wk__engine {
+    wk__exchange *x;
+    int64_t deadline; /* the call's one deadline (wk__boot_ms()) */
+    int conn_rc;      /* status of the connection failure, or WK_OK */
+    char why[WK__ERRMSG_MAX / 2];
+    size_t first_failed; /* first query with its own failure */
+    char first_msg[WK__ERRMSG_MAX / 2];
+    int round;
+    bool routed;     /* this round's slots have their lanes */
+    bool in_round;   /* staged: the round's I/O is on */
+    bool waited;     /* the driver waited since the round was staged */
+    bool refresh;    /* a REFRESH is due before the next round */
+    bool readonly;   /* a reply was READONLY: drop, re-discover */
+    bool try_later;  /* a reply was TRYAGAIN / CLUSTERDOWN: pause, send again */
+    bool gave_up;    /* … until the deadline: sent, answered, not run */
+    bool reconnected;
+    bool done;
+    int pause_ms;
+    int64_t pause_until; /* pausing until then (0: not) */
+    /* Continuous mode (wk__engine_open): each slot is settled as soon as
+     * its outcome is known, through `settled`; slots before `scan` are
+     * all staged or settled. */
+    void (*settled)(void *arg, size_t i, int status, const char *msg);
+    void *arg;
+    size_t scan;
+    /* Called before the machine closes a connection the driver may be
+     * watching (m->why says why); NULL: nothing to tell. */
+    void (*closing)(void *arg);
+} wk__engine;
+
+/* Begin running exchange x (it must outlive the machine) by `deadline`. */
+void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline);
+wk__xwant wk__engine_step(wk__engine *m);
+/* The lanes to watch while WAITing: lane i (0 … wk__engine_lanes()-1)
+ * wants `events` on *fd, or 0. */
+size_t wk__engine_lanes(const wk__engine *m);
+short wk__engine_lane_events(wk__engine *m, size_t i, int *fd);
+void wk__engine_ready(wk__engine *m, size_t i, short revents);
+/* ENSURE's answer: WK_OK, or the failure and why. */
+void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why);
+/* The driver's own failure while waiting (poll's, an interrupt): every
+ * lane with queries on the way is lost with `rc`. */
+void wk__engine_fail(wk__engine *m, int rc, const char *why);
+/* After DONE: WK_OK when every query succeeded; otherwise the status of
+ * the first query the connection failed (LOST or not sent) if any, else
+ * of the first failed query, with the detail on the handle. */
+int wk__engine_end(wk__engine *m);
+
+/*
+ * Continuous mode, for the event-loop handle (core/async.c): one lane
+ * (the handle's connection), queries added at any time (x->count grows;
+ * wk__engine_step() stages them as soon as the lane's bytes are written,
+ * behind the queries in flight), each settled through `settled` with its
+ * message — the same rules, applied per query: a lost connection re-sends
+ * at once, on a new connection, what never ran (once) and the retry-safe
+ * queries whose reply was lost (once); a reply is due by the command
+ * timeout (and a lease's ack timeout) after its command went out; a
+ * READONLY reply drains the connection, then drops it. ENSURE asks for a
+ * connection only when there is none. No DONE: wk__engine_cancel() ends.
+ */
+void wk__engine_open(wk__engine *m, wk__exchange *x,
+                     void (*settled)(void *arg, size_t i, int status, const char *msg),
+                     void (*closing)(void *arg), void *arg);
+/* When the next step is due without events (wk__boot_ms(); 0: none). */
+int64_t wk__engine_due(const wk__engine *m);
+/* Slots [0, n) are settled and go: the others move down by n. */
+void wk__engine_shift(wk__engine *m, size_t n);
+/* Settle every slot not settled yet with `rc` (a query sent without a
+ * reply by the lost-reply rule) and empty the lane; the driver closes
+ * the connection. */
+void wk__engine_cancel(wk__engine *m, int rc, const char *why);
+
+/*
+ * Run every slot to REPLIED or a final status, blocking (a poll loop
+ * around the machine); returns as wk__engine_end().
  */
 int wk__exchange_run(wk__exchange *x);
 

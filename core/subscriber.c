@@ -296,12 +296,10 @@ static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, 
         struct pollfd fds[3] = {{.fd = s->link.ctx->fd, .events = want},
                                 {.fd = wake_fd, .events = POLLIN},
                                 {.fd = s->notice.ctx ? s->notice.ctx->fd : -1, .events = POLLIN}};
-        int n = poll(fds, 3, (int)wait); /* a negative fd is ignored */
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
+        /* The wait every blocking driver uses; a negative fd is ignored. */
+        int n = wk__poll_until(fds, 3, wk__boot_ms() + wait);
+        if (n < 0)
             return sub_fail(s, WK_EIO, "subscriber: poll failed: %s", strerror(errno));
-        }
         if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
             return WK_OK;
         if (fds[2].revents && wk__failover_noticed(s->service, &s->notice))

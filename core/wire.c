@@ -25,26 +25,31 @@ static int wire_fail(redisContext *c, int status, int err, const char *what)
     return status;
 }
 
+int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline)
+{
+    for (;;) {
+        /* What is left, re-read after every wake-up (EINTR included). */
+        int64_t left = deadline - wk__boot_ms();
+        int got = poll(p, (nfds_t)n, left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left);
+        if (got >= 0 || errno != EINTR)
+            return got;
+    }
+}
+
 /* Wait until the socket is ready for `events` or the deadline passes — or
  * the link's wake descriptor (a blocking handle's) becomes readable. */
 static int wait_ready(wk__link *link, short events, int64_t deadline)
 {
     redisContext *c = link->ctx;
     struct pollfd p[2] = {{.fd = c->fd, .events = events}, {.fd = link->wake_fd, .events = POLLIN}};
-    for (;;) {
-        /* What is left, re-read after every wake-up (EINTR included). */
-        int64_t left = deadline - wk__boot_ms();
-        int timeout_ms = left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
-        int n = poll(p, link->wake_fd >= 0 ? 2 : 1, timeout_ms);
-        if (n > 0 && link->wake_fd >= 0 && p[1].revents)
-            return wire_fail(c, WK_EIO, REDIS_ERR_IO, "interrupted (wk__blocking_interrupt)");
-        if (n > 0)
-            return WK_OK;
-        if (n == 0)
-            return wire_fail(c, WK_ETIMEDOUT, REDIS_ERR_IO, "timed out waiting for Redis");
-        if (errno != EINTR)
-            return wire_fail(c, WK_EIO, REDIS_ERR_IO, strerror(errno));
-    }
+    int n = wk__poll_until(p, link->wake_fd >= 0 ? 2 : 1, deadline);
+    if (n > 0 && link->wake_fd >= 0 && p[1].revents)
+        return wire_fail(c, WK_EIO, REDIS_ERR_IO, "interrupted (wk__blocking_interrupt)");
+    if (n > 0)
+        return WK_OK;
+    if (n == 0)
+        return wire_fail(c, WK_ETIMEDOUT, REDIS_ERR_IO, "timed out waiting for Redis");
+    return wire_fail(c, WK_EIO, REDIS_ERR_IO, strerror(errno));
 }
 
 int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,

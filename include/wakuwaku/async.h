@@ -160,8 +160,10 @@ WK_API size_t wk_async_pending(const wk_async *a);
 /* wk_async_capability — the handle's capability (borrowed). */
 WK_API const wk_cap *wk_async_capability(const wk_async *a);
 
-/* wk_async_errmsg — the message of the last connection failure; "" if
- * none. Borrowed until the next call on the handle. */
+/* wk_async_errmsg — the message of the last failure on the handle: a
+ * refused call's detail (until a call is accepted; also
+ * wk_processor_errmsg(wk_async_with(a, …))), else the last connection
+ * failure; "" if none. Borrowed until the next call on the handle. */
 WK_API const char *wk_async_errmsg(const wk_async *a);
 
 #ifdef __cplusplus

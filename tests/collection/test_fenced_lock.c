@@ -293,8 +293,11 @@ Test(fenced_lock, refusals, .timeout = 120)
     cr_assert_eq(wk_fenced_lock_try(p, &good, wk_name_str("a"), NULL), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_try(NULL, &good, wk_name_str("a"), &l), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_release(p, &good, wk_name_str("a"), NULL, &b), WK_EINVAL);
+    /* A missing token is named (it is not "an outcome"). */
+    cr_assert_str_eq(wk_db_errmsg(db), "fenced_lock.release: token and outcome are required");
     cr_assert_eq(wk_fenced_lock_extend(p, &good, wk_name_str("a"), &t, NULL), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_owned(p, &good, wk_name_str("a"), NULL, &own), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "fenced_lock.owned: token and state are required");
     cr_assert_eq(wk_fenced_lock_inspect(p, &good, wk_name_str("a"), NULL), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_force_release(p, &good, wk_name_str("a"), NULL), WK_EINVAL);
     cr_assert_eq(wk_fenced_lock_acquire(p, &good, wk_name_str("a"), 0, NULL), WK_EINVAL);

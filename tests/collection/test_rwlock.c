@@ -156,3 +156,20 @@ Test(rwlock, keys_share_a_slot_and_expire)
     redisFree(raw);
     wk_db_close(db);
 }
+
+/* A refusal of a missing argument names the argument the call takes:
+ * inspect and force_release take no token. */
+Test(rwlock, a_refusal_names_the_missing_argument)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("rw"), 10000);
+    bool b;
+    cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str("doc"), NULL, &b), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "rwlock.release_read: token and outcome are required");
+    cr_assert_eq(wk_rwlock_inspect(p, &rw, wk_name_str("doc"), NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "rwlock.inspect: state is required");
+    cr_assert_eq(wk_rwlock_force_release(p, &rw, wk_name_str("doc"), NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "rwlock.force_release: was_held is required");
+    wk_db_close(db);
+}

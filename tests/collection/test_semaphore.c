@@ -416,3 +416,19 @@ Test(semaphore, lost_try_reply_is_unknown_and_its_token_holds_a_permit,
     wk_db_close(db);
     wk_test_proxy_stop(proxy);
 }
+
+/* A refusal of a missing argument names the argument the call takes:
+ * inspect and force_release take no token. */
+Test(semaphore, a_refusal_names_the_missing_argument, .timeout = 120)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity e = WK_SEMAPHORE_ENTITY(wk_test_ns("sem"), 2, 10000);
+    bool b;
+    cr_assert_eq(wk_semaphore_release(proc(db), &e, wk_name_str("pool"), NULL, &b), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "semaphore.release: token and outcome are required");
+    cr_assert_eq(wk_semaphore_inspect(proc(db), &e, wk_name_str("pool"), NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "semaphore.inspect: state is required");
+    cr_assert_eq(wk_semaphore_force_release(proc(db), &e, wk_name_str("pool"), NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "semaphore.force_release: freed is required");
+    wk_db_close(db);
+}

@@ -128,7 +128,7 @@ Test(token_bucket_all, a_refusal_writes_nothing)
 /* Four processes take {a, b} together while the buckets refill slowly:
  * an all-or-nothing take drains both by the same amount. Taking them one
  * after the other would drain `a` further whenever `b` refuses. */
-Test(token_bucket_all, concurrent_callers_drain_every_bucket_alike, .timeout = 120)
+Test(token_bucket_all, concurrent_callers_drain_every_bucket_alike, .timeout = 180)
 {
     wk_entity a = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tballrace-a"), 400, 1, 3600000);
     wk_entity b = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("tballrace-b"), 150, 1, 3600000);
@@ -333,7 +333,7 @@ static void on_done(wk_async *a, int status, const char *msg, void *arg)
 
 /* Through the event loop and a pool: the same answers, takes and outcome
  * filled when the reply is parsed. */
-Test(token_bucket_all, works_through_the_event_loop_and_a_pool, .timeout = 60)
+Test(token_bucket_all, works_through_the_event_loop_and_a_pool, .timeout = 180)
 {
     const char *ns = wk_test_ns("tballloop");
     wk_entity a = WK_TOKEN_BUCKET_ENTITY(ns, 2, 1, 60000);

@@ -464,5 +464,94 @@ Test(async, a_waiting_call_refuses_the_loop_processor, .timeout = 60)
     cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
     cr_assert_not(acquired);
     cr_assert_eq(wk_async_pending(a), 0, "nothing queued");
+    /* The handle says why (issue 23: it used to be empty). */
+    cr_assert(strstr(wk_async_errmsg(a), "lock.acquire"), "wk_async_errmsg: \"%s\"",
+              wk_async_errmsg(a));
+    wk_async_close(a);
+}
+
+/* A refused call's detail is the handle's message until the next call is
+ * accepted; a connection failure's message is kept until a refusal. */
+Test(async, wk_async_errmsg_says_why_a_call_was_refused, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), wk_cap_read_only(), 1000);
+    wk_token token;
+    bool acquired = true;
+    int rc = wk_lock_try(wk_async_with(a, NULL, NULL), &lock, wk_name_str("ro"), &token, &acquired);
+    cr_assert_eq(rc, WK_EDENIED, "%s", wk_err_name(rc));
+    cr_assert(strstr(wk_async_errmsg(a), "read-only"), "wk_async_errmsg: \"%s\"",
+              wk_async_errmsg(a));
+    cr_assert_str_eq(wk_async_errmsg(a), wk_processor_errmsg(wk_async_with(a, NULL, NULL)));
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_async_with(a, NULL, NULL), &lock, wk_name_str("ro"), &st),
+                 WK_OK);
+    cr_assert_str_eq(wk_async_errmsg(a), "", "an accepted call clears it");
+    wk_test_async_drain(a);
+    wk_async_close(a);
+}
+
+/* Chains of lock try + release that keep queries in flight while the
+ * ones before them complete, and a SCRIPT FLUSH now and then: the handle
+ * lets its completed front go (moving the rest down) under the load, and
+ * a query sent again as EVAL later still names its own lock and token. */
+typedef struct pc_chain {
+    wk_async *a;
+    redisContext *raw; /* chain 0's: flushes the scripts */
+    char name[48];
+    wk_token token;
+    bool acquired, released;
+    int round, replies, bad, status;
+} pc_chain;
+
+static void pc_next(wk_async *a, int status, const char *msg, void *arg);
+
+static void pc_try(pc_chain *c)
+{
+    c->acquired = c->released = false;
+    cr_assert_eq(wk_lock_try(wk_async_with(c->a, pc_next, c), &lock, wk_name_str(c->name),
+                             &c->token, &c->acquired),
+                 WK_OK);
+}
+
+static void pc_next(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)msg;
+    pc_chain *c = arg;
+    if (status != WK_OK)
+        c->status = status;
+    if (++c->replies % 2) {
+        /* The try's: release what it took. */
+        c->bad += !c->acquired;
+        cr_assert_eq(wk_lock_release(wk_async_with(a, pc_next, c), &lock, wk_name_str(c->name),
+                                     &c->token, &c->released),
+                     WK_OK);
+        return;
+    }
+    c->bad += !c->released;
+    if (c->raw && c->round % 4 == 1)
+        freeReplyObject(wk_test_cmd(c->raw, "SCRIPT FLUSH"));
+    if (++c->round < 20)
+        pc_try(c);
+}
+
+Test(async, chains_keep_queries_in_flight_while_the_front_completes, .timeout = 60)
+{
+    wk_async *a = open_async(wk_test_url(), NULL, 2000);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    static pc_chain chains[48];
+    const char *ns = wk_test_ns("chains");
+    for (int i = 0; i < 48; i++) {
+        chains[i] = (pc_chain){.a = a, .raw = i ? NULL : raw};
+        snprintf(chains[i].name, sizeof(chains[i].name), "%s-%d", ns, i);
+        pc_try(&chains[i]);
+    }
+    wk_test_async_drain(a);
+    cr_assert_eq(wk_async_pending(a), 0);
+    for (int i = 0; i < 48; i++) {
+        cr_assert_eq(chains[i].status, WK_OK, "chain %d: %s", i, wk_err_name(chains[i].status));
+        cr_assert_eq(chains[i].round, 20, "chain %d", i);
+        cr_assert_eq(chains[i].bad, 0, "chain %d: a try or release of its own lock failed", i);
+    }
+    redisFree(raw);
     wk_async_close(a);
 }
