@@ -1,6 +1,6 @@
 /*
  * base/base.c — the bottom helpers (base/base.h): error buffers, printable
- * keys, growing arrays.
+ * keys, growing arrays, enum names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,4 +64,11 @@ int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
     *(void **)arr = p;
     *cap = n;
     return WK_OK;
+}
+
+const char *wk__enum_name(const char *const *names, size_t count, int value)
+{
+    if (value < 0 || (size_t)value >= count || !names[value])
+        return "?";
+    return names[value];
 }

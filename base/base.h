@@ -28,4 +28,11 @@ void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
  * that grows it. */
 int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size);
 
+/* The name of an enum value, from a table indexed by the enum (designated
+ * initializers: {[WK_READ] = "READ", ...}), or "?" for a value the table
+ * does not name. Static strings. Also compiled into wk-codegen. */
+const char *wk__enum_name(const char *const *names, size_t count, int value);
+#define WK__ENUM_NAME(names, value)                                                                \
+    wk__enum_name((names), sizeof(names) / sizeof((names)[0]), (int)(value))
+
 #endif /* WK_BASE_H */

@@ -12,6 +12,7 @@
 
 #include <wakuwaku/capability.h>
 
+#include "base/base.h"
 #include "entity/kind.h"
 
 struct wk_cap {
@@ -212,13 +213,7 @@ bool wk_cap_covers(const wk_cap *cap, const wk_effect *effect, size_t *denied)
 
 const char *wk_grant_name(wk_grant grant)
 {
-    switch (grant) {
-    case WK_GRANT_NONE:
-        return "none";
-    case WK_GRANT_READ:
-        return "read";
-    case WK_GRANT_WRITE:
-        return "write";
-    }
-    return "?";
+    static const char *const names[] = {
+        [WK_GRANT_NONE] = "none", [WK_GRANT_READ] = "read", [WK_GRANT_WRITE] = "write"};
+    return WK__ENUM_NAME(names, grant);
 }

@@ -4,6 +4,8 @@
  */
 #include "cg_json.h"
 
+#include "base/base.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -18,21 +20,21 @@
  * Arena: every allocation of a document comes from here.
  * ---------------------------------------------------------------------- */
 
-typedef struct block {
-    struct block *next;
+typedef struct cg_arena_block {
+    struct cg_arena_block *next;
     size_t used, size;
     max_align_t data[];
 } block;
 
 struct cg_json_doc {
-    block *blocks;
+    cg_arena arena;
     cg_json_value *root;
 };
 
-static void *arena_alloc(cg_json_doc *doc, size_t n)
+void *cg_arena_alloc(cg_arena *a, size_t n)
 {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    block *b = doc->blocks;
+    block *b = a->blocks;
     if (!b || b->size - b->used < n) {
         size_t size = n > 65536 ? n : 65536;
         b = malloc(sizeof(block) + size);
@@ -40,24 +42,30 @@ static void *arena_alloc(cg_json_doc *doc, size_t n)
             return NULL;
         b->size = size;
         b->used = 0;
-        b->next = doc->blocks;
-        doc->blocks = b;
+        b->next = a->blocks;
+        a->blocks = b;
     }
     void *p = (char *)b->data + b->used;
     b->used += n;
     return p;
 }
 
-void cg_json_doc_free(cg_json_doc *doc)
+void cg_arena_free(cg_arena *a)
 {
-    if (!doc)
-        return;
-    block *b = doc->blocks;
+    block *b = a->blocks;
     while (b) {
         block *next = b->next;
         free(b);
         b = next;
     }
+    a->blocks = NULL;
+}
+
+void cg_json_doc_free(cg_json_doc *doc)
+{
+    if (!doc)
+        return;
+    cg_arena_free(&doc->arena);
     free(doc);
 }
 
@@ -68,21 +76,11 @@ const cg_json_value *cg_json_doc_root(const cg_json_doc *doc)
 
 const char *cg_json_type_name(cg_json_type type)
 {
-    switch (type) {
-    case CG_JSON_T_NULL:
-        return "null";
-    case CG_JSON_T_BOOL:
-        return "a boolean";
-    case CG_JSON_T_NUMBER:
-        return "a number";
-    case CG_JSON_T_STRING:
-        return "a string";
-    case CG_JSON_T_ARRAY:
-        return "an array";
-    case CG_JSON_T_OBJECT:
-        return "an object";
-    }
-    return "?";
+    static const char *const names[] = {
+        [CG_JSON_T_NULL] = "null",       [CG_JSON_T_BOOL] = "a boolean",
+        [CG_JSON_T_NUMBER] = "a number", [CG_JSON_T_STRING] = "a string",
+        [CG_JSON_T_ARRAY] = "an array",  [CG_JSON_T_OBJECT] = "an object"};
+    return WK__ENUM_NAME(names, type);
 }
 
 /* ------------------------------------------------------------------------
@@ -245,7 +243,7 @@ static bool read_string(reader *r, const char **out, size_t *out_len)
     while (j < r->len && r->s[j] != '"')
         j += r->s[j] == '\\' ? 2 : 1;
     size_t cap = j - r->i;
-    char *buf = arena_alloc(r->doc, cap + 1);
+    char *buf = cg_arena_alloc(&r->doc->arena, cap + 1);
     if (!buf)
         return fail_at(r, start, "out of memory");
     size_t n = 0;
@@ -367,7 +365,7 @@ static bool read_number(reader *r, cg_json_value *v)
             advance(r);
     }
     size_t n = r->i - start;
-    char *text = arena_alloc(r->doc, n + 1);
+    char *text = cg_arena_alloc(&r->doc->arena, n + 1);
     if (!text)
         return fail_at(r, v->pos, "out of memory");
     memcpy(text, r->s + start, n);
@@ -423,7 +421,7 @@ static void *vec_finish(reader *r, vec *v)
 {
     void *out = NULL;
     if (v->count) {
-        out = arena_alloc(r->doc, v->count * v->size);
+        out = cg_arena_alloc(&r->doc->arena, v->count * v->size);
         if (out)
             memcpy(out, v->items, v->count * v->size);
     }
@@ -432,108 +430,87 @@ static void *vec_finish(reader *r, vec *v)
     return out;
 }
 
-static bool read_array(reader *r, cg_json_value *v, int depth)
+/* An object member's key and its ':' (the key's position is set). */
+static bool read_key(reader *r, const cg_json_value *v, cg_json_member *m)
 {
-    vec items = {NULL, 0, 0, sizeof(cg_json_value *)};
-    advance(r); /* [ */
-    skip_ws(r);
-    if (peek(r) == ']') {
-        advance(r);
-        v->count = 0;
-        return true;
-    }
-    for (;;) {
-        skip_ws(r);
-        if (peek(r) == ']' && items.count) {
-            free(items.items);
-            return fail_at(r, here(r), "trailing comma: JSON allows no ',' before ']'");
-        }
-        cg_json_value *item = read_value(r, depth + 1);
-        if (!item || !vec_push(&items, &item)) {
-            free(items.items);
-            return item ? fail_at(r, v->pos, "out of memory") : false;
-        }
-        skip_ws(r);
-        char c = peek(r);
-        if (c == ',') {
-            advance(r);
-            continue;
-        }
-        if (c == ']') {
-            advance(r);
-            break;
-        }
-        free(items.items);
+    if (peek(r) != '"') {
         if (at_end(r))
-            return fail_at(r, v->pos, "unterminated array");
-        return fail_at(r, here(r), "expected ',' or ']' in an array");
+            return fail_at(r, v->pos, "unterminated object");
+        return fail_at(r, here(r), "expected a key (a string in double quotes)");
     }
-    v->count = items.count;
-    v->items = vec_finish(r, &items);
-    if (!v->items)
-        return fail_at(r, v->pos, "out of memory");
+    if (!read_string(r, &m->key, &m->key_len))
+        return false;
+    skip_ws(r);
+    if (peek(r) != ':')
+        return fail_at(r, here(r), "expected ':' after the key");
+    advance(r);
+    skip_ws(r);
     return true;
 }
 
-static bool read_object(reader *r, cg_json_value *v, int depth)
+/* After an element: 1 at ',' (another follows), 0 at `close` (the end),
+ * -1 once the error is reported. */
+static int read_separator(reader *r, const cg_json_value *v, char close, const char *what)
 {
-    vec members = {NULL, 0, 0, sizeof(cg_json_member)};
-    advance(r); /* { */
     skip_ws(r);
-    if (peek(r) == '}') {
+    char c = peek(r);
+    if (c == ',' || c == close) {
+        advance(r);
+        return c == ',';
+    }
+    if (at_end(r))
+        fail_at(r, v->pos, "unterminated %s", what);
+    else
+        fail_at(r, here(r), "expected ',' or '%c' in an %s", close, what);
+    return -1;
+}
+
+/* An array or an object (v->type says which), at its '[' or '{': the
+ * elements are read into a vec, then copied into the arena. */
+static bool read_container(reader *r, cg_json_value *v, int depth)
+{
+    bool object = v->type == CG_JSON_T_OBJECT;
+    char close = object ? '}' : ']';
+    vec elems = {NULL, 0, 0, object ? sizeof(cg_json_member) : sizeof(cg_json_value *)};
+    advance(r); /* [ or { */
+    skip_ws(r);
+    if (peek(r) == close) {
         advance(r);
         v->count = 0;
         return true;
     }
     for (;;) {
         skip_ws(r);
-        cg_json_member m;
-        m.pos = here(r);
-        if (peek(r) == '}' && members.count) {
-            free(members.items);
-            return fail_at(r, here(r), "trailing comma: JSON allows no ',' before '}'");
+        cg_json_member m = {.pos = here(r)};
+        if (peek(r) == close && elems.count) {
+            free(elems.items);
+            return fail_at(r, here(r), "trailing comma: JSON allows no ',' before '%c'", close);
         }
-        if (peek(r) != '"') {
-            free(members.items);
-            if (at_end(r))
-                return fail_at(r, v->pos, "unterminated object");
-            return fail_at(r, here(r), "expected a key (a string in double quotes)");
-        }
-        if (!read_string(r, &m.key, &m.key_len)) {
-            free(members.items);
+        if (object && !read_key(r, v, &m)) {
+            free(elems.items);
             return false;
         }
-        skip_ws(r);
-        if (peek(r) != ':') {
-            free(members.items);
-            return fail_at(r, here(r), "expected ':' after the key");
-        }
-        advance(r);
-        skip_ws(r);
         m.value = read_value(r, depth + 1);
-        if (!m.value || !vec_push(&members, &m)) {
-            free(members.items);
+        if (!m.value || !vec_push(&elems, object ? (const void *)&m : &m.value)) {
+            free(elems.items);
             return m.value ? fail_at(r, v->pos, "out of memory") : false;
         }
-        skip_ws(r);
-        char c = peek(r);
-        if (c == ',') {
-            advance(r);
-            continue;
+        int more = read_separator(r, v, close, object ? "object" : "array");
+        if (more < 0) {
+            free(elems.items);
+            return false;
         }
-        if (c == '}') {
-            advance(r);
+        if (!more)
             break;
-        }
-        free(members.items);
-        if (at_end(r))
-            return fail_at(r, v->pos, "unterminated object");
-        return fail_at(r, here(r), "expected ',' or '}' in an object");
     }
-    v->count = members.count;
-    v->members = vec_finish(r, &members);
-    if (!v->members)
+    v->count = elems.count;
+    void *out = vec_finish(r, &elems);
+    if (!out)
         return fail_at(r, v->pos, "out of memory");
+    if (object)
+        v->members = out;
+    else
+        v->items = out;
     return true;
 }
 
@@ -543,7 +520,7 @@ static cg_json_value *read_value(reader *r, int depth)
         fail_at(r, here(r), "nested deeper than %d levels", MAX_DEPTH);
         return NULL;
     }
-    cg_json_value *v = arena_alloc(r->doc, sizeof(*v));
+    cg_json_value *v = cg_arena_alloc(&r->doc->arena, sizeof(*v));
     if (!v) {
         fail_at(r, here(r), "out of memory");
         return NULL;
@@ -559,11 +536,11 @@ static cg_json_value *read_value(reader *r, int depth)
     switch (c) {
     case '{':
         v->type = CG_JSON_T_OBJECT;
-        ok = read_object(r, v, depth);
+        ok = read_container(r, v, depth);
         break;
     case '[':
         v->type = CG_JSON_T_ARRAY;
-        ok = read_array(r, v, depth);
+        ok = read_container(r, v, depth);
         break;
     case '"':
         v->type = CG_JSON_T_STRING;

@@ -62,6 +62,20 @@ struct cg_json_value {
     cg_json_member *members;
 };
 
+/*
+ * cg_arena — a bump arena: many small allocations, released at once (a
+ * document's tree here; the generator's model in util.c). Start from
+ * {0}; cg_arena_alloc() returns `n` bytes aligned for any type (not
+ * zeroed), or NULL when memory ran out; cg_arena_free() releases every
+ * allocation and leaves the arena empty, ready for reuse.
+ */
+typedef struct cg_arena {
+    struct cg_arena_block *blocks;
+} cg_arena;
+
+void *cg_arena_alloc(cg_arena *a, size_t n);
+void cg_arena_free(cg_arena *a);
+
 typedef struct cg_json_doc cg_json_doc;
 
 /*

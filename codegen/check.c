@@ -897,6 +897,14 @@ static bool repeats_cap(const schema *s, size_t i)
     return false;
 }
 
+/* Claims "<prefix>_<fn>" for each of `fns` (NULL-terminated) as a `what`. */
+static void claim_functions(ctx *c, const char *prefix, const char *const *fns, const char *path,
+                            cg_json_pos pos, const char *what)
+{
+    for (size_t k = 0; fns[k]; k++)
+        names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", prefix, fns[k]), path, pos, what);
+}
+
 static void claim_names(ctx *c, const bool *entity_ok)
 {
     schema *s = c->s;
@@ -927,9 +935,7 @@ static void claim_names(ctx *c, const bool *entity_ok)
         r->codec = pool_printf(c->pl, "%s_%s_codec", svc, r->id);
         names_claim(c->names, c->d, r->c_type, p, r->pos, "record type");
         static const char *const fns[] = {"init", "free", "encode", "decode", NULL};
-        for (size_t k = 0; fns[k]; k++)
-            names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", r->fn_prefix, fns[k]), p,
-                        r->pos, "record function");
+        claim_functions(c, r->fn_prefix, fns, p, r->pos, "record function");
         if (r->used_by_cache)
             names_claim(c->names, c->d, r->codec, p, r->pos, "record codec");
     }
@@ -955,9 +961,7 @@ static void claim_names(ctx *c, const bool *entity_ok)
         cap->c_type = pool_printf(c->pl, "%s_%s", svc, cap->id);
         names_claim(c->names, c->d, cap->c_type, p, cap->pos, "capability handle type");
         static const char *const fns[] = {"cap_new", "open", "narrow", "close", NULL};
-        for (size_t k = 0; fns[k]; k++)
-            names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", cap->c_type, fns[k]), p,
-                        cap->pos, "capability function");
+        claim_functions(c, cap->c_type, fns, p, cap->pos, "capability function");
         for (size_t ei = 0; ei < s->nentities; ei++) {
             entity *e = &s->entities[ei];
             if (!entity_ok[ei] || repeats_entity(s, ei))
@@ -986,22 +990,48 @@ static const char *const top_keys[] = {"service", "description", "entities", "re
 static const char *const top_required[] = {"service", "entities", NULL};
 static const char *const entity_id_what[] = {"entity", "record", "capability"};
 
-/* Reports ids used twice in one list (entities, records or capabilities). */
-static void check_duplicate_ids(ctx *c, const char *list, const char *const *ids,
-                                const cg_json_pos *pos, size_t n, int what)
+/* The layout check_duplicate_ids() reads a list's items by: entities,
+ * records and capabilities each hold `id` and `id_pos`. */
+#define ID_LAYOUT(type) sizeof(type), offsetof(type, id), offsetof(type, id_pos)
+
+/* Reports ids used twice in one list (entities, records or capabilities):
+ * its n items, `size` bytes each, the id and its position at the offsets
+ * ID_LAYOUT() gives. */
+static void check_duplicate_ids(ctx *c, const char *list, const void *items, size_t n, size_t size,
+                                size_t id_at, size_t pos_at, int what)
 {
+#define ID_AT(k) (*(const char *const *)((const char *)items + (k)*size + id_at))
+#define POS_AT(k) (*(const cg_json_pos *)((const char *)items + (k)*size + pos_at))
     for (size_t i = 0; i < n; i++) {
-        if (!ids[i])
+        if (!ID_AT(i))
             continue;
         for (size_t j = 0; j < i; j++) {
-            if (ids[j] && strcmp(ids[i], ids[j]) == 0) {
-                diag_error(c->d, pos[i], path_key(c, path_index(c, list, i), "id"),
+            if (ID_AT(j) && strcmp(ID_AT(i), ID_AT(j)) == 0) {
+                diag_error(c->d, POS_AT(i), path_key(c, path_index(c, list, i), "id"),
                            "duplicate %s id \"%s\" (also %s[%zu], line %d:%d)",
-                           entity_id_what[what], ids[i], list + 2, j, pos[j].line, pos[j].col);
+                           entity_id_what[what], ID_AT(i), list + 2, j, POS_AT(j).line,
+                           POS_AT(j).col);
                 break;
             }
         }
     }
+#undef ID_AT
+#undef POS_AT
+}
+
+/* The schema's list `key` (records, entities, capabilities): NULL when
+ * it is absent, or not an array (reported). */
+static const cg_json_value *top_list(ctx *c, const cg_json_value *root, const char *key)
+{
+    const cg_json_member *m = member(root, key);
+    if (!m)
+        return NULL;
+    if (m->value->type != CG_JSON_T_ARRAY) {
+        diag_error(c->d, m->value->pos, path_key(c, "$", key), "%s must be an array, not %s", key,
+                   cg_json_type_name(m->value->type));
+        return NULL;
+    }
+    return m->value;
 }
 
 bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, diag *d,
@@ -1023,58 +1053,47 @@ bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, 
     out->description = get_description(c, root, "$");
 
     /* Records first: entities refer to them. */
-    if ((m = member(root, "records"))) {
-        const cg_json_value *rv = m->value;
-        if (rv->type != CG_JSON_T_ARRAY) {
-            diag_error(d, rv->pos, "$.records", "records must be an array, not %s",
-                       cg_json_type_name(rv->type));
-        } else {
-            out->nrecords = rv->count;
-            out->records = pool_alloc(pl, (rv->count + 1) * sizeof(record));
-            for (size_t i = 0; i < rv->count; i++)
-                parse_record(c, rv->items[i], path_index(c, "$.records", i), &out->records[i]);
-        }
+    const cg_json_value *rv = top_list(c, root, "records");
+    if (rv) {
+        out->nrecords = rv->count;
+        out->records = pool_alloc(pl, (rv->count + 1) * sizeof(record));
+        for (size_t i = 0; i < rv->count; i++)
+            parse_record(c, rv->items[i], path_index(c, "$.records", i), &out->records[i]);
     }
     for (size_t i = 0; i < out->nrecords; i++)
         resolve_record(c, &out->records[i], i);
 
     bool *entity_ok = NULL;
-    if ((m = member(root, "entities"))) {
-        const cg_json_value *ev = m->value;
-        if (ev->type != CG_JSON_T_ARRAY) {
-            diag_error(d, ev->pos, "$.entities", "entities must be an array, not %s",
-                       cg_json_type_name(ev->type));
-        } else if (ev->count == 0) {
-            diag_error(d, ev->pos, "$.entities", "a schema needs at least one entity");
-        } else {
-            out->nentities = ev->count;
-            out->entities = pool_alloc(pl, ev->count * sizeof(entity));
-            entity_ok = pool_alloc(pl, ev->count * sizeof(bool));
-            for (size_t i = 0; i < ev->count; i++) {
-                const char *p = path_index(c, "$.entities", i);
-                entity *e = &out->entities[i];
-                parse_entity(c, ev->items[i], p, e, &entity_ok[i]);
-                /* the body: a record id */
-                const cg_json_member *b = ev->items[i]->type == CG_JSON_T_OBJECT
-                                           ? member(ev->items[i], "body")
-                                           : NULL;
-                if (b && entity_ok[i] && kind_info(e->kind)->has_body) {
-                    const char *bp = path_key(c, p, "body");
-                    const char *rid = get_string(c, b->value, bp, "body (a record id)");
-                    bool found = false;
-                    for (size_t k = 0; rid && k < out->nrecords; k++) {
-                        record *r = &out->records[k];
-                        if (r->id && strcmp(r->id, rid) == 0) {
-                            e->body = r;
-                            r->used_by_cache = true;
-                            found = true;
-                        }
+    const cg_json_value *ev = top_list(c, root, "entities");
+    if (ev && ev->count == 0) {
+        diag_error(d, ev->pos, "$.entities", "a schema needs at least one entity");
+    } else if (ev) {
+        out->nentities = ev->count;
+        out->entities = pool_alloc(pl, ev->count * sizeof(entity));
+        entity_ok = pool_alloc(pl, ev->count * sizeof(bool));
+        for (size_t i = 0; i < ev->count; i++) {
+            const char *p = path_index(c, "$.entities", i);
+            entity *e = &out->entities[i];
+            parse_entity(c, ev->items[i], p, e, &entity_ok[i]);
+            /* the body: a record id */
+            const cg_json_member *b =
+                ev->items[i]->type == CG_JSON_T_OBJECT ? member(ev->items[i], "body") : NULL;
+            if (b && entity_ok[i] && kind_info(e->kind)->has_body) {
+                const char *bp = path_key(c, p, "body");
+                const char *rid = get_string(c, b->value, bp, "body (a record id)");
+                bool found = false;
+                for (size_t k = 0; rid && k < out->nrecords; k++) {
+                    record *r = &out->records[k];
+                    if (r->id && strcmp(r->id, rid) == 0) {
+                        e->body = r;
+                        r->used_by_cache = true;
+                        found = true;
                     }
-                    if (rid && !found) {
-                        diag_error(d, b->value->pos, bp, "no record has the id \"%s\"", rid);
-                    }
-                    entity_ok[i] = found;
                 }
+                if (rid && !found) {
+                    diag_error(d, b->value->pos, bp, "no record has the id \"%s\"", rid);
+                }
+                entity_ok[i] = found;
             }
         }
     }
@@ -1084,13 +1103,7 @@ bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, 
     /* Duplicate ids, and entities sharing keys. */
     {
         size_t n = out->nentities;
-        const char **ids = pool_alloc(pl, (n + 1) * sizeof(char *));
-        cg_json_pos *pos = pool_alloc(pl, (n + 1) * sizeof(cg_json_pos));
-        for (size_t i = 0; i < n; i++) {
-            ids[i] = out->entities[i].id;
-            pos[i] = out->entities[i].id_pos;
-        }
-        check_duplicate_ids(c, "$.entities", ids, pos, n, 0);
+        check_duplicate_ids(c, "$.entities", out->entities, n, ID_LAYOUT(entity), 0);
         for (size_t i = 0; i < n; i++) {
             entity *e = &out->entities[i];
             if (!entity_ok[i])
@@ -1107,14 +1120,7 @@ bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, 
                 }
             }
         }
-        size_t nr = out->nrecords;
-        const char **rids = pool_alloc(pl, (nr + 1) * sizeof(char *));
-        cg_json_pos *rpos = pool_alloc(pl, (nr + 1) * sizeof(cg_json_pos));
-        for (size_t i = 0; i < nr; i++) {
-            rids[i] = out->records[i].id;
-            rpos[i] = out->records[i].id_pos;
-        }
-        check_duplicate_ids(c, "$.records", rids, rpos, nr, 1);
+        check_duplicate_ids(c, "$.records", out->records, out->nrecords, ID_LAYOUT(record), 1);
     }
 
     /* Record definition order, and cycles. */
@@ -1123,25 +1129,14 @@ bool check_schema(const cg_json_value *root, const char *source_name, pool *pl, 
     for (size_t i = 0; i < out->nrecords; i++)
         order_record(c, &out->records[i], out->record_order, &norder);
 
-    if ((m = member(root, "capabilities"))) {
-        const cg_json_value *cv = m->value;
-        if (cv->type != CG_JSON_T_ARRAY) {
-            diag_error(d, cv->pos, "$.capabilities", "capabilities must be an array, not %s",
-                       cg_json_type_name(cv->type));
-        } else {
-            out->ncaps = cv->count;
-            out->caps = pool_alloc(pl, (cv->count + 1) * sizeof(capability));
-            for (size_t i = 0; i < cv->count; i++)
-                parse_capability(c, cv->items[i], path_index(c, "$.capabilities", i),
-                                 &out->caps[i], entity_ok);
-            const char **ids = pool_alloc(pl, (cv->count + 1) * sizeof(char *));
-            cg_json_pos *pos = pool_alloc(pl, (cv->count + 1) * sizeof(cg_json_pos));
-            for (size_t i = 0; i < cv->count; i++) {
-                ids[i] = out->caps[i].id;
-                pos[i] = out->caps[i].id_pos;
-            }
-            check_duplicate_ids(c, "$.capabilities", ids, pos, cv->count, 2);
-        }
+    const cg_json_value *cv = top_list(c, root, "capabilities");
+    if (cv) {
+        out->ncaps = cv->count;
+        out->caps = pool_alloc(pl, (cv->count + 1) * sizeof(capability));
+        for (size_t i = 0; i < cv->count; i++)
+            parse_capability(c, cv->items[i], path_index(c, "$.capabilities", i), &out->caps[i],
+                             entity_ok);
+        check_duplicate_ids(c, "$.capabilities", out->caps, cv->count, ID_LAYOUT(capability), 2);
     }
 
     if (out->service)

@@ -2,10 +2,9 @@
  * codegen/emit.c — spellings shared by the header and source emitters.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "emit.h"
-
-#include <string.h>
 
 void emit_section(outbuf *o, const char *title)
 {
@@ -31,37 +30,26 @@ void emit_banner(outbuf *o, const schema *s, const char *file, const char *what)
     out_puts(o, " */\n");
 }
 
+/* Per name type: its words in comments, the C type of the name parameter
+ * (bytes add a length after it) and the suffix of its constructor,
+ * wk_name_<suffix>(). */
+static const struct {
+    const char *text, *ctype, *ctor;
+} name_spellings[] = {[NAME_STR] = {"strings", "const char *", "str"},
+                      [NAME_BYTES] = {"byte strings", "const void *", "bytes"},
+                      [NAME_U64] = {"uint64_t", "uint64_t ", "u64"},
+                      [NAME_I64] = {"int64_t", "int64_t ", "i64"}};
+
 const char *name_type_text(name_type t)
 {
-    switch (t) {
-    case NAME_STR:
-        return "strings";
-    case NAME_BYTES:
-        return "byte strings";
-    case NAME_U64:
-        return "uint64_t";
-    case NAME_I64:
-        return "int64_t";
-    }
-    return "?";
+    return t >= NAME_STR && t <= NAME_I64 ? name_spellings[t].text : "?";
 }
 
 void emit_name_params(outbuf *o, const entity *e)
 {
-    switch (e->name_type) {
-    case NAME_STR:
-        out_printf(o, "const char *%s", e->param);
-        break;
-    case NAME_BYTES:
-        out_printf(o, "const void *%s, size_t %s", e->param, e->param_len);
-        break;
-    case NAME_U64:
-        out_printf(o, "uint64_t %s", e->param);
-        break;
-    case NAME_I64:
-        out_printf(o, "int64_t %s", e->param);
-        break;
-    }
+    out_printf(o, "%s%s", name_spellings[e->name_type].ctype, e->param);
+    if (e->name_type == NAME_BYTES)
+        out_printf(o, ", size_t %s", e->param_len);
 }
 
 void emit_name_args(outbuf *o, const entity *e)
@@ -74,20 +62,9 @@ void emit_name_args(outbuf *o, const entity *e)
 
 void emit_name_value(outbuf *o, const entity *e)
 {
-    switch (e->name_type) {
-    case NAME_STR:
-        out_printf(o, "wk_name_str(%s)", e->param);
-        break;
-    case NAME_BYTES:
-        out_printf(o, "wk_name_bytes(%s, %s)", e->param, e->param_len);
-        break;
-    case NAME_U64:
-        out_printf(o, "wk_name_u64(%s)", e->param);
-        break;
-    case NAME_I64:
-        out_printf(o, "wk_name_i64(%s)", e->param);
-        break;
-    }
+    out_printf(o, "wk_name_%s(", name_spellings[e->name_type].ctor);
+    emit_name_args(o, e);
+    out_puts(o, ")");
 }
 
 void emit_op_text(outbuf *o, const schema *s, const char *text, const entity *e)
@@ -143,39 +120,19 @@ void emit_duration_text(outbuf *o, int64_t ms)
         out_printf(o, "%lld ms", (long long)ms);
 }
 
+/* The C type of each scalar field type; bytes and records name their own. */
+static const char *const field_ctypes[FT_COUNT] = {
+    [FT_BOOL] = "bool",    [FT_I32] = "int32_t", [FT_I64] = "int64_t",  [FT_U32] = "uint32_t",
+    [FT_U64] = "uint64_t", [FT_F64] = "double",  [FT_STRING] = "char *"};
+
 void emit_field_ctype(outbuf *o, const schema *s, const field *f)
 {
-    switch (f->type) {
-    case FT_BOOL:
-        out_puts(o, "bool");
-        break;
-    case FT_I32:
-        out_puts(o, "int32_t");
-        break;
-    case FT_I64:
-        out_puts(o, "int64_t");
-        break;
-    case FT_U32:
-        out_puts(o, "uint32_t");
-        break;
-    case FT_U64:
-        out_puts(o, "uint64_t");
-        break;
-    case FT_F64:
-        out_puts(o, "double");
-        break;
-    case FT_STRING:
-        out_puts(o, "char *");
-        break;
-    case FT_BYTES:
+    if (f->type == FT_BYTES)
         out_printf(o, "%s_bytes", s->service);
-        break;
-    case FT_RECORD:
+    else if (f->type == FT_RECORD)
         out_puts(o, f->rec->c_type);
-        break;
-    case FT_COUNT:
-        break;
-    }
+    else
+        out_puts(o, field_ctypes[f->type]);
 }
 
 static const char *const field_type_names[FT_COUNT] = {

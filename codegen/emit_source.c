@@ -19,23 +19,6 @@
 
 #include "emit.h"
 
-/* A malloc'ed printf text (NULL on OOM, which out_puts() records). */
-static char *text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *text_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *t = n < 0 ? NULL : malloc((size_t)n + 1);
-    if (t) {
-        va_start(ap, fmt);
-        vsnprintf(t, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    return t;
-}
-
 /* ------------------------------------------------------------------------
  * Entities
  * ---------------------------------------------------------------------- */
@@ -124,6 +107,20 @@ static void emit_braced(outbuf *o, const char *head, char *const *items, size_t 
     free(open);
 }
 
+/* emit_braced() with a head and items the caller allocated (NULL where
+ * memory ran out), then a blank line; frees them all. */
+static void emit_braced_owned(outbuf *o, char *head, char **items, size_t n)
+{
+    if (head)
+        emit_braced(o, head, items, n);
+    else
+        o->oom = true;
+    out_puts(o, "\n");
+    free(head);
+    for (size_t i = 0; i < n; i++)
+        free(items[i]);
+}
+
 static void emit_field_row(outbuf *o, const schema *s, const record *r, const field *f)
 {
     outbuf key = {0};
@@ -162,14 +159,7 @@ static void emit_record(const schema *s, const record *r, outbuf *o)
     char *head = text_printf("static const wk_record_desc %s__%s_desc", svc, r->id);
     char *items[4] = {name.data, text_printf("sizeof(%s)", t),
                       text_printf("%s__%s_fields", svc, r->id), text_printf("%zu", r->nfields)};
-    if (head)
-        emit_braced(o, head, items, 4);
-    else
-        o->oom = true;
-    out_puts(o, "\n");
-    free(head);
-    for (int i = 0; i < 4; i++)
-        free(items[i]);
+    emit_braced_owned(o, head, items, 4);
 
     char desc[512];
     snprintf(desc, sizeof(desc), "&%s__%s_desc", svc, r->id);
@@ -210,14 +200,7 @@ static void emit_record(const schema *s, const record *r, outbuf *o)
     char *chead = text_printf("const wk_codec %s", r->codec);
     char *citems[4] = {cname.data, text_printf("%s__%s_codec_encode", svc, r->id),
                        text_printf("%s__%s_codec_decode", svc, r->id), text_printf("NULL")};
-    if (chead)
-        emit_braced(o, chead, citems, 4);
-    else
-        o->oom = true;
-    out_puts(o, "\n");
-    free(chead);
-    for (int i = 0; i < 4; i++)
-        free(citems[i]);
+    emit_braced_owned(o, chead, citems, 4);
 }
 
 static void emit_records(const schema *s, outbuf *o)
@@ -287,14 +270,7 @@ static void emit_capability(const schema *s, const capability *c, outbuf *o)
     char *items[4] = {name.data, text_printf("%s", grant_macro(c->default_grant)),
                       rows ? text_printf("%s__%s_grants", svc, c->id) : text_printf("NULL"),
                       text_printf("%zu", rows)};
-    if (head)
-        emit_braced(o, head, items, 4);
-    else
-        o->oom = true;
-    out_puts(o, "\n");
-    free(head);
-    for (int i = 0; i < 4; i++)
-        free(items[i]);
+    emit_braced_owned(o, head, items, 4);
     const char *t = c->c_type;
     char table[300];
     snprintf(table, sizeof(table), "&%s__%s_cap", svc, c->id);

@@ -13,6 +13,7 @@
 #ifndef WK_CODEGEN_SCHEMA_H
 #define WK_CODEGEN_SCHEMA_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -252,6 +253,11 @@ typedef struct outbuf {
     size_t len, cap;
     bool oom;
 } outbuf;
+
+/* A malloc'ed printf text, NULL when memory ran out (or the format
+ * failed); the caller frees it. */
+char *text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *text_vprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 void out_printf(outbuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void out_puts(outbuf *o, const char *s);

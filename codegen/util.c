@@ -14,14 +14,8 @@
  * Pool: every allocation of the model, freed at once.
  * ---------------------------------------------------------------------- */
 
-typedef struct chunk {
-    struct chunk *next;
-    size_t used, size;
-    max_align_t data[];
-} chunk;
-
 struct pool {
-    chunk *chunks;
+    cg_arena arena;
 };
 
 static void out_of_memory(void)
@@ -42,12 +36,7 @@ void pool_free(pool *p)
 {
     if (!p)
         return;
-    chunk *c = p->chunks;
-    while (c) {
-        chunk *next = c->next;
-        free(c);
-        c = next;
-    }
+    cg_arena_free(&p->arena);
     free(p);
 }
 
@@ -55,20 +44,9 @@ void *pool_alloc(pool *p, size_t n)
 {
     if (n == 0)
         n = 1;
-    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    chunk *c = p->chunks;
-    if (!c || c->size - c->used < n) {
-        size_t size = n > 65536 ? n : 65536;
-        c = malloc(sizeof(chunk) + size);
-        if (!c)
-            out_of_memory();
-        c->size = size;
-        c->used = 0;
-        c->next = p->chunks;
-        p->chunks = c;
-    }
-    void *mem = (char *)c->data + c->used;
-    c->used += n;
+    void *mem = cg_arena_alloc(&p->arena, n);
+    if (!mem)
+        out_of_memory();
     memset(mem, 0, n);
     return mem;
 }
@@ -141,23 +119,25 @@ void out_puts(outbuf *o, const char *s)
     o->len += n;
 }
 
-void out_printf(outbuf *o, const char *fmt, ...)
+char *text_vprintf(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *t = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (t)
+        vsnprintf(t, (size_t)n + 1, fmt, again);
+    va_end(again);
+    return t;
+}
+
+char *text_printf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *t = text_vprintf(fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        o->oom = true;
-        return;
-    }
-    reserve(o, (size_t)n);
-    if (o->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(o->data + o->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    o->len += (size_t)n;
+    return t;
 }
 
 /*
@@ -231,26 +211,12 @@ void out_comment_text(outbuf *o, const char *indent, const char *text)
  * Writes a one-line declaration (or definition head), wrapping at the
  * commas between parameters when it is longer than 100 columns;
  * continuation lines line up after the opening parenthesis (as
- * clang-format does). A trailing newline in the text is kept.
+ * clang-format does). A trailing newline in the text is kept. `s` is
+ * changed on the way (and restored, but for the newline).
  */
-void out_declf(outbuf *o, const char *fmt, ...)
+static void out_decl(outbuf *o, char *s)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        o->oom = true;
-        return;
-    }
-    char *s = malloc((size_t)n + 1);
-    if (!s) {
-        o->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    size_t n = strlen(s);
     bool nl = n > 0 && s[n - 1] == '\n';
     if (nl)
         s[--n] = '\0';
@@ -276,7 +242,7 @@ void out_declf(outbuf *o, const char *fmt, ...)
             }
         }
     }
-    if ((size_t)n <= LINE_MAX_COLS || !open) {
+    if (n <= LINE_MAX_COLS || !open) {
         out_puts(o, s);
     } else {
         /* continuation lines line up after the parenthesis of the
@@ -336,7 +302,35 @@ void out_declf(outbuf *o, const char *fmt, ...)
     }
     if (nl)
         out_puts(o, "\n");
+}
+
+/* The printf text of `fmt`, written as it is or (decl) by out_decl(). */
+static void out_vformat(outbuf *o, bool decl, const char *fmt, va_list ap)
+{
+    char *s = text_vprintf(fmt, ap);
+    if (!s)
+        o->oom = true;
+    else if (decl)
+        out_decl(o, s);
+    else
+        out_puts(o, s);
     free(s);
+}
+
+void out_printf(outbuf *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    out_vformat(o, false, fmt, ap);
+    va_end(ap);
+}
+
+void out_declf(outbuf *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    out_vformat(o, true, fmt, ap);
+    va_end(ap);
 }
 
 /* "/ * text * /" on one line when it fits, else a wrapped block. */

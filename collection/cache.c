@@ -42,9 +42,14 @@ int wk__bytes_copy(uint8_t **dst, size_t *dst_len, const void *src, size_t len)
     return WK_OK;
 }
 
-int wk__body_copy(wk_body *body, const void *src, size_t len)
+int wk__body_found(wk_body *body, const void *src, size_t len)
 {
-    return wk__bytes_copy(&body->data, &body->len, src, len);
+    int rc = wk__bytes_copy(&body->data, &body->len, src, len);
+    if (rc == WK_OK) {
+        body->found = true;
+        body->change = WK_ITEM_CHANGED;
+    }
+    return rc;
 }
 
 int wk__no_deferred(wk_processor *p, const char *op)
@@ -72,54 +77,46 @@ int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, cons
  * get
  * ---------------------------------------------------------------------- */
 
-/* Heap mode: q->out is the caller's wk_body. */
-static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* GET in both modes: q->out is the caller's wk_body (heap mode) or, with
+ * `into`, its wk_buffer (buffer mode). */
+static int parse_get_mode(const wk_query *q, const wk_reply *r, wk_diag *d, bool into)
 {
-    wk_body *out = q->out;
-    size_t len;
-    const char *s;
     switch (wk_reply_get_type(r)) {
     case WK_REPLY_NIL:
         return WK_OK;
     case WK_REPLY_STRING:
-        s = wk_reply_str(r, &len);
-        if (wk__body_copy(out, s, len) != WK_OK)
-            return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", len);
-        out->found = true;
-        out->change = WK_ITEM_CHANGED;
-        return WK_OK;
+        break;
     case WK_REPLY_ERROR:
         return wk__parse_error_reply(q, r, d, "a Cache string");
     default:
         return wk_diag_fail(d, WK_EPROTO, "expected a string or nil reply to GET");
     }
+    size_t len;
+    const char *s = wk_reply_str(r, &len);
+    if (into) {
+        wk_buffer *buf = q->out;
+        buf->found = true;
+        buf->len = len;
+        if (len > buf->cap)
+            return wk_diag_fail(d, WK_EINVAL, "the body of %zu bytes does not fit a buffer of %zu",
+                                len, buf->cap);
+        if (len)
+            memcpy(buf->data, s, len);
+        return WK_OK;
+    }
+    if (wk__body_found(q->out, s, len) != WK_OK)
+        return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", len);
+    return WK_OK;
 }
 
-/* Buffer mode: q->out is the caller's wk_buffer. */
+static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    return parse_get_mode(q, r, d, false);
+}
+
 static int parse_get_into(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    wk_buffer *out = q->out;
-    size_t len;
-    const char *s;
-    switch (wk_reply_get_type(r)) {
-    case WK_REPLY_NIL:
-        return WK_OK;
-    case WK_REPLY_STRING:
-        s = wk_reply_str(r, &len);
-        out->found = true;
-        out->len = len;
-        if (len > out->cap)
-            return wk_diag_fail(d, WK_EINVAL,
-                                "the body of %zu bytes does not fit a buffer of %zu", len,
-                                out->cap);
-        if (len)
-            memcpy(out->data, s, len);
-        return WK_OK;
-    case WK_REPLY_ERROR:
-        return wk__parse_error_reply(q, r, d, "a Cache string");
-    default:
-        return wk_diag_fail(d, WK_EPROTO, "expected a string or nil reply to GET");
-    }
+    return parse_get_mode(q, r, d, true);
 }
 
 /* GET in heap mode (OUT: a wk_body) and in buffer mode (OUT: a wk_buffer). */
@@ -169,6 +166,16 @@ static int put_send(const wk__call *c, const void *body, size_t len)
     return wk__op_send(c, args, lens, 3);
 }
 
+int wk__put_body_check(wk__call *c, const void *body, size_t len)
+{
+    if (!body && len)
+        return wk__op_fail(c, WK_EINVAL, "body is NULL but len is %zu", len);
+    if (len > WK_BODY_MAX)
+        return wk__op_fail(c, WK_EINVAL, "a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
+                           WK_BODY_MAX);
+    return WK_OK;
+}
+
 int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const void *body,
                  size_t len)
 {
@@ -176,11 +183,8 @@ int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const vo
     int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
     if (rc)
         return rc;
-    if (!body && len)
-        return wk__op_fail(&c, WK_EINVAL, "body is NULL but len is %zu", len);
-    if (len > WK_BODY_MAX)
-        return wk__op_fail(&c, WK_EINVAL, "a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
-                           WK_BODY_MAX);
+    if ((rc = wk__put_body_check(&c, body, len)))
+        return rc;
     return put_send(&c, body, len);
 }
 
@@ -213,12 +217,10 @@ static _Thread_local char *codec_msg;
 
 int wk_codec_fail(int status, const char *fmt, ...)
 {
-    if (codec_msg && fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(codec_msg, WK_CODEC_MSG_MAX, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    wk__errbuf_vset(fmt ? codec_msg : NULL, WK_CODEC_MSG_MAX, status, fmt, ap);
+    va_end(ap);
     return status;
 }
 
@@ -280,6 +282,32 @@ int wk_cache_get_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     return WK_OK;
 }
 
+void wk__typed_free(const wk_codec *codec, uint8_t *bytes)
+{
+    if (!bytes)
+        return;
+    if (codec->free_bytes)
+        codec->free_bytes(codec, bytes);
+    else
+        free(bytes);
+}
+
+int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len)
+{
+    if (!wk__codec_ok(codec) || !value)
+        return wk__processor_fail(p, WK_EINVAL,
+                                  "%s: a codec with encode and decode, and value are required", op);
+    *bytes = NULL;
+    *len = 0;
+    int rc = wk__codec_encode(p, op, codec, value, bytes, len);
+    if (rc == WK_OK && !*bytes && *len)
+        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
+    if (rc)
+        wk__typed_free(codec, *bytes);
+    return rc;
+}
+
 int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                        const wk_codec *codec, const void *value)
 {
@@ -287,25 +315,14 @@ int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
     int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
     if (rc)
         return rc;
-    if (!wk__codec_ok(codec) || !value)
-        return wk__op_fail(&c, WK_EINVAL,
-                           "a codec with encode and decode, and value are required");
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
-    if (rc)
+    uint8_t *bytes;
+    size_t len;
+    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
         return rc;
-    if (!bytes && len)
-        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
-    else if (len > WK_BODY_MAX)
+    if (len > WK_BODY_MAX)
         rc = wk__op_fail(&c, WK_EINVAL, "an encoded body of %zu bytes exceeds WK_BODY_MAX", len);
     else
         rc = put_send(&c, bytes, len);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    wk__typed_free(codec, bytes);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * collection/cache_internal.h — helpers shared by Cache (cache.c) and
- * HashedCache (hashed_cache.c): copying reply bytes into heap bodies and
- * naming a query's key in corruption messages. Not installed.
+ * HashedCache (hashed_cache.c): copying reply bytes into heap bodies,
+ * naming a query's key in corruption messages, checking a put's body.
+ * Not installed.
  */
 #ifndef WK_COLLECTION_CACHE_INTERNAL_H
 #define WK_COLLECTION_CACHE_INTERNAL_H
@@ -9,10 +10,12 @@
 #include <wakuwaku/cache.h>
 
 #include "collection/common.h"
+#include "collection/op.h"
 
-/* Copy `len` bytes into a new heap body (len + 1 bytes, NUL-terminated,
- * data never NULL). Returns WK_OK or WK_ENOMEM (body untouched). */
-int wk__body_copy(wk_body *body, const void *src, size_t len);
+/* A body that was found: copy `len` bytes into a new heap body (len + 1
+ * bytes, NUL-terminated, data never NULL) and mark it found and changed.
+ * Returns WK_OK or WK_ENOMEM (body untouched). */
+int wk__body_found(wk_body *body, const void *src, size_t len);
 
 /* The same into any pair of (data, len): LiveView's bodies and diffs. */
 int wk__bytes_copy(uint8_t **dst, size_t *dst_len, const void *src, size_t len);
@@ -30,6 +33,10 @@ int wk__no_deferred(wk_processor *p, const char *op);
  * Cache string"); any other error WK_EREDIS with the server's text. */
 int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected);
 
+/* The body of a put (Cache, HashedCache): NULL only when empty, at most
+ * WK_BODY_MAX bytes; else WK_EINVAL through wk__op_fail(c, ...). */
+int wk__put_body_check(wk__call *c, const void *body, size_t len);
+
 /* A codec the typed calls can use: encode and decode. */
 bool wk__codec_ok(const wk_codec *codec);
 
@@ -45,5 +52,17 @@ int wk__codec_decode(wk_processor *p, const char *op, const wk_codec *codec, con
  * (*bytes then holds nothing to free). */
 int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                      uint8_t **bytes, size_t *len);
+
+/* A typed write's value encoded (Cache, HashedCache, LiveView): the codec
+ * and the value checked, then wk__codec_encode(); "<op>: the encoder
+ * returned NULL bytes" when it gave a length without bytes. WK_OK with
+ * *bytes (NULL only when *len is 0) to free with wk__typed_free(), or the
+ * failure on the handle with nothing to free. */
+int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
+                     uint8_t **bytes, size_t *len);
+
+/* Frees what an encoder gave: the codec's free_bytes, else free(). NULL is
+ * a no-op. */
+void wk__typed_free(const wk_codec *codec, uint8_t *bytes);
 
 #endif /* WK_COLLECTION_CACHE_INTERNAL_H */

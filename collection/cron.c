@@ -17,6 +17,7 @@
 #include <wakuwaku/cron.h>
 #include <wakuwaku/lock.h>
 
+#include "base/base.h"
 #include "collection/op.h"
 
 #define NAME_MAX_BYTES 127
@@ -78,17 +79,11 @@ struct wk_cron {
 
 const char *wk_log_level_name(wk_log_level level)
 {
-    switch (level) {
-    case WK_LOG_DEBUG:
-        return "debug";
-    case WK_LOG_INFO:
-        return "info";
-    case WK_LOG_WARN:
-        return "warn";
-    case WK_LOG_ERROR:
-        return "error";
-    }
-    return "?";
+    static const char *const names[] = {[WK_LOG_DEBUG] = "debug",
+                                        [WK_LOG_INFO] = "info",
+                                        [WK_LOG_WARN] = "warn",
+                                        [WK_LOG_ERROR] = "error"};
+    return WK__ENUM_NAME(names, level);
 }
 
 static void vlog_msg(wk_cron *c, wk_log_level level, const char *prefix, const char *fmt,

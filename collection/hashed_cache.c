@@ -132,7 +132,8 @@ static int check_hash(const wk_query *q, const wk_reply *h, wk_diag *d, uint8_t 
     return WK_OK;
 }
 
-/* Check a body element against out->hash and copy it into out. */
+/* Check a body element against out->hash and copy it into out (found,
+ * changed). */
 static int take_body(const wk_query *q, const wk_reply *b, wk_diag *d, wk_body *out)
 {
     if (wk_reply_get_type(b) == WK_REPLY_NIL)
@@ -145,7 +146,7 @@ static int take_body(const wk_query *q, const wk_reply *b, wk_diag *d, wk_body *
     wk_blake3(s, len, actual);
     if (memcmp(actual, out->hash, WK_HASH_LEN) != 0)
         return corrupt(q, d, "the body does not match its BLAKE3 hash");
-    if (wk__body_copy(out, s, len) != WK_OK)
+    if (wk__body_found(out, s, len) != WK_OK)
         return wk_diag_fail(d, WK_ENOMEM, "no memory for a body of %zu bytes", len);
     return WK_OK;
 }
@@ -164,8 +165,9 @@ static int check_body_exists(const wk_query *q, const wk_reply *e, wk_diag *d)
  * Parsers
  * ---------------------------------------------------------------------- */
 
-/* {body|nil, hash|nil} */
-static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* get: {body|nil, hash|nil}; hash (with_body false): {hash|nil, body
+ * exists}. */
+static int parse_found(const wk_query *q, const wk_reply *r, wk_diag *d, bool with_body)
 {
     wk_body *out = q->out;
     int rc;
@@ -173,29 +175,26 @@ static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
         return rc;
     if (wk_reply_count(r) != 2)
         return wk_diag_fail(d, WK_EPROTO, "expected 2 elements from the script");
-    const wk_reply *b = wk_reply_at(r, 0), *h = wk_reply_at(r, 1);
-    if ((rc = check_hash(q, h, d, out->hash)) || (rc = take_body(q, b, d, out)))
+    const wk_reply *b = wk_reply_at(r, with_body ? 0 : 1), *h = wk_reply_at(r, with_body ? 1 : 0);
+    if ((rc = check_hash(q, h, d, out->hash)))
+        return rc;
+    if (with_body)
+        return take_body(q, b, d, out);
+    if ((rc = check_body_exists(q, b, d)))
         return rc;
     out->found = true;
     out->change = WK_ITEM_CHANGED;
     return WK_OK;
 }
 
-/* {hash|nil, body exists} */
+static int parse_get(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    return parse_found(q, r, d, true);
+}
+
 static int parse_hash(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    wk_body *out = q->out;
-    int rc;
-    if (common_shapes(q, r, d, &rc))
-        return rc;
-    if (wk_reply_count(r) != 2)
-        return wk_diag_fail(d, WK_EPROTO, "expected 2 elements from the script");
-    if ((rc = check_hash(q, wk_reply_at(r, 0), d, out->hash)) ||
-        (rc = check_body_exists(q, wk_reply_at(r, 1), d)))
-        return rc;
-    out->found = true;
-    out->change = WK_ITEM_CHANGED;
-    return WK_OK;
+    return parse_found(q, r, d, false);
 }
 
 /* {0, body exists} or {1, hash|nil, body|nil} */
@@ -217,12 +216,9 @@ static int parse_get_if_changed(const wk_query *q, const wk_reply *r, wk_diag *d
     }
     if (wk_reply_integer(tag) != 1 || wk_reply_count(r) != 3)
         return wk_diag_fail(d, WK_EPROTO, "unexpected reply shape from the script");
-    if ((rc = check_hash(q, wk_reply_at(r, 1), d, out->hash)) ||
-        (rc = take_body(q, wk_reply_at(r, 2), d, out)))
+    if ((rc = check_hash(q, wk_reply_at(r, 1), d, out->hash)))
         return rc;
-    out->found = true;
-    out->change = WK_ITEM_CHANGED;
-    return WK_OK;
+    return take_body(q, wk_reply_at(r, 2), d, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -291,11 +287,8 @@ int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, 
     int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
     if (rc)
         return rc;
-    if (!body && len)
-        return wk__op_fail(&c, WK_EINVAL, "body is NULL but len is %zu", len);
-    if (len > WK_BODY_MAX)
-        return wk__op_fail(&c, WK_EINVAL, "a body of %zu bytes exceeds WK_BODY_MAX (%zu)", len,
-                           WK_BODY_MAX);
+    if ((rc = wk__put_body_check(&c, body, len)))
+        return rc;
     uint8_t digest[WK_HASH_LEN];
     wk_blake3(len ? body : NULL, len, digest);
     char ttl[24];
@@ -402,22 +395,11 @@ int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name 
     int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
     if (rc)
         return rc;
-    if (!wk__codec_ok(codec) || !value)
-        return wk__op_fail(&c, WK_EINVAL, "a codec with encode and decode, and value are required");
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    rc = wk__codec_encode(p, put_op.name, codec, value, &bytes, &len);
-    if (rc)
+    uint8_t *bytes;
+    size_t len;
+    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
         return rc;
-    if (!bytes && len)
-        rc = wk__op_fail(&c, WK_EINVAL, "the encoder returned NULL bytes");
-    else
-        rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
-    if (bytes) {
-        if (codec->free_bytes)
-            codec->free_bytes(codec, bytes);
-        else
-            free(bytes);
-    }
+    rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
+    wk__typed_free(codec, bytes);
     return rc;
 }

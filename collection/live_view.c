@@ -408,8 +408,12 @@ static void entries_free(entries *es)
     memset(es, 0, sizeof(*es));
 }
 
-static int store(entries *es, const char *s, size_t len, size_t *off)
+/* Copies the text of `field` into es->bytes (NUL-terminated) and notes
+ * where: its offset, its length, and that the entry has it. */
+static int store(entries *es, const wk_reply *field, size_t *off, size_t *field_len, bool *has)
 {
+    size_t len;
+    const char *s = wk_reply_str(field, &len);
     if (es->used + len + 1 > es->bytes_cap) {
         size_t cap = es->bytes_cap ? es->bytes_cap : 4096;
         while (cap < es->used + len + 1)
@@ -425,6 +429,8 @@ static int store(entries *es, const char *s, size_t len, size_t *off)
     es->bytes[es->used + len] = '\0';
     *off = es->used;
     es->used += len + 1;
+    *field_len = len;
+    *has = true;
     return WK_OK;
 }
 
@@ -500,30 +506,10 @@ static int entries_add(entries *es, const wk_reply *list)
             continue;
         }
         fields_of fv = find_fields(fields);
-        const wk_reply *base = fv.base, *diff = fv.diff, *gen = fv.gen;
-        size_t len;
-        const char *s;
-        if (gen) {
-            s = wk_reply_str(gen, &len);
-            if (store(es, s, len, &out->gen_off))
-                return WK_ENOMEM;
-            out->gen_len = len;
-            out->has_gen = true;
-        }
-        if (base) {
-            s = wk_reply_str(base, &len);
-            if (store(es, s, len, &out->base_off))
-                return WK_ENOMEM;
-            out->base_len = len;
-            out->has_base = true;
-        }
-        if (diff) {
-            s = wk_reply_str(diff, &len);
-            if (store(es, s, len, &out->diff_off))
-                return WK_ENOMEM;
-            out->diff_len = len;
-            out->has_diff = true;
-        }
+        if ((fv.gen && store(es, fv.gen, &out->gen_off, &out->gen_len, &out->has_gen)) ||
+            (fv.base && store(es, fv.base, &out->base_off, &out->base_len, &out->has_base)) ||
+            (fv.diff && store(es, fv.diff, &out->diff_off, &out->diff_len, &out->has_diff)))
+            return WK_ENOMEM;
     }
     return WK_OK;
 }
@@ -1064,42 +1050,16 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
  * Typed bodies
  * ---------------------------------------------------------------------- */
 
-static void free_encoded(const wk_codec *codec, uint8_t *bytes)
-{
-    if (!bytes)
-        return;
-    if (codec->free_bytes)
-        codec->free_bytes(codec, bytes);
-    else
-        free(bytes);
-}
-
-static int encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
-                  uint8_t **bytes, size_t *len)
-{
-    if (!wk__codec_ok(codec) || !value)
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: a codec with encode and decode, and value are required", op);
-    *bytes = NULL;
-    *len = 0;
-    int rc = wk__codec_encode(p, op, codec, value, bytes, len);
-    if (rc == WK_OK && !*bytes && *len)
-        rc = wk__processor_fail(p, WK_EINVAL, "%s: the encoder returned NULL bytes", op);
-    if (rc)
-        free_encoded(codec, *bytes);
-    return rc;
-}
-
 int wk_live_view_create_typed(wk_processor *p, const wk_entity *view, wk_name name,
                               const wk_codec *codec, const void *value, bool *created)
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, create_op.name, codec, value, &bytes, &len);
+    int rc = wk__typed_encode(p, create_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_create(p, view, name, bytes, len, created);
-    free_encoded(codec, bytes);
+    wk__typed_free(codec, bytes);
     return rc;
 }
 
@@ -1109,11 +1069,11 @@ int wk_live_view_commit_typed(wk_processor *p, const wk_entity *view, wk_name na
 {
     uint8_t *bytes;
     size_t len;
-    int rc = encode(p, commit_op.name, codec, value, &bytes, &len);
+    int rc = wk__typed_encode(p, commit_op.name, codec, value, &bytes, &len);
     if (rc)
         return rc;
     rc = wk_live_view_commit(p, view, name, parent, diff, diff_len, bytes, len, outcome);
-    free_encoded(codec, bytes);
+    wk__typed_free(codec, bytes);
     return rc;
 }
 

@@ -708,10 +708,8 @@ static int emit(const entry *en, const sink *s)
     if (s->body) {
         if (!b->found)
             return WK_OK;
-        if (wk__body_copy(s->body, b->data, b->len) != WK_OK)
+        if (wk__body_found(s->body, b->data, b->len) != WK_OK)
             return fail(WK_ENOMEM, "near_cache.get: no memory for a body of %zu bytes", b->len);
-        s->body->found = true;
-        s->body->change = WK_ITEM_CHANGED;
         memcpy(s->body->hash, b->hash, WK_HASH_LEN);
         return WK_OK;
     }

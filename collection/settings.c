@@ -248,6 +248,18 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
     return alen < blen ? -1 : alen > blen;
 }
 
+/* Copies `len` bytes of src to *data, NUL-terminated; returns the copy
+ * and moves *data past it. */
+static const char *copy_text(char **data, const char *src, size_t len)
+{
+    char *at = *data;
+    if (len)
+        memcpy(at, src, len);
+    at[len] = '\0';
+    *data += len + 1;
+    return at;
+}
+
 /* By key; equal keys in the order they were handed out (their bytes lie
  * in that order in the block), so the last one can be kept. */
 static int entry_cmp(const void *x, const void *y)
@@ -286,18 +298,10 @@ int wk__settings_build(wk_settings_map **out, const char *epoch, int64_t version
         const char *k, *v;
         size_t kl, vl;
         pair(ctx, i, &k, &kl, &v, &vl);
-        if (kl)
-            memcpy(data, k, kl);
-        data[kl] = '\0';
-        entries[i].key = data;
+        entries[i].key = copy_text(&data, k, kl);
         entries[i].key_len = kl;
-        data += kl + 1;
-        if (vl)
-            memcpy(data, v, vl);
-        data[vl] = '\0';
-        entries[i].value = data;
+        entries[i].value = copy_text(&data, v, vl);
         entries[i].value_len = vl;
-        data += vl + 1;
     }
     size_t kept = count;
     if (count > 1) {

@@ -224,19 +224,32 @@ int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, 
  * Read
  * ---------------------------------------------------------------------- */
 
+/* What the replies of read (XRANGE) and recv (XREAD) share: an error
+ * (WRONGTYPE names the key) or nil (nothing there) is the whole parse,
+ * with its status in *rc. */
+static bool error_or_nil(const wk_query *q, const wk_reply *r, wk_diag *d, int *rc)
+{
+    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
+        *rc = wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
+    else if (wk_reply_get_type(r) == WK_REPLY_NIL)
+        *rc = WK_OK;
+    else
+        return false;
+    return true;
+}
+
 static int parse_range(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_stream_buffer_contents *c = q->out;
-    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
-        return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
-    if (wk_reply_get_type(r) == WK_REPLY_NIL)
-        return WK_OK;
+    int rc;
+    if (error_or_nil(q, r, d, &rc))
+        return rc;
     if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
         return wk_diag_fail(d, WK_EPROTO, "stream_buffer.read: XRANGE reply is not an array");
     size_t n = wk_reply_count(r), bytes = 0, bodies = 0;
     entry e;
     for (size_t i = 0; i < n; i++) {
-        int rc = parse_entry(wk_reply_at(r, i), &e, d);
+        rc = parse_entry(wk_reply_at(r, i), &e, d);
         if (rc)
             return rc;
         if (e.what == ENTRY_BAD)
@@ -358,10 +371,9 @@ static bool same_buffer(wk_stream_buffer_subscription *s, const entry *e)
 static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_stream_buffer_subscription *s = q->out;
-    if (wk_reply_get_type(r) == WK_REPLY_ERROR)
-        return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
-    if (wk_reply_get_type(r) == WK_REPLY_NIL)
-        return WK_OK;
+    int rc;
+    if (error_or_nil(q, r, d, &rc))
+        return rc;
     const wk_reply *stream = wk_reply_at(r, 0);
     const wk_reply *entries = wk_reply_at(stream, 1);
     if (wk_reply_get_type(r) != WK_REPLY_ARRAY || wk_reply_count(r) != 1 ||
@@ -371,7 +383,7 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
     size_t n = wk_reply_count(entries), bytes = 0;
     entry e;
     for (size_t i = 0; i < n; i++) {
-        int rc = parse_entry(wk_reply_at(entries, i), &e, d);
+        rc = parse_entry(wk_reply_at(entries, i), &e, d);
         if (rc)
             return rc;
         bytes += e.what == ENTRY_BODY ? e.len + 1 : 0;

@@ -11,25 +11,12 @@
  */
 #include <math.h>
 #include <stdbool.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <wakuwaku/entity.h>
 
 #include "base/base.h"
 #include "entity/kind.h"
-
-int wk__entity_fail(char *msg, size_t len, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return WK_EINVAL;
-}
 
 /* Checks one part of the key that ends at a separator: 1..max bytes, none
  * of them ':', '{' or '}'. `what` names the field in messages. */
@@ -133,11 +120,6 @@ bool wk_effect_is_write(const wk_effect *effect)
 
 const char *wk_mode_name(wk_mode mode)
 {
-    switch (mode) {
-    case WK_READ:
-        return "READ";
-    case WK_WRITE:
-        return "WRITE";
-    }
-    return "?";
+    static const char *const names[] = {[WK_READ] = "READ", [WK_WRITE] = "WRITE"};
+    return WK__ENUM_NAME(names, mode);
 }

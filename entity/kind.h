@@ -20,6 +20,8 @@
 
 #include <wakuwaku/entity.h>
 
+#include "base/base.h"
+
 /* A kind's descriptor. */
 typedef struct wk__kind {
     /* The kind as it appears in keys ("Lock"): WK_KIND_X of its header. */
@@ -55,8 +57,7 @@ int wk__entity_names_check(const wk_entity *e, char *msg, size_t len);
  * ---------------------------------------------------------------------- */
 
 /* Formats a message into msg (if msg && len) and returns WK_EINVAL. */
-int wk__entity_fail(char *msg, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define wk__entity_fail(msg, len, ...) wk__errbuf_set((msg), (len), WK_EINVAL, __VA_ARGS__)
 
 /* ttl_ms > 0, else "ttl_ms must be > 0 (got N)": the check of every kind
  * whose only parameter is a TTL (Lock, RwLock, Cache, HashedCache). */
