@@ -117,32 +117,28 @@ int64_t wk_lease_keeper_valid_until(wk_lease_keeper *k)
     return atomic_load(&k->valid_until);
 }
 
+/* The extend and the release of each kind of lease a keeper holds (by
+ * wk_lease_kind). */
+typedef int (*lease_fn)(wk_processor *p, const wk_entity *e, wk_name name, const wk_token *token,
+                        bool *ok);
+static const struct {
+    lease_fn extend, release;
+} lease_ops[] = {
+    [WK_LEASE_LOCK] = {wk_lock_extend, wk_lock_release},
+    [WK_LEASE_WRITE] = {wk_rwlock_extend_write, wk_rwlock_release_write},
+    [WK_LEASE_READ] = {wk_rwlock_extend_read, wk_rwlock_release_read},
+};
+
 static int extend(wk_lease_keeper *k, bool *extended)
 {
-    wk_processor *p = wk_db_processor(k->db);
-    switch (k->kind) {
-    case WK_LEASE_LOCK:
-        return wk_lock_extend(p, &k->held.entity, k->held.name, &k->token, extended);
-    case WK_LEASE_WRITE:
-        return wk_rwlock_extend_write(p, &k->held.entity, k->held.name, &k->token, extended);
-    case WK_LEASE_READ:
-        return wk_rwlock_extend_read(p, &k->held.entity, k->held.name, &k->token, extended);
-    }
-    return WK_EINVAL;
+    return lease_ops[k->kind].extend(wk_db_processor(k->db), &k->held.entity, k->held.name,
+                                     &k->token, extended);
 }
 
 static int release(wk_lease_keeper *k, bool *released)
 {
-    wk_processor *p = wk_db_processor(k->db);
-    switch (k->kind) {
-    case WK_LEASE_LOCK:
-        return wk_lock_release(p, &k->held.entity, k->held.name, &k->token, released);
-    case WK_LEASE_WRITE:
-        return wk_rwlock_release_write(p, &k->held.entity, k->held.name, &k->token, released);
-    case WK_LEASE_READ:
-        return wk_rwlock_release_read(p, &k->held.entity, k->held.name, &k->token, released);
-    }
-    return WK_EINVAL;
+    return lease_ops[k->kind].release(wk_db_processor(k->db), &k->held.entity, k->held.name,
+                                      &k->token, released);
 }
 
 /* Wait on the keeper's condition until `when` (wk__boot_ms) or a signal.

@@ -246,46 +246,52 @@ static int check_corrupt(const wk_query *q, const wk_reply *r, wk_diag *d)
                         why ? (int)(why_len > 160 ? 160 : why_len) : 0, why ? why : "");
 }
 
-/* `n` integer elements starting at `from`, into v. */
-static bool read_ints(const wk_reply *r, size_t from, size_t n, long long *v)
-{
-    for (size_t i = 0; i < n; i++) {
-        const wk_reply *x = wk_reply_at(r, from + i);
-        if (wk_reply_get_type(x) != WK_REPLY_INTEGER)
-            return false;
-        v[i] = wk_reply_integer(x);
-    }
-    return true;
-}
-
-static int parse_acquire(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* A script's reply of exactly `n` integers, into v (a corruption report
+ * is WK_ECORRUPT naming the key). */
+static int read_ints(const wk_query *q, const wk_reply *r, wk_diag *d, size_t n, long long *v)
 {
     if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
         return wk_diag_fail(d, WK_EPROTO, "expected an array reply");
     int rc = check_corrupt(q, r, d);
     if (rc)
         return rc;
-    long long v[4];
-    if (wk_reply_count(r) != 4 || !read_ints(r, 0, 4, v))
-        return wk_diag_fail(d, WK_EPROTO, "expected 4 integers");
-    wk_token_bucket_outcome *o = q->out;
+    if (wk_reply_count(r) != n)
+        return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", n);
+    for (size_t i = 0; i < n; i++) {
+        const wk_reply *x = wk_reply_at(r, i);
+        if (wk_reply_get_type(x) != WK_REPLY_INTEGER)
+            return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", n);
+        v[i] = wk_reply_integer(x);
+    }
+    return WK_OK;
+}
+
+/* {allowed, whole tokens left, retry_ms, full_ms} at v, into *o. */
+static void outcome_of(const long long *v, wk_token_bucket_outcome *o)
+{
     o->allowed = v[0] == 1;
     o->remaining = v[1];
     o->retry_after_ms = v[2];
     o->full_after_ms = v[3];
-    return WK_OK;
+}
+
+static int parse_acquire(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    long long v[4];
+    int rc = read_ints(q, r, d, 4, v);
+    if (!rc)
+        outcome_of(v, q->out);
+    return rc;
 }
 
 static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
-        return wk_diag_fail(d, WK_EPROTO, "expected an array reply");
-    int rc = check_corrupt(q, r, d);
+    long long v[4];
+    int rc = read_ints(q, r, d, 4, v);
     if (rc)
         return rc;
-    long long v[4];
-    if (wk_reply_count(r) != 4 || !read_ints(r, 0, 4, v) || v[3] < 1)
-        return wk_diag_fail(d, WK_EPROTO, "expected 4 integers");
+    if (v[3] < 1)
+        return wk_diag_fail(d, WK_EPROTO, "expected a unit >= 1");
     wk_token_bucket_state *st = q->out;
     st->available = v[0];
     st->full_after_ms = v[1];
@@ -298,30 +304,19 @@ static int parse_peek(const wk_query *q, const wk_reply *r, wk_diag *d)
  * take's answer (outcome->takes, outcome->count: set by the call). */
 static int parse_acquire_all(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
-        return wk_diag_fail(d, WK_EPROTO, "expected an array reply");
-    int rc = check_corrupt(q, r, d);
+    wk_token_bucket_all_outcome *o = q->out;
+    size_t n = o->count;
+    long long v[2 + 4 * WK_TOKEN_BUCKET_ALL_MAX];
+    int rc = read_ints(q, r, d, 2 + 4 * n, v);
     if (rc)
         return rc;
-    wk_token_bucket_all_outcome *o = q->out;
-    long long head[2];
-    size_t n = o->count;
-    if (wk_reply_count(r) != 2 + 4 * n || !read_ints(r, 0, 2, head) || head[0] < 0 ||
-        (unsigned long long)head[0] > n)
-        return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", 2 + 4 * n);
-    for (size_t i = 0; i < n; i++) {
-        long long v[4];
-        if (!read_ints(r, 2 + 4 * i, 4, v))
-            return wk_diag_fail(d, WK_EPROTO, "expected %zu integers", 2 + 4 * n);
-        wk_token_bucket_outcome *each = &o->takes[i].outcome;
-        each->allowed = v[0] == 1;
-        each->remaining = v[1];
-        each->retry_after_ms = v[2];
-        each->full_after_ms = v[3];
-    }
-    o->allowed = head[0] == 0;
-    o->refused = head[0] == 0 ? n : (size_t)head[0] - 1;
-    o->retry_after_ms = head[1];
+    if (v[0] < 0 || (unsigned long long)v[0] > n)
+        return wk_diag_fail(d, WK_EPROTO, "bucket %lld refused, of %zu", v[0], n);
+    for (size_t i = 0; i < n; i++)
+        outcome_of(&v[2 + 4 * i], &o->takes[i].outcome);
+    o->allowed = v[0] == 0;
+    o->refused = v[0] == 0 ? n : (size_t)v[0] - 1;
+    o->retry_after_ms = v[1];
     return WK_OK;
 }
 

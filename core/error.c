@@ -2,32 +2,38 @@
  * core/error.c — names and messages of the status codes, generated from the
  * one table in wakuwaku/common.h so the three can never disagree.
  */
+#include <stddef.h>
+
 #include <wakuwaku/common.h>
+
+typedef struct status_text {
+    int status;
+    const char *name, *msg;
+} status_text;
+
+static const status_text statuses[] = {
+    {WK_OK, "WK_OK", "success"},
+#define WK__STATUS_ROW(name, value, msg) {WK_##name, "WK_" #name, msg},
+    WK_STATUS_MAP(WK__STATUS_ROW)
+#undef WK__STATUS_ROW
+};
+
+static const status_text *find(int status)
+{
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
+        if (statuses[i].status == status)
+            return &statuses[i];
+    return NULL;
+}
 
 const char *wk_strerror(int status)
 {
-    switch (status) {
-    case WK_OK:
-        return "success";
-#define WK__STATUS_MSG(name, value, msg) \
-    case WK_##name:                      \
-        return msg;
-        WK_STATUS_MAP(WK__STATUS_MSG)
-#undef WK__STATUS_MSG
-    }
-    return "unknown status";
+    const status_text *s = find(status);
+    return s ? s->msg : "unknown status";
 }
 
 const char *wk_err_name(int status)
 {
-    switch (status) {
-    case WK_OK:
-        return "WK_OK";
-#define WK__STATUS_NAME(name, value, msg) \
-    case WK_##name:                       \
-        return "WK_" #name;
-        WK_STATUS_MAP(WK__STATUS_NAME)
-#undef WK__STATUS_NAME
-    }
-    return "WK_E?";
+    const status_text *s = find(status);
+    return s ? s->name : "WK_E?";
 }

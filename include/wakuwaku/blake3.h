@@ -46,9 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef WK_API
-#define WK_API __attribute__((visibility("default")))
-#endif
+#include <wakuwaku/common.h> /* WK_API */
 
 #ifdef __cplusplus
 extern "C" {
