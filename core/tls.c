@@ -320,38 +320,10 @@ static ssize_t tls_fail(wk__link *link, tls_state *t, int ret, const char *what)
     return WK__TX_FAIL;
 }
 
-static ssize_t tls_send(wk__link *link, const void *data, size_t len, short *want)
+/* What an SSL_read or SSL_write that returned n means: the bytes moved,
+ * a wait for the socket (*want), or the failure. */
+static ssize_t tls_result(wk__link *link, tls_state *t, int n, short *want, const char *what)
 {
-    tls_state *t = link->state;
-    ERR_clear_error();
-    errno = 0;
-    int n = SSL_write(t->ssl, data, len > INT32_MAX ? INT32_MAX : (int)len);
-    if (n > 0)
-        return n;
-    switch (SSL_get_error(t->ssl, n)) {
-    case SSL_ERROR_WANT_WRITE:
-        *want = POLLOUT;
-        return WK__TX_AGAIN;
-    case SSL_ERROR_WANT_READ:
-        *want = POLLIN;
-        return WK__TX_AGAIN;
-    default: {
-        ssize_t r = tls_fail(link, t, n, "write");
-        if (r == WK__TX_EOF) {
-            snprintf(link->ctx->errstr, sizeof(link->ctx->errstr), "connection closed");
-            return WK__TX_FAIL;
-        }
-        return r;
-    }
-    }
-}
-
-static ssize_t tls_recv(wk__link *link, void *buf, size_t len, short *want)
-{
-    tls_state *t = link->state;
-    ERR_clear_error();
-    errno = 0;
-    int n = SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (n > 0)
         return n;
     switch (SSL_get_error(t->ssl, n)) {
@@ -362,8 +334,31 @@ static ssize_t tls_recv(wk__link *link, void *buf, size_t len, short *want)
         *want = POLLOUT;
         return WK__TX_AGAIN;
     default:
-        return tls_fail(link, t, n, "read");
+        return tls_fail(link, t, n, what);
     }
+}
+
+static ssize_t tls_send(wk__link *link, const void *data, size_t len, short *want)
+{
+    tls_state *t = link->state;
+    ERR_clear_error();
+    errno = 0;
+    ssize_t r = tls_result(link, t, SSL_write(t->ssl, data, len > INT32_MAX ? INT32_MAX : (int)len),
+                           want, "write");
+    if (r == WK__TX_EOF) {
+        snprintf(link->ctx->errstr, sizeof(link->ctx->errstr), "connection closed");
+        return WK__TX_FAIL;
+    }
+    return r;
+}
+
+static ssize_t tls_recv(wk__link *link, void *buf, size_t len, short *want)
+{
+    tls_state *t = link->state;
+    ERR_clear_error();
+    errno = 0;
+    return tls_result(link, t, SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len), want,
+                      "read");
 }
 
 static size_t tls_pending(const wk__link *link)
