@@ -29,7 +29,7 @@ for target in tests/fuzz/fuzz_*.c; do
     name=$(basename "$target" .c)
     if [ "$name" = fuzz_schema ]; then
         # The code generator, without its main().
-        sources=($(ls codegen/*.c | grep -v codegen/main.c))
+        sources=($(ls codegen/*.c | grep -v codegen/main.c) base/base.c)
         clang "${flags[@]}" -Icodegen -DWK_CODEGEN_VERSION='"fuzz"' -DWK_CODEGEN_VERSION_MAJOR=0 \
             -DWK_CODEGEN_VERSION_NUMBER=0 "$target" "${sources[@]}" -o "$out/$name"
     elif [ "$name" = fuzz_codec ]; then
