@@ -57,17 +57,6 @@ static long long integer_cmd(redisContext *raw, const char *fmt, const char *key
     return v;
 }
 
-/* INFO persistence: rdb_changes_since_last_save — every write bumps it. */
-static long long dirty(redisContext *raw)
-{
-    redisReply *r = wk_test_cmd(raw, "INFO persistence");
-    const char *p = strstr(r->str, "rdb_changes_since_last_save:");
-    cr_assert(p);
-    long long v = atoll(p + strlen("rdb_changes_since_last_save:"));
-    freeReplyObject(r);
-    return v;
-}
-
 static wk_token_bucket_outcome acquire(wk_db *db, const wk_entity *e, const char *name,
                                        uint64_t cost)
 {
@@ -412,19 +401,19 @@ Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_s
     bucket_key(key, sizeof(key), "peek", "p");
 
     /* Never used: full, and peeking creates nothing. */
-    long long d0 = dirty(raw);
+    long long d0 = wk_test_dirty(raw);
     wk_token_bucket_state st = peek(ro, &e, "p");
     cr_assert_eq(st.tokens, 10.0);
     cr_assert_eq(st.available, 10);
     cr_assert_eq(st.full_after_ms, 0);
     cr_assert_eq(integer_cmd(raw, "EXISTS %s", key), 0);
-    cr_assert_eq(dirty(raw), d0);
+    cr_assert_eq(wk_test_dirty(raw), d0);
 
     cr_assert(acquire(rw, &e, "p", 3).allowed);
-    cr_assert_gt(dirty(raw), d0, "an allowed acquire writes (the counter works)");
+    cr_assert_gt(wk_test_dirty(raw), d0, "an allowed acquire writes (the counter works)");
     redisReply *before = wk_test_cmd(raw, "HGETALL %s", key);
     long long pttl_before = integer_cmd(raw, "PTTL %s", key);
-    long long d1 = dirty(raw);
+    long long d1 = wk_test_dirty(raw);
     long long writes1 = wk_test_cmd_calls(raw, "hset") + wk_test_cmd_calls(raw, "pexpire") +
                         wk_test_cmd_calls(raw, "del");
     long long scripts1 = wk_test_cmd_calls(raw, "evalsha") + wk_test_cmd_calls(raw, "eval");
@@ -435,7 +424,7 @@ Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_s
         cr_assert_eq(st.available, 7);
         cr_assert(st.full_after_ms > 2000 && st.full_after_ms < 3000);
     }
-    cr_assert_eq(dirty(raw), d1, "peek changed the dataset");
+    cr_assert_eq(wk_test_dirty(raw), d1, "peek changed the dataset");
     cr_assert_eq(wk_test_cmd_calls(raw, "hset") + wk_test_cmd_calls(raw, "pexpire") +
                      wk_test_cmd_calls(raw, "del"),
                  writes1, "peek ran a write command");
@@ -452,15 +441,15 @@ Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_s
     /* A denial writes nothing either: the stored state still holds. */
     wk_token_bucket_outcome denied = acquire(rw, &e, "p", 8);
     cr_assert_not(denied.allowed);
-    cr_assert_eq(dirty(raw), d1, "a denied acquire wrote");
+    cr_assert_eq(wk_test_dirty(raw), d1, "a denied acquire wrote");
 
     /* Even when the stored ts is in the future (the clock went back), peek
      * writes nothing — only acquire repairs ts. */
     freeReplyObject(wk_test_cmd(raw, "HSET %s ts %lld", key, (long long)server_ms(raw) + 60000));
-    long long d2 = dirty(raw);
+    long long d2 = wk_test_dirty(raw);
     st = peek(ro, &e, "p");
     cr_assert_eq(st.available, 7);
-    cr_assert_eq(dirty(raw), d2);
+    cr_assert_eq(wk_test_dirty(raw), d2);
 
     /* The read-only handle may not acquire or reset. */
     wk_token_bucket_outcome o;
@@ -468,7 +457,7 @@ Test(token_bucket, peek_writes_nothing_and_read_only_may_peek, .init = private_s
                  WK_EDENIED);
     cr_assert_eq(wk_token_bucket_reset(wk_db_processor(ro), &e, wk_name_str("p"), NULL),
                  WK_EDENIED);
-    cr_assert_eq(dirty(raw), d2);
+    cr_assert_eq(wk_test_dirty(raw), d2);
 
     redisFree(raw);
     wk_db_close(ro);

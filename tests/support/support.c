@@ -118,6 +118,16 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd)
     return stat_calls(c, cmd);
 }
 
+long long wk_test_dirty(redisContext *c)
+{
+    redisReply *r = wk_test_cmd(c, "INFO persistence");
+    const char *p = strstr(r->str, "rdb_changes_since_last_save:");
+    cr_assert(p, "INFO persistence has no rdb_changes_since_last_save");
+    long long v = atoll(p + strlen("rdb_changes_since_last_save:"));
+    freeReplyObject(r);
+    return v;
+}
+
 int wk_test_kill_clients_named(redisContext *c, const char *name)
 {
     return wk_test_kill_clients_of_type(c, "normal", name);

@@ -61,6 +61,9 @@ redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...);
 long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
+/* INFO persistence rdb_changes_since_last_save: every write bumps it (use
+ * a server of the test's own: other tests write too). */
+long long wk_test_dirty(redisContext *c);
 /* A handle on the suite's server with a capability (NULL = read-write), a
  * client name (NULL: none) and a database (-1: the default). NULL on
  * failure, without asserting: forked children may call it. */
