@@ -36,8 +36,8 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-#include "codegen/schema.h"
 #include "core/core_internal.h"
+#include "tools/wk/wk.h"
 
 enum { EXIT_OK = 0, EXIT_NOT_FOUND = 1, EXIT_USAGE = 2, EXIT_DENIED = 3, EXIT_ERROR = 4 };
 
@@ -134,7 +134,8 @@ static void json_error(const char *msg, const char *status)
  * ---------------------------------------------------------------------- */
 
 typedef struct invocation {
-    const char *url, *schema_path, *as;
+    conn_options conn; /* --url, TLS, credentials */
+    const char *schema_path, *as;
     const entity *ent;     /* the schema's entity */
     wk_entity desc;        /* its runtime descriptor */
     const char *kind_name; /* "Lock" */
@@ -145,7 +146,8 @@ typedef struct invocation {
     wk_processor *p;
     const wk_db_options *opts; /* how db was opened (watch opens a follower) */
     const schema *s;
-    const op_desc *op;     /* the operation the command runs (NULL: a look) */
+    bool raw;           /* --raw: put writes a body unchecked */
+    const op_desc *op;  /* the operation the command runs (NULL: a look) */
     char node_msg[512]; /* a cluster node's handle failed: its message */
 } invocation;
 
@@ -244,11 +246,11 @@ static void json_name(const invocation *inv, const char *name, size_t len)
 /*
  * An entity's commands are its kind's operations, from the kind's op list
  * (include/wakuwaku/<kind>.h, read through codegen's kind table): each
- * one that has a row in ops[] below is a command of its name (force_release
- * may be typed force-release) with the list's mode as its effect, and help
+ * one that has an OP row in commands[] below is a command of its name
+ * (force_release may be typed force-release) with the list's mode as its effect, and help
  * lists the others as the library's. A new kind's operations are all
  * listed with no edit here; a row gives one of them a command line. Then
- * wk's own looks (looks[]): READ command queries of the entity's keys, or
+ * wk's own looks (LOOK rows): READ command queries of the entity's keys, or
  * several operations in one.
  */
 typedef struct command {
@@ -258,6 +260,8 @@ typedef struct command {
     int min_args, max_args;
     const char *summary; /* one line; the exit status 1 case after "1:" */
     int (*run)(invocation *inv, wk_name name);
+    bool look;   /* wk's own (READ), not an operation of the kind's list */
+    int body_at; /* 1 + the index after NAME of a body put stores (checked); 0: none */
 } command;
 
 static void text_or_json_bool(const char *key, bool v, bool last)
@@ -542,6 +546,20 @@ static int stored(const invocation *inv, int rc)
     return EXIT_OK;
 }
 
+/* A body for `put`, before any connection: refused (exit 2, nothing
+ * written) when the entity has a typed body and it does not decode as its
+ * record, unless --raw. */
+static int checked_body(const invocation *inv, const char *v)
+{
+    char msg[512] = "";
+    int rc = inv->raw ? WK_OK : body_check(inv->s, inv->ent, v, strlen(v), msg, sizeof(msg));
+    if (rc == WK_ECORRUPT)
+        return usage_error("%s put: the body does not decode as %s: %s (--raw stores it as is)",
+                           inv->ent->id, inv->ent->body->id, msg);
+    return rc ? fail_msg(rc, msg) : EXIT_OK;
+}
+
+/* put's BODY was checked before the handle opened (checked_body). */
 static int cache_put(invocation *inv, wk_name name)
 {
     const char *v = inv->argv[0];
@@ -1377,7 +1395,7 @@ static int sbuf_remove(invocation *inv, wk_name name)
 /* ---- Every other operation whose parameters wk can read and print */
 
 /*
- * An operation with no row in ops[] below is still a command when its
+ * An operation with no row in commands[] below is still a command when its
  * parameters after the name are integers in (int64_t: an argument each,
  * in order) and integers or booleans out (int64_t *, bool *: printed
  * under their names; exit 1 when a boolean is false). Its row in the op
@@ -1488,89 +1506,100 @@ static int run_generic(invocation *inv, wk_name name)
     return st;
 }
 
-/* The operations wk runs: how each reads its arguments and prints its
- * outcome. Its effect is its op list's. */
-static const command ops[] = {
-    {WK_KIND_LOCK, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
-     lock_inspect},
-    {WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned},
-    {WK_KIND_LOCK, "force_release", "NAME", 0, 0,
-     "free NAME whoever holds it, and wake its first waiter (1: was not held)", lock_force_release},
-    {WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
-     "whether a writer holds NAME, for how long, and how many readers (1: nobody)", rwlock_inspect},
-    {WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
-     "free the writer and every reader, and wake the first waiter (1: was not held)",
-     rwlock_force_release},
-    {WK_KIND_FENCED_LOCK, "inspect", "NAME", 0, 0,
-     "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect},
-    {WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned},
-    {WK_KIND_FENCED_LOCK, "force_release", "NAME", 0, 0,
-     "free NAME whoever holds it; the fence counter is kept (1: was not held)",
-     fenced_force_release},
-    {WK_KIND_SEMAPHORE, "inspect", "NAME", 0, 0, "permits running and free (1: none running)",
-     sem_inspect},
-    {WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", sem_owned},
-    {WK_KIND_SEMAPHORE, "force_release", "NAME", 0, 0,
-     "free every permit whoever holds them (1: none was held)", sem_force_release},
-    {WK_KIND_TOKEN_BUCKET, "peek", "NAME", 0, 0,
-     "tokens left, without taking any (1: limited, none left)", bucket_peek},
-    {WK_KIND_TOKEN_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", bucket_reset},
-    {WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get},
-    {WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put},
-    {WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove},
-    {WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", hcache_get},
-    {WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
-     hcache_put},
-    {WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
-     hcache_remove},
-    {WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
-     settings_put},
-    {WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", settings_remove},
-    {WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get},
-    {WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
-     view_remove},
-    {WK_KIND_PIPE, "finish", "NAME", 0, 0,
-     "finish it: its receiver ends after the waiting messages", pipe_finish},
-    {WK_KIND_PIPE, "close", "NAME", 0, 0, "the old name of finish", pipe_close},
-    {WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
-     "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", sbuf_read},
-    {WK_KIND_STREAM_BUFFER, "finish", "NAME", 0, 0,
-     "end it: subscribers stop after its last body (1: was already)", sbuf_finish},
-    {WK_KIND_STREAM_BUFFER, "remove", "NAME", 0, 0, "delete it (1: there was none)", sbuf_remove},
+/* The commands wk runs: the operations of the kinds' lists that have a
+ * row here (OP, PUT: how each reads its arguments and prints its outcome;
+ * its effect is its op list's; PUT's BODY is checked against a typed
+ * body), then wk's own looks (LOOK: READ). */
+#define OP(...) {__VA_ARGS__, false, 0}
+#define PUT(...) {__VA_ARGS__, false, 1}
+#define LOOK(...) {__VA_ARGS__, true, 0}
+static const command commands[] = {
+    OP(WK_KIND_LOCK, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
+       lock_inspect),
+    OP(WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
+       "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned),
+    OP(WK_KIND_LOCK, "force_release", "NAME", 0, 0,
+       "free NAME whoever holds it, and wake its first waiter (1: was not held)",
+       lock_force_release),
+    OP(WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
+       "whether a writer holds NAME, for how long, and how many readers (1: nobody)",
+       rwlock_inspect),
+    OP(WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
+       "free the writer and every reader, and wake the first waiter (1: was not held)",
+       rwlock_force_release),
+    OP(WK_KIND_FENCED_LOCK, "inspect", "NAME", 0, 0,
+       "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect),
+    OP(WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
+       "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned),
+    OP(WK_KIND_FENCED_LOCK, "force_release", "NAME", 0, 0,
+       "free NAME whoever holds it; the fence counter is kept (1: was not held)",
+       fenced_force_release),
+    OP(WK_KIND_SEMAPHORE, "inspect", "NAME", 0, 0, "permits running and free (1: none running)",
+       sem_inspect),
+    OP(WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
+       "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", sem_owned),
+    OP(WK_KIND_SEMAPHORE, "force_release", "NAME", 0, 0,
+       "free every permit whoever holds them (1: none was held)", sem_force_release),
+    OP(WK_KIND_TOKEN_BUCKET, "peek", "NAME", 0, 0,
+       "tokens left, without taking any (1: limited, none left)", bucket_peek),
+    OP(WK_KIND_TOKEN_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", bucket_reset),
+    OP(WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get),
+    PUT(WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put),
+    OP(WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove),
+    OP(WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)",
+       hcache_get),
+    PUT(WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+        hcache_put),
+    OP(WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
+       hcache_remove),
+    OP(WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
+       settings_put),
+    OP(WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)",
+       settings_remove),
+    OP(WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get),
+    OP(WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
+       view_remove),
+    OP(WK_KIND_PIPE, "finish", "NAME", 0, 0,
+       "finish it: its receiver ends after the waiting messages", pipe_finish),
+    OP(WK_KIND_PIPE, "close", "NAME", 0, 0, "the old name of finish", pipe_close),
+    OP(WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
+       "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", sbuf_read),
+    OP(WK_KIND_STREAM_BUFFER, "finish", "NAME", 0, 0,
+       "end it: subscribers stop after its last body (1: was already)", sbuf_finish),
+    OP(WK_KIND_STREAM_BUFFER, "remove", "NAME", 0, 0, "delete it (1: there was none)", sbuf_remove),
+    LOOK(WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
+         "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
+         "(1: not held)",
+         rwlock_owned),
+    LOOK(WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
+         "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get),
+    LOOK(WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
+         "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
+         "(the first included) or MS passed (1: --count not reached by then)",
+         cmd_settings_watch),
+    LOOK(WK_KIND_LIVE_VIEW, "inspect", "NAME", 0, 0,
+         "version, body length, history kept (first version, diffs) (1: no view)",
+         cmd_view_inspect),
+    LOOK(WK_KIND_PIPE, "inspect", "NAME", 0, 0,
+         "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)",
+         cmd_pipe_inspect),
+    LOOK(WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
+         "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
+         cmd_pipe_peek),
+    LOOK(WK_KIND_STREAM_BUFFER, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)",
+         cmd_sbuf_inspect),
+    LOOK(NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list),
 };
 
-/* wk's own looks, READ. */
-static const command looks[] = {
-    {WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
-     "(1: not held)",
-     rwlock_owned},
-    {WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
-     "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get},
-    {WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
-     "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
-     "(the first included) or MS passed (1: --count not reached by then)",
-     cmd_settings_watch},
-    {WK_KIND_LIVE_VIEW, "inspect", "NAME", 0, 0,
-     "version, body length, history kept (first version, diffs) (1: no view)", cmd_view_inspect},
-    {WK_KIND_PIPE, "inspect", "NAME", 0, 0,
-     "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)", cmd_pipe_inspect},
-    {WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
-     "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
-     cmd_pipe_peek},
-    {WK_KIND_STREAM_BUFFER, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)",
-     cmd_sbuf_inspect},
-    {NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
-};
-
-/* The row of `t` for command `name` of kind `kd` ('-' read as '_'), or NULL. */
-static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name)
+/* The row of `t` for command `name` of kind `kd` ('-' read as '_'), a
+ * look or not as `look` says, or NULL. */
+static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name,
+                           bool look)
 {
     for (size_t i = 0; i < n; i++) {
         const char *a = t[i].name, *b = name;
+        if (t[i].look != look)
+            continue;
         while (*a && (*a == *b || (*a == '_' && *b == '-')))
             a++, b++;
         if (!*a && !*b && (!t[i].kind || !strcmp(t[i].kind, kd->name)))
@@ -1580,7 +1609,7 @@ static const command *find(const command *t, size_t n, const kind_desc *kd, cons
 }
 
 /* The commands of the op lists' own (run_generic): every operation of
- * every kind with no row in ops[] and a shape wk can run. */
+ * every kind with no row in commands[] and a shape wk can run. */
 static const command *generic_commands(size_t *count)
 {
     static command cmds[KIND_MAX * 16];
@@ -1592,7 +1621,7 @@ static const command *generic_commands(size_t *count)
         for (size_t i = 0; i < kd->nops && n < COUNT(cmds); i++) {
             const op_desc *op = &kd->ops[i];
             generic_shape sh;
-            if (find(ops, COUNT(ops), kd, op->op) || !shape_of(op, &sh))
+            if (find(commands, COUNT(commands), kd, op->op, false) || !shape_of(op, &sh))
                 continue;
             int nin = 0, at = snprintf(args[n], sizeof(args[n]), "NAME");
             for (int p = 0; p < sh.n; p++) {
@@ -1605,7 +1634,7 @@ static const command *generic_commands(size_t *count)
                 nin++;
             }
             cmds[n] = (command){kd->name, op->op, args[n], nin, nin,
-                                op->summary ? op->summary : "", run_generic};
+                                op->summary ? op->summary : "", run_generic, false, 0};
             n++;
         }
     }
@@ -1614,13 +1643,14 @@ static const command *generic_commands(size_t *count)
     return cmds;
 }
 
-/* The command that runs operation `name` of kind `kd`: its row in ops[],
+/* The command that runs operation `name` of kind `kd`: its row in commands[],
  * or its generic command; NULL: none. */
 static const command *op_command(const kind_desc *kd, const char *name)
 {
     size_t n;
-    const command *generic = generic_commands(&n), *c = find(ops, COUNT(ops), kd, name);
-    return c ? c : find(generic, n, kd, name);
+    const command *generic = generic_commands(&n);
+    const command *c = find(commands, COUNT(commands), kd, name, false);
+    return c ? c : find(generic, n, kd, name, false);
 }
 
 /* The operation `name` of the kind's op list, or NULL. */
@@ -1637,11 +1667,11 @@ static const op_desc *kind_op(const kind_desc *kd, const char *name)
  * ---------------------------------------------------------------------- */
 
 /* The commands of kind `kd`: its operations that have a command (a row in
- * ops[] or a generic one), in the order of its list, then its looks (and,
+ * commands[] or a generic one), in the order of its list, then its looks (and,
  * with every_kind, the looks of every kind); cmds[k] runs op[k] (NULL: a
  * look). Returns how many, at most KIND_COMMANDS_MAX. */
 #define KIND_OPS_MAX 64
-#define KIND_COMMANDS_MAX (KIND_OPS_MAX + COUNT(looks))
+#define KIND_COMMANDS_MAX (KIND_OPS_MAX + COUNT(commands))
 static size_t kind_commands(const kind_desc *kd, bool every_kind, const command **cmds,
                             const op_desc **op)
 {
@@ -1649,9 +1679,10 @@ static size_t kind_commands(const kind_desc *kd, bool every_kind, const command 
     for (size_t i = 0; i < kd->nops && n < KIND_OPS_MAX; i++)
         if ((cmds[n] = op_command(kd, kd->ops[i].op)))
             op[n++] = &kd->ops[i];
-    for (size_t i = 0; i < COUNT(looks); i++)
-        if (looks[i].kind ? !strcmp(looks[i].kind, kd->name) : every_kind)
-            cmds[n] = &looks[i], op[n++] = NULL;
+    for (size_t i = 0; i < COUNT(commands); i++)
+        if (commands[i].look &&
+            (commands[i].kind ? !strcmp(commands[i].kind, kd->name) : every_kind))
+            cmds[n] = &commands[i], op[n++] = NULL;
     return n;
 }
 
@@ -1701,14 +1732,18 @@ static void help(FILE *to)
     }
     fputs("  every kind:   list (the names that have keys now)\n"
           "\n"
-          "options:\n"
-          "  --url URL           redis://, rediss:// or redis-sentinel:// (or $WK_URL)\n"
-          "  --schema FILE       the service's schema.json (or $WK_SCHEMA)\n"
+          "options:\n",
+          to);
+    conn_help(to);
+    fputs("  --schema FILE       the service's schema.json (or $WK_SCHEMA)\n"
           "  --as CAPABILITY     a capability of the schema, or read-only (default)\n"
           "                      or read-write; refusals are the library's own\n"
           "  --json              machine-readable output: one JSON object on stdout\n"
           "                      (watch: one a line)\n"
           "  --timeout MS        the whole command's deadline (default 2000)\n"
+          "  --raw               put: store the bytes as given; without it, an\n"
+          "                      entity with a typed body refuses a body that does\n"
+          "                      not decode as its record (help ENTITY: the fields)\n"
           "\n"
           "exit status: 0 done; 1 not found, not held or limited; 2 usage;\n"
           "3 refused by the capability; 4 connection or server error.\n",
@@ -1726,12 +1761,14 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
         const kind_desc *kd = kind_info(e->kind);
         printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns, e->description ? ": " : "",
                e->description ? e->description : "");
+        if (!cmd)
+            body_help(stdout, e);
         const command *cmds[KIND_COMMANDS_MAX];
         const op_desc *op[KIND_COMMANDS_MAX];
         size_t n = kind_commands(kd, true, cmds, op);
         for (size_t c = 0; c < n; c++) {
             char name[64];
-            if (!cmd || find(cmds[c], 1, kd, cmd))
+            if (!cmd || find(cmds[c], 1, kd, cmd, cmds[c]->look))
                 printf("  wk … %s %s%s%s\n      %s: %s\n", e->id,
                        typed_name(cmds[c], name, sizeof(name)), *cmds[c]->args ? " " : "",
                        cmds[c]->args, op[c] && op[c]->write ? "WRITE" : "READ", cmds[c]->summary);
@@ -1847,7 +1884,7 @@ static int run_command(invocation *inv, int timeout_ms)
     const kind_desc *kd = kind_info(inv->ent->kind);
     const command *cmd = op_command(kd, inv->cmd);
     if (!cmd)
-        cmd = find(looks, COUNT(looks), kd, inv->cmd);
+        cmd = find(commands, COUNT(commands), kd, inv->cmd, true);
     const op_desc *op = cmd ? NULL : kind_op(kd, inv->cmd);
     if (op)
         return usage_error("%s: %s is the library's (%s()); wk has no command for it", inv->ent->id,
@@ -1871,14 +1908,21 @@ static int run_command(invocation *inv, int timeout_ms)
         return usage_error("%s %s takes no arguments", inv->ent->id, cmd->name);
     }
     inv->argc = argc;
+    int st = cmd->body_at ? checked_body(inv, inv->argv[cmd->body_at - 1]) : EXIT_OK;
+    if (st)
+        return st;
 
     const wk_cap *cap = NULL;
     wk_cap *owned;
-    int st = capability_of(inv->s, inv->as, &cap, &owned);
+    st = capability_of(inv->s, inv->as, &cap, &owned);
     if (st)
         return st;
     wk_db_options opts = WK_DB_OPTIONS_INIT;
-    opts.url = inv->url;
+    char msg[1024];
+    if (conn_apply(&inv->conn, &opts, msg, sizeof(msg))) {
+        wk_cap_free(owned);
+        return usage_error("%s", msg);
+    }
     opts.capability = cap;
     opts.client_name = "wk";
     opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
@@ -1906,7 +1950,7 @@ static int run_command(invocation *inv, int timeout_ms)
 int main(int argc, char **argv)
 {
     invocation inv = {0};
-    inv.url = getenv("WK_URL");
+    conn_from_env(&inv.conn);
     inv.schema_path = getenv("WK_SCHEMA");
     inv.as = "read-only";
     int timeout_ms = 2000;
@@ -1928,16 +1972,25 @@ int main(int argc, char **argv)
             json_mode = true;
             continue;
         }
-        const char **slot = !strcmp(o, "--url")      ? &inv.url
-                            : !strcmp(o, "--schema") ? &inv.schema_path
-                            : !strcmp(o, "--as")     ? &inv.as
-                                                     : NULL;
+        if (!strcmp(o, "--raw")) {
+            inv.raw = true;
+            continue;
+        }
+        const char **slot = !strcmp(o, "--schema") ? &inv.schema_path
+                            : !strcmp(o, "--as")   ? &inv.as
+                                                   : NULL;
         bool is_timeout = !strcmp(o, "--timeout");
-        if (!slot && !is_timeout)
+        char msg[256];
+        int conn = conn_from_cli(&inv.conn, o, i + 1 < argc ? argv[i + 1] : NULL, msg, sizeof(msg));
+        if (conn < 0)
+            return usage_error("%s", msg);
+        if (!slot && !is_timeout && !conn)
             return usage_error("unknown option %s", o);
         if (i + 1 >= argc)
             return usage_error("%s needs a value", o);
-        if (is_timeout) {
+        if (conn) {
+            i++;
+        } else if (is_timeout) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v <= 0 || v > 3600000)
@@ -2014,7 +2067,7 @@ int main(int argc, char **argv)
         status = help_entity(&s, inv.ent->id, argv[i + 1]);
         goto out;
     }
-    if (!inv.url) {
+    if (!inv.conn.v[CONN_URL]) {
         status = usage_error("--url is required (or $WK_URL)");
         goto out;
     }
@@ -2025,6 +2078,7 @@ int main(int argc, char **argv)
     inv.argv = argv + i + 2;
     status = run_command(&inv, timeout_ms);
 out:
+    conn_free(&inv.conn);
     pool_free(pl);
     cg_json_doc_free(doc);
     return status;
