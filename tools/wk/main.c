@@ -247,9 +247,10 @@ static void json_name(const invocation *inv, const char *name, size_t len)
  * An entity's commands are its kind's operations, from the kind's op list
  * (include/wakuwaku/<kind>.h, read through codegen's kind table): each
  * one that has an OP row in commands[] below is a command of its name
- * (force_release may be typed force-release) with the list's mode as its effect, and help
- * lists the others as the library's. A new kind's operations are all
- * listed with no edit here; a row gives one of them a command line. Then
+ * (force_release may be typed force-release) with the list's mode as its
+ * effect, and help lists the others as the library's. A new kind's
+ * operations are all listed with no edit here; a row gives one of them a
+ * command line. Then
  * wk's own looks (LOOK rows): READ command queries of the entity's keys, or
  * several operations in one.
  */
@@ -286,26 +287,6 @@ static void open_json(void)
         fputc('{', stdout);
 }
 
-/* The end of a command whose outcome is one boolean `key`: exit 0 when it
- * is true, 1 when not. */
-static int bool_outcome(const invocation *inv, int rc, const char *key, bool v)
-{
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool(key, v, true);
-    return v ? EXIT_OK : EXIT_NOT_FOUND;
-}
-
-/* A command that calls `fn`, whose outcome is one boolean `key`. */
-typedef int (*bool_fn)(wk_processor *, const wk_entity *, wk_name, bool *);
-static int bool_command(invocation *inv, wk_name name, bool_fn fn, const char *key)
-{
-    bool v = false;
-    int rc = fn(inv->p, &inv->desc, name, &v);
-    return bool_outcome(inv, rc, key, v);
-}
-
 /* One member of an outcome struct, printed under its name. */
 typedef struct member {
     const char *key;
@@ -332,6 +313,27 @@ static int members_outcome(const invocation *inv, int rc, const void *st, const 
             text_or_json_int(m->key, *(const int64_t *)at, !m[1].key);
     }
     return found ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+/* Every operation's function by its query's name ("lock.owned"), from
+ * the op lists: a row is the function's prototype (WK__OPS checks it),
+ * so a caller casts it back to that exact type. */
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+typedef void (*any_fn)(void);
+#define FN_ROW(k, op, mode, params, summary) {#k "." #op, (any_fn)wk_##k##_##op},
+#define FN_KIND(X) WK_##X##_OPS(FN_ROW)
+static const struct {
+    const char *query;
+    any_fn fn;
+} functions[] = {WK__KINDS(FN_KIND)};
+
+/* The function of `op`, or NULL. */
+static any_fn op_function(const op_desc *op)
+{
+    for (size_t k = 0; k < COUNT(functions); k++)
+        if (!strcmp(functions[k].query, op->query))
+            return functions[k].fn;
+    return NULL;
 }
 
 /* ---- Lock, RwLock, FencedLock, Semaphore */
@@ -374,97 +376,85 @@ static int sem_inspect(invocation *inv, wk_name name)
     return members_outcome(inv, rc, &st, m, st.running > 0);
 }
 
-/* The end of an owned command: whether the token holds it, as whom (RwLock:
- * "writer" or "reader"; NULL: not said) and for how long. */
-static int owned_outcome(const invocation *inv, int rc, bool owned, const char *as, int64_t ttl)
+/* What an owned command learned: whether the token holds it, as whom
+ * (RwLock: "writer" or "reader"; NULL: not said) and for how long. */
+typedef struct ownership {
+    bool owned;
+    const char *as;
+    int64_t ttl_ms;
+} ownership;
+
+/* owned NAME TOKEN: `ask` asks the library whether TOKEN holds NAME. */
+typedef int (*owned_ask)(invocation *inv, wk_name name, const wk_token *token, ownership *o);
+static int owned_command(invocation *inv, wk_name name, owned_ask ask)
 {
+    wk_token token;
+    ownership o = {false, NULL, 0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = ask(inv, name, &token, &o);
     if (rc)
         return fail(inv, rc);
     open_json();
-    text_or_json_bool("owned", owned, false);
-    if (owned && as) {
+    text_or_json_bool("owned", o.owned, false);
+    if (o.owned && o.as) {
         if (json_mode)
-            printf("\"as\":\"%s\",", as);
+            printf("\"as\":\"%s\",", o.as);
         else
-            printf("as: %s\n", as);
+            printf("as: %s\n", o.as);
     }
-    text_or_json_int("ttl_ms", ttl, true);
-    return owned ? EXIT_OK : EXIT_NOT_FOUND;
+    text_or_json_int("ttl_ms", o.ttl_ms, true);
+    return o.owned ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-/* owned NAME TOKEN through `fn`, which writes a wk_lease_state. */
-typedef int (*owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
-                        wk_lease_state *);
-static int owned_command(invocation *inv, wk_name name, owned_fn fn)
+/* Lock, Semaphore: the operation's function writes a wk_lease_state. */
+typedef int (*lease_owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
+                              wk_lease_state *);
+static int ask_lease(invocation *inv, wk_name name, const wk_token *token, ownership *o)
 {
-    wk_token token;
+    lease_owned_fn fn = (lease_owned_fn)op_function(inv->op);
     wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = fn(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+    int rc = fn ? fn(inv->p, &inv->desc, name, token, &st) : WK_EINVAL;
+    *o = (ownership){st.owned, NULL, st.ttl_ms};
+    return rc;
 }
 
-static int lock_owned(invocation *inv, wk_name name)
+/* RwLock: the writer lease first, then a reader lease. */
+static int ask_rwlock(invocation *inv, wk_name name, const wk_token *token, ownership *o)
 {
-    return owned_command(inv, name, wk_lock_owned);
+    wk_lease_state st = {0};
+    int rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, token, &st);
+    o->as = "writer";
+    if (!rc && !st.owned) {
+        rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, token, &st);
+        o->as = "reader";
+    }
+    o->owned = st.owned, o->ttl_ms = st.ttl_ms;
+    return rc;
 }
 
-/* A look: the writer lease first, then a reader lease. */
+static int ask_fenced(invocation *inv, wk_name name, const wk_token *token, ownership *o)
+{
+    wk_fenced_lock_ownership st = {0};
+    int rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, token, &st);
+    *o = (ownership){st.owned, NULL, st.ttl_ms};
+    return rc;
+}
+
+static int lease_owned(invocation *inv, wk_name name)
+{
+    return owned_command(inv, name, ask_lease);
+}
+
+/* A look of wk's own. */
 static int rwlock_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, &token, &st);
-    if (!rc && st.owned)
-        return owned_outcome(inv, rc, true, "writer", st.ttl_ms);
-    if (!rc)
-        rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, "reader", st.ttl_ms);
+    return owned_command(inv, name, ask_rwlock);
 }
 
 static int fenced_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_fenced_lock_ownership st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
-}
-
-static int sem_owned(invocation *inv, wk_name name)
-{
-    return owned_command(inv, name, wk_semaphore_owned);
-}
-
-static int lock_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_lock_force_release, "was_held");
-}
-
-static int rwlock_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_rwlock_force_release, "was_held");
-}
-
-static int fenced_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_fenced_lock_force_release, "was_held");
-}
-
-static int sem_force_release(invocation *inv, wk_name name)
-{
-    int64_t freed = 0;
-    int rc = wk_semaphore_force_release(inv->p, &inv->desc, name, &freed);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("was_held", freed > 0, false);
-    text_or_json_int("freed", freed, true);
-    return freed > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return owned_command(inv, name, ask_fenced);
 }
 
 /* ---- TokenBucket */
@@ -554,7 +544,7 @@ static int checked_body(const invocation *inv, const char *v)
     char msg[512] = "";
     int rc = inv->raw ? WK_OK : body_check(inv->s, inv->ent, v, strlen(v), msg, sizeof(msg));
     if (rc == WK_ECORRUPT)
-        return usage_error("%s put: the body does not decode as %s: %s (--raw stores it as is)",
+        return usage_error("%s put: the body does not decode as %s: %s; --raw stores it as is",
                            inv->ent->id, inv->ent->body->id, msg);
     return rc ? fail_msg(rc, msg) : EXIT_OK;
 }
@@ -571,16 +561,6 @@ static int hcache_put(invocation *inv, wk_name name)
     const char *v = inv->argv[0];
     uint8_t hash[WK_HASH_LEN];
     return stored(inv, wk_hashed_cache_put(inv->p, &inv->desc, name, v, strlen(v), hash));
-}
-
-static int cache_remove(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_cache_remove, "removed");
-}
-
-static int hcache_remove(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_hashed_cache_remove, "removed");
 }
 
 /* ---- Settings */
@@ -1202,13 +1182,6 @@ static int view_get(invocation *inv, wk_name name)
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int view_remove(invocation *inv, wk_name name)
-{
-    bool removed = false;
-    int rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
-}
-
 /* --- Pipe: LLEN, LRANGE and HMGET only, so no message is ever taken */
 
 static int cmd_pipe_inspect(invocation *inv, wk_name name)
@@ -1297,24 +1270,17 @@ static int cmd_pipe_peek(invocation *inv, wk_name name)
     return n ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int pipe_finish(invocation *inv, wk_name name)
+/* finish, and close (its old name, the library's wk_pipe_close): no
+ * outcome but done. */
+typedef int (*pipe_end_fn)(wk_processor *, const wk_entity *, wk_name);
+static int pipe_end(invocation *inv, wk_name name)
 {
-    int rc = wk_pipe_finish(inv->p, &inv->desc, name);
+    pipe_end_fn fn = (pipe_end_fn)op_function(inv->op);
+    int rc = fn ? fn(inv->p, &inv->desc, name) : WK_EINVAL;
     if (rc)
         return fail(inv, rc);
     if (json_mode)
-        puts("{\"finished\":true}");
-    return EXIT_OK;
-}
-
-/* The old name of finish, as the library's wk_pipe_close. */
-static int pipe_close(invocation *inv, wk_name name)
-{
-    int rc = wk_pipe_close(inv->p, &inv->desc, name);
-    if (rc)
-        return fail(inv, rc);
-    if (json_mode)
-        puts("{\"closed\":true}");
+        printf("{\"%s\":true}\n", strcmp(inv->op->op, "close") ? "finished" : "closed");
     return EXIT_OK;
 }
 
@@ -1378,20 +1344,6 @@ static int sbuf_read(invocation *inv, wk_name name)
     return any ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int sbuf_finish(invocation *inv, wk_name name)
-{
-    bool now = false;
-    int rc = wk_stream_buffer_finish(inv->p, &inv->desc, name, &now);
-    return bool_outcome(inv, rc, "finished_now", now);
-}
-
-static int sbuf_remove(invocation *inv, wk_name name)
-{
-    bool removed = false;
-    int rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
-}
-
 /* ---- Every other operation whose parameters wk can read and print */
 
 /*
@@ -1401,16 +1353,10 @@ static int sbuf_remove(invocation *inv, wk_name name)
  * under their names; exit 1 when a boolean is false). Its row in the op
  * list is its prototype (WK__OPS checks it), so it is called through its
  * exact type: one of the shapes below. Any other operation (tokens,
- * bodies, records) stays the library's, listed by help.
+ * bodies, records) stays the library's, listed by help. A row may run
+ * such an operation with run_generic too, to give it wk's own summary
+ * (force_release, `bool *was_held` on every lease kind; remove; finish).
  */
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-typedef void (*any_fn)(void);
-#define FN_ROW(k, op, mode, params, summary) {#k "." #op, (any_fn)wk_##k##_##op},
-#define FN_KIND(X) WK_##X##_OPS(FN_ROW)
-static const struct {
-    const char *query;
-    any_fn fn;
-} functions[] = {WK__KINDS(FN_KIND)};
 
 #define GENERIC_PARAMS_MAX 3
 typedef enum { IN_I64, OUT_I64, OUT_BOOL } generic_param;
@@ -1487,9 +1433,7 @@ static int run_generic(invocation *inv, wk_name name)
                                sh.name[k], inv->argv[in]);
         in++;
     }
-    any_fn fn = NULL;
-    for (size_t k = 0; k < COUNT(functions) && !fn; k++)
-        fn = !strcmp(functions[k].query, op->query) ? functions[k].fn : NULL;
+    any_fn fn = op_function(op);
     int rc = fn ? call_shape(inv, fn, &sh, name, v) : WK_EINVAL;
     if (rc)
         return fail(inv, rc);
@@ -1509,86 +1453,89 @@ static int run_generic(invocation *inv, wk_name name)
 /* The commands wk runs: the operations of the kinds' lists that have a
  * row here (OP, PUT: how each reads its arguments and prints its outcome;
  * its effect is its op list's; PUT's BODY is checked against a typed
- * body), then wk's own looks (LOOK: READ). */
-#define OP(...) {__VA_ARGS__, false, 0}
-#define PUT(...) {__VA_ARGS__, false, 1}
-#define LOOK(...) {__VA_ARGS__, true, 0}
+ * body), then wk's own looks (LOOK: READ). A row: kind, command, [usage
+ * after the command, fewest and most arguments after NAME: _ARGS rows;
+ * the others take NAME alone], summary, runner. */
+#define ROW(look, body_at, kind, name, ...) {kind, name, __VA_ARGS__, look, body_at}
+#define OP_ARGS(...) ROW(false, 0, __VA_ARGS__)
+#define PUT_ARGS(...) ROW(false, 1, __VA_ARGS__)
+#define LOOK_ARGS(...) ROW(true, 0, __VA_ARGS__)
+#define OP(kind, name, ...) OP_ARGS(kind, name, "NAME", 0, 0, __VA_ARGS__)
+#define LOOK(kind, name, ...) LOOK_ARGS(kind, name, "NAME", 0, 0, __VA_ARGS__)
 static const command commands[] = {
-    OP(WK_KIND_LOCK, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
-       lock_inspect),
-    OP(WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
-       "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned),
-    OP(WK_KIND_LOCK, "force_release", "NAME", 0, 0,
-       "free NAME whoever holds it, and wake its first waiter (1: was not held)",
-       lock_force_release),
-    OP(WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
+    OP(WK_KIND_LOCK, "inspect", "who holds NAME, and for how long (1: not held)", lock_inspect),
+    OP_ARGS(WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lease_owned),
+    OP(WK_KIND_LOCK, "force_release",
+       "free NAME whoever holds it, and wake its first waiter (1: was not held)", run_generic),
+    OP(WK_KIND_RWLOCK, "inspect",
        "whether a writer holds NAME, for how long, and how many readers (1: nobody)",
        rwlock_inspect),
-    OP(WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
+    OP(WK_KIND_RWLOCK, "force_release",
        "free the writer and every reader, and wake the first waiter (1: was not held)",
-       rwlock_force_release),
-    OP(WK_KIND_FENCED_LOCK, "inspect", "NAME", 0, 0,
+       run_generic),
+    OP(WK_KIND_FENCED_LOCK, "inspect",
        "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect),
-    OP(WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
-       "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned),
-    OP(WK_KIND_FENCED_LOCK, "force_release", "NAME", 0, 0,
-       "free NAME whoever holds it; the fence counter is kept (1: was not held)",
-       fenced_force_release),
-    OP(WK_KIND_SEMAPHORE, "inspect", "NAME", 0, 0, "permits running and free (1: none running)",
-       sem_inspect),
-    OP(WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
-       "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", sem_owned),
-    OP(WK_KIND_SEMAPHORE, "force_release", "NAME", 0, 0,
-       "free every permit whoever holds them (1: none was held)", sem_force_release),
-    OP(WK_KIND_TOKEN_BUCKET, "peek", "NAME", 0, 0,
-       "tokens left, without taking any (1: limited, none left)", bucket_peek),
-    OP(WK_KIND_TOKEN_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", bucket_reset),
-    OP(WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get),
-    PUT(WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put),
-    OP(WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove),
-    OP(WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)",
-       hcache_get),
-    PUT(WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
-        hcache_put),
-    OP(WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
-       hcache_remove),
-    OP(WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
-       settings_put),
-    OP(WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)",
-       settings_remove),
-    OP(WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get),
-    OP(WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
-       view_remove),
-    OP(WK_KIND_PIPE, "finish", "NAME", 0, 0,
-       "finish it: its receiver ends after the waiting messages", pipe_finish),
-    OP(WK_KIND_PIPE, "close", "NAME", 0, 0, "the old name of finish", pipe_close),
-    OP(WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
-       "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", sbuf_read),
-    OP(WK_KIND_STREAM_BUFFER, "finish", "NAME", 0, 0,
-       "end it: subscribers stop after its last body (1: was already)", sbuf_finish),
-    OP(WK_KIND_STREAM_BUFFER, "remove", "NAME", 0, 0, "delete it (1: there was none)", sbuf_remove),
-    LOOK(WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
-         "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
-         "(1: not held)",
-         rwlock_owned),
-    LOOK(WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
-         "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get),
-    LOOK(WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
-         "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
-         "(the first included) or MS passed (1: --count not reached by then)",
-         cmd_settings_watch),
-    LOOK(WK_KIND_LIVE_VIEW, "inspect", "NAME", 0, 0,
+    OP_ARGS(WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned),
+    OP(WK_KIND_FENCED_LOCK, "force_release",
+       "free NAME whoever holds it; the fence counter is kept (1: was not held)", run_generic),
+    OP(WK_KIND_SEMAPHORE, "inspect", "permits running and free (1: none running)", sem_inspect),
+    OP_ARGS(WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", lease_owned),
+    OP(WK_KIND_SEMAPHORE, "force_release",
+       "free every permit whoever holds them (1: none was held)", run_generic),
+    OP(WK_KIND_TOKEN_BUCKET, "peek", "tokens left, without taking any (1: limited, none left)",
+       bucket_peek),
+    OP(WK_KIND_TOKEN_BUCKET, "reset", "refill NAME at once", bucket_reset),
+    OP(WK_KIND_CACHE, "get", "print the body of NAME (1: no item)", cache_get),
+    PUT_ARGS(WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+             cache_put),
+    OP(WK_KIND_CACHE, "remove", "delete the item NAME (1: no item)", run_generic),
+    OP(WK_KIND_HASHED_CACHE, "get", "print the body of NAME (1: no item)", hcache_get),
+    PUT_ARGS(WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+             hcache_put),
+    OP(WK_KIND_HASHED_CACHE, "remove", "delete the item NAME (1: no item)", run_generic),
+    OP_ARGS(WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
+            settings_put),
+    OP_ARGS(WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)",
+            settings_remove),
+    OP(WK_KIND_LIVE_VIEW, "get", "print the latest body (1: no view)", view_get),
+    OP(WK_KIND_LIVE_VIEW, "remove", "delete it and its history (1: there was none)", run_generic),
+    OP(WK_KIND_PIPE, "finish", "finish it: its receiver ends after the waiting messages",
+       pipe_end),
+    OP(WK_KIND_PIPE, "close", "the old name of finish", pipe_end),
+    OP_ARGS(WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
+            "print the bodies from index FROM (0) on, as streamed (1: none, not finished)",
+            sbuf_read),
+    OP(WK_KIND_STREAM_BUFFER, "finish",
+       "end it: subscribers stop after its last body (1: was already)", run_generic),
+    OP(WK_KIND_STREAM_BUFFER, "remove", "delete it (1: there was none)", run_generic),
+    LOOK_ARGS(WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
+              "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
+              "(1: not held)",
+              rwlock_owned),
+    LOOK_ARGS(WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
+              "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get),
+    LOOK_ARGS(
+        WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
+        "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
+        "(the first included) or MS passed (1: --count not reached by then)",
+        cmd_settings_watch),
+    LOOK(WK_KIND_LIVE_VIEW, "inspect",
          "version, body length, history kept (first version, diffs) (1: no view)",
          cmd_view_inspect),
-    LOOK(WK_KIND_PIPE, "inspect", "NAME", 0, 0,
+    LOOK(WK_KIND_PIPE, "inspect",
          "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)",
          cmd_pipe_inspect),
-    LOOK(WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
-         "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
-         cmd_pipe_peek),
-    LOOK(WK_KIND_STREAM_BUFFER, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)",
+    LOOK_ARGS(
+        WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
+        "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
+        cmd_pipe_peek),
+    LOOK(WK_KIND_STREAM_BUFFER, "inspect", "bodies, finished, TTL (1: no buffer)",
          cmd_sbuf_inspect),
-    LOOK(NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list),
+    LOOK_ARGS(NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)",
+              cmd_list),
 };
 
 /* The row of `t` for command `name` of kind `kd` ('-' read as '_'), a
