@@ -164,6 +164,12 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * (wk__lease_settle in collection/common.h).
  */
 #define WK__QUERY_LEASE (1u << 16)
+
+/* A library operation's query, built by the op runner (collection/op.c)
+ * from its static descriptor: `name` is a string that lives as long as
+ * the program, and the entity's kind was checked to be that operation's.
+ * The metrics wrapper then confirms only the namespace's bytes. */
+#define WK__QUERY_OP (1u << 17)
 int wk__lease_acknowledged(wk_diag *d, bool *held);
 
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);

@@ -24,6 +24,8 @@
 
 #include <wakuwaku/metrics.h>
 
+#include "core/core_internal.h"
+
 /* ------------------------------------------------------------------------
  * The table
  * ---------------------------------------------------------------------- */
@@ -58,6 +60,7 @@ typedef struct slot {
     const char *ns;
     int index;
     unsigned longs;                      /* bit i: label i too long to copy */
+    bool op; /* made for a library operation's query (WK__QUERY_OP) */
     char bytes[3][WK_METRICS_LABEL_MAX]; /* the raw labels when cached */
 } slot;
 
@@ -136,19 +139,25 @@ static bool shown(char dst[WK_METRICS_LABEL_MAX], const char *src)
     return true;
 }
 
-/* Whether cache entry `sl` was made for these label bytes (its addresses
- * already match): a label too long to copy must still be too long. */
-static bool same_bytes(const slot *sl, const char *name, const char *kind, const char *ns)
+/* Whether the label at `s` still has the bytes `held` copied (or is still
+ * too long to copy: `too_long`). */
+static inline bool same_label(const char *held, bool too_long, const char *s)
 {
-    const char *labels[3] = {name, kind, ns};
-    for (int i = 0; i < 3; i++) {
-        bool same = sl->longs & (1u << i)
-                        ? strnlen(labels[i], WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX
-                        : !strcmp(sl->bytes[i], labels[i]);
-        if (!same)
-            return false;
-    }
-    return true;
+    return too_long ? strnlen(s, WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX : !strcmp(held, s);
+}
+
+/* Whether cache entry `sl` was made for these label bytes (its addresses
+ * already match). A library operation's query (WK__QUERY_OP) has a
+ * static name, and the runner checked the entity's kind against that
+ * operation's kind, so only its namespace can have other bytes now. */
+static bool same_bytes(const slot *sl, bool op, const char *name, const char *kind, const char *ns)
+{
+    if (!same_label(sl->bytes[2], sl->longs & 4u, ns))
+        return false;
+    if (op)
+        return true;
+    return same_label(sl->bytes[0], sl->longs & 1u, name) &&
+           same_label(sl->bytes[1], sl->longs & 2u, kind);
 }
 
 /* The first of `n` series whose labels are shown as `t`, OVERFLOW if none. */
@@ -164,7 +173,8 @@ static int series_of(const wk_metrics *m, int n, char t[3][WK_METRICS_LABEL_MAX]
 
 /* The slow path, under the mutex: the series of these strings (found or
  * added, or the overflow one), and a cache slot for these addresses. */
-static int find_slow(wk_metrics *m, const char *name, const char *kind, const char *ns, size_t h)
+static int find_slow(wk_metrics *m, bool op, const char *name, const char *kind, const char *ns,
+                     size_t h)
 {
     const char *labels[3] = {name, kind, ns};
     char t[3][WK_METRICS_LABEL_MAX];
@@ -183,13 +193,15 @@ static int find_slow(wk_metrics *m, const char *name, const char *kind, const ch
     for (size_t p = 0; p < PROBES; p++) {
         slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
         const char *held = atomic_load_explicit(&sl->name, memory_order_relaxed);
-        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
+        if (held == name && sl->kind == kind && sl->ns == ns && sl->op == op &&
+            same_bytes(sl, op, name, kind, ns))
             break; /* another thread cached it meanwhile */
         if (!held) {
             sl->kind = kind;
             sl->ns = ns;
             sl->index = index;
             sl->longs = 0;
+            sl->op = op;
             for (int i = 0; i < 3; i++) {
                 size_t len = strnlen(labels[i], WK_METRICS_LABEL_MAX);
                 if (len == WK_METRICS_LABEL_MAX) {
@@ -211,6 +223,7 @@ static series *find(wk_metrics *m, const wk_query *q)
 {
     const char *name = q->name ? q->name : "?";
     const char *kind = empty, *ns = empty;
+    bool op = (q->flags & WK__QUERY_OP) != 0;
     if (q->effect.count && q->effect.accesses && q->effect.accesses[0].entity) {
         const wk_entity *e = q->effect.accesses[0].entity;
         kind = e->kind ? e->kind : empty;
@@ -224,10 +237,11 @@ static series *find(wk_metrics *m, const wk_query *q)
             break;
         /* the addresses pick the entry, the bytes confirm it: a freed
          * string's address may now hold another entity's */
-        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
+        if (held == name && sl->kind == kind && sl->ns == ns && sl->op == op &&
+            same_bytes(sl, op, name, kind, ns))
             return &m->rows[sl->index];
     }
-    return &m->rows[find_slow(m, name, kind, ns, h)];
+    return &m->rows[find_slow(m, op, name, kind, ns, h)];
 }
 
 static uint64_t now_ns(void)

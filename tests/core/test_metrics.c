@@ -453,6 +453,31 @@ Test(metrics, a_reused_label_address_counts_into_its_own_series)
     wk_metrics_close(m);
 }
 
+/* The same for a library operation's queries, which the wrapper confirms
+ * by the namespace only (their name is static and their kind checked by
+ * the runner): a rewritten namespace still gets its own series. */
+Test(metrics, a_reused_namespace_address_counts_library_operations_into_their_own_series)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    char ns[16] = "alpha";
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    strcpy(ns, "bravo");
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    strcpy(ns, "alpha");
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    uint64_t alpha = wk_metrics_count(m, "lock.inspect", "Lock", "alpha", WK_OK);
+    uint64_t bravo = wk_metrics_count(m, "lock.inspect", "Lock", "bravo", WK_OK);
+    cr_assert(alpha == 2 && bravo == 2, "alpha %llu, bravo %llu (want 2 and 2)",
+              (unsigned long long)alpha, (unsigned long long)bravo);
+    wk_metrics_close(m);
+}
+
 Test(metrics, latency_lands_in_buckets_and_sum)
 {
     stub s = stub_new(WK_OK);
