@@ -990,6 +990,50 @@ Test(wk_cli, typed_put_refuses_a_body_its_record_does_not_decode)
     wk_db_close(db);
 }
 
+/* A file in /tmp holding `text`; its path in `path`. */
+static void write_temp(char *path, size_t cap, const char *tag, const char *text)
+{
+    snprintf(path, cap, "/tmp/wk-cli-%s-%d", tag, (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Records nested by value, arrays of records, optional arrays and a
+ * record holding itself through an array: decoded at any depth. */
+Test(wk_cli, typed_put_checks_nested_and_recursive_records)
+{
+    char schema[128];
+    write_temp(schema, sizeof(schema), "tree.json",
+               "{\"service\":\"t\",\"entities\":[{\"id\":\"tree\",\"kind\":\"Cache\","
+               "\"namespace\":\"wk-cli-tree\",\"name\":\"str\",\"ttl\":\"1m\",\"body\":\"node\"}],"
+               "\"records\":[{\"id\":\"pt\",\"fields\":[{\"name\":\"x\",\"type\":\"i32\"},"
+               "{\"name\":\"tag\",\"type\":\"string\",\"optional\":true}]},"
+               "{\"id\":\"node\",\"fields\":[{\"name\":\"label\",\"type\":\"string\"},"
+               "{\"name\":\"at\",\"type\":\"pt\"},"
+               "{\"name\":\"pts\",\"type\":\"pt\",\"array\":true,\"optional\":true},"
+               "{\"name\":\"kids\",\"type\":\"node\",\"array\":true}]}]}");
+    result r;
+    run_wk(&r, true,
+           "--url '%s' --schema '%s' --as read-write tree put n%d "
+           "'{\"label\":\"r\",\"at\":{\"x\":1},\"pts\":[{\"x\":2,\"tag\":\"t\"}],"
+           "\"kids\":[{\"label\":\"k\",\"at\":{\"x\":3},\"kids\":[{\"label\":\"g\","
+           "\"at\":{\"x\":4},\"kids\":[]}]}]}'",
+           wk_test_url(), schema, (int)getpid());
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true,
+           "--url '%s' --schema '%s' --as read-write tree put n%d "
+           "'{\"label\":\"r\",\"at\":{\"x\":1},\"kids\":[{\"label\":\"k\",\"at\":{\"x\":3},"
+           "\"kids\":[{\"label\":\"g\",\"at\":{\"x\":\"4\"},\"kids\":[]}]}]}'",
+           wk_test_url(), schema, (int)getpid());
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "$.kids[0].kids[0].at.x: expected an integer"), "%s", r.err);
+    run_wk(&r, true, "--schema '%s' help tree", schema);
+    cr_assert(strstr(r.out, "    kids: node[], required\n      (node, as above)\n"), "%s", r.out);
+    unlink(schema);
+}
+
 Test(wk_cli, help_entity_lists_the_typed_fields_of_its_body)
 {
     result r;
@@ -1077,16 +1121,6 @@ Test(wk_cli, tls_server_that_requires_a_client_certificate, .timeout = 120)
     wk_test_tls_stop(&t);
 }
 
-/* A file in /tmp holding `text`; its path in `path`. */
-static void write_secret(char *path, size_t cap, const char *tag, const char *text)
-{
-    snprintf(path, cap, "/tmp/wk-cli-%s-%d", tag, (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 Test(wk_cli, sentinel_and_data_passwords_from_options_environment_and_files, .timeout = 120)
 {
     wk_test_sentinels t;
@@ -1094,8 +1128,8 @@ Test(wk_cli, sentinel_and_data_passwords_from_options_environment_and_files, .ti
                  "cannot start the sentinels");
     result r;
     char spw[128], dpw[128];
-    write_secret(spw, sizeof(spw), "spw", "sentinel-pw\n"); /* one newline: not the password's */
-    write_secret(dpw, sizeof(dpw), "dpw", "data-pw");
+    write_temp(spw, sizeof(spw), "spw", "sentinel-pw\n"); /* one newline: not the password's */
+    write_temp(dpw, sizeof(dpw), "dpw", "data-pw");
 
     /* each way of giving each password; %s: the sentinel password file,
      * then the data password file */

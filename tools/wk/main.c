@@ -338,43 +338,27 @@ static any_fn op_function(const op_desc *op)
 
 /* ---- Lock, RwLock, FencedLock, Semaphore */
 
-static int lock_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_BOOL(wk_lock_state, held),
-                               MEMBER_I64(wk_lock_state, ttl_ms), {0}};
-    wk_lock_state st = {0};
-    int rc = wk_lock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.held);
-}
-
-static int rwlock_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_BOOL(wk_rwlock_state, writer_held),
-                               MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
-                               MEMBER_I64(wk_rwlock_state, readers), {0}};
-    wk_rwlock_state st = {0};
-    int rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.writer_held || st.readers > 0);
-}
-
-static int fenced_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_BOOL(wk_fenced_lock_state, held),
-                               MEMBER_I64(wk_fenced_lock_state, ttl_ms),
-                               MEMBER_I64(wk_fenced_lock_state, last_fence), {0}};
-    wk_fenced_lock_state st = {0};
-    int rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.held);
-}
-
-static int sem_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_I64(wk_semaphore_state, running),
-                               MEMBER_I64(wk_semaphore_state, available), {0}};
-    wk_semaphore_state st = {0};
-    int rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.running > 0);
-}
+/* inspect NAME of a lease kind: `fn` fills a `type`, printed member by
+ * member (the MEMBER_ rows after it); exit 1 unless `held`, an expression
+ * of its members (st.…), is true. */
+#define INSPECT(cmd, fn, type, held, ...)                                                          \
+    static int cmd(invocation *inv, wk_name name)                                                  \
+    {                                                                                              \
+        static const member m[] = {__VA_ARGS__, {0}};                                              \
+        type st = {0};                                                                             \
+        int rc = fn(inv->p, &inv->desc, name, &st);                                                \
+        return members_outcome(inv, rc, &st, m, held);                                             \
+    }
+INSPECT(lock_inspect, wk_lock_inspect, wk_lock_state, st.held, MEMBER_BOOL(wk_lock_state, held),
+        MEMBER_I64(wk_lock_state, ttl_ms))
+INSPECT(rwlock_inspect, wk_rwlock_inspect, wk_rwlock_state, st.writer_held || st.readers > 0,
+        MEMBER_BOOL(wk_rwlock_state, writer_held), MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
+        MEMBER_I64(wk_rwlock_state, readers))
+INSPECT(fenced_inspect, wk_fenced_lock_inspect, wk_fenced_lock_state, st.held,
+        MEMBER_BOOL(wk_fenced_lock_state, held), MEMBER_I64(wk_fenced_lock_state, ttl_ms),
+        MEMBER_I64(wk_fenced_lock_state, last_fence))
+INSPECT(sem_inspect, wk_semaphore_inspect, wk_semaphore_state, st.running > 0,
+        MEMBER_I64(wk_semaphore_state, running), MEMBER_I64(wk_semaphore_state, available))
 
 /* What an owned command learned: whether the token holds it, as whom
  * (RwLock: "writer" or "reader"; NULL: not said) and for how long. */
