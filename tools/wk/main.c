@@ -2,7 +2,8 @@
  * tools/wk/main.c — wk, the operator's command line: inspect and repair a
  * service's entities in Redis, driven by the service's own schema.json.
  *
- *   wk --url URL --schema schema.json [--as CAPABILITY] [--json]
+ *   wk --url URL --schema schema.json [--as CAPABILITY] [--json] [--raw]
+ *      [--tls-… FILE] [--sentinel-… …] [--password-file FILE]
  *      <entity-id> <command> [name] [args]
  *
  * The schema is read and checked by the code generator's own parser and
@@ -10,13 +11,16 @@
  * every entity by id, kind, namespace and name type exactly as generated
  * code does. Every command is a query through the library's dispatch, on a
  * handle opened with the capability named by --as: a capability that does
- * not grant a command refuses it with the library's own message.
+ * not grant a command refuses it with the library's own message. How it
+ * reaches Redis (URL, TLS, credentials) is connect.c's; the check of a
+ * typed body before put, and its fields in help, body.c's.
  *
  * Exit status: 0 done; 1 not found / not held / limited (watch: its
- * --timeout-ms passed before --count versions); 2 usage (bad
- * arguments, unknown entity, command or capability, unreadable or invalid
- * schema); 3 refused by the capability (WK_EDENIED); 4 connection or
- * server error (any other status).
+ * --timeout-ms passed before --count versions); 2 usage (bad arguments,
+ * unknown entity, command or capability, unreadable or invalid schema,
+ * unreadable password file, a body its record does not decode); 3 refused
+ * by the capability (WK_EDENIED); 4 connection or server error (any other
+ * status).
  */
 #define _POSIX_C_SOURCE 200809L
 
