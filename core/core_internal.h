@@ -170,6 +170,13 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * the program, and the entity's kind was checked to be that operation's.
  * The metrics wrapper then confirms only the namespace's bytes. */
 #define WK__QUERY_OP (1u << 17)
+
+/* Counting a handle's waits for leases (core/stats.c, wk_db_stats()): a
+ * wait through `p` begins (returns its start, for wk__count_wait_end)
+ * and ends with `rc`: acquired or not (WK_OK: the deadline passed), after
+ * sleeping for a release or not. */
+uint64_t wk__count_wait_begin(wk_processor *p);
+void wk__count_wait_end(wk_processor *p, uint64_t start, int rc, bool acquired, bool slept);
 int wk__lease_acknowledged(wk_diag *d, bool *held);
 
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);
