@@ -141,8 +141,6 @@ int conn_apply(conn_options *c, wk_db_options *o, char *msg, size_t cap)
 void conn_free(conn_options *c)
 {
     for (size_t i = 0; i < 2; i++) {
-        if (c->read[i])
-            memset(c->read[i], 0, strlen(c->read[i]));
         free(c->read[i]);
         c->read[i] = NULL;
     }
