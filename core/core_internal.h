@@ -171,6 +171,14 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * The metrics wrapper then confirms only the namespace's bytes. */
 #define WK__QUERY_OP (1u << 17)
 
+/* The read-only loaded segments of the main program and of the object
+ * holding the library (core/image.c): at most `max` into `out`; how many.
+ * Bytes there never change while the process runs. */
+typedef struct wk__range {
+    uintptr_t lo, hi;
+} wk__range;
+size_t wk__readonly_image(wk__range *out, size_t max);
+
 /* Counting a handle's waits for leases (core/stats.c, wk_db_stats()): a
  * wait through `p` begins (returns its start, for wk__count_wait_end)
  * and ends with `rc`: acquired or not (WK_OK: the deadline passed), after

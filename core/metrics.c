@@ -60,6 +60,7 @@ typedef struct slot {
     int index;
     unsigned longs;                      /* bit i: label i too long to copy */
     bool op;                             /* made for a library operation's query (WK__QUERY_OP) */
+    bool fixed; /* all three labels lie in the read-only image: the addresses suffice */
     char bytes[3][WK_METRICS_LABEL_MAX]; /* the raw labels when cached */
 } slot;
 
@@ -71,6 +72,10 @@ struct wk_metrics {
     slot slots[SLOTS];
     series rows[WK_METRICS_SERIES + 1]; /* the last one: overflow ("other") */
     wk__watches watches;                /* under `lock` */
+    /* The program's read-only image (core/image.c): a label there keeps
+     * its bytes for good, so it is confirmed by its address alone. */
+    wk__range image[8];
+    size_t nimage;
 };
 
 static const char empty[] = "";
@@ -140,9 +145,21 @@ static bool shown(char dst[WK_METRICS_LABEL_MAX], const char *src)
 }
 
 /* Whether the label at `s` still has the bytes `held` copied (or is still
- * too long to copy: `too_long`). */
-static inline bool same_label(const char *held, bool too_long, const char *s)
+ * too long to copy: `too_long`): at once when it lies in the program's
+ * read-only image (string literals, static descriptors), else by its
+ * bytes. */
+static bool in_image(const wk_metrics *m, const char *s)
 {
+    for (size_t i = 0; i < m->nimage; i++)
+        if ((uintptr_t)s - m->image[i].lo < m->image[i].hi - m->image[i].lo)
+            return true;
+    return false;
+}
+
+static inline bool same_label(const wk_metrics *m, const char *held, bool too_long, const char *s)
+{
+    if (in_image(m, s))
+        return true;
     return too_long ? strnlen(s, WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX : !strcmp(held, s);
 }
 
@@ -150,14 +167,15 @@ static inline bool same_label(const char *held, bool too_long, const char *s)
  * already match). A library operation's query (WK__QUERY_OP) has a
  * static name, and the runner checked the entity's kind against that
  * operation's kind, so only its namespace can have other bytes now. */
-static bool same_bytes(const slot *sl, bool op, const char *name, const char *kind, const char *ns)
+static bool same_bytes(const wk_metrics *m, const slot *sl, bool op, const char *name,
+                       const char *kind, const char *ns)
 {
-    if (!same_label(sl->bytes[2], sl->longs & 4u, ns))
+    if (!same_label(m, sl->bytes[2], sl->longs & 4u, ns))
         return false;
     if (op)
         return true;
-    return same_label(sl->bytes[0], sl->longs & 1u, name) &&
-           same_label(sl->bytes[1], sl->longs & 2u, kind);
+    return same_label(m, sl->bytes[0], sl->longs & 1u, name) &&
+           same_label(m, sl->bytes[1], sl->longs & 2u, kind);
 }
 
 /* The first of `n` series whose labels are shown as `t`, OVERFLOW if none. */
@@ -194,7 +212,7 @@ static int find_slow(wk_metrics *m, bool op, const char *name, const char *kind,
         slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
         const char *held = atomic_load_explicit(&sl->name, memory_order_relaxed);
         if (held == name && sl->kind == kind && sl->ns == ns && sl->op == op &&
-            same_bytes(sl, op, name, kind, ns))
+            same_bytes(m, sl, op, name, kind, ns))
             break; /* another thread cached it meanwhile */
         if (!held) {
             sl->kind = kind;
@@ -202,6 +220,7 @@ static int find_slow(wk_metrics *m, bool op, const char *name, const char *kind,
             sl->index = index;
             sl->longs = 0;
             sl->op = op;
+            sl->fixed = in_image(m, name) && in_image(m, kind) && in_image(m, ns);
             for (int i = 0; i < 3; i++) {
                 size_t len = strnlen(labels[i], WK_METRICS_LABEL_MAX);
                 if (len == WK_METRICS_LABEL_MAX) {
@@ -237,8 +256,8 @@ static series *find(wk_metrics *m, const wk_query *q)
             break;
         /* the addresses pick the entry, the bytes confirm it: a freed
          * string's address may now hold another entity's */
-        if (held == name && sl->kind == kind && sl->ns == ns && sl->op == op &&
-            same_bytes(sl, op, name, kind, ns))
+        if (held == name && sl->kind == kind && sl->ns == ns &&
+            (sl->fixed || (sl->op == op && same_bytes(m, sl, op, name, kind, ns))))
             return &m->rows[sl->index];
     }
     return &m->rows[find_slow(m, op, name, kind, ns, h)];
@@ -297,6 +316,7 @@ int wk_metrics_open(wk_metrics **out, wk_processor *inner)
         return WK_ENOMEM;
     }
     m->base.process = metrics_process;
+    m->nimage = wk__readonly_image(m->image, sizeof(m->image) / sizeof(m->image[0]));
     m->base.db = inner ? inner->db : NULL;
     m->base.flags = inner ? inner->flags : 0;
     m->inner = inner;
