@@ -249,6 +249,7 @@ void wk__conn_release(wk__conn *conn)
     if (!conn || atomic_fetch_sub(&conn->refs, 1) != 1)
         return;
     wk__conn_drop(conn);
+    wk__counters_release(conn->counters);
     wk__cluster_free(conn->cluster);
     wk__link_close(&conn->notice);
     if (conn->settings)
@@ -356,11 +357,14 @@ int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
 
     wk_db *db = calloc(1, sizeof(*db));
     wk__conn *conn = calloc(1, sizeof(*conn));
-    if (!db || !conn) {
+    wk__conn_counters *counters = wk__counters_new();
+    if (!db || !conn || !counters) {
         free(db);
         free(conn);
+        wk__counters_release(counters);
         return copy_error(err, errlen, "out of memory", WK_ENOMEM);
     }
+    conn->counters = counters;
     atomic_init(&conn->refs, 1);
     conn->wake_fd = conn->wake_signal_fd = -1;
     db->conn = conn;

@@ -59,8 +59,11 @@ typedef struct wk__script_slot {
 } wk__script_slot;
 
 /* The connection's counters behind wk_db_stats() (core/stats.c): bumped
- * by whichever thread uses the connection, read by any (relaxed). */
+ * by whichever thread uses the connection, read by any (relaxed). Shared
+ * by a connection and its handle's blocking connection, which may outlive
+ * it (a near cache's): freed with the last of them. */
 typedef struct wk__conn_counters {
+    atomic_int refs;
     _Atomic uint64_t reconnects;
     _Atomic uint64_t connect_failures[WK_STATS_REASONS];
     _Atomic uint64_t moved, asked, discoveries, not_replicated;
@@ -102,10 +105,9 @@ typedef struct wk__conn {
     struct wk__conn *settings; /* a blocking handle's: the connection whose
                                   TLS settings it borrows (one reference) */
     uint64_t reconnects;        /* connections opened after the first */
-    wk__conn_counters counters; /* the same and more, for wk_db_stats() */
-    /* A blocking handle's (core/blocking.c): the connection it counts
-     * into — its handle's, which it never outlives (NULL: its own). */
-    struct wk__conn *counted_in;
+    /* the same and more, for wk_db_stats(); a blocking connection's are
+     * its handle's (core/blocking.c). NULL only while the handle is made. */
+    wk__conn_counters *counters;
     /* redis-sentinel:// (url.service set): the sentinels' credentials
      * (NULL: no AUTH to sentinels). */
     char *sentinel_username, *sentinel_password;
@@ -149,8 +151,12 @@ struct wk_db {
 /* Counting (core/stats.c). */
 static inline wk__conn_counters *wk__counters(wk__conn *conn)
 {
-    return conn->counted_in ? &conn->counted_in->counters : &conn->counters;
+    return conn->counters;
 }
+/* New counters (one reference), or NULL; one more reference; one less. */
+wk__conn_counters *wk__counters_new(void);
+wk__conn_counters *wk__counters_ref(wk__conn_counters *c);
+void wk__counters_release(wk__conn_counters *c);
 static inline void wk__bump(_Atomic uint64_t *counter)
 {
     atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);

@@ -5,6 +5,7 @@
  * handle's waits for leases. Relaxed atomics: bumped by the
  * thread using the connection, read by a metrics scrape on any other.
  */
+#include <stdlib.h>
 #include <time.h>
 
 #include "core/db_internal.h"
@@ -28,6 +29,26 @@ static size_t reason_of(int rc)
     default:
         return 4;
     }
+}
+
+wk__conn_counters *wk__counters_new(void)
+{
+    wk__conn_counters *c = calloc(1, sizeof(*c));
+    if (c)
+        atomic_init(&c->refs, 1);
+    return c;
+}
+
+wk__conn_counters *wk__counters_ref(wk__conn_counters *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+    return c;
+}
+
+void wk__counters_release(wk__conn_counters *c)
+{
+    if (c && atomic_fetch_sub(&c->refs, 1) == 1)
+        free(c);
 }
 
 void wk__count_connect(wk__conn *conn, int rc)
@@ -102,7 +123,7 @@ void wk__count_wait_end(wk_processor *p, uint64_t start, int rc, bool acquired, 
 
 static void add_conn(wk_handle_stats *out, const wk__conn *conn)
 {
-    const wk__conn_counters *c = &conn->counters;
+    const wk__conn_counters *c = conn->counters;
     out->reconnects += load(&c->reconnects);
     for (size_t i = 0; i < WK_STATS_REASONS; i++)
         out->connect_failures[i] += load(&c->connect_failures[i]);
