@@ -413,16 +413,8 @@ static int store(entries *es, const wk_reply *field, size_t *off, size_t *field_
 {
     size_t len;
     const char *s = wk_reply_str(field, &len);
-    if (es->used + len + 1 > es->bytes_cap) {
-        size_t cap = es->bytes_cap ? es->bytes_cap : 4096;
-        while (cap < es->used + len + 1)
-            cap *= 2;
-        uint8_t *b = realloc(es->bytes, cap);
-        if (!b)
-            return WK_ENOMEM;
-        es->bytes = b;
-        es->bytes_cap = cap;
-    }
+    if (wk__grow_array_from(&es->bytes, &es->bytes_cap, es->used + len + 1, 1, 4096))
+        return WK_ENOMEM;
     if (len)
         memcpy(es->bytes + es->used, s, len);
     es->bytes[es->used + len] = '\0';
@@ -476,16 +468,8 @@ static fields_of find_fields(const wk_reply *fields)
 static int entries_add(entries *es, const wk_reply *list)
 {
     size_t n = wk_reply_count(list);
-    if (es->n + n > es->cap) {
-        size_t cap = es->cap ? es->cap : 16;
-        while (cap < es->n + n)
-            cap *= 2;
-        entry *v = realloc(es->v, cap * sizeof(*v));
-        if (!v)
-            return WK_ENOMEM;
-        es->v = v;
-        es->cap = cap;
-    }
+    if (wk__grow_array(&es->v, &es->cap, es->n + n, sizeof(*es->v)))
+        return WK_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const wk_reply *e = wk_reply_at(list, i);
         entry *out = &es->v[es->n++];

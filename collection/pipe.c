@@ -209,17 +209,8 @@ static int parse_take(const wk_query *q, const wk_reply *r, wk_diag *d)
     const char *s = wk_reply_str(wk_reply_at(r, 1), &len);
     if (k != 1 || !s)
         return wk_diag_fail(d, WK_EPROTO, "pipe.take: expected {kind, body}");
-    if (len + 1 > rx->cap) {
-        /* Doubling from 256 bytes: steady traffic stops reallocating. */
-        size_t cap = rx->cap ? rx->cap : 256;
-        while (cap < len + 1)
-            cap = cap > SIZE_MAX / 2 ? len + 1 : cap * 2;
-        uint8_t *grown = realloc(rx->body, cap);
-        if (!grown)
-            return wk_diag_fail(d, WK_ENOMEM, "pipe.take: out of memory for a message");
-        rx->body = grown;
-        rx->cap = cap;
-    }
+    if (wk__grow_array_from(&rx->body, &rx->cap, len + 1, 1, 256))
+        return wk_diag_fail(d, WK_ENOMEM, "pipe.take: out of memory for a message");
     memcpy(rx->body, s, len);
     rx->body[len] = '\0';
     rx->len = len;

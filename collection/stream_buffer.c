@@ -385,16 +385,8 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
             return rc;
         bytes += e.what == ENTRY_BODY ? e.len + 1 : 0;
     }
-    if (bytes > s->arena_cap) {
-        size_t cap = s->arena_cap ? s->arena_cap : 4096;
-        while (cap < bytes)
-            cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
-        uint8_t *grown = realloc(s->arena, cap);
-        if (!grown)
-            return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.recv: out of memory");
-        s->arena = grown;
-        s->arena_cap = cap;
-    }
+    if (wk__grow_array_from(&s->arena, &s->arena_cap, bytes, 1, 4096))
+        return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.recv: out of memory");
     s->arena_len = 0;
     for (size_t i = 0; i < n; i++) {
         parse_entry(wk_reply_at(entries, i), &e, d);
