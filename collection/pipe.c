@@ -219,36 +219,39 @@ static int parse_take(const wk_query *q, const wk_reply *r, wk_diag *d)
 }
 
 /* The count taken so far, of the receiver state :r (a WRITE: receiving
- * takes the pipe's messages). */
+ * takes the pipe's messages). Its begin checks wk_pipe_receive()'s
+ * arguments, `out` included. */
 static const wk__op count_op = {.name = "pipe.receive",
                                 .kind = WK_KIND_PIPE,
                                 .mode = WK_WRITE,
                                 .flags = WK_QUERY_PARSE_ERRORS,
                                 .command = "HGET",
                                 .suffix = {":r"},
-                                .parse = parse_count};
+                                .parse = parse_count,
+                                .out_name = "out"};
 
 int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pipe_receiver **out)
 {
     if (out)
         *out = NULL;
-    char keys[NKEYS][WK_KEY_MAX];
-    size_t key_len[NKEYS];
-    for (int i = 0; i < NKEYS; i++) {
-        int rc = wk__prepare(p, "pipe.receive", pipe, WK_KIND_PIPE, &name, suffixes[i], keys[i],
-                             &key_len[i]);
-        if (rc)
-            return rc;
-    }
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "pipe.receive: out is required");
-    int rc = wk__no_deferred(p, "pipe.receive");
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &count_op, pipe, name, out);
     if (rc)
         return rc;
+    if ((rc = wk__no_deferred(p, count_op.name)))
+        return rc;
+    /* The entity and the name passed the checks above. */
+    char keys[NKEYS][WK_KEY_MAX];
+    size_t key_len[NKEYS];
+    for (int i = 0; i < NKEYS; i++)
+        if ((rc =
+                 wk__key_build_checked(keys[i], WK_KEY_MAX, &key_len[i], pipe, &name, suffixes[i])))
+            return wk__op_fail(&c, rc, "cannot build its key %s", suffixes[i]);
     uint64_t taken = 0;
     static const char *const field[1] = {"n"};
     static const size_t field_len[1] = {1};
-    if ((rc = wk__op_run(p, &count_op, pipe, name, field, field_len, 1, &taken)))
+    c.out = &taken; /* the count's, not the receiver's */
+    if ((rc = wk__op_send(&c, field, field_len, 1)))
         return rc;
 
     wk_pipe_receiver *r = calloc(1, sizeof(*r));
