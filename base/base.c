@@ -2,6 +2,7 @@
  * base/base.c — the bottom helpers (base/base.h): error buffers, printable
  * keys, growing arrays, enum names.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +54,18 @@ void wk__render_key(char *dst, size_t cap, const void *key, size_t len)
 
 int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size)
 {
+    return wk__grow_array_from(arr, cap, need, size, 16);
+}
+
+int wk__grow_array_from(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
     if (need <= *cap)
         return WK_OK;
-    size_t n = *cap ? *cap : 16;
+    if (need > SIZE_MAX / size)
+        return WK_ENOMEM;
+    size_t n = *cap ? *cap : first;
     while (n < need)
-        n *= 2;
+        n = n > SIZE_MAX / size / 2 ? need : n * 2;
     void *p = realloc(*(void **)arr, n * size);
     if (!p)
         return WK_ENOMEM;

@@ -28,6 +28,11 @@ void wk__render_key(char *dst, size_t cap, const void *key, size_t len);
  * that grows it. */
 int wk__grow_array(void *arr, size_t *cap, size_t need, size_t size);
 
+/* The same, doubling from `first` (≥ 1) elements (a buffer's usual size), so
+ * steady use stops reallocating; a doubling that would overflow stops at
+ * `need`. */
+int wk__grow_array_from(void *arr, size_t *cap, size_t need, size_t size, size_t first);
+
 /* The name of an enum value, from a table indexed by the enum (designated
  * initializers: {[WK_READ] = "READ", ...}), or "?" for a value the table
  * does not name. Static strings. Also compiled into wk-codegen. */

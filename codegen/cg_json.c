@@ -264,53 +264,35 @@ static bool read_string(reader *r, const char **out, size_t *out_len)
             if (at_end(r))
                 return fail_at(r, start, "unterminated string");
             advance(r);
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                buf[n++] = e;
-                break;
-            case 'b':
-                buf[n++] = '\b';
-                break;
-            case 'f':
-                buf[n++] = '\f';
-                break;
-            case 'n':
-                buf[n++] = '\n';
-                break;
-            case 'r':
-                buf[n++] = '\r';
-                break;
-            case 't':
-                buf[n++] = '\t';
-                break;
-            case 'u': {
-                uint32_t cp;
-                if (hex4(r, &cp))
-                    return false;
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    uint32_t lo;
-                    if (peek(r) != '\\')
-                        return fail_at(r, esc, "unpaired surrogate in a \\u escape");
-                    advance(r);
-                    if (peek(r) != 'u')
-                        return fail_at(r, esc, "unpaired surrogate in a \\u escape");
-                    advance(r);
-                    if (hex4(r, &lo))
-                        return false;
-                    if (lo < 0xDC00 || lo > 0xDFFF)
-                        return fail_at(r, esc, "unpaired surrogate in a \\u escape");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                    return fail_at(r, esc, "unpaired surrogate in a \\u escape");
-                }
-                n += put_utf8(buf + n, cp);
-                break;
+            /* The one-letter escapes and the characters they stand for. */
+            static const char letters[] = "\"\\/bfnrt", chars[] = "\"\\/\b\f\n\r\t";
+            const char *simple = e ? strchr(letters, e) : NULL;
+            if (simple) {
+                buf[n++] = chars[simple - letters];
+                continue;
             }
-            default:
+            if (e != 'u')
                 return fail_at(r, esc, "invalid escape \\%c", e);
+            uint32_t cp;
+            if (hex4(r, &cp))
+                return false;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                uint32_t lo;
+                if (peek(r) != '\\')
+                    return fail_at(r, esc, "unpaired surrogate in a \\u escape");
+                advance(r);
+                if (peek(r) != 'u')
+                    return fail_at(r, esc, "unpaired surrogate in a \\u escape");
+                advance(r);
+                if (hex4(r, &lo))
+                    return false;
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    return fail_at(r, esc, "unpaired surrogate in a \\u escape");
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                return fail_at(r, esc, "unpaired surrogate in a \\u escape");
             }
+            n += put_utf8(buf + n, cp);
             continue;
         }
         size_t k = utf8_seq((const unsigned char *)r->s + r->i, r->len - r->i);

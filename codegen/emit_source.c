@@ -181,20 +181,21 @@ static void emit_record(const schema *s, const record *r, outbuf *o)
      * so the typed calls say where and why ("$.title: missing required
      * field"). */
     out_printf(o, "/* %s as a cache body: its JSON text. */\n", t);
-    out_declf(o,
-              "static int %s__%s_codec_encode(const wk_codec *codec, const void *value, "
-              "uint8_t **bytes, size_t *len)\n",
-              svc, r->id);
-    out_printf(o, "{\n    (void)codec;\n");
-    out_declf(o, "    return wk_record_body_encode(%s, value, bytes, len);\n", desc);
-    out_puts(o, "}\n\n");
-    out_declf(o,
-              "static int %s__%s_codec_decode(const wk_codec *codec, const uint8_t *bytes, "
-              "size_t len, void *value)\n",
-              svc, r->id);
-    out_printf(o, "{\n    (void)codec;\n");
-    out_declf(o, "    return wk_record_body_decode(%s, bytes, len, value);\n", desc);
-    out_puts(o, "}\n\n");
+    static const struct {
+        /* the wk_codec member; its parameters after `codec`; the arguments passed on */
+        const char *op, *params, *args;
+    } codec_fns[2] = {
+        {"encode", "const void *value, uint8_t **bytes, size_t *len", "value, bytes, len"},
+        {"decode", "const uint8_t *bytes, size_t len, void *value", "bytes, len, value"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        out_declf(o, "static int %s__%s_codec_%s(const wk_codec *codec, %s)\n", svc, r->id,
+                  codec_fns[i].op, codec_fns[i].params);
+        out_printf(o, "{\n    (void)codec;\n");
+        out_declf(o, "    return wk_record_body_%s(%s, %s);\n", codec_fns[i].op, desc,
+                  codec_fns[i].args);
+        out_puts(o, "}\n\n");
+    }
     outbuf cname = {0};
     emit_c_string(&cname, r->id);
     char *chead = text_printf("const wk_codec %s", r->codec);

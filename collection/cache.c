@@ -166,8 +166,12 @@ static int put_send(const wk__call *c, const void *body, size_t len)
     return wk__op_send(c, args, lens, 3);
 }
 
-int wk__put_body_check(wk__call *c, const void *body, size_t len)
+int wk__put_begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
+                  const void *body, size_t len)
 {
+    int rc = wk__op_begin(c, p, op, e, name, NULL);
+    if (rc)
+        return rc;
     if (!body && len)
         return wk__op_fail(c, WK_EINVAL, "body is NULL but len is %zu", len);
     if (len > WK_BODY_MAX)
@@ -180,12 +184,8 @@ int wk_cache_put(wk_processor *p, const wk_entity *cache, wk_name name, const vo
                  size_t len)
 {
     wk__call c;
-    int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
-    if (rc)
-        return rc;
-    if ((rc = wk__put_body_check(&c, body, len)))
-        return rc;
-    return put_send(&c, body, len);
+    int rc = wk__put_begin(&c, p, &put_op, cache, name, body, len);
+    return rc ? rc : put_send(&c, body, len);
 }
 
 /* `removed` may be NULL: then any integer reply is success. */
@@ -308,16 +308,22 @@ int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, con
     return rc;
 }
 
+int wk__typed_put_begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e,
+                        wk_name name, const wk_codec *codec, const void *value, uint8_t **bytes,
+                        size_t *len)
+{
+    int rc = wk__op_begin(c, p, op, e, name, NULL);
+    return rc ? rc : wk__typed_encode(p, op->name, codec, value, bytes, len);
+}
+
 int wk_cache_put_typed(wk_processor *p, const wk_entity *cache, wk_name name,
                        const wk_codec *codec, const void *value)
 {
     wk__call c;
-    int rc = wk__op_begin(&c, p, &put_op, cache, name, NULL);
-    if (rc)
-        return rc;
     uint8_t *bytes;
     size_t len;
-    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
+    int rc = wk__typed_put_begin(&c, p, &put_op, cache, name, codec, value, &bytes, &len);
+    if (rc)
         return rc;
     if (len > WK_BODY_MAX)
         rc = wk__op_fail(&c, WK_EINVAL, "an encoded body of %zu bytes exceeds WK_BODY_MAX", len);

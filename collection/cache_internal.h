@@ -33,9 +33,11 @@ int wk__no_deferred(wk_processor *p, const char *op);
  * Cache string"); any other error WK_EREDIS with the server's text. */
 int wk__parse_error_reply(const wk_query *q, const wk_reply *r, wk_diag *d, const char *expected);
 
-/* The body of a put (Cache, HashedCache): NULL only when empty, at most
- * WK_BODY_MAX bytes; else WK_EINVAL through wk__op_fail(c, ...). */
-int wk__put_body_check(wk__call *c, const void *body, size_t len);
+/* A put's start (Cache, HashedCache): wk__op_begin() of `op`, then the
+ * body checked: NULL only when empty, at most WK_BODY_MAX bytes; else
+ * WK_EINVAL through wk__op_fail(c, ...). */
+int wk__put_begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
+                  const void *body, size_t len);
 
 /* A codec the typed calls can use: encode and decode. */
 bool wk__codec_ok(const wk_codec *codec);
@@ -60,6 +62,13 @@ int wk__codec_encode(wk_processor *p, const char *op, const wk_codec *codec, con
  * failure on the handle with nothing to free. */
 int wk__typed_encode(wk_processor *p, const char *op, const wk_codec *codec, const void *value,
                      uint8_t **bytes, size_t *len);
+
+/* A typed put's start (Cache, HashedCache): wk__op_begin() of `op`, so the
+ * entity and name are refused before the encoder runs, then
+ * wk__typed_encode() under op->name. Same outcome as wk__typed_encode(). */
+int wk__typed_put_begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e,
+                        wk_name name, const wk_codec *codec, const void *value, uint8_t **bytes,
+                        size_t *len);
 
 /* Frees what an encoder gave: the codec's free_bytes, else free(). NULL is
  * a no-op. */

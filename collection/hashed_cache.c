@@ -284,10 +284,8 @@ int wk_hashed_cache_put(wk_processor *p, const wk_entity *hcache, wk_name name, 
                         size_t len, uint8_t hash[WK_HASH_LEN])
 {
     wk__call c;
-    int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
+    int rc = wk__put_begin(&c, p, &put_op, hcache, name, body, len);
     if (rc)
-        return rc;
-    if ((rc = wk__put_body_check(&c, body, len)))
         return rc;
     uint8_t digest[WK_HASH_LEN];
     wk_blake3(len ? body : NULL, len, digest);
@@ -392,12 +390,10 @@ int wk_hashed_cache_put_typed(wk_processor *p, const wk_entity *hcache, wk_name 
                               const wk_codec *codec, const void *value, uint8_t hash[WK_HASH_LEN])
 {
     wk__call c;
-    int rc = wk__op_begin(&c, p, &put_op, hcache, name, NULL);
-    if (rc)
-        return rc;
     uint8_t *bytes;
     size_t len;
-    if ((rc = wk__typed_encode(p, put_op.name, codec, value, &bytes, &len)))
+    int rc = wk__typed_put_begin(&c, p, &put_op, hcache, name, codec, value, &bytes, &len);
+    if (rc)
         return rc;
     rc = wk_hashed_cache_put(p, hcache, name, bytes, len, hash);
     wk__typed_free(codec, bytes);

@@ -5,7 +5,6 @@
  * XREAD BLOCK on a blocking handle of their own (core/blocking.h).
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,7 @@
 #include "collection/cache_internal.h"
 #include "collection/live_view_scripts.h"
 #include "collection/op.h"
-#include "core/blocking.h"
+#include "collection/receiver.h"
 #include "entity/kind.h"
 
 /* max_diffs lives in `capacity`: a whole number the scripts read exactly. */
@@ -414,16 +413,8 @@ static int store(entries *es, const wk_reply *field, size_t *off, size_t *field_
 {
     size_t len;
     const char *s = wk_reply_str(field, &len);
-    if (es->used + len + 1 > es->bytes_cap) {
-        size_t cap = es->bytes_cap ? es->bytes_cap : 4096;
-        while (cap < es->used + len + 1)
-            cap *= 2;
-        uint8_t *b = realloc(es->bytes, cap);
-        if (!b)
-            return WK_ENOMEM;
-        es->bytes = b;
-        es->bytes_cap = cap;
-    }
+    if (wk__grow_array_from(&es->bytes, &es->bytes_cap, es->used + len + 1, 1, 4096))
+        return WK_ENOMEM;
     if (len)
         memcpy(es->bytes + es->used, s, len);
     es->bytes[es->used + len] = '\0';
@@ -477,16 +468,8 @@ static fields_of find_fields(const wk_reply *fields)
 static int entries_add(entries *es, const wk_reply *list)
 {
     size_t n = wk_reply_count(list);
-    if (es->n + n > es->cap) {
-        size_t cap = es->cap ? es->cap : 16;
-        while (cap < es->n + n)
-            cap *= 2;
-        entry *v = realloc(es->v, cap * sizeof(*v));
-        if (!v)
-            return WK_ENOMEM;
-        es->v = v;
-        es->cap = cap;
-    }
+    if (wk__grow_array(&es->v, &es->cap, es->n + n, sizeof(*es->v)))
+        return WK_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const wk_reply *e = wk_reply_at(list, i);
         entry *out = &es->v[es->n++];
@@ -675,12 +658,8 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
  * Subscriptions
  * ---------------------------------------------------------------------- */
 
-/* Entries one XREAD asks for, as the crate. */
-#define READ_BATCH "128"
-
 struct wk_live_view_sub {
-    wk_db *b;      /* the blocking handle: its own connection */
-    wk__held held; /* the entity (for the capability check) and name */
+    wk__receiver rx; /* the blocking handle, the entity and name, the stop */
     char log[WK_KEY_MAX];
     size_t log_len;
     uint64_t version;             /* c: the version of the last event */
@@ -688,7 +667,6 @@ struct wk_live_view_sub {
     int64_t poll_ms;
     generation gen; /* of the view followed */
     bool gone;      /* GONE once the queue is empty */
-    atomic_bool stopped;
     entries pending;
     bool timed_out; /* the last XREAD returned nil */
 };
@@ -704,22 +682,19 @@ static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, co
     wk_live_view_sub *s = calloc(1, sizeof(*s));
     /* The log key is as long as the one wk__op_begin() built: only memory
      * can fail here. */
-    if (!s || wk__key_build_checked(s->log, WK_KEY_MAX, &s->log_len, c->e, name, ":l") ||
-        wk__held_init(&s->held, c->e, WK_KIND_LIVE_VIEW, name) != WK_OK) {
+    if (!s || wk__key_build_checked(s->log, WK_KEY_MAX, &s->log_len, c->e, name, ":l")) {
         free(s);
         return wk__op_fail(c, WK_ENOMEM, "out of memory");
     }
     char err[256];
-    int rc = wk__blocking_open(&s->b, c->p->db, err, sizeof(err));
+    int rc = wk__receiver_open(&s->rx, c->p->db, c->e, WK_KIND_LIVE_VIEW, name, err, sizeof(err));
     if (rc) {
-        wk__held_free(&s->held);
-        free(s);
+        wk_live_view_sub_close(s);
         return wk__op_fail(c, rc, "cannot open the subscription's connection: %s", err);
     }
     s->gen = *gen;
     s->version = s->after_ms = version;
     s->poll_ms = o.poll_ms;
-    atomic_init(&s->stopped, false);
     *out = s;
     return WK_OK;
 }
@@ -792,23 +767,20 @@ uint64_t wk_live_view_sub_version(const wk_live_view_sub *sub)
 
 const char *wk_live_view_sub_errmsg(const wk_live_view_sub *sub)
 {
-    return sub ? wk_db_errmsg(sub->b) : "";
+    return sub ? wk__receiver_errmsg(&sub->rx) : "";
 }
 
 void wk_live_view_sub_stop(wk_live_view_sub *sub)
 {
-    if (!sub)
-        return;
-    atomic_store(&sub->stopped, true);
-    wk__blocking_interrupt(sub->b);
+    if (sub)
+        wk__receiver_stop(&sub->rx);
 }
 
 void wk_live_view_sub_close(wk_live_view_sub *sub)
 {
     if (!sub)
         return;
-    wk_db_close(sub->b);
-    wk__held_free(&sub->held);
+    wk__receiver_close(&sub->rx);
     entries_free(&sub->pending);
     free(sub);
 }
@@ -843,25 +815,10 @@ static int parse_read(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 static int xread(wk_live_view_sub *s)
 {
-    char block[24], after[48];
-    size_t after_len = fmt_u64(after, s->after_ms);
-    after[after_len++] = '-';
-    after_len += fmt_u64(after + after_len, s->after_seq);
-    const char *argv[8] = {"XREAD", "COUNT", READ_BATCH, "BLOCK", block, "STREAMS", s->log, after};
-    size_t argvlen[8] = {5, 5,          3,        5, fmt_u64(block, (uint64_t)s->poll_ms),
-                         7, s->log_len, after_len};
-    wk_access access = {&s->held.entity, WK_READ};
-    wk_query q = {.name = "live_view.recv",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_PARSE_ERRORS,
-                  .argc = 8,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_read,
-                  .out = s};
     entries_clear(&s->pending);
     s->timed_out = false;
-    int rc = wk__blocking_process(s->b, &q, s->poll_ms);
+    int rc = wk__receiver_xread(&s->rx, "live_view.recv", s->log, s->log_len, s->after_ms,
+                                s->after_seq, s->poll_ms, parse_read, s);
     if (rc)
         entries_clear(&s->pending);
     return rc;
@@ -914,8 +871,7 @@ static int still_there(wk_live_view_sub *s, bool *there)
     probe pr = {0};
     static const char *const fields[2] = {"v", "g"};
     static const size_t lens[2] = {1, 1};
-    int rc = wk__op_run(wk_db_processor(s->b), &probe_op, &s->held.entity, s->held.name, fields,
-                        lens, 2, &pr);
+    int rc = wk__receiver_run(&s->rx, &probe_op, fields, lens, 2, &pr);
     *there = rc == WK_OK && pr.found && pr.version >= s->version &&
              gen_follow(&s->gen, pr.has_gen ? pr.gen : NULL, pr.gen_len);
     return rc;
@@ -976,9 +932,9 @@ static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
     char key[WK__KEY_TEXT_MAX];
     wk__render_key(key, sizeof(key), s->log, s->log_len);
     if (!e->has_id)
-        return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT, "live_view.recv: \"%s\": %s",
-                                  key, why);
-    return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
+        return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
+                                  "live_view.recv: \"%s\": %s", key, why);
+    return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
                               "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)", key,
                               (unsigned long long)e->ms, (unsigned long long)e->seq, why,
                               (unsigned long long)s->version);
@@ -1014,7 +970,7 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
         return WK_EINVAL;
     *ev = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
     for (;;) {
-        if (atomic_load(&s->stopped)) {
+        if (wk__receiver_stopped(&s->rx)) {
             ev->type = WK_LIVE_VIEW_STOPPED;
             return WK_OK;
         }
@@ -1039,7 +995,7 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
             if (rc) /* read again from the same cursor */
                 entries_clear(&s->pending);
         }
-        if (rc && atomic_load(&s->stopped))
+        if (rc && wk__receiver_stopped(&s->rx))
             continue; /* the interrupt's own failure: report the stop */
         if (rc)
             return rc;

@@ -11,6 +11,7 @@
 #include <wakuwaku/pipe.h>
 
 #include "collection/dynamic_internal.h"
+#include "collection/receiver.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -52,17 +53,16 @@ enum { KEY_M, KEY_C, KEY_R, NKEYS };
 static const char *const suffixes[NKEYS] = {":m", ":c", ":r"};
 
 struct wk_pipe_receiver {
-    wk_db *b; /* the blocking handle */
-    wk__held held;
+    wk__receiver rx; /* the blocking handle, the entity and name, the stop */
     char keys[NKEYS][WK_KEY_MAX];
     size_t key_len[NKEYS];
     uint64_t taken; /* messages taken, by this receiver or its predecessors */
     bool ended;
-    /* The stop: `waiting` is true only inside the BLMOVE, the one place
-     * an interrupt may cut, so a take is never cut short. */
+    /* The stop (rx.stop, set under `mu`): `waiting` is true only inside
+     * the BLMOVE, the one place an interrupt may cut, so a take is never
+     * cut short. */
     pthread_mutex_t mu;
     bool waiting;
-    atomic_bool stop;
     /* The last message (the take's parser copies it here). */
     uint8_t *body;
     size_t len, cap;
@@ -209,17 +209,8 @@ static int parse_take(const wk_query *q, const wk_reply *r, wk_diag *d)
     const char *s = wk_reply_str(wk_reply_at(r, 1), &len);
     if (k != 1 || !s)
         return wk_diag_fail(d, WK_EPROTO, "pipe.take: expected {kind, body}");
-    if (len + 1 > rx->cap) {
-        /* Doubling from 256 bytes: steady traffic stops reallocating. */
-        size_t cap = rx->cap ? rx->cap : 256;
-        while (cap < len + 1)
-            cap = cap > SIZE_MAX / 2 ? len + 1 : cap * 2;
-        uint8_t *grown = realloc(rx->body, cap);
-        if (!grown)
-            return wk_diag_fail(d, WK_ENOMEM, "pipe.take: out of memory for a message");
-        rx->body = grown;
-        rx->cap = cap;
-    }
+    if (wk__grow_array_from(&rx->body, &rx->cap, len + 1, 1, 256))
+        return wk_diag_fail(d, WK_ENOMEM, "pipe.take: out of memory for a message");
     memcpy(rx->body, s, len);
     rx->body[len] = '\0';
     rx->len = len;
@@ -227,36 +218,40 @@ static int parse_take(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
+/* The count taken so far, of the receiver state :r (a WRITE: receiving
+ * takes the pipe's messages). Its begin checks wk_pipe_receive()'s
+ * arguments, `out` included. */
+static const wk__op count_op = {.name = "pipe.receive",
+                                .kind = WK_KIND_PIPE,
+                                .mode = WK_WRITE,
+                                .flags = WK_QUERY_PARSE_ERRORS,
+                                .command = "HGET",
+                                .suffix = {":r"},
+                                .parse = parse_count,
+                                .out_name = "out"};
+
 int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pipe_receiver **out)
 {
     if (out)
         *out = NULL;
-    char keys[NKEYS][WK_KEY_MAX];
-    size_t key_len[NKEYS];
-    for (int i = 0; i < NKEYS; i++) {
-        int rc = wk__prepare(p, "pipe.receive", pipe, WK_KIND_PIPE, &name, suffixes[i], keys[i],
-                             &key_len[i]);
-        if (rc)
-            return rc;
-    }
-    if (!out)
-        return wk__processor_fail(p, WK_EINVAL, "pipe.receive: out is required");
-    int rc = wk__no_deferred(p, "pipe.receive");
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &count_op, pipe, name, out);
     if (rc)
         return rc;
+    if ((rc = wk__no_deferred(p, count_op.name)))
+        return rc;
+    /* The entity and the name passed the checks above. */
+    char keys[NKEYS][WK_KEY_MAX];
+    size_t key_len[NKEYS];
+    for (int i = 0; i < NKEYS; i++)
+        if ((rc =
+                 wk__key_build_checked(keys[i], WK_KEY_MAX, &key_len[i], pipe, &name, suffixes[i])))
+            return wk__op_fail(&c, rc, "cannot build its key %s", suffixes[i]);
     uint64_t taken = 0;
-    const char *argv[3] = {"HGET", keys[KEY_R], "n"};
-    size_t argvlen[3] = {4, key_len[KEY_R], 1};
-    wk_access access = {pipe, WK_WRITE};
-    wk_query q = {.name = "pipe.receive",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_PARSE_ERRORS,
-                  .argc = 3,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_count,
-                  .out = &taken};
-    if ((rc = wk_process(p, &q)))
+    static const char *const field[1] = {"n"};
+    static const size_t field_len[1] = {1};
+    c.out = &taken; /* the count's, not the receiver's */
+    if ((rc = wk__op_send(&c, field, field_len, 1)))
         return rc;
 
     wk_pipe_receiver *r = calloc(1, sizeof(*r));
@@ -266,17 +261,14 @@ int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pip
         free(r);
         return wk__processor_fail(p, WK_ENOMEM, "pipe.receive: no mutex");
     }
-    atomic_init(&r->stop, false);
     r->taken = taken;
     memcpy(r->keys, keys, sizeof(keys));
     memcpy(r->key_len, key_len, sizeof(key_len));
     char err[256];
-    rc = wk__held_init(&r->held, pipe, WK_KIND_PIPE, &name);
-    if (rc == WK_OK && (rc = wk__blocking_open(&r->b, p->db, err, sizeof(err))) != WK_OK)
-        wk__processor_fail(p, rc, "pipe.receive: %s", err);
+    rc = wk__receiver_open(&r->rx, p->db, pipe, WK_KIND_PIPE, &name, err, sizeof(err));
     if (rc) {
         wk_pipe_receiver_close(r);
-        return rc;
+        return wk__processor_fail(p, rc, "pipe.receive: %s", err);
     }
     *out = r;
     return WK_OK;
@@ -289,8 +281,8 @@ static int take(wk_pipe_receiver *r)
     const char *argv[5] = {r->keys[KEY_M], r->keys[KEY_C], r->keys[KEY_R], want, ttl};
     size_t argvlen[5] = {r->key_len[KEY_M], r->key_len[KEY_C], r->key_len[KEY_R],
                          wk__fmt_i64(want, (int64_t)r->taken),
-                         wk__fmt_i64(ttl, r->held.entity.ttl_ms)};
-    wk_access access = {&r->held.entity, WK_WRITE};
+                         wk__fmt_i64(ttl, r->rx.held.entity.ttl_ms)};
+    wk_access access = {&r->rx.held.entity, WK_WRITE};
     wk_query q = {.name = "pipe.take",
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_PARSE_ERRORS,
@@ -302,7 +294,7 @@ static int take(wk_pipe_receiver *r)
                   .parse = parse_take,
                   .out = r};
     r->took = 0;
-    return wk__blocking_process(r->b, &q, 0);
+    return wk__blocking_process(r->rx.b, &q, 0);
 }
 
 static int parse_wait(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -320,7 +312,7 @@ static int wait_slice(wk_pipe_receiver *r, int64_t ms)
     int n = snprintf(secs, sizeof(secs), "%.3f", (double)ms / 1000.0);
     const char *argv[6] = {"BLMOVE", r->keys[KEY_M], r->keys[KEY_M], "LEFT", "LEFT", secs};
     size_t argvlen[6] = {6, r->key_len[KEY_M], r->key_len[KEY_M], 4, 4, (size_t)n};
-    wk_access access = {&r->held.entity, WK_WRITE};
+    wk_access access = {&r->rx.held.entity, WK_WRITE};
     wk_query q = {.name = "pipe.wait",
                   .effect = WK__EFFECT1(access),
                   .flags = WK_QUERY_PARSE_ERRORS,
@@ -329,12 +321,12 @@ static int wait_slice(wk_pipe_receiver *r, int64_t ms)
                   .argv = argv,
                   .argvlen = argvlen};
     pthread_mutex_lock(&r->mu);
-    bool stopped = atomic_load(&r->stop);
+    bool stopped = wk__receiver_stopped(&r->rx);
     r->waiting = !stopped;
     pthread_mutex_unlock(&r->mu);
     if (stopped)
         return WK_OK;
-    int rc = wk__blocking_process(r->b, &q, ms);
+    int rc = wk__blocking_process(r->rx.b, &q, ms);
     pthread_mutex_lock(&r->mu);
     r->waiting = false;
     pthread_mutex_unlock(&r->mu);
@@ -359,10 +351,10 @@ int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg)
         msg->got = WK_PIPE_END;
         return WK_OK;
     }
-    int64_t ttl = r->held.entity.ttl_ms;
+    int64_t ttl = r->rx.held.entity.ttl_ms;
     int64_t gone_at = wk__add_ms(wk__boot_ms(), ttl);
     for (;;) {
-        if (atomic_load(&r->stop)) {
+        if (wk__receiver_stopped(&r->rx)) {
             msg->got = WK_PIPE_STOPPED;
             return WK_OK;
         }
@@ -388,7 +380,7 @@ int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg)
             return WK_OK;
         }
         rc = wait_slice(r, left < WK_PIPE_POLL_MS ? left : WK_PIPE_POLL_MS);
-        if (rc && !atomic_load(&r->stop))
+        if (rc && !wk__receiver_stopped(&r->rx))
             return connection_status(rc);
     }
 }
@@ -402,7 +394,7 @@ int wk_pipe_recv_typed(wk_pipe_receiver *r, const wk_codec *codec, void *value, 
     *got = rc ? 0 : m.got;
     if (rc || m.got != WK_PIPE_MESSAGE)
         return rc;
-    return wk__codec_decode(wk_db_processor(r->b), "pipe.recv", codec, r->keys[KEY_M],
+    return wk__codec_decode(wk_db_processor(r->rx.b), "pipe.recv", codec, r->keys[KEY_M],
                             r->key_len[KEY_M], m.body, m.len, value);
 }
 
@@ -411,23 +403,22 @@ void wk_pipe_receiver_stop(wk_pipe_receiver *r)
     if (!r)
         return;
     pthread_mutex_lock(&r->mu);
-    atomic_store(&r->stop, true);
+    atomic_store(&r->rx.stop, true);
     if (r->waiting)
-        wk__blocking_interrupt(r->b);
+        wk__blocking_interrupt(r->rx.b);
     pthread_mutex_unlock(&r->mu);
 }
 
 const char *wk_pipe_receiver_errmsg(const wk_pipe_receiver *r)
 {
-    return r && r->b ? wk_db_errmsg(r->b) : "";
+    return r ? wk__receiver_errmsg(&r->rx) : "";
 }
 
 void wk_pipe_receiver_close(wk_pipe_receiver *r)
 {
     if (!r)
         return;
-    wk_db_close(r->b);
-    wk__held_free(&r->held);
+    wk__receiver_close(&r->rx);
     pthread_mutex_destroy(&r->mu);
     free(r->body);
     free(r);

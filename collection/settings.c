@@ -517,32 +517,14 @@ typedef struct gathered {
     size_t count, pairs_cap;
 } gathered;
 
-static bool grow(void **p, size_t *cap, size_t need, size_t unit)
-{
-    if (need <= *cap)
-        return true;
-    size_t n = *cap ? *cap : 1024;
-    while (n < need) {
-        if (n > SIZE_MAX / 2 / unit)
-            return false;
-        n *= 2;
-    }
-    void *q = realloc(*p, n * unit);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
-
 static int gather(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
                   const char *v, size_t vlen)
 {
     (void)head;
     gathered *g = ctx;
     if (klen > SIZE_MAX - g->len || vlen > SIZE_MAX - g->len - klen ||
-        !grow((void **)&g->bytes, &g->cap, g->len + klen + vlen, 1) ||
-        !grow((void **)&g->pairs, &g->pairs_cap, g->count + 1, sizeof(*g->pairs)))
+        wk__grow_array_from(&g->bytes, &g->cap, g->len + klen + vlen, 1, 1024) ||
+        wk__grow_array_from(&g->pairs, &g->pairs_cap, g->count + 1, sizeof(*g->pairs), 1024))
         return WK_ENOMEM;
     struct gathered_pair *pr = &g->pairs[g->count++];
     pr->key = g->len;

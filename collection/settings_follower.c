@@ -219,6 +219,17 @@ static void queue_clear(wk_settings_follower *f)
         free(q);
 }
 
+/* wk__subscriber_next() on the follower's subscriber, woken by its wake
+ * pipe; a failure is recorded. */
+static int next_message(wk_settings_follower *f, int timeout_ms, const char **msg, size_t *len,
+                        bool *got)
+{
+    int rc = wk__subscriber_next(f->sub, timeout_ms, f->wake[0], msg, len, got);
+    if (rc)
+        record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+    return rc;
+}
+
 /* Move what the subscriber already received to the queue, or wait up to
  * timeout_ms for one message (0: no waiting). On failure the reason is
  * recorded. */
@@ -228,11 +239,9 @@ static int receive(wk_settings_follower *f, int timeout_ms)
         const char *msg;
         size_t len;
         bool got;
-        int rc = wk__subscriber_next(f->sub, timeout_ms, f->wake[0], &msg, &len, &got);
-        if (rc) {
-            record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+        int rc = next_message(f, timeout_ms, &msg, &len, &got);
+        if (rc)
             return rc;
-        }
         if (!got)
             return WK_OK;
         if (queue_push(f, msg, len) != WK_OK) {
@@ -610,9 +619,7 @@ static void *follower_main(void *arg)
         const char *msg;
         size_t len;
         bool got;
-        int rc = wk__subscriber_next(f->sub, timeout, f->wake[0], &msg, &len, &got);
-        if (rc) {
-            record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+        if (next_message(f, timeout, &msg, &len, &got)) {
             drop_subscriber(f);
             continue; /* reconnect at once; back off only if that fails */
         }

@@ -4,7 +4,6 @@
  * XRANGE reads, and subscriptions that XREAD BLOCK on a blocking handle of
  * their own (core/blocking.h).
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,7 +12,7 @@
 
 #include "collection/dynamic_internal.h"
 #include "collection/op.h"
-#include "core/blocking.h"
+#include "collection/receiver.h"
 #include "entity/kind.h"
 
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
@@ -325,8 +324,7 @@ typedef struct pending {
 } pending;
 
 struct wk_stream_buffer_subscription {
-    wk_db *b; /* the blocking handle */
-    wk__held held;
+    wk__receiver rx; /* the blocking handle, the entity and name, the stop */
     char key[WK_KEY_MAX];
     size_t key_len;
     uint64_t after_ms, after_seq; /* the cursor: the last entry read */
@@ -335,7 +333,6 @@ struct wk_stream_buffer_subscription {
     uint8_t *arena;
     size_t arena_len, arena_cap;
     wk_stream_buffer_got final; /* 0, or END / GONE once it ended */
-    atomic_bool stop;           /* lock-free: a signal handler may set it */
     /* The generation of the buffer followed: not seen yet, none (the
      * crate created it), or `gen`. `recreated`: the queue stops before
      * the first entry of another buffer. */
@@ -388,16 +385,8 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
             return rc;
         bytes += e.what == ENTRY_BODY ? e.len + 1 : 0;
     }
-    if (bytes > s->arena_cap) {
-        size_t cap = s->arena_cap ? s->arena_cap : 4096;
-        while (cap < bytes)
-            cap = cap > SIZE_MAX / 2 ? bytes : cap * 2;
-        uint8_t *grown = realloc(s->arena, cap);
-        if (!grown)
-            return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.recv: out of memory");
-        s->arena = grown;
-        s->arena_cap = cap;
-    }
+    if (wk__grow_array_from(&s->arena, &s->arena_cap, bytes, 1, 4096))
+        return wk_diag_fail(d, WK_ENOMEM, "stream_buffer.recv: out of memory");
     s->arena_len = 0;
     for (size_t i = 0; i < n; i++) {
         parse_entry(wk_reply_at(entries, i), &e, d);
@@ -425,28 +414,9 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 static int xread(wk_stream_buffer_subscription *s)
 {
-    char block[24], after[48];
-    int64_t ttl = s->held.entity.ttl_ms;
-    const char *argv[8] = {"XREAD", "COUNT", "128", "BLOCK", block, "STREAMS", s->key, after};
-    size_t argvlen[8] = {5,
-                         5,
-                         3,
-                         5,
-                         wk__fmt_i64(block, ttl),
-                         7,
-                         s->key_len,
-                         id_text(after, s->after_ms, s->after_seq)};
-    _Static_assert(WK_STREAM_BUFFER_BATCH == 128, "the COUNT argument");
-    wk_access access = {&s->held.entity, WK_READ};
-    wk_query q = {.name = "stream_buffer.recv",
-                  .effect = WK__EFFECT1(access),
-                  .flags = WK_QUERY_PARSE_ERRORS,
-                  .argc = 8,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_xread,
-                  .out = s};
-    return wk__blocking_process(s->b, &q, ttl);
+    _Static_assert(WK_STREAM_BUFFER_BATCH == WK__RECEIVER_BATCH, "the queue holds one XREAD");
+    return wk__receiver_xread(&s->rx, "stream_buffer.recv", s->key, s->key_len, s->after_ms,
+                              s->after_seq, s->rx.held.entity.ttl_ms, parse_xread, s);
 }
 
 /* The probe: the buffer's first entry (XRANGE key - + COUNT 1), which
@@ -512,12 +482,10 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
     s->key_len = c.key_len[0];
     s->after_seq = from; /* the entry 0-from precedes index `from` */
     char err[256];
-    rc = wk__held_init(&s->held, sb, WK_KIND_STREAM_BUFFER, &name);
-    if (rc == WK_OK && (rc = wk__blocking_open(&s->b, p->db, err, sizeof(err))) != WK_OK)
-        wk__op_fail(&c, rc, "%s", err);
+    rc = wk__receiver_open(&s->rx, p->db, sb, WK_KIND_STREAM_BUFFER, &name, err, sizeof(err));
     if (rc) {
         wk_stream_buffer_subscription_close(s);
-        return rc;
+        return wk__op_fail(&c, rc, "%s", err);
     }
     *out = s;
     return WK_OK;
@@ -535,7 +503,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
             item->got = s->final;
             return WK_OK;
         }
-        if (s->stop) {
+        if (wk__receiver_stopped(&s->rx)) {
             item->got = WK_STREAM_BUFFER_STOPPED;
             return WK_OK;
         }
@@ -547,7 +515,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
                 continue;
             }
             if (pe->what == ENTRY_BAD)
-                return wk__processor_fail(wk_db_processor(s->b), WK_ECORRUPT,
+                return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
                                           "stream_buffer.recv: unknown stream buffer entry "
                                           "%llu-%llu (skipped)",
                                           (unsigned long long)pe->ms, (unsigned long long)pe->seq);
@@ -562,7 +530,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
             continue;
         }
         int rc = xread(s);
-        if (rc && s->stop)
+        if (rc && wk__receiver_stopped(&s->rx))
             continue;
         if (rc)
             return rc == WK_EUNKNOWN ? WK_EIO : rc;
@@ -572,9 +540,8 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
          * key is still there and still the same buffer (one re-created
          * shorter never reaches the cursor). */
         probe pr = {.s = s};
-        rc = wk__op_run(wk_db_processor(s->b), &probe_op, &s->held.entity, s->held.name,
-                        first_args, first_lens, 4, &pr);
-        if (rc && s->stop)
+        rc = wk__receiver_run(&s->rx, &probe_op, first_args, first_lens, 4, &pr);
+        if (rc && wk__receiver_stopped(&s->rx))
             continue;
         if (rc)
             return rc;
@@ -593,30 +560,27 @@ int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec
     *got = rc ? 0 : it.got;
     if (rc || it.got != WK_STREAM_BUFFER_BODY)
         return rc;
-    return wk__codec_decode(wk_db_processor(s->b), "stream_buffer.recv", codec, s->key, s->key_len,
-                            it.body, it.len, value);
+    return wk__codec_decode(wk_db_processor(s->rx.b), "stream_buffer.recv", codec, s->key,
+                            s->key_len, it.body, it.len, value);
 }
 
 void wk_stream_buffer_subscription_stop(wk_stream_buffer_subscription *s)
 {
-    if (!s)
-        return;
-    atomic_store(&s->stop, true);
     /* XREAD takes nothing, so cutting it anywhere loses nothing. */
-    wk__blocking_interrupt(s->b);
+    if (s)
+        wk__receiver_stop(&s->rx);
 }
 
 const char *wk_stream_buffer_subscription_errmsg(const wk_stream_buffer_subscription *s)
 {
-    return s && s->b ? wk_db_errmsg(s->b) : "";
+    return s ? wk__receiver_errmsg(&s->rx) : "";
 }
 
 void wk_stream_buffer_subscription_close(wk_stream_buffer_subscription *s)
 {
     if (!s)
         return;
-    wk_db_close(s->b);
-    wk__held_free(&s->held);
+    wk__receiver_close(&s->rx);
     free(s->arena);
     free(s);
 }

@@ -123,20 +123,9 @@ int wk__db_admit(wk_db *db, const wk_query *q)
 
 int wk__buf_reserve(wk__buf *buf, size_t more)
 {
-    if (buf->cap - buf->len >= more)
-        return WK_OK;
-    size_t cap = buf->cap ? buf->cap : 4096;
-    while (cap - buf->len < more) {
-        if (cap > SIZE_MAX / 2)
-            return WK_ENOMEM;
-        cap *= 2;
-    }
-    char *p = realloc(buf->data, cap);
-    if (!p)
+    if (more > SIZE_MAX - buf->len)
         return WK_ENOMEM;
-    buf->data = p;
-    buf->cap = cap;
-    return WK_OK;
+    return wk__grow_array_from(&buf->data, &buf->cap, buf->len + more, 1, 4096);
 }
 
 /* Writes "<prefix><n>\r\n" at p; returns the end. The caller reserved room. */

@@ -67,34 +67,28 @@ struct wk__tls_config {
 static BIO_METHOD *bio_method;
 static CRYPTO_ONCE bio_once = CRYPTO_ONCE_STATIC_INIT;
 
+/* A send's or recv's result as the BIO's: the count, or -1 with the
+ * retry flags for `direction` (BIO_FLAGS_WRITE / _READ) set when the
+ * socket would block. */
+static int bio_result(BIO *b, ssize_t n, int direction)
+{
+    if (n >= 0)
+        return (int)n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        BIO_set_flags(b, direction | BIO_FLAGS_SHOULD_RETRY);
+    return -1;
+}
+
 static int bio_write(BIO *b, const char *data, int len)
 {
     BIO_clear_retry_flags(b);
-    for (;;) {
-        ssize_t n = send(BIO_get_fd(b, NULL), data, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0)
-            return (int)n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            BIO_set_retry_write(b);
-        return -1;
-    }
+    return bio_result(b, wk__sock_send(BIO_get_fd(b, NULL), data, (size_t)len), BIO_FLAGS_WRITE);
 }
 
 static int bio_read(BIO *b, char *buf, int len)
 {
     BIO_clear_retry_flags(b);
-    for (;;) {
-        ssize_t n = recv(BIO_get_fd(b, NULL), buf, (size_t)len, MSG_DONTWAIT);
-        if (n >= 0)
-            return (int)n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            BIO_set_retry_read(b);
-        return -1;
-    }
+    return bio_result(b, wk__sock_recv(BIO_get_fd(b, NULL), buf, (size_t)len), BIO_FLAGS_READ);
 }
 
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)

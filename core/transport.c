@@ -17,36 +17,46 @@ static ssize_t tx_fail(wk__link *link, int err, const char *what)
     return WK__TX_FAIL;
 }
 
+ssize_t wk__sock_send(int fd, const void *data, size_t len)
+{
+    ssize_t n;
+    do
+        n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
+ssize_t wk__sock_recv(int fd, void *buf, size_t len)
+{
+    ssize_t n;
+    do
+        n = recv(fd, buf, len, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
 static ssize_t plain_send(wk__link *link, const void *data, size_t len, short *want)
 {
-    for (;;) {
-        ssize_t n = send(link->ctx->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0)
-            return n;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            *want = POLLOUT;
-            return WK__TX_AGAIN;
-        }
-        return tx_fail(link, REDIS_ERR_IO, n < 0 ? strerror(errno) : "connection closed");
+    ssize_t n = wk__sock_send(link->ctx->fd, data, len);
+    if (n > 0)
+        return n;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        *want = POLLOUT;
+        return WK__TX_AGAIN;
     }
+    return tx_fail(link, REDIS_ERR_IO, n < 0 ? strerror(errno) : "connection closed");
 }
 
 static ssize_t plain_recv(wk__link *link, void *buf, size_t len, short *want)
 {
-    for (;;) {
-        ssize_t n = recv(link->ctx->fd, buf, len, MSG_DONTWAIT);
-        if (n >= 0)
-            return n; /* 0: WK__TX_EOF */
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            *want = POLLIN;
-            return WK__TX_AGAIN;
-        }
-        return tx_fail(link, REDIS_ERR_IO, strerror(errno));
+    ssize_t n = wk__sock_recv(link->ctx->fd, buf, len);
+    if (n >= 0)
+        return n; /* 0: WK__TX_EOF */
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        *want = POLLIN;
+        return WK__TX_AGAIN;
     }
+    return tx_fail(link, REDIS_ERR_IO, strerror(errno));
 }
 
 static size_t plain_pending(const wk__link *link)

@@ -52,6 +52,13 @@ struct wk__link {
 
 extern const wk__transport wk__plain_transport;
 
+/* One send (MSG_NOSIGNAL: never SIGPIPE) or recv on socket `fd` that does
+ * not block, repeated when a signal interrupts it: the count, or -1 with
+ * errno (EAGAIN / EWOULDBLOCK: it would block). The plain transport and
+ * TLS's socket BIO both move their bytes with these. */
+ssize_t wk__sock_send(int fd, const void *data, size_t len);
+ssize_t wk__sock_recv(int fd, void *buf, size_t len);
+
 /* Close the transport, then the context; the link is left empty.
  * An empty link is a harmless no-op. */
 void wk__link_close(wk__link *link);

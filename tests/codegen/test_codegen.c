@@ -218,6 +218,10 @@ static const struct bad {
     {"syntax_error.json",
      "5:3: error: $: invalid JSON: trailing comma: JSON allows no ',' before ']'"},
     {"wrong_json_type.json", "3:15: error: $.entities: entities must be an array, not an object"},
+    /* Every escape of a JSON string, read back in the message. */
+    {"string_escapes.json", "4:49: error: $.entities[0].namespace: namespace "
+                            "\"q\"b\\s/\xc3\xa9\xf0\x9f\x98\x80\b\f\n\r\t:\" contains ':'"},
+    {"invalid_escape.json", "4:54: error: $: invalid JSON: invalid escape \\q"},
     /* The kinds in the order of their headers' prefixes (WK__KINDS,
      * cmake/wk_kinds.cmake); only the first is pinned, so a new kind (the
      * scratch kind of tests/scratch_kind) joins in its place. */

@@ -65,6 +65,23 @@ Test(pipe, messages_in_order_then_the_end, .timeout = 60)
 }
 
 /* The bytes of the spec's example: send, close and their TTLs. */
+/* Receiving needs an OUT and an immediate processor: both refused with
+ * the operation's message, and nothing is opened. */
+Test(pipe, receive_refuses_a_missing_out_and_a_batch, .timeout = 60)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("args"), 60000);
+    cr_assert_eq(wk_pipe_receive(wk_db_processor(db), &pipe, wk_name_str("a"), NULL), WK_EINVAL);
+    cr_assert_str_eq(wk_db_errmsg(db), "pipe.receive: out is required");
+    wk_batch *b = NULL;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    wk_pipe_receiver *r = (wk_pipe_receiver *)1;
+    cr_assert_eq(wk_pipe_receive(wk_batch_processor(b), &pipe, wk_name_str("a"), &r), WK_EINVAL);
+    cr_assert_null(r);
+    wk_batch_close(b);
+    wk_db_close(db);
+}
+
 Test(pipe, key_bytes_and_values_pinned_against_the_spec, .timeout = 60)
 {
     wk_db *db = wk_test_open(NULL);

@@ -1,0 +1,71 @@
+/*
+ * collection/receiver.h — what the blocking receivers share: LiveView
+ * subscriptions, StreamBuffer subscriptions and Pipe receivers each read
+ * one item on a blocking handle of their own (core/blocking.h), keep the
+ * entity and name they were opened with, and end a wait in progress when
+ * stopped. Not installed.
+ *
+ * Thread-safety: a receiver is used by one thread at a time, except
+ * wk__receiver_stop(), which any thread (or a signal handler) may call
+ * while it is open.
+ */
+#ifndef WK_COLLECTION_RECEIVER_H
+#define WK_COLLECTION_RECEIVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <wakuwaku/query.h>
+
+#include "collection/op.h"
+
+typedef struct wk__receiver {
+    wk_db *b;         /* the blocking handle: its own connection */
+    wk__held held;    /* the entity (for the capability check) and name, copied */
+    atomic_bool stop; /* set by wk__receiver_stop(): lock-free for signal handlers */
+} wk__receiver;
+
+/*
+ * Open `r` (zeroed by the caller) on item `name` of entity `e` (checked by
+ * the caller, of `kind`): copy both and open a blocking handle with the
+ * settings and capability of `db`. Returns WK_OK, WK_ENOMEM, or what
+ * wk__blocking_open() returns, with the message in `err`. On failure
+ * wk__receiver_close() frees what was made.
+ */
+int wk__receiver_open(wk__receiver *r, wk_db *db, const wk_entity *e, const char *kind,
+                      const wk_name *name, char *err, size_t errlen);
+
+/* Set the stop flag and cut the wait in progress (or the next one). */
+void wk__receiver_stop(wk__receiver *r);
+
+/* Whether wk__receiver_stop() was called. */
+bool wk__receiver_stopped(const wk__receiver *r);
+
+/* The message of the last failure on the blocking handle ("" before it
+ * is open). Borrowed until the next call on `r`. */
+const char *wk__receiver_errmsg(const wk__receiver *r);
+
+/* Close the blocking handle and free the copies. A zeroed `r` is a no-op. */
+void wk__receiver_close(wk__receiver *r);
+
+/* Entries one wk__receiver_xread() asks for (a StreamBuffer's queue holds
+ * that many; LiveView asks as many, as the crate). */
+#define WK__RECEIVER_BATCH 128
+
+/*
+ * XREAD COUNT WK__RECEIVER_BATCH BLOCK block_ms STREAMS key <after_ms>-<after_seq> on the
+ * blocking handle, a READ of the receiver's entity named `op`: as
+ * wk__blocking_process(), with `parse` and `out` as the query's (the
+ * parser also sees WK_REPLY_ERROR replies: WK_QUERY_PARSE_ERRORS).
+ */
+int wk__receiver_xread(wk__receiver *r, const char *op, const char *key, size_t key_len,
+                       uint64_t after_ms, uint64_t after_seq, int64_t block_ms, wk_parse_fn parse,
+                       void *out);
+
+/* wk__op_run() of `op` on the receiver's item, through its blocking
+ * handle (not a blocking command: a probe between waits). */
+int wk__receiver_run(wk__receiver *r, const wk__op *op, const char *const *args, const size_t *lens,
+                     int nargs, void *out);
+
+#endif /* WK_COLLECTION_RECEIVER_H */
