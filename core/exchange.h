@@ -158,6 +158,7 @@ typedef struct wk__xwant {
 
 typedef struct wk__engine {
     wk__exchange *x;
+    wk__conn *conn;   /* x->db->conn */
     int64_t deadline; /* the call's one deadline (wk__boot_ms()) */
     int conn_rc;      /* status of the connection failure, or WK_OK */
     char why[WK__ERRMSG_MAX / 2];

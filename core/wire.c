@@ -109,6 +109,10 @@ int wk__wire_take(wk__link *link, redisReply **reply)
     redisContext *c = link->ctx;
     void *r = NULL;
     *reply = NULL;
+    /* Every byte fed is parsed already: no reply can complete (the
+     * common case of a look before the reply came). */
+    if (!c->reader->err && c->reader->pos >= c->reader->len)
+        return WK_OK;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
         bool oom = c->reader->err == REDIS_ERR_OOM;
         return wire_fail(c, oom ? WK_ENOMEM : WK_EPROTO, oom ? REDIS_ERR_OOM : REDIS_ERR_PROTOCOL,
