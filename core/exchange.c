@@ -400,7 +400,9 @@ static void lane_io(wk__engine *m, lane_ref r)
     bool received = false, replied = false;
     bool readable = (ready & (POLLIN | POLLHUP | POLLERR)) ||
                     (r.link->want == POLLOUT && (ready & POLLOUT));
-    while (q->head && slot_at(m, q->head)->state == WK__SENT) {
+    /* Push mode reads whatever came, asked for or not: a push read with
+     * a reply (before or after it) is handed on in its place. */
+    for (bool asked; (asked = q->head && slot_at(m, q->head)->state == WK__SENT) || m->push;) {
         redisReply *reply;
         int rc = wk__wire_take(r.link, &reply);
         if (!rc && !reply) {
@@ -411,12 +413,21 @@ static void lane_io(wk__engine *m, lane_ref r)
             if (!rc)
                 continue;
         }
+        const char *why = NULL;
+        if (!rc && !asked && !wk__reply_is_push(reply)) {
+            freeReplyObject(reply);
+            rc = WK_EPROTO;
+            why = "a reply nobody asked for";
+        }
         if (rc) {
-            lose_lane(m, r, rc, NULL);
+            lose_lane(m, r, rc, why);
             return;
         }
-        on_reply(m, q, reply);
         replied = true;
+        if (m->push && wk__reply_is_push(reply))
+            m->push(m->arg, reply);
+        else
+            on_reply(m, q, reply);
     }
     if (replied)
         *r.last_io_ms = wk_monotonic_ms();
@@ -630,6 +641,7 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->pause_until = 0;
     m->settled = NULL;
     m->closing = NULL;
+    m->push = NULL;
     /* Lanes are empty between exchanges (every way out of a round
      * empties them); made sure of here, since they link into slots. */
     size_t n = wk__engine_lanes(m);
@@ -813,6 +825,7 @@ void wk__engine_open(wk__engine *m, wk__exchange *x,
     wk__engine_begin(m, x, 0);
     m->settled = settled;
     m->closing = closing;
+    m->push = NULL;
     m->arg = arg;
     m->scan = 0;
     m->why[0] = '\0';
@@ -850,7 +863,7 @@ static wk__xwant continuous_step(wk__engine *m)
             return (wk__xwant){.what = WK__X_WAIT};
         }
         bool seen = q->ready != 0;
-        if ((q->ready & (POLLIN | POLLHUP | POLLERR)) &&
+        if (!m->push && (q->ready & (POLLIN | POLLHUP | POLLERR)) &&
             !(q->head && slot_at(m, q->head)->state == WK__SENT)) {
             q->ready = 0;
             idle_check(m, r);

@@ -122,6 +122,23 @@ int wk__wire_take(wk__link *link, redisReply **reply)
     return WK_OK;
 }
 
+bool wk__reply_is_push(const redisReply *r)
+{
+#ifdef REDIS_REPLY_PUSH
+    if (r->type == REDIS_REPLY_PUSH)
+        return true; /* RESP3: pushes have a type of their own */
+#endif
+    /* RESP2: ["message", channel, payload] or ["pmessage", pattern,
+     * channel, payload]; replies to commands never look so on a
+     * subscribed connection (it takes no other commands). */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return false;
+    const redisReply *k = r->element[0];
+    return (k->len == 7 && memcmp(k->str, "message", 7) == 0) ||
+           (k->len == 8 && memcmp(k->str, "pmessage", 8) == 0 && r->elements >= 4);
+}
+
 /* One read into the reply reader; *got says whether bytes came. */
 static int receive_once(wk__link *link, bool *got)
 {
