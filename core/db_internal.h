@@ -292,6 +292,13 @@ int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *con
  * that polling the socket afterwards is right). */
 int wk__wire_take(wk__link *link, redisReply **reply);
 int wk__wire_receive(wk__link *link);
+/* Every byte fed to the reader is parsed already: wk__wire_take() would
+ * find no reply (the common look before a reply came, made cheap). */
+static inline bool wk__wire_all_taken(const wk__link *link)
+{
+    const redisReader *r = link->ctx->reader;
+    return !r->err && r->pos >= r->len;
+}
 /* Whether `reply` is a push — a reply nobody asked for: a Pub/Sub message
  * on a subscribed RESP2 connection ("message", "pmessage"), or a RESP3
  * push (the exchange's push mode, core/exchange.h). */

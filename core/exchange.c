@@ -403,8 +403,8 @@ static void lane_io(wk__engine *m, lane_ref r)
     /* Push mode reads whatever came, asked for or not: a push read with
      * a reply (before or after it) is handed on in its place. */
     for (bool asked; (asked = q->head && slot_at(m, q->head)->state == WK__SENT) || m->push;) {
-        redisReply *reply;
-        int rc = wk__wire_take(r.link, &reply);
+        redisReply *reply = NULL;
+        int rc = wk__wire_all_taken(r.link) ? WK_OK : wk__wire_take(r.link, &reply);
         if (!rc && !reply) {
             if (received || !readable)
                 break;

@@ -109,9 +109,7 @@ int wk__wire_take(wk__link *link, redisReply **reply)
     redisContext *c = link->ctx;
     void *r = NULL;
     *reply = NULL;
-    /* Every byte fed is parsed already: no reply can complete (the
-     * common case of a look before the reply came). */
-    if (!c->reader->err && c->reader->pos >= c->reader->len)
+    if (wk__wire_all_taken(link))
         return WK_OK;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
         bool oom = c->reader->err == REDIS_ERR_OOM;
