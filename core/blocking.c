@@ -73,6 +73,7 @@ static int open_until(wk_db **out, wk_db *db, int64_t deadline, char *err, size_
         !(conn->sentinel_password = strdup(from->sentinel_password)))
         rc = WK_ENOMEM;
     conn->lease_replicas = from->lease_replicas;
+    conn->counted_in = from->counted_in ? from->counted_in : db->conn;
     conn->lease_ack_timeout_ms = from->lease_ack_timeout_ms;
     if (!rc && from->client_name && !(conn->client_name = strdup(from->client_name)))
         rc = WK_ENOMEM;
