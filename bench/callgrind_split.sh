@@ -16,7 +16,7 @@ out=$(mktemp -d /tmp/wk-callgrind-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
 split() { # callgrind file → "library hiredis libc sodium other"
-    callgrind_annotate --inclusive=no --threshold=100 "$1" 2>/dev/null | awk '
+    callgrind_annotate --inclusive=no --auto=no --threshold=100 "$1" 2>/dev/null | awk '
         /^ *[0-9,]+ .*\[/ {
             n = $1; gsub(",", "", n)
             obj = $NF

@@ -49,19 +49,32 @@ int wk__prepare(wk_processor *p, const char *op, const wk_entity *e, const char 
 
 size_t wk__fmt_i64(char *buf, int64_t v)
 {
-    char tmp[24];
-    size_t n = 0, o = 0;
+    /* Written from the end, two digits a step (every lease query formats
+     * its TTL). */
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
+    char tmp[24], *p = tmp + sizeof(tmp);
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    for (; u >= 10; u /= 100) {
+        const char *d = pairs + 2 * (u % 100);
+        *--p = d[1];
+        *--p = d[0];
+        if (u < 100) {
+            u = 0;
+            break;
+        }
+    }
+    if (u || p == tmp + sizeof(tmp))
+        *--p = (char)('0' + u);
     if (v < 0)
-        buf[o++] = '-';
-    while (n)
-        buf[o++] = tmp[--n];
-    buf[o] = '\0';
-    return o;
+        *--p = '-';
+    size_t n = 0;
+    while (p < tmp + sizeof(tmp))
+        buf[n++] = *p++;
+    buf[n] = '\0';
+    return n;
 }
 
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d)

@@ -335,12 +335,23 @@ int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline);
 int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,
                      const size_t *lens);
 /* The two halves of wk__wire_read, for a caller that waits on its own
- * (the Pub/Sub subscriber polls a wake-up descriptor too): take a reply
+ * (the exchange machine, whose drivers poll): take a reply
  * already read (*reply NULL if none), and receive what the socket has now
  * into the reader without waiting (and all the transport has decoded, so
  * that polling the socket afterwards is right). */
 int wk__wire_take(wk__link *link, redisReply **reply);
 int wk__wire_receive(wk__link *link);
+/* Every byte fed to the reader is parsed already: wk__wire_take() would
+ * find no reply (the common look before a reply came, made cheap). */
+static inline bool wk__wire_all_taken(const wk__link *link)
+{
+    const redisReader *r = link->ctx->reader;
+    return !r->err && r->pos >= r->len;
+}
+/* Whether `reply` is a push — a reply nobody asked for: a Pub/Sub message
+ * on a subscribed RESP2 connection ("message", "pmessage"), or a RESP3
+ * push (the exchange's push mode, core/exchange.h). */
+bool wk__reply_is_push(const redisReply *reply);
 /* Parse a reply for a query: error replies, NOSCRIPT aside, go to
  * WK_EREDIS unless the query wants them. `ack`: the reply to its WAIT
  * (wk__query_acked), or NULL; its parser judges it with

@@ -34,7 +34,6 @@
  * arguments have one (the lease scripts have at most 11). */
 #define WK__SINGLE_KEY_MAX_ARGS 16
 
-
 /* Lane i of the machine: the connection, its queue, its clock. */
 typedef struct lane_ref {
     wk__link *link;
@@ -45,7 +44,7 @@ typedef struct lane_ref {
 
 static lane_ref lane_of(const wk__engine *m, size_t i)
 {
-    wk__conn *conn = m->x->db->conn;
+    wk__conn *conn = m->conn;
     if (!conn->cluster)
         return (lane_ref){&conn->link, &conn->lane, &conn->last_io_ms, WK__NO_NODE};
     wk__node *n = conn->cluster->nodes[i];
@@ -54,7 +53,7 @@ static lane_ref lane_of(const wk__engine *m, size_t i)
 
 size_t wk__engine_lanes(const wk__engine *m)
 {
-    const wk__cluster *c = m->x->db->conn->cluster;
+    const wk__cluster *c = m->conn->cluster;
     return c ? c->nnodes : 1;
 }
 
@@ -195,7 +194,7 @@ static void mark_sent(wk__engine *m, wk__lane *q)
         if (m->settled) {
             /* A lease query's WAIT is held by the server up to the ack
              * timeout. */
-            wk__conn *conn = m->x->db->conn;
+            wk__conn *conn = m->conn;
             s->due = wk__deadline_after(conn->command_timeout);
             if (wk__query_acked(conn, m->x->query(m->x->ctx, (size_t)(s - m->x->slots))))
                 s->due = wk__add_ms(s->due, conn->lease_ack_timeout_ms);
@@ -258,7 +257,7 @@ static void lose_lane(wk__engine *m, lane_ref r, int rc, const char *text)
     const char *why = text                                     ? text
                       : r.link->ctx && r.link->ctx->errstr[0] ? r.link->ctx->errstr
                                                                : "connection lost";
-    wk__cluster *c = m->x->db->conn->cluster;
+    wk__cluster *c = m->conn->cluster;
     if (c && r.node != WK__NO_NODE) {
         snprintf(m->why, sizeof(m->why), "%s:%d: %s", c->nodes[r.node]->host,
                  c->nodes[r.node]->port, why);
@@ -286,7 +285,7 @@ static bool has_single_key_form(const wk_query *q, const wk__slot *s)
 static bool redirected(wk__engine *m, wk__slot *s, const wk_query *q, const redisReply *reply,
                        bool asked)
 {
-    wk__cluster *c = m->x->db->conn->cluster;
+    wk__cluster *c = m->conn->cluster;
     if (!c)
         return false;
     uint16_t node;
@@ -325,7 +324,7 @@ static bool redirected(wk__engine *m, wk__slot *s, const wk_query *q, const redi
 static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
 {
     wk__exchange *x = m->x;
-    wk__conn *conn = x->db->conn;
+    wk__conn *conn = m->conn;
     size_t i = q->head - 1;
     wk__slot *s = &x->slots[i];
     if (s->asking) {
@@ -404,9 +403,11 @@ static void lane_io(wk__engine *m, lane_ref r)
     bool received = false, replied = false;
     bool readable = (ready & (POLLIN | POLLHUP | POLLERR)) ||
                     (r.link->want == POLLOUT && (ready & POLLOUT));
-    while (q->head && slot_at(m, q->head)->state == WK__SENT) {
-        redisReply *reply;
-        int rc = wk__wire_take(r.link, &reply);
+    /* Push mode reads whatever came, asked for or not: a push read with
+     * a reply (before or after it) is handed on in its place. */
+    for (bool asked; (asked = q->head && slot_at(m, q->head)->state == WK__SENT) || m->push;) {
+        redisReply *reply = NULL;
+        int rc = wk__wire_all_taken(r.link) ? WK_OK : wk__wire_take(r.link, &reply);
         if (!rc && !reply) {
             if (received || !readable)
                 break;
@@ -415,12 +416,21 @@ static void lane_io(wk__engine *m, lane_ref r)
             if (!rc)
                 continue;
         }
+        const char *why = NULL;
+        if (!rc && !asked && !wk__reply_is_push(reply)) {
+            freeReplyObject(reply);
+            rc = WK_EPROTO;
+            why = "a reply nobody asked for";
+        }
         if (rc) {
-            lose_lane(m, r, rc, NULL);
+            lose_lane(m, r, rc, why);
             return;
         }
-        on_reply(m, q, reply);
         replied = true;
+        if (m->push && wk__reply_is_push(reply))
+            m->push(m->arg, reply);
+        else
+            on_reply(m, q, reply);
     }
     if (replied)
         *r.last_io_ms = wk_monotonic_ms();
@@ -432,9 +442,9 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
-    if (m->settled && i == 0 && m->x->db->conn->link.ctx) {
-        const wk__link *link = &m->x->db->conn->link;
-        const wk__lane *q = &m->x->db->conn->lane;
+    if (m->settled && i == 0 && m->conn->link.ctx) {
+        const wk__link *link = &m->conn->link;
+        const wk__lane *q = &m->conn->lane;
         *fd = link->ctx->fd;
         bool more = m->scan < m->x->count && !q->draining;
         return (short)(POLLIN | (q->wpos < q->len ? q->want : 0) |
@@ -513,7 +523,7 @@ static bool plan_resend(wk__engine *m)
 /* Every lane is quiet: what the round's replies ask for next. */
 static void end_round(wk__engine *m)
 {
-    wk__conn *conn = m->x->db->conn;
+    wk__conn *conn = m->conn;
     m->in_round = false;
     m->round++;
     if (m->readonly) {
@@ -543,7 +553,7 @@ static void end_round(wk__engine *m)
 static bool start_round(wk__engine *m, wk__xwant *w)
 {
     wk__exchange *x = m->x;
-    wk__cluster *c = x->db->conn->cluster;
+    wk__cluster *c = m->conn->cluster;
     if (m->round >= (c ? CLUSTER_MAX_ROUNDS : MAX_ROUNDS) || !any_unsent(x)) {
         m->done = true;
         return true;
@@ -616,13 +626,14 @@ void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why)
     if (lane == WK__NO_NODE)
         m->done = true; /* nothing more can be sent; the handle has the message */
     else
-        m->x->db->conn->cluster->stale = true; /* its queries stay UNSENT: they did not run */
+        m->conn->cluster->stale = true; /* its queries stay UNSENT: they did not run */
 }
 
 void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
 {
     /* Not zero-filled: its texts are written before being read. */
     m->x = x;
+    m->conn = x->db->conn;
     m->deadline = deadline;
     m->conn_rc = WK_OK;
     m->first_failed = SIZE_MAX;
@@ -633,9 +644,11 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->pause_until = 0;
     m->settled = NULL;
     m->closing = NULL;
+    m->push = NULL;
     /* Lanes are empty between exchanges (every way out of a round
      * empties them); made sure of here, since they link into slots. */
-    for (size_t i = 0; i < wk__engine_lanes(m); i++) {
+    size_t n = wk__engine_lanes(m);
+    for (size_t i = 0; i < n; i++) {
         wk__lane *q = lane_of(m, i).q;
         if (q->head || q->held) {
             if (q->held)
@@ -643,16 +656,55 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
             *q = (wk__lane){.out = q->out};
         }
     }
-    wk__cluster *c = x->db->conn->cluster;
+    m->conn->lane.ensured = false;
+    wk__cluster *c = m->conn->cluster;
     m->refresh = c && wk__cluster_wants_refresh(c); /* failing: the old map */
 }
 
 static wk__xwant continuous_step(wk__engine *m);
 
+/* The rounds on the handle's one connection (no cluster): the steps of
+ * the general loop below with one lane, no routing, no pause, no map —
+ * the path of every single query, kept short. */
+static wk__xwant one_lane_step(wk__engine *m)
+{
+    wk__conn *conn = m->conn;
+    wk__lane *q = &conn->lane;
+    lane_ref r = {&conn->link, q, &conn->last_io_ms, WK__NO_NODE};
+    while (!m->done) {
+        if (m->in_round) {
+            bool seen = q->ready != 0;
+            lane_io(m, r);
+            if (q->head && m->waited && !seen && wk__boot_ms() >= m->deadline)
+                lose_lane(m, r, WK_ETIMEDOUT, "timed out waiting for Redis");
+            if (q->head) {
+                m->waited = true;
+                return (wk__xwant){.what = WK__X_WAIT, .deadline = m->deadline};
+            }
+            end_round(m);
+            continue;
+        }
+        if (m->round >= MAX_ROUNDS || !any_unsent(m->x))
+            break;
+        if (!q->ensured) /* each round's (the driver may answer first) */
+            return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
+        if (m->done)
+            break; /* the connection could not be made */
+        stage(m, r, m->round == 0 && m->x->prepared, 0);
+        q->ensured = false;
+        m->in_round = true;
+        m->waited = false;
+    }
+    m->done = true;
+    return (wk__xwant){.what = WK__X_DONE};
+}
+
 wk__xwant wk__engine_step(wk__engine *m)
 {
     if (m->settled)
         return continuous_step(m);
+    if (!m->conn->cluster)
+        return one_lane_step(m);
     wk__xwant w = {.what = WK__X_DONE};
     while (!m->done) {
         if (m->in_round) {
@@ -776,6 +828,7 @@ void wk__engine_open(wk__engine *m, wk__exchange *x,
     wk__engine_begin(m, x, 0);
     m->settled = settled;
     m->closing = closing;
+    m->push = NULL;
     m->arg = arg;
     m->scan = 0;
     m->why[0] = '\0';
@@ -800,7 +853,7 @@ static void idle_check(wk__engine *m, lane_ref r)
 
 static wk__xwant continuous_step(wk__engine *m)
 {
-    wk__conn *conn = m->x->db->conn;
+    wk__conn *conn = m->conn;
     lane_ref r = lane_of(m, 0);
     wk__lane *q = r.q;
     for (int guard = 0; guard < 8; guard++) {
@@ -813,7 +866,7 @@ static wk__xwant continuous_step(wk__engine *m)
             return (wk__xwant){.what = WK__X_WAIT};
         }
         bool seen = q->ready != 0;
-        if ((q->ready & (POLLIN | POLLHUP | POLLERR)) &&
+        if (!m->push && (q->ready & (POLLIN | POLLHUP | POLLERR)) &&
             !(q->head && slot_at(m, q->head)->state == WK__SENT)) {
             q->ready = 0;
             idle_check(m, r);
@@ -852,14 +905,14 @@ static wk__xwant continuous_step(wk__engine *m)
 
 int64_t wk__engine_due(const wk__engine *m)
 {
-    const wk__lane *q = &m->x->db->conn->lane;
+    const wk__lane *q = &m->conn->lane;
     const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
     return h && h->state == WK__SENT ? h->due : 0;
 }
 
 void wk__engine_shift(wk__engine *m, size_t n)
 {
-    wk__lane *q = &m->x->db->conn->lane;
+    wk__lane *q = &m->conn->lane;
     q->head -= q->head ? n : 0;
     q->tail -= q->tail ? n : 0;
     q->unsent -= q->unsent ? n : 0;
@@ -870,7 +923,7 @@ void wk__engine_shift(wk__engine *m, size_t n)
 
 void wk__engine_cancel(wk__engine *m, int rc, const char *why)
 {
-    wk__lane *q = &m->x->db->conn->lane;
+    wk__lane *q = &m->conn->lane;
     wk__copy_text(m->why, sizeof(m->why), why);
     for (size_t i = 0; i < m->x->count; i++) {
         wk__slot *s = &m->x->slots[i];
@@ -901,12 +954,15 @@ static int drive(wk__engine *m)
 {
     wk_db *db = m->x->db;
     wk__conn *conn = db->conn;
+    /* The lanes polled, and which lane each entry is (one block). */
     struct pollfd stack[8], *p = stack;
+    uint16_t stack_lane[8], *lane_at = stack_lane;
     size_t cap = sizeof(stack) / sizeof(stack[0]);
-    for (;;) {
-        wk__xwant w = wk__engine_step(m);
-        if (w.what == WK__X_DONE)
-            break;
+    /* The handle's connection is made sure of before the first step
+     * asks (saves a step per query). */
+    wk__xwant w = conn->cluster ? wk__engine_step(m)
+                                : (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
+    for (; w.what != WK__X_DONE; w = wk__engine_step(m)) {
         char why[WK__ERRMSG_MAX / 2];
         if (w.what == WK__X_ENSURE) {
             int rc = w.lane == WK__NO_NODE ? wk__conn_ensure(db)
@@ -920,20 +976,24 @@ static int drive(wk__engine *m)
         }
         size_t lanes = wk__engine_lanes(m);
         if (lanes + 1 > cap) {
-            struct pollfd *grown = realloc(p == stack ? NULL : p, (lanes + 1) * sizeof(*p));
+            struct pollfd *grown =
+                realloc(p == stack ? NULL : p, (lanes + 1) * (sizeof(*p) + sizeof(*lane_at)));
             if (!grown) {
                 wk__engine_fail(m, WK_ENOMEM, "out of memory waiting for Redis");
                 continue;
             }
             p = grown;
             cap = lanes + 1;
+            lane_at = (uint16_t *)(p + cap);
         }
         nfds_t k = 0;
         for (size_t i = 0; i < lanes; i++) {
             int fd = -1;
             short ev = wk__engine_lane_events(m, i, &fd);
-            if (ev)
+            if (ev) {
+                lane_at[k] = (uint16_t)i;
                 p[k++] = (struct pollfd){.fd = fd, .events = ev};
+            }
         }
         nfds_t socks = k;
         if (socks && conn->wake_fd >= 0)
@@ -947,11 +1007,8 @@ static int drive(wk__engine *m)
             wk__engine_fail(m, WK_EIO, "interrupted (wk__blocking_interrupt)");
             continue;
         }
-        for (size_t i = 0, j = 0; i < lanes && j < socks; i++) {
-            int fd;
-            if (wk__engine_lane_events(m, i, &fd))
-                wk__engine_ready(m, i, p[j++].revents);
-        }
+        for (nfds_t j = 0; n > 0 && j < socks; j++)
+            wk__engine_ready(m, lane_at[j], p[j].revents);
     }
     if (p != stack)
         free(p);

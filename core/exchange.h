@@ -146,7 +146,10 @@ static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
  *            failure: the old map stays), step again;
  *   DONE     every slot is settled: wk__engine_end() gives the result.
  *
- * The blocking driver (wk__exchange_run) polls around it.
+ * The blocking driver (wk__exchange_run) polls around it; it makes the
+ * handle's connection sure before the first step (the machine then does
+ * not ask), and a one-server exchange takes a short path through the
+ * same rules (no lanes to route).
  */
 typedef enum wk__xwhat { WK__X_WAIT, WK__X_ENSURE, WK__X_REFRESH, WK__X_DONE } wk__xwhat;
 
@@ -158,6 +161,7 @@ typedef struct wk__xwant {
 
 typedef struct wk__engine {
     wk__exchange *x;
+    wk__conn *conn;   /* x->db->conn */
     int64_t deadline; /* the call's one deadline (wk__boot_ms()) */
     int conn_rc;      /* status of the connection failure, or WK_OK */
     char why[WK__ERRMSG_MAX / 2];
@@ -184,6 +188,16 @@ typedef struct wk__engine {
     /* Called before the machine closes a connection the driver may be
      * watching (m->why says why); NULL: nothing to tell. */
     void (*closing)(void *arg);
+    /* Push mode (continuous mode only; set after wk__engine_open): the
+     * lane's connection also receives replies nobody asked for — a Pub/Sub
+     * message (RESP2, subscribed; RESP3 would add its push type: see
+     * wk__reply_is_push). Each one is handed to push(arg, reply), which
+     * owns it, in the order read: a push that arrives in the same read as
+     * a reply, before or after it, is neither lost nor reordered, and a
+     * reply is still matched to its query. A reply that is no push while
+     * no query waits fails the lane (WK_EPROTO). NULL: no push mode (a
+     * stray reply fails the lane). */
+    void (*push)(void *arg, redisReply *reply);
 } wk__engine;
 
 /* Begin running exchange x (it must outlive the machine) by `deadline`. */
@@ -205,7 +219,10 @@ void wk__engine_fail(wk__engine *m, int rc, const char *why);
 int wk__engine_end(wk__engine *m);
 
 /*
- * Continuous mode, for the event-loop handle (core/async.c): one lane
+ * Continuous mode, for the event-loop handle (core/async.c) and, in
+ * push mode (wk__engine.push), the Pub/Sub subscriber (core/subscriber.c,
+ * whose connection is its own: its driver answers ENSURE with a failure,
+ * it never reconnects): one lane
  * (the handle's connection), queries added at any time (x->count grows;
  * wk__engine_step() stages them as soon as the lane's bytes are written,
  * behind the queries in flight), each settled through `settled` with its

@@ -2,12 +2,16 @@
  * core/subscriber.c — a Pub/Sub subscriber connection opened from a
  * handle's connection settings (see core/subscriber.h).
  *
- * Commands and replies go through the socket code queries use
- * (core/wire.c): the socket is polled together with an optional wake
- * descriptor, bytes are fed to the reply reader with wk__wire_receive(),
- * and complete replies are taken out with wk__wire_take(). So a stop
- * request or a timeout is noticed at once, and a killed connection (EOF)
- * is reported as WK_EIO.
+ * The connection is driven by the exchange machine (core/exchange.h) in
+ * continuous push mode, as every connection is: SUBSCRIBE, CLIENT ID and
+ * the keep-alive PING are queries whose replies are the confirmations,
+ * and the messages are the pushes the machine hands over in the order
+ * read, queued here until next() / poll() takes them. The machine also
+ * keeps each reply's deadline (a PING unanswered within the command
+ * timeout fails with WK_ETIMEDOUT) and fails the connection on EOF or
+ * garbage; this file polls around it, together with an optional wake
+ * descriptor, so a stop request or a timeout is noticed at once. A
+ * subscriber never reconnects: its owner opens a new one.
  *
  * Through Sentinel the subscriber also keeps a failover notice (a sentinel
  * connection subscribed to +switch-master, as a handle does) and polls it
@@ -22,22 +26,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <wakuwaku/clock.h>
 
-#include "core/db_internal.h"
 #include "core/core_internal.h"
+#include "core/db_internal.h"
+#include "core/exchange.h"
 #include "core/subscriber.h"
 
+/* A SUBSCRIBE or CLIENT ID being waited for (its query's OUT). */
+typedef struct sub_call {
+    bool done;
+    int status;
+    long long id; /* CLIENT ID's */
+    char msg[200];
+} sub_call;
+
 struct wk__subscriber {
-    wk__link link;   /* link.ctx NULL: closed */
-    wk__link notice; /* redis-sentinel://: the failover notice (ctx NULL: none) */
-    char *service;   /* the Sentinel service the notice is about */
-    int command_timeout_ms;
+    /* The machine's handle and connection, of this subscriber alone:
+     * conn.link is the connection (ctx NULL: closed), conn.notice the
+     * failover notice (redis-sentinel://; ctx NULL: none). No URL: it
+     * never reconnects. */
+    wk_db db;
+    wk__conn conn;
+    wk__exchange x;
+    wk__engine m;
+    wk__kept k;    /* the queries on the way */
+    char *service; /* the Sentinel service the notice is about */
     int keepalive_ms;
     int64_t last_rx_ms;   /* monotonic ms of the last bytes received */
     int64_t ping_sent_ms; /* 0: no keep-alive PING outstanding */
-    redisReply *last;     /* the message handed out by the last next() */
+    /* What came, in the order read: a push (a message), or NULL for the
+     * answer to a PING. */
+    redisReply **events;
+    size_t ev_head, ev_count, ev_cap;
+    redisReply *last; /* the message handed out by the last next() / poll() */
+    int failed;       /* a failure the machine settled (a PING's) */
+    bool cancelled;   /* what is on the way was settled by a cancel */
     char errmsg[256];
 };
 
@@ -53,14 +79,6 @@ static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
     return status;
 }
 
-/* A failure of the socket code (status `rc`, reason on the context). */
-static int ctx_fail(wk__subscriber *s, int rc, const char *what)
-{
-    redisContext *c = s->link.ctx;
-    return sub_fail(s, rc, "subscriber: %s: %s", what,
-                    c && c->errstr[0] ? c->errstr : "connection lost");
-}
-
 static int tv_ms(struct timeval tv)
 {
     return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
@@ -71,6 +89,192 @@ static int copy_err(char *err, size_t errlen, const char *msg, int rc)
     if (err && errlen)
         snprintf(err, errlen, "%s", msg);
     return rc;
+}
+
+/* The machine's push: a message, queued in the order read. */
+static void on_push(void *arg, redisReply *reply)
+{
+    wk__subscriber *s = arg;
+    if (s->ev_head + s->ev_count == s->ev_cap && s->ev_head) {
+        memmove(s->events, s->events + s->ev_head, s->ev_count * sizeof(*s->events));
+        s->ev_head = 0;
+    }
+    if (wk__grow_array(&s->events, &s->ev_cap, s->ev_head + s->ev_count + 1,
+                       sizeof(*s->events))) {
+        freeReplyObject(reply);
+        s->failed = sub_fail(s, WK_ENOMEM, "subscriber: out of memory queuing a message");
+        return;
+    }
+    s->events[s->ev_head + s->ev_count++] = reply;
+}
+
+/* The machine settled query i: a call waited for, or a PING. */
+static void on_settled(void *arg, size_t i, int status, const char *msg)
+{
+    wk__subscriber *s = arg;
+    sub_call *c = s->k.entries[i].out;
+    if (c) {
+        c->done = true;
+        c->status = status;
+        wk__copy_text(c->msg, sizeof(c->msg), msg);
+    } else if (s->cancelled) {
+        return; /* the failure that cancelled it is the one to tell */
+    } else if (status) {
+        s->failed = status == WK_ETIMEDOUT
+                        ? sub_fail(s, status, "subscriber: no answer to PING within %d ms",
+                                   tv_ms(s->conn.command_timeout))
+                        : sub_fail(s, status, "subscriber: %s", msg);
+    } else {
+        s->ping_sent_ms = 0;
+        on_push(s, NULL); /* the PONG, in its place among the messages */
+    }
+}
+
+static int parse_subscribed(const wk_query *q, const wk_reply *reply, wk_diag *d)
+{
+    const redisReply *r = (const redisReply *)reply;
+    if (r->type == REDIS_REPLY_ERROR)
+        return wk_diag_fail(d, WK_EREDIS, "refused: %.150s", r->str);
+    const redisReply *k = r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? r->element[0] : NULL;
+    const redisReply *ch = k ? r->element[1] : NULL;
+    if (!k || k->type != REDIS_REPLY_STRING || k->len != 9 || memcmp(k->str, "subscribe", 9) ||
+        ch->type != REDIS_REPLY_STRING || ch->len != q->argvlen[1] ||
+        memcmp(ch->str, q->argv[1], ch->len))
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply");
+    return WK_OK;
+}
+
+static int parse_client_id(const wk_query *q, const wk_reply *reply, wk_diag *d)
+{
+    const redisReply *r = (const redisReply *)reply;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "unexpected reply");
+    ((sub_call *)q->out)->id = r->integer;
+    return WK_OK;
+}
+
+/* A PING's answer: +PONG before SUBSCRIBE, ["pong", ""] after. */
+static int parse_pong(const wk_query *q, const wk_reply *reply, wk_diag *d)
+{
+    (void)q;
+    const redisReply *r = (const redisReply *)reply;
+    const redisReply *k = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 ? r->element[0] : r;
+    if ((k->type != REDIS_REPLY_STRING && k->type != REDIS_REPLY_STATUS) || k->len != 4 ||
+        strncasecmp(k->str, "pong", 4))
+        return wk_diag_fail(d, WK_EPROTO, "expected PONG");
+    return WK_OK;
+}
+
+/* Hand the machine a command of `argc` arguments; its reply goes to
+ * `parse` (with `c` as OUT; NULL: a PING, settled into the events). */
+static int send_query(wk__subscriber *s, const char *name, int argc, const char *const *argv,
+                      const size_t *lens, wk_parse_fn parse, sub_call *c)
+{
+    if (!s->conn.link.ctx)
+        return sub_fail(s, WK_EIO, "subscriber: connection is closed");
+    /* Error replies are the parser's: they fail the call, not the lane. */
+    wk_query q = {.name = name, .flags = WK_QUERY_PARSE_ERRORS, .parse = parse, .out = c};
+    q.argc = argc;
+    q.argv = argv;
+    q.argvlen = lens;
+    int rc = wk__kept_add(&s->k, &s->db, &q);
+    if (rc)
+        return sub_fail(s, rc, "subscriber: %s", s->db.errmsg);
+    s->x.slots = s->k.slots;
+    s->x.count = s->k.count;
+    return WK_OK;
+}
+
+/* Let the settled queries at the front go. */
+static void compact(wk__subscriber *s)
+{
+    size_t n = 0;
+    while (n < s->x.count && s->k.slots[n].state == WK__REPLIED)
+        n++;
+    if (!n)
+        return;
+    wk__engine_shift(&s->m, n);
+    wk__kept_drop_front(&s->k, n);
+    s->x.slots = s->k.slots;
+    s->x.count = s->k.count;
+}
+
+/* Hand the machine a PING (its answer is an event) and write it. */
+static int send_ping(wk__subscriber *s)
+{
+    static const char *const argv[1] = {"PING"};
+    static const size_t lens[1] = {4};
+    int rc = send_query(s, "PING", 1, argv, lens, parse_pong, NULL);
+    if (rc)
+        return rc;
+    s->ping_sent_ms = wk__boot_ms();
+    wk__engine_step(&s->m);
+    return s->conn.link.ctx ? WK_OK
+                            : sub_fail(s, WK_EIO, "subscriber: PING: %s", s->m.why);
+}
+
+/*
+ * Step the machine and poll around it until `ready(s, c)` (checked after
+ * every step), the deadline (boot ms; 0: none — `c`'s reply is due by
+ * the command timeout), or the wake descriptor (*woken). A lost
+ * connection, a failover notice or a failed PING is the failure.
+ */
+static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call *c, bool *woken)
+{
+    for (bool looked = false;;) {
+        if (wk__engine_step(&s->m).what == WK__X_ENSURE) {
+            /* Lost, with queries not written: they fail (no reconnect). */
+            wk__engine_ensured(&s->m, WK__NO_NODE, WK_EIO,
+                               s->m.why[0] ? s->m.why : "connection is closed");
+            continue;
+        }
+        compact(s);
+        if (s->failed)
+            return s->failed;
+        if (!s->conn.link.ctx)
+            return sub_fail(s, s->m.conn_rc ? s->m.conn_rc : WK_EIO,
+                            "subscriber: connection lost: %s", s->m.why);
+        if (c ? c->done : s->ev_count > 0)
+            return WK_OK;
+        /* Keep-alive: a PING after keepalive_ms without traffic (its
+         * answer is due by the command timeout, as any reply is). */
+        int64_t now = wk__boot_ms();
+        int64_t idle_end = s->keepalive_ms && !s->ping_sent_ms
+                               ? wk__add_ms(s->last_rx_ms, s->keepalive_ms)
+                               : 0;
+        if (idle_end && now >= idle_end) {
+            int rc = send_ping(s);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (looked && deadline && now >= deadline)
+            return WK_OK;
+        int64_t until = wk__deadline_min(wk__deadline_min(wk__engine_due(&s->m), idle_end), deadline);
+        looked = true;
+        int fd = -1;
+        short ev = wk__engine_lane_events(&s->m, 0, &fd);
+        struct pollfd fds[3] = {{.fd = fd, .events = ev},
+                                {.fd = wake_fd, .events = POLLIN},
+                                {.fd = s->conn.notice.ctx ? s->conn.notice.ctx->fd : -1,
+                                 .events = POLLIN}};
+        /* The wait every blocking driver uses; a negative fd is ignored. */
+        int n = wk__poll_until(fds, 3, until ? until : wk__boot_ms() + 1000);
+        if (n < 0)
+            return sub_fail(s, WK_EIO, "subscriber: poll failed: %s", strerror(errno));
+        if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            *woken = true;
+            return WK_OK;
+        }
+        if (fds[2].revents && wk__failover_noticed(s->service, &s->conn.notice))
+            return sub_fail(s, WK_EIO, "subscriber: the sentinels switched the primary of %.100s",
+                            s->service);
+        if (fds[0].revents) {
+            if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
+                s->last_rx_ms = wk__boot_ms();
+            wk__engine_ready(&s->m, 0, fds[0].revents);
+        }
+    }
 }
 
 int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
@@ -87,13 +291,18 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
     wk__subscriber *s = calloc(1, sizeof(*s));
     if (!s)
         return copy_err(err, errlen, "subscriber: out of memory", WK_ENOMEM);
-    s->command_timeout_ms = tv_ms(conn->command_timeout);
+    s->db.conn = &s->conn;
+    s->conn.command_timeout = conn->command_timeout;
+    s->conn.wake_fd = s->conn.wake_signal_fd = -1;
     s->keepalive_ms = keepalive_ms;
+    s->x = (wk__exchange){.db = &s->db, .query = wk__kept_query, .ctx = &s->k};
+    wk__engine_open(&s->m, &s->x, on_settled, NULL, s);
+    s->m.push = on_push;
 
     /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
      * channels do not belong to a database). */
     char why[sizeof(s->errmsg) - 16];
-    int rc = wk__connect_noticed(conn, false, &s->link, &s->notice, why, sizeof(why));
+    int rc = wk__connect_noticed(conn, false, &s->conn.link, &s->conn.notice, why, sizeof(why));
     if (rc)
         sub_fail(s, rc, "subscriber: %s", why);
     else if (conn->url.service && !(s->service = strdup(conn->url.service)))
@@ -103,89 +312,66 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
         wk__subscriber_close(s);
         return rc;
     }
-    s->last_rx_ms = wk_monotonic_ms();
+    s->last_rx_ms = s->conn.last_io_ms = wk__boot_ms();
     *out = s;
     return WK_OK;
 }
 
-/* Whether `r` is an array whose first element is the string `kind`. */
-static bool push_is(const redisReply *r, const char *kind, size_t min_elements)
+/* Settle what is on the way and close the connection: the subscriber
+ * failed (or closes). */
+static void cancel(wk__subscriber *s)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < min_elements || r->elements < 1)
-        return false;
-    const redisReply *k = r->element[0];
-    size_t n = strlen(kind);
-    return k->type == REDIS_REPLY_STRING && k->len == n && memcmp(k->str, kind, n) == 0;
+    s->cancelled = true;
+    wk__engine_cancel(&s->m, WK_EIO, "subscriber closed");
+    wk__link_close(&s->conn.link);
 }
 
-/* Send a two-argument command and read its reply (*r, to free), within
- * the command timeout; a failure names `what`. */
-static int command2(wk__subscriber *s, const char *a0, const char *a1, size_t a1_len,
-                    const char *what, redisReply **r)
+/* Send a command and wait for its reply, within the command timeout;
+ * what came meanwhile stays queued. */
+static int call(wk__subscriber *s, const char *name, int argc, const char *const *argv,
+                const size_t *lens, wk_parse_fn parse, sub_call *c)
 {
-    const char *argv[2] = {a0, a1};
-    size_t lens[2] = {strlen(a0), a1_len};
-    /* One deadline for the command and its reply. */
-    int64_t deadline = wk__add_ms(wk__boot_ms(), s->command_timeout_ms);
-    *r = NULL;
-    int rc = wk__wire_command(&s->link, deadline, 2, argv, lens);
+    int rc = send_query(s, name, argc, argv, lens, parse, c);
+    bool woken = false;
     if (!rc)
-        rc = wk__wire_read(&s->link, deadline, r);
-    return rc ? ctx_fail(s, rc, what) : WK_OK;
+        rc = run(s, 0, -1, c, &woken);
+    if (!rc && c->status)
+        rc = sub_fail(s, c->status, "subscriber: %s", c->msg);
+    if (!c->done)
+        cancel(s); /* failed meanwhile: nothing may settle into *c later */
+    return rc;
 }
 
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
 {
-    if (!s || !s->link.ctx || (!channel && len))
+    if (!s || !s->conn.link.ctx || (!channel && len))
         return WK_EINVAL;
-    redisReply *r;
-    int rc = command2(s, "SUBSCRIBE", channel ? channel : "", len, "SUBSCRIBE", &r);
-    if (rc)
-        return rc;
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = sub_fail(s, WK_EREDIS, "subscriber: SUBSCRIBE refused: %.150s", r->str);
-    else if (!push_is(r, "subscribe", 3) || r->element[1]->type != REDIS_REPLY_STRING ||
-             r->element[1]->len != len || memcmp(r->element[1]->str, channel, len) != 0)
-        rc = sub_fail(s, WK_EPROTO, "subscriber: unexpected reply to SUBSCRIBE");
-    freeReplyObject(r);
+    const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
+    size_t lens[2] = {9, len};
+    sub_call c = {0};
+    int rc = call(s, "SUBSCRIBE", 2, argv, lens, parse_subscribed, &c);
     if (!rc)
-        s->last_rx_ms = wk_monotonic_ms();
+        s->last_rx_ms = wk__boot_ms();
     return rc;
-}
-
-/* Send a keep-alive PING (allowed in subscribed mode). */
-static int send_ping(wk__subscriber *s)
-{
-    static const char *const argv[1] = {"PING"};
-    static const size_t lens[1] = {4};
-    int rc = wk__wire_command(&s->link, wk__add_ms(wk__boot_ms(), s->command_timeout_ms), 1, argv,
-                              lens);
-    if (rc)
-        return ctx_fail(s, rc, "PING");
-    s->ping_sent_ms = wk_monotonic_ms();
-    return WK_OK;
 }
 
 int wk__subscriber_client_id(wk__subscriber *s, long long *id)
 {
-    if (!s || !id || !s->link.ctx)
+    if (!s || !id || !s->conn.link.ctx)
         return WK_EINVAL;
     *id = 0;
-    redisReply *r;
-    int rc = command2(s, "CLIENT", "ID", 2, "CLIENT ID", &r);
-    if (rc)
-        return rc;
-    if (r->type == REDIS_REPLY_INTEGER)
-        *id = r->integer;
-    else
-        rc = sub_fail(s, WK_EPROTO, "subscriber: unexpected reply to CLIENT ID");
-    freeReplyObject(r);
+    static const char *const argv[2] = {"CLIENT", "ID"};
+    static const size_t lens[2] = {6, 2};
+    sub_call c = {0};
+    int rc = call(s, "CLIENT ID", 2, argv, lens, parse_client_id, &c);
+    if (!rc)
+        *id = c.id;
     return rc;
 }
 
 int wk__subscriber_ping(wk__subscriber *s)
 {
-    if (!s || !s->link.ctx || s->link.ctx->err)
+    if (!s || !s->conn.link.ctx || s->conn.link.ctx->err)
         return s ? sub_fail(s, WK_EIO, "subscriber: connection is closed") : WK_EINVAL;
     return send_ping(s);
 }
@@ -194,8 +380,6 @@ int wk__subscriber_ping(wk__subscriber *s)
  * invalidation: the keys) or nil (everything invalidated). */
 static bool keys_message(const redisReply *r)
 {
-    if (!push_is(r, "message", 3))
-        return false;
     const redisReply *p = r->element[2];
     if (p->type == REDIS_REPLY_NIL)
         return true;
@@ -208,10 +392,17 @@ static bool keys_message(const redisReply *r)
     return true;
 }
 
+/* Whether `r` (a push) is a "message" (not a pattern's). */
+static bool is_message(const redisReply *r)
+{
+    const redisReply *k = r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? r->element[0] : NULL;
+    return k && k->type == REDIS_REPLY_STRING && k->len == 7 && memcmp(k->str, "message", 7) == 0;
+}
+
 /*
- * The loop of wk__subscriber_next() and wk__subscriber_poll(): `all`
+ * The events of wk__subscriber_next() and wk__subscriber_poll(): `all`
  * reports pongs and key-array messages too (poll); without it (next) they
- * are consumed here, as are (un)subscribe confirmations.
+ * are consumed here.
  */
 static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, wk__sub_event *ev)
 {
@@ -220,23 +411,27 @@ static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, 
         freeReplyObject(s->last);
         s->last = NULL;
     }
-    if (!s->link.ctx || s->link.ctx->err)
+    if (!s->conn.link.ctx || s->conn.link.ctx->err)
         return sub_fail(s, WK_EIO, "subscriber: connection is closed");
-    int64_t deadline = wk_monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-    bool polled = false; /* the socket was looked at once at least */
+    /* 0 takes only what came: one look, no wait. */
+    int64_t deadline = wk__boot_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
-        /* Replies already read come first. */
-        redisReply *r = NULL;
-        int rc = wk__wire_take(&s->link, &r);
-        if (rc)
-            return ctx_fail(s, rc, "reading a message");
-        if (r) {
-            if (push_is(r, "message", 3) && r->element[2]->type == REDIS_REPLY_STRING) {
+        while (s->ev_count) {
+            redisReply *r = s->events[s->ev_head++];
+            s->ev_count--;
+            if (!r) {
+                if (all) {
+                    ev->type = WK__SUB_PONG;
+                    return WK_OK;
+                }
+                continue;
+            }
+            if (is_message(r) && r->element[2]->type == REDIS_REPLY_STRING) {
                 s->last = r;
                 *ev = (wk__sub_event){WK__SUB_MESSAGE, r->element[2]->str, r->element[2]->len, 0};
                 return WK_OK;
             }
-            if (all && keys_message(r)) {
+            if (all && is_message(r) && keys_message(r)) {
                 s->last = r;
                 const redisReply *p = r->element[2];
                 if (p->type == REDIS_REPLY_NIL)
@@ -245,72 +440,13 @@ static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, 
                     *ev = (wk__sub_event){WK__SUB_KEYS, NULL, 0, p->elements};
                 return WK_OK;
             }
-            bool pong = push_is(r, "pong", 1);
-            bool error = r->type == REDIS_REPLY_ERROR;
-            char text[160];
-            if (error)
-                snprintf(text, sizeof(text), "%.150s", r->str);
-            freeReplyObject(r);
-            if (error)
-                return sub_fail(s, WK_EREDIS, "subscriber: Redis replied: %s", text);
-            if (pong) {
-                s->ping_sent_ms = 0;
-                if (all) {
-                    ev->type = WK__SUB_PONG;
-                    return WK_OK;
-                }
-            }
-            continue; /* (un)subscribe confirmations and the like */
+            freeReplyObject(r); /* a pattern's message: nobody subscribes to one */
         }
-
-        int64_t now = wk_monotonic_ms();
-        if (s->ping_sent_ms && now - s->ping_sent_ms >= s->command_timeout_ms)
-            return sub_fail(s, WK_ETIMEDOUT, "subscriber: no answer to PING within %d ms",
-                            s->command_timeout_ms);
-        if (!s->ping_sent_ms && s->keepalive_ms && now - s->last_rx_ms >= s->keepalive_ms) {
-            rc = send_ping(s);
-            if (rc)
-                return rc;
-        }
-        if (now >= deadline && (timeout_ms > 0 || polled))
-            return WK_OK;
-
-        /* Sleep until bytes, a wake-up, the deadline or the next check
-         * (with timeout 0: look once, without sleeping). */
-        int64_t wait = deadline - now;
-        if (s->ping_sent_ms) {
-            int64_t t = s->ping_sent_ms + s->command_timeout_ms - now;
-            wait = t < wait ? t : wait;
-        } else if (s->keepalive_ms) {
-            int64_t t = s->last_rx_ms + s->keepalive_ms - now;
-            wait = t < wait ? t : wait;
-        }
-        if (timeout_ms <= 0)
-            wait = 0;
-        else if (wait < 1)
-            wait = 1;
-        polled = true;
-        /* wk__wire_receive() left nothing decoded unread, so the socket
-         * is the place to wait (for what TLS asked, usually POLLIN). */
-        short want = s->link.want ? s->link.want : POLLIN;
-        struct pollfd fds[3] = {{.fd = s->link.ctx->fd, .events = want},
-                                {.fd = wake_fd, .events = POLLIN},
-                                {.fd = s->notice.ctx ? s->notice.ctx->fd : -1, .events = POLLIN}};
-        /* The wait every blocking driver uses; a negative fd is ignored. */
-        int n = wk__poll_until(fds, 3, wk__boot_ms() + wait);
-        if (n < 0)
-            return sub_fail(s, WK_EIO, "subscriber: poll failed: %s", strerror(errno));
-        if (wake_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)))
-            return WK_OK;
-        if (fds[2].revents && wk__failover_noticed(s->service, &s->notice))
-            return sub_fail(s, WK_EIO, "subscriber: the sentinels switched the primary of %.100s",
-                            s->service);
-        if (fds[0].revents & (want | POLLHUP | POLLERR)) {
-            rc = wk__wire_receive(&s->link);
-            if (rc)
-                return ctx_fail(s, rc, "connection lost");
-            s->last_rx_ms = wk_monotonic_ms();
-        }
+        s->ev_head = 0;
+        bool woken = false;
+        int rc = run(s, deadline, wake_fd, NULL, &woken);
+        if (rc || woken || !s->ev_count)
+            return rc;
     }
 }
 
@@ -336,8 +472,7 @@ int wk__subscriber_poll(wk__subscriber *s, int timeout_ms, int wake_fd, wk__sub_
 
 const char *wk__subscriber_key(const wk__subscriber *s, size_t i, size_t *len)
 {
-    const redisReply *p =
-        s && s->last && push_is(s->last, "message", 3) ? s->last->element[2] : NULL;
+    const redisReply *p = s && s->last ? s->last->element[2] : NULL;
     if (!p || p->type != REDIS_REPLY_ARRAY || i >= p->elements) {
         *len = 0;
         return NULL;
@@ -360,10 +495,17 @@ void wk__subscriber_close(wk__subscriber *s)
 {
     if (!s)
         return;
+    cancel(s);
     if (s->last)
         freeReplyObject(s->last);
-    wk__link_close(&s->link);
-    wk__link_close(&s->notice);
+    for (size_t i = 0; i < s->ev_count; i++)
+        if (s->events[s->ev_head + i])
+            freeReplyObject(s->events[s->ev_head + i]);
+    free(s->events);
+    wk__kept_free(&s->k);
+    wk__link_close(&s->conn.link);
+    wk__link_close(&s->conn.notice);
+    free(s->conn.lane.out.data);
     free(s->service);
     free(s);
 }

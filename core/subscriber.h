@@ -10,6 +10,13 @@
  * subscribes to with a query on the handle first (the follower loads a
  * snapshot through dispatch before it trusts any message).
  *
+ * The connection is driven by the exchange machine in push mode
+ * (core/exchange.h): SUBSCRIBE, CLIENT ID and PING are queries whose
+ * replies are the confirmations, messages are pushes queued in the order
+ * read — one that comes in the same read as a confirmation or a reply,
+ * before or after it, is neither lost nor reordered. A subscriber never
+ * reconnects: after a failure, close it and open another.
+ *
  * Thread-safety: a subscriber is used by one thread at a time. The wk_db
  * passed to wk__subscriber_open() is only read during that call.
  */
@@ -41,8 +48,10 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
 
 /*
  * SUBSCRIBE to one channel (binary-safe) and wait for the server's
- * confirmation: once this returns WK_OK, every message published later on
- * the channel will be delivered. Returns WK_OK or a connection / protocol
+ * confirmation (within the command timeout): once this returns WK_OK,
+ * every message published later on the channel will be delivered; those
+ * of channels subscribed before that came meanwhile stay queued, in
+ * order. Returns WK_OK, WK_EREDIS (refused), or a connection / protocol
  * error (the subscriber is then unusable: close it).
  */
 int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len);
@@ -76,9 +85,10 @@ int wk__subscriber_client_id(wk__subscriber *s, long long *id);
 
 /*
  * Send a PING now (allowed once subscribed). Its answer comes back as a
- * WK__SUB_PONG event of wk__subscriber_poll(); without one within the
- * command timeout, poll fails with WK_ETIMEDOUT. Send the next only after
- * that PONG. Returns WK_OK or WK_EIO (the subscriber is then unusable).
+ * WK__SUB_PONG event of wk__subscriber_poll(), in its place among the
+ * messages; without one within the command timeout, poll fails with
+ * WK_ETIMEDOUT. Send the next only after that PONG. Returns WK_OK or
+ * WK_EIO (the subscriber is then unusable).
  */
 int wk__subscriber_ping(wk__subscriber *s);
 

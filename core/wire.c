@@ -109,6 +109,8 @@ int wk__wire_take(wk__link *link, redisReply **reply)
     redisContext *c = link->ctx;
     void *r = NULL;
     *reply = NULL;
+    if (wk__wire_all_taken(link))
+        return WK_OK;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
         bool oom = c->reader->err == REDIS_ERR_OOM;
         return wire_fail(c, oom ? WK_ENOMEM : WK_EPROTO, oom ? REDIS_ERR_OOM : REDIS_ERR_PROTOCOL,
@@ -116,6 +118,23 @@ int wk__wire_take(wk__link *link, redisReply **reply)
     }
     *reply = r;
     return WK_OK;
+}
+
+bool wk__reply_is_push(const redisReply *r)
+{
+#ifdef REDIS_REPLY_PUSH
+    if (r->type == REDIS_REPLY_PUSH)
+        return true; /* RESP3: pushes have a type of their own */
+#endif
+    /* RESP2: ["message", channel, payload] or ["pmessage", pattern,
+     * channel, payload]; replies to commands never look so on a
+     * subscribed connection (it takes no other commands). */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return false;
+    const redisReply *k = r->element[0];
+    return (k->len == 7 && memcmp(k->str, "message", 7) == 0) ||
+           (k->len == 8 && memcmp(k->str, "pmessage", 8) == 0 && r->elements >= 4);
 }
 
 /* One read into the reply reader; *got says whether bytes came. */
