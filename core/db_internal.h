@@ -124,6 +124,9 @@ struct wk_db {
      * cluster map (when `pinned`), whatever its key. */
     bool pinned;
     uint16_t pin_node;
+    /* The event-loop handle this db is a lane of (core/async_internal.h),
+     * or NULL: a waiting acquire finds its loop through it. */
+    struct wk_async *loop;
 };
 
 /* The calling thread's message buffer (WK__ERRMSG_MAX bytes) for queries
