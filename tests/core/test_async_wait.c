@@ -373,3 +373,91 @@ Test(async_wait, a_semaphore_permit_is_waited_for_through_the_loop, .timeout = 6
     cr_assert(r.acquired);
     scene_close(&s);
 }
+
+/* The loop handle through a proxy that can lose a reply (a server of the
+ * case's own). */
+typedef struct lossy {
+    wk_test_server s;
+    wk_test_proxy *px;
+    wk_async *a;
+    wk_db *db; /* straight to the server */
+} lossy;
+
+/* One acquire and release through the loop, so that its set-up is over
+ * and the acquire script is loaded (a lost NOSCRIPT would run nothing). */
+static void lc_settle_free(wk_async *a)
+{
+    waitreq r = {.release_e = &lock, .release_name = "warm"};
+    cr_assert_eq(wk_lock_acquire(wk_async_with(a, on_wait, &r), &lock, wk_name_str("warm"),
+                                 wk_deadline_in(5000), NULL, &r.token, &r.acquired),
+                 WK_OK);
+    wk_test_async_drain(a);
+    cr_assert(r.released, "%s", r.msg);
+}
+
+static void lossy_open(lossy *x)
+{
+    cr_assert_eq(wk_test_server_start(&x->s, NULL), 0);
+    cr_assert_eq(wk_test_proxy_start(&x->px, x->s.port), 0);
+    x->a = wk_test_open_async(wk_test_proxy_url(x->px), NULL, 2000);
+    x->db = wk_test_open_url(x->s.url, NULL);
+    lc_settle_free(x->a);
+}
+
+static void lossy_close(lossy *x)
+{
+    wk_async_close(x->a);
+    wk_db_close(x->db);
+    wk_test_proxy_stop(x->px);
+    wk_test_server_stop(&x->s);
+}
+
+/* An attempt whose reply is lost is WK_EUNKNOWN, as the blocking acquire's
+ * try: its token may hold the lock — and here it does. */
+Test(async_wait, a_lost_attempt_reply_is_unknown_and_its_token_may_hold_the_lock, .timeout = 60)
+{
+    lossy x;
+    lossy_open(&x);
+    waitreq r = {0};
+    wk_test_proxy_drop_next_reply(x.px, NULL, NULL);
+    cr_assert_eq(wk_lock_acquire(wk_async_with(x.a, on_wait, &r), &lock, wk_name_str("lost"),
+                                 wk_deadline_in(5000), NULL, &r.token, &r.acquired),
+                 WK_OK);
+    wk_test_async_drain(x.a);
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_EUNKNOWN, "%s (%s)", wk_err_name(r.status), r.msg);
+    cr_assert_not(r.acquired);
+    wk_lease_state st;
+    cr_assert_eq(wk_lock_owned(wk_db_processor(x.db), &lock, wk_name_str("lost"), &r.token, &st),
+                 WK_OK);
+    cr_assert(st.owned, "the token the callback was given holds it");
+    lossy_close(&x);
+}
+
+/* A wake-up pop whose reply is lost took at most the wake-up: the waiter
+ * attempts again at once and gets the lock. */
+Test(async_wait, a_lost_wake_up_pop_only_makes_the_waiter_attempt_again, .timeout = 60)
+{
+    lossy x;
+    lossy_open(&x);
+    wk_token held;
+    bool got = false, rel = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(x.db), &lock, wk_name_str("pop"), &held, &got), WK_OK);
+    waitreq r = {0};
+    int64_t start = wk_monotonic_ms();
+    cr_assert_eq(wk_lock_acquire(wk_async_with(x.a, on_wait, &r), &lock, wk_name_str("pop"),
+                                 start + 20000, NULL, &r.token, &r.acquired),
+                 WK_OK);
+    turn_until_asleep(x.a, 1, &r);
+    for (int i = 0; i < 3; i++) /* CLIENT ID answered, the BLPOP is blocked */
+        wk_test_async_turn(x.a);
+    wk_test_proxy_drop_next_reply(x.px, NULL, NULL);
+    cr_assert_eq(wk_lock_release(wk_db_processor(x.db), &lock, wk_name_str("pop"), &held, &rel),
+                 WK_OK);
+    wk_test_async_drain(x.a);
+    cr_assert_eq(wk_test_proxy_drops(x.px), 1);
+    cr_assert_eq(r.status, WK_OK, "%s", r.msg);
+    cr_assert(r.acquired, "acquired after the lost pop");
+    cr_assert_lt(r.at - start, 10000, "not at the end of a sleep");
+    lossy_close(&x);
+}
