@@ -80,6 +80,11 @@
  *     From then on the descriptor is an epoll set holding both
  *     connections (Linux): watch it for READ only (wk_async_events()
  *     says so); the watch is told -1 for the old socket, then the set.
+ *     (One descriptor rather than a watch per connection: the calls
+ *     above and the adapters stay as they are, and the set can hold
+ *     more connections, e.g. one per cluster node.) The attempts, the
+ *     leave and a give-back are the handle's own queries: a wrapper
+ *     around this processor (hooks, metrics) sees none of them.
  *     The entity must outlive the callback (entities are static), as
  *     must the OUT parameters (2.); the name is copied.
  *     wk_async_pending() counts a wait as one until its callback ran.
@@ -89,7 +94,8 @@
  *     run lease keepers, settings followers and cron jobs on their own
  *     threads with their own wk_db (they never block your loop).
  *  7. No heap allocation per query once the handle's buffers have grown to
- *     the load (replies are parsed by hiredis, which allocates them).
+ *     the load (replies are parsed by hiredis, which allocates them); a
+ *     waiting acquire allocates its state once (6.).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
@@ -192,7 +198,8 @@ WK_API int64_t wk_async_timeout_ms(const wk_async *a);
  */
 WK_API void wk_async_process(wk_async *a, unsigned ready);
 
-/* wk_async_pending — queries queued or in flight (not yet completed). */
+/* wk_async_pending — queries queued or in flight (not yet completed),
+ * waiting acquires asleep between attempts included (6.). */
 WK_API size_t wk_async_pending(const wk_async *a);
 
 /* wk_async_capability — the handle's capability (borrowed). */
