@@ -88,7 +88,7 @@ struct wk__async_waits {
     parked *p;
     size_t n, cap;
     long long client_id; /* the waits connection's (0: not known) */
-    bool asking_id, popping, unblocking;
+    bool asking_id, popping, unblocking, unblock_refused;
     int64_t pop_ms; /* the BLPOP in flight's block time */
     long long id_reply, unblock_reply;
     char popped[WK__COMPANION_KEY_MAX]; /* the BLPOP's answer: the list, or none */
@@ -259,8 +259,11 @@ static void on_id(wk_async *a, int status, const char *msg, void *arg)
 
 static void on_unblock(wk_async *a, int status, const char *msg, void *arg)
 {
-    (void)status, (void)msg, (void)arg;
+    (void)msg, (void)arg;
     a->waits->unblocking = false;
+    /* Refused by the server (an ACL without CLIENT): not again; a new
+     * waiter then waits for the BLPOP's end to be covered. */
+    a->waits->unblock_refused |= status != WK_OK && !wk_is_connection_error(status);
     kick(a); /* not blocked yet (0): again, while the BLPOP is out */
 }
 
@@ -301,9 +304,12 @@ static void on_pop(wk_async *a, int status, const char *msg, void *arg)
         w->client_id = 0;
         wk__copy_text(w->why, sizeof(w->why), msg);
     } else if (w->popped_len && !found) {
-        if (w->nearly == EARLY_MAX) /* the oldest goes: its waiter is long gone */
-            memmove(w->early, w->early + 1, sizeof(w->early[0]) * --w->nearly),
-                memmove(w->early_len, w->early_len + 1, sizeof(size_t) * w->nearly);
+        if (w->nearly == EARLY_MAX) { /* the oldest goes: its waiter is long gone */
+            w->nearly--;
+            memmove(w->early, w->early + 1, sizeof(w->early[0]) * w->nearly);
+            memmove(w->early_len, w->early_len + 1, sizeof(w->early_len[0]) * w->nearly);
+        }
+
         memcpy(w->early[w->nearly], w->popped, w->popped_len);
         w->early_len[w->nearly++] = w->popped_len;
     }
@@ -371,7 +377,7 @@ static void kick(wk_async *a)
     }
     if (!w->popping) {
         pop(a, w, until);
-    } else if (missing && w->client_id && !w->unblocking) {
+    } else if (missing && w->client_id && !w->unblocking && !w->unblock_refused) {
         char id[24];
         snprintf(id, sizeof(id), "%lld", w->client_id);
         const char *argv[3] = {"CLIENT", "UNBLOCK", id};
