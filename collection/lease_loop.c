@@ -98,12 +98,14 @@ static void woke(void *arg, int status, const char *why)
     /* Woken so late that the last attempt could not end in time: timed
      * out, the registration runs out by itself (collection/wake.c). */
     if (now >= w->end)
-        return finish(w, WK_OK, "");
-    if (status == WK_OK)
-        w->lost = 0;
-    else if (now < w->deadline && (!wk_is_connection_error(status) || ++w->lost > MAX_LOST_WAITS))
-        return give_up(w, status, why);
-    attempt(w); /* a lost pop took at most a wake-up, never the item */
+        finish(w, WK_OK, "");
+    else if (status != WK_OK && now < w->deadline &&
+             (!wk_is_connection_error(status) || ++w->lost > MAX_LOST_WAITS))
+        give_up(w, status, why);
+    else {
+        w->lost = status == WK_OK ? 0 : w->lost;
+        attempt(w); /* a lost pop took at most a wake-up, never the item */
+    }
 }
 
 static void attempted(waiter *w, int status, const char *msg)
@@ -119,17 +121,22 @@ static void attempted(waiter *w, int status, const char *msg)
             finish(w, WK_EUNKNOWN, msg);
         return;
     }
-    if (status != WK_OK)
-        return finish(w, status, msg); /* an earlier registration runs out */
+    if (status != WK_OK) {
+        finish(w, status, msg); /* an earlier registration runs out */
+        return;
+    }
     if (w->got.acquired) {
         *w->acquired = true;
         if (w->fence)
             *w->fence = w->got.n;
-        return finish(w, WK_OK, "");
+        finish(w, WK_OK, "");
+        return;
     }
     int64_t now = wk__boot_ms(), left = w->deadline - now;
-    if (left <= 0)
-        return give_up(w, WK_OK, "");
+    if (left <= 0) {
+        give_up(w, WK_OK, "");
+        return;
+    }
     int64_t sleep = w->got.n < left ? w->got.n : left;
     char list[WK__WAKE_KEY_MAX];
     memcpy(list, w->c.wake.w, w->c.wake.w_len);
@@ -137,7 +144,7 @@ static void attempted(waiter *w, int status, const char *msg)
     int rc = wk__async_park(w->a, list, w->c.wake.w_len + WK_TOKEN_LEN,
                             wk__add_ms(now, sleep < 1 ? 1 : sleep), woke, w);
     if (rc)
-        give_up(w, rc, "waiting for a wake-up: out of memory or closing");
+        give_up(w, rc, rc == WK_ENOMEM ? "out of memory" : "the handle is closing");
 }
 
 static void on_reply(wk_async *a, int status, const char *msg, void *arg)
@@ -145,15 +152,15 @@ static void on_reply(wk_async *a, int status, const char *msg, void *arg)
     (void)a;
     waiter *w = arg;
     if (w->step == ATTEMPTING)
-        return attempted(w, status, msg);
-    if (w->step == LEAVING) /* its own failure is not the caller's news */
-        return finish(w, w->status, w->msg);
-    /* GIVING_BACK */
-    if (status != WK_OK)
-        return finish(w, WK_EUNKNOWN,
-                      "not acknowledged, and its release failed: it may "
-                      "still be held under the token until its TTL runs out");
-    finish(w, WK_ENOTREPLICATED, w->msg);
+        attempted(w, status, msg);
+    else if (w->step == LEAVING) /* its own failure is not the caller's news */
+        finish(w, w->status, w->msg);
+    else if (status != WK_OK) /* GIVING_BACK */
+        finish(w, WK_EUNKNOWN,
+               "not acknowledged, and its release failed: it may still be held "
+               "under the token until its TTL runs out");
+    else
+        finish(w, WK_ENOTREPLICATED, w->msg);
 }
 
 int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_entity *e, wk_name name,
