@@ -34,6 +34,8 @@ typedef struct waiter {
     int64_t deadline, end;
     int lost, step, status;
     bool released;
+    bool counted;   /* it slept: a wait of the handle's stats (core/stats.c) */
+    uint64_t start; /* since its first sleep */
     char msg[WK__ERRMSG_MAX];
     unsigned char name[]; /* the item's name, copied */
 } waiter;
@@ -49,6 +51,8 @@ static int waiter_submit(wk_processor *self, wk_query *q)
 /* The caller's callback, once; the waiter goes. */
 static void finish(waiter *w, int status, const char *msg)
 {
+    if (w->counted) /* as the blocking path counts a wait that slept */
+        wk__count_wait_end(&w->proc, w->start, status, *w->acquired, true);
     wk_async_done_fn done = w->done;
     void *arg = w->done_arg;
     wk_async *a = w->a;
@@ -138,6 +142,10 @@ static void attempted(waiter *w, int status, const char *msg)
         return;
     }
     int64_t sleep = w->got.n < left ? w->got.n : left;
+    if (!w->counted) {
+        w->counted = true;
+        w->start = wk__count_wait_begin(&w->proc);
+    }
     char list[WK__WAKE_KEY_MAX];
     memcpy(list, w->c.wake.w, w->c.wake.w_len);
     memcpy(list + w->c.wake.w_len, w->c.token->bytes, WK_TOKEN_LEN);

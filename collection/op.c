@@ -134,7 +134,7 @@ int wk__op_send(const wk__call *c, const char *const *args, const size_t *lens, 
     wk_access access = {c->e, op->mode};
     wk_query q = {.name = op->name,
                   .effect = WK__EFFECT1(access),
-                  .flags = op->flags | (single_key ? WK__QUERY_SINGLE_KEY : 0),
+                  .flags = op->flags | WK__QUERY_OP | (single_key ? WK__QUERY_SINGLE_KEY : 0),
                   .script = script,
                   .nkeys = script ? nkeys : 0,
                   .argc = argc,

@@ -113,9 +113,21 @@ struct wk_settings_follower {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     wk_settings_stats stats;
+    int64_t seen; /* the server's version at the last check (messages may be
+                   * forged: only what was read from the server counts) */
     char errmsg[512];
     bool locks_ready;
 };
+
+/* A check read version v on the server; `reset`: of a new epoch, so what
+ * was seen before does not count. */
+static void saw(wk_settings_follower *f, int64_t v, bool reset)
+{
+    pthread_mutex_lock(&f->mu);
+    if (reset || v > f->seen)
+        f->seen = v;
+    pthread_mutex_unlock(&f->mu);
+}
 
 static void record_failure(wk_settings_follower *f, int status, const char *msg)
 {
@@ -503,8 +515,10 @@ static int check(wk_settings_follower *f, bool periodic)
     }
     if (strcmp(head.epoch, f->epoch) != 0 || head.version < f->mirror_version) {
         count(f, C_RESETS);
+        saw(f, head.version, true);
         return reload_or_drop(f);
     }
+    saw(f, head.version, false);
     if (periodic) {
         if (f->behind && f->mirror_version < f->behind) {
             count(f, C_GAPS);
@@ -887,6 +901,16 @@ int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_map **out
     pthread_rwlock_unlock(&f->lock);
     free(items);
     return rc;
+}
+
+int64_t wk_settings_follower_lag(wk_settings_follower *f)
+{
+    if (!f)
+        return -1;
+    pthread_mutex_lock(&f->mu);
+    int64_t lag = f->seen > f->stats.version ? f->seen - f->stats.version : 0;
+    pthread_mutex_unlock(&f->mu);
+    return lag;
 }
 
 int64_t wk_settings_follower_version(wk_settings_follower *f)

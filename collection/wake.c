@@ -150,7 +150,8 @@ static int give_up(wk__waiter *w, int64_t end, int rc)
  * error. */
 #define MAX_LOST_WAITS 3
 
-static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, wk_db **b, bool *close_b)
+static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk_db **b,
+                     bool *close_b)
 {
     int lost_waits = 0;
     for (bool first = true;; first = false) {
@@ -183,8 +184,10 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, wk_db **b, bool
         }
         if (!*b)
             rc = wk__blocking_of(w->p->db, w->deadline, b, close_b);
-        if (rc == WK_OK)
+        if (rc == WK_OK) {
+            *slept = true;
             rc = wait_wake(*b, w, sleep_ms);
+        }
         /* The deadline cut the wait (or the open of its connection): the
          * last attempt comes now, whatever the connection said. */
         if (rc != WK_OK && wk__boot_ms() >= w->deadline)
@@ -222,7 +225,10 @@ int wk__wake_wait(wk__waiter *w, bool *acquired)
      * ends by the acquire's end (collection/wake.h, "The deadline"). */
     int64_t end = wk__wake_end(w->deadline);
     int64_t outer = wk__wake_bound(w->p, end);
-    int rc = wait_loop(w, end, acquired, &b, &close_b);
+    uint64_t start = wk__count_wait_begin(w->p);
+    bool slept = false;
+    int rc = wait_loop(w, end, acquired, &slept, &b, &close_b);
+    wk__count_wait_end(w->p, start, rc, *acquired, slept);
     wk__wake_unbound(w->p, outer);
     if (close_b) /* a pool's: opened for this wait only */
         wk_db_close(b);

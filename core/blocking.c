@@ -71,6 +71,7 @@ int wk__blocking_clone(wk_db **out, wk_db *db, char *err, size_t errlen)
         !(conn->sentinel_password = strdup(from->sentinel_password)))
         rc = WK_ENOMEM;
     conn->lease_replicas = from->lease_replicas;
+    conn->counted_in = from->counted_in ? from->counted_in : db->conn;
     conn->lease_ack_timeout_ms = from->lease_ack_timeout_ms;
     if (!rc && from->client_name && !(conn->client_name = strdup(from->client_name)))
         rc = WK_ENOMEM;

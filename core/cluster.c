@@ -296,6 +296,7 @@ int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen
     if (n->link.ctx)
         return WK_OK;
     int rc = wk__connect_node(conn, n->host, n->port, &n->link, NULL, msg, msglen);
+    wk__count_connect(conn, rc);
     if (rc)
         return rc;
     n->last_io_ms = wk_monotonic_ms();

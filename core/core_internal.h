@@ -164,6 +164,27 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * (wk__lease_settle in collection/common.h).
  */
 #define WK__QUERY_LEASE (1u << 16)
+
+/* A library operation's query, built by the op runner (collection/op.c)
+ * from its static descriptor: `name` is a string that lives as long as
+ * the program, and the entity's kind was checked to be that operation's.
+ * The metrics wrapper then confirms only the namespace's bytes. */
+#define WK__QUERY_OP (1u << 17)
+
+/* The read-only loaded segments of the main program and of the object
+ * holding the library (core/image.c): at most `max` into `out`; how many.
+ * Bytes there never change while the process runs. */
+typedef struct wk__range {
+    uintptr_t lo, hi;
+} wk__range;
+size_t wk__readonly_image(wk__range *out, size_t max);
+
+/* Counting a handle's waits for leases (core/stats.c, wk_db_stats()): a
+ * wait through `p` begins (returns its start, for wk__count_wait_end)
+ * and ends with `rc`: acquired or not (WK_OK: the deadline passed), after
+ * sleeping for a release or not. */
+uint64_t wk__count_wait_begin(wk_processor *p);
+void wk__count_wait_end(wk_processor *p, uint64_t start, int rc, bool acquired, bool slept);
 int wk__lease_acknowledged(wk_diag *d, bool *held);
 
 int wk__db_options_copy(wk_db_options *dst, const wk_db_options *src);

@@ -240,6 +240,7 @@ int wk__conn_ensure(wk_db *db)
     int rc = wk__conn_open(db);
     if (rc == WK_OK)
         conn->reconnects++;
+    wk__count_connect(conn, rc);
     return rc;
 }
 

@@ -58,6 +58,21 @@ typedef struct wk__script_slot {
     char sha[41];
 } wk__script_slot;
 
+/* The connection's counters behind wk_db_stats() (core/stats.c): bumped
+ * by whichever thread uses the connection, read by any (relaxed). */
+typedef struct wk__conn_counters {
+    _Atomic uint64_t reconnects;
+    _Atomic uint64_t connect_failures[WK_STATS_REASONS];
+    _Atomic uint64_t moved, asked, discoveries, not_replicated;
+} wk__conn_counters;
+
+/* A handle's waits for leases (collection/wake.c through core/stats.c). */
+typedef struct wk__wait_counters {
+    _Atomic uint64_t waiting, waits, acquired, handoffs, deadlines;
+    _Atomic uint64_t buckets[WK_STATS_BUCKETS + 1];
+    _Atomic uint64_t ns;
+} wk__wait_counters;
+
 /*
  * The connection: shared by a handle and the handles narrowed from it,
  * freed when the last of them closes.
@@ -86,7 +101,11 @@ typedef struct wk__conn {
     atomic_bool interrupted;
     struct wk__conn *settings; /* a blocking handle's: the connection whose
                                   TLS settings it borrows (one reference) */
-    uint64_t reconnects;       /* connections opened after the first */
+    uint64_t reconnects;        /* connections opened after the first */
+    wk__conn_counters counters; /* the same and more, for wk_db_stats() */
+    /* A blocking handle's (core/blocking.c): the connection it counts
+     * into — its handle's, which it never outlives (NULL: its own). */
+    struct wk__conn *counted_in;
     /* redis-sentinel:// (url.service set): the sentinels' credentials
      * (NULL: no AUTH to sentinels). */
     char *sentinel_username, *sentinel_password;
@@ -124,10 +143,34 @@ struct wk_db {
      * cluster map (when `pinned`), whatever its key. */
     bool pinned;
     uint16_t pin_node;
+    wk__wait_counters waits; /* waits for leases made through this handle */
     /* The event-loop handle this db is a lane of (core/async_internal.h),
      * or NULL: a waiting acquire finds its loop through it. */
     struct wk_async *loop;
 };
+
+/* Counting (core/stats.c). */
+static inline wk__conn_counters *wk__counters(wk__conn *conn)
+{
+    return conn->counted_in ? &conn->counted_in->counters : &conn->counters;
+}
+static inline void wk__bump(_Atomic uint64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+/* A reconnect of `conn` ended with `rc`: a reconnect, or a failure by
+ * its status; through the sentinels, a discovery either way. */
+void wk__count_connect(wk__conn *conn, int rc);
+/* CLOCK_MONOTONIC in ns; one more time `ns` into a histogram of
+ * WK_STATS_BUCKETS bounds (those of wakuwaku/metrics.h) and its sum; the
+ * same histogram read (not cumulative). */
+uint64_t wk__now_ns(void);
+void wk__hist_add(_Atomic uint64_t *buckets, _Atomic uint64_t *sum, uint64_t ns);
+void wk__hist_read(uint64_t *buckets, uint64_t *sum, const _Atomic uint64_t *from,
+                   const _Atomic uint64_t *from_sum);
+/* Add db's counters (its connection's unless a pool's front, which
+ * shares its first handle's; its waits) to *out. */
+void wk__stats_add(wk_handle_stats *out, const wk_db *db);
 
 /* The calling thread's message buffer (WK__ERRMSG_MAX bytes) for queries
  * through a pool's shared handle (core/pool.c). */

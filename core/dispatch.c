@@ -313,6 +313,7 @@ int wk__lease_acknowledged(wk_diag *d, bool *held)
     if (ack->type == REDIS_REPLY_INTEGER && ack->integer >= want)
         return WK_OK;
     *held = false;
+    wk__bump(&wk__counters(d->db->conn)->not_replicated);
     if (ack->type == REDIS_REPLY_INTEGER)
         return wk_diag_fail(d, WK_ENOTREPLICATED,
                             "%s: %lld of %d replica(s) acknowledged the lease within %d ms",

@@ -298,10 +298,13 @@ static bool redirected(wk__engine *m, wk__slot *s, const wk_query *q, const redi
      * does, which the command timeout bounds. */
     if (what == WK__REPLY_FINAL || (what == WK__MOVED && s->redirects >= MAX_REDIRECTS))
         return false;
-    if (what == WK__MOVED)
+    if (what == WK__MOVED) {
         s->redirects++;
+        wk__bump(&wk__counters(m->x->db->conn)->moved);
+    }
     s->state = WK__UNSENT;
     if (what == WK__ASK) {
+        wk__bump(&wk__counters(m->x->db->conn)->asked);
         s->asking = true;
         s->ask_node = node;
     } else if (what == WK__SLOT_UNSTABLE && has_single_key_form(q, s)) {

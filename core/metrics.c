@@ -24,6 +24,10 @@
 
 #include <wakuwaku/metrics.h>
 
+#include "core/core_internal.h"
+#include "core/metrics_text.h"
+#include "core/metrics_watch.h"
+
 /* ------------------------------------------------------------------------
  * The table
  * ---------------------------------------------------------------------- */
@@ -36,9 +40,6 @@
 static const uint64_t bounds_ns[WK_METRICS_BUCKETS] = {
     50000,    100000,   250000,    500000,    1000000,   2500000,    5000000,    10000000,
     25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 10000000000};
-static const char *const bounds_text[WK_METRICS_BUCKETS] = {
-    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
-    "0.025", "0.05",   "0.1",     "0.25",   "0.5",   "1",      "2.5",   "10"};
 
 typedef struct series {
     char query[WK_METRICS_LABEL_MAX];
@@ -58,6 +59,8 @@ typedef struct slot {
     const char *ns;
     int index;
     unsigned longs;                      /* bit i: label i too long to copy */
+    bool op;                             /* made for a library operation's query (WK__QUERY_OP) */
+    bool fixed; /* all three labels lie in the read-only image: the addresses suffice */
     char bytes[3][WK_METRICS_LABEL_MAX]; /* the raw labels when cached */
 } slot;
 
@@ -68,6 +71,11 @@ struct wk_metrics {
     _Atomic int count;    /* series in use, not counting the overflow one */
     slot slots[SLOTS];
     series rows[WK_METRICS_SERIES + 1]; /* the last one: overflow ("other") */
+    wk__watches watches;                /* under `lock` */
+    /* The program's read-only image (core/image.c): a label there keeps
+     * its bytes for good, so it is confirmed by its address alone. */
+    wk__range image[8];
+    size_t nimage;
 };
 
 static const char empty[] = "";
@@ -136,19 +144,38 @@ static bool shown(char dst[WK_METRICS_LABEL_MAX], const char *src)
     return true;
 }
 
-/* Whether cache entry `sl` was made for these label bytes (its addresses
- * already match): a label too long to copy must still be too long. */
-static bool same_bytes(const slot *sl, const char *name, const char *kind, const char *ns)
+/* Whether the label at `s` still has the bytes `held` copied (or is still
+ * too long to copy: `too_long`): at once when it lies in the program's
+ * read-only image (string literals, static descriptors), else by its
+ * bytes. */
+static bool in_image(const wk_metrics *m, const char *s)
 {
-    const char *labels[3] = {name, kind, ns};
-    for (int i = 0; i < 3; i++) {
-        bool same = sl->longs & (1u << i)
-                        ? strnlen(labels[i], WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX
-                        : !strcmp(sl->bytes[i], labels[i]);
-        if (!same)
-            return false;
-    }
-    return true;
+    for (size_t i = 0; i < m->nimage; i++)
+        if ((uintptr_t)s - m->image[i].lo < m->image[i].hi - m->image[i].lo)
+            return true;
+    return false;
+}
+
+static inline bool same_label(const wk_metrics *m, const char *held, bool too_long, const char *s)
+{
+    if (in_image(m, s))
+        return true;
+    return too_long ? strnlen(s, WK_METRICS_LABEL_MAX) == WK_METRICS_LABEL_MAX : !strcmp(held, s);
+}
+
+/* Whether cache entry `sl` was made for these label bytes (its addresses
+ * already match). A library operation's query (WK__QUERY_OP) has a
+ * static name, and the runner checked the entity's kind against that
+ * operation's kind, so only its namespace can have other bytes now. */
+static bool same_bytes(const wk_metrics *m, const slot *sl, bool op, const char *name,
+                       const char *kind, const char *ns)
+{
+    if (!same_label(m, sl->bytes[2], sl->longs & 4u, ns))
+        return false;
+    if (op)
+        return true;
+    return same_label(m, sl->bytes[0], sl->longs & 1u, name) &&
+           same_label(m, sl->bytes[1], sl->longs & 2u, kind);
 }
 
 /* The first of `n` series whose labels are shown as `t`, OVERFLOW if none. */
@@ -164,7 +191,8 @@ static int series_of(const wk_metrics *m, int n, char t[3][WK_METRICS_LABEL_MAX]
 
 /* The slow path, under the mutex: the series of these strings (found or
  * added, or the overflow one), and a cache slot for these addresses. */
-static int find_slow(wk_metrics *m, const char *name, const char *kind, const char *ns, size_t h)
+static int find_slow(wk_metrics *m, bool op, const char *name, const char *kind, const char *ns,
+                     size_t h)
 {
     const char *labels[3] = {name, kind, ns};
     char t[3][WK_METRICS_LABEL_MAX];
@@ -183,13 +211,16 @@ static int find_slow(wk_metrics *m, const char *name, const char *kind, const ch
     for (size_t p = 0; p < PROBES; p++) {
         slot *sl = &m->slots[(h + p) & (SLOTS - 1)];
         const char *held = atomic_load_explicit(&sl->name, memory_order_relaxed);
-        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
+        if (held == name && sl->kind == kind && sl->ns == ns && sl->op == op &&
+            same_bytes(m, sl, op, name, kind, ns))
             break; /* another thread cached it meanwhile */
         if (!held) {
             sl->kind = kind;
             sl->ns = ns;
             sl->index = index;
             sl->longs = 0;
+            sl->op = op;
+            sl->fixed = in_image(m, name) && in_image(m, kind) && in_image(m, ns);
             for (int i = 0; i < 3; i++) {
                 size_t len = strnlen(labels[i], WK_METRICS_LABEL_MAX);
                 if (len == WK_METRICS_LABEL_MAX) {
@@ -211,6 +242,7 @@ static series *find(wk_metrics *m, const wk_query *q)
 {
     const char *name = q->name ? q->name : "?";
     const char *kind = empty, *ns = empty;
+    bool op = (q->flags & WK__QUERY_OP) != 0;
     if (q->effect.count && q->effect.accesses && q->effect.accesses[0].entity) {
         const wk_entity *e = q->effect.accesses[0].entity;
         kind = e->kind ? e->kind : empty;
@@ -224,10 +256,11 @@ static series *find(wk_metrics *m, const wk_query *q)
             break;
         /* the addresses pick the entry, the bytes confirm it: a freed
          * string's address may now hold another entity's */
-        if (held == name && sl->kind == kind && sl->ns == ns && same_bytes(sl, name, kind, ns))
+        if (held == name && sl->kind == kind && sl->ns == ns &&
+            (sl->fixed || (sl->op == op && same_bytes(m, sl, op, name, kind, ns))))
             return &m->rows[sl->index];
     }
-    return &m->rows[find_slow(m, name, kind, ns, h)];
+    return &m->rows[find_slow(m, op, name, kind, ns, h)];
 }
 
 static uint64_t now_ns(void)
@@ -283,6 +316,7 @@ int wk_metrics_open(wk_metrics **out, wk_processor *inner)
         return WK_ENOMEM;
     }
     m->base.process = metrics_process;
+    m->nimage = wk__readonly_image(m->image, sizeof(m->image) / sizeof(m->image[0]));
     m->base.db = inner ? inner->db : NULL;
     m->base.flags = inner ? inner->flags : 0;
     m->inner = inner;
@@ -300,6 +334,47 @@ void wk_metrics_close(wk_metrics *m)
         return;
     pthread_mutex_destroy(&m->lock);
     free(m);
+}
+
+static int watch(wk_metrics *m, wk__watch_type type, void *object, const char *name)
+{
+    char text[WK_METRICS_LABEL_MAX];
+    if (!m || !name || !name[0] || !shown(text, name))
+        return WK_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    int rc = wk__watch_add(&m->watches, type, object, text);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int wk_metrics_watch_db(wk_metrics *m, wk_db *db, const char *name)
+{
+    return watch(m, WK__WATCH_DB, db, name);
+}
+
+int wk_metrics_watch_pool(wk_metrics *m, wk_pool *pool, const char *name)
+{
+    return watch(m, WK__WATCH_POOL, pool, name);
+}
+
+int wk_metrics_watch_near_cache(wk_metrics *m, wk_near_cache *nc, const char *name)
+{
+    return watch(m, WK__WATCH_NEAR_CACHE, nc, name);
+}
+
+int wk_metrics_watch_settings_follower(wk_metrics *m, wk_settings_follower *f, const char *name)
+{
+    return watch(m, WK__WATCH_FOLLOWER, f, name);
+}
+
+int wk_metrics_unwatch(wk_metrics *m, const void *object)
+{
+    if (!m || !object)
+        return WK_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    int rc = wk__watch_remove(&m->watches, object);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 wk_processor *wk_metrics_processor(wk_metrics *m)
@@ -375,67 +450,15 @@ uint64_t wk_metrics_count(const wk_metrics *m, const char *query, const char *ki
  * The Prometheus text exposition format
  * ---------------------------------------------------------------------- */
 
-/* Output to a FILE or to a buffer, counting every byte either way. */
-typedef struct sink {
-    FILE *f;
-    char *buf;
-    size_t size, len;
-    bool failed;
-} sink;
-
-static void put(sink *o, const char *s, size_t n)
+static void put_labels(wk__sink *o, const series *s)
 {
-    if (o->f) {
-        if (n && fwrite(s, 1, n, o->f) != n)
-            o->failed = true;
-    } else if (o->len < o->size) {
-        size_t room = o->size - o->len;
-        memcpy(o->buf + o->len, s, n < room ? n : room);
-    }
-    o->len += n;
-}
-
-static void puts_(sink *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void putf(sink *o, const char *fmt, ...)
-{
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        put(o, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
-/* A label value (valid UTF-8 already) with \, " and newline escaped, as
- * the format requires. */
-static void put_value(sink *o, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\')
-            puts_(o, "\\\\");
-        else if (*v == '"')
-            puts_(o, "\\\"");
-        else if (*v == '\n')
-            puts_(o, "\\n");
-        else
-            put(o, v, 1);
-    }
-}
-
-static void put_labels(sink *o, const series *s)
-{
-    puts_(o, "query=\"");
-    put_value(o, s->query);
-    puts_(o, "\",kind=\"");
-    put_value(o, s->kind);
-    puts_(o, "\",namespace=\"");
-    put_value(o, s->ns);
-    puts_(o, "\"");
+    wk__sink_puts(o, "query=\"");
+    wk__sink_value(o, s->query);
+    wk__sink_puts(o, "\",kind=\"");
+    wk__sink_value(o, s->kind);
+    wk__sink_puts(o, "\",namespace=\"");
+    wk__sink_value(o, s->ns);
+    wk__sink_puts(o, "\"");
 }
 
 static const char *outcome_name(int k)
@@ -452,24 +475,24 @@ static uint64_t load(const _Atomic uint64_t *v)
     return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
 }
 
-static void write_all(const wk_metrics *m, sink *o)
+static void write_all(const wk_metrics *m, wk__sink *o)
 {
     int n = atomic_load_explicit(&((wk_metrics *)m)->count, memory_order_acquire);
-    puts_(o, "# HELP wk_queries_total Queries processed, by name, entity and outcome.\n"
-             "# TYPE wk_queries_total counter\n");
+    wk__sink_family(o, "wk_queries_total", "counter",
+                    "Queries processed, by name, entity and outcome.");
     for (int i = 0; i <= n; i++) {
         const series *s = &m->rows[i == n ? OVERFLOW : i];
         for (int k = 0; k < OUTCOMES; k++) {
             uint64_t c = load(&s->outcomes[k]);
             if (!c)
                 continue;
-            puts_(o, "wk_queries_total{");
+            wk__sink_puts(o, "wk_queries_total{");
             put_labels(o, s);
-            putf(o, ",outcome=\"%s\"} %llu\n", outcome_name(k), (unsigned long long)c);
+            wk__sink_printf(o, ",outcome=\"%s\"} %llu\n", outcome_name(k), (unsigned long long)c);
         }
     }
-    puts_(o, "# HELP wk_query_duration_seconds Query latency, by name and entity.\n"
-             "# TYPE wk_query_duration_seconds histogram\n");
+    wk__sink_family(o, "wk_query_duration_seconds", "histogram",
+                    "Query latency, by name and entity.");
     for (int i = 0; i <= n; i++) {
         const series *s = &m->rows[i == n ? OVERFLOW : i];
         uint64_t counts[WK_METRICS_BUCKETS + 1], total = 0;
@@ -477,30 +500,22 @@ static void write_all(const wk_metrics *m, sink *o)
             total += counts[b] = load(&s->buckets[b]);
         if (i == n && !total)
             continue; /* the overflow series only once used */
-        uint64_t cum = 0;
-        for (int b = 0; b <= WK_METRICS_BUCKETS; b++) {
-            cum += counts[b];
-            puts_(o, "wk_query_duration_seconds_bucket{");
-            put_labels(o, s);
-            putf(o, ",le=\"%s\"} %llu\n", b < WK_METRICS_BUCKETS ? bounds_text[b] : "+Inf",
-                 (unsigned long long)cum);
-        }
-        uint64_t sum = load(&s->sum_ns);
-        puts_(o, "wk_query_duration_seconds_sum{");
-        put_labels(o, s);
-        putf(o, "} %llu.%09llu\n", (unsigned long long)(sum / 1000000000u),
-             (unsigned long long)(sum % 1000000000u));
-        puts_(o, "wk_query_duration_seconds_count{");
-        put_labels(o, s);
-        putf(o, "} %llu\n", (unsigned long long)cum);
+        /* three labels of at most WK_METRICS_LABEL_MAX - 1 bytes, each
+         * byte escaped to two at most */
+        char labels[3 * 2 * WK_METRICS_LABEL_MAX + 64];
+        wk__sink text = {.buf = labels, .size = sizeof(labels) - 1};
+        put_labels(&text, s);
+        labels[text.len < sizeof(labels) ? text.len : sizeof(labels) - 1] = '\0';
+        wk__sink_histogram(o, "wk_query_duration_seconds", labels, counts, load(&s->sum_ns));
     }
+    wk__watch_write(&((wk_metrics *)m)->watches, &((wk_metrics *)m)->lock, o);
 }
 
 int wk_metrics_write_prometheus(const wk_metrics *m, FILE *f)
 {
     if (!m || !f)
         return WK_EINVAL;
-    sink o = {.f = f};
+    wk__sink o = {.f = f};
     write_all(m, &o);
     if (o.failed || fflush(f))
         return WK_EIO;
@@ -511,7 +526,7 @@ int wk_metrics_format_prometheus(const wk_metrics *m, char *buf, size_t size, si
 {
     if (!m || (!buf && size))
         return WK_EINVAL;
-    sink o = {.buf = buf, .size = size};
+    wk__sink o = {.buf = buf, .size = size};
     write_all(m, &o);
     if (len)
         *len = o.len;

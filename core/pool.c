@@ -40,7 +40,12 @@ struct wk_pool {
     bool *borrowed;        /* per handle: out of the free stack */
     size_t *free_stack;    /* indices of free handles; top at nfree - 1 */
     size_t nfree;
+    size_t nwaiting;       /* threads in the queue */
     bool closed;           /* wk_pool_close() ran with handles still out */
+    /* wk_pool_stats(): borrows (the shared processor's included), how long
+     * each waited, and those that got no handle in time */
+    _Atomic uint64_t borrows, timeouts, wait_ns;
+    _Atomic uint64_t wait_buckets[WK_STATS_BUCKETS + 1];
 };
 
 static _Thread_local char thread_msg[WK__ERRMSG_MAX];
@@ -101,6 +106,7 @@ static void unqueue(wk_pool *pool, waiter *w)
 
 static int timed_out(wk_pool *pool, bool cut)
 {
+    wk__bump(&pool->timeouts);
     if (cut)
         return wk__db_fail(&pool->front, WK_ETIMEDOUT,
                            "pool: no free connection before the call's deadline (not sent)");
@@ -127,6 +133,8 @@ static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
         size_t i = pool->free_stack[--pool->nfree];
         pool->borrowed[i] = true;
         pthread_mutex_unlock(&pool->mu);
+        wk__bump(&pool->borrows);
+        wk__hist_add(pool->wait_buckets, &pool->wait_ns, 0); /* no wait */
         *index = i;
         return WK_OK;
     }
@@ -148,6 +156,8 @@ static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
     else
         pool->head = &w;
     pool->tail = &w;
+    pool->nwaiting++;
+    uint64_t start = wk__now_ns();
     while (!w.granted && wk__boot_ms() < deadline) {
         struct timespec ts;
         wk__cond_abstime(deadline, &ts);
@@ -155,10 +165,13 @@ static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
     }
     if (!w.granted)
         unqueue(pool, &w);
+    pool->nwaiting--;
     pthread_mutex_unlock(&pool->mu);
     pthread_cond_destroy(&w.cv);
     if (!w.granted)
         return timed_out(pool, cut);
+    wk__bump(&pool->borrows);
+    wk__hist_add(pool->wait_buckets, &pool->wait_ns, wk__now_ns() - start);
     *index = w.handle;
     return WK_OK;
 }
@@ -347,4 +360,25 @@ const char *wk_pool_errmsg(const wk_pool *pool)
 {
     (void)pool;
     return thread_msg;
+}
+
+int wk_pool_stats(wk_pool *pool, wk_pool_usage *out)
+{
+    if (!pool || !out)
+        return WK_EINVAL;
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&pool->mu);
+    out->size = pool->size;
+    out->in_use = pool->size - pool->nfree;
+    out->waiting = pool->nwaiting;
+    pthread_mutex_unlock(&pool->mu);
+    out->borrows = atomic_load_explicit(&pool->borrows, memory_order_relaxed);
+    out->borrow_timeouts = atomic_load_explicit(&pool->timeouts, memory_order_relaxed);
+    wk__hist_read(out->borrow_buckets, &out->borrow_wait_ns, pool->wait_buckets, &pool->wait_ns);
+    /* Every connection once (the front shares the first's) and the waits
+     * made through the shared processor or a borrowed handle. */
+    wk__stats_add(&out->handles, &pool->front);
+    for (size_t i = 0; i < pool->size; i++)
+        wk__stats_add(&out->handles, pool->handles[i]);
+    return WK_OK;
 }

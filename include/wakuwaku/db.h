@@ -296,6 +296,40 @@ WK_API const wk_cap *wk_db_capability(const wk_db *db);
  * handle; "" when there was none. Never NULL. */
 WK_API const char *wk_db_errmsg(const wk_db *db);
 
+/*
+ * Counters of a handle since it was opened (wk_db_stats()): its
+ * connection's life, and the waits for leases made through it.
+ * Counters only grow; `waiting` is how many calls wait now.
+ */
+#define WK_STATS_REASONS 5 /* connect failures: WK_EIO, WK_ETIMEDOUT, WK_EAUTH, WK_EPROTO, other */
+#define WK_STATS_BUCKETS 16 /* wait-time bounds: as WK_METRICS_BUCKETS (wakuwaku/metrics.h) */
+typedef struct wk_handle_stats {
+    uint64_t reconnects; /* connections made after the first (cluster nodes included) */
+    /* connection attempts that failed, by status, in WK_STATS_REASONS order */
+    uint64_t connect_failures[WK_STATS_REASONS];
+    uint64_t moved, asked;          /* cluster redirections followed */
+    uint64_t sentinel_discoveries;  /* primaries looked up through the sentinels */
+    uint64_t not_replicated;        /* acknowledged leases short of replicas (WK_ENOTREPLICATED) */
+    uint64_t waiting;               /* calls waiting for a lease now */
+    uint64_t waits;                 /* waits that ended, failures included */
+    uint64_t wait_acquired;         /* … with the lease */
+    uint64_t wait_handoffs;         /* … with the lease, after sleeping for a release */
+    uint64_t wait_deadlines;        /* … without it: the deadline passed */
+    /* how long each ended wait took, per bucket (not cumulative; the last
+     * one is above the last bound), and their sum in nanoseconds */
+    uint64_t wait_buckets[WK_STATS_BUCKETS + 1];
+    uint64_t wait_ns;
+} wk_handle_stats;
+
+/*
+ * wk_db_stats — copy the handle's counters into *out: its connection's
+ * (shared with the handles narrowed from it, and including its blocking
+ * connection for waits) and its own waits. Thread-safe: another thread
+ * (a metrics scrape) may read while the handle's thread works; each
+ * counter is some recent value. WK_OK, or WK_EINVAL (NULL argument).
+ */
+WK_API int wk_db_stats(wk_db *db, wk_handle_stats *out);
+
 /* wk_db_ping — a round trip (PING) outside capability checks, since it
  * touches no entity. Useful for health checks. */
 WK_API int wk_db_ping(wk_db *db);

@@ -57,7 +57,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <wakuwaku/db.h>
+#include <wakuwaku/near_cache.h>
+#include <wakuwaku/pool.h>
 #include <wakuwaku/query.h>
+#include <wakuwaku/settings.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +69,7 @@ extern "C" {
 
 #define WK_METRICS_SERIES 64     /* distinct (query name, entity) series */
 #define WK_METRICS_LABEL_MAX 129 /* bytes kept per label, with the NUL */
+#define WK_METRICS_WATCHES 16    /* objects watched at once (see WATCHED OBJECTS) */
 
 /* The histogram's finite upper bounds, in seconds (then +Inf):
  * 50 µs, 100 µs, 250 µs, 500 µs, 1 ms, 2.5 ms, 5 ms, 10 ms, 25 ms, 50 ms,
@@ -110,7 +115,58 @@ typedef struct wk_metrics_wrapper {
  * Returns WK_OK or WK_EINVAL (an argument NULL). */
 WK_API int wk_metrics_wrap(wk_metrics_wrapper *w, wk_metrics *m, wk_processor *inner);
 
-/* wk_metrics_reset — every counter back to 0 and every series forgotten.
+/*
+ * WATCHED OBJECTS — besides its queries, a table writes what the objects
+ * it watches are doing, read from each object's own stats call
+ * (wk_db_stats, wk_pool_stats, wk_near_cache_stats,
+ * wk_settings_follower_stats / _lag) every time the text is written.
+ * Families (each written only when an object of its kind is watched;
+ * the first label is the name given to the watch call):
+ *
+ *   handles and pools (a pool's connections summed), label handle:
+ *     wk_reconnects_total, wk_connect_failures_total{reason=WK_EIO|
+ *     WK_ETIMEDOUT|WK_EAUTH|WK_EPROTO|other}, wk_redirects_total{type=
+ *     moved|ask}, wk_sentinel_discoveries_total,
+ *     wk_lease_not_replicated_total, wk_lease_waiters (gauge),
+ *     wk_lease_waits_total{outcome=acquired|deadline|failed},
+ *     wk_lease_handoffs_total, wk_lease_wait_seconds (histogram)
+ *   pools, label pool:
+ *     wk_pool_connections, wk_pool_connections_in_use,
+ *     wk_pool_waiting_borrowers (gauges), wk_pool_borrows_total,
+ *     wk_pool_borrow_timeouts_total, wk_pool_borrow_wait_seconds
+ *     (histogram)
+ *   near caches, label cache:
+ *     wk_near_cache_hits_total, _misses_total, _revalidations_total,
+ *     _invalidations_total, _evictions_total; wk_near_cache_entries,
+ *     _unverified_entries, _bytes (gauges)
+ *   settings followers, label follower:
+ *     wk_settings_version, wk_settings_version_lag, wk_settings_synced
+ *     (gauges), wk_settings_reloads_total, wk_settings_applied_total,
+ *     wk_settings_reconnects_total
+ *
+ * The histograms have the query histogram's bounds. Waits are counted on
+ * the handle whose processor the waiting call was given (a pool's shared
+ * processor: the pool); an event-loop handle (wk_async) is not counted.
+ *
+ * wk_metrics_watch_* — watch `object` under `name` (copied; shown as
+ * valid UTF-8 like the query labels). The object must stay valid until
+ * wk_metrics_unwatch() returns or the table is closed. Returns WK_OK,
+ * WK_EINVAL (an argument NULL, `name` empty or longer than
+ * WK_METRICS_LABEL_MAX - 1 bytes, the object watched already) or
+ * WK_ENOMEM (WK_METRICS_WATCHES objects watched already).
+ * wk_metrics_unwatch — stop watching `object`: once it returns, no write
+ * reads the object any more. WK_OK, or WK_EINVAL (not watched).
+ * Thread-safe, also against writes of the text.
+ */
+WK_API int wk_metrics_watch_db(wk_metrics *m, wk_db *db, const char *name);
+WK_API int wk_metrics_watch_pool(wk_metrics *m, wk_pool *pool, const char *name);
+WK_API int wk_metrics_watch_near_cache(wk_metrics *m, wk_near_cache *nc, const char *name);
+WK_API int wk_metrics_watch_settings_follower(wk_metrics *m, wk_settings_follower *f,
+                                              const char *name);
+WK_API int wk_metrics_unwatch(wk_metrics *m, const void *object);
+
+/* wk_metrics_reset — every query counter back to 0 and every series
+ * forgotten (watched objects stay watched: their counters are their own).
  * WARNING: not while queries or writes run on `m` or its wrappers. */
 WK_API void wk_metrics_reset(wk_metrics *m);
 

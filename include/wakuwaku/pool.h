@@ -171,6 +171,25 @@ WK_API int wk_pool_borrow(wk_pool *pool, wk_db **db);
  */
 WK_API int wk_pool_return(wk_pool *pool, wk_db *db);
 
+/* What a pool is doing (wk_pool_stats()). */
+typedef struct wk_pool_usage {
+    size_t size;              /* connections */
+    size_t in_use;            /* … borrowed now (by a query or wk_pool_borrow) */
+    size_t waiting;           /* threads waiting for one now */
+    uint64_t borrows;         /* connections taken, the shared processor's included */
+    uint64_t borrow_timeouts; /* borrows that got none in time (WK_ETIMEDOUT) */
+    /* how long each borrow waited (0 when one was free), per bucket of
+     * the bounds of WK_STATS_BUCKETS (not cumulative; the last one is
+     * above the last bound), and their sum in nanoseconds */
+    uint64_t borrow_buckets[WK_STATS_BUCKETS + 1];
+    uint64_t borrow_wait_ns;
+    wk_handle_stats handles; /* its connections and the waits made through it, summed */
+} wk_pool_usage;
+
+/* wk_pool_stats — copy what the pool is doing into *out. Any thread, at
+ * any time before wk_pool_close(). WK_OK, or WK_EINVAL (NULL argument). */
+WK_API int wk_pool_stats(wk_pool *pool, wk_pool_usage *out);
+
 /* wk_pool_errmsg — the detail of the calling thread's last query through
  * a pool's shared processor, or of its last failed wk_pool_borrow() (see
  * DETAIL MESSAGES); "" when it succeeded. Borrowed until this thread's

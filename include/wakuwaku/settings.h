@@ -444,6 +444,13 @@ WK_API int wk_settings_follower_snapshot(wk_settings_follower *f, wk_settings_ma
  * Thread-safe; returns -1 for NULL. */
 WK_API int64_t wk_settings_follower_version(wk_settings_follower *f);
 
+/* wk_settings_follower_lag — how many versions the mirror was behind the
+ * server at the follower's last check of the server's version (periodic,
+ * and after a message it did not apply), less the changes applied since:
+ * 0 when caught up. Messages alone never raise it (they may be forged).
+ * Thread-safe; returns -1 for NULL. */
+WK_API int64_t wk_settings_follower_lag(wk_settings_follower *f);
+
 /*
  * wk_settings_follower_wait — wait until the mirror's version is ≥
  * `version`, or `timeout_ms` passed (0: just check; negative: wait

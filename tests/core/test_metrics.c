@@ -8,6 +8,9 @@
 #include <math.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <pthread.h>
+
 #include <wakuwaku/metrics.h>
 
 #include "redis_fixture.h"
@@ -58,7 +61,7 @@ static char *format(const wk_metrics *m)
 
 /* ---- a checker of the Prometheus text format (version 0.0.4) */
 
-#define MAX_FAMILIES 8
+#define MAX_FAMILIES 64
 
 typedef struct checker {
     char help[MAX_FAMILIES][64];
@@ -453,6 +456,31 @@ Test(metrics, a_reused_label_address_counts_into_its_own_series)
     wk_metrics_close(m);
 }
 
+/* The same for a library operation's queries, which the wrapper confirms
+ * by the namespace only (their name is static and their kind checked by
+ * the runner): a rewritten namespace still gets its own series. */
+Test(metrics, a_reused_namespace_address_counts_library_operations_into_their_own_series)
+{
+    stub s = stub_new(WK_OK);
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, &s.base), WK_OK);
+    wk_processor *p = wk_metrics_processor(m);
+    char ns[16] = "alpha";
+    wk_entity lock = WK_LOCK_ENTITY(ns, 30000);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    strcpy(ns, "bravo");
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    strcpy(ns, "alpha");
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    uint64_t alpha = wk_metrics_count(m, "lock.inspect", "Lock", "alpha", WK_OK);
+    uint64_t bravo = wk_metrics_count(m, "lock.inspect", "Lock", "bravo", WK_OK);
+    cr_assert(alpha == 2 && bravo == 2, "alpha %llu, bravo %llu (want 2 and 2)",
+              (unsigned long long)alpha, (unsigned long long)bravo);
+    wk_metrics_close(m);
+}
+
 Test(metrics, latency_lands_in_buckets_and_sum)
 {
     stub s = stub_new(WK_OK);
@@ -558,4 +586,284 @@ Test(metrics, counts_real_reads_writes_and_refusals)
     wk_metrics_close(m);
     wk_db_close(ro);
     wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Watched objects: handles, pools, near caches, settings followers
+ * ---------------------------------------------------------------------- */
+
+/* The value of the series whose line starts with `series` ("name{labels}"),
+ * or -1 when there is none. */
+static long long series_value(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+        if (!strncmp(line, series, n) && line[n] == ' ')
+            return atoll(line + n + 1);
+    return -1;
+}
+
+typedef struct holder_args {
+    wk_db *db;
+    const wk_entity *lock;
+    wk_token token;
+} holder_args;
+
+static void *release_later(void *arg)
+{
+    holder_args *h = arg;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    bool was = false;
+    wk_lock_release(wk_db_processor(h->db), h->lock, wk_name_u64(7), &h->token, &was);
+    return NULL;
+}
+
+/* One object of each watched kind, watched by a table of its own. */
+typedef struct watched_set {
+    const char *ns;
+    wk_entity lock, cache, settings;
+    wk_metrics *m;
+    wk_db *db, *other;
+    wk_pool *pool;
+    wk_near_cache *nc;
+    wk_settings_follower *f;
+    int64_t version;
+    char client[64]; /* db's client name, its own (suites run in parallel) */
+} watched_set;
+
+static void watched_open(watched_set *w)
+{
+    w->ns = wk_test_ns("metrics-watch");
+    w->lock = (wk_entity)WK_LOCK_ENTITY(w->ns, 10000);
+    w->cache = (wk_entity)WK_CACHE_ENTITY(w->ns, 60000);
+    w->settings = (wk_entity)WK_SETTINGS_ENTITY(w->ns);
+    cr_assert_eq(wk_metrics_open(&w->m, NULL), WK_OK);
+    snprintf(w->client, sizeof(w->client), "db-%s", w->ns);
+    w->db = wk_test_open_as(wk_cap_read_write(), w->client, 0);
+    w->other = wk_test_open(NULL);
+    w->pool = wk_test_open_pool(wk_test_url(), NULL, 1, 0, NULL);
+    cr_assert(w->db && w->other && w->pool);
+    const wk_entity *served[1] = {&w->cache};
+    wk_near_cache_options no = WK_NEAR_CACHE_OPTIONS_INIT;
+    no.entities = served;
+    no.nentities = 1;
+    char err[256];
+    cr_assert_eq(wk_near_cache_open(&w->nc, w->other, &no, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_settings_put(wk_db_processor(w->other), &w->settings, wk_name_str("app"), "k",
+                                 1, "v", 1, &w->version),
+                 WK_OK);
+    wk_db_options dbo = WK_DB_OPTIONS_INIT;
+    dbo.url = wk_test_url();
+    dbo.capability = wk_cap_read_write();
+    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    fo.db = &dbo;
+    fo.settings = &w->settings;
+    fo.name = wk_name_str("app");
+    cr_assert_eq(wk_settings_follower_start(&w->f, &fo, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_metrics_watch_db(w->m, w->db, "api"), WK_OK);
+    cr_assert_eq(wk_metrics_watch_pool(w->m, w->pool, "workers"), WK_OK);
+    cr_assert_eq(wk_metrics_watch_near_cache(w->m, w->nc, "profiles"), WK_OK);
+    cr_assert_eq(wk_metrics_watch_settings_follower(w->m, w->f, "app"), WK_OK);
+}
+
+static void watched_close(watched_set *w)
+{
+    wk_metrics_close(w->m);
+    wk_settings_follower_halt(w->f);
+    wk_settings_follower_free(w->f);
+    wk_near_cache_close(w->nc);
+    wk_pool_close(w->pool);
+    wk_db_close(w->other);
+    wk_db_close(w->db);
+}
+
+/* Every family of every kind of watched object is written, passes the
+ * format check, and its counters follow what the objects did: a
+ * reconnect, a wait that ran out, a wait handed the lock on release, a
+ * pool borrow that timed out, near-cache hits, a follower's version. */
+Test(metrics, watched_objects_write_their_families_and_count_what_happened)
+{
+    watched_set w;
+    watched_open(&w);
+    wk_metrics *m = w.m;
+    wk_db *db = w.db, *other = w.other;
+    wk_pool *pool = w.pool;
+    wk_near_cache *nc = w.nc;
+    wk_entity lock = w.lock, cache = w.cache;
+    int64_t version = w.version;
+    cr_assert_eq(wk_metrics_watch_db(m, db, "again"), WK_EINVAL);
+    cr_assert_eq(wk_metrics_watch_db(m, other, ""), WK_EINVAL);
+
+    /* a reconnect */
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), &lock, wk_name_u64(7), &st), WK_OK);
+    redisContext *raw = wk_test_raw(wk_test_url());
+    cr_assert_eq(wk_test_kill_clients_named(raw, w.client), 1);
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), &lock, wk_name_u64(7), &st), WK_OK);
+    wk_handle_stats hs;
+    cr_assert_eq(wk_db_stats(db, &hs), WK_OK);
+    cr_assert_eq(hs.reconnects, 1);
+    /* a wait that runs out, then one handed the lock by a release */
+    holder_args h = {.db = other, .lock = &lock};
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(other), &lock, wk_name_u64(7), &h.token, &got), WK_OK);
+    cr_assert(got);
+    wk_token mine;
+    cr_assert_eq(wk_lock_acquire(wk_db_processor(db), &lock, wk_name_u64(7), wk_deadline_in(100),
+                                 NULL, &mine, &got),
+                 WK_OK);
+    cr_assert(!got);
+    pthread_t t;
+    pthread_create(&t, NULL, release_later, &h);
+    cr_assert_eq(wk_lock_acquire(wk_db_processor(db), &lock, wk_name_u64(7), wk_deadline_in(5000),
+                                 NULL, &mine, &got),
+                 WK_OK);
+    pthread_join(t, NULL);
+    cr_assert(got);
+    /* a pool borrow that times out (one connection, no wait) */
+    wk_db *borrowed;
+    cr_assert_eq(wk_pool_borrow(pool, &borrowed), WK_OK);
+    cr_assert_eq(wk_lock_inspect(wk_pool_processor(pool), &lock, wk_name_u64(7), &st), WK_ETIMEDOUT);
+    /* near-cache hits */
+    cr_assert_eq(wk_cache_put(wk_db_processor(other), &cache, wk_name_str("p"), "body", 4), WK_OK);
+    for (int i = 0; i < 3; i++) {
+        wk_body body = WK_BODY_INIT;
+        cr_assert_eq(wk_near_cache_get(nc, &cache, wk_name_str("p"), &body), WK_OK);
+        wk_body_free(&body);
+    }
+
+    char *text = format(m);
+    check_prometheus(text);
+    static const char *const families[] = {
+        "wk_reconnects_total", "wk_connect_failures_total", "wk_redirects_total",
+        "wk_sentinel_discoveries_total", "wk_lease_not_replicated_total", "wk_lease_waiters",
+        "wk_lease_waits_total", "wk_lease_handoffs_total", "wk_lease_wait_seconds",
+        "wk_pool_connections", "wk_pool_connections_in_use", "wk_pool_waiting_borrowers",
+        "wk_pool_borrows_total", "wk_pool_borrow_timeouts_total", "wk_pool_borrow_wait_seconds",
+        "wk_near_cache_hits_total", "wk_near_cache_misses_total",
+        "wk_near_cache_revalidations_total", "wk_near_cache_invalidations_total",
+        "wk_near_cache_evictions_total", "wk_near_cache_entries",
+        "wk_near_cache_unverified_entries", "wk_near_cache_bytes", "wk_settings_version",
+        "wk_settings_version_lag", "wk_settings_synced", "wk_settings_reloads_total",
+        "wk_settings_applied_total", "wk_settings_reconnects_total"};
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        char help[128];
+        snprintf(help, sizeof(help), "# TYPE %s ", families[i]);
+        cr_assert(strstr(text, help), "no family %s in:\n%s", families[i], text);
+    }
+    /* (a wait cut by its deadline drops its blocking connection: the
+     * next wait reconnects it, counted on the handle) */
+    cr_assert_geq(series_value(text, "wk_reconnects_total{handle=\"api\"}"), 1, "%s", text);
+    cr_assert_eq(series_value(text, "wk_lease_waits_total{handle=\"api\",outcome=\"deadline\"}"), 1,
+                 "%s", text);
+    cr_assert_eq(series_value(text, "wk_lease_waits_total{handle=\"api\",outcome=\"acquired\"}"), 1,
+                 "%s", text);
+    cr_assert_eq(series_value(text, "wk_lease_handoffs_total{handle=\"api\"}"), 1, "%s", text);
+    cr_assert_eq(series_value(text, "wk_lease_waiters{handle=\"api\"}"), 0, "%s", text);
+    cr_assert_eq(series_value(text, "wk_lease_wait_seconds_count{handle=\"api\"}"), 2, "%s", text);
+    cr_assert_eq(series_value(text, "wk_pool_connections_in_use{pool=\"workers\"}"), 1, "%s", text);
+    cr_assert_eq(series_value(text, "wk_pool_borrow_timeouts_total{pool=\"workers\"}"), 1, "%s",
+                 text);
+    cr_assert_eq(series_value(text, "wk_pool_borrows_total{pool=\"workers\"}"), 1, "%s", text);
+    cr_assert_geq(series_value(text, "wk_near_cache_hits_total{cache=\"profiles\"}"), 1, "%s", text);
+    cr_assert_eq(series_value(text, "wk_settings_version{follower=\"app\"}"), version, "%s", text);
+    cr_assert_eq(series_value(text, "wk_settings_synced{follower=\"app\"}"), 1, "%s", text);
+    free(text);
+
+    /* unwatched: no longer read, its families gone */
+    cr_assert_eq(wk_metrics_unwatch(m, pool), WK_OK);
+    cr_assert_eq(wk_metrics_unwatch(m, pool), WK_EINVAL);
+    text = format(m);
+    cr_assert(!strstr(text, "wk_pool_connections"), "%s", text);
+    check_prometheus(text);
+    free(text);
+
+    wk_pool_return(pool, borrowed);
+    redisFree(raw);
+    watched_close(&w);
+}
+
+/* Whether `name` is a sample name in the exposition `text`. */
+static bool exported(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *line = text; line && *line;
+         line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+        if (line[0] != '#' && !strncmp(line, name, n) && (line[n] == '{' || line[n] == ' '))
+            return true;
+    return false;
+}
+
+/* Every wk_ name in the expressions of `node` (a JSON value, walked
+ * whole) is exported; `checked` counts the names seen. */
+static void check_exprs(const json_t *node, const char *text, int *checked)
+{
+    if (json_is_object(node)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)node, key, v) {
+            if (!strcmp(key, "expr") && json_is_string(v)) {
+                const char *e = json_string_value(v);
+                for (const char *p = strstr(e, "wk_"); p; p = strstr(p, "wk_")) {
+                    char name[128];
+                    size_t len = 0;
+                    while ((isalnum((unsigned char)p[len]) || p[len] == '_') && len < sizeof(name) - 1)
+                        name[len] = p[len], len++;
+                    name[len] = '\0';
+                    cr_assert(exported(text, name), "the dashboard names %s, which is not exported",
+                              name);
+                    (*checked)++;
+                    p += len;
+                }
+            } else {
+                check_exprs(v, text, checked);
+            }
+        }
+    } else if (json_is_array(node)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach((json_t *)node, i, v) check_exprs(v, text, checked);
+    }
+}
+
+/* examples/grafana/wakuwaku.json loads and names only series the library
+ * writes (with one object of each kind watched and a query counted). */
+Test(metrics, the_grafana_dashboard_names_only_exported_series)
+{
+    watched_set w;
+    watched_open(&w);
+    wk_metrics_wrapper wrap;
+    cr_assert_eq(wk_metrics_wrap(&wrap, w.m, wk_db_processor(w.db)), WK_OK);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(&wrap.base, &w.lock, wk_name_u64(1), &st), WK_OK);
+    char *text = format(w.m);
+    char path[4096];
+    const char *src = getenv("WK_TEST_SOURCE_DIR");
+    cr_assert(src, "WK_TEST_SOURCE_DIR is not set (ctest sets it)");
+    snprintf(path, sizeof(path), "%s/examples/grafana/wakuwaku.json", src);
+    json_error_t jerr;
+    json_t *dash = json_load_file(path, 0, &jerr);
+    cr_assert(dash, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    cr_assert(json_array_size(json_object_get(dash, "panels")) >= 8);
+    int checked = 0;
+    check_exprs(dash, text, &checked);
+    cr_assert_geq(checked, 20, "only %d names checked", checked);
+    json_decref(dash);
+    free(text);
+    watched_close(&w);
+}
+
+/* A table watches at most WK_METRICS_WATCHES objects. */
+Test(metrics, watches_are_bounded)
+{
+    wk_metrics *m;
+    cr_assert_eq(wk_metrics_open(&m, NULL), WK_OK);
+    static char objects[WK_METRICS_WATCHES + 1];
+    for (int i = 0; i < WK_METRICS_WATCHES; i++)
+        cr_assert_eq(wk_metrics_watch_db(m, (wk_db *)&objects[i], "h"), WK_OK);
+    cr_assert_eq(wk_metrics_watch_db(m, (wk_db *)&objects[WK_METRICS_WATCHES], "h"), WK_ENOMEM);
+    for (int i = 0; i < WK_METRICS_WATCHES; i++)
+        cr_assert_eq(wk_metrics_unwatch(m, &objects[i]), WK_OK);
+    wk_metrics_close(m);
 }
