@@ -376,6 +376,12 @@ static bool get_positive(ctx *c, const cg_json_value *v, const char *path, const
 static const char *const scalar_types[] = {"bool",   "i32",    "i64",   "u32", "u64",
                                            "f64",    "string", "bytes", NULL};
 
+/* scalar_types[] is in field_type order (FT_BOOL … FT_BYTES). */
+const char *field_type_name(const field *f)
+{
+    return f->type == FT_RECORD ? f->rec->id : scalar_types[f->type];
+}
+
 static const char *const record_keys[] = {"id", "fields", "description", NULL};
 static const char *const record_required[] = {"id", "fields", NULL};
 static const char *const field_keys[] = {"name", "type", "optional", "array", "description", NULL};

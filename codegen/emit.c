@@ -135,14 +135,9 @@ void emit_field_ctype(outbuf *o, const schema *s, const field *f)
         out_puts(o, field_ctypes[f->type]);
 }
 
-static const char *const field_type_names[FT_COUNT] = {
-    [FT_BOOL] = "bool", [FT_I32] = "i32",       [FT_I64] = "i64",      [FT_U32] = "u32",
-    [FT_U64] = "u64",   [FT_F64] = "f64",       [FT_STRING] = "string", [FT_BYTES] = "bytes",
-    [FT_RECORD] = "record"};
-
 void emit_field_schema_type(outbuf *o, const field *f)
 {
-    out_puts(o, f->type == FT_RECORD ? f->rec->id : field_type_names[f->type]);
+    out_puts(o, field_type_name(f));
     if (f->array)
         out_puts(o, "[]");
     if (f->optional)

@@ -227,10 +227,14 @@ void diag_error(diag *d, cg_json_pos pos, const char *path, const char *fmt, ...
  * Stages
  * ---------------------------------------------------------------------- */
 
-/* read_file — the whole file at `path`, malloc()ed (the caller frees it),
- * its length in *len; NULL with errno set when it cannot be read (util.c;
- * also used by tools/wk). */
+/* read_file — the whole file at `path`, malloc()ed and NUL-terminated (the
+ * caller frees it), its length in *len; NULL with errno set when it cannot
+ * be read (util.c; also used by tools/wk). */
 char *read_file(const char *path, size_t *len);
+
+/* The schema's spelling of field f's type: "u64", "string", or the id of
+ * its record (check.c). */
+const char *field_type_name(const field *f);
 
 /* Arena for the model's strings and arrays (check.c); freed with the model. */
 typedef struct pool pool;

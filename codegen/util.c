@@ -400,6 +400,8 @@ char *read_file(const char *path, size_t *len)
         buf = grown;
     }
     fclose(f);
+    if (buf) /* n < cap here: room for a NUL after the text */
+        buf[n] = '\0';
     *len = n;
     return buf;
 }

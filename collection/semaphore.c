@@ -102,8 +102,8 @@ static const wk_script owned_script = {"semaphore.owned", WK__NOW_MS
 static const wk_script inspect_script = {"semaphore.inspect",
                                          WK__NOW_MS "return " RUNNING("now") "\n"};
 
-/* KEYS: permits, q, e. ARGV: w. The permits that were running; deletes
- * the set and wakes the head waiter. */
+/* KEYS: permits, q, e. ARGV: w. The permits that were running (the
+ * outcome: whether any was); deletes the set and wakes the head waiter. */
 static const wk_script force_release_script = {
     "semaphore.force_release", WK__NOW_MS
     "local n = " RUNNING("now") "\n"
@@ -196,7 +196,7 @@ static const wk__op inspect_op = SEM_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
                                         .out_name = "state");
 static const wk__op force_release_op = SEM_OP(force_release, .script = &force_release_script,
                                               .wake = 2, .args = {WK__ARG_WAKE},
-                                              .parse = parse_count, OUT(int64_t, "freed"));
+                                              .parse = wk__parse_removed, OUT(bool, "was_held"));
 
 int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
                          wk_semaphore_state *state)
@@ -209,7 +209,7 @@ int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
     return wk__op_send(&c, NULL, NULL, 0);
 }
 
-WK__OP_FN(wk_semaphore_force_release, force_release_op, int64_t)
+WK__OP_FN(wk_semaphore_force_release, force_release_op, bool)
 
 /* ------------------------------------------------------------------------
  * The waiting acquire (collection/wake.h)

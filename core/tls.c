@@ -10,6 +10,12 @@
  * primary a sentinel named, each has its own), or options.tls_server_name
  * for all of them.
  *
+ * Sessions are resumed: the settings keep the last session each server
+ * (its name and address) gave, and a new connection to it offers that
+ * session, so a reconnect — after a failover, a restart, an idle drop —
+ * costs an abbreviated handshake instead of a full one with certificate
+ * verification. The server may decline; the handshake is then a full one.
+ *
  * The socket is hiredis's (connected, left blocking); every call here is
  * non-blocking anyway: a BIO of our own sends with MSG_DONTWAIT and
  * MSG_NOSIGNAL (OpenSSL's socket BIO write()s, and a peer that hung up
@@ -17,7 +23,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +42,24 @@
 #include "core/db_internal.h"
 #include "core/transport.h"
 
+/* The sessions kept for resumption: one per server (name and address),
+ * the oldest replaced when full. */
+#define SESSIONS 16
+#define SESSION_KEY_MAX 320
+
+typedef struct kept_session {
+    char key[SESSION_KEY_MAX]; /* "" : free */
+    SSL_SESSION *session;
+} kept_session;
+
 struct wk__tls_config {
     SSL_CTX *ctx;
     char *server_name; /* options.tls_server_name; NULL: each connection's host */
+    /* Shared by every connection made with these settings, whatever its
+     * thread (a pool's handles, blocking connections). */
+    pthread_mutex_t mu;
+    kept_session sessions[SESSIONS];
+    size_t next; /* the entry to replace next when none is free */
 };
 
 /* ---- a socket BIO that cannot raise SIGPIPE ----------------------- */
@@ -177,6 +200,7 @@ static int expect_name(X509_VERIFY_PARAM *param, const char *name)
 }
 
 static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey);
+static int on_new_session(SSL *ssl, SSL_SESSION *session);
 
 int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg, size_t msglen)
 {
@@ -192,7 +216,10 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
         return WK_EINVAL;
     }
     wk__tls_config *cfg = calloc(1, sizeof(*cfg));
-    if (!cfg || (o->server_name && !(cfg->server_name = strdup(o->server_name)))) {
+    if (!cfg || (o->server_name && !(cfg->server_name = strdup(o->server_name))) ||
+        pthread_mutex_init(&cfg->mu, NULL)) {
+        if (cfg)
+            free(cfg->server_name);
         free(cfg);
         snprintf(msg, msglen, "out of memory");
         return WK_ENOMEM;
@@ -211,14 +238,20 @@ int wk__tls_config_new(wk__tls_config **out, const wk__tls_options *o, char *msg
      * buffered, SSL_has_pending, so poll stays right). */
     SSL_CTX_set_read_ahead(cfg->ctx, 1);
     SSL_CTX_set_verify(cfg->ctx, SSL_VERIFY_PEER, NULL);
+    /* Sessions are kept here, per server (see the banner), not in
+     * OpenSSL's cache, which a client does not look up by itself. */
+    SSL_CTX_set_app_data(cfg->ctx, cfg);
+    SSL_CTX_set_session_cache_mode(cfg->ctx,
+                                   SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(cfg->ctx, on_new_session);
     if (!o->cert_file)
         SSL_CTX_set_client_cert_cb(cfg->ctx, no_client_cert);
-    if ((o->ca_file && (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_file,
-                                        false))) ||
-        (o->ca_dir && (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_dir,
-                                       true))) ||
-        (o->cert_file && (rc = unreadable(msg, msglen, "the client certificate", o->cert_file,
-                                          false))) ||
+    if ((o->ca_file &&
+         (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_file, false))) ||
+        (o->ca_dir &&
+         (rc = unreadable(msg, msglen, "the CA certificates from", o->ca_dir, true))) ||
+        (o->cert_file &&
+         (rc = unreadable(msg, msglen, "the client certificate", o->cert_file, false))) ||
         (o->key_file && (rc = unreadable(msg, msglen, "the client key", o->key_file, false))))
         goto done;
     if (o->ca_file || o->ca_dir) {
@@ -263,6 +296,10 @@ void wk__tls_config_free(wk__tls_config *cfg)
 {
     if (!cfg)
         return;
+    for (size_t i = 0; i < SESSIONS; i++)
+        if (cfg->sessions[i].session)
+            SSL_SESSION_free(cfg->sessions[i].session);
+    pthread_mutex_destroy(&cfg->mu);
     SSL_CTX_free(cfg->ctx);
     free(cfg->server_name);
     free(cfg);
@@ -277,7 +314,85 @@ typedef struct tls_state {
     bool cert_requested;              /* the server asked for a client certificate we lack */
     const struct wk__tls_config *cfg; /* while handshaking: the settings */
     char *name;                       /* while handshaking: the name required */
+    char key[SESSION_KEY_MAX];        /* the server's, for its sessions: name@address */
 } tls_state;
+
+/* ---- sessions ---------------------------------------------------------- */
+
+/* The server `name` at the other end of `fd`, as a session key. */
+static void session_key(char *key, const char *name, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char addr[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+            port = ntohs(in->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+            port = ntohs(in6->sin6_port);
+        }
+    }
+    snprintf(key, SESSION_KEY_MAX, "%s@%s:%d", name, addr, port);
+}
+
+/* The entry of `key`, or NULL. Under cfg->mu. */
+static kept_session *session_of(wk__tls_config *cfg, const char *key)
+{
+    for (size_t i = 0; i < SESSIONS; i++)
+        if (cfg->sessions[i].key[0] && !strcmp(cfg->sessions[i].key, key))
+            return &cfg->sessions[i];
+    return NULL;
+}
+
+/* OpenSSL's new-session callback: keep a copy of the server's latest
+ * session. A copy, because OpenSSL marks the connection's own session
+ * not resumable when the connection ends without a close_notify — a
+ * killed connection, a failover: the very reconnects resumption is for. */
+static int on_new_session(SSL *ssl, SSL_SESSION *session)
+{
+    wk__tls_config *cfg = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const tls_state *t = SSL_get_app_data(ssl);
+    SSL_SESSION *copy = cfg && t && t->key[0] ? SSL_SESSION_dup(session) : NULL;
+    if (!copy)
+        return 0;
+    pthread_mutex_lock(&cfg->mu);
+    kept_session *k = session_of(cfg, t->key);
+    if (!k)
+        for (size_t i = 0; i < SESSIONS && !k; i++)
+            if (!cfg->sessions[i].key[0])
+                k = &cfg->sessions[i];
+    if (!k) {
+        k = &cfg->sessions[cfg->next];
+        cfg->next = (cfg->next + 1) % SESSIONS;
+    }
+    if (k->session)
+        SSL_SESSION_free(k->session);
+    k->session = copy;
+    snprintf(k->key, sizeof(k->key), "%s", t->key);
+    pthread_mutex_unlock(&cfg->mu);
+    return 0; /* the original stays OpenSSL's */
+}
+
+/* Offer the server's kept session, if any, on a new connection. */
+static void offer_session(wk__tls_config *cfg, tls_state *t)
+{
+    pthread_mutex_lock(&cfg->mu);
+    kept_session *k = session_of(cfg, t->key);
+    if (k && k->session)
+        SSL_set_session(t->ssl, k->session); /* takes its own reference */ /* takes its own reference */
+    pthread_mutex_unlock(&cfg->mu);
+}
+
+bool wk__tls_resumed(const wk__link *link)
+{
+    const tls_state *t = link->state;
+    return link->tx == &tls_transport && t && SSL_session_reused(t->ssl) == 1;
+}
 
 /* Called by OpenSSL when the server asks for a client certificate and
  * none is configured: send none, but remember it, so that the server
@@ -459,6 +574,8 @@ int wk__tls_start(const wk__tls_config *cfg, wk__link *link, const char *host, c
     }
     if (!is_ip_address(name))
         SSL_set_tlsext_host_name(t->ssl, name);
+    session_key(t->key, name, link->ctx->fd);
+    offer_session((wk__tls_config *)cfg, t); /* the kept sessions only change */
     /* Until the handshake completes: no close_notify on close. */
     t->failed = true;
     t->cfg = cfg;

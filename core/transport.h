@@ -101,5 +101,7 @@ int wk__tls_step(wk__link *link, short *want, const char *addr, char *msg, size_
  * certificate that the options do not give (tls-auth-clients): a failure
  * right after the handshake is then the server refusing us. */
 bool wk__tls_lacks_client_cert(const wk__link *link);
+/* Whether this TLS link's handshake resumed a kept session (tests). */
+bool wk__tls_resumed(const wk__link *link);
 
 #endif /* WK_CORE_TRANSPORT_H */

@@ -78,7 +78,7 @@
        "does token still hold it, for how long, under which fence (extends nothing)")              \
     XX(fenced_lock, inspect, READ, (wk_name name, wk_fenced_lock_state *state),                    \
        "is it held, for how much longer, and the last fence")                                      \
-    XX(fenced_lock, force_release, WRITE, (wk_name name, bool *freed),                             \
+    XX(fenced_lock, force_release, WRITE, (wk_name name, bool *was_held),                          \
        "free it whoever holds it (operators); the fence counter is kept")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_FENCED_LOCK_SCHEMA(KIND, PARAM)                                                         \
@@ -189,14 +189,15 @@ WK_API int wk_fenced_lock_inspect(wk_processor *p, const wk_entity *lock, wk_nam
 
 /*
  * wk_fenced_lock_force_release — for operators: free the lock `name`
- * whoever holds it, and wake the waiters. *freed tells whether a lease was
- * running. The fence counter is kept, so the next holder's fence is still
+ * whoever holds it, and wake the waiters. *was_held: whether a lease was
+ * running (the lease family's force_release convention, wakuwaku/lock.h).
+ * The fence counter is kept, so the next holder's fence is still
  * greater than the evicted holder's, and a resource that fences refuses
  * the evicted holder's late writes. WRITE effect; returns as
  * wk_fenced_lock_release().
  */
 WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name,
-                                        bool *freed);
+                                        bool *was_held);
 
 /*
  * wk_fenced_lock_acquire — take the lock `name`, waiting until it is

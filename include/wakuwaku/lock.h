@@ -142,6 +142,10 @@ WK_API int wk_lock_owned(wk_processor *p, const wk_entity *lock, wk_name name,
  * holder is not told, and its release/extend then report false.
  * *was_held: whether somebody held it. WRITE effect. Returns as
  * wk_lock_release().
+ *
+ * Every kind of the lease family (Lock, RwLock, FencedLock, Semaphore)
+ * has this force_release: (p, entity, name, bool *was_held), was_held
+ * required, true when a lease was running.
  */
 WK_API int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name name,
                                  bool *was_held);

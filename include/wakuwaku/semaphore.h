@@ -65,7 +65,7 @@
        "does token still hold a permit, for how long (extends nothing)")                           \
     XX(semaphore, inspect, READ, (wk_name name, wk_semaphore_state *state),                        \
        "running and free permits")                                                                 \
-    XX(semaphore, force_release, WRITE, (wk_name name, int64_t *freed),                            \
+    XX(semaphore, force_release, WRITE, (wk_name name, bool *was_held),                            \
        "free every permit whoever holds them (operators)")
 /* The same rule on a schema's entity: its row's check. */
 #define WK__SEMAPHORE_SCHEMA_CHECK(v, why, whylen)                                                 \
@@ -155,13 +155,14 @@ WK_API int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name n
 
 /*
  * wk_semaphore_force_release — for operators: free every permit of `name`
- * whoever holds them, and wake the waiters. *freed is the number of
- * permits whose lease was running. Their holders learn it at their next
- * extend/owned/release (false). WRITE effect; returns as
- * wk_semaphore_release().
+ * whoever holds them, and wake the waiters. *was_held: whether a permit's
+ * lease was running (the lease family's force_release convention,
+ * wakuwaku/lock.h; wk_semaphore_inspect() counts the running permits).
+ * Their holders learn it at their next extend/owned/release (false).
+ * WRITE effect; returns as wk_semaphore_release().
  */
 WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_name name,
-                                      int64_t *freed);
+                                      bool *was_held);
 
 /*
  * wk_semaphore_acquire — take a permit of `name`, waiting until one is

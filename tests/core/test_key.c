@@ -198,13 +198,12 @@ static int run_every_query(wk_processor *p, const wk_entity *e, wk_name n, int *
     } else if (strcmp(e->kind, WK_KIND_SEMAPHORE) == 0) {
         wk_lease_state own;
         wk_semaphore_state st;
-        int64_t freed;
         rc[nrc++] = wk_semaphore_try(p, e, n, &t, &b);
         rc[nrc++] = wk_semaphore_release(p, e, n, &t, &b);
         rc[nrc++] = wk_semaphore_extend(p, e, n, &t, &b);
         rc[nrc++] = wk_semaphore_owned(p, e, n, &t, &own);
         rc[nrc++] = wk_semaphore_inspect(p, e, n, &st);
-        rc[nrc++] = wk_semaphore_force_release(p, e, n, &freed);
+        rc[nrc++] = wk_semaphore_force_release(p, e, n, &b);
     } else if (strcmp(e->kind, WK_KIND_CACHE) == 0) {
         wk_body body = WK_BODY_INIT;
         rc[nrc++] = wk_cache_get(p, e, n, &body);

@@ -17,6 +17,7 @@
 #include <wakuwaku/batch.h>
 #include <wakuwaku/settings.h>
 
+#include "core/db_internal.h"
 #include "support.h"
 
 typedef wk_test_tls tls_server;
@@ -175,6 +176,33 @@ Test(tls, reconnect_after_a_server_restart, .timeout = 30)
     snprintf(laddr, sizeof(laddr), "laddr=127.0.0.1:%d", t.tls_port);
     cr_assert(strstr(r->str, laddr), "the new connection is not on the TLS port:\n%s", r->str);
     freeReplyObject(r);
+    redisFree(raw);
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* A reconnect resumes the session the server gave the connection before
+ * (an abbreviated handshake), on the handle's own connection and on a
+ * pool's. */
+Test(tls, a_reconnect_resumes_the_session, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    o.client_name = "tls-resume";
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), err);
+    cr_assert_eq(wk_db_ping(db), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert(!wk__tls_resumed(&db->conn->link), "the first connection had no session to resume");
+    redisContext *raw = wk_test_raw(t.s.url);
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(wk_test_kill_clients_named(raw, "tls-resume"), 1);
+        rc = wk_db_ping(db);
+        cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert(wk__tls_resumed(&db->conn->link), "reconnect %d: a full handshake", round + 1);
+    }
     redisFree(raw);
     wk_db_close(db);
     tls_stop(&t);

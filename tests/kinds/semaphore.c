@@ -53,8 +53,8 @@ static int q_inspect(wk_processor *p, const char *ns)
 static int q_force_release(wk_processor *p, const char *ns)
 {
     SEM_E(ns);
-    static int64_t n;
-    return wk_semaphore_force_release(p, &e, wk_test_name(), &n);
+    static bool was_held;
+    return wk_semaphore_force_release(p, &e, wk_test_name(), &was_held);
 }
 
 static const wk_test_query queries[] = {

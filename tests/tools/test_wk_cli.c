@@ -20,6 +20,13 @@ static const wk_entity invoice = WK_LOCK_ENTITY("invoice", 30000);
 static const wk_entity invoice_state = WK_CACHE_ENTITY("invoice-state", 600000);
 static const wk_entity login = WK_TOKEN_BUCKET_ENTITY("login", 20, 1, 3000);
 static const wk_entity flags = WK_SETTINGS_ENTITY("flags");
+static const wk_entity profile = WK_HASHED_CACHE_ENTITY("profile", 300000);
+
+/* A body that decodes as the schema's customer_profile. */
+static const char good_profile[] =
+    "{\"id\":\"7\",\"name\":\"Ada\",\"vip\":true,\"credit_limit\":100.5,"
+    "\"open_invoices\":[\"1\",\"2\"],\"billing_address\":{\"street\":\"1 Main St\","
+    "\"city\":\"Oslo\"}}";
 
 typedef struct result {
     int status;
@@ -36,10 +43,12 @@ static void slurp(const char *path, char *buf, size_t cap)
         fclose(f);
 }
 
-/* Run `wk <args>` (args: shell words, already quoted) with --url and
- * --schema in front unless raw. */
-static void run_wk(result *r, bool raw, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void run_wk(result *r, bool raw, const char *fmt, ...)
+/* Run `<env> wk --url URL --schema <billing> <args>` (env: NAME=value
+ * words or ""; args: printf of shell words, already quoted; url NULL: no
+ * --url nor --schema). */
+static void run_wk_in(result *r, const char *env, const char *url, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void run_wk_in(result *r, const char *env, const char *url, const char *fmt, ...)
 {
     char args[2048], cmd[4096];
     va_list ap;
@@ -49,11 +58,11 @@ static void run_wk(result *r, bool raw, const char *fmt, ...)
     char outp[64], errp[64];
     snprintf(outp, sizeof(outp), "/tmp/wk-cli-%d.out", (int)getpid());
     snprintf(errp, sizeof(errp), "/tmp/wk-cli-%d.err", (int)getpid());
-    if (raw)
-        snprintf(cmd, sizeof(cmd), "'%s' %s >%s 2>%s", WK_CLI_PATH, args, outp, errp);
+    if (!url)
+        snprintf(cmd, sizeof(cmd), "%s '%s' %s >%s 2>%s", env, WK_CLI_PATH, args, outp, errp);
     else
-        snprintf(cmd, sizeof(cmd), "'%s' --url '%s' --schema '%s' %s >%s 2>%s", WK_CLI_PATH,
-                 wk_test_url(), WK_BILLING_SCHEMA, args, outp, errp);
+        snprintf(cmd, sizeof(cmd), "%s '%s' --url '%s' --schema '%s' %s >%s 2>%s", env,
+                 WK_CLI_PATH, url, WK_BILLING_SCHEMA, args, outp, errp);
     int st = system(cmd);
     cr_assert(WIFEXITED(st), "wk did not exit: %s", cmd);
     r->status = WEXITSTATUS(st);
@@ -62,6 +71,9 @@ static void run_wk(result *r, bool raw, const char *fmt, ...)
     unlink(outp);
     unlink(errp);
 }
+
+/* `wk <args>`, with the test server's --url and --schema unless raw. */
+#define run_wk(r, raw, ...) run_wk_in(r, "", (raw) ? NULL : wk_test_url(), __VA_ARGS__)
 
 static json_t *parse_json(const result *r)
 {
@@ -282,14 +294,15 @@ Test(wk_cli, caches_get_put_remove_list)
     cr_assert_eq(r.status, 1);
 
     /* a HashedCache: the worker may read profiles, not write them */
-    run_wk(&r, false, "--as worker profile put %llu '{}'", (unsigned long long)a);
+    run_wk(&r, false, "--as worker profile put %llu '%s'", (unsigned long long)a, good_profile);
     cr_assert_eq(r.status, 3);
-    run_wk(&r, false, "--as read-write profile put %llu '{\"id\":\"1\"}'", (unsigned long long)a);
+    run_wk(&r, false, "--as read-write profile put %llu '%s'", (unsigned long long)a,
+           good_profile);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_wk(&r, false, "--as worker --json profile get %llu", (unsigned long long)a);
     cr_assert_eq(r.status, 0, "%s", r.err);
     j = parse_json(&r);
-    cr_assert_str_eq(json_string_value(json_object_get(j, "body")), "{\"id\":\"1\"}");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "body")), good_profile);
     cr_assert_eq(strlen(json_string_value(json_object_get(j, "hash"))), 2 * WK_HASH_LEN);
     json_decref(j);
     wk_db_close(db);
@@ -467,7 +480,7 @@ Test(wk_cli, rwlock_fenced_lock_and_semaphore)
            wk_test_url(), path);
     cr_assert_eq(r.status, 0, "%s", r.err);
     j = parse_json(&r);
-    cr_assert_eq(json_integer_value(json_object_get(j, "freed")), 2);
+    cr_assert(json_is_true(json_object_get(j, "was_held")), "%s", r.out);
     json_decref(j);
     run_wk(&r, true, "--url '%s' --schema '%s' slot inspect a", wk_test_url(), path);
     cr_assert_eq(r.status, 1);
@@ -902,4 +915,264 @@ Test(wk_cli, json_bytes_that_are_not_utf8_are_hex)
     wk_settings_remove(p, &flags, wk_name_str("bin"), "k\xff", 2, NULL);
     wk_settings_remove(p, &flags, wk_name_str("bin"), "text", 4, NULL);
     wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Typed bodies: put checks them as generated clients decode them
+ * ---------------------------------------------------------------------- */
+
+/* The body stored under profile `n` (NULL: none), malloc'ed. */
+static char *profile_body(wk_db *db, uint64_t n)
+{
+    wk_body body = WK_BODY_INIT;
+    cr_assert_eq(wk_hashed_cache_get(wk_db_processor(db), &profile, wk_name_u64(n), &body), WK_OK);
+    char *text = body.found ? strndup((const char *)body.data, body.len) : NULL;
+    wk_body_free(&body);
+    return text;
+}
+
+Test(wk_cli, typed_put_refuses_a_body_its_record_does_not_decode)
+{
+    wk_db *db = wk_test_open(NULL);
+    uint64_t n = 3000000u + (uint64_t)getpid();
+    result r;
+    run_wk(&r, false, "--as read-write profile put %llu '%s'", (unsigned long long)n, good_profile);
+    cr_assert_eq(r.status, 0, "a good body is stored: %s", r.err);
+
+    /* the decoder's path and reason, exit 2, the stored body untouched */
+    static const struct {
+        const char *body, *why;
+    } bad[] = {
+        {"{\"id\":\"5\"}", "$.name: missing required field"},
+        {"{\"x\":1}", "$.id: missing required field"},
+        {"{\"id\":\"5\",\"name\":\"A\",\"vip\":1,\"credit_limit\":1,\"open_invoices\":[],"
+         "\"billing_address\":{\"street\":\"s\",\"city\":\"c\"}}",
+         "$.vip: expected"},
+        {"{\"id\":\"5\",\"name\":\"A\",\"vip\":true,\"credit_limit\":1,\"open_invoices\":[],"
+         "\"billing_address\":{\"street\":\"s\"}}",
+         "$.billing_address.city: missing required field"},
+        {"not json", "$: not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        run_wk(&r, false, "--as read-write profile put %llu '%s'", (unsigned long long)n,
+               bad[i].body);
+        cr_expect_eq(r.status, 2, "%s: exit %d (%s)", bad[i].body, r.status, r.err);
+        cr_expect(strstr(r.err, bad[i].why), "%s: \"%s\" lacks \"%s\"", bad[i].body, r.err,
+                  bad[i].why);
+        char *now = profile_body(db, n);
+        cr_expect(now && !strcmp(now, good_profile), "%s was written: %s", bad[i].body,
+                  now ? now : "(none)");
+        free(now);
+    }
+    run_wk(&r, false, "--json --as read-write profile put %llu '{\"id\":\"5\"}'",
+           (unsigned long long)n);
+    cr_assert_eq(r.status, 2);
+    json_t *j = parse_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "usage");
+    cr_assert(strstr(json_string_value(json_object_get(j, "error")), "$.name"), "%s", r.out);
+    json_decref(j);
+
+    /* checked before any connection: a server that is not there is never asked */
+    run_wk(&r, true, "--url redis://127.0.0.1:1 --schema '%s' --as read-write profile put 1 '{}'",
+           WK_BILLING_SCHEMA);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+
+    /* --raw stores the bytes unchecked, on purpose */
+    run_wk(&r, false, "--raw --as read-write profile put %llu '{\"id\":\"5\"}'",
+           (unsigned long long)n);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *now = profile_body(db, n);
+    cr_assert(now && !strcmp(now, "{\"id\":\"5\"}"), "%s", now ? now : "(none)");
+    free(now);
+    /* a Cache without a typed body stores any bytes */
+    run_wk(&r, false, "--as read-write invoice_state put %llu 'not json'", (unsigned long long)n);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    wk_db_close(db);
+}
+
+/* A file in /tmp holding `text`; its path in `path`. */
+static void write_temp(char *path, size_t cap, const char *tag, const char *text)
+{
+    snprintf(path, cap, "/tmp/wk-cli-%s-%d", tag, (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Records nested by value, arrays of records, optional arrays and a
+ * record holding itself through an array: decoded at any depth. */
+Test(wk_cli, typed_put_checks_nested_and_recursive_records)
+{
+    char schema[128];
+    write_temp(schema, sizeof(schema), "tree.json",
+               "{\"service\":\"t\",\"entities\":[{\"id\":\"tree\",\"kind\":\"Cache\","
+               "\"namespace\":\"wk-cli-tree\",\"name\":\"str\",\"ttl\":\"1m\",\"body\":\"node\"}],"
+               "\"records\":[{\"id\":\"pt\",\"fields\":[{\"name\":\"x\",\"type\":\"i32\"},"
+               "{\"name\":\"tag\",\"type\":\"string\",\"optional\":true}]},"
+               "{\"id\":\"node\",\"fields\":[{\"name\":\"label\",\"type\":\"string\"},"
+               "{\"name\":\"at\",\"type\":\"pt\"},"
+               "{\"name\":\"pts\",\"type\":\"pt\",\"array\":true,\"optional\":true},"
+               "{\"name\":\"kids\",\"type\":\"node\",\"array\":true}]}]}");
+    result r;
+    run_wk(&r, true,
+           "--url '%s' --schema '%s' --as read-write tree put n%d "
+           "'{\"label\":\"r\",\"at\":{\"x\":1},\"pts\":[{\"x\":2,\"tag\":\"t\"}],"
+           "\"kids\":[{\"label\":\"k\",\"at\":{\"x\":3},\"kids\":[{\"label\":\"g\","
+           "\"at\":{\"x\":4},\"kids\":[]}]}]}'",
+           wk_test_url(), schema, (int)getpid());
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_wk(&r, true,
+           "--url '%s' --schema '%s' --as read-write tree put n%d "
+           "'{\"label\":\"r\",\"at\":{\"x\":1},\"kids\":[{\"label\":\"k\",\"at\":{\"x\":3},"
+           "\"kids\":[{\"label\":\"g\",\"at\":{\"x\":\"4\"},\"kids\":[]}]}]}'",
+           wk_test_url(), schema, (int)getpid());
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "$.kids[0].kids[0].at.x: expected an integer"), "%s", r.err);
+    run_wk(&r, true, "--schema '%s' help tree", schema);
+    cr_assert(strstr(r.out, "    kids: node[], required\n      (node, as above)\n"), "%s", r.out);
+    unlink(schema);
+}
+
+Test(wk_cli, help_entity_lists_the_typed_fields_of_its_body)
+{
+    result r;
+    run_wk(&r, false, "help profile");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *lines[] = {"  body: customer_profile, JSON",
+                           "\n    id: u64, required\n    name: string, required\n",
+                           "\n    email: string, optional\n",
+                           "\n    open_invoices: u64[], required\n",
+                           "\n    billing_address: address, required\n"
+                           "      street: string, required\n"
+                           "      city: string, required\n"
+                           "      postcode: string, optional\n",
+                           "\n    avatar: bytes, optional\n"};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        cr_expect(strstr(r.out, lines[i]), "help profile lacks \"%s\":\n%s", lines[i], r.out);
+    run_wk(&r, false, "invoice_state --help");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(!strstr(r.out, "body:"), "a Cache of bytes has no fields: %s", r.out);
+}
+
+/* ------------------------------------------------------------------------
+ * Reaching a server over TLS, through sentinels, with passwords from files
+ * ---------------------------------------------------------------------- */
+
+Test(wk_cli, tls_server_with_a_private_ca, .timeout = 120)
+{
+    wk_test_tls t;
+    cr_assert_eq(wk_test_tls_start(&t, false, NULL), 0, "cannot start a TLS redis-server");
+    result r;
+    /* the private CA is nobody's default: without it the handshake fails */
+    run_wk_in(&r, "", t.url, "--as read-write invoice_state put 1 a");
+    cr_assert_eq(r.status, 4, "%s", r.err);
+    run_wk_in(&r, "", t.url, "--as read-write --tls-ca-file '%s' invoice_state put 1 tls", t.ca);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char env[512];
+    snprintf(env, sizeof(env), "WK_TLS_CA_FILE='%s'", t.ca);
+    run_wk_in(&r, env, t.url, "--as read-write invoice_state get 1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "tls");
+
+    /* a CA directory (hashed), and the server name checked */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p '%s/cadir' && cp '%s' '%s/cadir/' && openssl rehash '%s/cadir'", t.certs,
+             t.ca, t.certs, t.certs);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    run_wk_in(&r, "", t.url, "--as read-write --tls-ca-dir '%s/cadir' invoice_state get 1",
+              t.certs);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    snprintf(env, sizeof(env), "WK_TLS_CA_DIR='%s/cadir' WK_TLS_SERVER_NAME=localhost", t.certs);
+    run_wk_in(&r, env, t.url, "--as read-write invoice_state get 1");
+    cr_assert_eq(r.status, 0, "the certificate names localhost: %s", r.err);
+    run_wk_in(&r, "", t.url,
+              "--as read-write --tls-ca-file '%s' --tls-server-name elsewhere.example "
+              "invoice_state get 1",
+              t.ca);
+    cr_assert_eq(r.status, 4, "a name the certificate lacks: %s", r.out);
+    /* a CA file that is not there: the file's own reason */
+    run_wk_in(&r, "", t.url, "--as read-write --tls-ca-file '%s/nosuch.crt' invoice_state get 1",
+              t.certs);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "No such file or directory"), "%s", r.err);
+    wk_test_tls_stop(&t);
+}
+
+Test(wk_cli, tls_server_that_requires_a_client_certificate, .timeout = 120)
+{
+    wk_test_tls t;
+    cr_assert_eq(wk_test_tls_start(&t, true, NULL), 0, "cannot start a TLS redis-server");
+    result r;
+    run_wk_in(&r, "", t.url, "--as read-write --tls-ca-file '%s' invoice_state put 2 a", t.ca);
+    cr_assert_eq(r.status, 4, "refused without a client certificate: %s", r.err);
+    run_wk_in(&r, "", t.url,
+              "--as read-write --tls-ca-file '%s' --tls-cert '%s' --tls-key '%s' invoice_state put "
+              "2 mtls",
+              t.ca, t.client_crt, t.client_key);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char env[1024];
+    snprintf(env, sizeof(env), "WK_TLS_CA_FILE='%s' WK_TLS_CERT='%s' WK_TLS_KEY='%s'", t.ca,
+             t.client_crt, t.client_key);
+    run_wk_in(&r, env, t.url, "--as read-write invoice_state get 2");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "mtls");
+    wk_test_tls_stop(&t);
+}
+
+Test(wk_cli, sentinel_and_data_passwords_from_options_environment_and_files, .timeout = 120)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, "data-pw", "sentinel-pw"), 0,
+                 "cannot start the sentinels");
+    result r;
+    char spw[128], dpw[128];
+    write_temp(spw, sizeof(spw), "spw", "sentinel-pw\n"); /* one newline: not the password's */
+    write_temp(dpw, sizeof(dpw), "dpw", "data-pw");
+
+    /* each way of giving each password; %s: the sentinel password file,
+     * then the data password file */
+#define GET "invoice_state get 3"
+    static const struct {
+        const char *env, *args;
+        int status;
+    } ways[] = {
+        {"WK_PASSWORD=data-pw", "invoice_state put 3 s", 4}, /* no sentinel password */
+        {"WK_PASSWORD=data-pw", "--sentinel-password sentinel-pw invoice_state put 3 s", 0},
+        {"WK_PASSWORD=data-pw", "--sentinel-user default --sentinel-password-file %s " GET, 0},
+        {"WK_PASSWORD=data-pw", "--sentinel-user nobody --sentinel-password sentinel-pw " GET, 4},
+        {"WK_SENTINEL_PASSWORD_FILE=%s WK_PASSWORD_FILE=%s", GET, 0},
+        {"WK_SENTINEL_PASSWORD=sentinel-pw", "--password-file %2$s " GET, 0},
+        {"WK_SENTINEL_PASSWORD=sentinel-pw", GET, 4}, /* no data password */
+    };
+    for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
+        char env_line[512], args[512];
+        snprintf(env_line, sizeof(env_line), ways[i].env, spw, dpw);
+        snprintf(args, sizeof(args), ways[i].args, spw, dpw);
+        run_wk_in(&r, env_line, t.url, "--as read-write %s", args);
+        cr_expect_eq(r.status, ways[i].status, "%s wk %s: exit %d (%s)", env_line, args, r.status,
+                     r.err);
+        if (strstr(args, GET) && !ways[i].status) /* the item put above */
+            cr_expect_str_eq(r.out, "s", "%s wk %s", env_line, args);
+    }
+    /* a password file that cannot be read: its reason, exit 2 */
+    run_wk_in(&r, "", t.url,
+              "--as read-write --sentinel-password-file /nonexistent/wk-pw invoice_state get 3");
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(
+        strstr(r.err, "--sentinel-password-file /nonexistent/wk-pw: No such file or directory"),
+        "%s", r.err);
+    run_wk_in(&r, "WK_PASSWORD_FILE=/tmp", t.url, "--as read-write invoice_state get 3");
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "WK_PASSWORD_FILE /tmp: "), "%s", r.err);
+    run_wk_in(
+        &r, "", t.url,
+        "--as read-write --sentinel-password x --sentinel-password-file '%s' invoice_state get 3",
+        spw);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "not both"), "%s", r.err);
+    unlink(spw);
+    unlink(dpw);
+    wk_test_sentinels_stop(&t);
 }

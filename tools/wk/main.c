@@ -2,7 +2,8 @@
  * tools/wk/main.c — wk, the operator's command line: inspect and repair a
  * service's entities in Redis, driven by the service's own schema.json.
  *
- *   wk --url URL --schema schema.json [--as CAPABILITY] [--json]
+ *   wk --url URL --schema schema.json [--as CAPABILITY] [--json] [--raw]
+ *      [--tls-… FILE] [--sentinel-… …] [--password-file FILE]
  *      <entity-id> <command> [name] [args]
  *
  * The schema is read and checked by the code generator's own parser and
@@ -10,13 +11,16 @@
  * every entity by id, kind, namespace and name type exactly as generated
  * code does. Every command is a query through the library's dispatch, on a
  * handle opened with the capability named by --as: a capability that does
- * not grant a command refuses it with the library's own message.
+ * not grant a command refuses it with the library's own message. How it
+ * reaches Redis (URL, TLS, credentials) is connect.c's; the check of a
+ * typed body before put, and its fields in help, body.c's.
  *
  * Exit status: 0 done; 1 not found / not held / limited (watch: its
- * --timeout-ms passed before --count versions); 2 usage (bad
- * arguments, unknown entity, command or capability, unreadable or invalid
- * schema); 3 refused by the capability (WK_EDENIED); 4 connection or
- * server error (any other status).
+ * --timeout-ms passed before --count versions); 2 usage (bad arguments,
+ * unknown entity, command or capability, unreadable or invalid schema,
+ * unreadable password file, a body its record does not decode); 3 refused
+ * by the capability (WK_EDENIED); 4 connection or server error (any other
+ * status).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -36,8 +40,8 @@
 
 #include <wakuwaku/wakuwaku.h>
 
-#include "codegen/schema.h"
 #include "core/core_internal.h"
+#include "tools/wk/wk.h"
 
 enum { EXIT_OK = 0, EXIT_NOT_FOUND = 1, EXIT_USAGE = 2, EXIT_DENIED = 3, EXIT_ERROR = 4 };
 
@@ -134,7 +138,8 @@ static void json_error(const char *msg, const char *status)
  * ---------------------------------------------------------------------- */
 
 typedef struct invocation {
-    const char *url, *schema_path, *as;
+    conn_options conn; /* --url, TLS, credentials */
+    const char *schema_path, *as;
     const entity *ent;     /* the schema's entity */
     wk_entity desc;        /* its runtime descriptor */
     const char *kind_name; /* "Lock" */
@@ -145,7 +150,8 @@ typedef struct invocation {
     wk_processor *p;
     const wk_db_options *opts; /* how db was opened (watch opens a follower) */
     const schema *s;
-    const op_desc *op;     /* the operation the command runs (NULL: a look) */
+    bool raw;           /* --raw: put writes a body unchecked */
+    const op_desc *op;  /* the operation the command runs (NULL: a look) */
     char node_msg[512]; /* a cluster node's handle failed: its message */
 } invocation;
 
@@ -244,11 +250,12 @@ static void json_name(const invocation *inv, const char *name, size_t len)
 /*
  * An entity's commands are its kind's operations, from the kind's op list
  * (include/wakuwaku/<kind>.h, read through codegen's kind table): each
- * one that has a row in ops[] below is a command of its name (force_release
- * may be typed force-release) with the list's mode as its effect, and help
- * lists the others as the library's. A new kind's operations are all
- * listed with no edit here; a row gives one of them a command line. Then
- * wk's own looks (looks[]): READ command queries of the entity's keys, or
+ * one that has an OP row in commands[] below is a command of its name
+ * (force_release may be typed force-release) with the list's mode as its
+ * effect, and help lists the others as the library's. A new kind's
+ * operations are all listed with no edit here; a row gives one of them a
+ * command line. Then
+ * wk's own looks (LOOK rows): READ command queries of the entity's keys, or
  * several operations in one.
  */
 typedef struct command {
@@ -258,6 +265,8 @@ typedef struct command {
     int min_args, max_args;
     const char *summary; /* one line; the exit status 1 case after "1:" */
     int (*run)(invocation *inv, wk_name name);
+    bool look;   /* wk's own (READ), not an operation of the kind's list */
+    int body_at; /* 1 + the index after NAME of a body put stores (checked); 0: none */
 } command;
 
 static void text_or_json_bool(const char *key, bool v, bool last)
@@ -280,26 +289,6 @@ static void open_json(void)
 {
     if (json_mode)
         fputc('{', stdout);
-}
-
-/* The end of a command whose outcome is one boolean `key`: exit 0 when it
- * is true, 1 when not. */
-static int bool_outcome(const invocation *inv, int rc, const char *key, bool v)
-{
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool(key, v, true);
-    return v ? EXIT_OK : EXIT_NOT_FOUND;
-}
-
-/* A command that calls `fn`, whose outcome is one boolean `key`. */
-typedef int (*bool_fn)(wk_processor *, const wk_entity *, wk_name, bool *);
-static int bool_command(invocation *inv, wk_name name, bool_fn fn, const char *key)
-{
-    bool v = false;
-    int rc = fn(inv->p, &inv->desc, name, &v);
-    return bool_outcome(inv, rc, key, v);
 }
 
 /* One member of an outcome struct, printed under its name. */
@@ -330,137 +319,130 @@ static int members_outcome(const invocation *inv, int rc, const void *st, const 
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
+/* Every operation's function by its query's name ("lock.owned"), from
+ * the op lists: a row is the function's prototype (WK__OPS checks it),
+ * so a caller casts it back to that exact type. */
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+typedef void (*any_fn)(void);
+#define FN_ROW(k, op, mode, params, summary) {#k "." #op, (any_fn)wk_##k##_##op},
+#define FN_KIND(X) WK_##X##_OPS(FN_ROW)
+static const struct {
+    const char *query;
+    any_fn fn;
+} functions[] = {WK__KINDS(FN_KIND)};
+
+/* The function of `op`, or NULL. */
+static any_fn op_function(const op_desc *op)
+{
+    for (size_t k = 0; k < COUNT(functions); k++)
+        if (!strcmp(functions[k].query, op->query))
+            return functions[k].fn;
+    return NULL;
+}
+
 /* ---- Lock, RwLock, FencedLock, Semaphore */
 
-static int lock_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_BOOL(wk_lock_state, held),
-                               MEMBER_I64(wk_lock_state, ttl_ms), {0}};
-    wk_lock_state st = {0};
-    int rc = wk_lock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.held);
-}
+/* inspect NAME of a lease kind: `fn` fills a `type`, printed member by
+ * member (the MEMBER_ rows after it); exit 1 unless `held`, an expression
+ * of its members (st.…), is true. */
+#define INSPECT(cmd, fn, type, held, ...)                                                          \
+    static int cmd(invocation *inv, wk_name name)                                                  \
+    {                                                                                              \
+        static const member m[] = {__VA_ARGS__, {0}};                                              \
+        type st = {0};                                                                             \
+        int rc = fn(inv->p, &inv->desc, name, &st);                                                \
+        return members_outcome(inv, rc, &st, m, held);                                             \
+    }
+INSPECT(lock_inspect, wk_lock_inspect, wk_lock_state, st.held, MEMBER_BOOL(wk_lock_state, held),
+        MEMBER_I64(wk_lock_state, ttl_ms))
+INSPECT(rwlock_inspect, wk_rwlock_inspect, wk_rwlock_state, st.writer_held || st.readers > 0,
+        MEMBER_BOOL(wk_rwlock_state, writer_held), MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
+        MEMBER_I64(wk_rwlock_state, readers))
+INSPECT(fenced_inspect, wk_fenced_lock_inspect, wk_fenced_lock_state, st.held,
+        MEMBER_BOOL(wk_fenced_lock_state, held), MEMBER_I64(wk_fenced_lock_state, ttl_ms),
+        MEMBER_I64(wk_fenced_lock_state, last_fence))
+INSPECT(sem_inspect, wk_semaphore_inspect, wk_semaphore_state, st.running > 0,
+        MEMBER_I64(wk_semaphore_state, running), MEMBER_I64(wk_semaphore_state, available))
 
-static int rwlock_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_BOOL(wk_rwlock_state, writer_held),
-                               MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
-                               MEMBER_I64(wk_rwlock_state, readers), {0}};
-    wk_rwlock_state st = {0};
-    int rc = wk_rwlock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.writer_held || st.readers > 0);
-}
+/* What an owned command learned: whether the token holds it, as whom
+ * (RwLock: "writer" or "reader"; NULL: not said) and for how long. */
+typedef struct ownership {
+    bool owned;
+    const char *as;
+    int64_t ttl_ms;
+} ownership;
 
-static int fenced_inspect(invocation *inv, wk_name name)
+/* owned NAME TOKEN: `ask` asks the library whether TOKEN holds NAME. */
+typedef int (*owned_ask)(invocation *inv, wk_name name, const wk_token *token, ownership *o);
+static int owned_command(invocation *inv, wk_name name, owned_ask ask)
 {
-    static const member m[] = {MEMBER_BOOL(wk_fenced_lock_state, held),
-                               MEMBER_I64(wk_fenced_lock_state, ttl_ms),
-                               MEMBER_I64(wk_fenced_lock_state, last_fence), {0}};
-    wk_fenced_lock_state st = {0};
-    int rc = wk_fenced_lock_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.held);
-}
-
-static int sem_inspect(invocation *inv, wk_name name)
-{
-    static const member m[] = {MEMBER_I64(wk_semaphore_state, running),
-                               MEMBER_I64(wk_semaphore_state, available), {0}};
-    wk_semaphore_state st = {0};
-    int rc = wk_semaphore_inspect(inv->p, &inv->desc, name, &st);
-    return members_outcome(inv, rc, &st, m, st.running > 0);
-}
-
-/* The end of an owned command: whether the token holds it, as whom (RwLock:
- * "writer" or "reader"; NULL: not said) and for how long. */
-static int owned_outcome(const invocation *inv, int rc, bool owned, const char *as, int64_t ttl)
-{
+    wk_token token;
+    ownership o = {false, NULL, 0};
+    if (parse_token(inv->argv[0], &token))
+        return EXIT_USAGE;
+    int rc = ask(inv, name, &token, &o);
     if (rc)
         return fail(inv, rc);
     open_json();
-    text_or_json_bool("owned", owned, false);
-    if (owned && as) {
+    text_or_json_bool("owned", o.owned, false);
+    if (o.owned && o.as) {
         if (json_mode)
-            printf("\"as\":\"%s\",", as);
+            printf("\"as\":\"%s\",", o.as);
         else
-            printf("as: %s\n", as);
+            printf("as: %s\n", o.as);
     }
-    text_or_json_int("ttl_ms", ttl, true);
-    return owned ? EXIT_OK : EXIT_NOT_FOUND;
+    text_or_json_int("ttl_ms", o.ttl_ms, true);
+    return o.owned ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-/* owned NAME TOKEN through `fn`, which writes a wk_lease_state. */
-typedef int (*owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
-                        wk_lease_state *);
-static int owned_command(invocation *inv, wk_name name, owned_fn fn)
+/* Lock, Semaphore: the operation's function writes a wk_lease_state. */
+typedef int (*lease_owned_fn)(wk_processor *, const wk_entity *, wk_name, const wk_token *,
+                              wk_lease_state *);
+static int ask_lease(invocation *inv, wk_name name, const wk_token *token, ownership *o)
 {
-    wk_token token;
+    lease_owned_fn fn = (lease_owned_fn)op_function(inv->op);
     wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = fn(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
+    int rc = fn ? fn(inv->p, &inv->desc, name, token, &st) : WK_EINVAL;
+    *o = (ownership){st.owned, NULL, st.ttl_ms};
+    return rc;
 }
 
-static int lock_owned(invocation *inv, wk_name name)
+/* RwLock: the writer lease first, then a reader lease. */
+static int ask_rwlock(invocation *inv, wk_name name, const wk_token *token, ownership *o)
 {
-    return owned_command(inv, name, wk_lock_owned);
+    wk_lease_state st = {0};
+    int rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, token, &st);
+    o->as = "writer";
+    if (!rc && !st.owned) {
+        rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, token, &st);
+        o->as = "reader";
+    }
+    o->owned = st.owned, o->ttl_ms = st.ttl_ms;
+    return rc;
 }
 
-/* A look: the writer lease first, then a reader lease. */
+static int ask_fenced(invocation *inv, wk_name name, const wk_token *token, ownership *o)
+{
+    wk_fenced_lock_ownership st = {0};
+    int rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, token, &st);
+    *o = (ownership){st.owned, NULL, st.ttl_ms};
+    return rc;
+}
+
+static int lease_owned(invocation *inv, wk_name name)
+{
+    return owned_command(inv, name, ask_lease);
+}
+
+/* A look of wk's own. */
 static int rwlock_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_lease_state st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_rwlock_owned_write(inv->p, &inv->desc, name, &token, &st);
-    if (!rc && st.owned)
-        return owned_outcome(inv, rc, true, "writer", st.ttl_ms);
-    if (!rc)
-        rc = wk_rwlock_owned_read(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, "reader", st.ttl_ms);
+    return owned_command(inv, name, ask_rwlock);
 }
 
 static int fenced_owned(invocation *inv, wk_name name)
 {
-    wk_token token;
-    wk_fenced_lock_ownership st = {0};
-    if (parse_token(inv->argv[0], &token))
-        return EXIT_USAGE;
-    int rc = wk_fenced_lock_owned(inv->p, &inv->desc, name, &token, &st);
-    return owned_outcome(inv, rc, st.owned, NULL, st.ttl_ms);
-}
-
-static int sem_owned(invocation *inv, wk_name name)
-{
-    return owned_command(inv, name, wk_semaphore_owned);
-}
-
-static int lock_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_lock_force_release, "was_held");
-}
-
-static int rwlock_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_rwlock_force_release, "was_held");
-}
-
-static int fenced_force_release(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_fenced_lock_force_release, "was_held");
-}
-
-static int sem_force_release(invocation *inv, wk_name name)
-{
-    int64_t freed = 0;
-    int rc = wk_semaphore_force_release(inv->p, &inv->desc, name, &freed);
-    if (rc)
-        return fail(inv, rc);
-    open_json();
-    text_or_json_bool("was_held", freed > 0, false);
-    text_or_json_int("freed", freed, true);
-    return freed > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+    return owned_command(inv, name, ask_fenced);
 }
 
 /* ---- TokenBucket */
@@ -542,6 +524,20 @@ static int stored(const invocation *inv, int rc)
     return EXIT_OK;
 }
 
+/* A body for `put`, before any connection: refused (exit 2, nothing
+ * written) when the entity has a typed body and it does not decode as its
+ * record, unless --raw. */
+static int checked_body(const invocation *inv, const char *v)
+{
+    char msg[512] = "";
+    int rc = inv->raw ? WK_OK : body_check(inv->s, inv->ent, v, strlen(v), msg, sizeof(msg));
+    if (rc == WK_ECORRUPT)
+        return usage_error("%s put: the body does not decode as %s: %s; --raw stores it as is",
+                           inv->ent->id, inv->ent->body->id, msg);
+    return rc ? fail_msg(rc, msg) : EXIT_OK;
+}
+
+/* put's BODY was checked before the handle opened (checked_body). */
 static int cache_put(invocation *inv, wk_name name)
 {
     const char *v = inv->argv[0];
@@ -553,16 +549,6 @@ static int hcache_put(invocation *inv, wk_name name)
     const char *v = inv->argv[0];
     uint8_t hash[WK_HASH_LEN];
     return stored(inv, wk_hashed_cache_put(inv->p, &inv->desc, name, v, strlen(v), hash));
-}
-
-static int cache_remove(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_cache_remove, "removed");
-}
-
-static int hcache_remove(invocation *inv, wk_name name)
-{
-    return bool_command(inv, name, wk_hashed_cache_remove, "removed");
 }
 
 /* ---- Settings */
@@ -1184,13 +1170,6 @@ static int view_get(invocation *inv, wk_name name)
     return found ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int view_remove(invocation *inv, wk_name name)
-{
-    bool removed = false;
-    int rc = wk_live_view_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
-}
-
 /* --- Pipe: LLEN, LRANGE and HMGET only, so no message is ever taken */
 
 static int cmd_pipe_inspect(invocation *inv, wk_name name)
@@ -1279,24 +1258,17 @@ static int cmd_pipe_peek(invocation *inv, wk_name name)
     return n ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int pipe_finish(invocation *inv, wk_name name)
+/* finish, and close (its old name, the library's wk_pipe_close): no
+ * outcome but done. */
+typedef int (*pipe_end_fn)(wk_processor *, const wk_entity *, wk_name);
+static int pipe_end(invocation *inv, wk_name name)
 {
-    int rc = wk_pipe_finish(inv->p, &inv->desc, name);
+    pipe_end_fn fn = (pipe_end_fn)op_function(inv->op);
+    int rc = fn ? fn(inv->p, &inv->desc, name) : WK_EINVAL;
     if (rc)
         return fail(inv, rc);
     if (json_mode)
-        puts("{\"finished\":true}");
-    return EXIT_OK;
-}
-
-/* The old name of finish, as the library's wk_pipe_close. */
-static int pipe_close(invocation *inv, wk_name name)
-{
-    int rc = wk_pipe_close(inv->p, &inv->desc, name);
-    if (rc)
-        return fail(inv, rc);
-    if (json_mode)
-        puts("{\"closed\":true}");
+        printf("{\"%s\":true}\n", strcmp(inv->op->op, "close") ? "finished" : "closed");
     return EXIT_OK;
 }
 
@@ -1360,39 +1332,19 @@ static int sbuf_read(invocation *inv, wk_name name)
     return any ? EXIT_OK : EXIT_NOT_FOUND;
 }
 
-static int sbuf_finish(invocation *inv, wk_name name)
-{
-    bool now = false;
-    int rc = wk_stream_buffer_finish(inv->p, &inv->desc, name, &now);
-    return bool_outcome(inv, rc, "finished_now", now);
-}
-
-static int sbuf_remove(invocation *inv, wk_name name)
-{
-    bool removed = false;
-    int rc = wk_stream_buffer_remove(inv->p, &inv->desc, name, &removed);
-    return bool_outcome(inv, rc, "removed", removed);
-}
-
 /* ---- Every other operation whose parameters wk can read and print */
 
 /*
- * An operation with no row in ops[] below is still a command when its
+ * An operation with no row in commands[] below is still a command when its
  * parameters after the name are integers in (int64_t: an argument each,
  * in order) and integers or booleans out (int64_t *, bool *: printed
  * under their names; exit 1 when a boolean is false). Its row in the op
  * list is its prototype (WK__OPS checks it), so it is called through its
  * exact type: one of the shapes below. Any other operation (tokens,
- * bodies, records) stays the library's, listed by help.
+ * bodies, records) stays the library's, listed by help. A row may run
+ * such an operation with run_generic too, to give it wk's own summary
+ * (force_release, `bool *was_held` on every lease kind; remove; finish).
  */
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-typedef void (*any_fn)(void);
-#define FN_ROW(k, op, mode, params, summary) {#k "." #op, (any_fn)wk_##k##_##op},
-#define FN_KIND(X) WK_##X##_OPS(FN_ROW)
-static const struct {
-    const char *query;
-    any_fn fn;
-} functions[] = {WK__KINDS(FN_KIND)};
 
 #define GENERIC_PARAMS_MAX 3
 typedef enum { IN_I64, OUT_I64, OUT_BOOL } generic_param;
@@ -1469,9 +1421,7 @@ static int run_generic(invocation *inv, wk_name name)
                                sh.name[k], inv->argv[in]);
         in++;
     }
-    any_fn fn = NULL;
-    for (size_t k = 0; k < COUNT(functions) && !fn; k++)
-        fn = !strcmp(functions[k].query, op->query) ? functions[k].fn : NULL;
+    any_fn fn = op_function(op);
     int rc = fn ? call_shape(inv, fn, &sh, name, v) : WK_EINVAL;
     if (rc)
         return fail(inv, rc);
@@ -1488,89 +1438,103 @@ static int run_generic(invocation *inv, wk_name name)
     return st;
 }
 
-/* The operations wk runs: how each reads its arguments and prints its
- * outcome. Its effect is its op list's. */
-static const command ops[] = {
-    {WK_KIND_LOCK, "inspect", "NAME", 0, 0, "who holds NAME, and for how long (1: not held)",
-     lock_inspect},
-    {WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lock_owned},
-    {WK_KIND_LOCK, "force_release", "NAME", 0, 0,
-     "free NAME whoever holds it, and wake its first waiter (1: was not held)", lock_force_release},
-    {WK_KIND_RWLOCK, "inspect", "NAME", 0, 0,
-     "whether a writer holds NAME, for how long, and how many readers (1: nobody)", rwlock_inspect},
-    {WK_KIND_RWLOCK, "force_release", "NAME", 0, 0,
-     "free the writer and every reader, and wake the first waiter (1: was not held)",
-     rwlock_force_release},
-    {WK_KIND_FENCED_LOCK, "inspect", "NAME", 0, 0,
-     "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect},
-    {WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned},
-    {WK_KIND_FENCED_LOCK, "force_release", "NAME", 0, 0,
-     "free NAME whoever holds it; the fence counter is kept (1: was not held)",
-     fenced_force_release},
-    {WK_KIND_SEMAPHORE, "inspect", "NAME", 0, 0, "permits running and free (1: none running)",
-     sem_inspect},
-    {WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", sem_owned},
-    {WK_KIND_SEMAPHORE, "force_release", "NAME", 0, 0,
-     "free every permit whoever holds them (1: none was held)", sem_force_release},
-    {WK_KIND_TOKEN_BUCKET, "peek", "NAME", 0, 0,
-     "tokens left, without taking any (1: limited, none left)", bucket_peek},
-    {WK_KIND_TOKEN_BUCKET, "reset", "NAME", 0, 0, "refill NAME at once", bucket_reset},
-    {WK_KIND_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", cache_get},
-    {WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)", cache_put},
-    {WK_KIND_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)", cache_remove},
-    {WK_KIND_HASHED_CACHE, "get", "NAME", 0, 0, "print the body of NAME (1: no item)", hcache_get},
-    {WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
-     hcache_put},
-    {WK_KIND_HASHED_CACHE, "remove", "NAME", 0, 0, "delete the item NAME (1: no item)",
-     hcache_remove},
-    {WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
-     settings_put},
-    {WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)", settings_remove},
-    {WK_KIND_LIVE_VIEW, "get", "NAME", 0, 0, "print the latest body (1: no view)", view_get},
-    {WK_KIND_LIVE_VIEW, "remove", "NAME", 0, 0, "delete it and its history (1: there was none)",
-     view_remove},
-    {WK_KIND_PIPE, "finish", "NAME", 0, 0,
-     "finish it: its receiver ends after the waiting messages", pipe_finish},
-    {WK_KIND_PIPE, "close", "NAME", 0, 0, "the old name of finish", pipe_close},
-    {WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
-     "print the bodies from index FROM (0) on, as streamed (1: none, not finished)", sbuf_read},
-    {WK_KIND_STREAM_BUFFER, "finish", "NAME", 0, 0,
-     "end it: subscribers stop after its last body (1: was already)", sbuf_finish},
-    {WK_KIND_STREAM_BUFFER, "remove", "NAME", 0, 0, "delete it (1: there was none)", sbuf_remove},
+/* The commands wk runs: the operations of the kinds' lists that have a
+ * row here (OP, PUT: how each reads its arguments and prints its outcome;
+ * its effect is its op list's; PUT's BODY is checked against a typed
+ * body), then wk's own looks (LOOK: READ). A row: kind, command, [usage
+ * after the command, fewest and most arguments after NAME: _ARGS rows;
+ * the others take NAME alone], summary, runner. */
+#define ROW(look, body_at, kind, name, ...) {kind, name, __VA_ARGS__, look, body_at}
+#define OP_ARGS(...) ROW(false, 0, __VA_ARGS__)
+#define PUT_ARGS(...) ROW(false, 1, __VA_ARGS__)
+#define LOOK_ARGS(...) ROW(true, 0, __VA_ARGS__)
+#define OP(kind, name, ...) OP_ARGS(kind, name, "NAME", 0, 0, __VA_ARGS__)
+#define LOOK(kind, name, ...) LOOK_ARGS(kind, name, "NAME", 0, 0, __VA_ARGS__)
+static const command commands[] = {
+    OP(WK_KIND_LOCK, "inspect", "who holds NAME, and for how long (1: not held)", lock_inspect),
+    OP_ARGS(WK_KIND_LOCK, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", lease_owned),
+    OP(WK_KIND_LOCK, "force_release",
+       "free NAME whoever holds it, and wake its first waiter (1: was not held)", run_generic),
+    OP(WK_KIND_RWLOCK, "inspect",
+       "whether a writer holds NAME, for how long, and how many readers (1: nobody)",
+       rwlock_inspect),
+    OP(WK_KIND_RWLOCK, "force_release",
+       "free the writer and every reader, and wake the first waiter (1: was not held)",
+       run_generic),
+    OP(WK_KIND_FENCED_LOCK, "inspect",
+       "who holds NAME, for how long, and the last fence (1: not held)", fenced_inspect),
+    OP_ARGS(WK_KIND_FENCED_LOCK, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold NAME, and for how long (1: not held)", fenced_owned),
+    OP(WK_KIND_FENCED_LOCK, "force_release",
+       "free NAME whoever holds it; the fence counter is kept (1: was not held)", run_generic),
+    OP(WK_KIND_SEMAPHORE, "inspect", "permits running and free (1: none running)", sem_inspect),
+    OP_ARGS(WK_KIND_SEMAPHORE, "owned", "NAME TOKEN", 1, 1,
+            "does TOKEN (32 hex digits) hold a permit, and for how long (1: not held)", lease_owned),
+    OP(WK_KIND_SEMAPHORE, "force_release",
+       "free every permit whoever holds them (1: none was held)", run_generic),
+    OP(WK_KIND_TOKEN_BUCKET, "peek", "tokens left, without taking any (1: limited, none left)",
+       bucket_peek),
+    OP(WK_KIND_TOKEN_BUCKET, "reset", "refill NAME at once", bucket_reset),
+    OP(WK_KIND_CACHE, "get", "print the body of NAME (1: no item)", cache_get),
+    PUT_ARGS(WK_KIND_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+             cache_put),
+    OP(WK_KIND_CACHE, "remove", "delete the item NAME (1: no item)", run_generic),
+    OP(WK_KIND_HASHED_CACHE, "get", "print the body of NAME (1: no item)", hcache_get),
+    PUT_ARGS(WK_KIND_HASHED_CACHE, "put", "NAME BODY", 1, 1, "store BODY (bytes of the argument)",
+             hcache_put),
+    OP(WK_KIND_HASHED_CACHE, "remove", "delete the item NAME (1: no item)", run_generic),
+    OP_ARGS(WK_KIND_SETTINGS, "put", "NAME KEY VALUE", 2, 2, "set KEY to VALUE (a new version)",
+            settings_put),
+    OP_ARGS(WK_KIND_SETTINGS, "remove", "NAME KEY", 1, 1, "delete KEY (1: no such key)",
+            settings_remove),
+    OP(WK_KIND_LIVE_VIEW, "get", "print the latest body (1: no view)", view_get),
+    OP(WK_KIND_LIVE_VIEW, "remove", "delete it and its history (1: there was none)", run_generic),
+    OP(WK_KIND_PIPE, "finish", "finish it: its receiver ends after the waiting messages",
+       pipe_end),
+    OP(WK_KIND_PIPE, "close", "the old name of finish", pipe_end),
+    OP_ARGS(WK_KIND_STREAM_BUFFER, "read", "NAME [FROM]", 0, 1,
+            "print the bodies from index FROM (0) on, as streamed (1: none, not finished)",
+            sbuf_read),
+    OP(WK_KIND_STREAM_BUFFER, "finish",
+       "end it: subscribers stop after its last body (1: was already)", run_generic),
+    OP(WK_KIND_STREAM_BUFFER, "remove", "delete it (1: there was none)", run_generic),
+    LOOK_ARGS(WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
+              "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
+              "(1: not held)",
+              rwlock_owned),
+    LOOK_ARGS(WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
+              "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get),
+    LOOK_ARGS(
+        WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
+        "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
+        "(the first included) or MS passed (1: --count not reached by then)",
+        cmd_settings_watch),
+    LOOK(WK_KIND_LIVE_VIEW, "inspect",
+         "version, body length, history kept (first version, diffs) (1: no view)",
+         cmd_view_inspect),
+    LOOK(WK_KIND_PIPE, "inspect",
+         "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)",
+         cmd_pipe_inspect),
+    LOOK_ARGS(
+        WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
+        "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
+        cmd_pipe_peek),
+    LOOK(WK_KIND_STREAM_BUFFER, "inspect", "bodies, finished, TTL (1: no buffer)",
+         cmd_sbuf_inspect),
+    LOOK_ARGS(NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)",
+              cmd_list),
 };
 
-/* wk's own looks, READ. */
-static const command looks[] = {
-    {WK_KIND_RWLOCK, "owned", "NAME TOKEN", 1, 1,
-     "does TOKEN (32 hex digits) hold NAME, as writer or reader, and for how long "
-     "(1: not held)",
-     rwlock_owned},
-    {WK_KIND_SETTINGS, "get", "NAME [KEY]", 0, 1,
-     "print the whole map NAME, or the value of KEY (1: no such key)", cmd_settings_get},
-    {WK_KIND_SETTINGS, "watch", "NAME [--count N] [--timeout-ms MS]", 0, 4,
-     "print the map, then each new version, until SIGINT/SIGTERM (exit 0), N versions printed "
-     "(the first included) or MS passed (1: --count not reached by then)",
-     cmd_settings_watch},
-    {WK_KIND_LIVE_VIEW, "inspect", "NAME", 0, 0,
-     "version, body length, history kept (first version, diffs) (1: no view)", cmd_view_inspect},
-    {WK_KIND_PIPE, "inspect", "NAME", 0, 0,
-     "messages waiting, closed, messages taken, TTL; takes nothing (1: no pipe)", cmd_pipe_inspect},
-    {WK_KIND_PIPE, "peek", "NAME [COUNT]", 0, 1,
-     "print the first COUNT (10) waiting messages, one a line; takes none (1: none waiting)",
-     cmd_pipe_peek},
-    {WK_KIND_STREAM_BUFFER, "inspect", "NAME", 0, 0, "bodies, finished, TTL (1: no buffer)",
-     cmd_sbuf_inspect},
-    {NULL, "list", "", -1, -1, "the names that have keys now (SCAN, never KEYS)", cmd_list},
-};
-
-/* The row of `t` for command `name` of kind `kd` ('-' read as '_'), or NULL. */
-static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name)
+/* The row of `t` for command `name` of kind `kd` ('-' read as '_'), a
+ * look or not as `look` says, or NULL. */
+static const command *find(const command *t, size_t n, const kind_desc *kd, const char *name,
+                           bool look)
 {
     for (size_t i = 0; i < n; i++) {
         const char *a = t[i].name, *b = name;
+        if (t[i].look != look)
+            continue;
         while (*a && (*a == *b || (*a == '_' && *b == '-')))
             a++, b++;
         if (!*a && !*b && (!t[i].kind || !strcmp(t[i].kind, kd->name)))
@@ -1580,7 +1544,7 @@ static const command *find(const command *t, size_t n, const kind_desc *kd, cons
 }
 
 /* The commands of the op lists' own (run_generic): every operation of
- * every kind with no row in ops[] and a shape wk can run. */
+ * every kind with no row in commands[] and a shape wk can run. */
 static const command *generic_commands(size_t *count)
 {
     static command cmds[KIND_MAX * 16];
@@ -1592,7 +1556,7 @@ static const command *generic_commands(size_t *count)
         for (size_t i = 0; i < kd->nops && n < COUNT(cmds); i++) {
             const op_desc *op = &kd->ops[i];
             generic_shape sh;
-            if (find(ops, COUNT(ops), kd, op->op) || !shape_of(op, &sh))
+            if (find(commands, COUNT(commands), kd, op->op, false) || !shape_of(op, &sh))
                 continue;
             int nin = 0, at = snprintf(args[n], sizeof(args[n]), "NAME");
             for (int p = 0; p < sh.n; p++) {
@@ -1605,7 +1569,7 @@ static const command *generic_commands(size_t *count)
                 nin++;
             }
             cmds[n] = (command){kd->name, op->op, args[n], nin, nin,
-                                op->summary ? op->summary : "", run_generic};
+                                op->summary ? op->summary : "", run_generic, false, 0};
             n++;
         }
     }
@@ -1614,13 +1578,14 @@ static const command *generic_commands(size_t *count)
     return cmds;
 }
 
-/* The command that runs operation `name` of kind `kd`: its row in ops[],
+/* The command that runs operation `name` of kind `kd`: its row in commands[],
  * or its generic command; NULL: none. */
 static const command *op_command(const kind_desc *kd, const char *name)
 {
     size_t n;
-    const command *generic = generic_commands(&n), *c = find(ops, COUNT(ops), kd, name);
-    return c ? c : find(generic, n, kd, name);
+    const command *generic = generic_commands(&n);
+    const command *c = find(commands, COUNT(commands), kd, name, false);
+    return c ? c : find(generic, n, kd, name, false);
 }
 
 /* The operation `name` of the kind's op list, or NULL. */
@@ -1637,11 +1602,11 @@ static const op_desc *kind_op(const kind_desc *kd, const char *name)
  * ---------------------------------------------------------------------- */
 
 /* The commands of kind `kd`: its operations that have a command (a row in
- * ops[] or a generic one), in the order of its list, then its looks (and,
+ * commands[] or a generic one), in the order of its list, then its looks (and,
  * with every_kind, the looks of every kind); cmds[k] runs op[k] (NULL: a
  * look). Returns how many, at most KIND_COMMANDS_MAX. */
 #define KIND_OPS_MAX 64
-#define KIND_COMMANDS_MAX (KIND_OPS_MAX + COUNT(looks))
+#define KIND_COMMANDS_MAX (KIND_OPS_MAX + COUNT(commands))
 static size_t kind_commands(const kind_desc *kd, bool every_kind, const command **cmds,
                             const op_desc **op)
 {
@@ -1649,9 +1614,10 @@ static size_t kind_commands(const kind_desc *kd, bool every_kind, const command 
     for (size_t i = 0; i < kd->nops && n < KIND_OPS_MAX; i++)
         if ((cmds[n] = op_command(kd, kd->ops[i].op)))
             op[n++] = &kd->ops[i];
-    for (size_t i = 0; i < COUNT(looks); i++)
-        if (looks[i].kind ? !strcmp(looks[i].kind, kd->name) : every_kind)
-            cmds[n] = &looks[i], op[n++] = NULL;
+    for (size_t i = 0; i < COUNT(commands); i++)
+        if (commands[i].look &&
+            (commands[i].kind ? !strcmp(commands[i].kind, kd->name) : every_kind))
+            cmds[n] = &commands[i], op[n++] = NULL;
     return n;
 }
 
@@ -1701,14 +1667,18 @@ static void help(FILE *to)
     }
     fputs("  every kind:   list (the names that have keys now)\n"
           "\n"
-          "options:\n"
-          "  --url URL           redis://, rediss:// or redis-sentinel:// (or $WK_URL)\n"
-          "  --schema FILE       the service's schema.json (or $WK_SCHEMA)\n"
+          "options:\n",
+          to);
+    conn_help(to);
+    fputs("  --schema FILE       the service's schema.json (or $WK_SCHEMA)\n"
           "  --as CAPABILITY     a capability of the schema, or read-only (default)\n"
           "                      or read-write; refusals are the library's own\n"
           "  --json              machine-readable output: one JSON object on stdout\n"
           "                      (watch: one a line)\n"
           "  --timeout MS        the whole command's deadline (default 2000)\n"
+          "  --raw               put: store the bytes as given; without it, an\n"
+          "                      entity with a typed body refuses a body that does\n"
+          "                      not decode as its record (help ENTITY: the fields)\n"
           "\n"
           "exit status: 0 done; 1 not found, not held or limited; 2 usage;\n"
           "3 refused by the capability; 4 connection or server error.\n",
@@ -1726,12 +1696,14 @@ static int help_entity(const schema *s, const char *id, const char *cmd)
         const kind_desc *kd = kind_info(e->kind);
         printf("%s: %s, namespace \"%s\"%s%s\n", e->id, kd->name, e->ns, e->description ? ": " : "",
                e->description ? e->description : "");
+        if (!cmd)
+            body_help(stdout, e);
         const command *cmds[KIND_COMMANDS_MAX];
         const op_desc *op[KIND_COMMANDS_MAX];
         size_t n = kind_commands(kd, true, cmds, op);
         for (size_t c = 0; c < n; c++) {
             char name[64];
-            if (!cmd || find(cmds[c], 1, kd, cmd))
+            if (!cmd || find(cmds[c], 1, kd, cmd, cmds[c]->look))
                 printf("  wk … %s %s%s%s\n      %s: %s\n", e->id,
                        typed_name(cmds[c], name, sizeof(name)), *cmds[c]->args ? " " : "",
                        cmds[c]->args, op[c] && op[c]->write ? "WRITE" : "READ", cmds[c]->summary);
@@ -1847,7 +1819,7 @@ static int run_command(invocation *inv, int timeout_ms)
     const kind_desc *kd = kind_info(inv->ent->kind);
     const command *cmd = op_command(kd, inv->cmd);
     if (!cmd)
-        cmd = find(looks, COUNT(looks), kd, inv->cmd);
+        cmd = find(commands, COUNT(commands), kd, inv->cmd, true);
     const op_desc *op = cmd ? NULL : kind_op(kd, inv->cmd);
     if (op)
         return usage_error("%s: %s is the library's (%s()); wk has no command for it", inv->ent->id,
@@ -1871,14 +1843,21 @@ static int run_command(invocation *inv, int timeout_ms)
         return usage_error("%s %s takes no arguments", inv->ent->id, cmd->name);
     }
     inv->argc = argc;
+    int st = cmd->body_at ? checked_body(inv, inv->argv[cmd->body_at - 1]) : EXIT_OK;
+    if (st)
+        return st;
 
     const wk_cap *cap = NULL;
     wk_cap *owned;
-    int st = capability_of(inv->s, inv->as, &cap, &owned);
+    st = capability_of(inv->s, inv->as, &cap, &owned);
     if (st)
         return st;
     wk_db_options opts = WK_DB_OPTIONS_INIT;
-    opts.url = inv->url;
+    char msg[1024];
+    if (conn_apply(&inv->conn, &opts, msg, sizeof(msg))) {
+        wk_cap_free(owned);
+        return usage_error("%s", msg);
+    }
     opts.capability = cap;
     opts.client_name = "wk";
     opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
@@ -1906,7 +1885,7 @@ static int run_command(invocation *inv, int timeout_ms)
 int main(int argc, char **argv)
 {
     invocation inv = {0};
-    inv.url = getenv("WK_URL");
+    conn_from_env(&inv.conn);
     inv.schema_path = getenv("WK_SCHEMA");
     inv.as = "read-only";
     int timeout_ms = 2000;
@@ -1928,16 +1907,25 @@ int main(int argc, char **argv)
             json_mode = true;
             continue;
         }
-        const char **slot = !strcmp(o, "--url")      ? &inv.url
-                            : !strcmp(o, "--schema") ? &inv.schema_path
-                            : !strcmp(o, "--as")     ? &inv.as
-                                                     : NULL;
+        if (!strcmp(o, "--raw")) {
+            inv.raw = true;
+            continue;
+        }
+        const char **slot = !strcmp(o, "--schema") ? &inv.schema_path
+                            : !strcmp(o, "--as")   ? &inv.as
+                                                   : NULL;
         bool is_timeout = !strcmp(o, "--timeout");
-        if (!slot && !is_timeout)
+        char msg[256];
+        int conn = conn_from_cli(&inv.conn, o, i + 1 < argc ? argv[i + 1] : NULL, msg, sizeof(msg));
+        if (conn < 0)
+            return usage_error("%s", msg);
+        if (!slot && !is_timeout && !conn)
             return usage_error("unknown option %s", o);
         if (i + 1 >= argc)
             return usage_error("%s needs a value", o);
-        if (is_timeout) {
+        if (conn) {
+            i++;
+        } else if (is_timeout) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v <= 0 || v > 3600000)
@@ -2014,7 +2002,7 @@ int main(int argc, char **argv)
         status = help_entity(&s, inv.ent->id, argv[i + 1]);
         goto out;
     }
-    if (!inv.url) {
+    if (!inv.conn.v[CONN_URL]) {
         status = usage_error("--url is required (or $WK_URL)");
         goto out;
     }
@@ -2025,6 +2013,7 @@ int main(int argc, char **argv)
     inv.argv = argv + i + 2;
     status = run_command(&inv, timeout_ms);
 out:
+    conn_free(&inv.conn);
     pool_free(pl);
     cg_json_doc_free(doc);
     return status;

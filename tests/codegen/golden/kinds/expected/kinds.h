@@ -587,9 +587,9 @@ static inline int kinds_ledger_inspect(wk_processor *p, const char *account,
  * WRITE: free it whoever holds it (operators); the fence counter is kept. See
  * wk_fenced_lock_force_release().
  */
-static inline int kinds_ledger_force_release(wk_processor *p, const char *account, bool *freed)
+static inline int kinds_ledger_force_release(wk_processor *p, const char *account, bool *was_held)
 {
-    return wk_fenced_lock_force_release(p, &kinds_ledger_entity, wk_name_str(account), freed);
+    return wk_fenced_lock_force_release(p, &kinds_ledger_entity, wk_name_str(account), was_held);
 }
 
 /* workers: Semaphore */
@@ -630,9 +630,9 @@ static inline int kinds_workers_inspect(wk_processor *p, uint64_t pool, wk_semap
 }
 
 /* WRITE: free every permit whoever holds them (operators). See wk_semaphore_force_release(). */
-static inline int kinds_workers_force_release(wk_processor *p, uint64_t pool, int64_t *freed)
+static inline int kinds_workers_force_release(wk_processor *p, uint64_t pool, bool *was_held)
 {
-    return wk_semaphore_force_release(p, &kinds_workers_entity, wk_name_u64(pool), freed);
+    return wk_semaphore_force_release(p, &kinds_workers_entity, wk_name_u64(pool), was_held);
 }
 
 /* ------------------------------------------------------------------------
@@ -841,9 +841,9 @@ static inline int kinds_worker_workers_inspect(kinds_worker *h, uint64_t pool,
     return kinds_workers_inspect(h ? h->p : NULL, pool, state);
 }
 
-static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t pool, int64_t *freed)
+static inline int kinds_worker_workers_force_release(kinds_worker *h, uint64_t pool, bool *was_held)
 {
-    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
+    return kinds_workers_force_release(h ? h->p : NULL, pool, was_held);
 }
 
 /* Not granted by "worker": calling one of these does not compile. */
@@ -1996,9 +1996,10 @@ static inline int kinds_admin_ledger_inspect(kinds_admin *h, const char *account
     return kinds_ledger_inspect(h ? h->p : NULL, account, state);
 }
 
-static inline int kinds_admin_ledger_force_release(kinds_admin *h, const char *account, bool *freed)
+static inline int kinds_admin_ledger_force_release(kinds_admin *h, const char *account,
+                                                   bool *was_held)
 {
-    return kinds_ledger_force_release(h ? h->p : NULL, account, freed);
+    return kinds_ledger_force_release(h ? h->p : NULL, account, was_held);
 }
 
 /* workers (write): as kinds_workers_*(). */
@@ -2032,9 +2033,9 @@ static inline int kinds_admin_workers_inspect(kinds_admin *h, uint64_t pool,
     return kinds_workers_inspect(h ? h->p : NULL, pool, state);
 }
 
-static inline int kinds_admin_workers_force_release(kinds_admin *h, uint64_t pool, int64_t *freed)
+static inline int kinds_admin_workers_force_release(kinds_admin *h, uint64_t pool, bool *was_held)
 {
-    return kinds_workers_force_release(h ? h->p : NULL, pool, freed);
+    return kinds_workers_force_release(h ? h->p : NULL, pool, was_held);
 }
 
 #ifdef __cplusplus
