@@ -33,21 +33,8 @@ static void on_done(wk_async *a, int status, const char *msg, void *arg)
 /* Run the loop until nothing is pending. */
 static void drain(wk_async *a)
 {
-    while (wk_async_pending(a)) {
-        int fd = wk_async_fd(a);
-        unsigned ev = wk_async_events(a);
-        int64_t t = wk_async_timeout_ms(a);
-        struct pollfd p = {.fd = fd,
-                           .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) |
-                                             (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
-        int n = poll(&p, fd >= 0 && ev ? 1 : 0, t < 0 ? 1000 : (int)t);
-        unsigned ready = 0;
-        if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
-            ready |= WK_ASYNC_READ;
-        if (n > 0 && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
-            ready |= WK_ASYNC_WRITE;
-        wk_async_process(a, ready);
-    }
+    while (wk_async_pending(a))
+        bench_async_turn(a, 1000);
 }
 
 /* `ops` lock cycles, IN_FLIGHT at a time: 64 tries in flight, then their
@@ -100,12 +87,9 @@ static double median_of(double *v, int n)
 
 void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = url;
-    o.capability = wk_cap_read_write();
-    wk_async *a;
     char err[256];
-    if (wk_async_open(&a, &o, err, sizeof(err)) != WK_OK)
+    wk_async *a = bench_async_open(url, err, sizeof(err));
+    if (!a)
         fail("wk_async_open", err);
     double as[32], bs[32];
     async_cycles(a, ops / 4); /* warm-up: connected, scripts loaded, buffers grown */

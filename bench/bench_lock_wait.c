@@ -20,6 +20,10 @@
  * on the handles' blocking connections, beside the processor) — and that
  * per waiter. The acquire that succeeds is included.
  *
+ * Through the event loop: one waiter's handoff latency with
+ * wk_lock_acquire through an event-loop handle (wakuwaku/async.h) beside
+ * the same through a blocking handle, runs alternating.
+ *
  * Uncontended: wk_lock_acquire+release against wk_lock_try+release on a
  * free lock, alternating, commands per cycle and the time ratio.
  *
@@ -250,6 +254,130 @@ static void handoff_case(const char *label, const wk_entity *lock, int waiters, 
 }
 
 /* ------------------------------------------------------------------------
+ * Through the event loop (wakuwaku/async.h) beside the blocking path
+ * ---------------------------------------------------------------------- */
+
+/* One waiter thread and the main thread as holder, taking turns on one
+ * Lock: the holder takes it, lets the waiter start its acquire (and
+ * sleep), releases; the handoff runs from just before that release to the
+ * waiter having it — returned from wk_lock_acquire, or its loop callback
+ * run. Then the waiter releases, and so on. */
+typedef struct turn {
+    bool loop;
+    const wk_entity *lock;
+    int n;
+    atomic_int go, done;
+    atomic_llong got_at;
+} turn;
+
+typedef struct loop_req {
+    turn *t;
+    wk_token token;
+    bool acquired, released, called;
+} loop_req;
+
+static void loop_acquired(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    loop_req *r = arg;
+    atomic_store(&r->t->got_at, now_us());
+    if (status != WK_OK || !r->acquired)
+        die("loop acquire", msg[0] ? msg : "not acquired");
+    r->called = true;
+}
+
+static void wait_for(atomic_int *v, int want)
+{
+    while (atomic_load(v) < want)
+        wk_test_sleep_ms(0);
+}
+
+static void *turn_waiter(void *arg)
+{
+    turn *t = arg;
+    wk_db *db = t->loop ? NULL : bench_open_db(url);
+    char err[256];
+    wk_async *a = t->loop ? bench_async_open(url, err, sizeof(err)) : NULL;
+    if (t->loop && !a)
+        die("wk_async_open", err);
+    for (int i = 1; i <= t->n; i++) {
+        wait_for(&t->go, i);
+        bool ok;
+        if (t->loop) {
+            loop_req r = {.t = t};
+            if (wk_lock_acquire(wk_async_with(a, loop_acquired, &r), t->lock, wk_name_str("turn"),
+                                wk_deadline_in(10000), NULL, &r.token, &r.acquired) != WK_OK)
+                die("loop acquire", wk_async_errmsg(a));
+            while (!r.called)
+                bench_async_turn(a, 100);
+            wk_lock_release(wk_async_with(a, NULL, NULL), t->lock, wk_name_str("turn"), &r.token,
+                            &r.released);
+            while (wk_async_pending(a))
+                bench_async_turn(a, 100);
+        } else {
+            wk_token tok;
+            bool got = false;
+            if (wk_lock_acquire(wk_db_processor(db), t->lock, wk_name_str("turn"),
+                                wk_deadline_in(10000), NULL, &tok, &got) != WK_OK || !got)
+                die("acquire", wk_db_errmsg(db));
+            atomic_store(&t->got_at, now_us());
+            wk_lock_release(wk_db_processor(db), t->lock, wk_name_str("turn"), &tok, &ok);
+        }
+        atomic_store(&t->done, i);
+    }
+    wk_async_close(a);
+    wk_db_close(db);
+    return NULL;
+}
+
+/* The median handoff of one run of n, in µs. */
+static double turn_run(bool loop, int n)
+{
+    static const wk_entity lock = WK_LOCK_ENTITY("bench_turn", 10000);
+    turn t = {.loop = loop, .lock = &lock, .n = n};
+    int64_t *lat = calloc((size_t)n, sizeof(*lat));
+    wk_db *db = bench_open_db(url);
+    pthread_t th;
+    pthread_create(&th, NULL, turn_waiter, &t);
+    for (int i = 1; i <= n; i++) {
+        wk_token tok;
+        bool got = false, ok;
+        while (!got) /* the waiter has released */
+            if (wk_lock_try(wk_db_processor(db), &lock, wk_name_str("turn"), &tok, &got) != WK_OK)
+                die("try", wk_db_errmsg(db));
+        atomic_store(&t.go, i);
+        wk_test_sleep_ms(3); /* the waiter has tried and sleeps on its wake-up list */
+        int64_t t0 = now_us();
+        wk_lock_release(wk_db_processor(db), &lock, wk_name_str("turn"), &tok, &ok);
+        wait_for(&t.done, i);
+        lat[i - 1] = atomic_load(&t.got_at) - t0;
+    }
+    pthread_join(th, NULL);
+    wk_db_close(db);
+    double p50 = pct(lat, (size_t)n, 0.5);
+    free(lat);
+    return p50;
+}
+
+static void loop_beside_blocking(double rtt)
+{
+    enum { RUNS = 7, N = 60 };
+    int64_t med[2][RUNS];
+    for (int r = 0; r < RUNS; r++)
+        for (int loop = 0; loop < 2; loop++)
+            med[loop][r] = (int64_t)turn_run(loop, N);
+    printf("\nhandoff, one waiter, holder releasing from another handle (median of %d runs × %d "
+           "handoffs; spread = min–max of the runs' medians):\n",
+           RUNS, N);
+    for (int loop = 0; loop < 2; loop++) {
+        double m = pct(med[loop], RUNS, 0.5);
+        printf("  %-30s p50 %6.0f µs (%4.1f RT), spread %lld–%lld µs\n",
+               loop ? "event loop (wk_async_with)" : "blocking (wk_db_processor)", m, m / rtt,
+               (long long)med[loop][0], (long long)med[loop][RUNS - 1]);
+    }
+}
+
+/* ------------------------------------------------------------------------
  * Uncontended
  * ---------------------------------------------------------------------- */
 
@@ -343,6 +471,7 @@ int main(int argc, char **argv)
 #endif
     }
     uncontended(rtt);
+    loop_beside_blocking(rtt);
     if (server.pid)
         wk_test_server_stop(&server);
     return 0;

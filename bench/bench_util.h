@@ -5,7 +5,8 @@
  * include, also the error exit, the checked raw hiredis command
  * (bench_settings, bench_dynamic) and the two connections a benchmark
  * opens to its server (bench_live_view, bench_lock_wait,
- * bench_near_cache).
+ * bench_near_cache); after wakuwaku/async.h, an event-loop handle and a
+ * poll() turn around it (bench_async, bench_lock_wait).
  */
 #ifndef WK_BENCH_UTIL_H
 #define WK_BENCH_UTIL_H
@@ -26,6 +27,37 @@ __attribute__((unused)) static int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+#ifdef WAKUWAKU_ASYNC_H
+#include <poll.h>
+
+/* An event-loop handle, read-write, on `url`; NULL with the reason in err. */
+__attribute__((unused)) static wk_async *bench_async_open(const char *url, char *err, size_t len)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    wk_async *a = NULL;
+    return wk_async_open(&a, &o, err, len) == WK_OK ? a : NULL;
+}
+
+/* One turn of a poll() loop around the handle, waiting at most cap_ms. */
+__attribute__((unused)) static void bench_async_turn(wk_async *a, int cap_ms)
+{
+    unsigned ev = wk_async_events(a);
+    int64_t t = wk_async_timeout_ms(a);
+    struct pollfd p = {.fd = wk_async_fd(a),
+                       .events = (short)((ev & WK_ASYNC_READ ? POLLIN : 0) |
+                                         (ev & WK_ASYNC_WRITE ? POLLOUT : 0))};
+    int n = poll(&p, p.fd >= 0 && ev ? 1 : 0, t < 0 || t > cap_ms ? cap_ms : (int)t);
+    unsigned ready = 0;
+    if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+        ready |= WK_ASYNC_READ;
+    if (n > 0 && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
+        ready |= WK_ASYNC_WRITE;
+    wk_async_process(a, ready);
+}
+#endif
 
 #ifdef BENCH_PROG
 #include <stdarg.h>

@@ -8,6 +8,7 @@
 
 #include "collection/common.h"
 #include "collection/wake.h"
+#include "core/db_internal.h"
 
 int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const wk_entity *e,
                    wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
@@ -19,14 +20,11 @@ int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const w
     if (!token || !acquired)
         return wk__processor_fail(p, WK_EINVAL, "%s: token and acquired are required", op);
     *acquired = false;
-    if (wk_processor_is_deferred(p))
-        return wk__processor_fail(p, WK_EINVAL,
-                                  "%s: cannot wait through a batch or the event loop (their "
-                                  "outcomes come later): use a blocking handle or a pool",
-                                  op);
     const wk_backoff *b = backoff ? backoff : &defaults;
     if (b->initial_ms < 1 || b->max_ms < b->initial_ms)
         return wk__processor_fail(p, WK_EINVAL, "%s: backoff needs 1 <= initial_ms <= max_ms", op);
+    if (wk_processor_is_deferred(p))
+        return wk__wake_deferred(p, op);
     /* The outcome lands in *acquired (written by the parser). On an error
      * *token is the failed try's, which may hold the lock after
      * WK_EUNKNOWN (see deadline.h). */
@@ -36,4 +34,14 @@ int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const w
     if (rc != WK_OK || *acquired)
         return rc;
     return wk__boot_ms() >= deadline ? WK_OK : WK__WAKE_MUST_WAIT;
+}
+
+int wk__wake_deferred(wk_processor *p, const char *op)
+{
+    if (p->db && p->db->loop)
+        return WK__WAKE_LOOP;
+    return wk__processor_fail(p, WK_EINVAL,
+                              "%s: cannot wait through a batch (its outcomes come when it "
+                              "runs): use a blocking handle, a pool or the event loop",
+                              op);
 }

@@ -268,10 +268,13 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
 {
     wk__call c; /* the lease zeroed: not acquired, the token the try's */
     int rc = wk__op_begin(&c, p, &acquire_op, lock, name, lease);
-    if (rc == WK_OK && wk_processor_is_deferred(p))
-        rc = wk__op_fail(&c, WK_EINVAL,
-                         "cannot wait through a batch or the event loop (their outcomes come "
-                         "later): use a blocking handle or a pool");
+    if (rc == WK_OK && wk_processor_is_deferred(p)) {
+        rc = wk__wake_deferred(p, acquire_op.name);
+        if (rc == WK__WAKE_LOOP)
+            return wk__lease_loop_acquire(&acquire_op, p, lock, name, deadline, &lease->token,
+                                          &lease->acquired, &lease->fence,
+                                          wk_fenced_lock_release);
+    }
     if (rc)
         return rc;
     /* One plain try first: the uncontended acquire costs a try. */

@@ -75,6 +75,9 @@ int wk__lease_acquire(const wk__op *acquire, wk__try_fn try_once, wk__lease_rele
 {
     int rc = wk__wake_begin(acquire->name, try_once, p, e, name, deadline, backoff, token,
                             acquired);
+    if (rc == WK__WAKE_LOOP)
+        return wk__lease_loop_acquire(acquire, p, e, name, deadline, token, acquired, NULL,
+                                      release);
     if (rc != WK__WAKE_MUST_WAIT)
         return rc;
     /* The try's token, which took nothing, is the waiter's place in the

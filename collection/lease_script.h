@@ -156,4 +156,14 @@ int wk__lease_acquire(const wk__op *acquire, wk__try_fn try_once, wk__lease_rele
                       wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
                       const wk_backoff *backoff, wk_token *token, bool *acquired);
 
+/* The waiting acquire through an event-loop handle's processor p
+ * (collection/lease_loop.c; wakuwaku/async.h, SEMANTICS 6): draw the
+ * token, queue the first attempt of `acquire` and return its queuing
+ * status; the caller's callback (the one p was taken with) runs once
+ * when it is acquired, refused or past the deadline, *acquired (and
+ * *fence, FencedLock, when not NULL) written before. */
+int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_entity *e,
+                           wk_name name, int64_t deadline, wk_token *token, bool *acquired,
+                           int64_t *fence, wk__lease_release_fn release);
+
 #endif /* WK_COLLECTION_LEASE_SCRIPT_H */

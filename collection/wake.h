@@ -339,7 +339,7 @@ void wk__wake_unbound(wk_processor *p, int64_t prev);
 
 /*
  * The start every waiting acquire shares: check the arguments (processor,
- * token, acquired, not deferred, backoff — 1 <= initial_ms <= max_ms,
+ * token, acquired, backoff, not a batch — 1 <= initial_ms <= max_ms,
  * still checked though waits no longer poll), then one plain try
  * (`try_once`, the kind's non-waiting acquire: the uncontended acquire
  * costs exactly what the try costs), ending by wk__wake_end(deadline)
@@ -348,11 +348,18 @@ void wk__wake_unbound(wk_processor *p, int64_t prev);
  * (WK_OK with *acquired set, or an error).
  */
 #define WK__WAKE_MUST_WAIT 1
+/* … or WK__WAKE_LOOP: p is an event-loop handle's (a deferred processor
+ * that can wait: collection/lease_loop.c), nothing was sent. */
+#define WK__WAKE_LOOP 2
 typedef int (*wk__try_fn)(wk_processor *p, const wk_entity *e, wk_name name, wk_token *token,
                           bool *acquired);
 int wk__wake_begin(const char *op, wk__try_fn try_once, wk_processor *p, const wk_entity *e,
                    wk_name name, int64_t deadline, const wk_backoff *backoff, wk_token *token,
                    bool *acquired);
+
+/* Through a deferred processor: WK__WAKE_LOOP for an event-loop
+ * handle's, else the batch's refusal (WK_EINVAL, message on p). */
+int wk__wake_deferred(wk_processor *p, const char *op);
 
 /*
  * Leave the queue of `keys` as waiter `id` (a WRITE of `e` on `p`),

@@ -35,9 +35,7 @@ static int wake_pipe(wk__conn *conn)
     return WK_OK;
 }
 
-/* wk__blocking_open(), the open ending by `deadline` (0: its own connect
- * timeout alone). */
-static int open_until(wk_db **out, wk_db *db, int64_t deadline, char *err, size_t errlen)
+int wk__blocking_clone(wk_db **out, wk_db *db, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -88,19 +86,32 @@ static int open_until(wk_db **out, wk_db *db, int64_t deadline, char *err, size_
         rc = wake_pipe(conn) == WK_OK ? WK_OK : WK_EIO;
     if (!rc)
         rc = wk_cap_intersect(&b->cap, db->cap, db->cap, NULL);
-    if (rc)
-        wk__copy_text(b->errmsg, sizeof(b->errmsg), wk_strerror(rc));
-    if (!rc) {
-        conn->call_deadline = deadline; /* an enclosing call's, spent by the open too */
-        rc = wk__conn_open(b);
-        conn->call_deadline = 0;
-    }
     if (rc) {
-        wk__errbuf_set(err, errlen, rc, "%s", b->errmsg[0] ? b->errmsg : wk_strerror(rc));
+        wk__errbuf_set(err, errlen, rc, "%s", wk_strerror(rc));
         wk_db_close(b);
         return rc;
     }
     *out = b;
+    return WK_OK;
+}
+
+/* wk__blocking_open(), the open ending by `deadline` (0: its own connect
+ * timeout alone). */
+static int open_until(wk_db **out, wk_db *db, int64_t deadline, char *err, size_t errlen)
+{
+    int rc = wk__blocking_clone(out, db, err, errlen);
+    if (rc)
+        return rc;
+    wk_db *b = *out;
+    b->conn->call_deadline = deadline; /* an enclosing call's, spent by the open too */
+    rc = wk__conn_open(b);
+    b->conn->call_deadline = 0;
+    if (rc) {
+        wk__errbuf_set(err, errlen, rc, "%s", b->errmsg[0] ? b->errmsg : wk_strerror(rc));
+        wk_db_close(b);
+        *out = NULL;
+        return rc;
+    }
     return WK_OK;
 }
 

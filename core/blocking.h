@@ -32,6 +32,11 @@
  */
 int wk__blocking_open(wk_db **out, wk_db *db, char *err, size_t errlen);
 
+/* wk__blocking_open() without connecting: the settings and capability
+ * copied, the connection left for the caller to make (the event-loop
+ * handle's waits lane sets it up through the loop). */
+int wk__blocking_clone(wk_db **out, wk_db *db, char *err, size_t errlen);
+
 /*
  * The blocking handle of `db` itself: opened (wk__blocking_open, the open
  * ending by `deadline` — the wait's, wk__boot_ms(); 0: the connect

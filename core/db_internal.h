@@ -146,6 +146,9 @@ struct wk_db {
     bool pinned;
     uint16_t pin_node;
     wk__wait_counters waits; /* waits for leases made through this handle */
+    /* The event-loop handle this db is a lane of (core/async_internal.h),
+     * or NULL: a waiting acquire finds its loop through it. */
+    struct wk_async *loop;
 };
 
 /* Counting (core/stats.c). */

@@ -198,6 +198,8 @@ static void mark_sent(wk__engine *m, wk__lane *q)
             s->due = wk__deadline_after(conn->command_timeout);
             if (wk__query_acked(conn, m->x->query(m->x->ctx, (size_t)(s - m->x->slots))))
                 s->due = wk__add_ms(s->due, conn->lease_ack_timeout_ms);
+            if (conn->extra_wait_ms > 0) /* a blocking command (the loop's waits lane) */
+                s->due = wk__add_ms(s->due, conn->extra_wait_ms);
         }
     }
 }

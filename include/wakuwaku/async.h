@@ -4,7 +4,7 @@
  *
  * A wk_async is a handle like wk_db (same options, same capability check,
  * same outcome rules) whose I/O is driven by your loop. It exposes a
- * socket descriptor, the events it waits for and a timeout; your loop
+ * descriptor (a socket, or an epoll set once it waits: 6.), the events it waits for and a timeout; your loop
  * calls wk_async_process() when the descriptor is ready or the timeout
  * passed. Queries are submitted through a processor, so every query —
  * built-in, generated or your own — works unchanged:
@@ -51,13 +51,51 @@
  *     (WK_EIO, WK_ETIMEDOUT, WK_EAUTH, WK_EPROTO) and the next submission
  *     tries again. An idle handle whose server closed the connection
  *     reconnects on the next submission.
- *  6. Waiting calls (wk_lock_acquire, the helpers that sleep) need an
- *     outcome at once; they refuse this processor with WK_EINVAL, as they
- *     refuse a batch. Take locks with the try form and retry from a timer;
+ *  6. Waiting acquires — wk_lock_acquire, wk_rwlock_acquire_read /
+ *     _write, wk_fenced_lock_acquire, wk_semaphore_acquire, fair
+ *     entities included — go through this processor too: the call
+ *     draws the token (written at once, like a try's) and queues the
+ *     first attempt; the callback runs once, when the item is taken
+ *     (WK_OK, *acquired true; a FencedLock's fence written), when the
+ *     deadline passed without it (WK_OK, *acquired false: the waiter
+ *     has left the queue, as the blocking acquire does), or on a
+ *     failure, by the blocking acquire's rules (wakuwaku/deadline.h):
+ *     an attempt whose reply was lost is WK_EUNKNOWN (it may hold the
+ *     item under *token); WK_ENOTREPLICATED after the unacknowledged
+ *     lease was given back. Each attempt is the blocking path's script,
+ *     so fairness (first come, first served, no barging) and the queue
+ *     are shared with blocking waiters of the same name. Between
+ *     attempts the waiter sleeps on its wake-up list without blocking
+ *     the loop: the first wait opens a second, waits-only connection
+ *     (same settings), whose one BLPOP covers the lists of every waiter
+ *     of the handle; a release pushes the list and the waiter attempts
+ *     again at once — the blocking path's handoff. A waiter that joins
+ *     while that BLPOP is blocked has it re-issued (CLIENT UNBLOCK on the
+ *     handle's connection), and a wake-up that comes while its waiter is
+ *     between attempts is kept for it: no wake-up is lost. The sleeps
+ *     and the deadline run on the loop's timer (the timeout). Unlike the
+ *     blocking acquire, an attempt in flight at the deadline is bounded
+ *     by the command timeout, not cut 25 ms after the deadline (cutting
+ *     it would drop the connection every other query shares).
+ *     From then on the descriptor is an epoll set holding both
+ *     connections (Linux): watch it for READ only (wk_async_events()
+ *     says so); the watch is told -1 for the old socket, then the set.
+ *     (One descriptor rather than a watch per connection: the calls
+ *     above and the adapters stay as they are, and the set can hold
+ *     more connections, e.g. one per cluster node.) The attempts, the
+ *     leave and a give-back are the handle's own queries: a wrapper
+ *     around this processor (hooks, metrics) sees none of them.
+ *     The entity must outlive the callback (entities are static), as
+ *     must the OUT parameters (2.); the name is copied.
+ *     wk_async_pending() counts a wait as one until its callback ran.
+ *     Through a batch the waiting acquires are still refused
+ *     (WK_EINVAL: a batch's outcomes come only when it runs), and so
+ *     are the calls that follow a stream (pipe receive, subscriptions):
  *     run lease keepers, settings followers and cron jobs on their own
  *     threads with their own wk_db (they never block your loop).
  *  7. No heap allocation per query once the handle's buffers have grown to
- *     the load (replies are parsed by hiredis, which allocates them).
+ *     the load (replies are parsed by hiredis, which allocates them); a
+ *     waiting acquire allocates its state once (6.).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
@@ -123,8 +161,12 @@ WK_API int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, s
 
 /*
  * wk_async_close — complete every queued query (not sent: WK_EIO, did
- * not run; sent without reply: WK_EUNKNOWN for writes), close the
- * connection and free the handle. NULL is a no-op. Not from a callback.
+ * not run; sent without reply: WK_EUNKNOWN for writes) and every pending
+ * wait (6.: asleep between attempts, WK_EIO — it holds nothing, and its
+ * place in the queue runs out by itself within its sleep + 1 s; with an
+ * attempt in flight, that attempt's outcome: WK_EUNKNOWN, it may hold
+ * the item under its token), close the connections and free the handle.
+ * NULL is a no-op. Not from a callback.
  */
 WK_API void wk_async_close(wk_async *a);
 
@@ -140,8 +182,10 @@ WK_API wk_processor *wk_async_with(wk_async *a, wk_async_done_fn done, void *arg
  * at once with the current state. */
 WK_API void wk_async_set_watch(wk_async *a, wk_async_watch_fn watch, void *arg);
 
-/* The descriptor to watch (-1: none now), the events to watch it for, and
- * the ms until wk_async_process() is due without events (-1: none). */
+/* The descriptor to watch (-1: none now; the connection's socket, or
+ * once the handle has waited the epoll set of its connections, 6.), the
+ * events to watch it for, and the ms until wk_async_process() is due
+ * without events (-1: none). */
 WK_API int wk_async_fd(const wk_async *a);
 WK_API unsigned wk_async_events(const wk_async *a);
 WK_API int64_t wk_async_timeout_ms(const wk_async *a);
@@ -154,7 +198,8 @@ WK_API int64_t wk_async_timeout_ms(const wk_async *a);
  */
 WK_API void wk_async_process(wk_async *a, unsigned ready);
 
-/* wk_async_pending — queries queued or in flight (not yet completed). */
+/* wk_async_pending — queries queued or in flight (not yet completed),
+ * waiting acquires asleep between attempts included (6.). */
 WK_API size_t wk_async_pending(const wk_async *a);
 
 /* wk_async_capability — the handle's capability (borrowed). */

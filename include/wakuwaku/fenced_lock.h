@@ -206,8 +206,10 @@ WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, 
  * holder's lease can have run out, so a crashed holder costs at most its
  * TTL. Not fair: a plain try may take the lock ahead of a waiter.
  *
- *   p         the processor. A deferred one (a batch) is refused
- *             (WK_EINVAL): waiting needs each attempt's outcome at once.
+ *   p         the processor. A batch is refused (WK_EINVAL): waiting
+ *             needs each attempt's outcome at once; an event-loop
+ *             handle's queues the wait, its callback has the outcome
+ *             (wakuwaku/async.h, SEMANTICS 6).
  *             The sleeps use a second connection of the handle's own
  *             (opened on the first wait, closed with the handle), so the
  *             handle's connection is never blocked.
@@ -218,7 +220,7 @@ WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, 
  *             lease->fence as wk_fenced_lock_try().
  *
  * Returns WK_OK (lease->acquired false: the deadline passed); WK_EINVAL
- * (bad argument, deferred processor: nothing sent); WK_EDENIED; the first
+ * (bad argument, a batch: nothing sent); WK_EDENIED; the first
  * error of an attempt, which ends the wait at once (WK_EUNKNOWN: the
  * attempt may have taken the lock under lease->token — release with it, or
  * let its TTL run out); WK_EIO / WK_ETIMEDOUT when the wait's own

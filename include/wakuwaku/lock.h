@@ -165,8 +165,11 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  * wk_lock_acquire — take the lock `name`, waiting for its release until it
  * is acquired or the deadline passes.
  *
- *   p         the processor. A deferred one (a batch) is refused with
- *             WK_EINVAL: waiting needs each try's outcome at once.
+ *   p         the processor. A batch is refused with WK_EINVAL:
+ *             waiting needs each try's outcome at once. An event-loop
+ *             handle's (wk_async_with) queues the wait: the call returns
+ *             its queuing status and the callback the outcome below
+ *             (wakuwaku/async.h, SEMANTICS 6).
  *   lock      a Lock entity (ttl_ms > 0).
  *   deadline  a point on wk_monotonic_ms()'s clock, e.g.
  *             wk_deadline_in(2000): the whole call's (see DEADLINE in
@@ -181,8 +184,8 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  *   acquired  OUT: true once acquired; false when the deadline passed or
  *             on any error.
  *
- * Returns WK_OK (see *acquired); WK_EINVAL (bad argument, deferred
- * processor, bad backoff); or the first error of a try (WK_EDENIED, a
+ * Returns WK_OK (see *acquired); WK_EINVAL (bad argument, a batch,
+ * bad backoff); or the first error of a try (WK_EDENIED, a
  * connection or server error), which ends the wait at once. Whatever the
  * server does (stalled, trickling, gone) it returns at most 50 ms after
  * the deadline (DEADLINE in wakuwaku/deadline.h).

@@ -173,8 +173,9 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
  * at most its TTL later. Not fair: a plain try may take a permit ahead of
  * a waiter.
  *
- *   p         the processor; a deferred one (a batch) is refused
- *             (WK_EINVAL). The sleeps use a second connection of the
+ *   p         the processor; a batch is refused (WK_EINVAL); an
+ *             event-loop handle's queues the wait, its callback has the
+ *             outcome (wakuwaku/async.h, SEMANTICS 6). The sleeps use a second connection of the
  *             handle's own (opened on the first wait, closed with it).
  *   deadline  a point on wk_monotonic_ms()'s clock (wk_deadline_in());
  *             one attempt is made even if it has passed.
@@ -183,7 +184,7 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
  *   acquired  OUT: true once a permit is taken.
  *
  * Returns WK_OK (*acquired false: the deadline passed); WK_EINVAL (bad
- * argument, deferred processor: nothing sent); WK_EDENIED; the first error
+ * argument, a batch: nothing sent); WK_EDENIED; the first error
  * of an attempt, which ends the wait (WK_EUNKNOWN: release with *token or
  * let its lease run out); WK_EIO / WK_ETIMEDOUT when the wait's own
  * connection failed (nothing was taken then). Never returns more than

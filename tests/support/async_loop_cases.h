@@ -205,6 +205,42 @@ Test(LOOP_SUITE, sixty_four_requests_in_flight_chain_lock_limiter_cache_release,
  * submitted before the loop noticed complete on a new connection — a
  * new socket, usually with the old one's number, which the adapter must
  * watch anew (epoll forgets a closed descriptor). Twice. */
+/* A waiting acquire through the adapter: once the waiter sleeps the
+ * descriptor is the epoll set of both connections (a new number, which
+ * the adapter watches), and a release by a blocking handle wakes it. */
+Test(LOOP_SUITE, a_lock_waited_for_through_the_adapter_is_woken_by_a_release, .timeout = 60)
+{
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    int socket_fd = wk_async_fd(a);
+    wk_db *db = wk_test_open(NULL);
+    const char *name = wk_test_ns("wait");
+    wk_token held, token;
+    bool got = false, acquired = false, rel = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lc_lock, wk_name_str(name), &held, &got), WK_OK);
+    cr_assert(got);
+    lc_result r = {0};
+    cr_assert_eq(wk_lock_acquire(wk_async_with(a, lc_done, &r), &lc_lock, wk_name_str(name),
+                                 wk_deadline_in(20000), NULL, &token, &acquired),
+                 WK_OK);
+    while (wk_async_fd(a) == socket_fd) /* until it sleeps on its wake-up */
+        loop_turn(l);
+    cr_assert_eq(r.calls, 0, "%s", r.msg);
+    cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a), "the adapter watches the set");
+    cr_assert_eq(wk_lock_release(wk_db_processor(db), &lc_lock, wk_name_str(name), &held, &rel),
+                 WK_OK);
+    lc_drain(l, a, NULL);
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_OK, "%s", r.msg);
+    cr_assert(acquired);
+    wk_db_close(db);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
 Test(LOOP_SUITE, a_killed_connection_is_replaced_and_watched_anew, .timeout = 60)
 {
     loop *l = loop_new();

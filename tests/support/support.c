@@ -252,6 +252,20 @@ int wk_test_kill_client_fd(const char *url, int fd)
     return ok;
 }
 
+wk_async *wk_test_open_async(const char *url, const wk_cap *cap, int command_timeout_ms)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = cap ? cap : wk_cap_read_write();
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = command_timeout_ms;
+    wk_async *a = NULL;
+    char err[256];
+    int rc = wk_async_open(&a, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "%s", err);
+    return a;
+}
+
 void wk_test_async_turn(wk_async *a)
 {
     int fd = wk_async_fd(a);

@@ -313,6 +313,9 @@ int wk_test_cluster_kill_primary(wk_test_cluster *c, int primary_port, int timeo
  * it rejoins as a replica) and wait until settled. 0 or -1. */
 int wk_test_cluster_restart(wk_test_cluster *c, int port, int timeout_ms);
 
+/* An event-loop handle on `url` (cap NULL = read-write; connect timeout
+ * 1 s, command timeout as given), failing the test on error. */
+wk_async *wk_test_open_async(const char *url, const wk_cap *cap, int command_timeout_ms);
 /* One turn of a poll() loop driving an event-loop handle (waits at most
  * 200 ms), and turns until nothing is pending (bounded by the suite's
  * timeout). */

@@ -1,0 +1,211 @@
+/*
+ * collection/lease_loop.c — the waiting acquires of the lease kinds
+ * through the event-loop handle (wakuwaku/async.h, SEMANTICS 6): the
+ * waiter loop of collection/wake.c as a machine stepped by the loop's
+ * callbacks. Each attempt (the kind's acquire-or-park script, the same
+ * as the blocking path's), the leave and the give-back of an
+ * unacknowledged lease are queries on the handle's own connection; the
+ * sleep between attempts is a park on its waits lane
+ * (core/async_internal.h), woken by the same push as a blocking waiter.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collection/lease_script.h"
+#include "core/async_internal.h"
+
+/* Waits cut off in a row before the acquire fails with the connection's
+ * error (as collection/wake.c). */
+#define MAX_LOST_WAITS 3
+
+enum { ATTEMPTING, LEAVING, GIVING_BACK };
+
+typedef struct waiter {
+    wk_processor proc; /* first member: its queries complete in on_reply */
+    wk_async *a;
+    wk_async_done_fn done; /* the caller's completion */
+    void *done_arg;
+    wk__op op; /* the kind's acquire-or-park take, parsed by wk__take_parse */
+    wk__call c;
+    wk__take_reply got;
+    bool *acquired;
+    int64_t *fence; /* FencedLock: where the fence goes, else NULL */
+    wk__lease_release_fn release;
+    int64_t deadline, end;
+    int lost, step, status;
+    bool released;
+    bool counted;   /* it slept: a wait of the handle's stats (core/stats.c) */
+    uint64_t start; /* since its first sleep */
+    char msg[WK__ERRMSG_MAX];
+    unsigned char name[]; /* the item's name, copied */
+} waiter;
+
+static void on_reply(wk_async *a, int status, const char *msg, void *arg);
+
+static int waiter_submit(wk_processor *self, wk_query *q)
+{
+    waiter *w = (waiter *)self;
+    return wk__async_lane_submit(&w->a->lane[WK__LANE_MAIN], q, on_reply, w);
+}
+
+/* The caller's callback, once; the waiter goes. */
+static void finish(waiter *w, int status, const char *msg)
+{
+    if (w->counted) /* as the blocking path counts a wait that slept */
+        wk__count_wait_end(&w->proc, w->start, status, *w->acquired, true);
+    wk_async_done_fn done = w->done;
+    void *arg = w->done_arg;
+    wk_async *a = w->a;
+    char text[WK__ERRMSG_MAX];
+    wk__copy_text(text, sizeof(text), msg ? msg : "");
+    free(w);
+    if (done)
+        done(a, status, text, arg);
+}
+
+/* A query could not be queued (the handle is closing, memory): the
+ * acquire ends with that, holding nothing more than before. */
+static void refused(waiter *w, int rc)
+{
+    finish(w, rc, w->a->db->errmsg);
+}
+
+static void attempt(waiter *w)
+{
+    w->step = ATTEMPTING;
+    w->c.cap_ms = wk__wake_cap_ms(w->c.e, w->deadline);
+    int rc = wk__op_send(&w->c, NULL, NULL, 0);
+    if (rc)
+        refused(w, rc);
+}
+
+/* Leave the queue without the item, then complete with `status`: unless
+ * the acquire's end has come (the registration runs out by itself). */
+static void give_up(waiter *w, int status, const char *msg)
+{
+    w->status = status;
+    wk__copy_text(w->msg, sizeof(w->msg), msg);
+    if (wk__boot_ms() >= w->end) {
+        finish(w, status, msg);
+        return;
+    }
+    w->step = LEAVING;
+    int rc = wk__wake_leave(&w->proc, w->c.e, &w->c.wake, w->c.token);
+    if (rc)
+        finish(w, status, msg);
+}
+
+static void woke(void *arg, int status, const char *why)
+{
+    waiter *w = arg;
+    int64_t now = wk__boot_ms();
+    /* Woken so late that the last attempt could not end in time: timed
+     * out, the registration runs out by itself (collection/wake.c). */
+    if (now >= w->end)
+        finish(w, WK_OK, "");
+    else if (status != WK_OK && now < w->deadline &&
+             (!wk_is_connection_error(status) || ++w->lost > MAX_LOST_WAITS))
+        give_up(w, status, why);
+    else {
+        w->lost = status == WK_OK ? 0 : w->lost;
+        attempt(w); /* a lost pop took at most a wake-up, never the item */
+    }
+}
+
+static void attempted(waiter *w, int status, const char *msg)
+{
+    if (status == WK_ENOTREPLICATED) {
+        /* Taken, not acknowledged: give it back, as a try does. */
+        w->status = status;
+        wk__copy_text(w->msg, sizeof(w->msg), msg);
+        w->step = GIVING_BACK;
+        wk_name name = w->c.name;
+        int rc = w->release(&w->proc, w->c.e, name, w->c.token, &w->released);
+        if (rc)
+            finish(w, WK_EUNKNOWN, msg);
+        return;
+    }
+    if (status != WK_OK) {
+        finish(w, status, msg); /* an earlier registration runs out */
+        return;
+    }
+    if (w->got.acquired) {
+        *w->acquired = true;
+        if (w->fence)
+            *w->fence = w->got.n;
+        finish(w, WK_OK, "");
+        return;
+    }
+    int64_t now = wk__boot_ms(), left = w->deadline - now;
+    if (left <= 0) {
+        give_up(w, WK_OK, "");
+        return;
+    }
+    int64_t sleep = w->got.n < left ? w->got.n : left;
+    if (!w->counted) {
+        w->counted = true;
+        w->start = wk__count_wait_begin(&w->proc);
+    }
+    char list[WK__WAKE_KEY_MAX];
+    memcpy(list, w->c.wake.w, w->c.wake.w_len);
+    memcpy(list + w->c.wake.w_len, w->c.token->bytes, WK_TOKEN_LEN);
+    int rc = wk__async_park(w->a, list, w->c.wake.w_len + WK_TOKEN_LEN,
+                            wk__add_ms(now, sleep < 1 ? 1 : sleep), woke, w);
+    if (rc)
+        give_up(w, rc, rc == WK_ENOMEM ? "out of memory" : "the handle is closing");
+}
+
+static void on_reply(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    waiter *w = arg;
+    if (w->step == ATTEMPTING)
+        attempted(w, status, msg);
+    else if (w->step == LEAVING) /* its own failure is not the caller's news */
+        finish(w, w->status, w->msg);
+    else if (status != WK_OK) /* GIVING_BACK */
+        finish(w, WK_EUNKNOWN,
+               "not acknowledged, and its release failed: it may still be held "
+               "under the token until its TTL runs out");
+    else
+        finish(w, WK_ENOTREPLICATED, w->msg);
+}
+
+int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_entity *e, wk_name name,
+                           int64_t deadline, wk_token *token, bool *acquired, int64_t *fence,
+                           wk__lease_release_fn release)
+{
+    wk_async *a = wk__async_of(p->db);
+    size_t name_len = name.type == WK_NAME_BYTES ? name.len : 0;
+    waiter *w = calloc(1, sizeof(*w) + name_len + 1);
+    if (!w)
+        return wk__processor_fail(p, WK_ENOMEM, "%s: out of memory", acquire->name);
+    *w = (waiter){.proc = {.process = waiter_submit, .db = a->db, .flags = WK_PROCESSOR_DEFERRED},
+                  .a = a,
+                  .done = a->done,
+                  .done_arg = a->done_arg,
+                  .op = *acquire,
+                  .acquired = acquired,
+                  .fence = fence,
+                  .release = release,
+                  .deadline = deadline,
+                  .end = wk__wake_end(deadline)};
+    /* After the assignment above, which may zero the padding it lies in. */
+    if (name_len)
+        memcpy(w->name, name.bytes, name_len);
+    name.bytes = name_len ? w->name : name.bytes;
+    /* Parsed whole here: a deferred processor runs no split steps. */
+    w->op.steps = NULL;
+    w->op.parse = wk__take_parse;
+    w->op.out_name = NULL;
+    w->op.out_size = 0;
+    wk_token_random(token); /* the waiter's place in the queue, and the lease's once taken */
+    int rc = wk__op_begin_token(&w->c, &w->proc, &w->op, e, name, token, &w->got);
+    if (!rc) {
+        w->c.cap_ms = wk__wake_cap_ms(e, deadline);
+        rc = wk__op_send(&w->c, NULL, NULL, 0);
+    }
+    if (rc)
+        free(w); /* refused at once: the message is on the handle (p's db) */
+    return rc;
+}
