@@ -1176,3 +1176,41 @@ Test(wk_cli, sentinel_and_data_passwords_from_options_environment_and_files, .ti
     unlink(dpw);
     wk_test_sentinels_stop(&t);
 }
+
+/* acquire-all: every bucket or none, in one script; a refusal names the
+ * bucket and writes nothing; usage errors exit 2, a read-only handle 3. */
+Test(wk_cli, acquire_all_takes_every_bucket_or_none)
+{
+    result r;
+    const char *user = wk_test_ns("aa-user"), *ip = wk_test_ns("aa-ip");
+    run_wk(&r, false, "--as read-write acquire-all login %s 15 login %s 5", user, ip);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "allowed: yes"), "%s", r.out);
+    /* the user's bucket has 5 left (capacity 20): 6 more is refused for both */
+    run_wk(&r, false, "--as read-write --json acquire-all login %s 1 login %s 6", ip, user);
+    cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+    json_t *j = parse_json(&r);
+    cr_assert(json_is_false(json_object_get(j, "allowed")), "%s", r.out);
+    cr_assert_eq(json_integer_value(json_object_get(j, "refused_index")), 1, "%s", r.out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "refused")), "login");
+    cr_assert_gt(json_integer_value(json_object_get(j, "retry_after_ms")), 0, "%s", r.out);
+    json_decref(j);
+    /* nothing was taken from the ip's bucket by the refusal: 15 left */
+    wk_db *db = wk_test_open(NULL);
+    wk_token_bucket_state st;
+    cr_assert_eq(wk_token_bucket_peek(wk_db_processor(db), &login, wk_name_str(ip), &st), WK_OK);
+    cr_assert_eq(st.available, 15, "available %lld", (long long)st.available);
+    wk_db_close(db);
+
+    run_wk(&r, false, "--as read-write acquire-all login %s", user);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    run_wk(&r, false, "--as read-write acquire-all invoice 1 1");
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "not a TokenBucket"), "%s", r.err);
+    run_wk(&r, false, "--as read-write acquire-all login %s 0", user);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    run_wk(&r, false, "acquire-all login %s 1", user);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    run_wk(&r, true, "--help");
+    cr_assert(strstr(r.out, "acquire-all BUCKET NAME COST"), "%s", r.out);
+}

@@ -1644,6 +1644,8 @@ static void help(FILE *to)
 {
     fputs("usage: wk --url URL --schema SCHEMA.json [--as CAPABILITY] [--json]\n"
           "          ENTITY COMMAND [NAME] [ARGS]\n"
+          "       wk --url URL --schema SCHEMA.json [--as CAPABILITY] [--json]\n"
+          "          acquire-all BUCKET NAME COST [BUCKET NAME COST ...]\n"
           "       wk --schema SCHEMA.json help [ENTITY [COMMAND]]\n"
           "       wk --help | --version\n"
           "\n"
@@ -1666,6 +1668,9 @@ static void help(FILE *to)
         fputc('\n', to);
     }
     fputs("  every kind:   list (the names that have keys now)\n"
+          "  acquire-all:  take COST from each TokenBucket BUCKET for NAME, all or\n"
+          "                none, in one round trip (exit 1: refused; which bucket,\n"
+          "                retry_after_ms)\n"
           "\n"
           "options:\n",
           to);
@@ -1814,6 +1819,41 @@ static int capability_of(const schema *s, const char *as, const wk_cap **cap, wk
     return usage_error("no capability \"%s\" (%s)", as, known);
 }
 
+/* Open inv->db with --as's capability and the connection options;
+ * `bound`: --timeout bounds the whole command, open and queries together
+ * (one deadline from here). *owned: the capability to free after. */
+static int open_db(invocation *inv, int timeout_ms, bool bound, wk_db_options *opts,
+                   wk_cap **owned)
+{
+    const wk_cap *cap = NULL;
+    int st = capability_of(inv->s, inv->as, &cap, owned);
+    if (st)
+        return st;
+    *opts = (wk_db_options)WK_DB_OPTIONS_INIT;
+    char msg[1024];
+    if (conn_apply(&inv->conn, opts, msg, sizeof(msg))) {
+        wk_cap_free(*owned);
+        return usage_error("%s", msg);
+    }
+    opts->capability = cap;
+    opts->client_name = "wk";
+    opts->connect_timeout_ms = opts->command_timeout_ms = timeout_ms;
+    int64_t deadline = wk__add_ms(wk__boot_ms(), timeout_ms);
+    char err[256] = "";
+    int rc = wk_db_open(&inv->db, opts, err, sizeof(err));
+    if (rc) {
+        wk_cap_free(*owned);
+        return fail_msg(rc, err);
+    }
+    if (bound)
+        wk__db_bound(inv->db, deadline);
+    inv->p = wk_db_processor(inv->db);
+    inv->opts = opts;
+    return EXIT_OK;
+}
+
+static int acquire_all(invocation *inv, int argc, char **argv, int timeout_ms);
+
 static int run_command(invocation *inv, int timeout_ms)
 {
     const kind_desc *kd = kind_info(inv->ent->kind);
@@ -1847,35 +1887,80 @@ static int run_command(invocation *inv, int timeout_ms)
     if (st)
         return st;
 
-    const wk_cap *cap = NULL;
     wk_cap *owned;
-    st = capability_of(inv->s, inv->as, &cap, &owned);
+    wk_db_options opts;
+    /* `watch` runs until its own --timeout-ms. */
+    st = open_db(inv, timeout_ms, strcmp(cmd->name, "watch") != 0, &opts, &owned);
     if (st)
         return st;
-    wk_db_options opts = WK_DB_OPTIONS_INIT;
-    char msg[1024];
-    if (conn_apply(&inv->conn, &opts, msg, sizeof(msg))) {
-        wk_cap_free(owned);
-        return usage_error("%s", msg);
-    }
-    opts.capability = cap;
-    opts.client_name = "wk";
-    opts.connect_timeout_ms = opts.command_timeout_ms = timeout_ms;
-    /* --timeout bounds the whole command, open and queries together: one
-     * deadline from here. `watch` runs until its own --timeout-ms. */
-    int64_t deadline = wk__add_ms(wk__boot_ms(), timeout_ms);
-    char err[256] = "";
-    int rc = wk_db_open(&inv->db, &opts, err, sizeof(err));
-    if (rc) {
-        wk_cap_free(owned);
-        return fail_msg(rc, err);
-    }
-    if (strcmp(cmd->name, "watch") != 0)
-        wk__db_bound(inv->db, deadline);
-    inv->p = wk_db_processor(inv->db);
-    inv->opts = &opts;
     inv->op = kind_op(kd, cmd->name);
     st = cmd->run(inv, name);
+    fflush(stdout);
+    wk_db_close(inv->db);
+    wk_cap_free(owned);
+    return st;
+}
+
+/*
+ * wk acquire-all BUCKET NAME COST [BUCKET NAME COST …]: take from every
+ * bucket or none, in one script (wk_token_bucket_acquire_all). Exit 0
+ * taken; 1 refused (which bucket, and how long until all could be taken).
+ */
+static int acquire_all(invocation *inv, int argc, char **argv, int timeout_ms)
+{
+    if (argc < 3 || argc % 3 || argc / 3 > WK_TOKEN_BUCKET_ALL_MAX)
+        return usage_error("acquire-all: BUCKET NAME COST, 1 to %d times (usage: acquire-all "
+                           "BUCKET NAME COST [BUCKET NAME COST …])",
+                           WK_TOKEN_BUCKET_ALL_MAX);
+    size_t n = (size_t)argc / 3;
+    wk_entity descs[WK_TOKEN_BUCKET_ALL_MAX];
+    const entity *ents[WK_TOKEN_BUCKET_ALL_MAX];
+    wk_token_bucket_take takes[WK_TOKEN_BUCKET_ALL_MAX];
+    for (size_t t = 0; t < n; t++) {
+        char **a = argv + 3 * t;
+        inv->ent = NULL;
+        for (size_t k = 0; k < inv->s->nentities; k++)
+            if (!strcmp(inv->s->entities[k].id, a[0]))
+                inv->ent = &inv->s->entities[k];
+        if (!inv->ent)
+            return usage_error("acquire-all: no entity \"%s\" in %s", a[0], inv->schema_path);
+        descriptor_of(inv->ent, &descs[t]);
+        if (strcmp(descs[t].kind, WK_KIND_TOKEN_BUCKET))
+            return usage_error("acquire-all: %s is a %s, not a TokenBucket", a[0], descs[t].kind);
+        ents[t] = inv->ent;
+        wk_name name;
+        if (parse_name(inv, a[1], &name))
+            return EXIT_USAGE;
+        char *end;
+        errno = 0;
+        unsigned long long cost = strtoull(a[2], &end, 10);
+        if (errno || *end || !*a[2] || *a[2] == '-' || cost < 1 || cost > WK_TOKEN_BUCKET_COST_MAX)
+            return usage_error("acquire-all: %s's COST must be 1 to %llu (got %s)", a[0],
+                               (unsigned long long)WK_TOKEN_BUCKET_COST_MAX, a[2]);
+        takes[t] = (wk_token_bucket_take){.bucket = &descs[t], .name = name, .cost = cost};
+    }
+    wk_cap *owned;
+    wk_db_options opts;
+    int st = open_db(inv, timeout_ms, true, &opts, &owned);
+    if (st)
+        return st;
+    wk_token_bucket_all_outcome out;
+    int rc = wk_token_bucket_acquire_all(inv->p, takes, n, &out);
+    if (rc) {
+        st = fail(inv, rc);
+    } else {
+        open_json();
+        text_or_json_bool("allowed", out.allowed, false);
+        if (!out.allowed) {
+            if (json_mode)
+                printf("\"refused\":\"%s\",\"refused_index\":%zu,", ents[out.refused]->id,
+                       out.refused);
+            else
+                printf("refused: %s %s\n", ents[out.refused]->id, argv[3 * out.refused + 1]);
+        }
+        text_or_json_int("retry_after_ms", out.retry_after_ms, true);
+        st = out.allowed ? EXIT_OK : EXIT_NOT_FOUND;
+    }
     fflush(stdout);
     wk_db_close(inv->db);
     wk_cap_free(owned);
@@ -1979,6 +2064,11 @@ int main(int argc, char **argv)
             status = help_entity(&s, argv[i + 1], i + 2 < argc ? argv[i + 2] : NULL);
         else
             list_entities(&s), status = EXIT_OK;
+        goto out;
+    }
+    if (!strcmp(argv[i], "acquire-all")) {
+        status = !inv.conn.v[CONN_URL] ? usage_error("--url is required (or $WK_URL)")
+                                       : acquire_all(&inv, argc - i - 1, argv + i + 1, timeout_ms);
         goto out;
     }
     for (size_t k = 0; k < s.nentities; k++)
