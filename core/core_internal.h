@@ -179,6 +179,10 @@ typedef struct wk__range {
 } wk__range;
 size_t wk__readonly_image(wk__range *out, size_t max);
 
+/* The upper bounds, in ns, of every latency histogram (queries, waits,
+ * borrows): 50 µs … 10 s, as wakuwaku/metrics.h lists them (core/stats.c). */
+extern const uint64_t wk__hist_bounds_ns[WK_STATS_BUCKETS];
+
 /* Counting a handle's waits for leases (core/stats.c, wk_db_stats()): a
  * wait through `p` begins (returns its start, for wk__count_wait_end)
  * and ends with `rc`: acquired or not (WK_OK: the deadline passed), after

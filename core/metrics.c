@@ -37,9 +37,7 @@
 #define OUTCOMES 13 /* "ok", WK_EDENIED … WK_ENOTREPLICATED (-1 … -11), other */
 #define OVERFLOW WK_METRICS_SERIES
 
-static const uint64_t bounds_ns[WK_METRICS_BUCKETS] = {
-    50000,    100000,   250000,    500000,    1000000,   2500000,    5000000,    10000000,
-    25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 10000000000};
+_Static_assert(WK_METRICS_BUCKETS == WK_STATS_BUCKETS, "one set of histogram bounds");
 
 typedef struct series {
     char query[WK_METRICS_LABEL_MAX];
@@ -276,7 +274,7 @@ static void record(wk_metrics *m, const wk_query *q, int rc, uint64_t ns)
     int outcome = rc == 0 ? 0 : (rc < 0 && rc >= -11) ? -rc : OUTCOMES - 1;
     atomic_fetch_add_explicit(&s->outcomes[outcome], 1, memory_order_relaxed);
     int b = 0;
-    while (b < WK_METRICS_BUCKETS && ns > bounds_ns[b])
+    while (b < WK_METRICS_BUCKETS && ns > wk__hist_bounds_ns[b])
         b++;
     atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->sum_ns, ns, memory_order_relaxed);

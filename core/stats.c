@@ -66,15 +66,14 @@ uint64_t wk__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The bounds, in ns: those of the metrics histogram (wakuwaku/metrics.h). */
-static const uint64_t bounds_ns[WK_STATS_BUCKETS] = {
+const uint64_t wk__hist_bounds_ns[WK_STATS_BUCKETS] = {
     50000,    100000,   250000,    500000,    1000000,   2500000,    5000000,    10000000,
     25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 10000000000};
 
 void wk__hist_add(_Atomic uint64_t *buckets, _Atomic uint64_t *sum, uint64_t ns)
 {
     size_t b = 0;
-    while (b < WK_STATS_BUCKETS && ns > bounds_ns[b])
+    while (b < WK_STATS_BUCKETS && ns > wk__hist_bounds_ns[b])
         b++;
     wk__bump(&buckets[b]);
     atomic_fetch_add_explicit(sum, ns, memory_order_relaxed);
