@@ -18,12 +18,13 @@ int wk__wake_keys_build(wk__wake_keys *k, const char *item_key, size_t len)
     if (!k || !item_key)
         return WK_EINVAL;
     /* core/key.c derives every companion key (and proves them injective). */
-    int rc = wk__companion_key(k->q, sizeof(k->q), &k->q_len, item_key, len, WK__ROLE_WAKE_QUEUE);
-    if (!rc)
-        rc = wk__companion_key(k->e, sizeof(k->e), &k->e_len, item_key, len, WK__ROLE_WAKE_REGS);
-    if (!rc)
-        rc = wk__companion_key(k->w, sizeof(k->w) - WK_TOKEN_LEN, &k->w_len, item_key, len,
-                               WK__ROLE_WAKE_LIST);
+    static const wk__key_role roles[3] = {WK__ROLE_WAKE_QUEUE, WK__ROLE_WAKE_REGS,
+                                          WK__ROLE_WAKE_LIST};
+    char *const bufs[3] = {k->q, k->e, k->w};
+    const size_t caps[3] = {sizeof(k->q), sizeof(k->e), sizeof(k->w) - WK_TOKEN_LEN};
+    size_t lens[3] = {0, 0, 0};
+    int rc = wk__companion_keys(item_key, len, roles, 3, bufs, caps, lens);
+    k->q_len = lens[0], k->e_len = lens[1], k->w_len = lens[2];
     return rc;
 }
 

@@ -95,6 +95,10 @@ typedef enum wk__key_role {
  * > WK_KEY_MAX, unknown role, buffer too small). Thread-safe. */
 int wk__companion_key(char *buf, size_t cap, size_t *len, const char *item_key, size_t item_len,
                       wk__key_role role);
+/* The n companion keys roles[i] of one item at once (the tag found once),
+ * each into bufs[i] (caps[i] bytes), lengths into lens[i]; same rules. */
+int wk__companion_keys(const char *item_key, size_t item_len, const wk__key_role *roles, int n,
+                       char *const *bufs, const size_t *caps, size_t *lens);
 
 /* The shortest string T of [0-9A-Za-z] (1..3 bytes, shortest first) whose
  * CRC16 slot is `slot`, into t (not NUL-terminated); returns its length. */

@@ -266,34 +266,66 @@ static const struct {
     [WK__ROLE_WAKE_LIST] = {":w:", 3},
 };
 
-int wk__companion_key(char *buf, size_t cap, size_t *len, const char *item_key, size_t item_len,
-                      wk__key_role role)
-{
-    if (!buf || !len || !item_key || item_len == 0 || item_len > WK_KEY_MAX ||
-        (unsigned)role > WK__ROLE_WAKE_LIST)
-        return WK_EINVAL;
+/* Where an item key's companions take their tag X and their rest R from
+ * (rules 1 and 2 above). */
+typedef struct companion_parts {
+    const char *x, *r;
+    size_t x_len, r_len;
     char short_tag[4];
-    const char *x = item_key, *r = item_key;
-    size_t x_len = item_len, r_len = item_len, s, e;
+} companion_parts;
+
+static void companion_parts_of(companion_parts *c, const char *item_key, size_t item_len)
+{
+    size_t s, e;
+    c->x = c->r = item_key;
+    c->x_len = c->r_len = item_len;
     if (wk__hash_tag(item_key, item_len, &s, &e)) {
-        x = item_key + s;
-        x_len = e - s;
+        c->x = item_key + s;
+        c->x_len = e - s;
     } else if (!memchr(item_key, '}', item_len)) {
-        r_len = 0;
+        c->r_len = 0;
     } else {
-        x = short_tag;
-        x_len = wk__key_tag_for_slot(wk__crc16(item_key, item_len) & 16383u, short_tag);
+        c->x = c->short_tag;
+        c->x_len = wk__key_tag_for_slot(wk__crc16(item_key, item_len) & 16383u, c->short_tag);
     }
-    size_t total = 2 + x_len + role_marker[role].len + r_len;
+}
+
+static int put_companion(const companion_parts *c, char *buf, size_t cap, size_t *len,
+                         wk__key_role role)
+{
+    if (!buf || !len || (unsigned)role > WK__ROLE_WAKE_LIST)
+        return WK_EINVAL;
+    size_t total = 2 + c->x_len + role_marker[role].len + c->r_len;
     if (total + 1 > cap)
         return WK_EINVAL;
     char *p = buf;
     *p++ = '{';
-    p = put(p, x, x_len);
+    p = put(p, c->x, c->x_len);
     *p++ = '}';
     p = put(p, role_marker[role].text, role_marker[role].len);
-    p = put(p, r, r_len);
+    p = put(p, c->r, c->r_len);
     *p = '\0';
     *len = total;
+    return WK_OK;
+}
+
+int wk__companion_key(char *buf, size_t cap, size_t *len, const char *item_key, size_t item_len,
+                      wk__key_role role)
+{
+    return wk__companion_keys(item_key, item_len, &role, 1, &buf, &cap, len);
+}
+
+int wk__companion_keys(const char *item_key, size_t item_len, const wk__key_role *roles, int n,
+                       char *const *bufs, const size_t *caps, size_t *lens)
+{
+    if (!item_key || item_len == 0 || item_len > WK_KEY_MAX)
+        return WK_EINVAL;
+    companion_parts c;
+    companion_parts_of(&c, item_key, item_len);
+    for (int i = 0; i < n; i++) {
+        int rc = put_companion(&c, bufs[i], caps[i], &lens[i], roles[i]);
+        if (rc)
+            return rc;
+    }
     return WK_OK;
 }
