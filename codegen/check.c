@@ -958,6 +958,10 @@ static void claim_names(ctx *c, const bool *entity_ok)
         for (size_t k = 0; k < nops; k++)
             names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", e->fn_prefix, ops[k].op), p,
                         e->pos, "accessor");
+        const op_desc *parts = kind_parts(e, &nops);
+        for (size_t k = 0; k < nops; k++)
+            names_claim(c->names, c->d, pool_printf(c->pl, "%s_%s", e->fn_prefix, parts[k].op), p,
+                        e->pos, "constructor");
     }
     for (size_t i = 0; i < s->ncaps; i++) {
         capability *cap = &s->caps[i];

@@ -187,6 +187,37 @@ void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const
     free(t.data);
 }
 
+void emit_part_definition(outbuf *o, const schema *s, const entity *e, const op_desc *part)
+{
+    outbuf t = {0};
+    out_printf(&t, "static inline %s %s_%s(", part->part_type, e->fn_prefix, part->op);
+    emit_name_params(&t, e);
+    if (*part->params)
+        out_puts(&t, ", ");
+    emit_op_text(&t, s, part->params, e);
+    out_puts(&t, ")\n");
+    out_declf(o, "%s", t.data ? t.data : "");
+    free(t.data);
+    t = (outbuf){0};
+    /* one field per line, under the first */
+    int indent = (int)strlen("    return (){") + (int)strlen(part->part_type);
+    out_printf(&t, "    return (%s){.%s = &%s,\n%*s.name = ", part->part_type, part->part_field,
+               e->descriptor, indent, "");
+    emit_name_value(&t, e);
+    /* each parameter fills the field of its name ("cost" → .cost = cost) */
+    for (const char *a = part->args; *a;) {
+        size_t n = strcspn(a, ",");
+        out_printf(&t, ",\n%*s.%.*s = %.*s", indent, "", (int)n, a, (int)n, a);
+        a += n;
+        a += strspn(a, ", ");
+    }
+    out_puts(&t, "};\n");
+    out_puts(o, "{\n");
+    out_declf(o, "%s", t.data ? t.data : "");
+    out_puts(o, "}\n");
+    free(t.data);
+}
+
 void emit_handle_definition(outbuf *o, const schema *s, const capability *c, const entity *e,
                             const op_desc *op)
 {

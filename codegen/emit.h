@@ -35,6 +35,9 @@ void emit_accessor_definition(outbuf *o, const schema *s, const entity *e, const
 
 /* A typed handle's query as a static inline function:
  * "<handle>_<entity>_<op>(h, …)" calling the accessor with h->p. */
+/* A part's constructor (a kind's WK_X_PARTS row): "static inline T
+ * svc_e_part(name, params) { return (T){.field = &entity, .name = …}; }". */
+void emit_part_definition(outbuf *o, const schema *s, const entity *e, const op_desc *part);
 void emit_handle_definition(outbuf *o, const schema *s, const capability *c, const entity *e,
                             const op_desc *op);
 

@@ -184,6 +184,18 @@ static void emit_accessors(const schema *s, outbuf *o)
             emit_accessor_definition(o, s, e, &ops[k]);
             out_puts(o, "\n");
         }
+        size_t nparts;
+        const op_desc *parts = kind_parts(e, &nparts);
+        for (size_t k = 0; k < nparts; k++) {
+            outbuf t = {0};
+            out_puts(&t, "Sends nothing: ");
+            emit_op_text(&t, s, parts[k].summary, e);
+            out_puts(&t, ".");
+            out_note(o, "", t.data);
+            free(t.data);
+            emit_part_definition(o, s, e, &parts[k]);
+            out_puts(o, "\n");
+        }
     }
 }
 

@@ -40,18 +40,26 @@
 #define IS_WRITE_READ false
 #define IS_WRITE_WRITE true
 #define ONE(k, op, mode, params, summary) +1
+/* One op_desc per row of a kind's parts list (WK_X_PARTS). */
+#define PART_ROW(k, part, type, field, params, summary_)                                           \
+    {.op = #part, .runtime = #type, .query = #k "." #part, .row = #params, .summary = summary_,    \
+     .part_type = #type, .part_field = #field},
+#define ONE_PART(k, part, type, field, params, summary) +1
 
 /* One kind_desc per schema row (wakuwaku/entity.h, "Schema rows"); every
  * name but the prefix X follows from it. */
 #define IGNORE(...)
-#define KIND_FIELDS(X, wording, body, rule, fair)                                                \
+#define KIND_FIELDS(X, wording, body, rule, fair, parts)                                          \
     .name = WK_KIND_##X, .macro = "WK_KIND_" #X, .entity_macro = "WK_" #X "_ENTITY",               \
     .summary = wording, .check = check_##X, .ops = (op_desc[]){WK_##X##_OPS(OP_ROW)},              \
-    .nops = 0 WK_##X##_OPS(ONE), BODY_##body(X), .fair_macro = FAIR_##fair(X)
+    .nops = 0 WK_##X##_OPS(ONE), BODY_##body(X), .fair_macro = FAIR_##fair(X), PARTS_##parts(X)
 #define BODY_NO_BODY(X) .has_body = false
 #define BODY_BODY(X)                                                                               \
     .has_body = true, .typed_ops = (op_desc[]){WK_##X##_TYPED_OPS(OP_ROW)},                        \
     .ntyped_ops = 0 WK_##X##_TYPED_OPS(ONE)
+#define PARTS_NO_PARTS(X) .nparts = 0
+#define PARTS_PARTS(X)                                                                             \
+    .parts = (op_desc[]){WK_##X##_PARTS(PART_ROW)}, .nparts = 0 WK_##X##_PARTS(ONE_PART)
 #define FAIR_NO_FAIR(X) NULL
 #define FAIR_FAIR(X) "WK_" #X "_FAIR_ENTITY"
 #define PARAM_DESC(key_, field_, rule_, presence, default_ms_, elsewhere_)                         \
@@ -62,7 +70,7 @@
 #define IS_REQUIRED_OPTIONAL false
 
 /* Each kind's rule over its parameters, on a schema's entity. */
-#define CHECK_FN(X, wording, body, rule, fair)                                                     \
+#define CHECK_FN(X, wording, body, rule, fair, parts)                                              \
     static int check_##X(const entity *e, char *why, size_t whylen)                                \
     {                                                                                              \
         return rule(e->params, why, whylen);                                                       \
@@ -178,6 +186,8 @@ static void prepare(void)
             derive(&kd->ops[i]);
         for (size_t i = 0; i < kd->ntyped_ops; i++)
             derive(&kd->typed_ops[i]);
+        for (size_t i = 0; i < kd->nparts; i++)
+            derive(&kd->parts[i]);
         bytes_acc[k].v = calloc(kd->nops, sizeof(op_desc));
         typed_acc[k].v = calloc(kd->nops, sizeof(op_desc));
         if (!bytes_acc[k].v || !typed_acc[k].v)
@@ -237,4 +247,11 @@ const op_desc *kind_ops(const entity *e, size_t *count)
                                                                       : &bytes_acc[e->kind];
     *count = a->n;
     return a->v;
+}
+
+const op_desc *kind_parts(const entity *e, size_t *count)
+{
+    prepare();
+    *count = kinds[e->kind].nparts;
+    return kinds[e->kind].parts;
 }

@@ -158,6 +158,11 @@ typedef struct op_desc {
     const char *summary;  /* one line; NULL: no accessor */
     const char *params;   /* the accessor's parameters after the name (declaration text) */
     const char *args;     /* the runtime call's arguments after the name */
+    /* A part (a kind's WK_X_PARTS row) is a constructor, not a query: it
+     * returns a `part_type` whose `part_field` points at the entity and
+     * whose other fields are named as its parameters. NULL: an op. */
+    const char *part_type;
+    const char *part_field;
 } op_desc;
 
 /*
@@ -195,6 +200,9 @@ typedef struct kind_desc {
     size_t nops;
     op_desc *typed_ops;
     size_t ntyped_ops;
+    /* its parts (WK_X_PARTS): constructors each entity of it gets */
+    op_desc *parts;
+    size_t nparts;
     /* the initialiser of a fair entity ("fair": true), taking the same
      * arguments as entity_macro; NULL: the kind has no fair mode */
     const char *fair_macro;
@@ -208,6 +216,8 @@ const param_desc *const *kind_all_params(void);
 /* The accessors of entity `e`: its kind's operations with a summary, the
  * typed rows instead where it has a body record. */
 const op_desc *kind_ops(const entity *e, size_t *count);
+/* The parts (constructors) of entity `e`'s kind. */
+const op_desc *kind_parts(const entity *e, size_t *count);
 
 /* ------------------------------------------------------------------------
  * Diagnostics

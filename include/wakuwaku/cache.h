@@ -58,7 +58,7 @@
        "encode and store the body with the entity's TTL")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_CACHE_SCHEMA(KIND, PARAM)                                                               \
-    KIND(CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                                 \
+    KIND(CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)                       \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

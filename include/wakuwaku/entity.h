@@ -100,12 +100,13 @@ typedef struct wk_entity {
  *
  *     #define WK_SEMAPHORE_SCHEMA(KIND, PARAM)                            \
  *         KIND(SEMAPHORE, ", {permits} permits, lease {ttl}", NO_BODY,    \
- *              WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR)                       \
+ *              WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR, NO_PARTS)             \
  *         PARAM(permits, capacity, POSITIVE, REQUIRED, 0,                 \
  *               "only a Semaphore has permits")                           \
  *         WK__SCHEMA_TTL(PARAM)
  *
- * KIND(X, wording, body, check, fair): X is the kind's prefix, from which
+ * KIND(X, wording, body, check, fair, parts): X is the kind's prefix, from
+ * which
  * the generator takes WK_KIND_X (its name in schemas), WK_X_ENTITY (the
  * initialiser, taking the namespace and the parameters in PARAM order),
  * WK_X_OPS and, with BODY (else NO_BODY), WK_X_TYPED_OPS; `wording` is
@@ -115,7 +116,13 @@ typedef struct wk_entity {
  * v[i].ms (DURATION) and v[i].text (the number as written) that returns
  * -1, or the index of the parameter to blame after writing why
  * (WK__SCHEMA_NO_CHECK: none); FAIR (else NO_FAIR) gives the kind's
- * "fair": true as WK_X_FAIR_ENTITY.
+ * "fair": true as WK_X_FAIR_ENTITY; PARTS (else NO_PARTS) reads WK_X_PARTS,
+ * rows XX(k, part, type, field, params, summary) of constructors the
+ * generator gives each entity of the kind, <service>_<entity>_<part>(name,
+ * params…): `type` is a struct whose `field` points at the entity and
+ * whose other fields are named as the params ("(wk_name name, uint64_t
+ * cost)"), e.g. the TokenBucket's take for wk_token_bucket_acquire_all().
+ * A part sends nothing, so it is not bound to a capability handle.
  *
  * PARAM(key, field, rule, presence, default_ms, elsewhere), one per
  * parameter: its schema key, the wk_entity field it fills, DURATION

@@ -82,7 +82,7 @@
        "free it whoever holds it (operators); the fence counter is kept")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_FENCED_LOCK_SCHEMA(KIND, PARAM)                                                         \
-    KIND(FENCED_LOCK, ", lease {ttl}, fenced", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)              \
+    KIND(FENCED_LOCK, ", lease {ttl}, fenced", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)    \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

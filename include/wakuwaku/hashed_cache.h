@@ -70,7 +70,7 @@
        "encode the body, store it and its hash with the entity's TTL")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_HASHED_CACHE_SCHEMA(KIND, PARAM)                                                        \
-    KIND(HASHED_CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                          \
+    KIND(HASHED_CACHE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)                \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

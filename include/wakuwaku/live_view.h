@@ -138,7 +138,7 @@
  * macro's argument by hand. */
 #define WK_LIVE_VIEW_SCHEMA(KIND, PARAM)                                                           \
     KIND(LIVE_VIEW, ", history of up to {max_diffs} diffs",                                        \
-         BODY, WK__LIVE_VIEW_SCHEMA_CHECK, NO_FAIR)                                                \
+         BODY, WK__LIVE_VIEW_SCHEMA_CHECK, NO_FAIR, NO_PARTS)                                      \
     PARAM(max_diffs, capacity, POSITIVE, REQUIRED, 0, "only a LiveView has max_diffs")
 #endif
 

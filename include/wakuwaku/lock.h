@@ -63,7 +63,7 @@
        "is it held, and for how much longer")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_LOCK_SCHEMA(KIND, PARAM)                                                                \
-    KIND(LOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR)                                \
+    KIND(LOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR, NO_PARTS)                      \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

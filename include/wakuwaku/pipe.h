@@ -75,7 +75,7 @@
        "open the receiver (decode with wk_pipe_recv_typed() and the body's codec)")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_PIPE_SCHEMA(KIND, PARAM)                                                                \
-    KIND(PIPE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                                  \
+    KIND(PIPE, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)                        \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

@@ -82,7 +82,7 @@
        "whether a writer holds it, and how many readers")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_RWLOCK_SCHEMA(KIND, PARAM)                                                              \
-    KIND(RWLOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR)                              \
+    KIND(RWLOCK, ", lease {ttl}", NO_BODY, WK__SCHEMA_NO_CHECK, FAIR, NO_PARTS)                    \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

@@ -77,7 +77,7 @@
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_SEMAPHORE_SCHEMA(KIND, PARAM)                                                           \
     KIND(SEMAPHORE, ", {permits} permits, lease {ttl}",                                            \
-         NO_BODY, WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR)                                             \
+         NO_BODY, WK__SEMAPHORE_SCHEMA_CHECK, NO_FAIR, NO_PARTS)                                   \
     PARAM(permits, capacity, POSITIVE, REQUIRED, 0, "only a Semaphore has permits")                \
     WK__SCHEMA_TTL(PARAM)
 #endif

@@ -67,7 +67,7 @@
        "the whole map and its version (free with wk_settings_map_free())")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_SETTINGS_SCHEMA(KIND, PARAM)                                                            \
-    KIND(SETTINGS, "", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)
+    KIND(SETTINGS, "", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)
 #endif
 
 #if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)

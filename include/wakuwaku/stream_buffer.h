@@ -73,7 +73,7 @@
        "follow the buffer (decode with wk_stream_buffer_recv_typed() and the body's codec)")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_STREAM_BUFFER_SCHEMA(KIND, PARAM)                                                       \
-    KIND(STREAM_BUFFER, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                         \
+    KIND(STREAM_BUFFER, ", TTL {ttl}", BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)               \
     WK__SCHEMA_TTL(PARAM)
 #endif
 

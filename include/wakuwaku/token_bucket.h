@@ -116,10 +116,16 @@
 #ifdef WK__SCHEMA_RULES
 #include "../../collection/token_bucket_units.h"
 #endif
+/* Its parts (wakuwaku/entity.h, "Schema rows"): a generated accessor
+ * set gives each TokenBucket entity a constructor of its take, so a
+ * service builds wk_token_bucket_acquire_all()'s array from typed names. */
+#define WK_TOKEN_BUCKET_PARTS(XX)                                                                  \
+    XX(token_bucket, take, wk_token_bucket_take, bucket, (wk_name name, uint64_t cost),           \
+       "one bucket's take (this name, this cost) for wk_token_bucket_acquire_all")
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"). */
 #define WK_TOKEN_BUCKET_SCHEMA(KIND, PARAM)                                                        \
     KIND(TOKEN_BUCKET, ", {capacity} tokens, refilled at {rate} per {period}",                     \
-         NO_BODY, WK__TOKEN_BUCKET_SCHEMA_CHECK, NO_FAIR)                                          \
+         NO_BODY, WK__TOKEN_BUCKET_SCHEMA_CHECK, NO_FAIR, PARTS)                                   \
     PARAM(capacity, capacity, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                        \
     PARAM(rate, rate, POSITIVE, REQUIRED, 0, WK__TOKEN_BUCKET_ONLY)                                \
     PARAM(period, period_ms, DURATION, OPTIONAL, 1000, WK__TOKEN_BUCKET_ONLY)

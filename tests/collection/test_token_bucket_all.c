@@ -14,6 +14,10 @@
 
 #include "redis_fixture.h"
 
+/* The generated accessors of the golden schema (tests/codegen), for their
+ * take constructors. */
+#include "tests/codegen/golden/kinds/expected/kinds.c"
+
 static wk_token_bucket_take take(const wk_entity *e, const char *name, uint64_t cost)
 {
     wk_token_bucket_take t = {.bucket = e, .name = wk_name_str(name), .cost = cost};
@@ -68,6 +72,33 @@ Test(token_bucket_all, takes_from_every_bucket_or_from_none)
     cr_assert_eq(available(db, &user, "u42"), 2);
     cr_assert(available(db, &global, "all") <= 97, "the global bucket was not refilled past");
     cr_assert_eq(available(db, &ip, "10.0.0.1"), 0);
+    wk_db_close(db);
+}
+
+/* wk-codegen gives each TokenBucket entity a constructor of its take
+ * (the kind's WK_TOKEN_BUCKET_PARTS row): typed names, the entity filled
+ * in, and the array goes to wk_token_bucket_acquire_all as it is. */
+Test(token_bucket_all, generated_takes_build_the_call)
+{
+    wk_db *db = wk_test_open(NULL);
+    /* the golden namespaces are fixed: fresh names keep runs apart */
+    const char *user = wk_test_ns("user"), *ip = wk_test_ns("ip");
+    wk_token_bucket_take t[] = {kinds_login_take(user, 15), kinds_login_take(ip, 1),
+                                kinds_export_take(42, 1)};
+    cr_assert(t[0].bucket == &kinds_login_entity && t[2].bucket == &kinds_export_entity);
+    cr_assert(t[0].name.type == WK_NAME_BYTES && t[0].name.len == strlen(user) &&
+              memcmp(t[0].name.bytes, user, strlen(user)) == 0);
+    cr_assert(t[2].name.type == WK_NAME_I64 && t[2].name.i64 == 42);
+    cr_assert(t[0].cost == 15 && t[1].cost == 1 && t[2].cost == 1);
+    /* export holds 0.5 tokens at most: a cost of 1 never fits */
+    wk_token_bucket_all_outcome o = all(db, t, 3);
+    cr_assert(!o.allowed && o.refused == 2, "refused %zu", o.refused);
+    cr_assert_eq(o.retry_after_ms, WK_TOKEN_BUCKET_NEVER);
+    o = all(db, t, 2);
+    cr_assert(o.allowed);
+    o = all(db, t, 2);
+    cr_assert(!o.allowed && o.refused == 0, "a second 15 of 20 is refused");
+    cr_assert_eq(available(db, &kinds_login_entity, ip), 19, "nothing taken on refusal");
     wk_db_close(db);
 }
 

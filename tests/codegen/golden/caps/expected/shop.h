@@ -197,6 +197,14 @@ static inline int shop_login_reset(wk_processor *p, const char *address, bool *w
     return wk_token_bucket_reset(p, &shop_login_entity, wk_name_str(address), was_used);
 }
 
+/* Sends nothing: one bucket's take (this name, this cost) for wk_token_bucket_acquire_all. */
+static inline wk_token_bucket_take shop_login_take(const char *address, uint64_t cost)
+{
+    return (wk_token_bucket_take){.bucket = &shop_login_entity,
+                                  .name = wk_name_str(address),
+                                  .cost = cost};
+}
+
 /* ------------------------------------------------------------------------
  * Capability "worker": default none; invoice write; catalog read
  * ---------------------------------------------------------------------- */

@@ -333,6 +333,14 @@ static inline int kinds_login_reset(wk_processor *p, const char *address, bool *
     return wk_token_bucket_reset(p, &kinds_login_entity, wk_name_str(address), was_used);
 }
 
+/* Sends nothing: one bucket's take (this name, this cost) for wk_token_bucket_acquire_all. */
+static inline wk_token_bucket_take kinds_login_take(const char *address, uint64_t cost)
+{
+    return (wk_token_bucket_take){.bucket = &kinds_login_entity,
+                                  .name = wk_name_str(address),
+                                  .cost = cost};
+}
+
 /* export: TokenBucket */
 /* WRITE: refill, then take cost tokens if there. See wk_token_bucket_acquire(). */
 static inline int kinds_export_acquire(wk_processor *p, int64_t int_, uint64_t cost,
@@ -351,6 +359,14 @@ static inline int kinds_export_peek(wk_processor *p, int64_t int_, wk_token_buck
 static inline int kinds_export_reset(wk_processor *p, int64_t int_, bool *was_used)
 {
     return wk_token_bucket_reset(p, &kinds_export_entity, wk_name_i64(int_), was_used);
+}
+
+/* Sends nothing: one bucket's take (this name, this cost) for wk_token_bucket_acquire_all. */
+static inline wk_token_bucket_take kinds_export_take(int64_t int_, uint64_t cost)
+{
+    return (wk_token_bucket_take){.bucket = &kinds_export_entity,
+                                  .name = wk_name_i64(int_),
+                                  .cost = cost};
 }
 
 /* doc: LiveView */

@@ -22,7 +22,7 @@
 /* Its row for schemas (wakuwaku/entity.h, "Schema rows"): the TTL may be
  * left out (then 0, no TTL). */
 #define WK_COUNTER_SCHEMA(KIND, PARAM)                                                             \
-    KIND(COUNTER, "", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR)                                       \
+    KIND(COUNTER, "", NO_BODY, WK__SCHEMA_NO_CHECK, NO_FAIR, NO_PARTS)                             \
     PARAM(ttl, ttl_ms, DURATION, OPTIONAL, 0, "a %s has no TTL")
 #endif
 
