@@ -11,6 +11,8 @@
  *
  *   bench_near_cache [--url URL]   (default: a redis-server of its own on
  *                                   a free loopback port)
+ *   bench_near_cache --cluster     (a 3-primary Redis Cluster of its own,
+ *                                   tests/support: one shard per primary)
  */
 #define BENCH_PROG "bench_near_cache"
 
@@ -68,14 +70,22 @@ static double pct(double *v, size_t n, double p)
 int main(int argc, char **argv)
 {
     const char *url = NULL;
+    bool cluster = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
+        else if (strcmp(argv[i], "--cluster") == 0)
+            cluster = true;
         else
-            die("usage", "bench_near_cache [--url URL]");
+            die("usage", "bench_near_cache [--url URL | --cluster]");
     }
     wk_test_server server = {0};
-    if (!url) {
+    wk_test_cluster topo = {0};
+    if (cluster) {
+        if (wk_test_cluster_start(&topo) != 0)
+            die("redis cluster", "did not start");
+        url = topo.url;
+    } else if (!url) {
         if (wk_test_server_start(&server, NULL) != 0)
             die("redis-server", "did not start");
         url = server.url;
@@ -148,5 +158,7 @@ int main(int argc, char **argv)
     wk_db_close(writer);
     if (server.pid)
         wk_test_server_stop(&server);
+    if (cluster)
+        wk_test_cluster_stop(&topo);
     return 0;
 }

@@ -2,20 +2,28 @@
  * collection/near_cache.c — the near cache (wakuwaku/near_cache.h): Cache
  * and HashedCache bodies held in memory, kept valid by client-side caching.
  *
- * Two connections, both the near cache's own: a data handle (a second
- * wk_db with the caller's settings and capability, core/blocking.h) that
- * reads bodies with CLIENT TRACKING on REDIRECT <id>, and a subscriber
- * (core/subscriber.h) on __redis__:invalidate whose CLIENT ID is <id>.
+ * Its own connections: a data handle (a second wk_db with the caller's
+ * settings and capability, core/blocking.h) that reads bodies with CLIENT
+ * TRACKING on REDIRECT <id>, and a subscriber (core/subscriber.h) on
+ * __redis__:invalidate whose CLIENT ID is <id>. Tracking is per
+ * connection, so on a Redis Cluster there is one SHARD per primary: the
+ * data handle's connection to that node (a handle pinned to it enables
+ * its tracking and PINGs it) and a subscriber on the same node. A single
+ * server is one shard.
  *
- * A tracking SESSION begins each time tracking is enabled on the data
- * connection for the current subscriber (begin_session). An entry is
- * served from memory only if it was read in the current session, nothing
- * invalidated it since, its TTL runs, and both connections answered a PING
- * sent at most staleness_ms ago (the two "proofs", sub_proof_ms and
- * data_proof_ms: send times of the last answered PINGs, never older than
- * the session's start). Losing either connection ends the session, which
- * turns every entry unverified at once without touching it; the next get
- * of each revalidates it (HashedCache by hash, through wk_local_copy).
+ * A tracking SESSION begins each time tracking is enabled on every
+ * shard's data connection for its current subscriber (begin_session). An
+ * entry is served from memory only if it was read in the current session,
+ * nothing invalidated it since, its TTL runs, and every connection
+ * answered a PING sent at most staleness_ms ago (each shard's two
+ * "proofs", sub_proof_ms and data_proof_ms: send times of the last
+ * answered PINGs, never older than the session's start). Losing any
+ * connection, a new connection of the data handle (a reconnect, a node
+ * connected for the first time) and any change of the cluster's slot map
+ * end the session, which turns every entry unverified at once without
+ * touching it; the next get of each revalidates it (HashedCache by hash,
+ * through wk_local_copy). After a map change the background thread
+ * rebuilds the shards for the new primaries before a session can begin.
  *
  * The race between a read and an invalidation of the same key (the server
  * may announce a change of the key between our read and our storing its
@@ -24,8 +32,9 @@
  * body read is then returned to its caller but not trusted.
  *
  * Locks: `io_mu` guards the data connection (reads, the heartbeat,
- * enabling tracking); `mu` guards the table, the session and the proofs.
- * Order: io_mu before mu. The background thread owns the subscriber.
+ * enabling tracking); `mu` guards the table, the session and the proofs;
+ * the shards array changes under both. Order: io_mu before mu. The
+ * background thread owns the subscribers.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -46,6 +55,7 @@
 #include "collection/bytes_map.h"
 #include "collection/cache_internal.h"
 #include "core/blocking.h"
+#include "core/cluster.h"
 #include "core/core_internal.h"
 #include "core/subscriber.h"
 
@@ -79,6 +89,23 @@ typedef struct entry {
     char key[];
 } entry;
 
+/* One primary's connections (see the banner). */
+typedef struct shard {
+    wk_db *node;     /* the data handle pinned to the node (cluster); NULL: the handle itself */
+    char *host;      /* where its subscriber connects (cluster); NULL: the handle's server */
+    int port;
+    /* The background thread's own. */
+    wk__subscriber *sub;
+    int64_t ping_sent_ms; /* of the PING awaiting its PONG */
+    bool ping_out;
+    int backoff;         /* before connecting its subscriber again (ms) */
+    int64_t retry_at;
+    /* Under mu. */
+    long long sub_id;         /* the subscriber's CLIENT ID; 0: none */
+    long long tracked_sub_id; /* the REDIRECT of the session */
+    int64_t sub_proof_ms, data_proof_ms;
+} shard;
+
 struct wk_near_cache {
     /* Fixed at open. */
     served *served;
@@ -91,14 +118,13 @@ struct wk_near_cache {
     /* The data connection and what belongs to it, under io_mu. */
     pthread_mutex_t io_mu;
     wk_db *db;
-    uint64_t tracked_reconnects; /* the data handle's count when the session began */
+    bool cluster;
+    uint64_t epoch;         /* of the map the shards were made for (cluster) */
+    int64_t map_checked_ms; /* the background thread's last look at it */
 
     /* The background thread's own. */
     pthread_t thread;
     bool thread_started;
-    wk__subscriber *sub;
-    int64_t ping_sent_ms; /* of the PING awaiting its PONG */
-    bool ping_out;
     int wake[2];
     atomic_bool stop;
 
@@ -107,11 +133,12 @@ struct wk_near_cache {
     entry **buckets;
     size_t nbuckets; /* a power of two */
     entry *lru_head, *lru_tail;
-    long long sub_id;         /* the subscriber's CLIENT ID; 0: none */
-    long long tracked_sub_id; /* the REDIRECT of the session */
-    uint64_t session;         /* the current session (entries of others are unverified) */
-    bool tracking;            /* the current session is alive */
-    int64_t sub_proof_ms, data_proof_ms;
+    shard *shards;
+    size_t nshards;
+    uint64_t session; /* the current session (entries of others are unverified) */
+    bool tracking;    /* the current session is alive */
+    uint64_t tracked_reconnects; /* the data handle's count when the session began */
+    uint64_t tracked_epoch;      /* the map's epoch then */
     wk_near_stats stats;
 };
 
@@ -232,11 +259,18 @@ static void evict(wk_near_cache *nc)
     }
 }
 
-/* Both proofs are recent enough for the staleness bound. */
+/* Every shard's two proofs are recent enough for the staleness bound. */
 static bool proven(const wk_near_cache *nc, int64_t now)
 {
-    int64_t proof = nc->sub_proof_ms < nc->data_proof_ms ? nc->sub_proof_ms : nc->data_proof_ms;
-    return nc->tracking && now - proof <= nc->staleness_ms;
+    if (!nc->tracking || !nc->nshards)
+        return false;
+    for (size_t i = 0; i < nc->nshards; i++) {
+        const shard *sh = &nc->shards[i];
+        int64_t proof = sh->sub_proof_ms < sh->data_proof_ms ? sh->sub_proof_ms : sh->data_proof_ms;
+        if (now - proof > nc->staleness_ms)
+            return false;
+    }
+    return true;
 }
 
 static bool verified(const wk_near_cache *nc, const entry *en, int64_t now)
@@ -278,113 +312,195 @@ static void flush_all(wk_near_cache *nc)
 
 /* A command without entity (like PING: no capability check) on the data
  * handle; any non-error reply is success. */
-static int run_plain(wk_near_cache *nc, const char *name, int argc, const char **argv,
-                     const size_t *lens)
+static int run_plain(wk_db *db, const char *name, int argc, const char **argv, const size_t *lens)
 {
     wk_query q = {.name = name, .argc = argc, .argv = argv, .argvlen = lens};
-    return wk_process(wk_db_processor(nc->db), &q);
+    return wk_process(wk_db_processor(db), &q);
+}
+
+/* The handle that talks to shard sh's node. */
+static wk_db *shard_db(const wk_near_cache *nc, const shard *sh)
+{
+    return sh->node ? sh->node : nc->db;
 }
 
 /*
- * Enable tracking for the current subscriber unless the session is alive:
+ * Enable tracking on shard sh's data connection for subscriber `sid`:
  * CLIENT TRACKING off (re-enabling with the same BCAST prefixes would be
- * refused as overlapping), then on REDIRECT <id> [BCAST PREFIX …]. A new
- * session begins with both proofs at the time the command was sent: no
- * entry of the session was read before.
+ * refused as overlapping), then on REDIRECT <sid> [BCAST PREFIX …].
+ */
+static int enable_tracking(wk_near_cache *nc, const shard *sh, long long sid)
+{
+    wk_db *db = shard_db(nc, sh);
+    const char *off[3] = {"CLIENT", "TRACKING", "off"};
+    const size_t off_lens[3] = {6, 8, 3};
+    int rc = run_plain(db, "near_cache.tracking", 3, off, off_lens);
+    if (rc)
+        return rc;
+    size_t n = 5 + (nc->mode == WK_NEAR_BCAST ? 1 + 2 * nc->nserved : 0);
+    const char **argv = malloc(n * sizeof(*argv));
+    size_t *lens = malloc(n * sizeof(*lens));
+    char id[24];
+    if (!argv || !lens) {
+        rc = fail(WK_ENOMEM, "near_cache: out of memory enabling tracking");
+    } else {
+        size_t argc = 0;
+        const char *head[5] = {"CLIENT", "TRACKING", "on", "REDIRECT", id};
+        snprintf(id, sizeof(id), "%lld", sid);
+        for (; argc < 5; argc++) {
+            argv[argc] = head[argc];
+            lens[argc] = strlen(head[argc]);
+        }
+        if (nc->mode == WK_NEAR_BCAST) {
+            argv[argc] = "BCAST";
+            lens[argc++] = 5;
+            for (size_t i = 0; i < nc->nserved; i++) {
+                if (!nc->served[i].readable)
+                    continue; /* its key names are not ours to hear */
+                argv[argc] = "PREFIX";
+                lens[argc++] = 6;
+                argv[argc] = nc->served[i].prefix;
+                lens[argc++] = nc->served[i].prefix_len;
+            }
+        }
+        rc = run_plain(db, "near_cache.tracking", (int)argc, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+/*
+ * Begin a session unless one is alive: tracking enabled on every shard
+ * for its current subscriber. A new session begins with every proof at
+ * the time the first command was sent: no entry of the session was read
+ * before. On a cluster the shards must be those of the handle's map (the
+ * background thread makes them anew after a change).
  */
 static int begin_session(wk_near_cache *nc)
 {
     pthread_mutex_lock(&nc->mu);
-    long long sid = nc->sub_id;
-    bool need = !nc->tracking || nc->tracked_sub_id != sid;
+    bool need = !nc->tracking;
+    bool missing = !nc->nshards;
+    for (size_t i = 0; i < nc->nshards; i++) {
+        need = need || nc->shards[i].tracked_sub_id != nc->shards[i].sub_id;
+        missing = missing || !nc->shards[i].sub_id;
+    }
     pthread_mutex_unlock(&nc->mu);
     if (!need)
         return WK_OK;
-    if (!sid)
+    if (missing)
         return fail(WK_EIO, "near_cache: no subscriber connection (reconnecting)");
+    if (nc->cluster && wk__cluster_epoch(nc->db) != nc->epoch)
+        return fail(WK_EIO, "near_cache: the cluster's slot map changed (the near cache "
+                            "connects to the new primaries)");
     int64_t t0 = wk_monotonic_ms();
-    const char *off[3] = {"CLIENT", "TRACKING", "off"};
-    const size_t off_lens[3] = {6, 8, 3};
-    int rc = run_plain(nc, "near_cache.tracking", 3, off, off_lens);
+    /* The subscribers change only under io_mu (which the caller holds) and
+     * mu: their ids are read once more below, against what was enabled. */
+    long long *ids = calloc(nc->nshards, sizeof(*ids));
+    if (!ids)
+        return fail(WK_ENOMEM, "near_cache: out of memory enabling tracking");
+    int rc = WK_OK;
+    for (size_t i = 0; !rc && i < nc->nshards; i++) {
+        pthread_mutex_lock(&nc->mu);
+        ids[i] = nc->shards[i].sub_id;
+        pthread_mutex_unlock(&nc->mu);
+        rc = ids[i] ? enable_tracking(nc, &nc->shards[i], ids[i]) : WK_EIO;
+        if (rc && rc != WK_ENOMEM)
+            fail(rc, "near_cache: enabling tracking: %s",
+                 ids[i] ? wk_db_errmsg(shard_db(nc, &nc->shards[i])) : "no subscriber");
+    }
+    uint64_t reconnects = wk__blocking_reconnects(nc->db), epoch = wk__cluster_epoch(nc->db);
+    if (!rc && nc->cluster && epoch != nc->epoch)
+        rc = fail(WK_EIO, "near_cache: the cluster's slot map changed while enabling tracking");
     if (!rc) {
-        size_t n = 5 + (nc->mode == WK_NEAR_BCAST ? 1 + 2 * nc->nserved : 0);
-        const char **argv = malloc(n * sizeof(*argv));
-        size_t *lens = malloc(n * sizeof(*lens));
-        char id[24];
-        if (!argv || !lens) {
-            rc = fail(WK_ENOMEM, "near_cache: out of memory enabling tracking");
-        } else {
-            size_t argc = 0;
-            const char *head[5] = {"CLIENT", "TRACKING", "on", "REDIRECT", id};
-            snprintf(id, sizeof(id), "%lld", sid);
-            for (; argc < 5; argc++) {
-                argv[argc] = head[argc];
-                lens[argc] = strlen(head[argc]);
+        pthread_mutex_lock(&nc->mu);
+        bool same = true; /* else a subscriber went meanwhile: try again later */
+        for (size_t i = 0; i < nc->nshards; i++)
+            same = same && nc->shards[i].sub_id == ids[i];
+        if (same) {
+            nc->session++;
+            nc->tracking = true;
+            for (size_t i = 0; i < nc->nshards; i++) {
+                nc->shards[i].tracked_sub_id = ids[i];
+                nc->shards[i].sub_proof_ms = nc->shards[i].data_proof_ms = t0;
             }
-            if (nc->mode == WK_NEAR_BCAST) {
-                argv[argc] = "BCAST";
-                lens[argc++] = 5;
-                for (size_t i = 0; i < nc->nserved; i++) {
-                    if (!nc->served[i].readable)
-                        continue; /* its key names are not ours to hear */
-                    argv[argc] = "PREFIX";
-                    lens[argc++] = 6;
-                    argv[argc] = nc->served[i].prefix;
-                    lens[argc++] = nc->served[i].prefix_len;
-                }
-            }
-            rc = run_plain(nc, "near_cache.tracking", (int)argc, argv, lens);
+            nc->stats.sessions++;
+            nc->tracked_reconnects = reconnects;
+            nc->tracked_epoch = epoch;
         }
-        free(argv);
-        free(lens);
+        pthread_mutex_unlock(&nc->mu);
     }
-    if (rc && rc != WK_ENOMEM)
-        fail(rc, "near_cache: enabling tracking: %s", wk_db_errmsg(nc->db));
-    if (rc)
-        return rc;
-    uint64_t reconnects = wk__blocking_reconnects(nc->db);
-    pthread_mutex_lock(&nc->mu);
-    if (nc->sub_id == sid) { /* else the subscriber went meanwhile: try again later */
-        nc->session++;
-        nc->tracking = true;
-        nc->tracked_sub_id = sid;
-        nc->sub_proof_ms = nc->data_proof_ms = t0;
-        nc->stats.sessions++;
-        nc->tracked_reconnects = reconnects;
-    }
-    pthread_mutex_unlock(&nc->mu);
-    return WK_OK;
+    free(ids);
+    return rc;
 }
 
 /*
  * After a query on the data connection sent at t0 in `session`: a
- * reconnect (tracking is per connection) or a lost connection ends the
- * session; a reply in the same session proves the connection (and its
- * tracking) was alive at t0.
+ * reconnect or a node connected anew (tracking is per connection), a
+ * change of the cluster's map or a lost connection ends the session; a
+ * reply in the same session proves shard sh's connection (and its
+ * tracking) was alive at t0 (sh NULL: the query's node is not known).
  */
-static void after_io(wk_near_cache *nc, int rc, uint64_t session, int64_t t0)
+static void after_io(wk_near_cache *nc, shard *sh, int rc, uint64_t session, int64_t t0)
 {
-    bool reconnected = wk__blocking_reconnects(nc->db) != nc->tracked_reconnects;
+    bool reconnected = wk__blocking_reconnects(nc->db) != nc->tracked_reconnects ||
+                       wk__cluster_epoch(nc->db) != nc->tracked_epoch;
     pthread_mutex_lock(&nc->mu);
     if (reconnected || wk_is_connection_error(rc))
         nc->tracking = false;
-    else if (rc == WK_OK && nc->tracking && nc->session == session && t0 > nc->data_proof_ms)
-        nc->data_proof_ms = t0;
+    else if (sh && rc == WK_OK && nc->tracking && nc->session == session && t0 > sh->data_proof_ms)
+        sh->data_proof_ms = t0;
     pthread_mutex_unlock(&nc->mu);
 }
 
-/* The background thread's PING on the data connection. */
+/* ROLE's first element: whether the node still is a primary. */
+static int parse_role(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    (void)d;
+    size_t len = 0;
+    const char *role = wk_reply_count(r) ? wk_reply_str(wk_reply_at(r, 0), &len) : NULL;
+    *(bool *)q->out = role && len == 6 && memcmp(role, "master", 6) == 0;
+    return WK_OK;
+}
+
+/* A cluster shard's heartbeat: ROLE, which proves the connection as a PING
+ * does and says whether the node still serves slots. A node that turned
+ * replica (a failover) ends the session, and the map is asked anew. A
+ * server that refuses ROLE (an ACL) still proved the connection. */
+static int node_heartbeat(wk_near_cache *nc, shard *sh)
+{
+    const char *argv[1] = {"ROLE"};
+    const size_t lens[1] = {4};
+    bool primary = true;
+    wk_query q = {.name = "near_cache.heartbeat", .argc = 1, .argv = argv, .argvlen = lens,
+                  .parse = parse_role, .out = &primary};
+    int rc = wk_process(wk_db_processor(sh->node), &q);
+    if (rc == WK_EREDIS)
+        return WK_OK;
+    if (rc == WK_OK && !primary) {
+        wk__cluster_mark_stale(nc->db);
+        return fail(WK_EIO, "near_cache: node %s:%d is no longer a primary", sh->host, sh->port);
+    }
+    return rc;
+}
+
+/* The background thread's PING on each shard's data connection. */
 static void data_heartbeat(wk_near_cache *nc)
 {
     pthread_mutex_lock(&nc->io_mu);
     begin_session(nc);
-    pthread_mutex_lock(&nc->mu);
-    bool on = nc->tracking;
-    uint64_t session = nc->session;
-    pthread_mutex_unlock(&nc->mu);
-    if (on) {
+    for (size_t i = 0; i < nc->nshards; i++) {
+        pthread_mutex_lock(&nc->mu);
+        bool on = nc->tracking;
+        uint64_t session = nc->session;
+        pthread_mutex_unlock(&nc->mu);
+        if (!on)
+            break;
+        shard *sh = &nc->shards[i];
         int64_t t0 = wk_monotonic_ms();
-        after_io(nc, wk_db_ping(nc->db), session, t0);
+        int rc = sh->node ? node_heartbeat(nc, sh) : wk_db_ping(nc->db);
+        after_io(nc, sh, rc, session, t0);
     }
     pthread_mutex_unlock(&nc->io_mu);
 }
@@ -393,11 +509,11 @@ static void data_heartbeat(wk_near_cache *nc)
  * The subscriber (the background thread)
  * ---------------------------------------------------------------------- */
 
-static int connect_subscriber(wk_near_cache *nc, char *err, size_t errlen)
+static int connect_subscriber(wk_near_cache *nc, shard *sh, char *err, size_t errlen)
 {
     wk__subscriber *s = NULL;
     long long id = 0;
-    int rc = wk__subscriber_open(&s, nc->db, 0, err, errlen);
+    int rc = wk__subscriber_open_at(&s, nc->db, sh->host, sh->port, 0, err, errlen);
     if (rc)
         return rc;
     rc = wk__subscriber_client_id(s, &id);
@@ -408,43 +524,34 @@ static int connect_subscriber(wk_near_cache *nc, char *err, size_t errlen)
         wk__subscriber_close(s);
         return rc;
     }
-    nc->sub = s;
-    nc->ping_out = false;
+    sh->sub = s;
+    sh->ping_out = false;
     pthread_mutex_lock(&nc->mu);
-    nc->sub_id = id;
+    sh->sub_id = id;
     nc->tracking = false; /* the REDIRECT must name the new id */
     nc->stats.subscriber_connects++;
     pthread_mutex_unlock(&nc->mu);
     return WK_OK;
 }
 
-static void drop_subscriber(wk_near_cache *nc)
+static void drop_subscriber(wk_near_cache *nc, shard *sh)
 {
-    wk__subscriber_close(nc->sub);
-    nc->sub = NULL;
+    wk__subscriber_close(sh->sub);
+    sh->sub = NULL;
     pthread_mutex_lock(&nc->mu);
-    nc->sub_id = 0;
+    sh->sub_id = 0;
     nc->tracking = false; /* invalidations may be lost from here on */
     pthread_mutex_unlock(&nc->mu);
 }
 
-/* Wait up to ms for a stop request; true if one came. */
-static bool pause_ms(wk_near_cache *nc, int ms)
-{
-    struct pollfd fd = {.fd = nc->wake[0], .events = POLLIN};
-    while (poll(&fd, 1, ms) < 0 && errno == EINTR) {
-    }
-    return atomic_load(&nc->stop);
-}
-
-static void handle_event(wk_near_cache *nc, const wk__sub_event *ev)
+static void handle_event(wk_near_cache *nc, shard *sh, const wk__sub_event *ev)
 {
     pthread_mutex_lock(&nc->mu);
     switch (ev->type) {
     case WK__SUB_KEYS:
         for (size_t i = 0; i < ev->nkeys; i++) {
             size_t len;
-            const char *key = wk__subscriber_key(nc->sub, i, &len);
+            const char *key = wk__subscriber_key(sh->sub, i, &len);
             if (key)
                 invalidate(nc, key, len);
         }
@@ -454,9 +561,9 @@ static void handle_event(wk_near_cache *nc, const wk__sub_event *ev)
         break;
     case WK__SUB_PONG:
         /* Every invalidation queued before this PING was applied above. */
-        nc->ping_out = false;
-        if (nc->ping_sent_ms > nc->sub_proof_ms)
-            nc->sub_proof_ms = nc->ping_sent_ms;
+        sh->ping_out = false;
+        if (sh->ping_sent_ms > sh->sub_proof_ms)
+            sh->sub_proof_ms = sh->ping_sent_ms;
         break;
     default:
         break; /* a string message on the channel: not ours */
@@ -464,44 +571,177 @@ static void handle_event(wk_near_cache *nc, const wk__sub_event *ev)
     pthread_mutex_unlock(&nc->mu);
 }
 
+/* Close every shard's connections (io_mu and mu held, or alone). */
+static void shards_free(wk_near_cache *nc)
+{
+    for (size_t i = 0; i < nc->nshards; i++) {
+        wk__subscriber_close(nc->shards[i].sub);
+        wk_db_close(nc->shards[i].node);
+        free(nc->shards[i].host);
+    }
+    free(nc->shards);
+    nc->shards = NULL;
+    nc->nshards = 0;
+}
+
+/*
+ * The shards of the data handle's map (io_mu held): one per primary of a
+ * cluster, with a handle pinned to it; one for a single server. Their
+ * subscribers are connected by the caller.
+ */
+static int shards_make(wk_near_cache *nc, char *err, size_t errlen)
+{
+    size_t n = nc->cluster ? wk__cluster_primary_nodes(nc->db, NULL, 0) : 1;
+    uint16_t *nodes = calloc(n ? n : 1, sizeof(*nodes));
+    shard *sh = calloc(n ? n : 1, sizeof(*sh));
+    int rc = !n ? WK_EIO : nodes && sh ? WK_OK : WK_ENOMEM;
+    if (!rc && nc->cluster && wk__cluster_primary_nodes(nc->db, nodes, n) != n)
+        rc = WK_EIO; /* not while io_mu is held: the map does not change */
+    for (size_t i = 0; !rc && nc->cluster && i < n; i++) {
+        const char *host = wk__cluster_node_host(nc->db, nodes[i], &sh[i].port);
+        rc = !host || !(sh[i].host = strdup(host)) ? WK_ENOMEM
+                                                   : wk__db_pin_node(&sh[i].node, nc->db, nodes[i]);
+    }
+    free(nodes);
+    pthread_mutex_lock(&nc->mu);
+    shards_free(nc);
+    if (!rc) {
+        nc->shards = sh;
+        nc->nshards = n;
+    }
+    nc->tracking = false;
+    pthread_mutex_unlock(&nc->mu);
+    if (rc) {
+        for (size_t i = 0; sh && i < n; i++) {
+            wk_db_close(sh[i].node);
+            free(sh[i].host);
+        }
+        free(sh);
+        return wk__errbuf_set(err, errlen, rc, "near_cache: cannot follow the cluster's primaries: %s",
+                              wk_strerror(rc));
+    }
+    return WK_OK;
+}
+
+/* A cluster whose map changed gets shards for its new primaries (the
+ * background thread, io_mu taken here). While no session is alive the map
+ * is looked at once per heartbeat: a PING lets the handle ask for it anew
+ * when a MOVED or a node's ROLE marked it stale. */
+static void follow_map(wk_near_cache *nc, int64_t now)
+{
+    if (!nc->cluster)
+        return;
+    pthread_mutex_lock(&nc->io_mu);
+    pthread_mutex_lock(&nc->mu);
+    bool alive = nc->tracking;
+    pthread_mutex_unlock(&nc->mu);
+    bool changed = wk__cluster_epoch(nc->db) != nc->epoch;
+    if (changed || (!alive && now - nc->map_checked_ms >= nc->heartbeat_ms)) {
+        nc->map_checked_ms = now;
+        wk_db_ping(nc->db);
+        uint64_t epoch = wk__cluster_epoch(nc->db);
+        if (epoch != nc->epoch && shards_make(nc, NULL, 0) == WK_OK)
+            nc->epoch = epoch;
+    }
+    pthread_mutex_unlock(&nc->io_mu);
+}
+
+/* Wait up to ms for a stop request or a subscriber's message; true if a
+ * stop came. */
+static bool wait_events(wk_near_cache *nc, int ms)
+{
+    struct pollfd fds[1 + 64];
+    nfds_t n = 0;
+    fds[n++] = (struct pollfd){.fd = nc->wake[0], .events = POLLIN};
+    for (size_t i = 0; i < nc->nshards && n < sizeof(fds) / sizeof(fds[0]); i++)
+        if (nc->shards[i].sub)
+            fds[n++] = (struct pollfd){.fd = wk__subscriber_fd(nc->shards[i].sub), .events = POLLIN};
+    /* More shards than fit: look again soon at the others. */
+    if (n < 1 + nc->nshards && ms > 10)
+        ms = 10;
+    while (poll(fds, n, ms < 0 ? 0 : ms) < 0 && errno == EINTR) {
+    }
+    return atomic_load(&nc->stop);
+}
+
+/* Every event each subscriber has, without waiting; a failed one goes. */
+static void take_events(wk_near_cache *nc)
+{
+    for (size_t i = 0; i < nc->nshards; i++) {
+        shard *sh = &nc->shards[i];
+        while (sh->sub) {
+            wk__sub_event ev;
+            if (wk__subscriber_poll(sh->sub, 0, -1, &ev) != WK_OK) {
+                drop_subscriber(nc, sh); /* reconnect at once; back off if that fails */
+                break;
+            }
+            if (ev.type == WK__SUB_NOTHING)
+                break;
+            handle_event(nc, sh, &ev);
+        }
+    }
+}
+
+/* Connect the shards whose subscriber is missing and whose pause is
+ * over; returns the ms until the next retry (-1: none pending). */
+static int connect_missing(wk_near_cache *nc, int64_t now, bool *connected)
+{
+    int next = -1;
+    for (size_t i = 0; i < nc->nshards; i++) {
+        shard *sh = &nc->shards[i];
+        if (sh->sub)
+            continue;
+        if (now < sh->retry_at) {
+            int left = (int)(sh->retry_at - now);
+            next = next < 0 || left < next ? left : next;
+            continue;
+        }
+        if (connect_subscriber(nc, sh, NULL, 0) == WK_OK) {
+            sh->backoff = 0;
+            *connected = true;
+            continue;
+        }
+        sh->backoff = sh->backoff ? sh->backoff * 2 : RETRY_MIN_MS;
+        if (sh->backoff > nc->retry_max_ms)
+            sh->backoff = nc->retry_max_ms;
+        sh->retry_at = now + sh->backoff;
+        next = next < 0 || sh->backoff < next ? sh->backoff : next;
+    }
+    return next;
+}
+
 static void *near_main(void *arg)
 {
     wk_near_cache *nc = arg;
-    int backoff = 0;
     int64_t next_beat = 0;
     while (!atomic_load(&nc->stop)) {
-        if (!nc->sub) {
-            if (backoff && pause_ms(nc, backoff))
-                break;
-            if (connect_subscriber(nc, NULL, 0) != WK_OK) {
-                backoff = backoff ? backoff * 2 : RETRY_MIN_MS;
-                if (backoff > nc->retry_max_ms)
-                    backoff = nc->retry_max_ms;
-                continue;
-            }
-            backoff = 0;
-            next_beat = 0; /* enable tracking at once */
-        }
         int64_t now = wk_monotonic_ms();
+        follow_map(nc, now);
+        bool connected = false;
+        int retry = connect_missing(nc, now, &connected);
+        if (connected)
+            next_beat = 0; /* enable tracking at once */
         if (now >= next_beat) {
-            if (!nc->ping_out) {
-                if (wk__subscriber_ping(nc->sub) != WK_OK) {
-                    drop_subscriber(nc);
+            for (size_t i = 0; i < nc->nshards; i++) {
+                shard *sh = &nc->shards[i];
+                if (!sh->sub || sh->ping_out)
+                    continue;
+                if (wk__subscriber_ping(sh->sub) != WK_OK) {
+                    drop_subscriber(nc, sh);
                     continue;
                 }
-                nc->ping_sent_ms = now;
-                nc->ping_out = true;
+                sh->ping_sent_ms = now;
+                sh->ping_out = true;
             }
             data_heartbeat(nc);
             next_beat = now + nc->heartbeat_ms;
-            continue;
         }
-        wk__sub_event ev;
-        if (wk__subscriber_poll(nc->sub, (int)(next_beat - now), nc->wake[0], &ev) != WK_OK) {
-            drop_subscriber(nc); /* reconnect at once; back off if that fails */
-            continue;
-        }
-        handle_event(nc, &ev);
+        int ms = (int)(next_beat - wk_monotonic_ms());
+        if (retry >= 0 && retry < ms)
+            ms = retry;
+        if (wait_events(nc, ms))
+            break;
+        take_events(nc);
     }
     return NULL;
 }
@@ -545,7 +785,7 @@ void wk_near_cache_close(wk_near_cache *nc)
         }
         pthread_join(nc->thread, NULL);
     }
-    wk__subscriber_close(nc->sub);
+    shards_free(nc);
     wk_db_close(nc->db);
     near_free(nc);
 }
@@ -624,10 +864,6 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
     int rc = check_options(opts, err, errlen);
     if (rc)
         return rc;
-    if (wk_db_cluster_primaries(db))
-        return wk__errbuf_set(err, errlen, WK_EINVAL,
-                              "near_cache.open: not in a Redis Cluster yet (tracking is per "
-                              "node); the handle is a cluster handle");
     wk_near_cache *nc = calloc(1, sizeof(*nc));
     if (!nc)
         return wk__errbuf_set(err, errlen, WK_ENOMEM, "near_cache.open: out of memory");
@@ -669,8 +905,15 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
         randombytes_buf(nc->sipkey, sizeof(nc->sipkey)); /* sodium_init: wk_db_open */
         rc = wk__blocking_open(&nc->db, db, err, errlen);
     }
-    if (!rc)
-        rc = connect_subscriber(nc, err, errlen);
+    if (!rc) {
+        nc->cluster = wk_db_cluster_primaries(nc->db) > 0;
+        nc->epoch = wk__cluster_epoch(nc->db);
+        pthread_mutex_lock(&nc->io_mu);
+        rc = shards_make(nc, err, errlen);
+        pthread_mutex_unlock(&nc->io_mu);
+    }
+    for (size_t i = 0; !rc && i < nc->nshards; i++)
+        rc = connect_subscriber(nc, &nc->shards[i], err, errlen);
     if (!rc) {
         pthread_mutex_lock(&nc->io_mu);
         rc = begin_session(nc);
@@ -681,7 +924,7 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
     if (!rc && pthread_create(&nc->thread, NULL, near_main, nc) != 0)
         rc = wk__errbuf_set(err, errlen, WK_ENOMEM, "near_cache.open: cannot create its thread");
     if (rc) {
-        wk__subscriber_close(nc->sub);
+        shards_free(nc);
         wk_db_close(nc->db);
         near_free(nc);
         return rc;
@@ -797,7 +1040,9 @@ static int fetch_locked(wk_near_cache *nc, const item *it, wk_name name, const s
                         : wk_cache_get(p, &se->held.entity, name, &en->copy.body);
     if (rc)
         fail(rc, "%s", wk_db_errmsg(nc->db));
-    after_io(nc, rc, session, t0);
+    /* A single server's one shard is proven by the read; a cluster's node
+     * is the map's business (its heartbeat proves it). */
+    after_io(nc, nc->cluster ? NULL : &nc->shards[0], rc, session, t0);
 
     pthread_mutex_lock(&nc->mu);
     en->fetching = false;

@@ -158,6 +158,8 @@ static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_ho
         for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++)
             map[s] = n;
     }
+    if (memcmp(c->slot_node, map, sizeof(c->slot_node)) != 0)
+        c->epoch++;
     memcpy(c->slot_node, map, sizeof(c->slot_node));
     free(map);
     c->primaries = 0;
@@ -412,6 +414,8 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t 
         return WK__REPLY_FINAL;
     *node = n;
     if (moved) {
+        if (c->slot_node[slot] != n)
+            c->epoch++;
         c->slot_node[slot] = n;
         if (!c->nodes[n]->primary) {
             c->nodes[n]->primary = true;
@@ -426,4 +430,40 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *r, uint16_t 
 bool wk__cluster_wants_refresh(const wk__cluster *c)
 {
     return c->stale && wk_monotonic_ms() - c->refreshed_ms >= REFRESH_MIN_INTERVAL_MS;
+}
+
+uint64_t wk__cluster_epoch(const wk_db *db)
+{
+    const wk__cluster *c = db && db->conn ? db->conn->cluster : NULL;
+    return c ? c->epoch + 1 : 0;
+}
+
+size_t wk__cluster_primary_nodes(const wk_db *db, uint16_t *nodes, size_t cap)
+{
+    const wk__cluster *c = db && db->conn ? db->conn->cluster : NULL;
+    size_t n = 0;
+    for (size_t i = 0; c && i < c->nnodes; i++) {
+        if (!c->nodes[i]->primary)
+            continue;
+        if (n < cap)
+            nodes[n] = (uint16_t)i;
+        n++;
+    }
+    return n;
+}
+
+const char *wk__cluster_node_host(const wk_db *db, uint16_t i, int *port)
+{
+    const wk__cluster *c = db && db->conn ? db->conn->cluster : NULL;
+    if (!c || i >= c->nnodes)
+        return NULL;
+    *port = c->nodes[i]->port;
+    return c->nodes[i]->host;
+}
+
+void wk__cluster_mark_stale(wk_db *db)
+{
+    wk__cluster *c = db && db->conn ? db->conn->cluster : NULL;
+    if (c)
+        c->stale = true;
 }

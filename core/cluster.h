@@ -53,6 +53,7 @@ struct wk__cluster {
     bool stale;           /* refresh the map before the next exchange */
     int64_t refreshed_ms; /* when it was last refreshed */
     uint16_t last;        /* the node of the last query sent */
+    uint64_t epoch;       /* bumped whenever a slot changes node */
 };
 
 /* What a reply asks of a cluster client. */
@@ -92,6 +93,21 @@ wk__redirect wk__cluster_redirect(wk__cluster *c, const redisReply *reply, uint1
 /* Whether the map should be asked anew before routing (a MOVED marked it
  * stale, and the last refresh is not too recent). */
 bool wk__cluster_wants_refresh(const wk__cluster *c);
+
+/* The near cache's view of a handle's map (collection/near_cache.c): the
+ * map's epoch (0 for a handle that is not a cluster handle), and the
+ * primaries' node indices (up to cap; returns how many there are). */
+uint64_t wk__cluster_epoch(const wk_db *db);
+size_t wk__cluster_primary_nodes(const wk_db *db, uint16_t *nodes, size_t cap);
+/* A handle sharing db's connections and capability whose every query goes
+ * to cluster node `node` (an index of the map) until a MOVED: what
+ * wk_db_cluster_primary() gives, by node. Close it with wk_db_close(). */
+int wk__db_pin_node(wk_db **out, wk_db *db, uint16_t node);
+/* The map is to be asked anew before the next exchange (a node said it
+ * no longer is a primary). */
+void wk__cluster_mark_stale(wk_db *db);
+/* Node i's address (borrowed from the map), or NULL. */
+const char *wk__cluster_node_host(const wk_db *db, uint16_t i, int *port);
 
 /* A script query whose keys fall in different slots: WK_EINVAL naming
  * two of them, else WK_OK. */

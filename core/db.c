@@ -411,6 +411,16 @@ int wk_db_open(wk_db **out, const wk_db_options *opts, char *err, size_t errlen)
     return rc;
 }
 
+int wk__db_pin_node(wk_db **out, wk_db *db, uint16_t node)
+{
+    int rc = wk_db_narrow(out, db, db->cap, NULL);
+    if (rc)
+        return rc;
+    (*out)->pinned = true;
+    (*out)->pin_node = node;
+    return WK_OK;
+}
+
 int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i)
 {
     if (!out)
@@ -427,12 +437,7 @@ int wk_db_cluster_primary(wk_db **out, wk_db *db, size_t i)
     for (size_t n = 0; n < c->nnodes; n++) {
         if (!c->nodes[n]->primary || seen++ != i)
             continue;
-        int rc = wk_db_narrow(out, db, db->cap, NULL);
-        if (rc)
-            return rc;
-        (*out)->pinned = true;
-        (*out)->pin_node = (uint16_t)n;
-        return WK_OK;
+        return wk__db_pin_node(out, db, (uint16_t)n);
     }
     return wk__db_fail(db, WK_EINVAL, "cluster primary %zu: the map has %zu primaries", i,
                        c->primaries);

@@ -280,6 +280,12 @@ static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call 
 int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
                         size_t errlen)
 {
+    return wk__subscriber_open_at(out, db, NULL, 0, keepalive_ms, err, errlen);
+}
+
+int wk__subscriber_open_at(wk__subscriber **out, wk_db *db, const char *host, int port,
+                           int keepalive_ms, char *err, size_t errlen)
+{
     if (err && errlen)
         err[0] = '\0';
     if (!out)
@@ -302,7 +308,9 @@ int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char 
     /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
      * channels do not belong to a database). */
     char why[sizeof(s->errmsg) - 16];
-    int rc = wk__connect_noticed(conn, false, &s->conn.link, &s->conn.notice, why, sizeof(why));
+    int rc = host ? wk__connect_node(conn, host, port, &s->conn.link, NULL, why, sizeof(why))
+                  : wk__connect_noticed(conn, false, &s->conn.link, &s->conn.notice, why,
+                                        sizeof(why));
     if (rc)
         sub_fail(s, rc, "subscriber: %s", why);
     else if (conn->url.service && !(s->service = strdup(conn->url.service)))
@@ -484,6 +492,11 @@ const char *wk__subscriber_key(const wk__subscriber *s, size_t i, size_t *len)
 int wk__subscriber_database(const wk_db *db)
 {
     return db && db->conn ? db->conn->url.database : 0;
+}
+
+int wk__subscriber_fd(const wk__subscriber *s)
+{
+    return s && s->conn.link.ctx ? s->conn.link.ctx->fd : -1;
 }
 
 const char *wk__subscriber_errmsg(const wk__subscriber *s)

@@ -45,6 +45,10 @@ typedef struct wk__subscriber wk__subscriber;
  */
 int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
                         size_t errlen);
+/* The same, connected to host:port (a cluster node) instead of db's
+ * server (host NULL: db's, as wk__subscriber_open()). */
+int wk__subscriber_open_at(wk__subscriber **out, wk_db *db, const char *host, int port,
+                           int keepalive_ms, char *err, size_t errlen);
 
 /*
  * SUBSCRIBE to one channel (binary-safe) and wait for the server's
@@ -117,6 +121,10 @@ typedef struct wk__sub_event {
  * rules; one event per call.
  */
 int wk__subscriber_poll(wk__subscriber *s, int timeout_ms, int wake_fd, wk__sub_event *ev);
+
+/* The subscriber's socket, to wait on several at once (then
+ * wk__subscriber_poll(s, 0, …) takes what came); -1 when closed. */
+int wk__subscriber_fd(const wk__subscriber *s);
 
 /* Key i of the WK__SUB_KEYS event just returned (borrowed as its data);
  * NULL (and *len 0) when there is no such key. */

@@ -81,8 +81,14 @@
  * (cache.get)`) before anything is sent. In BCAST mode such an entity's
  * prefix is not registered (the server would tell its key names).
  *
- * Not yet in a Redis Cluster (tracking is per node): opening on a cluster
- * handle fails with WK_EINVAL.
+ * REDIS CLUSTER: tracking is per connection, so on a cluster handle there
+ * is one subscriber per primary, and the data handle's connection to each
+ * primary tracks with REDIRECT to it; entries are served from memory only
+ * while every primary's pair is proven (the bound holds for a write on
+ * any primary). A new node connection, a slot that changed owner, or a
+ * primary turned replica (its heartbeat asks ROLE) ends the session: the
+ * near cache follows the new map (new subscribers) and entries are
+ * revalidated as after a reconnect.
  */
 #ifndef WAKUWAKU_NEAR_CACHE_H
 #define WAKUWAKU_NEAR_CACHE_H

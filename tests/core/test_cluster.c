@@ -895,6 +895,243 @@ Test(cluster, settings_follower_converges_across_nodes, .init = shared, .timeout
 }
 
 /* ------------------------------------------------------------------------
+ * The near cache: one tracking shard per primary
+ * ---------------------------------------------------------------------- */
+
+/* Names of `e` whose keys land on each of the three primaries: name[k]
+ * on ports[k]. */
+static void names_on_every_primary(const wk_entity *e, char name[3][16], int ports[3])
+{
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    bool have[3] = {false, false, false};
+    for (int i = 0, got = 0; got < 3; i++) {
+        cr_assert_lt(i, 1000, "no name for every primary");
+        char n[16], key[WK_KEY_MAX + 1];
+        size_t klen;
+        snprintf(n, sizeof(n), "n%d", i);
+        int port = item_port(e, wk_name_str(n), NULL, key, &klen);
+        for (int k = 0; k < 3; k++) {
+            if (prim[k] == port && !have[k]) {
+                have[k] = true;
+                memcpy(name[k], n, sizeof(n));
+                ports[k] = port;
+                got++;
+            }
+        }
+    }
+}
+
+static wk_near_cache *near_open(wk_db *db, const wk_entity *e, wk_near_mode mode)
+{
+    wk_near_cache_options o = WK_NEAR_CACHE_OPTIONS_INIT;
+    const wk_entity *es[1] = {e};
+    o.entities = es;
+    o.nentities = 1;
+    o.mode = mode;
+    o.staleness_ms = 1000;
+    wk_near_cache *nc = NULL;
+    char err[512];
+    int rc = wk_near_cache_open(&nc, db, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "near_cache_open: %s: %s", wk_err_name(rc), err);
+    return nc;
+}
+
+/* The near cache's body of `name`, asserted equal to want. */
+static void near_expect(wk_near_cache *nc, const wk_entity *e, const char *name, const char *want)
+{
+    wk_body b = WK_BODY_INIT;
+    int rc = wk_near_cache_get(nc, e, wk_name_str(name), &b);
+    cr_assert_eq(rc, WK_OK, "get %s: %s: %s", name, wk_err_name(rc), wk_near_cache_errmsg());
+    cr_assert(b.found && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0,
+              "%s: got \"%.*s\", want \"%s\"", name, (int)b.len, b.found ? (char *)b.data : "",
+              want);
+    wk_body_free(&b);
+}
+
+static wk_near_state near_state(wk_near_cache *nc, const wk_entity *e, const char *name)
+{
+    wk_near_state st;
+    cr_assert_eq(wk_near_cache_peek(nc, e, wk_name_str(name), &st), WK_OK);
+    return st;
+}
+
+/* Until `name`'s entry is served from memory again (a get now and then
+ * re-reads it); false after 10 s. */
+static bool near_verified_again(wk_near_cache *nc, const wk_entity *e, const char *name,
+                                const char *want)
+{
+    for (int i = 0; i < 200; i++) {
+        near_expect(nc, e, name, want);
+        if (near_state(nc, e, name) == WK_NEAR_VERIFIED)
+            return true;
+        wk_test_sleep_ms(50);
+    }
+    return false;
+}
+
+/* Until the write of `name` on another handle is heard (its entry is no
+ * longer served from memory); false after 5 s, five times the bound. */
+static bool near_heard(wk_near_cache *nc, const wk_entity *e, const char *name)
+{
+    for (int i = 0; i < 500; i++) {
+        if (near_state(nc, e, name) != WK_NEAR_VERIFIED)
+            return true;
+        wk_test_sleep_ms(10);
+    }
+    return false;
+}
+
+/* A near cache over a Cache entity of namespace `ns` whose names are on
+ * every primary, each holding "v1", read and served from memory. */
+typedef struct near_fixture {
+    wk_db *db, *writer;
+    wk_processor *w;
+    wk_entity e;
+    char name[3][16];
+    int ports[3];
+    wk_near_cache *nc;
+} near_fixture;
+
+static void near_start(near_fixture *f, const char *ns, wk_near_mode mode)
+{
+    f->db = open_cluster();
+    f->writer = open_cluster();
+    f->w = wk_db_processor(f->writer);
+    f->e = (wk_entity)WK_CACHE_ENTITY(wk_test_ns(ns), 60000);
+    names_on_every_primary(&f->e, f->name, f->ports);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(wk_cache_put(f->w, &f->e, wk_name_str(f->name[k]), "v1", 2), WK_OK, "%s",
+                     wk_db_errmsg(f->writer));
+    f->nc = near_open(f->db, &f->e, mode);
+    for (int k = 0; k < 3; k++)
+        cr_assert(near_verified_again(f->nc, &f->e, f->name[k], "v1"),
+                  "mode %d: %s on :%d never served from memory", mode, f->name[k], f->ports[k]);
+}
+
+static void near_stop(near_fixture *f)
+{
+    wk_near_cache_close(f->nc);
+    wk_db_close(f->writer);
+    wk_db_close(f->db);
+}
+
+/* A write of `body` to name k through the writer is heard, then read. */
+static void near_write_heard(near_fixture *f, int k, const char *body, const char *what)
+{
+    cr_assert_eq(wk_cache_put(f->w, &f->e, wk_name_str(f->name[k]), body, strlen(body)), WK_OK,
+                 "%s", wk_db_errmsg(f->writer));
+    cr_assert(near_heard(f->nc, &f->e, f->name[k]), "%s (:%d)", what, f->ports[k]);
+    near_expect(f->nc, &f->e, f->name[k], body);
+}
+
+/* Entries read from every primary are served from memory, and a write on
+ * any primary is heard within the bound (both modes): each primary's
+ * invalidations reach the near cache. */
+Test(cluster, near_cache_hears_every_primary, .init = shared, .timeout = 120)
+{
+    for (int mode = WK_NEAR_DEFAULT; mode <= WK_NEAR_BCAST; mode++) {
+        near_fixture f;
+        near_start(&f, "near", (wk_near_mode)mode);
+        for (int k = 0; k < 3; k++)
+            near_expect(f.nc, &f.e, f.name[k], "v1");
+        wk_near_stats st;
+        cr_assert_eq(wk_near_cache_stats(f.nc, &st), WK_OK);
+        cr_assert(st.verified && st.hits >= 3, "hits %llu", (unsigned long long)st.hits);
+        cr_assert_eq(st.subscriber_connects, 3, "one subscriber per primary");
+        for (int k = 0; k < 3; k++)
+            near_write_heard(&f, k, "v2", "a write on a primary is heard");
+        near_stop(&f);
+    }
+}
+
+/* One primary's subscriber connection dies: every entry turns unverified
+ * (no invalidation may be lost meanwhile), the subscriber comes back, and
+ * entries are served from memory again — and still hear writes. */
+Test(cluster, near_cache_recovers_a_lost_subscriber, .init = shared, .timeout = 120)
+{
+    near_fixture f;
+    near_start(&f, "nearsub", WK_NEAR_DEFAULT);
+    freeReplyObject(raw_at(f.ports[1], "CLIENT KILL TYPE pubsub"));
+    bool lost = false;
+    for (int i = 0; i < 500 && !lost; i++) {
+        lost = near_state(f.nc, &f.e, f.name[0]) != WK_NEAR_VERIFIED;
+        wk_test_sleep_ms(10);
+    }
+    cr_assert(lost, "an entry read from another primary turned unverified too");
+    wk_near_stats st;
+    for (int i = 0; i < 500; i++) {
+        cr_assert_eq(wk_near_cache_stats(f.nc, &st), WK_OK);
+        if (st.subscriber_connects >= 4)
+            break;
+        wk_test_sleep_ms(10);
+    }
+    cr_assert_geq(st.subscriber_connects, 4, "the lost subscriber came back");
+    for (int k = 0; k < 3; k++)
+        cr_assert(near_verified_again(f.nc, &f.e, f.name[k], "v1"), "%s served from memory again",
+                  f.name[k]);
+    near_write_heard(&f, 1, "v2", "a write on the node that lost its subscriber is heard");
+    near_stop(&f);
+}
+
+/* An entry's slot moves to another primary (MIGRATE): the near cache
+ * never serves the old body once the new owner has a newer one, follows
+ * the new map, and serves from memory again — and hears the new owner. */
+Test(cluster, near_cache_follows_a_slot_migration, .init = exclusive, .timeout = 120)
+{
+    near_fixture f;
+    near_start(&f, "nearmig", WK_NEAR_DEFAULT);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    item_port(&f.e, wk_name_str(f.name[0]), NULL, key, &klen);
+    int slot = wk_test_cluster_keyslot(&C, key, klen);
+    wk_test_migration m, back;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, f.ports[1]), 0);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0) {
+    }
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    /* The writer learns the new owner (MOVED) and writes there. */
+    near_write_heard(&f, 0, "v2", "the moved entry is not served from memory");
+    cr_assert(near_verified_again(f.nc, &f.e, f.name[0], "v2"), "served from its new node");
+    near_write_heard(&f, 0, "v3", "the new owner's invalidation is heard");
+    /* The other primaries' entries are served from memory again too. */
+    cr_assert(near_verified_again(f.nc, &f.e, f.name[2], "v1"));
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &back, slot, f.ports[0]), 0);
+    while (wk_test_cluster_migrate_keys(&C, &back, 10) > 0) {
+    }
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &back), 0);
+    near_stop(&f);
+}
+
+/* A primary fails over to its replica (CLUSTER FAILOVER) while the near
+ * cache only serves from memory: the old primary's ROLE says replica at
+ * the next heartbeat, so the near cache asks for the map, subscribes on
+ * the new primaries with no get to show it a MOVED, and hears its writes. */
+Test(cluster, near_cache_follows_a_failover, .init = exclusive, .timeout = 120)
+{
+    near_fixture f;
+    near_start(&f, "nearfo", WK_NEAR_DEFAULT);
+    int replica = wk_test_cluster_replica_of(&C, f.ports[0]);
+    cr_assert(replica > 0);
+    cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
+    wk_near_stats st;
+    for (int i = 0; i < 400; i++) {
+        cr_assert_eq(wk_near_cache_stats(f.nc, &st), WK_OK);
+        if (st.subscriber_connects >= 6)
+            break;
+        wk_test_sleep_ms(25);
+    }
+    cr_assert_geq(st.subscriber_connects, 6, "subscribers on the new primaries, with no get (%llu)",
+                  (unsigned long long)st.subscriber_connects);
+    cr_assert(near_verified_again(f.nc, &f.e, f.name[0], "v1"), "served from the new primary");
+    near_write_heard(&f, 0, "v2", "the new primary's invalidation is heard");
+    /* Back as it was. */
+    cr_assert_eq(wk_test_cluster_failover(&C, f.ports[0], 30000), 0, "CLUSTER FAILOVER back");
+    cr_assert_eq(wk_test_cluster_wait_settled(&C, 30000), 0, "%s", wk_test_cluster_unsettled());
+    near_stop(&f);
+}
+
+/* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
 
