@@ -475,6 +475,50 @@ Test(sentinel, event_loop_handle_asks_the_sentinels_and_follows_a_readonly_switc
     wk_test_sentinels_stop(&t);
 }
 
+/* A waiting acquire through the loop on a Sentinel URL: its waits
+ * connection finds the primary through the sentinels too, and a release
+ * by a blocking handle wakes it; the lock is then the loop's, on the
+ * primary. */
+Test(sentinel, event_loop_handle_waits_for_a_lock, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_async *a = open_async_sentinel(t.url, SENTINEL_PW);
+    wk_db *db = must_open(&t, 0);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("async-sentinel-wait"), 30000);
+    wk_token held;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("w"), &held, &got), WK_OK);
+    cr_assert(got);
+    int status = 12345;
+    wk_token token;
+    bool acquired = false;
+    cr_assert_eq(wk_lock_acquire(wk_async_with(a, async_status, &status), &lock, wk_name_str("w"),
+                                 wk_deadline_in(20000), NULL, &token, &acquired),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    /* Turns until the waiter sleeps on its wake-up list (its attempt was
+     * refused), with nothing completed. */
+    int64_t until = wk_monotonic_ms() + 3000;
+    while (wk_monotonic_ms() < until && status == 12345)
+        wk_test_async_turn(a);
+    cr_assert_eq(status, 12345, "still waiting: %s", wk_err_name(status));
+    bool was_held = false;
+    cr_assert_eq(wk_lock_release(wk_db_processor(db), &lock, wk_name_str("w"), &held, &was_held),
+                 WK_OK);
+    cr_assert(was_held);
+    until = wk_monotonic_ms() + 10000;
+    while (wk_monotonic_ms() < until && status == 12345)
+        wk_test_async_turn(a);
+    cr_assert_eq(status, WK_OK, "%s", wk_err_name(status));
+    cr_assert(acquired, "woken by the release and acquired");
+    wk_lease_state st;
+    cr_assert_eq(wk_lock_owned(wk_db_processor(db), &lock, wk_name_str("w"), &token, &st), WK_OK);
+    cr_assert(st.owned, "the loop's token holds the lock on the primary");
+    wk_db_close(db);
+    wk_async_close(a);
+    wk_test_sentinels_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
