@@ -1,0 +1,259 @@
+/*
+ * tests/core/test_async_sub.c — receivers through the event-loop handle
+ * (wakuwaku/async.h, 8.): a Pipe receiver and a StreamBuffer
+ * subscription opened through wk_async_with() deliver to callbacks on
+ * the loop, on a connection of their own in the handle's epoll set, with
+ * the guarantees of their blocking forms: every message / body once and
+ * in order, a lost reply asked again (no loss, no duplicate), the end,
+ * GONE, the stop, a new receiver going on from where the last one was;
+ * the handle's other queries never wait behind their waits; closing the
+ * handle ends what is outstanding.
+ */
+#include <string.h>
+
+#include "redis_fixture.h"
+
+static const wk_entity pipe_e = WK_PIPE_ENTITY("asub", 30000);
+static const wk_entity pipe_short = WK_PIPE_ENTITY("asub-short", 400);
+static const wk_entity cache = WK_CACHE_ENTITY("asub", 60000);
+
+/* A completion as its callback saw it. */
+typedef struct done {
+    int calls, status;
+    char msg[256];
+} done;
+
+static void on_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    done *d = arg;
+    d->calls++;
+    d->status = status;
+    snprintf(d->msg, sizeof(d->msg), "%s", msg);
+}
+
+static void turn_until(wk_async *a, const done *d, int calls)
+{
+    while (d->calls < calls)
+        wk_test_async_turn(a);
+}
+
+/* ---- Pipe --------------------------------------------------------------- */
+
+typedef struct pipe_rx {
+    wk_pipe_receiver *r;
+    wk_pipe_message m;
+    done d;
+} pipe_rx;
+
+static void pipe_open(wk_async *a, pipe_rx *x, const wk_entity *e, const char *name)
+{
+    done opened = {0};
+    memset(x, 0, sizeof(*x));
+    cr_assert_eq(wk_pipe_receive(wk_async_with(a, on_done, &opened), e, wk_name_str(name), &x->r),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    cr_assert_not_null(x->r);
+    turn_until(a, &opened, 1);
+    cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
+}
+
+/* One receive through the loop, to its callback. */
+static void pipe_next(wk_async *a, pipe_rx *x)
+{
+    int before = x->d.calls;
+    cr_assert_eq(wk_pipe_recv_async(x->r, &x->m, on_done, &x->d), WK_OK, "%s",
+                 wk_pipe_receiver_errmsg(x->r));
+    cr_assert_eq(x->d.calls, before, "never inside the call");
+    turn_until(a, &x->d, before + 1);
+    cr_assert_eq(x->d.calls, before + 1);
+}
+
+static void pipe_expect(wk_async *a, pipe_rx *x, const char *body)
+{
+    pipe_next(a, x);
+    cr_assert_eq(x->d.status, WK_OK, "%s (%s)", wk_err_name(x->d.status), x->d.msg);
+    cr_assert_eq(x->m.got, WK_PIPE_MESSAGE, "got %d, wanted %s", x->m.got, body);
+    cr_assert_eq(x->m.len, strlen(body));
+    cr_assert_arr_eq(x->m.body, body, x->m.len);
+}
+
+Test(async_sub, a_pipe_is_followed_through_the_loop_in_order_to_its_end, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const char *name = wk_test_ns("follow");
+    cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str(name), "one", 3), WK_OK);
+    pipe_rx x;
+    pipe_open(a, &x, &pipe_e, name);
+    pipe_expect(a, &x, "one");
+
+    /* Waiting: the handle's own queries go on, and a send wakes it. */
+    cr_assert_eq(wk_pipe_recv_async(x.r, &x.m, on_done, &x.d), WK_OK);
+    cr_assert_eq(wk_async_pending(a), 1, "the receive outstanding counts");
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(a);
+    cr_assert_eq(x.d.calls, 1, "nothing to receive yet");
+    done put = {0};
+    cr_assert_eq(wk_cache_put(wk_async_with(a, on_done, &put), &cache, wk_name_str(name), "v", 1),
+                 WK_OK);
+    turn_until(a, &put, 1);
+    cr_assert_eq(put.status, WK_OK, "%s", put.msg);
+    cr_assert_eq(x.d.calls, 1, "a query of the handle does not wait behind the receive");
+    cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str(name), "two", 3), WK_OK);
+    turn_until(a, &x.d, 2);
+    cr_assert_eq(x.m.got, WK_PIPE_MESSAGE);
+    cr_assert_arr_eq(x.m.body, "two", 3);
+
+    cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str(name), "three", 5), WK_OK);
+    cr_assert_eq(wk_pipe_finish(p, &pipe_e, wk_name_str(name)), WK_OK);
+    pipe_expect(a, &x, "three");
+    pipe_next(a, &x);
+    cr_assert_eq(x.m.got, WK_PIPE_END);
+    pipe_next(a, &x);
+    cr_assert_eq(x.m.got, WK_PIPE_END, "every later receive says so too");
+    cr_assert_eq(wk_async_pending(a), 0);
+    /* The blocking calls refuse a loop receiver (they would block it). */
+    cr_assert_eq(wk_pipe_recv(x.r, &x.m), WK_EINVAL);
+    wk_pipe_receiver_close(x.r);
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* A take whose reply is lost delivers nothing (WK_EIO, never
+ * WK_EUNKNOWN); the next receive gets that message, and no other is
+ * skipped or repeated. */
+Test(async_sub, a_lost_take_reply_is_asked_again_no_loss_no_duplicate, .timeout = 60)
+{
+    wk_test_server s;
+    wk_test_proxy *px;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    cr_assert_eq(wk_test_proxy_start(&px, s.port), 0);
+    wk_async *a = wk_test_open_async(wk_test_proxy_url(px), NULL, 2000);
+    wk_db *db = wk_test_open_url(s.url, NULL);
+    wk_processor *p = wk_db_processor(db);
+    for (int i = 0; i < 3; i++) {
+        char b[8];
+        int n = snprintf(b, sizeof(b), "m%d", i);
+        cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str("lost"), b, (size_t)n), WK_OK);
+    }
+    pipe_rx x;
+    pipe_open(a, &x, &pipe_e, "lost");
+    pipe_expect(a, &x, "m0"); /* the hidden connection is up, the script loaded */
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    pipe_next(a, &x);
+    cr_assert_eq(wk_test_proxy_drops(px), 1);
+    cr_assert_eq(x.d.status, WK_EIO, "%s (%s)", wk_err_name(x.d.status), x.d.msg);
+    pipe_expect(a, &x, "m1"); /* the message whose reply was lost */
+    pipe_expect(a, &x, "m2");
+    /* A new receiver (blocking) goes on after the last one taken. */
+    cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str("lost"), "m3", 2), WK_OK);
+    wk_pipe_receiver_close(x.r);
+    wk_pipe_receiver *br = NULL;
+    cr_assert_eq(wk_pipe_receive(p, &pipe_e, wk_name_str("lost"), &br), WK_OK);
+    wk_pipe_message m;
+    cr_assert_eq(wk_pipe_recv(br, &m), WK_OK);
+    cr_assert_eq(m.got, WK_PIPE_MESSAGE);
+    cr_assert_arr_eq(m.body, "m3", 2);
+    wk_pipe_receiver_close(br);
+    wk_async_close(a);
+    wk_db_close(db);
+    wk_test_proxy_stop(px);
+    wk_test_server_stop(&s);
+}
+
+Test(async_sub, a_pipe_without_messages_for_a_ttl_is_gone, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    pipe_rx x;
+    pipe_open(a, &x, &pipe_short, wk_test_ns("gone"));
+    int64_t start = wk_monotonic_ms();
+    pipe_next(a, &x);
+    cr_assert_eq(x.d.status, WK_OK, "%s", x.d.msg);
+    cr_assert_eq(x.m.got, WK_PIPE_GONE);
+    cr_assert_geq(wk_monotonic_ms() - start, 400, "not before one TTL");
+    wk_pipe_receiver_close(x.r);
+    wk_async_close(a);
+}
+
+Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_another, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    pipe_rx x, y;
+    pipe_open(a, &x, &pipe_e, wk_test_ns("stop"));
+    pipe_open(a, &y, &pipe_e, wk_test_ns("closed"));
+    cr_assert_eq(wk_pipe_recv_async(x.r, &x.m, on_done, &x.d), WK_OK);
+    cr_assert_eq(wk_pipe_recv_async(y.r, &y.m, on_done, &y.d), WK_OK);
+    cr_assert_eq(wk_pipe_recv_async(x.r, &x.m, on_done, &x.d), WK_EINVAL, "one at a time");
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(a);
+    wk_pipe_receiver_stop(x.r);
+    turn_until(a, &x.d, 1);
+    cr_assert_eq(x.m.got, WK_PIPE_STOPPED);
+    pipe_next(a, &x);
+    cr_assert_eq(x.m.got, WK_PIPE_STOPPED, "every later receive says so too");
+    cr_assert_eq(y.d.calls, 0);
+    wk_async_close(a);
+    cr_assert_eq(y.d.calls, 1, "closing the handle ends the receive outstanding");
+    cr_assert_eq(y.d.status, WK_EIO);
+    cr_assert_eq(wk_pipe_recv_async(y.r, &y.m, on_done, &y.d), WK_EIO);
+    wk_pipe_receiver_close(x.r);
+    wk_pipe_receiver_close(y.r);
+}
+
+/* Callbacks chain: each receive starts the next from its callback, and
+ * the receivers of two pipes share the loop. */
+typedef struct chain {
+    wk_pipe_receiver *r;
+    wk_pipe_message m;
+    char got[64];
+    size_t n;
+    bool ended;
+    int status;
+} chain;
+
+static void on_chain(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)msg;
+    chain *c = arg;
+    c->status = status;
+    if (status != WK_OK || c->m.got != WK_PIPE_MESSAGE) {
+        c->ended = true;
+        return;
+    }
+    memcpy(c->got + c->n, c->m.body, c->m.len);
+    c->n += c->m.len;
+    cr_assert_eq(wk_pipe_recv_async(c->r, &c->m, on_chain, c), WK_OK);
+}
+
+Test(async_sub, two_pipes_are_followed_at_once_by_chained_callbacks, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const char *names[2] = {wk_test_ns("two-a"), wk_test_ns("two-b")};
+    chain c[2] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        pipe_rx x;
+        pipe_open(a, &x, &pipe_e, names[k]);
+        c[k].r = x.r;
+        cr_assert_eq(wk_pipe_recv_async(c[k].r, &c[k].m, on_chain, &c[k]), WK_OK);
+    }
+    for (int i = 0; i < 10; i++)
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str(names[k]), &"abcdefghij"[i], 1),
+                         WK_OK);
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(wk_pipe_finish(p, &pipe_e, wk_name_str(names[k])), WK_OK);
+    while (!c[0].ended || !c[1].ended)
+        wk_test_async_turn(a);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(c[k].status, WK_OK);
+        cr_assert_eq(c[k].m.got, WK_PIPE_END);
+        cr_assert_eq(c[k].n, 10);
+        cr_assert_arr_eq(c[k].got, "abcdefghij", 10);
+        wk_pipe_receiver_close(c[k].r);
+    }
+    wk_async_close(a);
+    wk_db_close(db);
+}
