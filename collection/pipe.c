@@ -72,8 +72,10 @@ struct wk_pipe_receiver {
      * it reports GONE, and the query in flight. */
     wk_pipe_message *out;
     int64_t gone_at;
-    enum { IDLE, TAKING, WAITING } inflight;
 };
+
+/* The query in flight through the loop (rx.inflight). */
+enum { IDLE, TAKING, WAITING };
 
 /* A loop receiver whose open has not answered (or failed): no count. */
 #define NOT_COUNTED UINT64_MAX
@@ -449,16 +451,13 @@ static void loop_next(wk_pipe_receiver *r, bool taking)
         loop_deliver(r, rc, 0, r->rx.msg);
         return;
     }
-    r->inflight = taking ? TAKING : WAITING;
+    r->rx.inflight = taking ? TAKING : WAITING;
 }
 
-static void loop_reply(void *self, int status, const char *msg)
+static void loop_reply(void *self, int was, int status, const char *msg)
 {
     wk_pipe_receiver *r = self;
-    bool took = r->inflight == TAKING;
-    r->inflight = IDLE;
-    if (!r->rx.busy) /* a wait that a stop ended early */
-        return;
+    bool took = was == TAKING;
     if (status && (took || !wk__receiver_stopped(&r->rx))) {
         loop_deliver(r, connection_status(status), 0, msg);
         return;
@@ -466,10 +465,8 @@ static void loop_reply(void *self, int status, const char *msg)
     if (took && r->took) {
         r->taken++;
         r->ended = r->took == 2;
-        {
-            loop_deliver(r, WK_OK, r->ended ? WK_PIPE_END : WK_PIPE_MESSAGE, NULL);
-            return;
-        }
+        loop_deliver(r, WK_OK, r->ended ? WK_PIPE_END : WK_PIPE_MESSAGE, NULL);
+        return;
     }
     loop_next(r, !took);
 }
@@ -478,7 +475,7 @@ static void loop_reply(void *self, int status, const char *msg)
 static void loop_run(void *self)
 {
     wk_pipe_receiver *r = self;
-    if (!r->rx.busy || r->inflight == TAKING)
+    if (!r->rx.busy || r->rx.inflight == TAKING)
         return; /* the take's reply decides */
     if (r->ended)
         loop_deliver(r, WK_OK, WK_PIPE_END, NULL);
@@ -488,33 +485,23 @@ static void loop_run(void *self)
 
 static const wk__receiver_loop loop_fns = {.reply = loop_reply, .run = loop_run};
 
+static int first_take(void *self)
+{
+    return take(self);
+}
+
 int wk_pipe_recv_async(wk_pipe_receiver *r, wk_pipe_message *msg, wk_async_done_fn done, void *arg)
 {
     if (!r || !msg)
         return WK_EINVAL;
-    if (r->rx.sub && r->taken == NOT_COUNTED) {
-        snprintf(r->rx.msg, sizeof(r->rx.msg),
-                 "pipe.recv: the receiver is not open (its open's callback has not run, or "
-                 "failed)");
-        return WK_EINVAL;
-    }
-    int rc = wk__receiver_begin(&r->rx, "pipe.recv", done, arg);
+    int rc = wk__receiver_begin(&r->rx, "pipe.recv", r->taken != NOT_COUNTED, done, arg);
     if (rc)
         return rc;
     *msg = (wk_pipe_message){0};
     r->out = msg;
     r->gone_at = wk__add_ms(wk__boot_ms(), r->rx.held.entity.ttl_ms);
-    if (r->ended || wk__receiver_stopped(&r->rx) || r->inflight != IDLE) {
-        wk__receiver_kick(&r->rx); /* never inside this call */
-        return WK_OK;
-    }
-    rc = take(r);
-    if (rc) {
-        wk__receiver_refused(&r->rx); /* its callback is never called */
-        return rc;
-    }
-    r->inflight = TAKING;
-    return WK_OK;
+    return wk__receiver_first(&r->rx, r->ended || wk__receiver_stopped(&r->rx), first_take, r,
+                              TAKING);
 }
 
 int wk_pipe_recv_typed(wk_pipe_receiver *r, const wk_codec *codec, void *value, wk_pipe_got *got)
@@ -540,7 +527,7 @@ void wk_pipe_receiver_stop(wk_pipe_receiver *r)
         wk__blocking_interrupt(r->rx.b);
     pthread_mutex_unlock(&r->mu);
     /* Through the loop: a receive that is not taking ends now. */
-    if (r->rx.sub && r->rx.busy && r->inflight != TAKING)
+    if (r->rx.sub && r->rx.busy && r->rx.inflight != TAKING)
         wk__receiver_kick(&r->rx);
 }
 

@@ -2,6 +2,7 @@
  * collection/receiver.c — the blocking receivers' shared lifecycle and
  * their XREAD (collection/receiver.h).
  */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "collection/receiver.h"
@@ -35,6 +36,19 @@ const char *wk__receiver_errmsg(const wk__receiver *r)
     if (r->sub)
         return r->msg;
     return r->b ? wk_db_errmsg(r->b) : "";
+}
+
+int wk__receiver_fail(wk__receiver *r, int status, const char *fmt, ...)
+{
+    char msg[sizeof(r->msg)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!r->sub)
+        return wk__processor_fail(wk_db_processor(r->b), status, "%s", msg);
+    memcpy(r->msg, msg, sizeof(msg));
+    return status;
 }
 
 void wk__receiver_close(wk__receiver *r)

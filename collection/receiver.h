@@ -30,9 +30,11 @@ typedef struct wk__receiver {
     /* Through the event loop (collection/receiver_loop.c; b is NULL): the
      * hidden handle, and the receive outstanding (done, arg; busy). */
     wk__async_sub *sub;
+    const struct wk__receiver_loop *fns;
     wk_async_done_fn done;
     void *done_arg;
     bool busy;
+    int inflight;  /* the kind's name of the query in flight (0: none) */
     char msg[256]; /* the last failure's message */
 } wk__receiver;
 
@@ -55,6 +57,11 @@ bool wk__receiver_stopped(const wk__receiver *r);
 /* The message of the last failure on the blocking handle ("" before it
  * is open). Borrowed until the next call on `r`. */
 const char *wk__receiver_errmsg(const wk__receiver *r);
+
+/* Fail with `status` and the message (printf), on the blocking handle or,
+ * through the loop, in r->msg: returns status. */
+int wk__receiver_fail(wk__receiver *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Close the blocking handle and free the copies. A zeroed `r` is a no-op. */
 void wk__receiver_close(wk__receiver *r);
@@ -87,7 +94,10 @@ int wk__receiver_run(wk__receiver *r, const wk__op *op, const char *const *args,
  * wk__receiver_deliver(), which runs the caller's callback. */
 
 typedef struct wk__receiver_loop {
-    void (*reply)(void *self, int status, const char *msg); /* a query completed */
+    /* The query in flight (`was`: r->inflight when sent, reset to 0 now)
+     * completed while a receive is outstanding (a reply that comes after
+     * the receive ended — a stop — reaches nobody). */
+    void (*reply)(void *self, int was, int status, const char *msg);
     void (*run)(void *self); /* asked by wk__receiver_kick: deliver what is decided */
 } wk__receiver_loop;
 
@@ -101,14 +111,18 @@ int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e,
                            const wk_name *name, const wk__receiver_loop *fns, void *self, char *err,
                            size_t errlen);
 
-/* A receive begins (done(a, status, msg, arg) its completion): WK_OK, or
- * WK_EINVAL (a blocking receiver, NULL done, one outstanding: message in
- * r->msg), WK_EIO (the handle closed). */
-int wk__receiver_begin(wk__receiver *r, const char *op, wk_async_done_fn done, void *arg);
-/* The receive that began could not send its first query: it is not
- * outstanding, its callback is never called (the caller returns the
- * refusal). */
-void wk__receiver_refused(wk__receiver *r);
+/* A receive begins (done(a, status, msg, arg) its completion; `open`:
+ * the open's query was answered): WK_OK, or WK_EINVAL (a blocking
+ * receiver, not open, NULL done, one outstanding: message in r->msg),
+ * WK_EIO (the handle closed). */
+int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done_fn done,
+                       void *arg);
+/* … and goes on: `decided` (the kind delivers without a query) ends it
+ * in the next turn (run); else send(self) sends its first query, in
+ * flight as `inflight`. WK_OK, or send's refusal (the receive is then
+ * not outstanding: its callback is never called). */
+int wk__receiver_first(wk__receiver *r, bool decided, int (*send)(void *self), void *self,
+                       int inflight);
 /* The outstanding receive ends: its callback runs now. */
 void wk__receiver_deliver(wk__receiver *r, int status, const char *msg);
 /* run(self) in the handle's next wk_async_process() (a decision to

@@ -25,6 +25,15 @@ static void on_gone(void *self)
         wk__receiver_deliver(r, WK_EIO, "the event-loop handle closed");
 }
 
+static void on_reply(void *self, int status, const char *msg)
+{
+    wk__receiver *r = self;
+    int was = r->inflight;
+    r->inflight = 0;
+    if (r->busy)
+        r->fns->reply(self, was, status, msg);
+}
+
 int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e, const char *kind,
                            const wk_name *name, const wk__receiver_loop *fns, void *self, char *err,
                            size_t errlen)
@@ -39,13 +48,14 @@ int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e,
         snprintf(err, errlen, "out of memory");
         return WK_ENOMEM;
     }
-    return wk__async_sub_open(&r->sub, p->db->loop, fns->run, on_gone, fns->reply, self, err,
-                              errlen);
+    r->fns = fns;
+    return wk__async_sub_open(&r->sub, p->db->loop, fns->run, on_gone, on_reply, self, err, errlen);
 }
 
-int wk__receiver_begin(wk__receiver *r, const char *op, wk_async_done_fn done, void *arg)
+int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done_fn done, void *arg)
 {
     const char *why = !r->sub   ? "a blocking receiver (opened through a blocking handle)"
+                      : !open   ? "not open (its open's callback has not run, or failed)"
                       : !done   ? "a callback is required"
                       : r->busy ? "a receive is already outstanding"
                                 : NULL;
@@ -65,11 +75,22 @@ int wk__receiver_begin(wk__receiver *r, const char *op, wk_async_done_fn done, v
     return WK_OK;
 }
 
-void wk__receiver_refused(wk__receiver *r)
+int wk__receiver_first(wk__receiver *r, bool decided, int (*send)(void *self), void *self,
+                       int inflight)
 {
-    r->busy = false;
-    r->done = NULL;
-    wk__async_sub_busy(r->sub, false);
+    if (decided || r->inflight) {   /* a stop left a wait in flight */
+        wk__async_sub_kick(r->sub); /* delivered in the next turn, never inside this call */
+        return WK_OK;
+    }
+    int rc = send(self);
+    if (rc) { /* refused: not outstanding, its callback is never called */
+        r->busy = false;
+        r->done = NULL;
+        wk__async_sub_busy(r->sub, false);
+        return rc;
+    }
+    r->inflight = inflight;
+    return WK_OK;
 }
 
 void wk__receiver_deliver(wk__receiver *r, int status, const char *msg)

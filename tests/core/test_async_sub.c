@@ -15,6 +15,8 @@
 
 static const wk_entity pipe_e = WK_PIPE_ENTITY("asub", 30000);
 static const wk_entity pipe_short = WK_PIPE_ENTITY("asub-short", 400);
+static const wk_entity sb_e = WK_STREAM_BUFFER_ENTITY("asub", 30000);
+static const wk_entity sb_short = WK_STREAM_BUFFER_ENTITY("asub-short", 400);
 static const wk_entity cache = WK_CACHE_ENTITY("asub", 60000);
 
 /* A completion as its callback saw it. */
@@ -38,6 +40,33 @@ static void turn_until(wk_async *a, const done *d, int calls)
         wk_test_async_turn(a);
 }
 
+/* A loop handle through a proxy that can lose a reply, and a blocking
+ * handle straight to the same server. */
+typedef struct lossy {
+    wk_test_server srv;
+    wk_test_proxy *px;
+    wk_async *a;
+    wk_db *db;
+    wk_processor *p; /* db's */
+} lossy;
+
+static void lossy_open(lossy *x)
+{
+    cr_assert_eq(wk_test_server_start(&x->srv, NULL), 0);
+    cr_assert_eq(wk_test_proxy_start(&x->px, x->srv.port), 0);
+    x->a = wk_test_open_async(wk_test_proxy_url(x->px), NULL, 2000);
+    x->db = wk_test_open_url(x->srv.url, NULL);
+    x->p = wk_db_processor(x->db);
+}
+
+static void lossy_close(lossy *x)
+{
+    wk_async_close(x->a);
+    wk_db_close(x->db);
+    wk_test_proxy_stop(x->px);
+    wk_test_server_stop(&x->srv);
+}
+
 /* ---- Pipe --------------------------------------------------------------- */
 
 typedef struct pipe_rx {
@@ -46,26 +75,40 @@ typedef struct pipe_rx {
     done d;
 } pipe_rx;
 
+/* A receiver's open through the loop (its rc, the receiver): its
+ * callback runs with WK_OK. */
+static void await_open(wk_async *a, int rc, const void *rx, done *opened)
+{
+    cr_assert_eq(rc, WK_OK, "%s", wk_async_errmsg(a));
+    cr_assert_not_null(rx);
+    turn_until(a, opened, 1);
+    cr_assert_eq(opened->status, WK_OK, "%s", opened->msg);
+}
+
+/* A receive was queued (rc): its callback runs once, never inside the
+ * call. */
+static void await_next(wk_async *a, int rc, const char *errmsg, done *d, int before)
+{
+    cr_assert_eq(rc, WK_OK, "%s", errmsg);
+    cr_assert_eq(d->calls, before, "never inside the call");
+    turn_until(a, d, before + 1);
+    cr_assert_eq(d->calls, before + 1);
+}
+
 static void pipe_open(wk_async *a, pipe_rx *x, const wk_entity *e, const char *name)
 {
     done opened = {0};
     memset(x, 0, sizeof(*x));
-    cr_assert_eq(wk_pipe_receive(wk_async_with(a, on_done, &opened), e, wk_name_str(name), &x->r),
-                 WK_OK, "%s", wk_async_errmsg(a));
-    cr_assert_not_null(x->r);
-    turn_until(a, &opened, 1);
-    cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
+    int rc = wk_pipe_receive(wk_async_with(a, on_done, &opened), e, wk_name_str(name), &x->r);
+    await_open(a, rc, x->r, &opened);
 }
 
 /* One receive through the loop, to its callback. */
 static void pipe_next(wk_async *a, pipe_rx *x)
 {
     int before = x->d.calls;
-    cr_assert_eq(wk_pipe_recv_async(x->r, &x->m, on_done, &x->d), WK_OK, "%s",
-                 wk_pipe_receiver_errmsg(x->r));
-    cr_assert_eq(x->d.calls, before, "never inside the call");
-    turn_until(a, &x->d, before + 1);
-    cr_assert_eq(x->d.calls, before + 1);
+    int rc = wk_pipe_recv_async(x->r, &x->m, on_done, &x->d);
+    await_next(a, rc, wk_pipe_receiver_errmsg(x->r), &x->d, before);
 }
 
 static void pipe_expect(wk_async *a, pipe_rx *x, const char *body)
@@ -125,13 +168,10 @@ Test(async_sub, a_pipe_is_followed_through_the_loop_in_order_to_its_end, .timeou
  * skipped or repeated. */
 Test(async_sub, a_lost_take_reply_is_asked_again_no_loss_no_duplicate, .timeout = 60)
 {
-    wk_test_server s;
-    wk_test_proxy *px;
-    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
-    cr_assert_eq(wk_test_proxy_start(&px, s.port), 0);
-    wk_async *a = wk_test_open_async(wk_test_proxy_url(px), NULL, 2000);
-    wk_db *db = wk_test_open_url(s.url, NULL);
-    wk_processor *p = wk_db_processor(db);
+    lossy l;
+    lossy_open(&l);
+    wk_async *a = l.a;
+    wk_processor *p = l.p;
     for (int i = 0; i < 3; i++) {
         char b[8];
         int n = snprintf(b, sizeof(b), "m%d", i);
@@ -140,9 +180,9 @@ Test(async_sub, a_lost_take_reply_is_asked_again_no_loss_no_duplicate, .timeout 
     pipe_rx x;
     pipe_open(a, &x, &pipe_e, "lost");
     pipe_expect(a, &x, "m0"); /* the hidden connection is up, the script loaded */
-    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    wk_test_proxy_drop_next_reply(l.px, NULL, NULL);
     pipe_next(a, &x);
-    cr_assert_eq(wk_test_proxy_drops(px), 1);
+    cr_assert_eq(wk_test_proxy_drops(l.px), 1);
     cr_assert_eq(x.d.status, WK_EIO, "%s (%s)", wk_err_name(x.d.status), x.d.msg);
     pipe_expect(a, &x, "m1"); /* the message whose reply was lost */
     pipe_expect(a, &x, "m2");
@@ -156,10 +196,7 @@ Test(async_sub, a_lost_take_reply_is_asked_again_no_loss_no_duplicate, .timeout 
     cr_assert_eq(m.got, WK_PIPE_MESSAGE);
     cr_assert_arr_eq(m.body, "m3", 2);
     wk_pipe_receiver_close(br);
-    wk_async_close(a);
-    wk_db_close(db);
-    wk_test_proxy_stop(px);
-    wk_test_server_stop(&s);
+    lossy_close(&l);
 }
 
 Test(async_sub, a_pipe_without_messages_for_a_ttl_is_gone, .timeout = 60)
@@ -254,6 +291,145 @@ Test(async_sub, two_pipes_are_followed_at_once_by_chained_callbacks, .timeout = 
         cr_assert_arr_eq(c[k].got, "abcdefghij", 10);
         wk_pipe_receiver_close(c[k].r);
     }
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* ---- StreamBuffer ------------------------------------------------------- */
+
+typedef struct sb_rx {
+    wk_stream_buffer_subscription *s;
+    wk_stream_buffer_item it;
+    done d;
+} sb_rx;
+
+static void sb_open(wk_async *a, sb_rx *x, const wk_entity *e, const char *name, uint64_t from)
+{
+    done opened = {0};
+    memset(x, 0, sizeof(*x));
+    int rc = wk_stream_buffer_subscribe(wk_async_with(a, on_done, &opened), e, wk_name_str(name),
+                                        from, &x->s);
+    await_open(a, rc, x->s, &opened);
+}
+
+static void sb_next(wk_async *a, sb_rx *x)
+{
+    int before = x->d.calls;
+    int rc = wk_stream_buffer_recv_async(x->s, &x->it, on_done, &x->d);
+    await_next(a, rc, wk_stream_buffer_subscription_errmsg(x->s), &x->d, before);
+}
+
+static void sb_expect(wk_async *a, sb_rx *x, uint64_t index, const char *body)
+{
+    sb_next(a, x);
+    cr_assert_eq(x->d.status, WK_OK, "%s (%s)", wk_err_name(x->d.status), x->d.msg);
+    cr_assert_eq(x->it.got, WK_STREAM_BUFFER_BODY, "got %d, wanted %s", x->it.got, body);
+    cr_assert_eq(x->it.index, index);
+    cr_assert_eq(x->it.len, strlen(body));
+    cr_assert_arr_eq(x->it.body, body, x->it.len);
+}
+
+static void sb_append(wk_processor *p, const wk_entity *e, const char *name, const char *body)
+{
+    cr_assert_eq(wk_stream_buffer_append(p, e, wk_name_str(name), body, strlen(body), NULL), WK_OK);
+}
+
+Test(async_sub, a_stream_buffer_is_followed_through_the_loop_to_its_end, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const char *name = wk_test_ns("sb-follow");
+    sb_append(p, &sb_e, name, "zero");
+    sb_append(p, &sb_e, name, "one");
+    sb_rx x, late;
+    sb_open(a, &x, &sb_e, name, 0);
+    sb_open(a, &late, &sb_e, name, 1); /* from index 1 */
+    sb_expect(a, &x, 0, "zero");
+    sb_expect(a, &x, 1, "one");
+    sb_expect(a, &late, 1, "one");
+
+    /* Waiting: the handle's own queries go on, and an append wakes it. */
+    cr_assert_eq(wk_stream_buffer_recv_async(x.s, &x.it, on_done, &x.d), WK_OK);
+    cr_assert_eq(wk_async_pending(a), 1);
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(a);
+    done put = {0};
+    cr_assert_eq(wk_cache_put(wk_async_with(a, on_done, &put), &cache, wk_name_str(name), "v", 1),
+                 WK_OK);
+    turn_until(a, &put, 1);
+    cr_assert_eq(put.status, WK_OK, "%s", put.msg);
+    cr_assert_eq(x.d.calls, 2, "a query of the handle does not wait behind the read");
+    sb_append(p, &sb_e, name, "two");
+    turn_until(a, &x.d, 3);
+    cr_assert_eq(x.it.got, WK_STREAM_BUFFER_BODY);
+    cr_assert_eq(x.it.index, 2);
+    cr_assert_arr_eq(x.it.body, "two", 3);
+
+    cr_assert_eq(wk_stream_buffer_finish(p, &sb_e, wk_name_str(name), NULL), WK_OK);
+    sb_next(a, &x);
+    cr_assert_eq(x.it.got, WK_STREAM_BUFFER_END);
+    sb_next(a, &x);
+    cr_assert_eq(x.it.got, WK_STREAM_BUFFER_END, "every later receive says so too");
+    sb_expect(a, &late, 2, "two");
+    sb_next(a, &late);
+    cr_assert_eq(late.it.got, WK_STREAM_BUFFER_END);
+    cr_assert_eq(wk_stream_buffer_recv(x.s, &x.it), WK_EINVAL, "the blocking call refuses it");
+    wk_stream_buffer_subscription_close(x.s);
+    wk_stream_buffer_subscription_close(late.s);
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* A read whose reply is lost (the connection drops with it)
+ * is WK_EIO; the next receive reads on from the same cursor. */
+Test(async_sub, a_lost_read_reply_reads_on_from_the_same_cursor, .timeout = 60)
+{
+    lossy l;
+    lossy_open(&l);
+    wk_async *a = l.a;
+    wk_processor *p = l.p;
+    sb_append(p, &sb_e, "lost", "b0");
+    sb_append(p, &sb_e, "lost", "b1");
+    sb_rx x;
+    sb_open(a, &x, &sb_e, "lost", 0);
+    sb_expect(a, &x, 0, "b0");
+    sb_expect(a, &x, 1, "b1");
+    sb_append(p, &sb_e, "lost", "b2");
+    sb_append(p, &sb_e, "lost", "b3");
+    wk_test_proxy_drop_next_reply(l.px, NULL, NULL);
+    sb_next(a, &x);
+    cr_assert_eq(wk_test_proxy_drops(l.px), 1);
+    cr_assert_eq(x.d.status, WK_EIO, "%s (%s)", wk_err_name(x.d.status), x.d.msg);
+    sb_expect(a, &x, 2, "b2");
+    sb_expect(a, &x, 3, "b3");
+    wk_stream_buffer_subscription_close(x.s);
+    lossy_close(&l);
+}
+
+Test(async_sub, an_expired_stream_buffer_is_gone_and_a_stop_ends_a_read, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    wk_db *db = wk_test_open(NULL);
+    const char *name = wk_test_ns("sb-gone");
+    sb_append(wk_db_processor(db), &sb_short, name, "only");
+    sb_rx x, y;
+    sb_open(a, &x, &sb_short, name, 0);
+    sb_open(a, &y, &sb_e, wk_test_ns("sb-stop"), 0);
+    sb_expect(a, &x, 0, "only");
+    sb_next(a, &x); /* nothing appended for a TTL: the key expired */
+    cr_assert_eq(x.d.status, WK_OK, "%s", x.d.msg);
+    cr_assert_eq(x.it.got, WK_STREAM_BUFFER_GONE);
+
+    cr_assert_eq(wk_stream_buffer_recv_async(y.s, &y.it, on_done, &y.d), WK_OK);
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(a);
+    cr_assert_eq(y.d.calls, 0);
+    wk_stream_buffer_subscription_stop(y.s);
+    turn_until(a, &y.d, 1);
+    cr_assert_eq(y.it.got, WK_STREAM_BUFFER_STOPPED);
+    wk_stream_buffer_subscription_close(x.s);
+    wk_stream_buffer_subscription_close(y.s);
     wk_async_close(a);
     wk_db_close(db);
 }
