@@ -240,41 +240,18 @@ Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_anothe
 
 /* Callbacks chain: each receive starts the next from its callback, and
  * the receivers of two pipes share the loop. */
-typedef struct chain {
-    wk_pipe_receiver *r;
-    wk_pipe_message m;
-    char got[64];
-    size_t n;
-    bool ended;
-    int status;
-} chain;
-
-static void on_chain(wk_async *a, int status, const char *msg, void *arg)
-{
-    (void)a, (void)msg;
-    chain *c = arg;
-    c->status = status;
-    if (status != WK_OK || c->m.got != WK_PIPE_MESSAGE) {
-        c->ended = true;
-        return;
-    }
-    memcpy(c->got + c->n, c->m.body, c->m.len);
-    c->n += c->m.len;
-    cr_assert_eq(wk_pipe_recv_async(c->r, &c->m, on_chain, c), WK_OK);
-}
-
 Test(async_sub, two_pipes_are_followed_at_once_by_chained_callbacks, .timeout = 60)
 {
     wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
     wk_db *db = wk_test_open(NULL);
     wk_processor *p = wk_db_processor(db);
     const char *names[2] = {wk_test_ns("two-a"), wk_test_ns("two-b")};
-    chain c[2] = {{0}};
+    wk_test_follower c[2] = {{0}};
     for (int k = 0; k < 2; k++) {
         pipe_rx x;
         pipe_open(a, &x, &pipe_e, names[k]);
         c[k].r = x.r;
-        cr_assert_eq(wk_pipe_recv_async(c[k].r, &c[k].m, on_chain, &c[k]), WK_OK);
+        cr_assert_eq(wk_pipe_recv_async(c[k].r, &c[k].m, wk_test_follow_pipe, &c[k]), WK_OK);
     }
     for (int i = 0; i < 10; i++)
         for (int k = 0; k < 2; k++)

@@ -243,29 +243,6 @@ Test(LOOP_SUITE, a_lock_waited_for_through_the_adapter_is_woken_by_a_release, .t
 
 /* A pipe followed through the adapter: each receive's callback starts
  * the next, until the end (wakuwaku/async.h, 8.). */
-typedef struct lc_follow {
-    wk_pipe_receiver *r;
-    wk_pipe_message m;
-    char got[16];
-    size_t n;
-    int status;
-    bool ended;
-} lc_follow;
-
-static void lc_on_message(wk_async *a, int status, const char *msg, void *arg)
-{
-    (void)a, (void)msg;
-    lc_follow *f = arg;
-    f->status = status;
-    if (status != WK_OK || f->m.got != WK_PIPE_MESSAGE) {
-        f->ended = true;
-        return;
-    }
-    memcpy(f->got + f->n, f->m.body, f->m.len);
-    f->n += f->m.len;
-    cr_assert_eq(wk_pipe_recv_async(f->r, &f->m, lc_on_message, f), WK_OK);
-}
-
 Test(LOOP_SUITE, a_pipe_followed_through_the_adapter_gets_every_message, .timeout = 60)
 {
     static const wk_entity pipe = WK_PIPE_ENTITY("adapter", 30000);
@@ -275,14 +252,14 @@ Test(LOOP_SUITE, a_pipe_followed_through_the_adapter_gets_every_message, .timeou
     lc_settle(l, a);
     wk_db *db = wk_test_open(NULL);
     const char *name = wk_test_ns("follow");
-    lc_follow f = {0};
+    wk_test_follower f = {0};
     lc_result opened = {0};
     cr_assert_eq(
         wk_pipe_receive(wk_async_with(a, lc_done, &opened), &pipe, wk_name_str(name), &f.r), WK_OK);
     lc_drain(l, a, NULL);
     cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
     cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a), "the adapter watches the set");
-    cr_assert_eq(wk_pipe_recv_async(f.r, &f.m, lc_on_message, &f), WK_OK);
+    cr_assert_eq(wk_pipe_recv_async(f.r, &f.m, wk_test_follow_pipe, &f), WK_OK);
     for (int i = 0; i < 6; i++)
         cr_assert_eq(wk_pipe_send(wk_db_processor(db), &pipe, wk_name_str(name), &"abcdef"[i], 1),
                      WK_OK);
