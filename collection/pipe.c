@@ -131,11 +131,8 @@ int wk__codec_encoded(wk_processor *p, const char *op, const wk_codec *codec, co
 static int push(wk_processor *p, const char *op, const wk_entity *e, const wk_name *name,
                 const char *suffix, const void *body, size_t len)
 {
-    const wk__op push_op = {.name = op,
-                            .kind = WK_KIND_PIPE,
-                            .mode = WK_WRITE,
-                            .script = &push_script,
-                            .suffix = {suffix}};
+    const wk__op push_op = {.name = op, .kind = WK_KIND_PIPE, .mode = WK_WRITE,
+                            .script = &push_script, .suffix = {suffix}};
     wk__call c;
     int rc = wk__op_begin(&c, p, &push_op, e, *name, NULL);
     if (rc)
@@ -303,8 +300,9 @@ int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pip
 }
 
 /* One take, never cut short by a stop. */
-static int take(wk_pipe_receiver *r)
+static int take(void *self)
 {
+    wk_pipe_receiver *r = self;
     char want[24], ttl[24];
     const char *argv[5] = {r->keys[KEY_M], r->keys[KEY_C], r->keys[KEY_R], want, ttl};
     size_t argvlen[5] = {r->key_len[KEY_M], r->key_len[KEY_C], r->key_len[KEY_R],
@@ -471,24 +469,23 @@ static void loop_reply(void *self, int was, int status, const char *msg)
     loop_next(r, !took);
 }
 
-/* A receive decided without a query (the end, a stop): deliver it. */
-static void loop_run(void *self)
+/* A receive decided without a query: the end, a stop (a take in flight
+ * is never cut: its reply decides). */
+static bool loop_decided(const void *self)
+{
+    const wk_pipe_receiver *r = self;
+    return r->rx.inflight != TAKING && (r->ended || wk__receiver_stopped(&r->rx));
+}
+
+static int loop_local(void *self)
 {
     wk_pipe_receiver *r = self;
-    if (!r->rx.busy || r->rx.inflight == TAKING)
-        return; /* the take's reply decides */
-    if (r->ended)
-        loop_deliver(r, WK_OK, WK_PIPE_END, NULL);
-    else if (wk__receiver_stopped(&r->rx))
-        loop_deliver(r, WK_OK, WK_PIPE_STOPPED, NULL);
+    *r->out = (wk_pipe_message){.got = r->ended ? WK_PIPE_END : WK_PIPE_STOPPED};
+    return WK_OK;
 }
 
-static const wk__receiver_loop loop_fns = {.reply = loop_reply, .run = loop_run};
-
-static int first_take(void *self)
-{
-    return take(self);
-}
+static const wk__receiver_loop loop_fns = {
+    .reply = loop_reply, .decided = loop_decided, .local = loop_local, .first = take};
 
 int wk_pipe_recv_async(wk_pipe_receiver *r, wk_pipe_message *msg, wk_async_done_fn done, void *arg)
 {
@@ -500,8 +497,7 @@ int wk_pipe_recv_async(wk_pipe_receiver *r, wk_pipe_message *msg, wk_async_done_
     *msg = (wk_pipe_message){0};
     r->out = msg;
     r->gone_at = wk__add_ms(wk__boot_ms(), r->rx.held.entity.ttl_ms);
-    return wk__receiver_first(&r->rx, r->ended || wk__receiver_stopped(&r->rx), first_take, r,
-                              TAKING);
+    return wk__receiver_first(&r->rx, r, TAKING);
 }
 
 int wk_pipe_recv_typed(wk_pipe_receiver *r, const wk_codec *codec, void *value, wk_pipe_got *got)
@@ -527,7 +523,7 @@ void wk_pipe_receiver_stop(wk_pipe_receiver *r)
         wk__blocking_interrupt(r->rx.b);
     pthread_mutex_unlock(&r->mu);
     /* Through the loop: a receive that is not taking ends now. */
-    if (r->rx.sub && r->rx.busy && r->rx.inflight != TAKING)
+    if (r->rx.sub && r->rx.busy)
         wk__receiver_kick(&r->rx);
 }
 

@@ -98,7 +98,13 @@ typedef struct wk__receiver_loop {
      * completed while a receive is outstanding (a reply that comes after
      * the receive ended — a stop — reaches nobody). */
     void (*reply)(void *self, int was, int status, const char *msg);
-    void (*run)(void *self); /* asked by wk__receiver_kick: deliver what is decided */
+    /* Whether the receive outstanding is decided without a query (the
+     * end, a stop, what was read), and writing that outcome into the
+     * receive's output (its status; delivered from the handle's next
+     * turn, after wk__receiver_kick or a first receive). */
+    bool (*decided)(const void *self);
+    int (*local)(void *self);
+    int (*first)(void *self); /* send a receive's first query */
 } wk__receiver_loop;
 
 /* Through the loop: p is an event-loop handle's processor (or a
@@ -117,16 +123,15 @@ int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e,
  * WK_EIO (the handle closed). */
 int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done_fn done,
                        void *arg);
-/* … and goes on: `decided` (the kind delivers without a query) ends it
- * in the next turn (run); else send(self) sends its first query, in
- * flight as `inflight`. WK_OK, or send's refusal (the receive is then
- * not outstanding: its callback is never called). */
-int wk__receiver_first(wk__receiver *r, bool decided, int (*send)(void *self), void *self,
-                       int inflight);
+/* … and goes on: decided (fns) ends it in the next turn (local); else
+ * first(self) sends its first query, in flight as `inflight`. WK_OK, or
+ * that refusal (the receive is then not outstanding: its callback is
+ * never called). */
+int wk__receiver_first(wk__receiver *r, void *self, int inflight);
 /* The outstanding receive ends: its callback runs now. */
 void wk__receiver_deliver(wk__receiver *r, int status, const char *msg);
-/* run(self) in the handle's next wk_async_process() (a decision to
- * deliver outside a reply: never inside the submitting call). */
+/* local(self), delivered, in the handle's next wk_async_process() if the receive
+ * outstanding is decided by then (a stop: never inside the stop's call). */
 void wk__receiver_kick(wk__receiver *r);
 /* Queue q (a blocking command blocking up to block_ms, or 0) on the
  * receiver's connection: blocking, as wk__blocking_process(); through the

@@ -34,6 +34,13 @@ static void on_reply(void *self, int status, const char *msg)
         r->fns->reply(self, was, status, msg);
 }
 
+static void on_run(void *self)
+{
+    wk__receiver *r = self;
+    if (r->busy && r->fns->decided(self))
+        wk__receiver_deliver(r, r->fns->local(self), r->msg);
+}
+
 int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e, const char *kind,
                            const wk_name *name, const wk__receiver_loop *fns, void *self, char *err,
                            size_t errlen)
@@ -49,7 +56,7 @@ int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e,
         return WK_ENOMEM;
     }
     r->fns = fns;
-    return wk__async_sub_open(&r->sub, p->db->loop, fns->run, on_gone, on_reply, self, err, errlen);
+    return wk__async_sub_open(&r->sub, p->db->loop, on_run, on_gone, on_reply, self, err, errlen);
 }
 
 int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done_fn done, void *arg)
@@ -75,14 +82,13 @@ int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done
     return WK_OK;
 }
 
-int wk__receiver_first(wk__receiver *r, bool decided, int (*send)(void *self), void *self,
-                       int inflight)
+int wk__receiver_first(wk__receiver *r, void *self, int inflight)
 {
-    if (decided || r->inflight) {   /* a stop left a wait in flight */
+    if (r->fns->decided(self) || r->inflight) { /* a stop left a wait in flight */
         wk__async_sub_kick(r->sub); /* delivered in the next turn, never inside this call */
         return WK_OK;
     }
-    int rc = send(self);
+    int rc = r->fns->first(self);
     if (rc) { /* refused: not outstanding, its callback is never called */
         r->busy = false;
         r->done = NULL;

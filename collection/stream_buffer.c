@@ -34,7 +34,7 @@ WK__KIND(stream_buffer) = {WK_KIND_STREAM_BUFFER, wk__entity_check_ttl};
     "local done = newest[1] ~= nil and newest[1][2][1] == 'end'\n"
 #define GENERATION                                                                                 \
     "local function gen_of(e)\n"                                                                   \
-    "  for i = 1, #e[2], 2 do if e[2][i] == 'g' then return e[2][i + 1] end end\n"                 \
+    "  for i = 1, #e[2], 2 do if e[2][i] == 'g' then return e[2][i + 1] end end\n"                  \
     "end\n"                                                                                        \
     "local n = redis.call('XLEN', KEYS[1])\n"                                                      \
     "local g = ARGV[#ARGV]\n"                                                                      \
@@ -160,7 +160,8 @@ static int send_with_generation(const wk__call *c, const void *body, size_t len)
  * be NULL. Not retry-safe: a re-send after a lost reply would append the
  * body twice. */
 static const wk__op append_op = {WK__OP_OF(stream_buffer, append), .kind = WK_KIND_STREAM_BUFFER,
-                                 .script = &append_script, .parse = wk__parse_i64};
+                                  .script = &append_script,
+                                 .parse = wk__parse_i64};
 
 int wk_stream_buffer_append(wk_processor *p, const wk_entity *sb, wk_name name, const void *body,
                             size_t len, int64_t *index)
@@ -198,8 +199,8 @@ int wk_stream_buffer_append_typed(wk_processor *p, const wk_entity *sb, wk_name 
 
 /* 1 when this call finished the buffer; `finished_now` may be NULL. */
 static const wk__op finish_op = {WK__OP_OF(stream_buffer, finish), .kind = WK_KIND_STREAM_BUFFER,
-                                 .script = &finish_script, .parse = wk__parse_removed,
-                                 .out_size = sizeof(bool)};
+                                  .script = &finish_script,
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, bool *finished_now)
 {
@@ -210,8 +211,8 @@ int wk_stream_buffer_finish(wk_processor *p, const wk_entity *sb, wk_name name, 
 
 /* `removed` may be NULL: then any integer reply is success. */
 static const wk__op remove_op = {WK__OP_OF(stream_buffer, remove), .kind = WK_KIND_STREAM_BUFFER,
-                                 .command = "UNLINK", .parse = wk__parse_removed,
-                                 .out_size = sizeof(bool)};
+                                  .command = "UNLINK",
+                                 .parse = wk__parse_removed, .out_size = sizeof(bool)};
 
 int wk_stream_buffer_remove(wk_processor *p, const wk_entity *sb, wk_name name, bool *removed)
 {
@@ -292,13 +293,10 @@ void wk_stream_buffer_contents_free(wk_stream_buffer_contents *c)
     c->finished = false;
 }
 
-static const wk__op read_op = {WK__OP_OF(stream_buffer, read),
-                               .kind = WK_KIND_STREAM_BUFFER,
-
+static const wk__op read_op = {WK__OP_OF(stream_buffer, read), .kind = WK_KIND_STREAM_BUFFER,
+                               
                                .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
-                               .command = "XRANGE",
-                               .parse = parse_range,
-                               .out_name = "out"};
+                               .command = "XRANGE", .parse = parse_range, .out_name = "out"};
 
 int wk_stream_buffer_read(wk_processor *p, const wk_entity *sb, wk_name name, uint64_t from,
                           wk_stream_buffer_contents *out)
@@ -433,8 +431,9 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-static int xread(wk_stream_buffer_subscription *s)
+static int xread(void *self)
 {
+    wk_stream_buffer_subscription *s = self;
     _Static_assert(WK_STREAM_BUFFER_BATCH == WK__RECEIVER_BATCH, "the queue holds one XREAD");
     return wk__receiver_xread(&s->rx, "stream_buffer.recv", s->key, s->key_len, s->after_ms,
                               s->after_seq, s->rx.held.entity.ttl_ms, parse_xread, s);
@@ -459,11 +458,9 @@ static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 /* The probe of subscribe and recv: XRANGE key - + COUNT 1. */
 #define PROBE_OP(op)                                                                               \
-    {                                                                                              \
-        .name = "stream_buffer." op, .kind = WK_KIND_STREAM_BUFFER, .mode = WK_READ,               \
-        .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = "XRANGE",                 \
-        .parse = parse_probe                                                                       \
-    }
+    {.name = "stream_buffer." op, .kind = WK_KIND_STREAM_BUFFER, .mode = WK_READ,                  \
+     .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, .command = "XRANGE",                    \
+     .parse = parse_probe}
 static const wk__op subscribe_op = PROBE_OP("subscribe"), probe_op = PROBE_OP("recv");
 static const char *const first_args[4] = {"-", "+", "COUNT", "1"};
 static const size_t first_lens[4] = {1, 1, 5, 1};
@@ -524,15 +521,18 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
 
 /* Whether recv decides without a query: from what was read, the end,
  * the stop. */
-static bool decided(const wk_stream_buffer_subscription *s)
+static bool decided(const void *self)
 {
+    const wk_stream_buffer_subscription *s = self;
     return s->final || wk__receiver_stopped(&s->rx) || s->count || s->recreated;
 }
 
 /* What recv decides without a query (decided(s)): the item, or the
  * status of a corrupted entry (skipped). */
-static int recv_local(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item)
+static int recv_local(void *self)
 {
+    wk_stream_buffer_subscription *s = self;
+    wk_stream_buffer_item *item = s->out;
     for (;;) {
         if (s->final) {
             item->got = s->final;
@@ -569,12 +569,13 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
 {
     if (!s || !item || s->rx.sub) /* through the loop: wk_stream_buffer_recv_async */
         return WK_EINVAL;
+    s->out = item;
     item->index = 0;
     item->body = NULL;
     item->len = 0;
     for (;;) {
         if (decided(s))
-            return recv_local(s, item);
+            return recv_local(s);
         int rc = xread(s);
         if (rc && wk__receiver_stopped(&s->rx))
             continue;
@@ -606,7 +607,7 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
 static void loop_deliver(wk_stream_buffer_subscription *s, int status, const char *why)
 {
     if (status == WK_OK)
-        status = recv_local(s, s->out);
+        status = recv_local(s);
     wk__receiver_deliver(&s->rx, status, why ? why : s->rx.msg);
 }
 
@@ -645,20 +646,8 @@ static void loop_reply(void *self, int was, int status, const char *msg)
     loop_next(s, read && !status);
 }
 
-/* A receive decided without a query (what was read, the end, a stop). */
-static void loop_run(void *self)
-{
-    wk_stream_buffer_subscription *s = self;
-    if (s->rx.busy && decided(s))
-        loop_deliver(s, WK_OK, NULL);
-}
-
-static const wk__receiver_loop loop_fns = {.reply = loop_reply, .run = loop_run};
-
-static int first_read(void *self)
-{
-    return xread(self);
-}
+static const wk__receiver_loop loop_fns = {
+    .reply = loop_reply, .decided = decided, .local = recv_local, .first = xread};
 
 int wk_stream_buffer_recv_async(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item,
                                 wk_async_done_fn done, void *arg)
@@ -670,7 +659,7 @@ int wk_stream_buffer_recv_async(wk_stream_buffer_subscription *s, wk_stream_buff
         return rc;
     *item = (wk_stream_buffer_item){0};
     s->out = item;
-    return wk__receiver_first(&s->rx, decided(s), first_read, s, READING);
+    return wk__receiver_first(&s->rx, s, READING);
 }
 
 int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec *codec,

@@ -91,23 +91,24 @@
  *     Through a batch the waiting acquires are still refused
  *     (WK_EINVAL: a batch's outcomes come only when it runs). Streams
  *     are followed through this processor too (8.); run lease keepers,
- *     settings followers, LiveView subscriptions and cron jobs on their
- *     own threads with their own wk_db (they never block your loop).
+ *     settings followers and cron jobs on their own threads with their
+ *     own wk_db (they never block your loop).
  *  7. No heap allocation per query once the handle's buffers have grown to
  *     the load (replies are parsed by hiredis, which allocates them); a
  *     waiting acquire allocates its state once (6.).
- *  8. Following a stream: wk_pipe_receive() and
- *     wk_stream_buffer_subscribe() through this processor open a
- *     receiver whose waits (BLMOVE, XREAD BLOCK) run, as in their
+ *  8. Following a stream: wk_pipe_receive(), wk_stream_buffer_subscribe()
+ *     and wk_live_view_subscribe() / _resume() through this processor
+ *     open a receiver whose waits (BLMOVE, XREAD BLOCK) run, as in their
  *     blocking forms, on a connection of its own: a hidden handle with
  *     this handle's settings and capability, set up through the loop,
  *     whose socket joins the epoll set of 6. (the descriptor is the set
  *     from the first receiver on). *out is written at once; the
- *     receiver is ready when the open's callback ran. Each receive —
- *     wk_pipe_recv_async(), wk_stream_buffer_recv_async() — is one
+ *     receiver is ready when the open's callback ran (a resume sends
+ *     nothing: at once). Each receive — wk_pipe_recv_async(),
+ *     wk_stream_buffer_recv_async(), wk_live_view_recv_async() — is one
  *     callback, run from wk_async_process(), with the blocking
  *     receive's queries, outcomes and guarantees (wakuwaku/pipe.h,
- *     wakuwaku/stream_buffer.h); one at a time per receiver; counted
+ *     stream_buffer.h, live_view.h); one at a time per receiver; counted
  *     by wk_async_pending() until it ran. Closing the handle ends the
  *     receives outstanding with WK_EIO; the receivers stay to be closed.
  *

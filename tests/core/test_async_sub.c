@@ -17,6 +17,7 @@ static const wk_entity pipe_e = WK_PIPE_ENTITY("asub", 30000);
 static const wk_entity pipe_short = WK_PIPE_ENTITY("asub-short", 400);
 static const wk_entity sb_e = WK_STREAM_BUFFER_ENTITY("asub", 30000);
 static const wk_entity sb_short = WK_STREAM_BUFFER_ENTITY("asub-short", 400);
+static const wk_entity lv_e = WK_LIVE_VIEW_ENTITY("asub", 100);
 static const wk_entity cache = WK_CACHE_ENTITY("asub", 60000);
 
 /* A completion as its callback saw it. */
@@ -67,6 +68,18 @@ static void lossy_close(lossy *x)
     wk_test_server_stop(&x->srv);
 }
 
+/* While a receive waits (d->calls still `calls`), a cache put through
+ * the handle completes: its queries never queue behind a receiver's wait. */
+static void put_while_waiting(wk_async *a, const char *name, const done *d, int calls)
+{
+    done put = {0};
+    cr_assert_eq(wk_cache_put(wk_async_with(a, on_done, &put), &cache, wk_name_str(name), "v", 1),
+                 WK_OK);
+    turn_until(a, &put, 1);
+    cr_assert_eq(put.status, WK_OK, "%s", put.msg);
+    cr_assert_eq(d->calls, calls, "a query of the handle does not wait behind the receive");
+}
+
 /* ---- Pipe --------------------------------------------------------------- */
 
 typedef struct pipe_rx {
@@ -111,13 +124,20 @@ static void pipe_next(wk_async *a, pipe_rx *x)
     await_next(a, rc, wk_pipe_receiver_errmsg(x->r), &x->d, before);
 }
 
+/* A receive ended WK_OK with outcome `got` (`want` wanted) and `body`. */
+static void await_body(const done *d, int got, int want, const void *data, size_t len,
+                       const char *body)
+{
+    cr_assert_eq(d->status, WK_OK, "%s (%s)", wk_err_name(d->status), d->msg);
+    cr_assert_eq(got, want, "got %d, wanted %d (%s)", got, want, body);
+    cr_assert_eq(len, strlen(body));
+    cr_assert_arr_eq(data, body, len);
+}
+
 static void pipe_expect(wk_async *a, pipe_rx *x, const char *body)
 {
     pipe_next(a, x);
-    cr_assert_eq(x->d.status, WK_OK, "%s (%s)", wk_err_name(x->d.status), x->d.msg);
-    cr_assert_eq(x->m.got, WK_PIPE_MESSAGE, "got %d, wanted %s", x->m.got, body);
-    cr_assert_eq(x->m.len, strlen(body));
-    cr_assert_arr_eq(x->m.body, body, x->m.len);
+    await_body(&x->d, x->m.got, WK_PIPE_MESSAGE, x->m.body, x->m.len, body);
 }
 
 Test(async_sub, a_pipe_is_followed_through_the_loop_in_order_to_its_end, .timeout = 60)
@@ -137,12 +157,7 @@ Test(async_sub, a_pipe_is_followed_through_the_loop_in_order_to_its_end, .timeou
     for (int i = 0; i < 4; i++)
         wk_test_async_turn(a);
     cr_assert_eq(x.d.calls, 1, "nothing to receive yet");
-    done put = {0};
-    cr_assert_eq(wk_cache_put(wk_async_with(a, on_done, &put), &cache, wk_name_str(name), "v", 1),
-                 WK_OK);
-    turn_until(a, &put, 1);
-    cr_assert_eq(put.status, WK_OK, "%s", put.msg);
-    cr_assert_eq(x.d.calls, 1, "a query of the handle does not wait behind the receive");
+    put_while_waiting(a, name, &x.d, 1);
     cr_assert_eq(wk_pipe_send(p, &pipe_e, wk_name_str(name), "two", 3), WK_OK);
     turn_until(a, &x.d, 2);
     cr_assert_eq(x.m.got, WK_PIPE_MESSAGE);
@@ -299,11 +314,8 @@ static void sb_next(wk_async *a, sb_rx *x)
 static void sb_expect(wk_async *a, sb_rx *x, uint64_t index, const char *body)
 {
     sb_next(a, x);
-    cr_assert_eq(x->d.status, WK_OK, "%s (%s)", wk_err_name(x->d.status), x->d.msg);
-    cr_assert_eq(x->it.got, WK_STREAM_BUFFER_BODY, "got %d, wanted %s", x->it.got, body);
+    await_body(&x->d, x->it.got, WK_STREAM_BUFFER_BODY, x->it.body, x->it.len, body);
     cr_assert_eq(x->it.index, index);
-    cr_assert_eq(x->it.len, strlen(body));
-    cr_assert_arr_eq(x->it.body, body, x->it.len);
 }
 
 static void sb_append(wk_processor *p, const wk_entity *e, const char *name, const char *body)
@@ -331,12 +343,7 @@ Test(async_sub, a_stream_buffer_is_followed_through_the_loop_to_its_end, .timeou
     cr_assert_eq(wk_async_pending(a), 1);
     for (int i = 0; i < 4; i++)
         wk_test_async_turn(a);
-    done put = {0};
-    cr_assert_eq(wk_cache_put(wk_async_with(a, on_done, &put), &cache, wk_name_str(name), "v", 1),
-                 WK_OK);
-    turn_until(a, &put, 1);
-    cr_assert_eq(put.status, WK_OK, "%s", put.msg);
-    cr_assert_eq(x.d.calls, 2, "a query of the handle does not wait behind the read");
+    put_while_waiting(a, name, &x.d, 2);
     sb_append(p, &sb_e, name, "two");
     turn_until(a, &x.d, 3);
     cr_assert_eq(x.it.got, WK_STREAM_BUFFER_BODY);
@@ -409,4 +416,115 @@ Test(async_sub, an_expired_stream_buffer_is_gone_and_a_stop_ends_a_read, .timeou
     wk_stream_buffer_subscription_close(y.s);
     wk_async_close(a);
     wk_db_close(db);
+}
+
+/* ---- LiveView ----------------------------------------------------------- */
+
+static const wk_live_view_sub_options lv_opts = {.poll_ms = 200};
+
+typedef struct lv_rx {
+    wk_live_view_sub *s;
+    wk_live_view_event ev;
+    done d;
+} lv_rx;
+
+static void lv_next(wk_async *a, lv_rx *x)
+{
+    int before = x->d.calls;
+    int rc = wk_live_view_recv_async(x->s, &x->ev, on_done, &x->d);
+    await_next(a, rc, wk_live_view_sub_errmsg(x->s), &x->d, before);
+}
+
+static void lv_expect(wk_async *a, lv_rx *x, wk_live_view_event_type type, uint64_t version,
+                      const char *data)
+{
+    lv_next(a, x);
+    await_body(&x->d, x->ev.type, type, x->ev.data, x->ev.len, data);
+    cr_assert_eq(x->ev.version, version);
+}
+
+static void lv_commit(wk_processor *p, const char *name, uint64_t parent, const char *diff,
+                      const char *body)
+{
+    wk_live_view_commit_outcome out;
+    cr_assert_eq(wk_live_view_commit(p, &lv_e, wk_name_str(name), parent, diff, strlen(diff), body,
+                                     strlen(body), &out),
+                 WK_OK);
+    cr_assert_eq(out.result, WK_LIVE_VIEW_COMMITTED);
+}
+
+Test(async_sub, a_live_view_is_followed_through_the_loop_until_removed, .timeout = 60)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    const char *name = wk_test_ns("lv-follow");
+    bool b = false;
+    cr_assert_eq(wk_live_view_create(p, &lv_e, wk_name_str(name), "a", 1, &b), WK_OK);
+    lv_commit(p, name, 1, "b", "ab");
+    lv_rx x = {0};
+    done opened = {0};
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    int rc = wk_live_view_subscribe(wk_async_with(a, on_done, &opened), &lv_e, wk_name_str(name),
+                                    &lv_opts, &head, &x.s);
+    await_open(a, rc, x.s, &opened);
+    cr_assert(head.found);
+    cr_assert_eq(head.version, 2);
+    cr_assert_arr_eq(head.data, "ab", 2);
+
+    /* Waiting: the handle's own queries go on, and a commit wakes it. */
+    cr_assert_eq(wk_live_view_recv_async(x.s, &x.ev, on_done, &x.d), WK_OK);
+    cr_assert_eq(wk_async_pending(a), 1);
+    put_while_waiting(a, name, &x.d, 0);
+    lv_commit(p, name, 2, "c", "abc");
+    turn_until(a, &x.d, 1);
+    cr_assert_eq(x.ev.type, WK_LIVE_VIEW_DIFF);
+    cr_assert_eq(x.ev.version, 3);
+    cr_assert_arr_eq(x.ev.data, "c", 1);
+    lv_commit(p, name, 3, "d", "abcd");
+    lv_expect(a, &x, WK_LIVE_VIEW_DIFF, 4, "d");
+
+    cr_assert_eq(wk_live_view_remove(p, &lv_e, wk_name_str(name), &b), WK_OK);
+    lv_next(a, &x);
+    cr_assert_eq(x.d.status, WK_OK, "%s", x.d.msg);
+    cr_assert_eq(x.ev.type, WK_LIVE_VIEW_GONE);
+    cr_assert_eq(wk_live_view_recv(x.s, &x.ev), WK_EINVAL, "the blocking call refuses it");
+    wk_live_view_body_free(&head);
+    wk_live_view_sub_close(x.s);
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* Resumed through the loop from an old version: every change after it;
+ * a read whose reply is lost is WK_EIO and the next one reads on from the
+ * same cursor; a stop ends a waiting read. */
+Test(async_sub, a_resumed_live_view_reads_on_after_a_lost_reply_and_stops, .timeout = 60)
+{
+    lossy l;
+    lossy_open(&l);
+    bool b = false;
+    cr_assert_eq(wk_live_view_create(l.p, &lv_e, wk_name_str("lost"), "a", 1, &b), WK_OK);
+    lv_commit(l.p, "lost", 1, "b", "ab");
+    lv_rx x = {0};
+    cr_assert_eq(wk_live_view_resume(wk_async_with(l.a, on_done, &x.d), &lv_e, wk_name_str("lost"),
+                                     1, &lv_opts, &x.s),
+                 WK_OK);
+    lv_expect(l.a, &x, WK_LIVE_VIEW_DIFF, 2, "b");
+    lv_commit(l.p, "lost", 2, "c", "abc");
+    lv_commit(l.p, "lost", 3, "d", "abcd");
+    wk_test_proxy_drop_next_reply(l.px, NULL, NULL);
+    lv_next(l.a, &x);
+    cr_assert_eq(wk_test_proxy_drops(l.px), 1);
+    cr_assert_eq(x.d.status, WK_EIO, "%s (%s)", wk_err_name(x.d.status), x.d.msg);
+    lv_expect(l.a, &x, WK_LIVE_VIEW_DIFF, 3, "c");
+    lv_expect(l.a, &x, WK_LIVE_VIEW_DIFF, 4, "d");
+    cr_assert_eq(wk_live_view_recv_async(x.s, &x.ev, on_done, &x.d), WK_OK);
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(l.a);
+    int before = x.d.calls;
+    wk_live_view_sub_stop(x.s);
+    turn_until(l.a, &x.d, before + 1);
+    cr_assert_eq(x.ev.type, WK_LIVE_VIEW_STOPPED);
+    wk_live_view_sub_close(x.s);
+    lossy_close(&l);
 }

@@ -150,8 +150,8 @@ int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, con
 /* wk_test_peer_start(); `many`: serve every connection at once, each
  * one's first read answered with `first` (a script counts the reads of
  * all of them), until wk_test_peer_stop(). */
-int wk_test_peer_start_many(wk_test_peer *p, const char *first, size_t first_len, const char *reply,
-                            size_t reply_len, bool many);
+int wk_test_peer_start_many(wk_test_peer *p, const char *first, size_t first_len,
+                            const char *reply, size_t reply_len, bool many);
 void wk_test_peer_stop(wk_test_peer *p);
 /* Set the peer's replies: command k (one read) gets script[min(k, n-1)]
  * (NUL-terminated RESP). The array must outlive the peer. */
