@@ -245,6 +245,16 @@ Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_anothe
     pipe_next(a, &x);
     cr_assert_eq(x.m.got, WK_PIPE_STOPPED, "every later receive says so too");
     cr_assert_eq(y.d.calls, 0);
+    /* Closing a receiver drops its receive: never called back. */
+    pipe_rx z;
+    pipe_open(a, &z, &pipe_e, wk_test_ns("dropped"));
+    cr_assert_eq(wk_pipe_recv_async(z.r, &z.m, on_done, &z.d), WK_OK);
+    cr_assert_eq(wk_async_pending(a), 2);
+    wk_pipe_receiver_close(z.r);
+    cr_assert_eq(wk_async_pending(a), 1, "only y's receive is left");
+    for (int i = 0; i < 4; i++)
+        wk_test_async_turn(a);
+    cr_assert_eq(z.d.calls, 0);
     wk_async_close(a);
     cr_assert_eq(y.d.calls, 1, "closing the handle ends the receive outstanding");
     cr_assert_eq(y.d.status, WK_EIO);
