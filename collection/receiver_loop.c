@@ -61,6 +61,10 @@ int wk__receiver_open_loop(wk__receiver *r, wk_processor *p, const wk_entity *e,
 
 int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done_fn done, void *arg)
 {
+    if (r->sub && !wk__async_sub_handle(r->sub)) {
+        snprintf(r->msg, sizeof(r->msg), "%s: the event-loop handle was closed", op);
+        return WK_EIO;
+    }
     const char *why = !r->sub   ? "a blocking receiver (opened through a blocking handle)"
                       : !open   ? "not open (its open's callback has not run, or failed)"
                       : !done   ? "a callback is required"
@@ -69,10 +73,6 @@ int wk__receiver_begin(wk__receiver *r, const char *op, bool open, wk_async_done
     if (why) {
         snprintf(r->msg, sizeof(r->msg), "%s: %s", op, why);
         return WK_EINVAL;
-    }
-    if (!wk__async_sub_handle(r->sub)) {
-        snprintf(r->msg, sizeof(r->msg), "%s: the event-loop handle was closed", op);
-        return WK_EIO;
     }
     r->msg[0] = '\0';
     r->done = done;

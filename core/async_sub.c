@@ -147,25 +147,25 @@ void wk__async_subs_close(wk_async *a)
         wk__async_sub *s = ss->s[i];
         if (!s)
             continue;
+        /* Cut off first: a receive started from `gone` is refused (WK_EIO). */
+        wk_async *h = s->h;
+        s->h = NULL;
         s->in_run = true;
         if (s->arg && !s->closed)
             s->gone(s->arg);
         s->in_run = false;
-        if (s->closed) {
-            sub_free(s);
-            continue;
-        }
-        /* Cut off: the receiver stays, with no handle; its in-flight
-         * queries complete into nothing. */
+        /* Its in-flight queries complete into nothing (arg NULL). */
         void *arg = s->arg;
         s->arg = NULL;
-        wk_async *h = s->h;
-        s->h = NULL;
         wk_async_close(h);
-        s->arg = arg;
+        ss->s[i] = NULL;
+        if (s->closed) { /* the receiver was closed from `gone` */
+            free(s);
+            continue;
+        }
+        s->arg = arg; /* the receiver stays, with no handle */
         s->parent = NULL;
         s->busy = false;
-        ss->s[i] = NULL;
     }
     if (ss) {
         free(ss->s);

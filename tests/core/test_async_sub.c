@@ -228,6 +228,20 @@ Test(async_sub, a_pipe_without_messages_for_a_ttl_is_gone, .timeout = 60)
     wk_async_close(a);
 }
 
+/* A receive that its handle's close ended tries to receive again from
+ * its callback: refused with WK_EIO, never queued. */
+typedef struct again {
+    pipe_rx *x;
+    int rc;
+} again;
+
+static void on_closed_again(wk_async *a, int status, const char *msg, void *arg)
+{
+    again *g = arg;
+    on_done(a, status, msg, &g->x->d);
+    g->rc = wk_pipe_recv_async(g->x->r, &g->x->m, on_done, &g->x->d);
+}
+
 Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_another, .timeout = 60)
 {
     wk_async *a = wk_test_open_async(wk_test_url(), NULL, 2000);
@@ -235,7 +249,8 @@ Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_anothe
     pipe_open(a, &x, &pipe_e, wk_test_ns("stop"));
     pipe_open(a, &y, &pipe_e, wk_test_ns("closed"));
     cr_assert_eq(wk_pipe_recv_async(x.r, &x.m, on_done, &x.d), WK_OK);
-    cr_assert_eq(wk_pipe_recv_async(y.r, &y.m, on_done, &y.d), WK_OK);
+    again g = {.x = &y, .rc = WK_OK};
+    cr_assert_eq(wk_pipe_recv_async(y.r, &y.m, on_closed_again, &g), WK_OK);
     cr_assert_eq(wk_pipe_recv_async(x.r, &x.m, on_done, &x.d), WK_EINVAL, "one at a time");
     for (int i = 0; i < 4; i++)
         wk_test_async_turn(a);
@@ -258,6 +273,7 @@ Test(async_sub, a_stop_ends_a_waiting_receive_and_closing_the_handle_ends_anothe
     wk_async_close(a);
     cr_assert_eq(y.d.calls, 1, "closing the handle ends the receive outstanding");
     cr_assert_eq(y.d.status, WK_EIO);
+    cr_assert_eq(g.rc, WK_EIO, "a receive from that callback is refused");
     cr_assert_eq(wk_pipe_recv_async(y.r, &y.m, on_done, &y.d), WK_EIO);
     wk_pipe_receiver_close(x.r);
     wk_pipe_receiver_close(y.r);
