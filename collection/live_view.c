@@ -5,6 +5,7 @@
  * XREAD BLOCK on a blocking handle of their own (core/blocking.h).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +659,15 @@ int wk_live_view_update(wk_live_view_body *view, const wk_live_view_event *ev,
  * Subscriptions
  * ---------------------------------------------------------------------- */
 
+/* What HMGET h v g found: the version (found: there is one) and the
+ * generation (has_gen), kept up to GEN_KEPT bytes. */
+typedef struct probe {
+    bool found, has_gen;
+    uint64_t version;
+    size_t gen_len;
+    char gen[GEN_KEPT];
+} probe;
+
 struct wk_live_view_sub {
     wk__receiver rx; /* the blocking handle, the entity and name, the stop */
     char log[WK_KEY_MAX];
@@ -669,7 +679,21 @@ struct wk_live_view_sub {
     bool gone;      /* GONE once the queue is empty */
     entries pending;
     bool timed_out; /* the last XREAD returned nil */
+    /* Through the loop (wk_live_view_recv_async): whether the head was
+     * read (subscribe; resume: at once), the receive's output, the open's
+     * head read, a probe's answer and the batch's entries kept meanwhile. */
+    bool opened;
+    wk_live_view_event *out;
+    head_and_gen hg;
+    probe pr;
+    size_t keep;
 };
+
+/* The query in flight through the loop (rx.inflight): an XREAD, the probe
+ * after a quiet poll, the probe that judges a batch. */
+enum { IDLE, READING, PROBING_IDLE, PROBING_BATCH };
+
+static const wk__receiver_loop loop_fns; /* below: the subscription through the loop */
 
 /* The subscription of call `c` (begun and checked) from `version`. */
 static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, const generation *gen,
@@ -687,7 +711,11 @@ static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, co
         return wk__op_fail(c, WK_ENOMEM, "out of memory");
     }
     char err[256];
-    int rc = wk__receiver_open(&s->rx, c->p->db, c->e, WK_KIND_LIVE_VIEW, name, err, sizeof(err));
+    int rc =
+        wk__receiver_is_loop(c->p)
+            ? wk__receiver_open_loop(&s->rx, c->p, c->e, WK_KIND_LIVE_VIEW, name, &loop_fns, s, err,
+                                     sizeof(err))
+            : wk__receiver_open(&s->rx, c->p->db, c->e, WK_KIND_LIVE_VIEW, name, err, sizeof(err));
     if (rc) {
         wk_live_view_sub_close(s);
         return wk__op_fail(c, rc, "cannot open the subscription's connection: %s", err);
@@ -695,6 +723,7 @@ static int open_sub(const wk__call *c, const wk_name *name, uint64_t version, co
     s->gen = *gen;
     s->version = s->after_ms = version;
     s->poll_ms = o.poll_ms;
+    s->opened = true;
     *out = s;
     return WK_OK;
 }
@@ -706,11 +735,26 @@ static int sub_args(const wk__call *c, wk_live_view_sub **sub)
     *sub = NULL;
     if (!c->p->db)
         return wk__op_fail(c, WK_EINVAL, "the processor has no handle");
-    return wk__no_deferred(c->p, c->op->name);
+    return wk__receiver_is_loop(c->p) ? WK_OK : wk__no_deferred(c->p, c->op->name);
 }
 
 /* The head and its generation, read by one HMGET. */
 static const wk__op subscribe_op = READ_OP("subscribe", "HMGET", ":h", parse_head_gen, NULL);
+
+/* Through the loop: the head read into the subscription's `hg`, which
+ * then follows the versions after it. */
+static int parse_head_sub(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    wk_live_view_sub *s =
+        (wk_live_view_sub *)(void *)((char *)q->out - offsetof(wk_live_view_sub, hg));
+    int rc = parse_head_gen(q, r, d);
+    if (rc == WK_OK && s->hg.body->found) {
+        s->version = s->after_ms = s->hg.body->version;
+        s->opened = true;
+    }
+    return rc;
+}
+static const wk__op subscribe_loop_op = READ_OP("subscribe", "HMGET", ":h", parse_head_sub, NULL);
 
 int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_name name,
                            const wk_live_view_sub_options *opts, wk_live_view_body *head,
@@ -719,14 +763,30 @@ int wk_live_view_subscribe(wk_processor *p, const wk_entity *view, wk_name name,
     /* The generation of the head read is the one followed. */
     generation gen = {.state = GEN_UNSEEN};
     head_and_gen hg = {head, &gen};
+    bool loop = wk__receiver_is_loop(p);
     wk__call c;
-    int rc = wk__op_begin(&c, p, &subscribe_op, view, name, &hg);
+    int rc = wk__op_begin(&c, p, loop ? &subscribe_loop_op : &subscribe_op, view, name, &hg);
     if (rc)
         return rc;
     if (!head)
         return wk__op_fail(&c, WK_EINVAL, "head is required");
     if ((rc = sub_args(&c, sub)))
         return rc;
+    if (loop) {
+        /* Through the loop: the subscription at once, following the
+         * versions after the head its open reads (opened then). */
+        if ((rc = open_sub(&c, &name, 0, &gen, opts, sub)))
+            return rc;
+        wk_live_view_sub *s = *sub;
+        s->opened = false;
+        s->hg = (head_and_gen){head, &s->gen};
+        c.out = &s->hg;
+        if ((rc = send_head(&c, head, 3))) {
+            wk_live_view_sub_close(s);
+            *sub = NULL;
+        }
+        return rc;
+    }
     rc = send_head(&c, head, 3);
     if (rc || !head->found)
         return rc;
@@ -772,8 +832,11 @@ const char *wk_live_view_sub_errmsg(const wk_live_view_sub *sub)
 
 void wk_live_view_sub_stop(wk_live_view_sub *sub)
 {
-    if (sub)
-        wk__receiver_stop(&sub->rx);
+    if (!sub)
+        return;
+    wk__receiver_stop(&sub->rx);
+    if (sub->rx.sub && sub->rx.busy) /* through the loop: at the next turn */
+        wk__receiver_kick(&sub->rx);
 }
 
 void wk_live_view_sub_close(wk_live_view_sub *sub)
@@ -813,8 +876,9 @@ static int parse_read(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-static int xread(wk_live_view_sub *s)
+static int xread(void *self)
 {
+    wk_live_view_sub *s = self;
     entries_clear(&s->pending);
     s->timed_out = false;
     int rc = wk__receiver_xread(&s->rx, "live_view.recv", s->log, s->log_len, s->after_ms,
@@ -823,15 +887,6 @@ static int xread(wk_live_view_sub *s)
         entries_clear(&s->pending);
     return rc;
 }
-
-/* What HMGET h v g found: the version (found: there is one) and the
- * generation (has_gen), kept up to GEN_KEPT bytes. */
-typedef struct probe {
-    bool found, has_gen;
-    uint64_t version;
-    size_t gen_len;
-    char gen[GEN_KEPT];
-} probe;
 
 static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
@@ -866,14 +921,25 @@ static const wk__op probe_op = READ_OP("recv", "HMGET", ":h", parse_probe, NULL)
 
 /* Is the view followed still there, at or past our version? Its head must
  * exist and have the generation followed (adopted if none was known). */
-static int still_there(wk_live_view_sub *s, bool *there)
+static int send_probe(wk_live_view_sub *s, probe *pr)
 {
-    probe pr = {0};
     static const char *const fields[2] = {"v", "g"};
     static const size_t lens[2] = {1, 1};
-    int rc = wk__receiver_run(&s->rx, &probe_op, fields, lens, 2, &pr);
-    *there = rc == WK_OK && pr.found && pr.version >= s->version &&
-             gen_follow(&s->gen, pr.has_gen ? pr.gen : NULL, pr.gen_len);
+    *pr = (probe){0};
+    return wk__receiver_run(&s->rx, &probe_op, fields, lens, 2, pr);
+}
+
+static bool probe_there(wk_live_view_sub *s, const probe *pr)
+{
+    return pr->found && pr->version >= s->version &&
+           gen_follow(&s->gen, pr->has_gen ? pr->gen : NULL, pr->gen_len);
+}
+
+static int still_there(wk_live_view_sub *s, bool *there)
+{
+    probe pr;
+    int rc = send_probe(s, &pr);
+    *there = rc == WK_OK && probe_there(s, &pr);
     return rc;
 }
 
@@ -888,7 +954,9 @@ static int still_there(wk_live_view_sub *s, bool *there)
  * crate re-created has none). The cursor then moves past the entries
  * kept.
  */
-static int judge_batch(wk_live_view_sub *s)
+/* The batch's generations: the entries kept (*keep), and whether the head
+ * must decide (true: a crate batch of a view with a generation). */
+static bool judge_gens(wk_live_view_sub *s, size_t *keep_out)
 {
     entries *es = &s->pending;
     size_t keep = es->n;
@@ -903,14 +971,15 @@ static int judge_batch(wk_live_view_sub *s)
         }
         decided = true;
     }
-    if (!decided && keep && s->gen.state == GEN_SEEN) {
-        bool there;
-        int rc = still_there(s, &there);
-        if (rc)
-            return rc;
-        if (!there)
-            keep = 0;
-    }
+    *keep_out = keep;
+    return !decided && keep && s->gen.state == GEN_SEEN;
+}
+
+/* Keep the first `keep` entries of the batch (GONE after them if not
+ * all) and move the cursor past them. */
+static void judge_keep(wk_live_view_sub *s, size_t keep)
+{
+    entries *es = &s->pending;
     if (keep < es->n) {
         es->n = keep;
         s->gone = true; /* after the entries kept */
@@ -923,6 +992,20 @@ static int judge_batch(wk_live_view_sub *s)
         s->after_ms = e->ms;
         s->after_seq = e->seq;
     }
+}
+
+static int judge_batch(wk_live_view_sub *s)
+{
+    size_t keep;
+    if (judge_gens(s, &keep)) {
+        bool there;
+        int rc = still_there(s, &there);
+        if (rc)
+            return rc;
+        if (!there)
+            keep = 0;
+    }
+    judge_keep(s, keep);
     return WK_OK;
 }
 
@@ -932,12 +1015,10 @@ static int corrupt_entry(wk_live_view_sub *s, const entry *e, const char *why)
     char key[WK__KEY_TEXT_MAX];
     wk__render_key(key, sizeof(key), s->log, s->log_len);
     if (!e->has_id)
-        return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
-                                  "live_view.recv: \"%s\": %s", key, why);
-    return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
-                              "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)", key,
-                              (unsigned long long)e->ms, (unsigned long long)e->seq, why,
-                              (unsigned long long)s->version);
+        return wk__receiver_fail(&s->rx, WK_ECORRUPT, "live_view.recv: \"%s\": %s", key, why);
+    return wk__receiver_fail(
+        &s->rx, WK_ECORRUPT, "live_view.recv: \"%s\": entry %llu-%llu: %s (at version %llu)", key,
+        (unsigned long long)e->ms, (unsigned long long)e->seq, why, (unsigned long long)s->version);
 }
 
 /* The event of entry `e` seen from version c (the crate's rule). */
@@ -964,26 +1045,41 @@ static int event_of(wk_live_view_sub *s, const entry *e, wk_live_view_event *ev)
     return WK_OK;
 }
 
+/* Whether recv decides without a query: the stop, an entry read, GONE. */
+static bool decided(const void *self)
+{
+    const wk_live_view_sub *s = self;
+    return wk__receiver_stopped(&s->rx) || s->pending.next < s->pending.n || s->gone;
+}
+
+/* What recv decides without a query (decided(s)). */
+static int recv_local(void *self)
+{
+    wk_live_view_sub *s = self;
+    wk_live_view_event *ev = s->out;
+    if (wk__receiver_stopped(&s->rx)) {
+        ev->type = WK_LIVE_VIEW_STOPPED;
+        return WK_OK;
+    }
+    if (s->pending.next < s->pending.n) {
+        /* The entry leaves the queue before it is judged, as in the
+         * crate: a bad one is reported once, then passed over. */
+        const entry *e = &s->pending.v[s->pending.next++];
+        return event_of(s, e, ev);
+    }
+    ev->type = WK_LIVE_VIEW_GONE;
+    return WK_OK;
+}
+
 int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
 {
-    if (!s || !ev)
+    if (!s || !ev || s->rx.sub) /* through the loop: wk_live_view_recv_async */
         return WK_EINVAL;
     *ev = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
+    s->out = ev;
     for (;;) {
-        if (wk__receiver_stopped(&s->rx)) {
-            ev->type = WK_LIVE_VIEW_STOPPED;
-            return WK_OK;
-        }
-        if (s->pending.next < s->pending.n) {
-            /* The entry leaves the queue before it is judged, as in the
-             * crate: a bad one is reported once, then passed over. */
-            const entry *e = &s->pending.v[s->pending.next++];
-            return event_of(s, e, ev);
-        }
-        if (s->gone) {
-            ev->type = WK_LIVE_VIEW_GONE;
-            return WK_OK;
-        }
+        if (decided(s))
+            return recv_local(s);
         int rc = xread(s);
         if (rc == WK_OK && s->timed_out) {
             bool there;
@@ -1000,6 +1096,78 @@ int wk_live_view_recv(wk_live_view_sub *s, wk_live_view_event *ev)
         if (rc)
             return rc;
     }
+}
+
+/* ------------------------------------------------------------------------
+ * The subscription through the loop: wk_live_view_recv()'s steps, each
+ * query's reply deciding the next (XREAD; a quiet poll: the probe; a
+ * crate batch: the probe that judges it; XREAD …).
+ * ---------------------------------------------------------------------- */
+
+/* The receive ends: with what is decided (WK_OK), or a failure. */
+static void loop_deliver(wk_live_view_sub *s, int status, const char *why)
+{
+    if (status == WK_OK)
+        status = recv_local(s);
+    wk__receiver_deliver(&s->rx, status, why ? why : s->rx.msg);
+}
+
+/* Send `query` (READING, or a probe), or deliver what is decided. */
+static void loop_send(wk_live_view_sub *s, int query)
+{
+    if (decided(s)) {
+        loop_deliver(s, WK_OK, NULL);
+        return;
+    }
+    int rc = query == READING ? xread(s) : send_probe(s, &s->pr);
+    if (rc)
+        loop_deliver(s, rc, NULL);
+    else
+        s->rx.inflight = query;
+}
+
+static void loop_reply(void *self, int was, int status, const char *msg)
+{
+    wk_live_view_sub *s = self;
+    if (status) {
+        entries_clear(&s->pending); /* read again from the same cursor */
+        if (wk__receiver_stopped(&s->rx))
+            loop_deliver(s, WK_OK, NULL);
+        else
+            loop_deliver(s, status, msg);
+        return;
+    }
+    if (was == READING && !s->timed_out) {
+        if (judge_gens(s, &s->keep)) {
+            loop_send(s, PROBING_BATCH);
+            return;
+        }
+        judge_keep(s, s->keep);
+    } else if (was == READING) {
+        loop_send(s, PROBING_IDLE);
+        return;
+    } else if (was == PROBING_BATCH) {
+        judge_keep(s, probe_there(s, &s->pr) ? s->keep : 0);
+    } else if (!probe_there(s, &s->pr)) {
+        s->gone = true;
+    }
+    loop_send(s, READING);
+}
+
+static const wk__receiver_loop loop_fns = {
+    .reply = loop_reply, .decided = decided, .local = recv_local, .first = xread};
+
+int wk_live_view_recv_async(wk_live_view_sub *s, wk_live_view_event *ev, wk_async_done_fn done,
+                            void *arg)
+{
+    if (!s || !ev)
+        return WK_EINVAL;
+    int rc = wk__receiver_begin(&s->rx, "live_view.recv", s->opened, done, arg);
+    if (rc)
+        return rc;
+    *ev = (wk_live_view_event)WK_LIVE_VIEW_EVENT_INIT;
+    s->out = ev;
+    return wk__receiver_first(&s->rx, s, READING);
 }
 
 /* ------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 #include "collection/dynamic_internal.h"
 #include "collection/receiver.h"
+#include "core/async_internal.h"
 #include "core/blocking.h"
 #include "entity/kind.h"
 
@@ -67,7 +68,19 @@ struct wk_pipe_receiver {
     uint8_t *body;
     size_t len, cap;
     int took; /* the take's reply: 0 nothing, 1 a message, 2 the close */
+    /* Through the loop (wk_pipe_recv_async): the receive's output, when
+     * it reports GONE, and the query in flight. */
+    wk_pipe_message *out;
+    int64_t gone_at;
 };
+
+/* The query in flight through the loop (rx.inflight). */
+enum { IDLE, TAKING, WAITING };
+
+/* A loop receiver whose open has not answered (or failed): no count. */
+#define NOT_COUNTED UINT64_MAX
+
+static const wk__receiver_loop loop_fns; /* below: the receiver through the loop */
 
 /* ------------------------------------------------------------------------
  * Helpers shared with StreamBuffer (collection/dynamic_internal.h)
@@ -172,11 +185,12 @@ int wk_pipe_send_typed(wk_processor *p, const wk_entity *pipe, wk_name name, con
 static int parse_count(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     uint64_t *out = q->out;
-    *out = 0;
     if (wk_reply_get_type(r) == WK_REPLY_ERROR)
         return wk__parse_error_reply(q, r, d, "a Pipe receiver hash");
-    if (wk_reply_get_type(r) == WK_REPLY_NIL)
+    if (wk_reply_get_type(r) == WK_REPLY_NIL) {
+        *out = 0;
         return WK_OK;
+    }
     size_t len;
     const char *s = wk_reply_str(r, &len);
     if (!s || !len || len > 19)
@@ -238,7 +252,8 @@ int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pip
     int rc = wk__op_begin(&c, p, &count_op, pipe, name, out);
     if (rc)
         return rc;
-    if ((rc = wk__no_deferred(p, count_op.name)))
+    bool loop = wk__receiver_is_loop(p);
+    if (!loop && (rc = wk__no_deferred(p, count_op.name)))
         return rc;
     /* The entity and the name passed the checks above. */
     char keys[NKEYS][WK_KEY_MAX];
@@ -247,13 +262,8 @@ int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pip
         if ((rc =
                  wk__key_build_checked(keys[i], WK_KEY_MAX, &key_len[i], pipe, &name, suffixes[i])))
             return wk__op_fail(&c, rc, "cannot build its key %s", suffixes[i]);
-    uint64_t taken = 0;
     static const char *const field[1] = {"n"};
     static const size_t field_len[1] = {1};
-    c.out = &taken; /* the count's, not the receiver's */
-    if ((rc = wk__op_send(&c, field, field_len, 1)))
-        return rc;
-
     wk_pipe_receiver *r = calloc(1, sizeof(*r));
     if (!r)
         return wk__processor_fail(p, WK_ENOMEM, "pipe.receive: out of memory");
@@ -261,22 +271,38 @@ int wk_pipe_receive(wk_processor *p, const wk_entity *pipe, wk_name name, wk_pip
         free(r);
         return wk__processor_fail(p, WK_ENOMEM, "pipe.receive: no mutex");
     }
-    r->taken = taken;
     memcpy(r->keys, keys, sizeof(keys));
     memcpy(r->key_len, key_len, sizeof(key_len));
     char err[256];
-    rc = wk__receiver_open(&r->rx, p->db, pipe, WK_KIND_PIPE, &name, err, sizeof(err));
+    if (loop) {
+        /* Through the loop: the count comes with the open's callback,
+         * and the receiver takes nothing before (NOT_COUNTED). */
+        r->taken = NOT_COUNTED;
+        rc = wk__receiver_open_loop(&r->rx, p, pipe, WK_KIND_PIPE, &name, &loop_fns, r, err,
+                                    sizeof(err));
+        c.out = &r->taken;
+        if (rc)
+            rc = wk__processor_fail(p, rc, "pipe.receive: %s", err);
+        else
+            rc = wk__op_send(&c, field, field_len, 1);
+    } else {
+        c.out = &r->taken;
+        if ((rc = wk__op_send(&c, field, field_len, 1)) == WK_OK &&
+            (rc = wk__receiver_open(&r->rx, p->db, pipe, WK_KIND_PIPE, &name, err, sizeof(err))))
+            rc = wk__processor_fail(p, rc, "pipe.receive: %s", err);
+    }
     if (rc) {
         wk_pipe_receiver_close(r);
-        return wk__processor_fail(p, rc, "pipe.receive: %s", err);
+        return rc;
     }
     *out = r;
     return WK_OK;
 }
 
 /* One take, never cut short by a stop. */
-static int take(wk_pipe_receiver *r)
+static int take(void *self)
 {
+    wk_pipe_receiver *r = self;
     char want[24], ttl[24];
     const char *argv[5] = {r->keys[KEY_M], r->keys[KEY_C], r->keys[KEY_R], want, ttl};
     size_t argvlen[5] = {r->key_len[KEY_M], r->key_len[KEY_C], r->key_len[KEY_R],
@@ -294,7 +320,7 @@ static int take(wk_pipe_receiver *r)
                   .parse = parse_take,
                   .out = r};
     r->took = 0;
-    return wk__blocking_process(r->rx.b, &q, 0);
+    return wk__receiver_send(&r->rx, &q, 0);
 }
 
 static int parse_wait(const wk_query *q, const wk_reply *r, wk_diag *d)
@@ -306,7 +332,7 @@ static int parse_wait(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 /* Wait up to `ms` for :m to hold something, without taking it: BLMOVE
  * from :m to its own head changes nothing. */
-static int wait_slice(wk_pipe_receiver *r, int64_t ms)
+static int send_wait(wk_pipe_receiver *r, int64_t ms)
 {
     char secs[32];
     int n = snprintf(secs, sizeof(secs), "%.3f", (double)ms / 1000.0);
@@ -320,13 +346,19 @@ static int wait_slice(wk_pipe_receiver *r, int64_t ms)
                   .argc = 6,
                   .argv = argv,
                   .argvlen = argvlen};
+    return wk__receiver_send(&r->rx, &q, ms);
+}
+
+/* The blocking form's slice: the one place a stop may cut. */
+static int wait_slice(wk_pipe_receiver *r, int64_t ms)
+{
     pthread_mutex_lock(&r->mu);
     bool stopped = wk__receiver_stopped(&r->rx);
     r->waiting = !stopped;
     pthread_mutex_unlock(&r->mu);
     if (stopped)
         return WK_OK;
-    int rc = wk__blocking_process(r->rx.b, &q, ms);
+    int rc = send_wait(r, ms);
     pthread_mutex_lock(&r->mu);
     r->waiting = false;
     pthread_mutex_unlock(&r->mu);
@@ -343,7 +375,7 @@ static int connection_status(int rc)
 
 int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg)
 {
-    if (!r || !msg)
+    if (!r || !msg || r->rx.sub) /* through the loop: wk_pipe_recv_async */
         return WK_EINVAL;
     msg->body = NULL;
     msg->len = 0;
@@ -385,9 +417,92 @@ int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * The receiver through the loop: wk_pipe_recv()'s steps, each query's
+ * reply deciding the next (take; nothing: wait one slice; take …).
+ * ---------------------------------------------------------------------- */
+
+static void loop_deliver(wk_pipe_receiver *r, int status, wk_pipe_got got, const char *why)
+{
+    wk_pipe_message *m = r->out;
+    m->got = status ? 0 : got;
+    m->body = got == WK_PIPE_MESSAGE ? r->body : NULL;
+    m->len = got == WK_PIPE_MESSAGE ? r->len : 0;
+    wk__receiver_deliver(&r->rx, status, why);
+}
+
+/* Send the next query (`taking`: the take, else a wait of one slice), or
+ * end the receive with what is decided without one. */
+static void loop_next(wk_pipe_receiver *r, bool taking)
+{
+    int64_t left = r->gone_at - wk__boot_ms();
+    if (wk__receiver_stopped(&r->rx)) {
+        loop_deliver(r, WK_OK, WK_PIPE_STOPPED, NULL);
+        return;
+    }
+    if (!taking && left <= 0) {
+        loop_deliver(r, WK_OK, WK_PIPE_GONE, NULL);
+        return;
+    }
+    int rc = taking ? take(r) : send_wait(r, left < WK_PIPE_POLL_MS ? left : WK_PIPE_POLL_MS);
+    if (rc) {
+        loop_deliver(r, rc, 0, r->rx.msg);
+        return;
+    }
+    r->rx.inflight = taking ? TAKING : WAITING;
+}
+
+static void loop_reply(void *self, int was, int status, const char *msg)
+{
+    wk_pipe_receiver *r = self;
+    bool took = was == TAKING;
+    if (status && (took || !wk__receiver_stopped(&r->rx))) {
+        loop_deliver(r, connection_status(status), 0, msg);
+        return;
+    }
+    if (took && r->took) {
+        r->taken++;
+        r->ended = r->took == 2;
+        loop_deliver(r, WK_OK, r->ended ? WK_PIPE_END : WK_PIPE_MESSAGE, NULL);
+        return;
+    }
+    loop_next(r, !took);
+}
+
+/* A receive decided without a query: the end, a stop (a take in flight
+ * is never cut: its reply decides). */
+static bool loop_decided(const void *self)
+{
+    const wk_pipe_receiver *r = self;
+    return r->rx.inflight != TAKING && (r->ended || wk__receiver_stopped(&r->rx));
+}
+
+static int loop_local(void *self)
+{
+    wk_pipe_receiver *r = self;
+    *r->out = (wk_pipe_message){.got = r->ended ? WK_PIPE_END : WK_PIPE_STOPPED};
+    return WK_OK;
+}
+
+static const wk__receiver_loop loop_fns = {
+    .reply = loop_reply, .decided = loop_decided, .local = loop_local, .first = take};
+
+int wk_pipe_recv_async(wk_pipe_receiver *r, wk_pipe_message *msg, wk_async_done_fn done, void *arg)
+{
+    if (!r || !msg)
+        return WK_EINVAL;
+    int rc = wk__receiver_begin(&r->rx, "pipe.recv", r->taken != NOT_COUNTED, done, arg);
+    if (rc)
+        return rc;
+    *msg = (wk_pipe_message){0};
+    r->out = msg;
+    r->gone_at = wk__add_ms(wk__boot_ms(), r->rx.held.entity.ttl_ms);
+    return wk__receiver_first(&r->rx, r, TAKING);
+}
+
 int wk_pipe_recv_typed(wk_pipe_receiver *r, const wk_codec *codec, void *value, wk_pipe_got *got)
 {
-    if (!r || !wk__codec_ok(codec) || !value || !got)
+    if (!r || r->rx.sub || !wk__codec_ok(codec) || !value || !got)
         return WK_EINVAL;
     wk_pipe_message m;
     int rc = wk_pipe_recv(r, &m);
@@ -407,6 +522,9 @@ void wk_pipe_receiver_stop(wk_pipe_receiver *r)
     if (r->waiting)
         wk__blocking_interrupt(r->rx.b);
     pthread_mutex_unlock(&r->mu);
+    /* Through the loop: a receive that is not taking ends now. */
+    if (r->rx.sub && r->rx.busy)
+        wk__receiver_kick(&r->rx);
 }
 
 const char *wk_pipe_receiver_errmsg(const wk_pipe_receiver *r)

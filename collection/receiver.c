@@ -2,9 +2,11 @@
  * collection/receiver.c — the blocking receivers' shared lifecycle and
  * their XREAD (collection/receiver.h).
  */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "collection/receiver.h"
+#include "core/async_internal.h"
 #include "core/blocking.h"
 
 int wk__receiver_open(wk__receiver *r, wk_db *db, const wk_entity *e, const char *kind,
@@ -31,11 +33,28 @@ bool wk__receiver_stopped(const wk__receiver *r)
 
 const char *wk__receiver_errmsg(const wk__receiver *r)
 {
+    if (r->sub)
+        return r->msg;
     return r->b ? wk_db_errmsg(r->b) : "";
+}
+
+int wk__receiver_fail(wk__receiver *r, int status, const char *fmt, ...)
+{
+    char msg[sizeof(r->msg)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!r->sub)
+        return wk__processor_fail(wk_db_processor(r->b), status, "%s", msg);
+    memcpy(r->msg, msg, sizeof(msg));
+    return status;
 }
 
 void wk__receiver_close(wk__receiver *r)
 {
+    wk__async_sub_close(r->sub);
+    r->sub = NULL;
     wk_db_close(r->b);
     r->b = NULL;
     wk__held_free(&r->held);
@@ -66,12 +85,12 @@ int wk__receiver_xread(wk__receiver *r, const char *op, const char *key, size_t 
                   .argvlen = argvlen,
                   .parse = parse,
                   .out = out};
-    return wk__blocking_process(r->b, &q, block_ms);
+    return wk__receiver_send(r, &q, block_ms);
 }
 
 int wk__receiver_run(wk__receiver *r, const wk__op *op, const char *const *args, const size_t *lens,
                      int nargs, void *out)
 {
-    return wk__op_run(wk_db_processor(r->b), op, &r->held.entity, r->held.name, args, lens, nargs,
-                      out);
+    wk_processor *p = r->sub ? wk__async_sub_processor(r->sub) : wk_db_processor(r->b);
+    return wk__op_run(p, op, &r->held.entity, r->held.name, args, lens, nargs, out);
 }

@@ -316,6 +316,16 @@ int wk_stream_buffer_read(wk_processor *p, const wk_entity *sb, wk_name name, ui
  * Subscriptions
  * ---------------------------------------------------------------------- */
 
+/* The probe: the buffer's first entry (XRANGE key - + COUNT 1), which
+ * says whether it exists and which generation it is. */
+typedef struct probe {
+    bool answered; /* the parser ran (a loop subscription's open) */
+    bool present;
+    entry first; /* borrowed from the reply: judged inside the parser */
+    wk_stream_buffer_subscription *s;
+    bool same; /* with `s`: the first entry is of the buffer `s` follows */
+} probe;
+
 /* An entry read but not handed out yet; bodies live in `arena`. */
 typedef struct pending {
     uint64_t ms, seq;
@@ -340,7 +350,16 @@ struct wk_stream_buffer_subscription {
     char gen[64];
     size_t gen_len;
     bool recreated;
+    /* Through the loop (wk_stream_buffer_recv_async): the receive's
+     * output, the probe (the open's, then recv's) and the query in flight. */
+    wk_stream_buffer_item *out;
+    probe pr;
 };
+
+/* The query in flight through the loop (rx.inflight). */
+enum { IDLE, READING, PROBING };
+
+static const wk__receiver_loop loop_fns; /* below: the subscription through the loop */
 
 /* Whether entry `e` belongs to the buffer `s` follows (adopting its
  * generation when none was seen yet). An entry without `g` after a
@@ -412,25 +431,18 @@ static int parse_xread(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-static int xread(wk_stream_buffer_subscription *s)
+static int xread(void *self)
 {
+    wk_stream_buffer_subscription *s = self;
     _Static_assert(WK_STREAM_BUFFER_BATCH == WK__RECEIVER_BATCH, "the queue holds one XREAD");
     return wk__receiver_xread(&s->rx, "stream_buffer.recv", s->key, s->key_len, s->after_ms,
                               s->after_seq, s->rx.held.entity.ttl_ms, parse_xread, s);
 }
 
-/* The probe: the buffer's first entry (XRANGE key - + COUNT 1), which
- * says whether it exists and which generation it is. */
-typedef struct probe {
-    bool present;
-    entry first; /* borrowed from the reply: judged inside the parser */
-    wk_stream_buffer_subscription *s;
-    bool same; /* with `s`: the first entry is of the buffer `s` follows */
-} probe;
-
 static int parse_probe(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     probe *pr = q->out;
+    pr->answered = true;
     if (wk_reply_get_type(r) == WK_REPLY_ERROR)
         return wk__parse_error_reply(q, r, d, "a StreamBuffer stream");
     if (wk_reply_get_type(r) != WK_REPLY_ARRAY)
@@ -465,11 +477,31 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
         return rc;
     if (!out)
         return wk__op_fail(&c, WK_EINVAL, "out is required");
-    if ((rc = wk__no_deferred(p, subscribe_op.name)))
+    bool loop = wk__receiver_is_loop(p);
+    if (!loop && (rc = wk__no_deferred(p, subscribe_op.name)))
         return rc;
     wk_stream_buffer_subscription *s = calloc(1, sizeof(*s));
     if (!s)
         return wk__op_fail(&c, WK_ENOMEM, "out of memory");
+    memcpy(s->key, c.key[0], c.key_len[0]);
+    s->key_len = c.key_len[0];
+    s->after_seq = from; /* the entry 0-from precedes index `from` */
+    char err[256];
+    if (loop) {
+        /* Through the loop: the probe's reply comes with the open's
+         * callback (s->pr.answered); recv waits for it. */
+        rc = wk__receiver_open_loop(&s->rx, p, sb, WK_KIND_STREAM_BUFFER, &name, &loop_fns, s, err,
+                                    sizeof(err));
+        s->pr.s = s;
+        c.out = &s->pr;
+        if (rc)
+            rc = wk__op_fail(&c, rc, "%s", err);
+        else if ((rc = wk__op_send(&c, first_args, first_lens, 4)) == WK_OK)
+            *out = s;
+        if (rc)
+            wk_stream_buffer_subscription_close(s);
+        return rc;
+    }
     /* The generation of the buffer there now is the one followed. A key of
      * another type is left to recv, which reports it on every call. */
     pr.s = s;
@@ -478,10 +510,6 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
         free(s);
         return rc;
     }
-    memcpy(s->key, c.key[0], c.key_len[0]);
-    s->key_len = c.key_len[0];
-    s->after_seq = from; /* the entry 0-from precedes index `from` */
-    char err[256];
     rc = wk__receiver_open(&s->rx, p->db, sb, WK_KIND_STREAM_BUFFER, &name, err, sizeof(err));
     if (rc) {
         wk_stream_buffer_subscription_close(s);
@@ -491,13 +519,20 @@ int wk_stream_buffer_subscribe(wk_processor *p, const wk_entity *sb, wk_name nam
     return WK_OK;
 }
 
-int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item)
+/* Whether recv decides without a query: from what was read, the end,
+ * the stop. */
+static bool decided(const void *self)
 {
-    if (!s || !item)
-        return WK_EINVAL;
-    item->index = 0;
-    item->body = NULL;
-    item->len = 0;
+    const wk_stream_buffer_subscription *s = self;
+    return s->final || wk__receiver_stopped(&s->rx) || s->count || s->recreated;
+}
+
+/* What recv decides without a query (decided(s)): the item, or the
+ * status of a corrupted entry (skipped). */
+static int recv_local(void *self)
+{
+    wk_stream_buffer_subscription *s = self;
+    wk_stream_buffer_item *item = s->out;
     for (;;) {
         if (s->final) {
             item->got = s->final;
@@ -507,28 +542,40 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
             item->got = WK_STREAM_BUFFER_STOPPED;
             return WK_OK;
         }
-        if (s->count) {
-            const pending *pe = &s->queue[s->head++];
-            s->count--;
-            if (pe->what == ENTRY_END) {
-                s->final = WK_STREAM_BUFFER_END;
-                continue;
-            }
-            if (pe->what == ENTRY_BAD)
-                return wk__processor_fail(wk_db_processor(s->rx.b), WK_ECORRUPT,
-                                          "stream_buffer.recv: unknown stream buffer entry "
-                                          "%llu-%llu (skipped)",
-                                          (unsigned long long)pe->ms, (unsigned long long)pe->seq);
-            item->got = WK_STREAM_BUFFER_BODY;
-            item->index = pe->seq ? pe->seq - 1 : 0; /* 0-0 cannot be stored */
-            item->body = s->arena + pe->off;
-            item->len = pe->len;
-            return WK_OK;
-        }
-        if (s->recreated) { /* after the old buffer's last entries */
+        if (!s->count) { /* recreated: after the old buffer's last entries */
             s->final = WK_STREAM_BUFFER_GONE;
             continue;
         }
+        const pending *pe = &s->queue[s->head++];
+        s->count--;
+        if (pe->what == ENTRY_END) {
+            s->final = WK_STREAM_BUFFER_END;
+            continue;
+        }
+        if (pe->what == ENTRY_BAD)
+            return wk__receiver_fail(&s->rx, WK_ECORRUPT,
+                                     "stream_buffer.recv: unknown stream buffer entry "
+                                     "%llu-%llu (skipped)",
+                                     (unsigned long long)pe->ms, (unsigned long long)pe->seq);
+        item->got = WK_STREAM_BUFFER_BODY;
+        item->index = pe->seq ? pe->seq - 1 : 0; /* 0-0 cannot be stored */
+        item->body = s->arena + pe->off;
+        item->len = pe->len;
+        return WK_OK;
+    }
+}
+
+int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item)
+{
+    if (!s || !item || s->rx.sub) /* through the loop: wk_stream_buffer_recv_async */
+        return WK_EINVAL;
+    s->out = item;
+    item->index = 0;
+    item->body = NULL;
+    item->len = 0;
+    for (;;) {
+        if (decided(s))
+            return recv_local(s);
         int rc = xread(s);
         if (rc && wk__receiver_stopped(&s->rx))
             continue;
@@ -550,10 +597,75 @@ int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_ite
     }
 }
 
+/* ------------------------------------------------------------------------
+ * The subscription through the loop: wk_stream_buffer_recv()'s steps,
+ * each query's reply deciding the next (XREAD; nothing for a TTL: the
+ * probe; XREAD …).
+ * ---------------------------------------------------------------------- */
+
+/* The receive ends: with what is decided (WK_OK), or a failure. */
+static void loop_deliver(wk_stream_buffer_subscription *s, int status, const char *why)
+{
+    if (status == WK_OK)
+        status = recv_local(s);
+    wk__receiver_deliver(&s->rx, status, why ? why : s->rx.msg);
+}
+
+/* Send the next query, or deliver what is decided. */
+static void loop_next(wk_stream_buffer_subscription *s, bool probing)
+{
+    int rc;
+    if (decided(s)) {
+        loop_deliver(s, WK_OK, NULL);
+        return;
+    }
+    if (probing) {
+        s->pr = (probe){.s = s, .answered = true};
+        rc = wk__receiver_run(&s->rx, &probe_op, first_args, first_lens, 4, &s->pr);
+    } else {
+        rc = xread(s);
+    }
+    if (rc)
+        loop_deliver(s, rc, NULL);
+    else
+        s->rx.inflight = probing ? PROBING : READING;
+}
+
+static void loop_reply(void *self, int was, int status, const char *msg)
+{
+    wk_stream_buffer_subscription *s = self;
+    bool read = was == READING;
+    if (status && !wk__receiver_stopped(&s->rx)) {
+        loop_deliver(s, status == WK_EUNKNOWN ? WK_EIO : status, msg);
+        return;
+    }
+    /* A whole TTL without an entry past the cursor: gone, unless the key
+     * is still there and still the same buffer. */
+    if (!status && !read && (!s->pr.present || !s->pr.same))
+        s->final = WK_STREAM_BUFFER_GONE;
+    loop_next(s, read && !status);
+}
+
+static const wk__receiver_loop loop_fns = {
+    .reply = loop_reply, .decided = decided, .local = recv_local, .first = xread};
+
+int wk_stream_buffer_recv_async(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item,
+                                wk_async_done_fn done, void *arg)
+{
+    if (!s || !item)
+        return WK_EINVAL;
+    int rc = wk__receiver_begin(&s->rx, "stream_buffer.recv", s->pr.answered, done, arg);
+    if (rc)
+        return rc;
+    *item = (wk_stream_buffer_item){0};
+    s->out = item;
+    return wk__receiver_first(&s->rx, s, READING);
+}
+
 int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec *codec,
                                 void *value, wk_stream_buffer_got *got)
 {
-    if (!s || !wk__codec_ok(codec) || !value || !got)
+    if (!s || s->rx.sub || !wk__codec_ok(codec) || !value || !got)
         return WK_EINVAL;
     wk_stream_buffer_item it;
     int rc = wk_stream_buffer_recv(s, &it);
@@ -566,9 +678,13 @@ int wk_stream_buffer_recv_typed(wk_stream_buffer_subscription *s, const wk_codec
 
 void wk_stream_buffer_subscription_stop(wk_stream_buffer_subscription *s)
 {
-    /* XREAD takes nothing, so cutting it anywhere loses nothing. */
-    if (s)
-        wk__receiver_stop(&s->rx);
+    /* XREAD takes nothing, so cutting it anywhere loses nothing. Through
+     * the loop: the receive outstanding ends at the next turn. */
+    if (!s)
+        return;
+    wk__receiver_stop(&s->rx);
+    if (s->rx.sub && s->rx.busy)
+        wk__receiver_kick(&s->rx);
 }
 
 const char *wk_stream_buffer_subscription_errmsg(const wk_stream_buffer_subscription *s)

@@ -233,6 +233,20 @@ static int async_submit(wk_processor *self, wk_query *q)
     return wk__async_lane_submit(&a->lane[WK__LANE_MAIN], q, a->done, a->done_arg);
 }
 
+/* A handle whose db is made: its processor, its lane, connecting. */
+static void async_start(wk_async *a)
+{
+    a->proc.process = async_submit;
+    a->proc.db = a->db;
+    a->proc.flags = WK_PROCESSOR_DEFERRED;
+    a->seen_fd = -1;
+    a->seen_due = -1;
+    a->epfd = -1;
+    a->nlanes = 1;
+    wk__async_lane_init(&a->lane[WK__LANE_MAIN], a, a->db);
+    wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+}
+
 int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen)
 {
     if (!out)
@@ -255,17 +269,19 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
                               "cluster seed lists are for blocking handles (wk_db_open); the "
                               "event-loop handle does not route by slot");
     }
-    a->proc.process = async_submit;
-    a->proc.db = a->db;
-    a->proc.flags = WK_PROCESSOR_DEFERRED;
-    a->seen_fd = -1;
-    a->seen_due = -1;
-    a->epfd = -1;
-    a->nlanes = 1;
-    wk__async_lane_init(&a->lane[WK__LANE_MAIN], a, a->db);
-    wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+    async_start(a);
     *out = a;
     return WK_OK;
+}
+
+wk_async *wk__async_adopt(wk_db *db)
+{
+    wk_async *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->db = db;
+    async_start(a);
+    return a;
 }
 
 void wk_async_close(wk_async *a)
@@ -279,6 +295,7 @@ void wk_async_close(wk_async *a)
     a->in_process = true;
     a->closing = true;
     flush(a);
+    wk__async_subs_close(a);
     wk__async_waits_close(a);
     flush(a);
     for (int i = a->nlanes - 1; i >= 0; i--)
@@ -317,6 +334,7 @@ void wk_async_process(wk_async *a, unsigned ready)
     for (int i = 0; i < a->nlanes; i++)
         advance(&a->lane[i], ev[i]);
     flush(a);
+    wk__async_subs_run(a);
     /* Callbacks may have queued more: send it in this turn. */
     for (int i = 0; i < a->nlanes; i++)
         advance(&a->lane[i], 0);
@@ -329,8 +347,9 @@ void wk_async_process(wk_async *a, unsigned ready)
 
 size_t wk_async_pending(const wk_async *a)
 {
-    /* The main lane's queries, and the waits parked between attempts. */
-    size_t n = a ? wk__async_parked(a) : 0;
+    /* The main lane's queries, the waits parked between attempts, and
+     * the receives outstanding on the hidden handles (core/async_sub.c). */
+    size_t n = a ? wk__async_parked(a) + wk__async_subs_pending(a) : 0;
     const wk__async_lane *l = a ? &a->lane[WK__LANE_MAIN] : NULL;
     for (size_t i = 0; l && i < l->x.count; i++)
         n += l->e[i].state != WK__CALLED;

@@ -48,6 +48,7 @@ typedef struct wk__async_lane {
 #define WK__LANE_WAITS 1
 
 typedef struct wk__async_waits wk__async_waits; /* core/async_wait.c */
+typedef struct wk__async_subs wk__async_subs;   /* core/async_sub.c */
 
 struct wk_async {
     wk_processor proc; /* first member */
@@ -63,6 +64,7 @@ struct wk_async {
     int nlanes;
     int epfd;               /* the epoll set once the waits lane exists, else -1 */
     wk__async_waits *waits; /* NULL until the first park */
+    wk__async_subs *subs;   /* the hidden handles of its receivers, or NULL */
     bool in_process;
     bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
@@ -109,5 +111,67 @@ static inline wk_async *wk__async_of(const wk_db *db)
  */
 int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until,
                    void (*woke)(void *arg, int status, const char *why), void *arg);
+
+/* ---- the hidden handles of receivers (core/async_sub.c) ----------------
+ *
+ * A receiver through the loop (a Pipe receiver, a StreamBuffer
+ * subscription: collection/receiver_loop.c) waits with blocking commands
+ * on a connection of its own, as its blocking form does: a hidden
+ * wk_async (wk__async_adopt) whose socket joins the handle's epoll set
+ * (registered under WK__SUB_TAG + its slot) and which the handle's
+ * wk_async_process() drives. */
+
+#define WK__SUB_TAG 0x40000000u
+
+typedef struct wk__async_sub wk__async_sub;
+
+/* A handle over `db` (made by the caller, e.g. wk__blocking_clone; the
+ * handle owns it), connecting at once; NULL when out of memory. */
+wk_async *wk__async_adopt(wk_db *db);
+/* The epoll set as the handle's descriptor (made on first use; the watch
+ * is told -1 for the old socket). WK_OK or WK_EIO. */
+int wk__async_use_set(wk_async *a);
+
+/* Hook of wk__async_ready(): events of the epoll entry `tag`. */
+void wk__async_subs_ready(wk_async *a, uint32_t tag, uint32_t events);
+/* Hook of wk_async_process(): drive the hidden handles with events or
+ * due, and run the receivers that asked to run (wk__async_sub_kick). */
+void wk__async_subs_run(wk_async *a);
+/* Hook of wk__async_next_due(): the earliest due of the hidden handles
+ * (0: a receiver asked to run), or -1. */
+int64_t wk__async_subs_due(const wk_async *a);
+/* Hooks of wk_async_events() and wk_async_pending(). */
+bool wk__async_subs_watched(const wk_async *a);
+size_t wk__async_subs_pending(const wk_async *a);
+/* Hook of wk_async_close(): each receiver's `gone`, then its hidden
+ * handle closes (its queries' callbacks run); the receivers stay, cut off. */
+void wk__async_subs_close(wk_async *a);
+
+/* A hidden handle for a receiver of `a`: `run(arg)` is called from
+ * wk_async_process(a) after wk__async_sub_kick(); `reply(arg, status,
+ * msg)` when a query sent with wk__async_sub_send() completes; `gone(arg)`
+ * once, when `a` closes (the hidden handle closes right after, and
+ * nothing more reaches arg). WK_OK, WK_EIO (closing), WK_ENOMEM, or what
+ * copying the connection's settings returns (message in err). */
+int wk__async_sub_open(wk__async_sub **out, wk_async *a, void (*run)(void *arg),
+                       void (*gone)(void *arg),
+                       void (*reply)(void *arg, int status, const char *msg), void *arg, char *err,
+                       size_t errlen);
+/* Queue q on the hidden handle (a blocking command blocking up to
+ * block_ms: its reply is due that much later): WK_OK, or the refusal
+ * (WK_EIO once `a` closed). Its completion is reply(arg, …). */
+int wk__async_sub_send(wk__async_sub *s, wk_query *q, int64_t block_ms);
+/* A processor doing wk__async_sub_send(s, q, 0) (for wk__op_run). */
+wk_processor *wk__async_sub_processor(wk__async_sub *s);
+/* The hidden handle (NULL once `a` closed) and the user's handle. */
+wk_async *wk__async_sub_handle(const wk__async_sub *s);
+wk_async *wk__async_sub_parent(const wk__async_sub *s);
+/* Ask for run(arg) in the next wk_async_process() of the parent. */
+void wk__async_sub_kick(wk__async_sub *s);
+/* Count a receive outstanding (1) or not (0) in wk_async_pending(). */
+void wk__async_sub_busy(wk__async_sub *s, bool busy);
+/* Close the hidden handle (its callbacks run, inside this call or, from
+ * one of its own callbacks, right after it returns) and free. NULL: no-op. */
+void wk__async_sub_close(wk__async_sub *s);
 
 #endif /* WK_CORE_ASYNC_INTERNAL_H */

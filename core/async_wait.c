@@ -66,7 +66,7 @@ unsigned wk_async_events(const wk_async *a)
     for (int i = 0; i < a->nlanes; i++)
         ev |= lane_events(&a->lane[i]);
     if (a->epfd >= 0) /* the set is readable when any of its sockets is ready */
-        return ev ? WK_ASYNC_READ : 0;
+        return ev || wk__async_subs_watched(a) ? WK_ASYNC_READ : 0;
     return (ev & POLLIN ? WK_ASYNC_READ : 0) | (ev & POLLOUT ? WK_ASYNC_WRITE : 0);
 }
 
@@ -104,7 +104,7 @@ struct wk__async_waits {
 /* When wk_async_process() is due without events, or -1. */
 int64_t wk__async_next_due(const wk_async *a)
 {
-    int64_t due = -1;
+    int64_t due = wk__async_subs_due(a);
     for (int i = 0; i < a->nlanes; i++) {
         const wk__async_lane *l = &a->lane[i];
         int64_t d;
@@ -210,11 +210,13 @@ void wk__async_ready(wk_async *a, unsigned ready, short ev[2])
         return;
     }
     /* Level-triggered: what the set says is ready now, whatever `ready`. */
-    struct epoll_event got[4];
-    int n = epoll_wait(a->epfd, got, 4, 0);
+    struct epoll_event got[16];
+    int n = epoll_wait(a->epfd, got, 16, 0);
     for (int i = 0; i < n; i++) {
         uint32_t e = got[i].events, lane = got[i].data.u32;
-        if (lane < 2)
+        if (lane >= WK__SUB_TAG)
+            wk__async_subs_ready(a, lane, e);
+        else if (lane < 2)
             ev[lane] |= (short)((e & (EPOLLIN | EPOLLHUP | EPOLLERR) ? POLLIN : 0) |
                                 (e & (EPOLLOUT | EPOLLERR) ? POLLOUT : 0));
     }
@@ -387,6 +389,19 @@ static void kick(wk_async *a)
     }
 }
 
+int wk__async_use_set(wk_async *a)
+{
+    if (a->epfd >= 0)
+        return WK_OK;
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0)
+        return WK_EIO;
+    /* The watch was shown the main socket: from now on, the set. */
+    wk__async_fd_gone(&a->lane[WK__LANE_MAIN]);
+    a->epfd = epfd;
+    return WK_OK;
+}
+
 /* The waits lane and the epoll set, on the first park. */
 static int open_waits(wk_async *a)
 {
@@ -394,18 +409,14 @@ static int open_waits(wk_async *a)
     wk_db *db = NULL;
     char err[WK__ERRMSG_MAX];
     int rc = w ? wk__blocking_clone(&db, a->db, err, sizeof(err)) : WK_ENOMEM;
-    int epfd = rc ? -1 : epoll_create1(EPOLL_CLOEXEC);
-    if (!rc && epfd < 0)
-        rc = WK_EIO;
+    if (!rc)
+        rc = wk__async_use_set(a);
     if (rc) {
         free(w);
         if (db)
             wk_db_close(db);
         return rc;
     }
-    /* The watch was shown the main socket: from now on, the set. */
-    wk__async_fd_gone(&a->lane[WK__LANE_MAIN]);
-    a->epfd = epfd;
     a->waits = w;
     wk__async_lane_init(&a->lane[WK__LANE_WAITS], a, db);
     a->nlanes = 2;

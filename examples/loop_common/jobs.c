@@ -1,7 +1,8 @@
 /*
- * examples/loop_common/jobs.c — "job <id>" requests through a wk_async
- * (see jobs.h): lock, limiter, reply, release, each step in the previous
- * one's callback.
+ * examples/loop_common/jobs.c — "job", "wait" and "follow" requests
+ * through a wk_async (see jobs.h): lock, limiter, reply, release; a
+ * waiting acquire; a pipe followed message by message — each step in
+ * the previous one's callback.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 const wk_entity jobs_lock = WK_LOCK_ENTITY("loopjobs", JOBS_LOCK_TTL_MS);
 const wk_entity jobs_bucket =
     WK_TOKEN_BUCKET_ENTITY("loopjobs", JOBS_BUCKET_CAPACITY, 1, JOBS_BUCKET_PERIOD_MS);
+const wk_entity jobs_pipe = WK_PIPE_ENTITY("loopjobs", JOBS_PIPE_TTL_MS);
 
 #define LINE_MAX_LEN 256
 
@@ -25,10 +27,12 @@ struct jobs_conn {
     char in[16 * LINE_MAX_LEN];
     size_t in_len;
     /* The request in flight: outputs the queries write. */
-    char lock_name[2 * LINE_MAX_LEN];
+    char item[2 * LINE_MAX_LEN]; /* the Lock's or the Pipe's name */
     wk_token token;
     bool acquired, released;
     wk_token_bucket_outcome limit;
+    wk_pipe_receiver *rx; /* "follow": the receiver, and what it received */
+    wk_pipe_message msg;
     char prefix[LINE_MAX_LEN];
 };
 
@@ -75,7 +79,7 @@ static void on_release(wk_async *a, int status, const char *msg, void *arg)
     (void)a;
     jobs_conn *c = arg;
     if (status != WK_OK)
-        fprintf(stderr, "release %s: %s\n", c->lock_name, msg); /* the lease runs out */
+        fprintf(stderr, "release %s: %s\n", c->item, msg); /* the lease runs out */
     request_done(c);
 }
 
@@ -83,8 +87,8 @@ static void on_release(wk_async *a, int status, const char *msg, void *arg)
 static void reply_and_release(jobs_conn *c, const char *text)
 {
     reply(c, text);
-    int rc = wk_lock_release(wk_async_with(c->a, on_release, c), &jobs_lock,
-                             wk_name_str(c->lock_name), &c->token, &c->released);
+    int rc = wk_lock_release(wk_async_with(c->a, on_release, c), &jobs_lock, wk_name_str(c->item),
+                             &c->token, &c->released);
     if (rc != WK_OK)
         request_done(c); /* not queued (the handle is closing): the lease runs out */
 }
@@ -121,17 +125,101 @@ static void on_lock(wk_async *a, int status, const char *msg, void *arg)
         on_limit(a, rc, NULL, c); /* not queued: reply and release the same way */
 }
 
+/* "wait": taken (reply, then release) or the deadline passed. */
+static void on_wait(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    jobs_conn *c = arg;
+    if (status == WK_OK && c->acquired) {
+        reply_and_release(c, "ok");
+        return;
+    }
+    if (status != WK_OK)
+        reply_error(c, status, msg);
+    else
+        reply(c, "timeout");
+    request_done(c);
+}
+
+/* "follow": the receiver's end (closed here, from its own callback). */
+static void follow_done(jobs_conn *c, const char *text)
+{
+    reply(c, text);
+    wk_pipe_receiver_close(c->rx);
+    c->rx = NULL;
+    request_done(c);
+}
+
+/* Each message is a line; the next receive starts from here. */
+static void on_message(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    jobs_conn *c = arg;
+    char text[LINE_MAX_LEN];
+    if (status != WK_OK) {
+        error_text(text, sizeof(text), status, msg);
+        follow_done(c, text);
+        return;
+    }
+    if (c->msg.got != WK_PIPE_MESSAGE) {
+        follow_done(c, c->msg.got == WK_PIPE_END    ? "end"
+                       : c->msg.got == WK_PIPE_GONE ? "gone"
+                                                    : "stopped");
+        return;
+    }
+    snprintf(text, sizeof(text), "msg %.*s", (int)c->msg.len, (const char *)c->msg.body);
+    reply(c, text);
+    int rc = wk_pipe_recv_async(c->rx, &c->msg, on_message, c);
+    if (rc != WK_OK)
+        on_message(a, rc, wk_pipe_receiver_errmsg(c->rx), c);
+}
+
+/* The receiver is open (its count read) or failed to. */
+static void on_follow(wk_async *a, int status, const char *msg, void *arg)
+{
+    jobs_conn *c = arg;
+    if (status == WK_OK && (status = wk_pipe_recv_async(c->rx, &c->msg, on_message, c)) == WK_OK)
+        return;
+    on_message(a, status, status == WK_OK ? msg : wk_pipe_receiver_errmsg(c->rx), c);
+}
+
+/* A line that is no request (first_query). */
+#define NOT_A_REQUEST 1
+
+/* The request of a "job", "wait" or "follow" line: its first query
+ * (WK_OK: queued, its callback goes on; a status: refused), or
+ * NOT_A_REQUEST. */
+static int first_query(jobs_conn *c, const char *line)
+{
+    long ms = 0;
+    char id[LINE_MAX_LEN];
+    if (sscanf(line, "wait %255s %ld", id, &ms) == 2 && ms >= 0) {
+        snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, id);
+        return wk_lock_acquire(wk_async_with(c->a, on_wait, c), &jobs_lock, wk_name_str(c->item),
+                               wk_deadline_in(ms), NULL, &c->token, &c->acquired);
+    }
+    if (strncmp(line, "follow ", 7) == 0 && line[7]) {
+        snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, line + 7);
+        return wk_pipe_receive(wk_async_with(c->a, on_follow, c), &jobs_pipe, wk_name_str(c->item),
+                               &c->rx);
+    }
+    if (strncmp(line, "job ", 4) != 0 || !line[4])
+        return NOT_A_REQUEST;
+    snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, line + 4);
+    return wk_lock_try(wk_async_with(c->a, on_lock, c), &jobs_lock, wk_name_str(c->item), &c->token,
+                       &c->acquired);
+}
+
 /* Start the request of one line. */
 static void start(jobs_conn *c, const char *line)
 {
-    if (strncmp(line, "job ", 4) != 0 || !line[4]) {
-        reply(c, "error expected \"job <id>\"");
+    c->busy = true;
+    int rc = first_query(c, line);
+    if (rc == NOT_A_REQUEST) {
+        c->busy = false;
+        reply(c, "error expected \"job <id>\", \"wait <id> <ms>\" or \"follow <pipe>\"");
         return;
     }
-    snprintf(c->lock_name, sizeof(c->lock_name), "%s:%s", c->prefix, line + 4);
-    c->busy = true;
-    int rc = wk_lock_try(wk_async_with(c->a, on_lock, c), &jobs_lock, wk_name_str(c->lock_name),
-                         &c->token, &c->acquired);
     if (rc != WK_OK) {
         c->busy = false; /* refused at submission: no callback will run */
         reply_error(c, rc, NULL);
@@ -200,6 +288,8 @@ void jobs_conn_free(jobs_conn *c)
     if (!c)
         return;
     c->gone = true;
+    if (c->rx) /* a follow ends at the next turn (STOPPED): then freed */
+        wk_pipe_receiver_stop(c->rx);
     if (!c->busy)
         free(c);
 }

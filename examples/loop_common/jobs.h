@@ -12,7 +12,18 @@
  *      denied → "limited", allowed → "ok";
  *   3. the reply is sent, then the lock released.
  *
- * Any failure replies "error <message>". All three steps go through the
+ * "wait <id> <ms>" waits for that Lock instead, up to <ms> ms
+ * (wk_lock_acquire through the loop: woken by the holder's release):
+ * "ok" once it is taken (then released), "timeout" at the deadline.
+ *
+ * "follow <pipe>" follows the Pipe "loopjobs" named "<prefix>:<pipe>"
+ * (wk_pipe_receive and wk_pipe_recv_async through the loop, on a
+ * connection of the receiver's own): one line "msg <body>" per message,
+ * in order, then "end" when the sender finished the pipe ("gone" after
+ * a TTL without a message); the connection's next request waits until
+ * then.
+ *
+ * Any failure replies "error <message>". All steps go through the
  * server's wk_async, chained in its callbacks: the loop never waits.
  */
 #ifndef EXAMPLES_LOOP_JOBS_H
@@ -28,8 +39,11 @@
 /* One token back per minute: an emptied bucket stays empty for a while. */
 #define JOBS_BUCKET_PERIOD_MS 60000
 
+#define JOBS_PIPE_TTL_MS 30000
+
 extern const wk_entity jobs_lock;
 extern const wk_entity jobs_bucket;
+extern const wk_entity jobs_pipe;
 
 /* Writes `len` bytes of reply to the client behind `io`. */
 typedef void (*jobs_send_fn)(void *io, const char *text, size_t len);

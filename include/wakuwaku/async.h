@@ -89,13 +89,28 @@
  *     must the OUT parameters (2.); the name is copied.
  *     wk_async_pending() counts a wait as one until its callback ran.
  *     Through a batch the waiting acquires are still refused
- *     (WK_EINVAL: a batch's outcomes come only when it runs), and so
- *     are the calls that follow a stream (pipe receive, subscriptions):
- *     run lease keepers, settings followers and cron jobs on their own
- *     threads with their own wk_db (they never block your loop).
+ *     (WK_EINVAL: a batch's outcomes come only when it runs). Streams
+ *     are followed through this processor too (8.); run lease keepers,
+ *     settings followers and cron jobs on their own threads with their
+ *     own wk_db (they never block your loop).
  *  7. No heap allocation per query once the handle's buffers have grown to
  *     the load (replies are parsed by hiredis, which allocates them); a
  *     waiting acquire allocates its state once (6.).
+ *  8. Following a stream: wk_pipe_receive(), wk_stream_buffer_subscribe()
+ *     and wk_live_view_subscribe() / _resume() through this processor
+ *     open a receiver whose waits (BLMOVE, XREAD BLOCK) run, as in their
+ *     blocking forms, on a connection of its own: a hidden handle with
+ *     this handle's settings and capability, set up through the loop,
+ *     whose socket joins the epoll set of 6. (the descriptor is the set
+ *     from the first receiver on). *out is written at once; the
+ *     receiver is ready when the open's callback ran (a resume sends
+ *     nothing: at once). Each receive — wk_pipe_recv_async(),
+ *     wk_stream_buffer_recv_async(), wk_live_view_recv_async() — is one
+ *     callback, run from wk_async_process(), with the blocking
+ *     receive's queries, outcomes and guarantees (wakuwaku/pipe.h,
+ *     stream_buffer.h, live_view.h); one at a time per receiver; counted
+ *     by wk_async_pending() until it ran. Closing the handle ends the
+ *     receives outstanding with WK_EIO; the receivers stay to be closed.
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
@@ -183,7 +198,8 @@ WK_API wk_processor *wk_async_with(wk_async *a, wk_async_done_fn done, void *arg
 WK_API void wk_async_set_watch(wk_async *a, wk_async_watch_fn watch, void *arg);
 
 /* The descriptor to watch (-1: none now; the connection's socket, or
- * once the handle has waited the epoll set of its connections, 6.), the
+ * once the handle has waited or opened a receiver the epoll set of its
+ * connections, 6. and 8.), the
  * events to watch it for, and the ms until wk_async_process() is due
  * without events (-1: none). */
 WK_API int wk_async_fd(const wk_async *a);

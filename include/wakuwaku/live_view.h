@@ -145,6 +145,7 @@
 #if !defined(WAKUWAKU_LIVE_VIEW_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_LIVE_VIEW_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/cache.h>
 #include <wakuwaku/db.h>
 #include <wakuwaku/query.h>
@@ -430,6 +431,42 @@ WK_API int wk_live_view_resume(wk_processor *p, const wk_entity *view, wk_name n
  * the handle's capability). One thread at a time per subscription.
  */
 WK_API int wk_live_view_recv(wk_live_view_sub *sub, wk_live_view_event *event);
+
+/*
+ * wk_live_view_recv_async — wk_live_view_recv() through the event loop:
+ * the next change of a subscription opened through an event-loop handle.
+ * wk_live_view_subscribe(wk_async_with(a, on_open, arg), …) writes *sub
+ * at once and reads the head through the loop: when on_open ran with
+ * WK_OK and head->found, the subscription follows the versions after it;
+ * otherwise close it (an absent view has nothing to follow; do not close
+ * it before on_open ran). wk_live_view_resume() through the loop sends
+ * nothing and calls back nothing: the subscription is ready at once.
+ *
+ *   event  OUT: the change, written before `done` runs (data valid until
+ *          the next receive or the close). Keep it valid until then.
+ *   done   called once, from wk_async_process() (never inside this
+ *          call), as done(a, status, msg_text, arg): the status of
+ *          wk_live_view_recv().
+ *
+ * The subscription reads (XREAD BLOCK poll_ms, the head probe) on a
+ * connection of its own, which joins the handle's descriptor
+ * (wakuwaku/async.h, 8.), with the blocking form's queries and rules:
+ * every entry after its version once, DIFF / SNAPSHOT by the crate's
+ * rule, GONE when the view is removed or re-created; a read whose reply
+ * is lost (WK_EIO) reads again from the same cursor. One receive at a
+ * time. wk_live_view_sub_stop() (on the loop's thread) ends the receive
+ * outstanding with STOPPED at the next wk_async_process();
+ * wk_live_view_sub_close() drops it (its callback is not called). When
+ * the handle closes, the receive outstanding ends with WK_EIO and every
+ * later one returns WK_EIO.
+ *
+ * Returns WK_OK (queued), WK_EINVAL (NULL argument, a blocking
+ * subscription, one outstanding, not open: message in
+ * wk_live_view_sub_errmsg()), WK_EIO (the handle closed).
+ * wk_live_view_recv() on a loop subscription returns WK_EINVAL.
+ */
+WK_API int wk_live_view_recv_async(wk_live_view_sub *sub, wk_live_view_event *event,
+                                   wk_async_done_fn done, void *arg);
 
 /* The version of the last event, or the one the subscription started at. */
 WK_API uint64_t wk_live_view_sub_version(const wk_live_view_sub *sub);

@@ -82,6 +82,7 @@
 #if !defined(WAKUWAKU_PIPE_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_PIPE_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/cache.h>
 #include <wakuwaku/query.h>
 
@@ -183,6 +184,42 @@ typedef struct wk_pipe_message {
  * time per receiver (wk_pipe_receiver_stop() excepted).
  */
 WK_API int wk_pipe_recv(wk_pipe_receiver *r, wk_pipe_message *msg);
+
+/*
+ * wk_pipe_recv_async — wk_pipe_recv() through the event loop: the next
+ * message of a receiver opened through an event-loop handle
+ * (wk_pipe_receive(wk_async_with(a, on_open, arg), …): *out is written at
+ * once, and the receiver is ready when on_open ran with WK_OK; after
+ * another status, close it; do not close it before on_open ran).
+ *
+ *   msg   OUT: what came, written before `done` runs (as wk_pipe_recv()'s;
+ *         the body is valid until the next receive or the close). Keep it
+ *         valid until then.
+ *   done  called once, from wk_async_process() (never inside this call),
+ *         as done(a, status, msg_text, arg): the status of wk_pipe_recv().
+ *
+ * The receiver waits on a connection of its own, which joins the handle's
+ * descriptor (wakuwaku/async.h, 8.), with the blocking receiver's queries
+ * and guarantees: each message delivered once, in order, a take whose
+ * reply was lost asked again by the next receive (WK_EIO, never
+ * WK_EUNKNOWN), WK_PIPE_END after the messages, WK_PIPE_GONE after a
+ * whole TTL without one (counted from this call), a new receiver going
+ * on after the last message taken. One receive at a time.
+ * wk_pipe_receiver_stop() (on the loop's thread) ends a waiting receive
+ * with WK_PIPE_STOPPED at the next wk_async_process(); a take in flight
+ * is never cut. wk_pipe_receiver_close() drops the receive outstanding
+ * (its callback is not called; a message whose take was in flight is
+ * lost, as with the blocking receiver's death). When the handle closes,
+ * the receive outstanding ends with WK_EIO and every later one returns
+ * WK_EIO.
+ *
+ * Returns WK_OK (queued), WK_EINVAL (NULL argument, a blocking receiver,
+ * one outstanding, not open: message in wk_pipe_receiver_errmsg()),
+ * WK_EIO (the handle closed). wk_pipe_recv() and wk_pipe_recv_typed() on
+ * a loop receiver return WK_EINVAL (they would block the loop).
+ */
+WK_API int wk_pipe_recv_async(wk_pipe_receiver *r, wk_pipe_message *msg, wk_async_done_fn done,
+                              void *arg);
 
 /*
  * wk_pipe_recv_typed — wk_pipe_recv(), then codec->decode the message into

@@ -80,6 +80,7 @@
 #if !defined(WAKUWAKU_STREAM_BUFFER_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_STREAM_BUFFER_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/cache.h>
 #include <wakuwaku/query.h>
 
@@ -213,6 +214,43 @@ typedef struct wk_stream_buffer_item {
  * Thread-safety: one thread at a time (the stop excepted).
  */
 WK_API int wk_stream_buffer_recv(wk_stream_buffer_subscription *s, wk_stream_buffer_item *item);
+
+/*
+ * wk_stream_buffer_recv_async — wk_stream_buffer_recv() through the event
+ * loop: the next body of a subscription opened through an event-loop
+ * handle (wk_stream_buffer_subscribe(wk_async_with(a, on_open, arg), …):
+ * *out is written at once, and the subscription is ready when on_open
+ * ran — with WK_OK, or WK_ECORRUPT for a key of another type, which
+ * every receive then reports; after another status, close it; do not
+ * close it before on_open ran).
+ *
+ *   item  OUT: what came, written before `done` runs (the body is valid
+ *         until the next receive or the close). Keep it valid until then.
+ *   done  called once, from wk_async_process() (never inside this call),
+ *         as done(a, status, msg_text, arg): the status of
+ *         wk_stream_buffer_recv().
+ *
+ * The subscription reads on a connection of its own, which joins the
+ * handle's descriptor (wakuwaku/async.h, 8.), with the blocking
+ * subscription's queries and guarantees: bodies in order from its cursor,
+ * none skipped or repeated (XREAD only reads: a lost reply, WK_EIO, reads
+ * again from the same cursor), WK_STREAM_BUFFER_END after the last body,
+ * GONE when the buffer expired, was removed or was re-created. One
+ * receive at a time. wk_stream_buffer_subscription_stop() (on the loop's
+ * thread) ends the receive outstanding with STOPPED at the next
+ * wk_async_process(). wk_stream_buffer_subscription_close() drops it (its
+ * callback is not called). When the handle closes, the receive
+ * outstanding ends with WK_EIO and every later one returns WK_EIO.
+ *
+ * Returns WK_OK (queued), WK_EINVAL (NULL argument, a blocking
+ * subscription, one outstanding, not open: message in
+ * wk_stream_buffer_subscription_errmsg()), WK_EIO (the handle closed).
+ * wk_stream_buffer_recv() and _recv_typed() on a loop subscription return
+ * WK_EINVAL (they would block the loop).
+ */
+WK_API int wk_stream_buffer_recv_async(wk_stream_buffer_subscription *s,
+                                       wk_stream_buffer_item *item, wk_async_done_fn done,
+                                       void *arg);
 
 /* wk_stream_buffer_recv_typed — recv, then codec->decode a body into
  * `value`; a body that does not decode is WK_ECORRUPT (and skipped). */

@@ -241,6 +241,42 @@ Test(LOOP_SUITE, a_lock_waited_for_through_the_adapter_is_woken_by_a_release, .t
     loop_free(l);
 }
 
+/* A pipe followed through the adapter: each receive's callback starts
+ * the next, until the end (wakuwaku/async.h, 8.). */
+Test(LOOP_SUITE, a_pipe_followed_through_the_adapter_gets_every_message, .timeout = 60)
+{
+    static const wk_entity pipe = WK_PIPE_ENTITY("adapter", 30000);
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    wk_db *db = wk_test_open(NULL);
+    const char *name = wk_test_ns("follow");
+    wk_test_follower f = {0};
+    lc_result opened = {0};
+    cr_assert_eq(
+        wk_pipe_receive(wk_async_with(a, lc_done, &opened), &pipe, wk_name_str(name), &f.r), WK_OK);
+    lc_drain(l, a, NULL);
+    cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
+    cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a), "the adapter watches the set");
+    cr_assert_eq(wk_pipe_recv_async(f.r, &f.m, wk_test_follow_pipe, &f), WK_OK);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(wk_pipe_send(wk_db_processor(db), &pipe, wk_name_str(name), &"abcdef"[i], 1),
+                     WK_OK);
+    cr_assert_eq(wk_pipe_finish(wk_db_processor(db), &pipe, wk_name_str(name)), WK_OK);
+    while (!f.ended)
+        loop_turn(l);
+    cr_assert_eq(f.status, WK_OK);
+    cr_assert_eq(f.m.got, WK_PIPE_END);
+    cr_assert_eq(f.n, 6);
+    cr_assert_arr_eq(f.got, "abcdef", 6);
+    wk_pipe_receiver_close(f.r);
+    wk_db_close(db);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
 Test(LOOP_SUITE, a_killed_connection_is_replaced_and_watched_anew, .timeout = 60)
 {
     loop *l = loop_new();

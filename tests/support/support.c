@@ -290,3 +290,18 @@ void wk_test_async_drain(wk_async *a)
     while (wk_async_pending(a))
         wk_test_async_turn(a);
 }
+
+void wk_test_follow_pipe(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)msg;
+    wk_test_follower *f = arg;
+    f->status = status;
+    if (status != WK_OK || f->m.got != WK_PIPE_MESSAGE || f->n + f->m.len > sizeof(f->got)) {
+        f->ended = true;
+        return;
+    }
+    memcpy(f->got + f->n, f->m.body, f->m.len);
+    f->n += f->m.len;
+    if (wk_pipe_recv_async(f->r, &f->m, wk_test_follow_pipe, f) != WK_OK)
+        f->ended = true;
+}

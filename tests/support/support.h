@@ -322,6 +322,21 @@ wk_async *wk_test_open_async(const char *url, const wk_cap *cap, int command_tim
 void wk_test_async_turn(wk_async *a);
 void wk_test_async_drain(wk_async *a);
 
+/* A pipe followed through an event-loop handle by chained receives:
+ * start with wk_pipe_recv_async(f->r, &f->m, wk_test_follow_pipe, f);
+ * each message's bytes are appended to `got` (up to 64) and the next
+ * receive started, until the end, another outcome or a failure (ended;
+ * status and m.got say which). */
+typedef struct wk_test_follower {
+    wk_pipe_receiver *r;
+    wk_pipe_message m;
+    char got[64];
+    size_t n;
+    int status;
+    bool ended;
+} wk_test_follower;
+void wk_test_follow_pipe(wk_async *a, int status, const char *msg, void *arg);
+
 /* Sleep for ms milliseconds. */
 void wk_test_sleep_ms(int ms);
 int64_t wk_test_now_ms(void);
