@@ -26,7 +26,7 @@
 
 #include <wakuwaku/clock.h>
 
-#include "core/async_internal.h"
+#include "core/async_cluster.h"
 
 /* The machine settled query i of a lane (its callback runs later, in
  * flush()). */
@@ -119,21 +119,16 @@ static void connected(wk__async_lane *l)
         a->db->errmsg[0] = '\0'; /* the newer failure is the handle's message */
     if (rc)
         wk__copy_text(a->errmsg, sizeof(a->errmsg), l->setup.msg);
-    else if (l->setup.cluster) {
-        /* Not routed by slot yet: a cluster needs the blocking handle. */
-        rc = WK_EINVAL;
-        snprintf(a->errmsg, sizeof(a->errmsg),
-                 "%s is a Redis Cluster node; the event-loop handle does not route by slot "
-                 "yet (use wk_db_open)",
-                 l->setup.addr);
-    }
+    else if (l->setup.cluster)
+        rc = wk__async_cluster_found(l); /* core/async_cluster.c */
     if (rc) {
         wk__async_fd_gone(l);
         wk__setup_end(&l->setup);
         wk__engine_ensured(&l->m, WK__NO_NODE, rc, a->errmsg);
         return;
     }
-    wk__setup_take(&l->setup, &l->db->conn->link, NULL);
+    if (!l->db->conn->cluster) /* else the map lane took it */
+        wk__setup_take(&l->setup, &l->db->conn->link, NULL);
     wk__setup_end(&l->setup);
     l->db->conn->last_io_ms = wk_monotonic_ms();
 }
@@ -160,11 +155,18 @@ static void advance(wk__async_lane *l, short ev)
                 return;
             connected(l);
         }
-        wk__engine_ready(&l->m, 0, ev);
+        if (l->db->conn->cluster)
+            wk__async_cluster_ready(l); /* the nodes' events and set-ups */
+        else
+            wk__engine_ready(&l->m, 0, ev);
         ev = 0;
-        if (wk__engine_step(&l->m).what != WK__X_ENSURE || l->a->closing)
+        wk__xwant w = wk__engine_step(&l->m);
+        if (l->a->closing)
             return;
-        wk__async_lane_connect(l);
+        if (w.what == WK__X_ENSURE && w.lane == WK__NO_NODE)
+            wk__async_lane_connect(l);
+        else if (!wk__async_cluster_want(l, w))
+            return;
     }
 }
 
@@ -221,7 +223,7 @@ int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done,
     l->e[l->x.count] = (wk__async_entry){.done = done, .arg = arg};
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
-    if (!l->connecting && !db->conn->link.ctx && !a->in_process)
+    if (!l->connecting && !db->conn->link.ctx && !db->conn->cluster && !a->in_process)
         wk__async_lane_connect(l);
     wk__async_update_watch(a);
     return WK_OK;
@@ -246,15 +248,6 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
         free(a);
         return rc;
     }
-    if (a->db->conn->url.nseeds) {
-        /* The loop's connect state machine dials one node; a cluster's
-         * seeds are for blocking handles (wakuwaku/db.h). */
-        wk_db_close(a->db);
-        free(a);
-        return wk__errbuf_set(err, errlen, WK_EINVAL,
-                              "cluster seed lists are for blocking handles (wk_db_open); the "
-                              "event-loop handle does not route by slot");
-    }
     a->proc.process = async_submit;
     a->proc.db = a->db;
     a->proc.flags = WK_PROCESSOR_DEFERRED;
@@ -263,7 +256,15 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
     a->epfd = -1;
     a->nlanes = 1;
     wk__async_lane_init(&a->lane[WK__LANE_MAIN], a, a->db);
-    wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+    /* A seed list is a cluster's: its map lane dials the seeds. */
+    rc = a->db->conn->url.nseeds ? wk__async_cluster_open(a, err, errlen) : WK_OK;
+    if (rc) {
+        wk__async_lane_free(&a->lane[WK__LANE_MAIN]);
+        free(a);
+        return rc;
+    }
+    if (!a->cl)
+        wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
     *out = a;
     return WK_OK;
 }
@@ -281,6 +282,7 @@ void wk_async_close(wk_async *a)
     flush(a);
     wk__async_waits_close(a);
     flush(a);
+    wk__async_cluster_close(a);
     for (int i = a->nlanes - 1; i >= 0; i--)
         wk__async_lane_free(&a->lane[i]);
     if (a->epfd >= 0)

@@ -63,6 +63,7 @@ struct wk_async {
     int nlanes;
     int epfd;               /* the epoll set once the waits lane exists, else -1 */
     wk__async_waits *waits; /* NULL until the first park */
+    struct wk__async_cluster *cl; /* a cluster handle's (core/async_cluster.h), else NULL */
     bool in_process;
     bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
