@@ -990,6 +990,11 @@ void wk__xc_settle_conn(wk__engine *m, size_t i, int status)
     settle_conn(m, i, status);
 }
 
+void wk__xc_settle(wk__engine *m, size_t i, int status)
+{
+    settle(m, i, status);
+}
+
 /* ---- the blocking driver ------------------------------------------------ */
 
 /* Poll around the machine until it is done: connections are made (and

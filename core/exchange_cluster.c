@@ -92,7 +92,8 @@ static void plan_pause(wk__engine *m)
 }
 
 /* Give every waiting query its node, in order (a keyless one goes where
- * the query before it went). */
+ * the query before it went). A script whose keys span slots (queued
+ * before the handle knew it was a cluster's) is refused, not sent. */
 static void place(wk__engine *m)
 {
     wk__exchange *x = m->x;
@@ -101,6 +102,10 @@ static void place(wk__engine *m)
         wk__slot *s = &x->slots[i];
         if (!waiting(s))
             continue;
+        if (wk__cluster_check_keys(x->db, x->query(x->ctx, i))) {
+            wk__xc_settle(m, i, WK_EINVAL);
+            continue;
+        }
         if (s->asking)
             s->node = s->ask_node;
         else if (x->db->pinned && s->redirects == 0)

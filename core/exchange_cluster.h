@@ -40,5 +40,7 @@ void wk__xc_io(wk__engine *m, size_t lane);
 void wk__xc_lose(wk__engine *m, size_t lane, int rc, const char *why);
 void wk__xc_idle_check(wk__engine *m, size_t lane);
 void wk__xc_settle_conn(wk__engine *m, size_t i, int status);
+/* Settle query i with `status`, the message on the handle. */
+void wk__xc_settle(wk__engine *m, size_t i, int status);
 
 #endif /* WK_CORE_EXCHANGE_CLUSTER_H */
