@@ -1862,18 +1862,23 @@ static void on_outcome(wk_async *a, int status, const char *msg, void *arg)
     snprintf(o->msg, sizeof(o->msg), "%s", msg);
 }
 
-static wk_async *open_loop(const char *url, const char *client_name)
+static wk_async *open_loop_timeout(const char *url, const char *client_name, int timeout_ms)
 {
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = url;
     o.capability = wk_cap_read_write();
     o.client_name = client_name;
-    o.command_timeout_ms = 5000;
+    o.command_timeout_ms = timeout_ms;
     wk_async *a = NULL;
     char err[512];
     int rc = wk_async_open(&a, &o, err, sizeof(err));
     cr_assert_eq(rc, WK_OK, "wk_async_open %s: %s: %s", url, wk_err_name(rc), err);
     return a;
+}
+
+static wk_async *open_loop(const char *url, const char *client_name)
+{
+    return open_loop_timeout(url, client_name, 5000);
 }
 
 static wk_processor *via(wk_async *a, outcome *o)
@@ -2223,5 +2228,53 @@ Test(cluster, loop_hash_tags_multi_key_and_refusals, .init = shared, .timeout = 
     cr_assert(strstr(wk_async_errmsg(a), "Redis Cluster"), "%s", wk_async_errmsg(a));
     wk_test_async_drain(a);
     cr_assert_not(o.done);
+    wk_async_close(a);
+}
+
+Test(cluster, loop_tryagain_pauses_and_fails_as_not_run_at_the_command_timeout, .init = exclusive,
+     .timeout = 120)
+{
+    wk_async *a = open_loop_timeout(C.url, NULL, 600);
+    outcome o, side;
+    char t1[64], t2[64];
+    snprintf(t1, sizeof(t1), "{ltry-%d}a", (int)getpid());
+    snprintf(t2, sizeof(t2), "{ltry-%d}b", (int)getpid());
+    int slot = wk_test_cluster_keyslot(&C, t1, strlen(t1));
+    int from = wk_test_cluster_slot_port(&C, slot), prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == from)
+            to = prim[(k + 1) % 3];
+    freeReplyObject(raw_at(from, "SET %s old", t1));
+    /* Migrating, with t1 still on the source and t2 on neither: the
+     * two-key script is answered TRYAGAIN (it did not run) until the
+     * command timeout, while another query of the handle completes. */
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, to), 0);
+    int64_t t0 = wk_test_now_ms();
+    cr_assert_eq(pair_set(via(a, &o), t1, t2), WK_OK);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("ltry"), 30000);
+    wk_token t;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(via(a, &side), &lock, wk_name_str("side"), &t, &got), WK_OK);
+    wk_test_async_drain(a);
+    int64_t took = wk_test_now_ms() - t0;
+    cr_assert(side.done && side.status == WK_OK && got, "%s", side.msg);
+    cr_assert_eq(o.status, WK_ETIMEDOUT, "%s: %s", wk_err_name(o.status), o.msg);
+    cr_assert(strstr(o.msg, "TRYAGAIN"), "%s", o.msg);
+    cr_assert_geq(took, 300, "re-sent after pauses, not given up at once (%lld ms)",
+                  (long long)took);
+    redisReply *r = raw_at(from, "GET %s", t1);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "old") == 0, "it did not run");
+    freeReplyObject(r);
+    /* The migration over, the same script runs on the new owner. */
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    LOOP_RUN(a, &o, pair_set(p_, t1, t2));
+    cr_assert_eq(o.status, WK_OK, "%s", o.msg);
+    r = raw_at(to, "GET %s", t2);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
+    freeReplyObject(r);
     wk_async_close(a);
 }
