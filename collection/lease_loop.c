@@ -79,13 +79,13 @@ static void attempt(waiter *w)
         refused(w, rc);
 }
 
-/* Leave the queue without the item, then complete with `status`: unless
- * the acquire's end has come (the registration runs out by itself). */
 /* A cluster handle's waiters would sleep on lists of several nodes. */
 #define CLUSTER_REFUSED                                                                            \
-    "a waiting acquire through the event-loop handle is not supported on a Redis Cluster "        \
+    "a waiting acquire through the event-loop handle is not supported on a Redis Cluster "         \
     "(use a wk_db on its own thread, or try and retry)"
 
+/* Leave the queue without the item, then complete with `status`: unless
+ * the acquire's end has come (the registration runs out by itself). */
 static void give_up(waiter *w, int status, const char *msg)
 {
     w->status = status;

@@ -37,7 +37,7 @@ typedef struct node_conn {
 struct wk__async_cluster {
     node_conn **n; /* one per node of the map, each allocated once (set-ups point to it) */
     size_t nn, cap;
-    bool asking;   /* a CLUSTER SLOTS is out on the map lane */
+    bool asking;    /* a CLUSTER SLOTS is out on the map lane */
     char host[256]; /* where the map lane connected: the host of an entry naming none */
     int port;
 };
@@ -305,8 +305,8 @@ void wk__async_cluster_sync(wk_async *a)
         } else {
             want = wk__engine_lane_events(m, i, &fd);
         }
-        wk__async_epoll_sync(a, want ? fd : -1, want, WK__ASYNC_NODE_TAG + (uint32_t)i,
-                             &nc->reg_fd, &nc->reg_events);
+        wk__async_epoll_sync(a, want ? fd : -1, want, WK__ASYNC_NODE_TAG + (uint32_t)i, &nc->reg_fd,
+                             &nc->reg_events);
     }
 }
 

@@ -1965,9 +1965,9 @@ Test(cluster, loop_fans_64_queries_in_flight_over_every_primary, .init = exclusi
             wk_lock_try(via(a, &o[i]), &lock, wk_name_u64((uint64_t)i), &tokens[i], &got[i]),
             WK_OK);
     for (int c = 0; c < 3; c++)
-        cr_assert_eq(wk_cache_get(via(a, &o[LOCKS + c]), &cache, wk_name_u64((uint64_t)c),
-                                  &bodies[c]),
-                     WK_OK);
+        cr_assert_eq(
+            wk_cache_get(via(a, &o[LOCKS + c]), &cache, wk_name_u64((uint64_t)c), &bodies[c]),
+            WK_OK);
     cr_assert_eq(wk_async_pending(a), 64);
     for (int i = 0; i < 64; i++)
         cr_assert_not(o[i].done, "never from inside the submitting call");

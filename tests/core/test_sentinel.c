@@ -154,9 +154,9 @@ Test(sentinel, options_are_checked_at_open, .timeout = 60)
     wk_entity lock = WK_LOCK_ENTITY("seeds", 1000);
     wk_token t;
     bool got = false;
-    cr_assert_eq(wk_lock_try(wk_async_with(as, on_seed_outcome, &so), &lock, wk_name_str("a"), &t,
-                             &got),
-                 WK_OK);
+    cr_assert_eq(
+        wk_lock_try(wk_async_with(as, on_seed_outcome, &so), &lock, wk_name_str("a"), &t, &got),
+        WK_OK);
     wk_test_async_drain(as);
     cr_assert(so.status == WK_EIO || so.status == WK_ETIMEDOUT, "%s: %s", wk_err_name(so.status),
               so.msg);
