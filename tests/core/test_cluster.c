@@ -2278,3 +2278,43 @@ Test(cluster, loop_tryagain_pauses_and_fails_as_not_run_at_the_command_timeout, 
     freeReplyObject(r);
     wk_async_close(a);
 }
+
+Test(cluster, loop_a_node_that_refuses_connections_fails_only_its_queries_as_not_sent,
+     .init = exclusive, .timeout = 120)
+{
+    wk_async *a = open_loop(C.url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lrefuse"), 30000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int on = item_port(&lock, wk_name_u64(0), NULL, key, &klen);
+    uint64_t other = 1;
+    while (item_port(&lock, wk_name_u64(other), NULL, key, &klen) == on)
+        other++;
+    /* The primary of name 0 takes no new connection (the handle has none
+     * to it yet); this raw connection gives it back. */
+    redisContext *admin = wk_test_cluster_raw(&C, on);
+    cr_assert(admin);
+    redisReply *r = redisCommand(admin, "CONFIG SET maxclients 1");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : admin->errstr);
+    freeReplyObject(r);
+    outcome o0, o1;
+    wk_token t0, t1;
+    bool got0 = false, got1 = false;
+    cr_assert_eq(wk_lock_try(via(a, &o0), &lock, wk_name_u64(0), &t0, &got0), WK_OK);
+    cr_assert_eq(wk_lock_try(via(a, &o1), &lock, wk_name_u64(other), &t1, &got1), WK_OK);
+    wk_test_async_drain(a);
+    r = redisCommand(admin, "CONFIG SET maxclients 10000");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+    cr_assert_neq(o0.status, WK_OK, "its node refused the connection");
+    cr_assert_neq(o0.status, WK_EUNKNOWN, "%s", o0.msg);
+    cr_assert(strstr(o0.msg, "not sent"), "%s: %s", wk_err_name(o0.status), o0.msg);
+    cr_assert(o1.status == WK_OK && got1, "another node's query is not held up: %s", o1.msg);
+    cr_log_info("refused node: %s %s", wk_err_name(o0.status), o0.msg);
+    /* The node takes connections again: the next query connects. */
+    outcome o;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(0), &t0, &got0));
+    cr_assert(o.status == WK_OK && got0, "%s", o.msg);
+    wk_async_close(a);
+}
