@@ -2100,15 +2100,56 @@ static long long client_id_named(int port, const char *name)
 
 typedef struct failover_arg {
     int replica, rc;
+    bool kill; /* SIGKILL the primary `replica` instead: rc is the promoted port */
     atomic_bool over;
 } failover_arg;
 
 static void *run_failover(void *arg)
 {
     failover_arg *f = arg;
-    f->rc = wk_test_cluster_failover(&C, f->replica, 30000);
+    f->rc = f->kill ? wk_test_cluster_kill_primary(&C, f->replica, 30000)
+                    : wk_test_cluster_failover(&C, f->replica, 30000);
     atomic_store(&f->over, true);
     return NULL;
+}
+
+/* Lock cycles through the loop, BURST tries in flight then their
+ * releases, until the failover thread is over; every outcome is WK_OK or
+ * a connection error (a release, a write, may be WK_EUNKNOWN). Returns
+ * how many failed. */
+static long cycles_until_over(wk_async *a, const wk_entity *lock, failover_arg *f,
+                              uint64_t base)
+{
+    enum { BURST = 16 };
+    static outcome b[BURST], rel[BURST];
+    static wk_token bt[BURST];
+    static bool bg[BURST], br[BURST];
+    long ok = 0, failed = 0;
+    for (uint64_t round = 0; !atomic_load(&f->over); round++) {
+        for (int i = 0; i < BURST; i++)
+            cr_assert_eq(wk_lock_try(via(a, &b[i]), lock, wk_name_u64(base + round * BURST + i),
+                                     &bt[i], &bg[i]),
+                         WK_OK);
+        wk_test_async_drain(a);
+        for (int i = 0; i < BURST; i++) {
+            cr_assert(b[i].status == WK_OK || wk_is_connection_error(b[i].status),
+                      "only connection errors: %s: %s", wk_err_name(b[i].status), b[i].msg);
+            rel[i] = (outcome){.done = true};
+            if (b[i].status == WK_OK && bg[i])
+                cr_assert_eq(wk_lock_release(via(a, &rel[i]), lock,
+                                             wk_name_u64(base + round * BURST + i), &bt[i], &br[i]),
+                             WK_OK);
+        }
+        wk_test_async_drain(a);
+        for (int i = 0; i < BURST; i++) {
+            cr_assert(rel[i].status == WK_OK || wk_is_connection_error(rel[i].status),
+                      "only connection errors: %s: %s", wk_err_name(rel[i].status), rel[i].msg);
+            ok += b[i].status == WK_OK;
+            failed += b[i].status != WK_OK;
+        }
+    }
+    cr_log_info("loop lock cycles across the failover: %ld ok, %ld failed", ok, failed);
+    return failed;
 }
 
 Test(cluster, loop_failover_keeps_the_outcome_rules, .init = exclusive, .timeout = 120)
@@ -2157,27 +2198,9 @@ Test(cluster, loop_failover_keeps_the_outcome_rules, .init = exclusive, .timeout
     atomic_init(&f.over, false);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, run_failover, &f), 0);
-    enum { BURST = 16 };
-    static outcome b[BURST];
-    static wk_token bt[BURST];
-    static bool bg[BURST];
-    long ok = 0, failed = 0;
-    for (uint64_t round = 0; !atomic_load(&f.over); round++) {
-        for (int i = 0; i < BURST; i++)
-            cr_assert_eq(wk_lock_try(via(a, &b[i]), &lock, wk_name_u64(1000 + round * BURST + i),
-                                     &bt[i], &bg[i]),
-                         WK_OK);
-        wk_test_async_drain(a);
-        for (int i = 0; i < BURST; i++) {
-            cr_assert(b[i].status == WK_OK || wk_is_connection_error(b[i].status),
-                      "only connection errors: %s: %s", wk_err_name(b[i].status), b[i].msg);
-            ok += b[i].status == WK_OK;
-            failed += b[i].status != WK_OK;
-        }
-    }
+    cycles_until_over(a, &lock, &f, 1000);
     pthread_join(th, NULL);
     cr_assert_eq(f.rc, 0, "CLUSTER FAILOVER");
-    cr_log_info("loop writes across a failover: %ld ok, %ld failed", ok, failed);
     /* The old primary is a replica now: the handle finds the new one. */
     uint64_t n2;
     wk_name two = name_in_slot(&lock, (int)wk__key_slot(key, klen), n1 + 1, &n2);
@@ -2188,6 +2211,30 @@ Test(cluster, loop_failover_keeps_the_outcome_rules, .init = exclusive, .timeout
     redisReply *s = raw_at(replica, "STRLEN %b", key, klen);
     cr_assert_eq(s->integer, WK_TOKEN_LEN);
     freeReplyObject(s);
+
+    /* 3. SIGKILL of the new primary under the same cycles: until its
+     * replica (the old primary) is promoted its slots' queries fail, each
+     * with a connection error; then 50 cycles in a row succeed there. */
+    failover_arg k = {.replica = replica, .kill = true};
+    atomic_init(&k.over, false);
+    cr_assert_eq(pthread_create(&th, NULL, run_failover, &k), 0);
+    long failed = cycles_until_over(a, &lock, &k, 1000000);
+    pthread_join(th, NULL);
+    int restarted = wk_test_cluster_restart(&C, replica, 30000); /* whole again, for what follows */
+    cr_assert_eq(k.rc, primary, "the old primary was promoted");
+    cr_assert_eq(restarted, 0, "the killed node rejoined");
+    cr_assert_gt(failed, 0, "the kill was seen through the loop");
+    int streak = 0;
+    for (uint64_t n = n2 + 1; streak < 50; n++) {
+        wk_name nm = name_in_slot(&lock, (int)wk__key_slot(key, klen), n, &n);
+        wk_token tk;
+        bool released = false;
+        LOOP_RUN(a, &o, wk_lock_try(p_, &lock, nm, &tk, &got));
+        if (o.status == WK_OK && got)
+            LOOP_RUN(a, &o, wk_lock_release(p_, &lock, nm, &tk, &released));
+        cr_assert(o.status == WK_OK || wk_is_connection_error(o.status), "%s", o.msg);
+        streak = o.status == WK_OK ? streak + 1 : 0;
+    }
     wk_async_close(a);
 }
 
