@@ -102,7 +102,6 @@ static void on_slots(wk_async *a, int status, const char *msg, void *arg)
         return;
     }
     a->lane[WK__LANE_MAIN].m.refresh = false;
-    wk__bump(&wk__counters(a->db->conn)->discoveries);
 }
 
 /* CLUSTER SLOTS on the map lane (its reply patches the map in place). */
