@@ -142,8 +142,7 @@ int64_t wk_async_timeout_ms(const wk_async *a)
     return due > now ? due - now : 0;
 }
 
-/* Keep the epoll set's registration of each lane's socket as its machine
- * wants it (a socket closed since was dropped by wk__async_fd_gone). */
+/* One socket's registration in the set (core/async_cluster.h). */
 void wk__async_epoll_sync(wk_async *a, int fd, short want, uint32_t tag, int *reg_fd,
                           unsigned *reg_events)
 {
@@ -168,6 +167,9 @@ void wk__async_epoll_drop(wk_async *a, int *reg_fd, unsigned *reg_events)
     *reg_events = 0;
 }
 
+/* Keep the epoll set's registration of each lane's socket (and a
+ * cluster's nodes') as its machine wants it (a socket closed since was
+ * dropped by wk__async_fd_gone). */
 static void sync_set(wk_async *a)
 {
     for (int i = 0; a->epfd >= 0 && i < a->nlanes; i++) {
