@@ -135,7 +135,12 @@ static void connected(wk__async_lane *l)
 
 void wk__async_lane_connect(wk__async_lane *l)
 {
-    wk__setup_begin(&l->setup, l->db->conn, NULL, 0, WK__SETUP_SELECT, 0);
+    wk__async_lane_connect_to(l, NULL, 0);
+}
+
+void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port)
+{
+    wk__setup_begin(&l->setup, l->db->conn, host, port, host ? 0 : WK__SETUP_SELECT, 0);
     l->setup.closing = setup_closing;
     l->setup.closing_arg = l;
     l->connecting = true;
@@ -163,10 +168,11 @@ static void advance(wk__async_lane *l, short ev)
         wk__xwant w = wk__engine_step(&l->m);
         if (l->a->closing)
             return;
-        if (w.what == WK__X_ENSURE && w.lane == WK__NO_NODE)
-            wk__async_lane_connect(l);
-        else if (!wk__async_cluster_want(l, w))
+        if (wk__async_cluster_want(l, w))
+            continue;
+        if (w.what != WK__X_ENSURE || w.lane != WK__NO_NODE)
             return;
+        wk__async_lane_connect(l);
     }
 }
 

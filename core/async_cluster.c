@@ -38,6 +38,7 @@ struct wk__async_cluster {
     node_conn **n; /* one per node of the map, each allocated once (set-ups point to it) */
     size_t nn, cap;
     bool asking;    /* a CLUSTER SLOTS is out on the map lane */
+    size_t turn;    /* the map lane's next reconnect: the turn-th primary, or the seeds */
     char host[256]; /* where the map lane connected: the host of an entry naming none */
     int port;
 };
@@ -264,9 +265,27 @@ void wk__async_cluster_ready(wk__async_lane *l)
     }
 }
 
+/* The map lane reconnects: to the primaries of the map in turn, then the
+ * URL's seeds (a seed list may name nodes long gone). */
+static void map_connect(wk__async_lane *l)
+{
+    wk__async_cluster *cl = l->a->cl;
+    const wk__cluster *c = map_of(l->a);
+    const wk__node *pick = NULL;
+    for (size_t i = 0, k = 0; i < c->nnodes && !pick; i++)
+        if (c->nodes[i]->primary && k++ == cl->turn)
+            pick = c->nodes[i];
+    cl->turn = pick ? cl->turn + 1 : 0;
+    wk__async_lane_connect_to(l, pick ? pick->host : NULL, pick ? pick->port : 0);
+}
+
 bool wk__async_cluster_want(wk__async_lane *l, wk__xwant w)
 {
     wk_async *a = l->a;
+    if (a->cl && l == &a->lane[WK__LANE_MAP] && w.what == WK__X_ENSURE) {
+        map_connect(l);
+        return true;
+    }
     if (!a->cl || l != &a->lane[WK__LANE_MAIN])
         return false;
     if (w.what == WK__X_REFRESH) {

@@ -9,7 +9,8 @@
  * (core/exchange_cluster.h): one connection per node, each set up
  * through the loop like the first (core/conn_machine.h); lane 1 (the
  * waits lane of a plain handle) is the map lane: a connection to a seed
- * that runs nothing but CLUSTER SLOTS, at first and whenever the machine
+ * (made again: to the map's primaries in turn, then the seeds) that
+ * runs nothing but CLUSTER SLOTS, at first and whenever the machine
  * asks for the map anew, so no refresh ever blocks the loop. The
  * descriptor is the epoll set (core/async_wait.c) from then on: lanes 0
  * and 1 are tagged 0 and 1 in it, node i is tagged WK__ASYNC_NODE_TAG + i.

@@ -74,6 +74,8 @@ struct wk_async {
 int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done, void *arg);
 /* Lane l needs its connection (no set-up in progress, none there). */
 void wk__async_lane_connect(wk__async_lane *l);
+/* The same to the node host:port alone (no SELECT), not the URL's target. */
+void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port);
 void wk__async_lane_init(wk__async_lane *l, wk_async *a, wk_db *db);
 void wk__async_lane_free(wk__async_lane *l);
 /* The lane's socket is (about to be) closed: tell the watch / the set. */

@@ -108,7 +108,8 @@
  *     CLUSTERDOWN: after a 10 ms pause of the handle, until the command
  *     timeout, then WK_ETIMEDOUT); a node's lost connection settles its
  *     own queries by 4. The slot map comes from CLUSTER SLOTS on a
- *     connection of its own (to the URL's seeds, in order), at first and
+ *     connection of its own (to the URL's seeds; made again, to the
+ *     map's primaries in turn, then the seeds), at first and
  *     again after a MOVED or a lost node, never blocking the loop;
  *     queries submitted before the first map wait for it (and fail with
  *     its reason if it cannot be had). The descriptor is an epoll set

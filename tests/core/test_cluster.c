@@ -2365,3 +2365,65 @@ Test(cluster, loop_a_node_that_refuses_connections_fails_only_its_queries_as_not
     cr_assert(o.status == WK_OK && got0, "%s", o.msg);
     wk_async_close(a);
 }
+
+Test(cluster, loop_asks_the_map_of_a_known_primary_when_its_seed_is_gone, .init = exclusive,
+     .timeout = 120)
+{
+    /* The URL names one replica; the handle learns the map from it. */
+    int prim[3], seed = -1, seed_index = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES && seed < 0; i++)
+        if (C.port[i] != prim[0] && C.port[i] != prim[1] && C.port[i] != prim[2]) {
+            seed = C.port[i];
+            seed_index = i;
+        }
+    cr_assert_gt(seed, 0);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", seed);
+    wk_async *a = open_loop(url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lgone"), 60000);
+    outcome o;
+    wk_token t;
+    bool got = false;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(0), &t, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    /* The seed goes away for good; two slots move. */
+    cr_assert_eq(kill(C.pid[seed_index], SIGKILL), 0); /* the keeper reaps it */
+    C.pid[seed_index] = 0;
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(&lock, wk_name_u64(1), NULL, key, &klen), to = -1;
+    int s1 = (int)wk__key_slot(key, klen);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == from)
+            to = prim[(k + 1) % 3];
+    wk_name second = wk_name_u64(2);
+    for (uint64_t n2 = 2;; n2++) {
+        second = wk_name_u64(n2);
+        if (item_port(&lock, second, NULL, key, &klen) == from &&
+            (int)wk__key_slot(key, klen) != s1)
+            break;
+    }
+    int s2 = (int)wk__key_slot(key, klen);
+    wk_test_migration m1, m2;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m1, s1, to), 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m1), 0);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m2, s2, to), 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m2), 0);
+    /* The first slot's query meets MOVED: the map is asked anew, of a
+     * primary the map knows (the seed is dead), so the second slot's
+     * query goes straight to its new owner. */
+    uint64_t moved = loop_moved(a);
+    wk_test_sleep_ms(150); /* the map is asked anew at most every 100 ms */
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(1), &t, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    cr_assert_eq(loop_moved(a), moved + 1);
+    for (int64_t until = wk_test_now_ms() + 500; wk_test_now_ms() < until;)
+        wk_test_async_turn(a); /* the map's connection and its CLUSTER SLOTS */
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, second, &t, &got));
+    int restarted = wk_test_cluster_restart(&C, seed, 30000);
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    cr_assert_eq(loop_moved(a), moved + 1, "the map came from a known primary");
+    cr_assert_eq(restarted, 0, "the seed rejoined");
+    wk_async_close(a);
+}
