@@ -103,6 +103,14 @@ void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops)
             bs[r] = batch_cycles(c, ops);
         }
     }
+    /* The spread: each repetition's own ratio (loop and batch ran back to
+     * back), before the medians sort the arrays. */
+    double lo = 0, hi = 0;
+    for (int r = 0; r < reps; r++) {
+        double q = as[r] / bs[r];
+        lo = r == 0 || q < lo ? q : lo;
+        hi = r == 0 || q > hi ? q : hi;
+    }
     double l = median_of(as, reps), w = median_of(bs, reps);
     printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "event loop", "batch",
            "ratio");
@@ -110,6 +118,7 @@ void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops)
            "------------", "------------", "-------");
     printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n\n", "lock try + release (library)",
            "64 in flight", l, w, l / w);
+    printf("ratio per repetition: %.3f to %.3f (%d repetitions)\n\n", lo, hi, reps);
     fflush(stdout);
     wk_async_close(a);
 }

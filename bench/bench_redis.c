@@ -24,6 +24,8 @@
  *                                  # threads with a handle each (bench_pool.c)
  *   bench_redis --cluster          # also: lock cycles and 64-query batches against a
  *                                  # 3-primary Redis Cluster vs the single server
+ *                                  # (with --async: also 64 in flight on an event-loop
+ *                                  # handle on the cluster vs its batches of 64)
  *
  * Then, per Lua script of the library, the server's own time per call
  * (INFO commandstats) next to the smallest script doing the same job
@@ -589,7 +591,8 @@ static void vs_header(const char *a, const char *b)
            "------------", "------------", "-------");
 }
 
-static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned batch_ops)
+static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned batch_ops,
+                        bool async)
 {
     wk_test_cluster t;
     int ports[16384], prim[3];
@@ -669,6 +672,11 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
     vs_row("lock try+release", "batch 64", &cl, lock_batch_lib, &cl, lock_batch_raw_cluster, reps,
            batch_ops, BATCH);
     printf("\n");
+    if (async) {
+        printf("the same cluster: an event-loop handle (64 in flight over the primaries) vs "
+               "batches of 64\n\n");
+        bench_async_run(&cl, t.url, reps, batch_ops);
+    }
     for (int n = 0; n < 3; n++)
         redisFree(rawc.node[n].raw);
     wk_batch_close(cl.batch);
@@ -780,7 +788,7 @@ int main(int argc, char **argv)
         if (replicas)
             replicas_run(reps, seq_ops);
         if (cluster)
-            cluster_run(&c, reps, seq_ops, batch_ops);
+            cluster_run(&c, reps, seq_ops, batch_ops, async);
         if (table) {
             printf("wakuwaku %s vs raw hiredis, %d repetitions, median ops/s\n\n", wk_version(),
                    reps);

@@ -79,6 +79,11 @@ static void attempt(waiter *w)
         refused(w, rc);
 }
 
+/* A cluster handle's waiters would sleep on lists of several nodes. */
+#define CLUSTER_REFUSED                                                                            \
+    "a waiting acquire through the event-loop handle is not supported on a Redis Cluster "         \
+    "(use a wk_db on its own thread, or try and retry)"
+
 /* Leave the queue without the item, then complete with `status`: unless
  * the acquire's end has come (the registration runs out by itself). */
 static void give_up(waiter *w, int status, const char *msg)
@@ -152,7 +157,10 @@ static void attempted(waiter *w, int status, const char *msg)
     int rc = wk__async_park(w->a, list, w->c.wake.w_len + WK_TOKEN_LEN,
                             wk__add_ms(now, sleep < 1 ? 1 : sleep), woke, w);
     if (rc)
-        give_up(w, rc, rc == WK_ENOMEM ? "out of memory" : "the handle is closing");
+        give_up(w, rc,
+                rc == WK_ENOMEM   ? "out of memory"
+                : rc == WK_EINVAL ? CLUSTER_REFUSED
+                                  : "the handle is closing");
 }
 
 static void on_reply(wk_async *a, int status, const char *msg, void *arg)
@@ -176,6 +184,8 @@ int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_enti
                            wk__lease_release_fn release)
 {
     wk_async *a = wk__async_of(p->db);
+    if (a->cl)
+        return wk__processor_fail(p, WK_EINVAL, "%s: %s", acquire->name, CLUSTER_REFUSED);
     size_t name_len = name.type == WK_NAME_BYTES ? name.len : 0;
     waiter *w = calloc(1, sizeof(*w) + name_len + 1);
     if (!w)

@@ -26,7 +26,7 @@
 
 #include <wakuwaku/clock.h>
 
-#include "core/async_internal.h"
+#include "core/async_cluster.h"
 
 /* The machine settled query i of a lane (its callback runs later, in
  * flush()). */
@@ -119,28 +119,28 @@ static void connected(wk__async_lane *l)
         a->db->errmsg[0] = '\0'; /* the newer failure is the handle's message */
     if (rc)
         wk__copy_text(a->errmsg, sizeof(a->errmsg), l->setup.msg);
-    else if (l->setup.cluster) {
-        /* Not routed by slot yet: a cluster needs the blocking handle. */
-        rc = WK_EINVAL;
-        snprintf(a->errmsg, sizeof(a->errmsg),
-                 "%s is a Redis Cluster node; the event-loop handle does not route by slot "
-                 "yet (use wk_db_open)",
-                 l->setup.addr);
-    }
+    else if (l->setup.cluster)
+        rc = wk__async_cluster_found(l); /* core/async_cluster.c */
     if (rc) {
         wk__async_fd_gone(l);
         wk__setup_end(&l->setup);
         wk__engine_ensured(&l->m, WK__NO_NODE, rc, a->errmsg);
         return;
     }
-    wk__setup_take(&l->setup, &l->db->conn->link, NULL);
+    if (!l->db->conn->cluster) /* else the map lane took it */
+        wk__setup_take(&l->setup, &l->db->conn->link, NULL);
     wk__setup_end(&l->setup);
     l->db->conn->last_io_ms = wk_monotonic_ms();
 }
 
 void wk__async_lane_connect(wk__async_lane *l)
 {
-    wk__setup_begin(&l->setup, l->db->conn, NULL, 0, WK__SETUP_SELECT, 0);
+    wk__async_lane_connect_to(l, NULL, 0);
+}
+
+void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port)
+{
+    wk__setup_begin(&l->setup, l->db->conn, host, port, host ? 0 : WK__SETUP_SELECT, 0);
     l->setup.closing = setup_closing;
     l->setup.closing_arg = l;
     l->connecting = true;
@@ -160,9 +160,17 @@ static void advance(wk__async_lane *l, short ev)
                 return;
             connected(l);
         }
-        wk__engine_ready(&l->m, 0, ev);
+        if (l->db->conn->cluster)
+            wk__async_cluster_ready(l); /* the nodes' events and set-ups */
+        else
+            wk__engine_ready(&l->m, 0, ev);
         ev = 0;
-        if (wk__engine_step(&l->m).what != WK__X_ENSURE || l->a->closing)
+        wk__xwant w = wk__engine_step(&l->m);
+        if (l->a->closing)
+            return;
+        if (wk__async_cluster_want(l, w))
+            continue;
+        if (w.what != WK__X_ENSURE || w.lane != WK__NO_NODE)
             return;
         wk__async_lane_connect(l);
     }
@@ -221,7 +229,7 @@ int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done,
     l->e[l->x.count] = (wk__async_entry){.done = done, .arg = arg};
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
-    if (!l->connecting && !db->conn->link.ctx && !a->in_process)
+    if (!l->connecting && !db->conn->link.ctx && !db->conn->cluster && !a->in_process)
         wk__async_lane_connect(l);
     wk__async_update_watch(a);
     return WK_OK;
@@ -234,7 +242,9 @@ static int async_submit(wk_processor *self, wk_query *q)
 }
 
 /* A handle whose db is made: its processor, its lane, connecting. */
-static void async_start(wk_async *a)
+/* Its main lane, connecting; a seed list is a cluster's: its map lane
+ * dials the seeds. On failure the caller frees the lane. */
+static int async_start(wk_async *a, char *err, size_t errlen)
 {
     a->proc.process = async_submit;
     a->proc.db = a->db;
@@ -244,7 +254,12 @@ static void async_start(wk_async *a)
     a->epfd = -1;
     a->nlanes = 1;
     wk__async_lane_init(&a->lane[WK__LANE_MAIN], a, a->db);
-    wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+    int rc = a->db->conn->url.nseeds ? wk__async_cluster_open(a, err, errlen) : WK_OK;
+    if (rc)
+        return rc;
+    if (!a->cl)
+        wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+    return WK_OK;
 }
 
 int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen)
@@ -260,16 +275,12 @@ int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t e
         free(a);
         return rc;
     }
-    if (a->db->conn->url.nseeds) {
-        /* The loop's connect state machine dials one node; a cluster's
-         * seeds are for blocking handles (wakuwaku/db.h). */
-        wk_db_close(a->db);
+    rc = async_start(a, err, errlen);
+    if (rc) {
+        wk__async_lane_free(&a->lane[WK__LANE_MAIN]); /* and a->db */
         free(a);
-        return wk__errbuf_set(err, errlen, WK_EINVAL,
-                              "cluster seed lists are for blocking handles (wk_db_open); the "
-                              "event-loop handle does not route by slot");
+        return rc;
     }
-    async_start(a);
     *out = a;
     return WK_OK;
 }
@@ -280,7 +291,12 @@ wk_async *wk__async_adopt(wk_db *db)
     if (!a)
         return NULL;
     a->db = db;
-    async_start(a);
+    if (async_start(a, NULL, 0) != WK_OK) {
+        a->lane[WK__LANE_MAIN].db = NULL; /* still the caller's */
+        wk__async_lane_free(&a->lane[WK__LANE_MAIN]);
+        free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -298,6 +314,7 @@ void wk_async_close(wk_async *a)
     wk__async_subs_close(a);
     wk__async_waits_close(a);
     flush(a);
+    wk__async_cluster_close(a);
     for (int i = a->nlanes - 1; i >= 0; i--)
         wk__async_lane_free(&a->lane[i]);
     if (a->epfd >= 0)

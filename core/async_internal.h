@@ -64,7 +64,8 @@ struct wk_async {
     int nlanes;
     int epfd;               /* the epoll set once the waits lane exists, else -1 */
     wk__async_waits *waits; /* NULL until the first park */
-    wk__async_subs *subs;   /* the hidden handles of its receivers, or NULL */
+    wk__async_subs *subs;         /* the hidden handles of its receivers, or NULL */
+    struct wk__async_cluster *cl; /* a cluster handle's (core/async_cluster.h), else NULL */
     bool in_process;
     bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
@@ -75,6 +76,8 @@ struct wk_async {
 int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done, void *arg);
 /* Lane l needs its connection (no set-up in progress, none there). */
 void wk__async_lane_connect(wk__async_lane *l);
+/* The same to the node host:port alone (no SELECT), not the URL's target. */
+void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port);
 void wk__async_lane_init(wk__async_lane *l, wk_async *a, wk_db *db);
 void wk__async_lane_free(wk__async_lane *l);
 /* The lane's socket is (about to be) closed: tell the watch / the set. */

@@ -33,7 +33,7 @@
 
 #include <wakuwaku/clock.h>
 
-#include "core/async_internal.h"
+#include "core/async_cluster.h"
 #include "core/blocking.h"
 
 /* ---- the watch ---------------------------------------------------------- */
@@ -66,7 +66,7 @@ unsigned wk_async_events(const wk_async *a)
     for (int i = 0; i < a->nlanes; i++)
         ev |= lane_events(&a->lane[i]);
     if (a->epfd >= 0) /* the set is readable when any of its sockets is ready */
-        return ev || wk__async_subs_watched(a) ? WK_ASYNC_READ : 0;
+        return ev || a->cl || wk__async_subs_watched(a) ? WK_ASYNC_READ : 0;
     return (ev & POLLIN ? WK_ASYNC_READ : 0) | (ev & POLLOUT ? WK_ASYNC_WRITE : 0);
 }
 
@@ -112,13 +112,16 @@ int64_t wk__async_next_due(const wk_async *a)
             return 0; /* callbacks are due */
         if (l->connecting)
             d = l->want.deadline;
-        else if (!l->db->conn->link.ctx)
+        else if (!l->db->conn->link.ctx && !l->db->conn->cluster)
             d = l->m.scan < l->x.count ? 0 : -1; /* to connect */
         else
             d = wk__engine_due(&l->m) ? wk__engine_due(&l->m) : -1;
         if (d >= 0 && (due < 0 || d < due))
             due = d;
     }
+    int64_t nodes = a->cl ? wk__async_cluster_due(a) : -1;
+    if (nodes >= 0 && (due < 0 || nodes < due))
+        due = nodes;
     for (size_t i = 0; a->waits && i < a->waits->n; i++) {
         const parked *p = &a->waits->p[i];
         int64_t d = p->fire ? 0 : p->until;
@@ -139,27 +142,43 @@ int64_t wk_async_timeout_ms(const wk_async *a)
     return due > now ? due - now : 0;
 }
 
-/* Keep the epoll set's registration of each lane's socket as its machine
- * wants it (a socket closed since was dropped by wk__async_fd_gone). */
+/* One socket's registration in the set (core/async_cluster.h). */
+void wk__async_epoll_sync(wk_async *a, int fd, short want, uint32_t tag, int *reg_fd,
+                          unsigned *reg_events)
+{
+    unsigned ev = (want & POLLIN ? EPOLLIN : 0) | (want & POLLOUT ? EPOLLOUT : 0);
+    if (fd == *reg_fd && ev == *reg_events)
+        return;
+    if (*reg_fd >= 0 && *reg_fd != fd)
+        epoll_ctl(a->epfd, EPOLL_CTL_DEL, *reg_fd, NULL);
+    struct epoll_event e = {.events = ev, .data.u32 = tag};
+    if (fd >= 0 && epoll_ctl(a->epfd, *reg_fd == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e) != 0 &&
+        *reg_fd == fd)
+        epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &e); /* closed and reopened meanwhile */
+    *reg_fd = fd;
+    *reg_events = ev;
+}
+
+void wk__async_epoll_drop(wk_async *a, int *reg_fd, unsigned *reg_events)
+{
+    if (*reg_fd >= 0)
+        epoll_ctl(a->epfd, EPOLL_CTL_DEL, *reg_fd, NULL);
+    *reg_fd = -1;
+    *reg_events = 0;
+}
+
+/* Keep the epoll set's registration of each lane's socket (and a
+ * cluster's nodes') as its machine wants it (a socket closed since was
+ * dropped by wk__async_fd_gone). */
 static void sync_set(wk_async *a)
 {
     for (int i = 0; a->epfd >= 0 && i < a->nlanes; i++) {
         wk__async_lane *l = &a->lane[i];
-        int fd = lane_fd(l);
-        short want = lane_events(l);
-        unsigned ev = (want & POLLIN ? EPOLLIN : 0) | (want & POLLOUT ? EPOLLOUT : 0);
-        if (fd == l->reg_fd && ev == l->reg_events)
-            continue;
-        if (l->reg_fd >= 0 && l->reg_fd != fd)
-            epoll_ctl(a->epfd, EPOLL_CTL_DEL, l->reg_fd, NULL);
-        struct epoll_event e = {.events = ev, .data.u32 = (uint32_t)i};
-        if (fd >= 0 &&
-            epoll_ctl(a->epfd, l->reg_fd == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e) != 0 &&
-            l->reg_fd == fd)
-            epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &e); /* closed and reopened meanwhile */
-        l->reg_fd = fd;
-        l->reg_events = ev;
+        wk__async_epoll_sync(a, lane_fd(l), lane_events(l), (uint32_t)i, &l->reg_fd,
+                             &l->reg_events);
     }
+    if (a->cl)
+        wk__async_cluster_sync(a);
 }
 
 void wk__async_update_watch(wk_async *a)
@@ -188,10 +207,9 @@ void wk__async_fd_gone(wk__async_lane *l)
 {
     wk_async *a = l->a;
     if (a->epfd >= 0) {
-        if (l->reg_fd >= 0)
-            epoll_ctl(a->epfd, EPOLL_CTL_DEL, l->reg_fd, NULL);
-        l->reg_fd = -1;
-        l->reg_events = 0;
+        wk__async_epoll_drop(a, &l->reg_fd, &l->reg_events);
+        if (a->cl)
+            wk__async_cluster_fd_gone(a);
         return;
     }
     if (!a->watch || a->seen_fd < 0)
@@ -214,11 +232,14 @@ void wk__async_ready(wk_async *a, unsigned ready, short ev[2])
     int n = epoll_wait(a->epfd, got, 16, 0);
     for (int i = 0; i < n; i++) {
         uint32_t e = got[i].events, lane = got[i].data.u32;
+        short bits = (short)((e & (EPOLLIN | EPOLLHUP | EPOLLERR) ? POLLIN : 0) |
+                             (e & (EPOLLOUT | EPOLLERR) ? POLLOUT : 0));
         if (lane >= WK__SUB_TAG)
             wk__async_subs_ready(a, lane, e);
         else if (lane < 2)
-            ev[lane] |= (short)((e & (EPOLLIN | EPOLLHUP | EPOLLERR) ? POLLIN : 0) |
-                                (e & (EPOLLOUT | EPOLLERR) ? POLLOUT : 0));
+            ev[lane] |= bits;
+        else if (a->cl) /* a cluster node's (core/async_cluster.c) */
+            wk__async_cluster_event(a, lane - WK__ASYNC_NODE_TAG, bits);
     }
 }
 
@@ -428,6 +449,8 @@ int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until,
 {
     if (a->closing)
         return WK_EIO;
+    if (a->cl) /* the lists live on several nodes: refused (wakuwaku/async.h, 6.) */
+        return WK_EINVAL;
     if (len > WK__COMPANION_KEY_MAX)
         return WK_EINVAL;
     int rc = a->waits ? WK_OK : open_waits(a);

@@ -132,7 +132,7 @@ static bool slots_reply_ok(const redisReply *r)
 
 /* Replace the map with a CLUSTER SLOTS reply given by the node at
  * `asked_host` (the host of an entry that has none). */
-static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_host)
+static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_host, bool keep_links)
 {
     if (!slots_reply_ok(r))
         return WK_EPROTO;
@@ -173,7 +173,7 @@ static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_ho
     }
     /* A node that serves no slot any more (a primary turned replica) would
      * only redirect: its connection goes. */
-    for (size_t i = 0; i < c->nnodes; i++)
+    for (size_t i = 0; !keep_links && i < c->nnodes; i++)
         if (!c->nodes[i]->primary)
             node_drop(c->nodes[i]);
     c->stale = false;
@@ -193,19 +193,32 @@ static int ask_slots(wk__cluster *c, const wk__conn *conn, wk__link *link, const
                 link->ctx ? link->ctx->errstr : "connection lost");
         return rc;
     }
+    rc = wk__cluster_apply(c, r, host, port, false, msg, msglen);
+    freeReplyObject(r);
+    return rc;
+}
+
+int wk__cluster_apply(wk__cluster *c, const redisReply *r, const char *host, int port,
+                      bool keep_links, char *msg, size_t msglen)
+{
+    int rc;
     if (r->type == REDIS_REPLY_ERROR) {
         set_msg(msg, msglen, "CLUSTER SLOTS refused by %s:%d: %.200s", host, port, r->str);
         rc = WK_EREDIS;
     } else {
-        rc = apply_slots(c, r, host);
+        rc = apply_slots(c, r, host, keep_links);
         if (rc == WK_EPROTO)
             set_msg(msg, msglen, "%s:%d answered CLUSTER SLOTS with something unreadable", host,
                     port);
         else if (rc)
             set_msg(msg, msglen, "out of memory reading the cluster's slot map");
     }
-    freeReplyObject(r);
     return rc;
+}
+
+wk__cluster *wk__cluster_empty(void)
+{
+    return cluster_new();
 }
 
 int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, size_t msglen)

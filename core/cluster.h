@@ -74,6 +74,17 @@ int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, 
  * seeds) for the map until one answers. */
 int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen);
 
+/* A map with no slot known yet (an event-loop handle's until its first
+ * CLUSTER SLOTS reply, core/async_cluster.c), or NULL. */
+wk__cluster *wk__cluster_empty(void);
+
+/* Apply a CLUSTER SLOTS reply `r` given by host:port (the host of an
+ * entry that names none) to the map: WK_OK, or the failure with msg (an
+ * error reply, something unreadable). keep_links: the connections of
+ * nodes that serve no slot any more stay (their replies in flight). */
+int wk__cluster_apply(wk__cluster *c, const redisReply *r, const char *host, int port,
+                      bool keep_links, char *msg, size_t msglen);
+
 /* A copy of the map and the nodes' addresses, no connections (for a
  * blocking handle opened from a cluster handle). */
 int wk__cluster_clone(wk__cluster **out, const wk__cluster *src);

@@ -18,6 +18,7 @@
 
 #include "core/cluster.h"
 #include "core/exchange.h"
+#include "core/exchange_cluster.h"
 #include "core/core_internal.h"
 
 /* An exchange needs at most: the first round, one for NOSCRIPT, one after
@@ -209,11 +210,13 @@ static void settle_conn(wk__engine *m, size_t i, int status);
 /* Continuous: after a lost connection, what goes once more on a new one
  * (what never ran, and a retry-safe query whose reply was lost — after
  * a drop, not a timeout) and what is settled now. */
-static void resettle(wk__engine *m, int rc)
+static void resettle(wk__engine *m, int rc, uint16_t node)
 {
     wk__exchange *x = m->x;
     for (size_t i = 0; i < x->count; i++) {
         wk__slot *s = &x->slots[i];
+        if (node != WK__NO_NODE && (i >= m->placed || s->node != node))
+            continue; /* a cluster: only the queries of the node lost */
         if (s->state == WK__LOST && !s->carried &&
             wk__may_resend(x->query(x->ctx, i)->flags, s->resent, rc)) {
             s->state = WK__UNSENT;
@@ -271,7 +274,7 @@ static void lose_lane(wk__engine *m, lane_ref r, int rc, const char *text)
         m->closing(m->arg);
     wk__link_close(r.link);
     if (m->settled)
-        resettle(m, rc);
+        resettle(m, rc, r.node);
 }
 
 /* Whether a TRYAGAIN'd query can be sent in its single-key form (once). */
@@ -444,6 +447,8 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
+    if (m->settled && m->conn->cluster)
+        return wk__xc_lane_events(m, i, fd);
     if (m->settled && i == 0 && m->conn->link.ctx) {
         const wk__link *link = &m->conn->link;
         const wk__lane *q = &m->conn->lane;
@@ -609,6 +614,10 @@ static bool start_round(wk__engine *m, wk__xwant *w)
 
 void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why)
 {
+    if (m->settled && m->conn->cluster) {
+        wk__xc_ensured(m, lane, rc, why);
+        return;
+    }
     lane_ref r = lane_of(m, lane == WK__NO_NODE ? 0 : lane);
     r.q->ensured = true;
     if (!rc)
@@ -704,7 +713,7 @@ static wk__xwant one_lane_step(wk__engine *m)
 wk__xwant wk__engine_step(wk__engine *m)
 {
     if (m->settled)
-        return continuous_step(m);
+        return m->conn->cluster ? wk__xc_step(m) : continuous_step(m);
     if (!m->conn->cluster)
         return one_lane_step(m);
     wk__xwant w = {.what = WK__X_DONE};
@@ -832,7 +841,7 @@ void wk__engine_open(wk__engine *m, wk__exchange *x,
     m->closing = closing;
     m->push = NULL;
     m->arg = arg;
-    m->scan = 0;
+    m->scan = m->placed = 0;
     m->why[0] = '\0';
 }
 
@@ -907,6 +916,8 @@ static wk__xwant continuous_step(wk__engine *m)
 
 int64_t wk__engine_due(const wk__engine *m)
 {
+    if (m->conn->cluster)
+        return wk__xc_due(m);
     const wk__lane *q = &m->conn->lane;
     const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
     return h && h->state == WK__SENT ? h->due : 0;
@@ -914,18 +925,20 @@ int64_t wk__engine_due(const wk__engine *m)
 
 void wk__engine_shift(wk__engine *m, size_t n)
 {
-    wk__lane *q = &m->conn->lane;
-    q->head -= q->head ? n : 0;
-    q->tail -= q->tail ? n : 0;
-    q->unsent -= q->unsent ? n : 0;
+    for (size_t l = 0; l < wk__engine_lanes(m); l++) { /* a cluster's: every node's */
+        wk__lane *q = lane_of(m, l).q;
+        q->head -= q->head ? n : 0;
+        q->tail -= q->tail ? n : 0;
+        q->unsent -= q->unsent ? n : 0;
+    }
     for (size_t i = n; i < m->x->count; i++)
         m->x->slots[i].next -= m->x->slots[i].next ? n : 0;
     m->scan = m->scan > n ? m->scan - n : 0;
+    m->placed = m->placed > n ? m->placed - n : 0;
 }
 
 void wk__engine_cancel(wk__engine *m, int rc, const char *why)
 {
-    wk__lane *q = &m->conn->lane;
     wk__copy_text(m->why, sizeof(m->why), why);
     for (size_t i = 0; i < m->x->count; i++) {
         wk__slot *s = &m->x->slots[i];
@@ -936,15 +949,50 @@ void wk__engine_cancel(wk__engine *m, int rc, const char *why)
         else if (s->state == WK__UNSENT)
             settle_conn(m, i, rc);
     }
-    q->head = q->tail = q->unsent = 0;
-    q->data = NULL;
-    q->len = q->wpos = 0;
-    q->draining = false;
-    if (q->held) {
-        freeReplyObject(q->held);
-        q->held = NULL;
+    for (size_t l = 0; l < wk__engine_lanes(m); l++) { /* a cluster's: every node's */
+        wk__lane *q = lane_of(m, l).q;
+        q->head = q->tail = q->unsent = 0;
+        q->data = NULL;
+        q->len = q->wpos = 0;
+        q->draining = false;
+        if (q->held) {
+            freeReplyObject(q->held);
+            q->held = NULL;
+        }
     }
-    m->scan = m->x->count;
+    m->scan = m->placed = m->x->count;
+}
+
+/* ---- for the continuous mode over a cluster's nodes (core/exchange_cluster.c) */
+
+void wk__xc_stage(wk__engine *m, size_t lane, size_t from)
+{
+    stage(m, lane_of(m, lane), false, from);
+}
+
+void wk__xc_io(wk__engine *m, size_t lane)
+{
+    lane_io(m, lane_of(m, lane));
+}
+
+void wk__xc_lose(wk__engine *m, size_t lane, int rc, const char *why)
+{
+    lose_lane(m, lane_of(m, lane), rc, why);
+}
+
+void wk__xc_idle_check(wk__engine *m, size_t lane)
+{
+    idle_check(m, lane_of(m, lane));
+}
+
+void wk__xc_settle_conn(wk__engine *m, size_t i, int status)
+{
+    settle_conn(m, i, status);
+}
+
+void wk__xc_settle(wk__engine *m, size_t i, int status)
+{
+    settle(m, i, status);
 }
 
 /* ---- the blocking driver ------------------------------------------------ */

@@ -52,6 +52,9 @@ typedef struct wk__slot {
     bool asking, asked;
     unsigned char redirects; /* MOVED replies so far */
     uint16_t node, ask_node;
+    /* Continuous mode on a cluster (core/exchange_cluster.c): answered
+     * TRYAGAIN / CLUSTERDOWN, it is not run after then (0: not yet). */
+    int64_t give_up;
 } wk__slot;
 
 typedef struct wk__exchange {
@@ -198,6 +201,9 @@ typedef struct wk__engine {
      * no query waits fails the lane (WK_EPROTO). NULL: no push mode (a
      * stray reply fails the lane). */
     void (*push)(void *arg, redisReply *reply);
+    /* Continuous mode on a cluster (core/exchange_cluster.c): slots
+     * [scan, placed) have their node. */
+    size_t placed;
 } wk__engine;
 
 /* Begin running exchange x (it must outlive the machine) by `deadline`. */

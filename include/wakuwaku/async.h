@@ -93,6 +93,8 @@
  *     are followed through this processor too (8.); run lease keepers,
  *     settings followers and cron jobs on their own threads with their
  *     own wk_db (they never block your loop).
+ *     On a Redis Cluster (9.) the waiting acquires are refused
+ *     (WK_EINVAL at the call): their wake-up lists live on several nodes.
  *  7. No heap allocation per query once the handle's buffers have grown to
  *     the load (replies are parsed by hiredis, which allocates them); a
  *     waiting acquire allocates its state once (6.).
@@ -111,6 +113,26 @@
  *     stream_buffer.h, live_view.h); one at a time per receiver; counted
  *     by wk_async_pending() until it ran. Closing the handle ends the
  *     receives outstanding with WK_EIO; the receivers stay to be closed.
+ *  9. Redis Cluster: a seed list, or one node's URL whose set-up finds a
+ *     cluster node, gives a cluster handle, routed as wk_db's (wakuwaku/
+ *     db.h, CLUSTER) by the same exchange machine: each query goes to the
+ *     primary of its key's slot on that node's connection (one per node,
+ *     set up through the loop when a query first goes there), behind what
+ *     is in flight there; MOVED, ASK, TRYAGAIN, CLUSTERDOWN and UNBLOCKED
+ *     mean it did not run and it goes again where they say (TRYAGAIN /
+ *     CLUSTERDOWN: after a 10 ms pause of the handle, until the command
+ *     timeout, then WK_ETIMEDOUT); a node's lost connection settles its
+ *     own queries by 4. The slot map comes from CLUSTER SLOTS on a
+ *     connection of its own (to the URL's seeds; made again, to the
+ *     map's primaries in turn, then the seeds), at first and
+ *     again after a MOVED or a lost node, never blocking the loop;
+ *     queries submitted before the first map wait for it (and fail with
+ *     its reason if it cannot be had). The descriptor is an epoll set
+ *     from the start (watch it for READ). Order (3.) holds per node:
+ *     callbacks of queries on different nodes run as their replies come.
+ *     A script query whose keys span slots is refused (WK_EINVAL, at the
+ *     call once the handle knows it is a cluster's, else before it is
+ *     sent).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
@@ -166,10 +188,9 @@ typedef void (*wk_async_watch_fn)(wk_async *a, int fd, unsigned events, int64_t 
  * credentials, TLS, database, client name, timeouts, capability;
  * redis-sentinel:// URLs too, the sentinels asked in the loop's steps).
  * It checks the options and starts connecting without waiting. Returns
- * WK_OK, WK_EINVAL (bad options, or a cluster's seed list: the loop
- * handle does not route by slot, and a single cluster node's URL fails
- * its queries with WK_EINVAL at the set-up; message in `err`) or
- * WK_ENOMEM; *out is NULL on failure. Connection failures are reported
+ * WK_OK, WK_EINVAL (bad options; message in `err`) or WK_ENOMEM; *out
+ * is NULL on failure. A cluster's seed list or one node's URL gives a
+ * cluster handle (9.). Connection failures are reported
  * to queries (5.).
  */
 WK_API int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, size_t errlen);

@@ -158,9 +158,9 @@ extern "C" {
  * node (NOSCRIPT on one node sends EVAL there). Only database 0 exists
  * in a cluster (another is refused). Several hosts that are not cluster
  * nodes fail the open with WK_EINVAL. Blocking handles, helpers, batches
- * and pools work unchanged; wk_async_open() refuses a seed list, and a
- * single cluster node's URL (WK_EINVAL) — the event-loop handle does not
- * route by slot. Pub/Sub (settings) uses Redis's cluster-wide channels:
+ * and pools work unchanged, and so does the event-loop handle
+ * (wakuwaku/async.h, SEMANTICS 9: routed by the same rules; its waiting
+ * acquires are refused on a cluster). Pub/Sub (settings) uses Redis's cluster-wide channels:
  * a subscriber connects to the first seed that accepts. Over rediss://
  * each node's certificate is checked against the host it was reached by:
  * a seed's host as written in the URL, or the endpoint (hostname or IP)

@@ -36,6 +36,7 @@
 #include "tests/kinds/kinds.h"
 #include "collection/settings_internal.h"
 #include "core/core_internal.h" /* wk__key_slot: to choose namespaces */
+#include "core/async_internal.h" /* the loop handle's redirection counters */
 
 /* ------------------------------------------------------------------------
  * The suite's topology
@@ -140,7 +141,7 @@ static void async_done(wk_async *a, int status, const char *msg, void *arg)
 {
     (void)a;
     *(int *)arg = status;
-    cr_assert(status == WK_OK || strstr(msg, "Cluster"), "%s", msg);
+    cr_assert(status == WK_OK, "%s", msg);
 }
 
 Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120)
@@ -203,26 +204,21 @@ Test(cluster, opens_from_a_seed_list_or_any_node, .init = shared, .timeout = 120
     wk_near_cache_close(nc);
     wk_db_close(db);
 
-    /* The event-loop handle refuses a cluster (for now), plainly. */
+    /* The event-loop handle opens from the seed list as well (its
+     * routing: the loop_* tests below). */
     wk_db_options a = WK_DB_OPTIONS_INIT;
     a.url = C.url;
     a.capability = wk_cap_read_write();
     wk_async *as = NULL;
     char err[256];
-    cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_EINVAL, "%s", err);
-    cr_assert_null(as);
-    /* One node's URL: the set-up finds a cluster node and fails the
-     * queries with WK_EINVAL, before any of them is sent. */
-    char one[64];
-    snprintf(one, sizeof(one), "redis://127.0.0.1:%d", C.port[0]);
-    a.url = one;
     cr_assert_eq(wk_async_open(&as, &a, err, sizeof(err)), WK_OK, "%s", err);
     int status = 12345;
     cr_assert_eq(
         wk_lock_try(wk_async_with(as, async_done, &status), &lock, wk_name_str("z"), &token, &got),
         WK_OK);
     wk_test_async_drain(as);
-    cr_assert_eq(status, WK_EINVAL, "%s", wk_err_name(status));
+    cr_assert_eq(status, WK_OK, "%s", wk_err_name(status));
+    cr_assert(got);
     wk_async_close(as);
 }
 
@@ -311,42 +307,71 @@ Test(cluster, every_builtin_query_on_every_kind, .init = shared, .timeout = 120)
  * A batch fans out
  * ---------------------------------------------------------------------- */
 
+/* Queries over every primary: `locks` lock tries (lock 0 held already:
+ * not acquired, WK_OK) and 3 cache gets (0 has a body; 1 holds a hash:
+ * WK_ECORRUPT for that query alone; 2 is missing), and the SETs and GETs
+ * each primary must run for them (fan_check, after they ran). */
+typedef struct fan {
+    wk_entity lock, cache;
+    int prim[3];
+    long long want_set[3], want_get[3], set_before[3], get_before[3];
+} fan;
+
+static void fan_prepare(fan *f, wk_db *db, const char *tag, int locks)
+{
+    char cache_tag[32];
+    snprintf(cache_tag, sizeof(cache_tag), "%sc", tag);
+    *f = (fan){.lock = WK_LOCK_ENTITY(wk_test_ns(tag), 30000),
+               .cache = WK_CACHE_ENTITY(wk_test_ns(cache_tag), 30000)};
+    cr_assert_eq(wk_test_cluster_primaries(&C, f->prim), 3);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    for (int i = 0; i < locks; i++) {
+        int port = item_port(&f->lock, wk_name_u64((uint64_t)i), NULL, key, &klen);
+        for (int k = 0; k < 3; k++)
+            f->want_set[k] += f->prim[k] == port;
+    }
+    wk_token held;
+    bool got0 = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &f->lock, wk_name_u64(0), &held, &got0), WK_OK);
+    cr_assert(got0);
+    cr_assert_eq(wk_cache_put(wk_db_processor(db), &f->cache, wk_name_u64(0), "body", 4), WK_OK);
+    int wrong = item_port(&f->cache, wk_name_u64(1), NULL, key, &klen);
+    freeReplyObject(raw_at(wrong, "HSET %b f v", key, klen));
+    for (int c = 0; c < 3; c++) {
+        int port = item_port(&f->cache, wk_name_u64((uint64_t)c), NULL, key, &klen);
+        for (int k = 0; k < 3; k++)
+            f->want_get[k] += f->prim[k] == port;
+    }
+    for (int k = 0; k < 3; k++) {
+        f->set_before[k] = wk_test_cluster_calls(&C, f->prim[k], "set");
+        f->get_before[k] = wk_test_cluster_calls(&C, f->prim[k], "get");
+    }
+}
+
+static void fan_check(const fan *f)
+{
+    for (int k = 0; k < 3; k++) {
+        long long sets = wk_test_cluster_calls(&C, f->prim[k], "set") - f->set_before[k];
+        long long gets = wk_test_cluster_calls(&C, f->prim[k], "get") - f->get_before[k];
+        cr_assert_gt(f->want_set[k], 0, "names spread over every primary");
+        cr_assert_eq(sets, f->want_set[k], "primary %d ran the SETs of its slots: %lld, not %lld",
+                     f->prim[k], sets, f->want_set[k]);
+        cr_assert_eq(gets, f->want_get[k], "primary %d: %lld GETs, not %lld", f->prim[k], gets,
+                     f->want_get[k]);
+    }
+}
+
 Test(cluster, batch_of_64_reaches_every_primary_with_a_status_per_query, .init = exclusive,
      .timeout = 120)
 {
     wk_db *db = open_cluster();
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("batch"), 30000);
-    wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("batchc"), 30000);
     enum { LOCKS = 60 };
-    int prim[3];
-    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
-    long long want_set[3] = {0}, want_get[3] = {0};
+    fan f;
+    fan_prepare(&f, db, "batch", LOCKS);
+    wk_entity lock = f.lock, cache = f.cache;
     char key[WK_KEY_MAX + 1];
     size_t klen;
-    for (int i = 0; i < LOCKS; i++) {
-        int port = item_port(&lock, wk_name_u64((uint64_t)i), NULL, key, &klen);
-        for (int k = 0; k < 3; k++)
-            want_set[k] += prim[k] == port;
-    }
-    /* Lock 0 is held already (not acquired, WK_OK); cache 1 holds a hash
-     * (WK_ECORRUPT for that query alone); cache 2 is missing. */
-    wk_token held;
-    bool got0 = false;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_u64(0), &held, &got0), WK_OK);
-    cr_assert(got0);
-    cr_assert_eq(wk_cache_put(wk_db_processor(db), &cache, wk_name_u64(0), "body", 4), WK_OK);
-    int wrong = item_port(&cache, wk_name_u64(1), NULL, key, &klen);
-    freeReplyObject(raw_at(wrong, "HSET %b f v", key, klen));
-    for (int c = 0; c < 3; c++) {
-        int port = item_port(&cache, wk_name_u64((uint64_t)c), NULL, key, &klen);
-        for (int k = 0; k < 3; k++)
-            want_get[k] += prim[k] == port;
-    }
-    long long set_before[3], get_before[3];
-    for (int k = 0; k < 3; k++) {
-        set_before[k] = wk_test_cluster_calls(&C, prim[k], "set");
-        get_before[k] = wk_test_cluster_calls(&C, prim[k], "get");
-    }
 
     wk_batch *b = NULL;
     cr_assert_eq(wk_batch_open(&b, db), WK_OK);
@@ -379,16 +404,9 @@ Test(cluster, batch_of_64_reaches_every_primary_with_a_status_per_query, .init =
     cr_assert_eq(wk_batch_status(b, 63), WK_OK);
     cr_assert(got_last);
     int port_last = item_port(&lock, wk_name_str("last"), NULL, key, &klen);
-    for (int k = 0; k < 3; k++) {
-        want_set[k] += prim[k] == port_last;
-        long long sets = wk_test_cluster_calls(&C, prim[k], "set") - set_before[k];
-        long long gets = wk_test_cluster_calls(&C, prim[k], "get") - get_before[k];
-        cr_assert_gt(want_set[k], 0, "names spread over every primary");
-        cr_assert_eq(sets, want_set[k], "primary %d ran the SETs of its slots: %lld, not %lld",
-                     prim[k], sets, want_set[k]);
-        cr_assert_eq(gets, want_get[k], "primary %d: %lld GETs, not %lld", prim[k], gets,
-                     want_get[k]);
-    }
+    for (int k = 0; k < 3; k++)
+        f.want_set[k] += f.prim[k] == port_last;
+    fan_check(&f);
     for (int c = 0; c < 3; c++)
         wk_body_free(&bodies[c]);
 
@@ -2060,4 +2078,591 @@ Test(cluster, a_release_with_waiters_queued_succeeds_when_the_slot_starts_migrat
         cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m[i]), 0);
     }
     wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Through the event-loop handle (wakuwaku/async.h): the same routing,
+ * redirections and outcome rules as the blocking handles above.
+ * ---------------------------------------------------------------------- */
+
+typedef struct outcome {
+    bool done;
+    int status;
+    char msg[512];
+} outcome;
+
+static void on_outcome(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    outcome *o = arg;
+    cr_assert_not(o->done, "one callback per query");
+    o->done = true;
+    o->status = status;
+    snprintf(o->msg, sizeof(o->msg), "%s", msg);
+}
+
+static wk_async *open_loop_timeout(const char *url, const char *client_name, int timeout_ms)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.client_name = client_name;
+    o.command_timeout_ms = timeout_ms;
+    wk_async *a = NULL;
+    char err[512];
+    int rc = wk_async_open(&a, &o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "wk_async_open %s: %s: %s", url, wk_err_name(rc), err);
+    return a;
+}
+
+static wk_async *open_loop(const char *url, const char *client_name)
+{
+    return open_loop_timeout(url, client_name, 5000);
+}
+
+static wk_processor *via(wk_async *a, outcome *o)
+{
+    *o = (outcome){0};
+    return wk_async_with(a, on_outcome, o);
+}
+
+/* One query through the loop, run to its callback: its status. */
+#define LOOP_RUN(a, o, call)                                                                       \
+    do {                                                                                           \
+        wk_processor *p_ = via((a), (o));                                                          \
+        int rc_ = (call);                                                                          \
+        cr_assert_eq(rc_, WK_OK, "queued: %s: %s", wk_err_name(rc_), wk_async_errmsg(a));          \
+        wk_test_async_drain(a);                                                                    \
+        cr_assert((o)->done);                                                                      \
+        (void)p_;                                                                                  \
+    } while (0)
+
+static uint64_t loop_moved(wk_async *a)
+{
+    return atomic_load(&wk__counters(a->db->conn)->moved);
+}
+
+static uint64_t loop_asked(wk_async *a)
+{
+    return atomic_load(&wk__counters(a->db->conn)->asked);
+}
+
+Test(cluster, loop_routes_by_slot_from_a_seed_list_or_any_node, .init = shared, .timeout = 120)
+{
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lroute"), 30000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    /* The seed list, then each node's URL (replicas too). */
+    for (int u = -1; u < WK_TEST_CLUSTER_NODES; u++) {
+        char url[160];
+        if (u < 0)
+            snprintf(url, sizeof(url), "%s", C.url);
+        else
+            snprintf(url, sizeof(url), "redis://127.0.0.1:%d", C.port[u]);
+        wk_async *a = open_loop(url, NULL);
+        enum { N = 12 };
+        outcome o[N];
+        wk_token t[N];
+        bool got[N];
+        for (int i = 0; i < N; i++) {
+            wk_name name = wk_name_u64((uint64_t)((u + 1) * 100 + i));
+            cr_assert_eq(wk_lock_try(via(a, &o[i]), &lock, name, &t[i], &got[i]), WK_OK, "%s",
+                         wk_async_errmsg(a));
+        }
+        cr_assert_eq(wk_async_pending(a), N);
+        wk_test_async_drain(a);
+        for (int i = 0; i < N; i++) {
+            cr_assert(o[i].done && o[i].status == WK_OK, "%s, lock %d: %s", url, i, o[i].msg);
+            cr_assert(got[i]);
+            wk_name name = wk_name_u64((uint64_t)((u + 1) * 100 + i));
+            int port = item_port(&lock, name, NULL, key, &klen);
+            redisReply *r = raw_at(port, "STRLEN %b", key, klen);
+            cr_assert_eq(r->integer, WK_TOKEN_LEN, "%s: lock %d is on the primary of its slot", url,
+                         i);
+            freeReplyObject(r);
+        }
+        cr_assert_eq(loop_moved(a), 0, "%s: routed by the map, not by redirections", url);
+        wk_async_close(a);
+    }
+}
+
+Test(cluster, loop_fans_64_queries_in_flight_over_every_primary, .init = exclusive, .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    wk_async *a = open_loop(C.url, NULL);
+    enum { LOCKS = 61 };
+    fan f;
+    fan_prepare(&f, db, "lfan", LOCKS);
+    wk_entity lock = f.lock, cache = f.cache;
+    /* 64 queries submitted before the loop turns once: in flight together. */
+    static outcome o[64];
+    wk_token tokens[LOCKS];
+    bool got[LOCKS];
+    wk_body bodies[3] = {{0}};
+    for (int i = 0; i < LOCKS; i++)
+        cr_assert_eq(
+            wk_lock_try(via(a, &o[i]), &lock, wk_name_u64((uint64_t)i), &tokens[i], &got[i]),
+            WK_OK);
+    for (int c = 0; c < 3; c++)
+        cr_assert_eq(
+            wk_cache_get(via(a, &o[LOCKS + c]), &cache, wk_name_u64((uint64_t)c), &bodies[c]),
+            WK_OK);
+    cr_assert_eq(wk_async_pending(a), 64);
+    for (int i = 0; i < 64; i++)
+        cr_assert_not(o[i].done, "never from inside the submitting call");
+    wk_test_async_drain(a);
+    for (int i = 0; i < LOCKS; i++) {
+        cr_assert(o[i].done && o[i].status == WK_OK, "lock %d: %s", i, o[i].msg);
+        cr_assert_eq(got[i], i != 0, "lock %d acquired iff not held before", i);
+    }
+    cr_assert_eq(o[LOCKS].status, WK_OK, "%s", o[LOCKS].msg);
+    cr_assert(bodies[0].found && bodies[0].len == 4 && memcmp(bodies[0].data, "body", 4) == 0);
+    cr_assert_eq(o[LOCKS + 1].status, WK_ECORRUPT, "another type: that query alone (%s)",
+                 wk_err_name(o[LOCKS + 1].status));
+    cr_assert_eq(o[LOCKS + 2].status, WK_OK);
+    cr_assert_not(bodies[2].found);
+    fan_check(&f);
+    for (int c = 0; c < 3; c++)
+        wk_body_free(&bodies[c]);
+    /* The releases, all in flight too: every one was still held. */
+    bool released[LOCKS];
+    for (int i = 1; i < LOCKS; i++)
+        cr_assert_eq(wk_lock_release(via(a, &o[i]), &lock, wk_name_u64((uint64_t)i), &tokens[i],
+                                     &released[i]),
+                     WK_OK);
+    wk_test_async_drain(a);
+    for (int i = 1; i < LOCKS; i++)
+        cr_assert(o[i].status == WK_OK && released[i], "lock %d: %s", i, o[i].msg);
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* A name of `e` whose key is in `slot` (its key's slot computed here). */
+static wk_name name_in_slot(const wk_entity *e, int slot, uint64_t from, uint64_t *n)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    for (uint64_t i = from;; i++) {
+        wk_name name = wk_name_u64(i);
+        cr_assert_eq(wk_key_build(key, sizeof(key), &klen, e, &name, NULL), WK_OK);
+        if ((int)wk__key_slot(key, klen) == slot) {
+            *n = i;
+            return name;
+        }
+    }
+}
+
+Test(cluster, loop_follows_ask_during_a_migration_and_moved_after_it, .init = exclusive,
+     .timeout = 120)
+{
+    wk_async *a = open_loop(C.url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lmig"), 60000);
+    outcome o;
+    wk_token tx, ty, tz;
+    bool got = false;
+    /* X is held before the migration: its key moves with the slot. */
+    uint64_t nx, ny, nz;
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(&lock, wk_name_u64(7), NULL, key, &klen);
+    int slot = (int)wk__key_slot(key, klen);
+    wk_name x = name_in_slot(&lock, slot, 7, &nx);
+    wk_name y = name_in_slot(&lock, slot, nx + 1, &ny);
+    wk_name z = name_in_slot(&lock, slot, ny + 1, &nz);
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, x, &tx, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    int prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == from)
+            to = prim[(k + 1) % 3];
+    long long asking_before = wk_test_cluster_calls(&C, to, "asking");
+    uint64_t asked_before = loop_asked(a), moved_before = loop_moved(a);
+
+    /* The ASK window: X is still on the source, Y is new and goes to the
+     * target after ASKING. */
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, to), 0);
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, x, &tz, &got));
+    cr_assert(o.status == WK_OK && !got, "X is held (on the source): %s", o.msg);
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, y, &ty, &got));
+    cr_assert(o.status == WK_OK && got, "Y taken on the importing node: %s", o.msg);
+    cr_assert_gt(wk_test_cluster_calls(&C, to, "asking"), asking_before, "ASKING was sent");
+    cr_assert_gt(loop_asked(a), asked_before, "an ASK was followed");
+    cr_assert_eq(loop_moved(a), moved_before, "no MOVED during the window");
+
+    /* Every key moves; the slot is the target's: MOVED, followed. */
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, z, &tz, &got));
+    cr_assert(o.status == WK_OK && got, "Z after the migration: %s", o.msg);
+    cr_assert_gt(loop_moved(a), moved_before, "a MOVED was followed");
+    bool released = false;
+    LOOP_RUN(a, &o, wk_lock_release(p_, &lock, x, &tx, &released));
+    cr_assert(o.status == WK_OK && released, "X released on its new node: %s", o.msg);
+    LOOP_RUN(a, &o, wk_lock_release(p_, &lock, y, &ty, &released));
+    cr_assert(o.status == WK_OK && released, "%s", o.msg);
+    LOOP_RUN(a, &o, wk_lock_release(p_, &lock, z, &tz, &released));
+    cr_assert(o.status == WK_OK && released, "%s", o.msg);
+    /* Every key is on the target, and the loop's map says so: no MOVED. */
+    uint64_t moved = loop_moved(a);
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, x, &tx, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    cr_assert_eq(loop_moved(a), moved, "the map was refreshed");
+    int port = item_port(&lock, x, NULL, key, &klen);
+    cr_assert_eq(port, to);
+    redisReply *r = raw_at(to, "STRLEN %b", key, klen);
+    cr_assert_eq(r->integer, WK_TOKEN_LEN);
+    freeReplyObject(r);
+    wk_async_close(a);
+}
+
+/* The id of the client named `name` on the node at `port`, or -1. */
+static long long client_id_named(int port, const char *name)
+{
+    redisReply *r = raw_at(port, "CLIENT LIST");
+    char want[96];
+    snprintf(want, sizeof(want), " name=%s ", name);
+    long long id = -1;
+    for (const char *line = r->str; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *at = strstr(line, want);
+        if (at && at < line + len && strncmp(line, "id=", 3) == 0)
+            id = atoll(line + 3);
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return id;
+}
+
+typedef struct failover_arg {
+    int replica, rc;
+    bool kill; /* SIGKILL the primary `replica` instead: rc is the promoted port */
+    atomic_bool over;
+} failover_arg;
+
+static void *run_failover(void *arg)
+{
+    failover_arg *f = arg;
+    f->rc = f->kill ? wk_test_cluster_kill_primary(&C, f->replica, 30000)
+                    : wk_test_cluster_failover(&C, f->replica, 30000);
+    atomic_store(&f->over, true);
+    return NULL;
+}
+
+/* Lock cycles through the loop, BURST tries in flight then their
+ * releases, until the failover thread is over; every outcome is WK_OK or
+ * a connection error (a release, a write, may be WK_EUNKNOWN). Returns
+ * how many failed. */
+static long cycles_until_over(wk_async *a, const wk_entity *lock, failover_arg *f,
+                              uint64_t base)
+{
+    enum { BURST = 16 };
+    static outcome b[BURST], rel[BURST];
+    static wk_token bt[BURST];
+    static bool bg[BURST], br[BURST];
+    long ok = 0, failed = 0;
+    for (uint64_t round = 0; !atomic_load(&f->over); round++) {
+        for (int i = 0; i < BURST; i++)
+            cr_assert_eq(wk_lock_try(via(a, &b[i]), lock, wk_name_u64(base + round * BURST + i),
+                                     &bt[i], &bg[i]),
+                         WK_OK);
+        wk_test_async_drain(a);
+        for (int i = 0; i < BURST; i++) {
+            cr_assert(b[i].status == WK_OK || wk_is_connection_error(b[i].status),
+                      "only connection errors: %s: %s", wk_err_name(b[i].status), b[i].msg);
+            rel[i] = (outcome){.done = true};
+            if (b[i].status == WK_OK && bg[i])
+                cr_assert_eq(wk_lock_release(via(a, &rel[i]), lock,
+                                             wk_name_u64(base + round * BURST + i), &bt[i], &br[i]),
+                             WK_OK);
+        }
+        wk_test_async_drain(a);
+        for (int i = 0; i < BURST; i++) {
+            cr_assert(rel[i].status == WK_OK || wk_is_connection_error(rel[i].status),
+                      "only connection errors: %s: %s", wk_err_name(rel[i].status), rel[i].msg);
+            ok += b[i].status == WK_OK;
+            failed += b[i].status != WK_OK;
+        }
+    }
+    cr_log_info("loop lock cycles across the failover: %ld ok, %ld failed", ok, failed);
+    return failed;
+}
+
+Test(cluster, loop_failover_keeps_the_outcome_rules, .init = exclusive, .timeout = 120)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "wk-loop-fo-%d", (int)getpid());
+    wk_async *a = open_loop(C.url, name);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lfo"), 60000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int primary = item_port(&lock, wk_name_u64(0), NULL, key, &klen);
+    outcome o, w, r;
+    wk_token t0, t1;
+    bool got = false, got1 = false;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(0), &t0, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+
+    /* 1. A write sent without a reply is WK_EUNKNOWN; a read with it is
+     * sent again on a new connection. */
+    uint64_t n1;
+    wk_name one = name_in_slot(&lock, (int)wk__key_slot(key, klen), 1, &n1);
+    freeReplyObject(raw_at(primary, "CLIENT PAUSE 20000 WRITE"));
+    cr_assert_eq(wk_lock_try(via(a, &w), &lock, one, &t1, &got1), WK_OK);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(via(a, &r), &lock, wk_name_u64(0), &st), WK_OK);
+    for (int i = 0; i < 5; i++)
+        wk_test_async_turn(a); /* written; the write is held by the pause */
+    cr_assert_not(w.done);
+    long long id = client_id_named(primary, name);
+    cr_assert_gt(id, 0, "the loop's connection to %d", primary);
+    freeReplyObject(raw_at(primary, "CLIENT KILL ID %lld", id));
+    while (!w.done)
+        wk_test_async_turn(a);
+    freeReplyObject(raw_at(primary, "CLIENT UNPAUSE"));
+    wk_test_async_drain(a);
+    cr_assert_eq(w.status, WK_EUNKNOWN, "%s: %s", wk_err_name(w.status), w.msg);
+    cr_assert(strstr(w.msg, "may or may not"), "%s", w.msg);
+    cr_assert(r.done && r.status == WK_OK && st.held, "the read went again: %s", r.msg);
+
+    /* 2. CLUSTER FAILOVER with writes in flight: each completes, OK or
+     * with a connection error (never a Redis error: MOVED, UNBLOCKED and
+     * READONLY are followed), and the new primary takes them after. */
+    int replica = wk_test_cluster_replica_of(&C, primary);
+    cr_assert_gt(replica, 0);
+    failover_arg f = {.replica = replica};
+    atomic_init(&f.over, false);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_failover, &f), 0);
+    cycles_until_over(a, &lock, &f, 1000);
+    pthread_join(th, NULL);
+    cr_assert_eq(f.rc, 0, "CLUSTER FAILOVER");
+    /* The old primary is a replica now: the handle finds the new one. */
+    uint64_t n2;
+    wk_name two = name_in_slot(&lock, (int)wk__key_slot(key, klen), n1 + 1, &n2);
+    wk_token t2;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, two, &t2, &got));
+    cr_assert(o.status == WK_OK && got, "after the failover: %s", o.msg);
+    cr_assert_eq(item_port(&lock, two, NULL, key, &klen), replica, "the new primary has it");
+    redisReply *s = raw_at(replica, "STRLEN %b", key, klen);
+    cr_assert_eq(s->integer, WK_TOKEN_LEN);
+    freeReplyObject(s);
+
+    /* 3. SIGKILL of the new primary under the same cycles: until its
+     * replica (the old primary) is promoted its slots' queries fail, each
+     * with a connection error; then 50 cycles in a row succeed there. */
+    failover_arg k = {.replica = replica, .kill = true};
+    atomic_init(&k.over, false);
+    cr_assert_eq(pthread_create(&th, NULL, run_failover, &k), 0);
+    long failed = cycles_until_over(a, &lock, &k, 1000000);
+    pthread_join(th, NULL);
+    int restarted = wk_test_cluster_restart(&C, replica, 30000); /* whole again, for what follows */
+    cr_assert_eq(k.rc, primary, "the old primary was promoted");
+    cr_assert_eq(restarted, 0, "the killed node rejoined");
+    cr_assert_gt(failed, 0, "the kill was seen through the loop");
+    int streak = 0;
+    for (uint64_t n = n2 + 1; streak < 50; n++) {
+        wk_name nm = name_in_slot(&lock, (int)wk__key_slot(key, klen), n, &n);
+        wk_token tk;
+        bool released = false;
+        LOOP_RUN(a, &o, wk_lock_try(p_, &lock, nm, &tk, &got));
+        if (o.status == WK_OK && got)
+            LOOP_RUN(a, &o, wk_lock_release(p_, &lock, nm, &tk, &released));
+        cr_assert(o.status == WK_OK || wk_is_connection_error(o.status), "%s", o.msg);
+        streak = o.status == WK_OK ? streak + 1 : 0;
+    }
+    wk_async_close(a);
+}
+
+Test(cluster, loop_hash_tags_multi_key_and_refusals, .init = shared, .timeout = 120)
+{
+    wk_async *a = open_loop(C.url, NULL);
+    outcome o;
+    char k1[64], k2[64];
+    snprintf(k1, sizeof(k1), "lpair-a-%d", (int)getpid());
+    int s1 = wk_test_cluster_keyslot(&C, k1, strlen(k1));
+    for (int i = 0;; i++) {
+        snprintf(k2, sizeof(k2), "lpair-b-%d-%d", (int)getpid(), i);
+        if (wk_test_cluster_keyslot(&C, k2, strlen(k2)) != s1)
+            break;
+    }
+    /* Keys in two slots: refused at the call, nothing queued. */
+    int rc = pair_set(via(a, &o), k1, k2);
+    cr_assert_eq(rc, WK_EINVAL, "%s: %s", wk_err_name(rc), wk_async_errmsg(a));
+    cr_assert(strstr(wk_async_errmsg(a), k1) && strstr(wk_async_errmsg(a), k2), "%s",
+              wk_async_errmsg(a));
+    cr_assert_eq(wk_async_pending(a), 0);
+    /* Hash-tagged into one slot: it runs, on the primary of that slot. */
+    char t1[64], t2[64];
+    snprintf(t1, sizeof(t1), "{lpair-%d}a", (int)getpid());
+    snprintf(t2, sizeof(t2), "{lpair-%d}b", (int)getpid());
+    LOOP_RUN(a, &o, pair_set(p_, t1, t2));
+    cr_assert_eq(o.status, WK_OK, "%s", o.msg);
+    redisReply *r = raw_at(wk_test_cluster_key_port(&C, t2, strlen(t2)), "GET %s", t2);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
+    freeReplyObject(r);
+    /* Waiting acquires are refused on a cluster handle, plainly. */
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lwait"), 30000);
+    wk_token t;
+    bool got = false;
+    rc = wk_lock_acquire(via(a, &o), &lock, wk_name_str("w"), wk_monotonic_ms() + 1000, NULL, &t,
+                         &got);
+    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
+    cr_assert(strstr(wk_async_errmsg(a), "Redis Cluster"), "%s", wk_async_errmsg(a));
+    wk_test_async_drain(a);
+    cr_assert_not(o.done);
+    wk_async_close(a);
+}
+
+Test(cluster, loop_tryagain_pauses_and_fails_as_not_run_at_the_command_timeout, .init = exclusive,
+     .timeout = 120)
+{
+    wk_async *a = open_loop_timeout(C.url, NULL, 600);
+    outcome o, side;
+    char t1[64], t2[64];
+    snprintf(t1, sizeof(t1), "{ltry-%d}a", (int)getpid());
+    snprintf(t2, sizeof(t2), "{ltry-%d}b", (int)getpid());
+    int slot = wk_test_cluster_keyslot(&C, t1, strlen(t1));
+    int from = wk_test_cluster_slot_port(&C, slot), prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == from)
+            to = prim[(k + 1) % 3];
+    freeReplyObject(raw_at(from, "SET %s old", t1));
+    /* Migrating, with t1 still on the source and t2 on neither: the
+     * two-key script is answered TRYAGAIN (it did not run) until the
+     * command timeout, while another query of the handle completes. */
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, slot, to), 0);
+    int64_t t0 = wk_test_now_ms();
+    cr_assert_eq(pair_set(via(a, &o), t1, t2), WK_OK);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("ltry"), 30000);
+    wk_token t;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(via(a, &side), &lock, wk_name_str("side"), &t, &got), WK_OK);
+    wk_test_async_drain(a);
+    int64_t took = wk_test_now_ms() - t0;
+    cr_assert(side.done && side.status == WK_OK && got, "%s", side.msg);
+    cr_assert_eq(o.status, WK_ETIMEDOUT, "%s: %s", wk_err_name(o.status), o.msg);
+    cr_assert(strstr(o.msg, "TRYAGAIN"), "%s", o.msg);
+    cr_assert_geq(took, 300, "re-sent after pauses, not given up at once (%lld ms)",
+                  (long long)took);
+    redisReply *r = raw_at(from, "GET %s", t1);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "old") == 0, "it did not run");
+    freeReplyObject(r);
+    /* The migration over, the same script runs on the new owner. */
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    LOOP_RUN(a, &o, pair_set(p_, t1, t2));
+    cr_assert_eq(o.status, WK_OK, "%s", o.msg);
+    r = raw_at(to, "GET %s", t2);
+    cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
+    freeReplyObject(r);
+    wk_async_close(a);
+}
+
+Test(cluster, loop_a_node_that_refuses_connections_fails_only_its_queries_as_not_sent,
+     .init = exclusive, .timeout = 120)
+{
+    wk_async *a = open_loop(C.url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lrefuse"), 30000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int on = item_port(&lock, wk_name_u64(0), NULL, key, &klen);
+    uint64_t other = 1;
+    while (item_port(&lock, wk_name_u64(other), NULL, key, &klen) == on)
+        other++;
+    /* The primary of name 0 takes no new connection (the handle has none
+     * to it yet); this raw connection gives it back. */
+    redisContext *admin = wk_test_cluster_raw(&C, on);
+    cr_assert(admin);
+    redisReply *r = redisCommand(admin, "CONFIG SET maxclients 1");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "%s", r ? r->str : admin->errstr);
+    freeReplyObject(r);
+    outcome o0, o1;
+    wk_token t0, t1;
+    bool got0 = false, got1 = false;
+    cr_assert_eq(wk_lock_try(via(a, &o0), &lock, wk_name_u64(0), &t0, &got0), WK_OK);
+    cr_assert_eq(wk_lock_try(via(a, &o1), &lock, wk_name_u64(other), &t1, &got1), WK_OK);
+    wk_test_async_drain(a);
+    r = redisCommand(admin, "CONFIG SET maxclients 10000");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+    cr_assert_neq(o0.status, WK_OK, "its node refused the connection");
+    cr_assert_neq(o0.status, WK_EUNKNOWN, "%s", o0.msg);
+    cr_assert(strstr(o0.msg, "not sent"), "%s: %s", wk_err_name(o0.status), o0.msg);
+    cr_assert(o1.status == WK_OK && got1, "another node's query is not held up: %s", o1.msg);
+    cr_log_info("refused node: %s %s", wk_err_name(o0.status), o0.msg);
+    /* The node takes connections again: the next query connects. */
+    outcome o;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(0), &t0, &got0));
+    cr_assert(o.status == WK_OK && got0, "%s", o.msg);
+    wk_async_close(a);
+}
+
+Test(cluster, loop_asks_the_map_of_a_known_primary_when_its_seed_is_gone, .init = exclusive,
+     .timeout = 120)
+{
+    /* The URL names one replica; the handle learns the map from it. */
+    int prim[3], seed = -1, seed_index = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES && seed < 0; i++)
+        if (C.port[i] != prim[0] && C.port[i] != prim[1] && C.port[i] != prim[2]) {
+            seed = C.port[i];
+            seed_index = i;
+        }
+    cr_assert_gt(seed, 0);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", seed);
+    wk_async *a = open_loop(url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lgone"), 60000);
+    outcome o;
+    wk_token t;
+    bool got = false;
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(0), &t, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    /* The seed goes away for good; two slots move. */
+    cr_assert_eq(kill(C.pid[seed_index], SIGKILL), 0); /* the keeper reaps it */
+    C.pid[seed_index] = 0;
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int from = item_port(&lock, wk_name_u64(1), NULL, key, &klen), to = -1;
+    int s1 = (int)wk__key_slot(key, klen);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == from)
+            to = prim[(k + 1) % 3];
+    wk_name second = wk_name_u64(2);
+    for (uint64_t n2 = 2;; n2++) {
+        second = wk_name_u64(n2);
+        if (item_port(&lock, second, NULL, key, &klen) == from &&
+            (int)wk__key_slot(key, klen) != s1)
+            break;
+    }
+    int s2 = (int)wk__key_slot(key, klen);
+    wk_test_migration m1, m2;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m1, s1, to), 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m1), 0);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m2, s2, to), 0);
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m2), 0);
+    /* The first slot's query meets MOVED: the map is asked anew, of a
+     * primary the map knows (the seed is dead), so the second slot's
+     * query goes straight to its new owner. */
+    uint64_t moved = loop_moved(a);
+    wk_test_sleep_ms(150); /* the map is asked anew at most every 100 ms */
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, wk_name_u64(1), &t, &got));
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    cr_assert_eq(loop_moved(a), moved + 1);
+    for (int64_t until = wk_test_now_ms() + 500; wk_test_now_ms() < until;)
+        wk_test_async_turn(a); /* the map's connection and its CLUSTER SLOTS */
+    LOOP_RUN(a, &o, wk_lock_try(p_, &lock, second, &t, &got));
+    int restarted = wk_test_cluster_restart(&C, seed, 30000);
+    cr_assert(o.status == WK_OK && got, "%s", o.msg);
+    cr_assert_eq(loop_moved(a), moved + 1, "the map came from a known primary");
+    cr_assert_eq(restarted, 0, "the seed rejoined");
+    wk_async_close(a);
 }

@@ -6,7 +6,8 @@
  *
  * Handle types (handle_types[] below): a plain handle, a pool (with one
  * of its handles borrowed elsewhere, so the pool must use another), a
- * batch, the event-loop handle, a Sentinel URL, a Cluster seed list and a
+ * batch, the event-loop handle, a Sentinel URL, a Cluster seed list, the
+ * event-loop handle on that seed list and a
  * pinned cluster handle (wk_db_cluster_primary). A cell that cannot hold
  * is refused by the API with WK_EINVAL, and says so in `refused` here.
  *
@@ -125,10 +126,20 @@ static void attach_alone(void)
  * Handle types
  * ---------------------------------------------------------------------- */
 
-typedef enum { PLAIN, POOL, BATCH, EVENT_LOOP, SENTINEL, CLUSTER, PINNED, NTYPES } handle_type;
+typedef enum {
+    PLAIN,
+    POOL,
+    BATCH,
+    EVENT_LOOP,
+    SENTINEL,
+    CLUSTER,
+    PINNED,
+    LOOP_CLUSTER, /* the event-loop handle on the cluster's seed list */
+    NTYPES
+} handle_type;
 
-static const char *const type_names[NTYPES] = {"plain",    "pool",    "batch", "event loop",
-                                               "sentinel", "cluster", "pinned"};
+static const char *const type_names[NTYPES] = {
+    "plain", "pool", "batch", "event loop", "sentinel", "cluster", "pinned", "event loop cluster"};
 
 /* One open handle of a type, and how to run a row on it. */
 typedef struct handle {
@@ -154,7 +165,13 @@ static bool skipped(handle_type t)
 
 static bool on_cluster(handle_type t)
 {
-    return t == CLUSTER || t == PINNED;
+    return t == CLUSTER || t == PINNED || t == LOOP_CLUSTER;
+}
+
+/* A batch or an event loop: the outcome comes later. */
+static bool deferred(handle_type t)
+{
+    return t == BATCH || t == EVENT_LOOP || t == LOOP_CLUSTER;
 }
 
 /* Whether a guarantee's cell runs on the type (the event-loop handle has
@@ -202,7 +219,7 @@ static void handle_open(handle *h, handle_type t, const wk_cap *cap, int lease_r
         h->p = wk_pool_processor(h->pool);
         return;
     }
-    if (t == EVENT_LOOP) {
+    if (t == EVENT_LOOP || t == LOOP_CLUSTER) {
         cr_assert_eq(wk_async_open(&h->async, &o, err, sizeof(err)), WK_OK, "%s", err);
         h->p = wk_async_with(h->async, async_done, h);
         return;
@@ -319,7 +336,7 @@ Test(matrix, capability_read_only_refuses_every_write_on_every_handle_type, .ini
             int rc = run_row(&h, row, cell_ns("cap", t, i));
             /* A deferred handle may refuse a query that needs its outcome
              * at once before it looks at the capability: refused too. */
-            if (row->effect == WK_WRITE && (t == BATCH || t == EVENT_LOOP) && rc == WK_EINVAL)
+            if (row->effect == WK_WRITE && deferred(t) && rc == WK_EINVAL)
                 continue;
             if (row->effect == WK_WRITE)
                 cr_assert_eq(rc, WK_EDENIED, "%s × %s: %s (%s)", type_names[t], row->name,
@@ -518,7 +535,7 @@ Test(matrix, unacknowledged_leases_are_never_reported_held, .init = attach_alone
             int rc = run_row(&h, row, ns);
             cr_assert_eq(rc, WK_ENOTREPLICATED, "%s × %s: %s (%s)", type_names[t], row->name,
                          wk_err_name(rc), errmsg(&h));
-            if (t != BATCH && t != EVENT_LOOP)
+            if (!deferred(t))
                 cr_assert_eq(keys_left(t, ns), 0, "%s × %s: the unacknowledged lease was left held",
                              type_names[t], row->name);
         }

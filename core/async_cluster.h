@@ -1,0 +1,58 @@
+/*
+ * core/async_cluster.h — the event-loop handle on a Redis Cluster
+ * (core/async_cluster.c): the hooks core/async.c and core/async_wait.c
+ * call. Not installed.
+ *
+ * A handle becomes a cluster handle when opened with a seed list, or when
+ * its connection's set-up reaches a cluster node. From then on its main
+ * lane's exchange machine runs in continuous mode over the nodes' lanes
+ * (core/exchange_cluster.h): one connection per node, each set up
+ * through the loop like the first (core/conn_machine.h); lane 1 (the
+ * waits lane of a plain handle) is the map lane: a connection to a seed
+ * (made again: to the map's primaries in turn, then the seeds) that
+ * runs nothing but CLUSTER SLOTS, at first and whenever the machine
+ * asks for the map anew, so no refresh ever blocks the loop. The
+ * descriptor is the epoll set (core/async_wait.c) from then on: lanes 0
+ * and 1 are tagged 0 and 1 in it, node i is tagged WK__ASYNC_NODE_TAG + i.
+ * Waiting acquires are refused on a cluster handle (WK_EINVAL).
+ */
+#ifndef WK_CORE_ASYNC_CLUSTER_H
+#define WK_CORE_ASYNC_CLUSTER_H
+
+#include "core/async_internal.h"
+
+#define WK__ASYNC_NODE_TAG 2u
+#define WK__LANE_MAP 1 /* a cluster handle's lane 1 */
+
+typedef struct wk__async_cluster wk__async_cluster;
+
+/* wk_async_open() with a seed list: a cluster handle at once (the map
+ * lane dials the seeds). WK_OK, or the failure with its message. */
+int wk__async_cluster_open(wk_async *a, char *err, size_t errlen);
+/* Lane l's set-up reached a cluster node: the main lane's connection
+ * becomes the map lane's and the handle a cluster handle; the map lane
+ * goes on. WK_OK, or the refusal (message in a->errmsg). */
+int wk__async_cluster_found(wk__async_lane *l);
+/* The main lane of a cluster handle, in its step: the nodes' events and
+ * set-ups first; then what its machine asked (true: handled, step again). */
+void wk__async_cluster_ready(wk__async_lane *l);
+bool wk__async_cluster_want(wk__async_lane *l, wk__xwant w);
+
+/* The epoll set: node `node` fired `ev` (poll bits); keep the nodes'
+ * registrations as wanted; a connection is about to close; the nodes'
+ * set-ups' deadline (-1: none). */
+void wk__async_cluster_event(wk_async *a, uint32_t node, short ev);
+void wk__async_cluster_sync(wk_async *a);
+void wk__async_cluster_fd_gone(wk_async *a);
+int64_t wk__async_cluster_due(const wk_async *a);
+/* At wk_async_close(): end the set-ups in progress, free the state. */
+void wk__async_cluster_close(wk_async *a);
+
+/* One socket's registration in the set (core/async_wait.c): `fd` wanted
+ * for `want` (poll bits; fd -1: none), tagged `tag`; *reg_fd and
+ * *reg_events say what is registered now and are updated. */
+void wk__async_epoll_sync(wk_async *a, int fd, short want, uint32_t tag, int *reg_fd,
+                          unsigned *reg_events);
+void wk__async_epoll_drop(wk_async *a, int *reg_fd, unsigned *reg_events);
+
+#endif /* WK_CORE_ASYNC_CLUSTER_H */
