@@ -102,14 +102,20 @@ typedef struct wk_pool wk_pool;
  *            wait_ms above the command timeout only lengthens
  *            wk_pool_borrow(). Default 2000 (the default command
  *            timeout).
+ *   multiplex  true (the default of WK_POOL_OPTIONS_INIT): the shared
+ *            processor's queries share the connections in flight (see
+ *            MULTIPLEXING); false (a zeroed struct): one query per
+ *            connection at a time, as before 0.2.0. Cluster URLs always
+ *            run one query per connection.
  */
 typedef struct wk_pool_options {
     const wk_db_options *db;
     int size;
     int wait_ms;
+    bool multiplex;
 } wk_pool_options;
 
-#define WK_POOL_OPTIONS_INIT {.db = NULL, .size = 4, .wait_ms = 2000}
+#define WK_POOL_OPTIONS_INIT {.db = NULL, .size = 4, .wait_ms = 2000, .multiplex = true}
 
 /*
  * wk_pool_open — open `size` connections now (eagerly: a wrong URL,
