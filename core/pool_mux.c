@@ -373,7 +373,14 @@ int wk__mux_init(wk__mux_lane *l, wk_db *db)
     l->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (l->kick_fd < 0)
         return WK_ENOMEM;
-    if (pthread_mutex_init(&l->mu, NULL)) {
+    /* Held for a format, a step or a parse (microseconds): a contender
+     * spins a little before it sleeps. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    int bad = pthread_mutex_init(&l->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    if (bad) {
         close(l->kick_fd);
         l->kick_fd = -1;
         return WK_ENOMEM;
