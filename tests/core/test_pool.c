@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 
+#include "core/core_internal.h"
 #include "support.h"
 
 #define THREADS 8
@@ -955,6 +956,244 @@ Test(pool, waiting_acquires_from_many_threads_each_wait_on_a_connection_of_their
     /* Nothing left open beyond the pool's own connections. */
     redisContext *raw = wk_test_raw(server.url);
     cr_assert_eq(clients_named(raw, "pool-waiters"), 2);
+    redisFree(raw);
+    wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Multiplexing (wk_pool_options.multiplex, the default): many threads'
+ * queries in flight on one connection, each by the rules of a handle.
+ * The proxy in front of the server freezes (nothing forwarded) while the
+ * queries go out, so what is in flight at once is exact.
+ * ---------------------------------------------------------------------- */
+
+#define INFLIGHT 8
+
+typedef struct inflight {
+    wk_processor *p;
+    const wk_entity *lock;
+    uint64_t name;
+    bool write;
+    int bound_ms; /* > 0: the call's deadline, this many ms from its start */
+    atomic_int *started;
+    int rc;
+    bool got;
+    wk_token token;
+    wk_lock_state st;
+    int64_t took_ms;
+    char msg[256];
+} inflight;
+
+static void *inflight_query(void *arg)
+{
+    inflight *f = arg;
+    atomic_fetch_add(f->started, 1);
+    int64_t t0 = wk_test_now_ms();
+    wk_db *front = f->p->db;
+    int64_t outer = f->bound_ms > 0 ? wk__db_bound(front, wk__add_ms(wk__boot_ms(), f->bound_ms))
+                                    : 0;
+    if (f->write)
+        f->rc = wk_lock_try(f->p, f->lock, wk_name_u64(f->name), &f->token, &f->got);
+    else
+        f->rc = wk_lock_inspect(f->p, f->lock, wk_name_u64(f->name), &f->st);
+    if (f->bound_ms > 0)
+        wk__db_bound(front, outer);
+    f->took_ms = wk_test_now_ms() - t0;
+    snprintf(f->msg, sizeof(f->msg), "%s", wk_processor_errmsg(f->p));
+    return NULL;
+}
+
+static void wait_started(atomic_int *started, int n)
+{
+    while (atomic_load(started) < n)
+        wk_test_sleep_ms(5);
+    wk_test_sleep_ms(150); /* … and their commands written into the frozen proxy */
+}
+
+/* A pool of one connection through a proxy, its scripts loaded (a
+ * NOSCRIPT round would blur what is in flight). */
+static wk_pool *proxied_pool(wk_test_proxy **px, int wait_ms, const wk_entity *lock)
+{
+    cr_assert_eq(wk_test_proxy_start(px, server.port), 0);
+    wk_pool *pool = wk_test_open_pool(wk_test_proxy_url(*px), NULL, 1, wait_ms, NULL);
+    wk_token t;
+    bool got, ok;
+    wk_processor *p = wk_pool_processor(pool);
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str("warm"), &t, &got), WK_OK);
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str("warm"), &t, &ok), WK_OK);
+    return pool;
+}
+
+static void lock_held(const wk_entity *lock, uint64_t name, bool held)
+{
+    wk_db *db = wk_test_open_url(server.url, NULL);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), lock, wk_name_u64(name), &st), WK_OK);
+    cr_assert_eq(st.held, held, "lock %llu held: %d", (unsigned long long)name, st.held);
+    wk_db_close(db);
+}
+
+Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown)
+{
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-lost"), 60000);
+    wk_test_proxy *px;
+    wk_pool *pool = proxied_pool(&px, 5000, &lock);
+    atomic_int started = 0;
+    inflight f[INFLIGHT];
+    pthread_t th[INFLIGHT];
+    wk_test_proxy_freeze(px, true);
+    for (int i = 0; i < INFLIGHT; i++) {
+        f[i] = (inflight){.p = wk_pool_processor(pool), .lock = &lock, .name = (uint64_t)i,
+                          .write = i % 2 == 0, .started = &started};
+        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
+    }
+    wait_started(&started, INFLIGHT);
+    /* Every command is on the one connection now: the server runs them
+     * all, and the replies to all of them are lost at once. */
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    wk_test_proxy_freeze(px, false);
+    for (int i = 0; i < INFLIGHT; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(wk_test_proxy_drops(px), 1);
+    for (int i = 0; i < INFLIGHT; i++) {
+        if (f[i].write) {
+            /* Sent, ran, reply lost: unknown — never "not sent", never OK. */
+            cr_assert_eq(f[i].rc, WK_EUNKNOWN, "write %d: %s: %s", i, wk_err_name(f[i].rc),
+                         f[i].msg);
+            cr_assert(strstr(f[i].msg, "may or may not have happened"), "%s", f[i].msg);
+            lock_held(&lock, (uint64_t)i, true);
+        } else {
+            /* A retry-safe read is sent once more on a new connection. */
+            cr_assert_eq(f[i].rc, WK_OK, "read %d: %s: %s", i, wk_err_name(f[i].rc), f[i].msg);
+            cr_assert_eq(f[i].st.held, false, "read %d", i);
+        }
+    }
+    wk_pool_close(pool);
+    wk_test_proxy_stop(px);
+}
+
+Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_next_query_s)
+{
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-deadline"), 60000);
+    wk_test_proxy *px;
+    wk_pool *pool = proxied_pool(&px, 5000, &lock);
+    atomic_int started = 0;
+    inflight a = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
+                  .bound_ms = 300, .started = &started};
+    inflight b = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = false,
+                  .started = &started};
+    pthread_t ta, tb;
+    wk_test_proxy_freeze(px, true);
+    cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
+    wait_started(&started, 1);
+    cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0); /* written behind a's */
+    pthread_join(ta, NULL);
+    /* a's deadline passed with its write in flight: unknown, by its own
+     * deadline, while b still waits on the same connection. */
+    cr_assert_eq(a.rc, WK_EUNKNOWN, "%s: %s", wk_err_name(a.rc), a.msg);
+    cr_assert(strstr(a.msg, "timed out waiting for Redis (the write may or may not have happened)"),
+              "%s", a.msg);
+    cr_assert_lt(a.took_ms, 1500, "a returned by its deadline (took %lld ms)",
+                 (long long)a.took_ms);
+    wk_test_proxy_freeze(px, false);
+    pthread_join(tb, NULL);
+    /* b got its own reply (PTTL of the lock a's try took), not a's. */
+    cr_assert_eq(b.rc, WK_OK, "%s: %s", wk_err_name(b.rc), b.msg);
+    cr_assert(b.st.held, "b saw the lock a's try took (it ran before b's inspect)");
+    /* a's reply (its try took the lock) came after a returned: its parse
+     * did not run, `got` is still the false it was left at. */
+    cr_assert_eq(a.got, false, "a's OUT parameter was written after it returned");
+    wk_pool_close(pool);
+    wk_test_proxy_stop(px);
+}
+
+typedef struct borrow_later {
+    wk_pool *pool;
+    atomic_bool *thawed;
+    bool thawed_before;
+    int rc;
+    wk_db *db;
+} borrow_later;
+
+static void *borrow_and_note(void *arg)
+{
+    borrow_later *b = arg;
+    b->rc = wk_pool_borrow(b->pool, &b->db);
+    b->thawed_before = atomic_load(b->thawed);
+    return NULL;
+}
+
+Test(pool, a_borrow_waits_for_the_shared_queries_in_flight_and_reads_the_abandoned_replies)
+{
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-borrow"), 60000);
+    wk_test_proxy *px;
+    wk_pool *pool = proxied_pool(&px, 5000, &lock);
+    atomic_int started = 0;
+    atomic_bool thawed = false;
+    inflight a = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
+                  .bound_ms = 200, .started = &started};
+    inflight c = {.p = wk_pool_processor(pool), .lock = &lock, .name = 2, .write = true,
+                  .started = &started};
+    pthread_t ta, tc, tb;
+    wk_test_proxy_freeze(px, true);
+    cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
+    pthread_join(ta, NULL);
+    cr_assert_eq(a.rc, WK_EUNKNOWN, "%s: %s", wk_err_name(a.rc), a.msg); /* its reply still due */
+    cr_assert_eq(pthread_create(&tc, NULL, inflight_query, &c), 0);
+    wait_started(&started, 2);
+    borrow_later b = {.pool = pool, .thawed = &thawed};
+    cr_assert_eq(pthread_create(&tb, NULL, borrow_and_note, &b), 0);
+    wk_test_sleep_ms(200);
+    atomic_store(&thawed, true);
+    wk_test_proxy_freeze(px, false);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    cr_assert_eq(b.rc, WK_OK, "%s", wk_err_name(b.rc));
+    cr_assert(b.thawed_before, "the borrow came before the shared queries' replies");
+    cr_assert_eq(c.rc, WK_OK, "%s: %s", wk_err_name(c.rc), c.msg);
+    cr_assert(c.got);
+    /* The borrowed connection's replies are its own (a's was read). */
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &lock, wk_name_u64(1), &st), WK_OK,
+                 "%s", wk_db_errmsg(b.db));
+    cr_assert(st.held, "a's write ran");
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &lock, wk_name_u64(3), &st), WK_OK);
+    cr_assert(!st.held);
+    cr_assert_eq(wk_pool_return(pool, b.db), WK_OK);
+    wk_pool_close(pool);
+    wk_test_proxy_stop(px);
+}
+
+/* 64 threads on one connection: the lock, the limiter and the cache
+ * answer as on a handle each (the mixed workload of the test above). */
+#define MANY 64
+
+Test(pool, sixty_four_threads_on_one_connection_with_correct_results)
+{
+    wk_pool *pool = open_pool(NULL, 1, 5000, "wk-pool-many");
+    static shared_run r;
+    memset(&r, 0, sizeof(r));
+    atomic_flag_clear(&r.error_noted);
+    r.p = wk_pool_processor(pool);
+    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-many", 10000);
+    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-many", BUCKET_CAPACITY, 1, 3600000);
+    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-many", 60000);
+    static worker w[MANY];
+    pthread_t th[MANY];
+    for (int i = 0; i < MANY; i++) {
+        w[i] = (worker){&r, i};
+        cr_assert_eq(pthread_create(&th[i], NULL, mixed_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < MANY; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
+                 r.first_error);
+    cr_assert_eq(atomic_load(&r.violations), 0, "the lock had two holders or lost a release");
+    cr_assert_gt(atomic_load(&r.acquired), 0);
+    cr_assert_eq(atomic_load(&r.allowed), BUCKET_CAPACITY);
+    cr_assert_eq(atomic_load(&r.wrong_bodies), 0, "a get returned someone else's put");
+    redisContext *raw = wk_test_raw(server.url);
+    cr_assert_eq(clients_named(raw, "wk-pool-many"), 1, "one connection");
     redisFree(raw);
     wk_pool_close(pool);
 }
