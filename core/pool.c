@@ -339,12 +339,21 @@ static int pool_process(wk_processor *self, wk_query *q)
     if (wk__query_acked(pool->front.conn, q)) /* its WAIT, as the handle allows */
         deadline = wk__add_ms(deadline, pool->front.conn->lease_ack_timeout_ms);
     deadline = wk__deadline_min(deadline, thread_bound);
-    if (pool->lanes)
+    bool acked = wk__query_acked(pool->front.conn, q);
+    if (pool->lanes && !acked)
         return mux_process(pool, q, deadline);
+    /* One query per connection — or, multiplexing, a lease query with its
+     * WAIT, which the server blocks on (up to the ack timeout): it takes
+     * a connection of its own, once the queries in flight there are in,
+     * so it holds up nobody's reply. */
     size_t i = 0;
     rc = take(pool, deadline, &i, false);
     if (rc)
         return rc;
+    if (pool->lanes && wk__mux_drain(&pool->lanes[i], deadline) != WK_OK) {
+        give(pool, i);
+        return timed_out(pool, true);
+    }
     wk_db *db = pool->handles[i];
     int64_t outer = wk__db_bound(db, deadline);
     rc = wk__db_process(&db->proc, q);
