@@ -1107,6 +1107,59 @@ Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_n
     wk_test_proxy_stop(px);
 }
 
+/* A cache put large enough to fill the socket's buffers while the proxy
+ * forwards nothing: the connection's write stays unfinished. */
+#define BIG_BODY (24u << 20)
+
+typedef struct big_put {
+    wk_processor *p;
+    const wk_entity *cache;
+    atomic_int *started;
+    int rc;
+} big_put;
+
+static void *put_big(void *arg)
+{
+    big_put *b = arg;
+    char *body = malloc(BIG_BODY);
+    memset(body, 'x', BIG_BODY);
+    atomic_fetch_add(b->started, 1);
+    b->rc = wk_cache_put(b->p, b->cache, wk_name_str("big"), body, BIG_BODY);
+    free(body);
+    return NULL;
+}
+
+Test(pool, a_query_not_written_by_its_deadline_is_never_sent)
+{
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-unsent"), 60000);
+    wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("mux-unsent"), 60000);
+    wk_test_proxy *px;
+    wk_pool *pool = proxied_pool(&px, 5000, &lock);
+    atomic_int started = 0;
+    big_put big = {.p = wk_pool_processor(pool), .cache = &cache, .started = &started};
+    inflight b = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
+                  .bound_ms = 300, .started = &started};
+    pthread_t tbig, tb;
+    wk_test_proxy_freeze(px, true);
+    cr_assert_eq(pthread_create(&tbig, NULL, put_big, &big), 0);
+    wait_started(&started, 1); /* its write is stuck half way */
+    cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0);
+    pthread_join(tb, NULL);
+    cr_assert_eq(b.rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(b.rc), b.msg);
+    cr_assert(strstr(b.msg, "timed out before it could be sent (not sent: the write did not happen)"),
+              "%s", b.msg);
+    wk_test_proxy_freeze(px, false);
+    pthread_join(tbig, NULL);
+    cr_assert_eq(big.rc, WK_OK, "%s", wk_err_name(big.rc));
+    /* The put went through, and b's try never reached the server. */
+    wk_processor *p = wk_pool_processor(pool);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
+    cr_assert(!st.held, "the write reported not sent ran");
+    wk_pool_close(pool);
+    wk_test_proxy_stop(px);
+}
+
 typedef struct borrow_later {
     wk_pool *pool;
     atomic_bool *thawed;
