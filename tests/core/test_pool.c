@@ -21,6 +21,7 @@
 #include "support.h"
 
 #define THREADS 8
+#define MAX_THREADS 64
 
 static wk_test_server server;
 
@@ -45,8 +46,8 @@ static wk_pool *open_pool(const wk_cap *cap, int size, int wait_ms, const char *
  * them all. */
 static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
 {
-    pthread_t th[THREADS];
-    cr_assert_leq(n, THREADS);
+    pthread_t th[MAX_THREADS];
+    cr_assert_leq(n, MAX_THREADS);
     for (int i = 0; i < n; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size), 0);
     for (int i = 0; i < n; i++)
@@ -169,22 +170,24 @@ static void *mixed_worker(void *arg)
     return NULL;
 }
 
-Test(pool, eight_threads_share_three_connections_with_correct_results)
+/* `threads` threads run the mixed workload through a pool of `size`
+ * connections named `name`; every answer is checked. */
+static void mixed_run(int threads, int size, const char *name)
 {
-    wk_pool *pool = open_pool(NULL, 3, 5000, "wk-pool-mixed");
+    wk_pool *pool = open_pool(NULL, size, 5000, name);
     static shared_run r;
     memset(&r, 0, sizeof(r));
     atomic_flag_clear(&r.error_noted);
     r.p = wk_pool_processor(pool);
-    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-mixed", 10000);
+    r.lock = (wk_entity)WK_LOCK_ENTITY(name, 10000);
     /* One token an hour: nothing refills during the test. */
-    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-mixed", BUCKET_CAPACITY, 1, 3600000);
-    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-mixed", 60000);
+    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY(name, BUCKET_CAPACITY, 1, 3600000);
+    r.cache = (wk_entity)WK_CACHE_ENTITY(name, 60000);
 
-    worker w[THREADS];
-    for (int i = 0; i < THREADS; i++)
+    static worker w[MAX_THREADS];
+    for (int i = 0; i < threads; i++)
         w[i] = (worker){&r, i};
-    run_threads(THREADS, mixed_worker, w, sizeof(w[0]));
+    run_threads(threads, mixed_worker, w, sizeof(w[0]));
 
     cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
                  r.first_error);
@@ -192,13 +195,18 @@ Test(pool, eight_threads_share_three_connections_with_correct_results)
     cr_assert_gt(atomic_load(&r.acquired), 0);
     cr_assert_eq(atomic_load(&r.allowed), BUCKET_CAPACITY,
                  "the limiter allowed %d of %d attempts; its capacity is %d",
-                 atomic_load(&r.allowed), THREADS * ROUNDS, BUCKET_CAPACITY);
+                 atomic_load(&r.allowed), threads * ROUNDS, BUCKET_CAPACITY);
     cr_assert_eq(atomic_load(&r.wrong_bodies), 0, "a get returned someone else's put");
 
     redisContext *raw = wk_test_raw(server.url);
-    cr_assert_eq(clients_named(raw, "wk-pool-mixed"), 3, "the pool's 3 connections, no more");
+    cr_assert_eq(clients_named(raw, name), size, "the pool's %d connections, no more", size);
     redisFree(raw);
     wk_pool_close(pool);
+}
+
+Test(pool, eight_threads_share_three_connections_with_correct_results)
+{
+    mixed_run(THREADS, 3, "wk-pool-mixed");
 }
 
 /* ------------------------------------------------------------------------
@@ -1024,6 +1032,36 @@ static wk_pool *proxied_pool(wk_test_proxy **px, int wait_ms, const wk_entity *l
     return pool;
 }
 
+/* A case of the tests below: a lock, a pool of one connection through a
+ * proxy, and the count of threads that started their query. */
+typedef struct mux_case {
+    wk_entity lock;
+    wk_test_proxy *px;
+    wk_pool *pool;
+    atomic_int started;
+} mux_case;
+
+static void mux_begin(mux_case *c, const char *ns)
+{
+    c->lock = (wk_entity)WK_LOCK_ENTITY(wk_test_ns(ns), 60000);
+    c->pool = proxied_pool(&c->px, 5000, &c->lock);
+    atomic_init(&c->started, 0);
+}
+
+static void mux_end(mux_case *c)
+{
+    wk_pool_close(c->pool);
+    wk_test_proxy_stop(c->px);
+}
+
+/* A query on lock `name` of case c (a try when `write`, else an inspect),
+ * bounded by `bound_ms` when > 0. */
+static inflight query_of(mux_case *c, uint64_t name, bool write, int bound_ms)
+{
+    return (inflight){.p = wk_pool_processor(c->pool), .lock = &c->lock, .name = name,
+                      .write = write, .bound_ms = bound_ms, .started = &c->started};
+}
+
 static void lock_held(const wk_entity *lock, uint64_t name, bool held)
 {
     wk_db *db = wk_test_open_url(server.url, NULL);
@@ -1035,57 +1073,48 @@ static void lock_held(const wk_entity *lock, uint64_t name, bool held)
 
 Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown)
 {
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-lost"), 60000);
-    wk_test_proxy *px;
-    wk_pool *pool = proxied_pool(&px, 5000, &lock);
-    atomic_int started = 0;
+    static mux_case c;
+    mux_begin(&c, "mux-lost");
     inflight f[INFLIGHT];
     pthread_t th[INFLIGHT];
-    wk_test_proxy_freeze(px, true);
+    wk_test_proxy_freeze(c.px, true);
     for (int i = 0; i < INFLIGHT; i++) {
-        f[i] = (inflight){.p = wk_pool_processor(pool), .lock = &lock, .name = (uint64_t)i,
-                          .write = i % 2 == 0, .started = &started};
+        f[i] = query_of(&c, (uint64_t)i, i % 2 == 0, 0);
         cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
     }
-    wait_started(&started, INFLIGHT);
+    wait_started(&c.started, INFLIGHT);
     /* Every command is on the one connection now: the server runs them
      * all, and the replies to all of them are lost at once. */
-    wk_test_proxy_drop_next_reply(px, NULL, NULL);
-    wk_test_proxy_freeze(px, false);
+    wk_test_proxy_drop_next_reply(c.px, NULL, NULL);
+    wk_test_proxy_freeze(c.px, false);
     for (int i = 0; i < INFLIGHT; i++)
         pthread_join(th[i], NULL);
-    cr_assert_eq(wk_test_proxy_drops(px), 1);
+    cr_assert_eq(wk_test_proxy_drops(c.px), 1);
     for (int i = 0; i < INFLIGHT; i++) {
         if (f[i].write) {
             /* Sent, ran, reply lost: unknown — never "not sent", never OK. */
             cr_assert_eq(f[i].rc, WK_EUNKNOWN, "write %d: %s: %s", i, wk_err_name(f[i].rc),
                          f[i].msg);
             cr_assert(strstr(f[i].msg, "may or may not have happened"), "%s", f[i].msg);
-            lock_held(&lock, (uint64_t)i, true);
+            lock_held(&c.lock, (uint64_t)i, true);
         } else {
             /* A retry-safe read is sent once more on a new connection. */
             cr_assert_eq(f[i].rc, WK_OK, "read %d: %s: %s", i, wk_err_name(f[i].rc), f[i].msg);
             cr_assert_eq(f[i].st.held, false, "read %d", i);
         }
     }
-    wk_pool_close(pool);
-    wk_test_proxy_stop(px);
+    mux_end(&c);
 }
 
 Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_next_query_s)
 {
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-deadline"), 60000);
-    wk_test_proxy *px;
-    wk_pool *pool = proxied_pool(&px, 5000, &lock);
-    atomic_int started = 0;
-    inflight a = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
-                  .bound_ms = 300, .started = &started};
-    inflight b = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = false,
-                  .started = &started};
+    static mux_case c;
+    mux_begin(&c, "mux-deadline");
+    inflight a = query_of(&c, 1, true, 300), b = query_of(&c, 1, false, 0);
     pthread_t ta, tb;
-    wk_test_proxy_freeze(px, true);
+    wk_test_proxy_freeze(c.px, true);
     cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
-    wait_started(&started, 1);
+    wait_started(&c.started, 1);
     cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0); /* written behind a's */
     pthread_join(ta, NULL);
     /* a's deadline passed with its write in flight: unknown, by its own
@@ -1095,7 +1124,7 @@ Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_n
               "%s", a.msg);
     cr_assert_lt(a.took_ms, 1500, "a returned by its deadline (took %lld ms)",
                  (long long)a.took_ms);
-    wk_test_proxy_freeze(px, false);
+    wk_test_proxy_freeze(c.px, false);
     pthread_join(tb, NULL);
     /* b got its own reply (PTTL of the lock a's try took), not a's. */
     cr_assert_eq(b.rc, WK_OK, "%s: %s", wk_err_name(b.rc), b.msg);
@@ -1103,8 +1132,7 @@ Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_n
     /* a's reply (its try took the lock) came after a returned: its parse
      * did not run, `got` is still the false it was left at. */
     cr_assert_eq(a.got, false, "a's OUT parameter was written after it returned");
-    wk_pool_close(pool);
-    wk_test_proxy_stop(px);
+    mux_end(&c);
 }
 
 /* A cache put large enough to fill the socket's buffers while the proxy
@@ -1131,33 +1159,26 @@ static void *put_big(void *arg)
 
 Test(pool, a_query_not_written_by_its_deadline_is_never_sent)
 {
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-unsent"), 60000);
+    static mux_case c;
+    mux_begin(&c, "mux-unsent");
     wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("mux-unsent"), 60000);
-    wk_test_proxy *px;
-    wk_pool *pool = proxied_pool(&px, 5000, &lock);
-    atomic_int started = 0;
-    big_put big = {.p = wk_pool_processor(pool), .cache = &cache, .started = &started};
-    inflight b = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
-                  .bound_ms = 300, .started = &started};
+    big_put big = {.p = wk_pool_processor(c.pool), .cache = &cache, .started = &c.started};
+    inflight b = query_of(&c, 1, true, 300);
     pthread_t tbig, tb;
-    wk_test_proxy_freeze(px, true);
+    wk_test_proxy_freeze(c.px, true);
     cr_assert_eq(pthread_create(&tbig, NULL, put_big, &big), 0);
-    wait_started(&started, 1); /* its write is stuck half way */
+    wait_started(&c.started, 1); /* its write is stuck half way */
     cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0);
     pthread_join(tb, NULL);
     cr_assert_eq(b.rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(b.rc), b.msg);
     cr_assert(strstr(b.msg, "timed out before it could be sent (not sent: the write did not happen)"),
               "%s", b.msg);
-    wk_test_proxy_freeze(px, false);
+    wk_test_proxy_freeze(c.px, false);
     pthread_join(tbig, NULL);
     cr_assert_eq(big.rc, WK_OK, "%s", wk_err_name(big.rc));
     /* The put went through, and b's try never reached the server. */
-    wk_processor *p = wk_pool_processor(pool);
-    wk_lock_state st;
-    cr_assert_eq(wk_lock_inspect(p, &lock, wk_name_u64(1), &st), WK_OK);
-    cr_assert(!st.held, "the write reported not sent ran");
-    wk_pool_close(pool);
-    wk_test_proxy_stop(px);
+    lock_held(&c.lock, 1, false); /* the write reported not sent did not run */
+    mux_end(&c);
 }
 
 typedef struct borrow_later {
@@ -1178,27 +1199,22 @@ static void *borrow_and_note(void *arg)
 
 Test(pool, a_borrow_waits_for_the_shared_queries_in_flight_and_reads_the_abandoned_replies)
 {
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("mux-borrow"), 60000);
-    wk_test_proxy *px;
-    wk_pool *pool = proxied_pool(&px, 5000, &lock);
-    atomic_int started = 0;
+    static mux_case m;
+    mux_begin(&m, "mux-borrow");
     atomic_bool thawed = false;
-    inflight a = {.p = wk_pool_processor(pool), .lock = &lock, .name = 1, .write = true,
-                  .bound_ms = 200, .started = &started};
-    inflight c = {.p = wk_pool_processor(pool), .lock = &lock, .name = 2, .write = true,
-                  .started = &started};
+    inflight a = query_of(&m, 1, true, 200), c = query_of(&m, 2, true, 0);
     pthread_t ta, tc, tb;
-    wk_test_proxy_freeze(px, true);
+    wk_test_proxy_freeze(m.px, true);
     cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
     pthread_join(ta, NULL);
     cr_assert_eq(a.rc, WK_EUNKNOWN, "%s: %s", wk_err_name(a.rc), a.msg); /* its reply still due */
     cr_assert_eq(pthread_create(&tc, NULL, inflight_query, &c), 0);
-    wait_started(&started, 2);
-    borrow_later b = {.pool = pool, .thawed = &thawed};
+    wait_started(&m.started, 2);
+    borrow_later b = {.pool = m.pool, .thawed = &thawed};
     cr_assert_eq(pthread_create(&tb, NULL, borrow_and_note, &b), 0);
     wk_test_sleep_ms(200);
     atomic_store(&thawed, true);
-    wk_test_proxy_freeze(px, false);
+    wk_test_proxy_freeze(m.px, false);
     pthread_join(tb, NULL);
     pthread_join(tc, NULL);
     cr_assert_eq(b.rc, WK_OK, "%s", wk_err_name(b.rc));
@@ -1207,46 +1223,18 @@ Test(pool, a_borrow_waits_for_the_shared_queries_in_flight_and_reads_the_abandon
     cr_assert(c.got);
     /* The borrowed connection's replies are its own (a's was read). */
     wk_lock_state st;
-    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &lock, wk_name_u64(1), &st), WK_OK,
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &m.lock, wk_name_u64(1), &st), WK_OK,
                  "%s", wk_db_errmsg(b.db));
     cr_assert(st.held, "a's write ran");
-    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &lock, wk_name_u64(3), &st), WK_OK);
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &m.lock, wk_name_u64(3), &st), WK_OK);
     cr_assert(!st.held);
-    cr_assert_eq(wk_pool_return(pool, b.db), WK_OK);
-    wk_pool_close(pool);
-    wk_test_proxy_stop(px);
+    cr_assert_eq(wk_pool_return(m.pool, b.db), WK_OK);
+    mux_end(&m);
 }
 
 /* 64 threads on one connection: the lock, the limiter and the cache
- * answer as on a handle each (the mixed workload of the test above). */
-#define MANY 64
-
+ * answer as on a handle each (the mixed workload above). */
 Test(pool, sixty_four_threads_on_one_connection_with_correct_results)
 {
-    wk_pool *pool = open_pool(NULL, 1, 5000, "wk-pool-many");
-    static shared_run r;
-    memset(&r, 0, sizeof(r));
-    atomic_flag_clear(&r.error_noted);
-    r.p = wk_pool_processor(pool);
-    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-many", 10000);
-    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-many", BUCKET_CAPACITY, 1, 3600000);
-    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-many", 60000);
-    static worker w[MANY];
-    pthread_t th[MANY];
-    for (int i = 0; i < MANY; i++) {
-        w[i] = (worker){&r, i};
-        cr_assert_eq(pthread_create(&th[i], NULL, mixed_worker, &w[i]), 0);
-    }
-    for (int i = 0; i < MANY; i++)
-        pthread_join(th[i], NULL);
-    cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
-                 r.first_error);
-    cr_assert_eq(atomic_load(&r.violations), 0, "the lock had two holders or lost a release");
-    cr_assert_gt(atomic_load(&r.acquired), 0);
-    cr_assert_eq(atomic_load(&r.allowed), BUCKET_CAPACITY);
-    cr_assert_eq(atomic_load(&r.wrong_bodies), 0, "a get returned someone else's put");
-    redisContext *raw = wk_test_raw(server.url);
-    cr_assert_eq(clients_named(raw, "wk-pool-many"), 1, "one connection");
-    redisFree(raw);
-    wk_pool_close(pool);
+    mixed_run(MAX_THREADS, 1, "wk-pool-many");
 }
