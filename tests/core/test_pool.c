@@ -1019,11 +1019,23 @@ static void wait_started(atomic_int *started, int n)
 }
 
 /* A pool of one connection through a proxy, its scripts loaded (a
- * NOSCRIPT round would blur what is in flight). */
+ * NOSCRIPT round would blur what is in flight). A 10 s command timeout:
+ * the deadlines the tests look at are their own bounds, and a 24 MB put
+ * under ThreadSanitizer needs more than the default 2 s. */
 static wk_pool *proxied_pool(wk_test_proxy **px, int wait_ms, const wk_entity *lock)
 {
     cr_assert_eq(wk_test_proxy_start(px, server.port), 0);
-    wk_pool *pool = wk_test_open_pool(wk_test_proxy_url(*px), NULL, 1, wait_ms, NULL);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_proxy_url(*px);
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 10000;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 1;
+    po.wait_ms = wait_ms;
+    wk_pool *pool = NULL;
+    char err[256];
+    cr_assert_eq(wk_pool_open(&pool, &po, err, sizeof(err)), WK_OK, "%s", err);
     wk_token t;
     bool got, ok;
     wk_processor *p = wk_pool_processor(pool);
