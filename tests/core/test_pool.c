@@ -1147,6 +1147,53 @@ Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_n
     mux_end(&c);
 }
 
+typedef struct bucket_take {
+    inflight base; /* the processor, the name, the start count; rc, msg */
+    const wk_entity *bucket;
+    wk_token_bucket_outcome out;
+} bucket_take;
+
+static void *take_token(void *arg)
+{
+    bucket_take *t = arg;
+    atomic_fetch_add(t->base.started, 1);
+    t->base.rc = wk_token_bucket_acquire(t->base.p, t->bucket, wk_name_u64(t->base.name), 1,
+                                         &t->out);
+    snprintf(t->base.msg, sizeof(t->base.msg), "%s", wk_processor_errmsg(t->base.p));
+    return NULL;
+}
+
+Test(pool, noscript_replies_to_queries_in_flight_together_send_each_again_as_eval)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-noscript");
+    wk_entity bucket = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("mux-noscript"), 1, 1, 3600000);
+    redisContext *raw = wk_test_raw(server.url);
+    freeReplyObject(wk_test_cmd(raw, "SCRIPT FLUSH"));
+    freeReplyObject(wk_test_cmd(raw, "CONFIG RESETSTAT"));
+    bucket_take t[INFLIGHT];
+    pthread_t th[INFLIGHT];
+    wk_test_proxy_freeze(c.px, true);
+    for (int i = 0; i < INFLIGHT; i++) {
+        t[i] = (bucket_take){.base = query_of(&c, (uint64_t)i, true, 0), .bucket = &bucket};
+        cr_assert_eq(pthread_create(&th[i], NULL, take_token, &t[i]), 0);
+    }
+    wait_started(&c.started, INFLIGHT);
+    wk_test_proxy_freeze(c.px, false); /* every EVALSHA is answered NOSCRIPT */
+    for (int i = 0; i < INFLIGHT; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(t[i].base.rc, WK_OK, "%d: %s: %s", i, wk_err_name(t[i].base.rc),
+                     t[i].base.msg);
+        cr_assert(t[i].out.allowed, "%d: each ran once, as EVAL, and took its token", i);
+    }
+    redisReply *r = wk_test_cmd(raw, "INFO errorstats");
+    const char *n = strstr(r->str, "errorstat_NOSCRIPT:count=");
+    cr_assert(n && atoi(n + strlen("errorstat_NOSCRIPT:count=")) == INFLIGHT, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(raw);
+    mux_end(&c);
+}
+
 /* A cache put large enough to fill the socket's buffers while the proxy
  * forwards nothing: the connection's write stays unfinished. */
 #define BIG_BODY (24u << 20)
