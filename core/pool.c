@@ -275,13 +275,19 @@ static int give(wk_pool *pool, size_t i)
     return WK_OK;
 }
 
-/* The open lane with the fewest queries waiting (the first of equals:
- * under light load one connection stays warm); false: every one is
- * borrowed. */
+/* The lane this thread used last (a hint, for any pool). */
+static _Thread_local size_t thread_lane;
+
+/* The open lane with the fewest queries waiting, looking first at the one
+ * this thread used last (with as many threads as connections each keeps
+ * its own; two threads racing for the same idle lane would make one wait
+ * for the other's read); false: every one is borrowed. */
 static bool pick(wk_pool *pool, size_t *index)
 {
     int best = -1;
-    for (size_t i = 0; i < pool->size; i++) {
+    size_t first = thread_lane < pool->size ? thread_lane : 0;
+    for (size_t k = 0; k < pool->size; k++) {
+        size_t i = first + k < pool->size ? first + k : first + k - pool->size;
         if (atomic_load_explicit(&pool->lanes[i].closed, memory_order_relaxed))
             continue;
         int load = atomic_load_explicit(&pool->lanes[i].load, memory_order_relaxed);
@@ -292,6 +298,8 @@ static bool pick(wk_pool *pool, size_t *index)
                 break;
         }
     }
+    if (best >= 0)
+        thread_lane = *index;
     return best >= 0;
 }
 

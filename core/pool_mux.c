@@ -34,6 +34,9 @@ struct wk__mux_waiter {
     size_t slot;       /* its slot in the lane (moved down by compact()) */
     int status;
     char *msg;         /* WK__ERRMSG_MAX bytes: the caller's */
+    wk_query *q;       /* its query, and the query's deadline */
+    int64_t deadline;
+    struct wk__mux_waiter *next; /* in the lane's pending stack */
 };
 
 static void futex_wait(_Atomic int *word, int seen, int64_t until)
@@ -62,11 +65,22 @@ static void post(wk__mux_lane *l, wk__mux_waiter *w, int bit)
         futex_wake(&w->state); /* cannot happen: room is reserved */
 }
 
-/* Wake what post() queued; the mutex is held on entry and released on
- * return (the woken need not meet the waker on it). */
+static void flush(wk__mux_lane *l, int64_t deadline);
+static void hand_off(wk__mux_lane *l);
+
+/* Put the pushed queries on the lane, wake what post() queued; the mutex
+ * is held on entry and released on return (the woken need not meet the
+ * waker on it). A query pushed while the mutex was held is taken by the
+ * holder before it lets go, or by the pusher (which tries the mutex after
+ * pushing), or, when both missed, here after the unlock. */
 static void unlock_and_wake(wk__mux_lane *l)
 {
     for (;;) {
+        if (atomic_load_explicit(&l->pending, memory_order_relaxed)) {
+            flush(l, 0);
+            if (!l->leader && l->users > 0)
+                hand_off(l); /* the queries just put on need a reader */
+        }
         _Atomic int *words[16];
         size_t n = l->nwake < 16 ? l->nwake : 16;
         l->nwake -= n;
@@ -75,9 +89,10 @@ static void unlock_and_wake(wk__mux_lane *l)
         pthread_mutex_unlock(&l->mu);
         for (size_t i = 0; i < n; i++)
             futex_wake(words[i]);
-        if (!more)
+        if (more)
+            pthread_mutex_lock(&l->mu);
+        else if (!atomic_load(&l->pending) || pthread_mutex_trylock(&l->mu) != 0)
             return;
-        pthread_mutex_lock(&l->mu);
     }
 }
 
@@ -154,6 +169,7 @@ static void compact(wk__mux_lane *l)
 static void lead_once(wk__mux_lane *l, int64_t until)
 {
     wk__conn *conn = l->db->conn;
+    flush(l, until);
     struct pollfd p[2];
     nfds_t n = 0;
     int fd = -1;
@@ -257,57 +273,120 @@ static int lead(wk__mux_lane *l, wk__mux_waiter *w, int64_t deadline)
     return rc;
 }
 
-int wk__mux_run(wk__mux_lane *l, wk_query *q, int64_t deadline, char *msg)
+/* Mutex held: put w's query on the lane (WK_OK), or say why not (the
+ * message in w->msg). */
+static int enter(wk__mux_lane *l, wk__mux_waiter *w)
 {
-    if (wk__mutex_lock_until(&l->mu, deadline)) {
-        snprintf(msg, WK__ERRMSG_MAX, "%s: timed out before it could be sent%s", q->name,
+    wk_query *q = w->q;
+    if (atomic_load(&l->closed))
+        return WK__MUX_CLOSED;
+    if (wk__boot_ms() >= w->deadline) {
+        snprintf(w->msg, WK__ERRMSG_MAX, "%s: timed out before it could be sent%s", q->name,
                  wk_effect_is_write(&q->effect) ? " (not sent: the write did not happen)" : "");
         return WK_ETIMEDOUT;
     }
-    if (atomic_load(&l->closed)) {
-        pthread_mutex_unlock(&l->mu);
-        return WK__MUX_CLOSED;
-    }
     wk_db *db = l->db;
-    wk__mux_waiter w = {.msg = msg};
     int rc = reserve(l) ? wk__db_fail(db, WK_ENOMEM, "%s: out of memory queuing", q->name)
                         : wk__kept_add(&l->k, db, q);
     if (rc) {
-        wk__copy_text(msg, WK__ERRMSG_MAX, db->errmsg);
-        pthread_mutex_unlock(&l->mu);
+        wk__copy_text(w->msg, WK__ERRMSG_MAX, db->errmsg);
         return rc;
     }
-    w.slot = l->k.count - 1;
-    l->w[w.slot] = &w;
+    w->slot = l->k.count - 1;
+    l->w[w->slot] = w;
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
     l->unsettled++;
     set_users(l, 1);
-    wk__conn *conn = db->conn;
+    return WK_OK;
+}
+
+/* The pending stack, oldest first. */
+static wk__mux_waiter *take_pending(wk__mux_lane *l)
+{
+    wk__mux_waiter *list = atomic_exchange_explicit(&l->pending, NULL, memory_order_acquire);
+    wk__mux_waiter *fifo = NULL;
+    while (list) {
+        wk__mux_waiter *next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    return fifo;
+}
+
+/* Mutex held: put the pushed queries on the lane (telling those that
+ * cannot go why), then write what the lane has — one write for all the
+ * commands queued since the last. `deadline`: the caller's, for a
+ * connection made now (0: the earliest of the queries put on). */
+static void flush(wk__mux_lane *l, int64_t deadline)
+{
+    int64_t dl = deadline;
+    for (wk__mux_waiter *w = take_pending(l), *next; w; w = next) {
+        next = w->next;
+        int rc = enter(l, w);
+        if (rc == WK_OK) {
+            dl = wk__deadline_min(dl, w->deadline);
+            continue;
+        }
+        w->status = rc;
+        post(l, w, DONE);
+    }
+    wk__conn *conn = l->db->conn;
     if (!conn->lane.head && conn->lane.wpos == conn->lane.len && conn->link.ctx &&
-        !l->polling) {
+        !l->polling && l->m.scan < l->x.count) {
         /* Nothing in flight: the handle's check before a query (a broken
          * or idle-closed connection, a Sentinel failover notice). */
         int64_t outer = conn->call_deadline;
-        conn->call_deadline = deadline;
-        int ok = wk__conn_ensure(db);
+        conn->call_deadline = dl;
+        int ok = wk__conn_ensure(l->db);
         conn->call_deadline = outer;
         if (ok != WK_OK)
-            wk__engine_ensured(&l->m, WK__NO_NODE, ok, db->errmsg);
+            wk__engine_ensured(&l->m, WK__NO_NODE, ok, l->db->errmsg);
     }
     size_t woken = l->nwake;
-    advance(l, deadline);
+    advance(l, dl);
+    /* A leader asleep in poll: tell it when what it waits for changed. */
+    if (l->polling && (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx ||
+                       l->nwake != woken))
+        kick(l);
+}
+
+int wk__mux_run(wk__mux_lane *l, wk_query *q, int64_t deadline, char *msg)
+{
+    wk__mux_waiter w = {.msg = msg, .q = q, .deadline = deadline};
+    int s;
+    if (pthread_mutex_trylock(&l->mu) == 0) {
+        int rc = enter(l, &w);
+        if (rc) {
+            unlock_and_wake(l);
+            return rc;
+        }
+        flush(l, deadline);
+    } else {
+        /* Taken: push the query for the holder to put on with the others
+         * it finds, then try once more (the holder may just have let go). */
+        wk__mux_waiter *head = atomic_load_explicit(&l->pending, memory_order_relaxed);
+        do
+            w.next = head;
+        while (!atomic_compare_exchange_weak(&l->pending, &head, &w)); /* seq_cst */
+        if (pthread_mutex_trylock(&l->mu) != 0)
+            goto wait;
+        flush(l, deadline);
+        s = atomic_load_explicit(&w.state, memory_order_acquire);
+        if (s & DONE) { /* refused, or the lane closed */
+            unlock_and_wake(l);
+            return w.status;
+        }
+    }
     if (!l->leader) {
         l->leader = true;
         return lead(l, &w, deadline);
     }
-    /* Someone leads: tell its poll when what it waits for changed. */
-    if (l->polling && (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx ||
-                       l->nwake != woken))
-        kick(l);
     unlock_and_wake(l);
+wait:
     for (;;) {
-        int s = atomic_load_explicit(&w.state, memory_order_acquire);
+        s = atomic_load_explicit(&w.state, memory_order_acquire);
         if (s & LEAD) {
             pthread_mutex_lock(&l->mu);
             return lead(l, &w, deadline);
@@ -316,14 +395,11 @@ int wk__mux_run(wk__mux_lane *l, wk_query *q, int64_t deadline, char *msg)
             return w.status;
         if (wk__boot_ms() >= deadline) {
             pthread_mutex_lock(&l->mu);
+            flush(l, 0); /* still pushed: it is refused now, never sent */
             s = atomic_load_explicit(&w.state, memory_order_acquire);
             if (s & LEAD)
                 return lead(l, &w, deadline);
-            if (s & DONE) {
-                pthread_mutex_unlock(&l->mu);
-                return w.status;
-            }
-            rc = abandon(l, &w);
+            int rc = s & DONE ? w.status : abandon(l, &w);
             unlock_and_wake(l);
             return rc;
         }

@@ -48,6 +48,9 @@ typedef struct wk__mux_lane {
     void *poll_ctx;      /* the connection it polls */
     wk__mux_waiter *drainer; /* a borrower waiting for the lane to go quiet */
     int kick_fd;         /* eventfd: wakes the leader's poll */
+    /* queries pushed by threads that found the mutex taken; its holder
+     * puts them on the lane before it lets go (a write for all of them) */
+    _Atomic(wk__mux_waiter *) pending;
     _Atomic int load;    /* users, read without the mutex to pick a lane */
     atomic_bool closed;  /* borrowed (or being drained for a borrow): no queries */
     /* futex words to wake once the mutex is released */
