@@ -6,10 +6,12 @@
  * A lane is the pool's handle i driven by the exchange machine in
  * continuous mode (core/exchange.h), over the queries kept formatted
  * (core/kept.c) — the machine of the event-loop handle, here under a
- * mutex. A thread keeps its query on the lane (slot i), steps the machine
- * itself (its command is written at once, behind what is in flight,
- * coalesced with the others' in one write when they are staged together)
- * and then either leads — polls the socket, reads every reply that came,
+ * mutex. A thread keeps its query on the lane (slot i) and steps the
+ * machine itself: its command is written at once, behind what is in
+ * flight. A thread that finds the mutex taken does not wait for it: it
+ * pushes its query on the lane's pending stack (lock-free), and the
+ * holder puts every pushed query on before it lets go — one write for
+ * all of them. Then each thread either leads — polls the socket, reads every reply that came,
  * settles each query (the parse writes the caller's OUT parameters under
  * the mutex, before its thread is woken) — or sleeps until its own query
  * is settled or leadership is handed to it. The leader leaves as soon as

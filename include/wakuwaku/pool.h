@@ -57,9 +57,10 @@
  * MULTIPLEXING (wk_pool_options.multiplex, the default) — a query does
  * not wait for a free connection: it goes on the open connection (one
  * not borrowed) with the fewest queries waiting, behind whatever is in
- * flight there. Its thread formats it, writes it at once (commands of
- * several threads written together go out in one write) and waits for
- * its own reply only; replies are matched to queries in order. One of
+ * flight there. Its thread formats it and writes it at once — or, when
+ * another thread is busy with that connection, leaves it to that thread,
+ * which writes every query left to it in one write — and waits for its
+ * own reply only; replies are matched to queries in order. One of
  * the waiting threads reads for all of them (the others sleep until
  * their own reply is parsed), so a pool of N connections serves any
  * number of threads. The RULES above hold per query:
