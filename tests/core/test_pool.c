@@ -1226,7 +1226,10 @@ Test(pool, a_query_not_written_by_its_deadline_is_never_sent)
     pthread_t tbig, tb;
     wk_test_proxy_freeze(c.px, true);
     cr_assert_eq(pthread_create(&tbig, NULL, put_big, &big), 0);
-    wait_started(&c.started, 1); /* its write is stuck half way */
+    wait_started(&c.started, 1);
+    /* … formatted (twice 24 MB: slow under the sanitizers) and its write
+     * stuck half way, before b comes */
+    wk_test_sleep_ms(1000);
     cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0);
     pthread_join(tb, NULL);
     cr_assert_eq(b.rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(b.rc), b.msg);
