@@ -29,6 +29,7 @@
 
 #include "core/db_internal.h"
 #include "core/core_internal.h"
+#include "core/pool_mux.h"
 
 struct wk_pool {
     wk_db front;           /* first member: &pool->front.proc is the processor */
@@ -42,6 +43,10 @@ struct wk_pool {
     size_t nfree;
     size_t nwaiting;       /* threads in the queue */
     bool closed;           /* wk_pool_close() ran with handles still out */
+    /* Multiplexing (core/pool_mux.h): handle i is lane i, shared in flight
+     * by any number of queries while it is not borrowed (lanes[i].closed
+     * while it is, set under `mu`); NULL: one query per connection. */
+    wk__mux_lane *lanes;
     /* wk_pool_stats(): borrows (the shared processor's included), how long
      * each waited, and those that got no handle in time */
     _Atomic uint64_t borrows, timeouts, wait_ns;
@@ -69,6 +74,9 @@ int64_t wk__pool_bound(int64_t deadline)
 /* Free everything; the caller made sure no handle is out. */
 static void destroy(wk_pool *pool)
 {
+    for (size_t i = 0; pool->lanes && i < pool->size; i++)
+        wk__mux_free(&pool->lanes[i]);
+    free(pool->lanes);
     for (size_t i = 0; i < pool->size; i++)
         wk_db_close(pool->handles[i]);
     pthread_mutex_destroy(&pool->mu);
@@ -84,6 +92,7 @@ typedef struct waiter {
     pthread_cond_t cv;     /* signalled by give() once `handle` is set */
     size_t handle;
     bool granted;
+    bool open;             /* a multiplexed query's: waits for any lane to open */
     struct waiter *next;
 } waiter;
 
@@ -114,6 +123,17 @@ static int timed_out(wk_pool *pool, bool cut)
                        pool->wait_ms);
 }
 
+/* The free handle on top of the stack, borrowed now (a lane closed to
+ * shared queries). Under `mu`. */
+static size_t pop_free(wk_pool *pool)
+{
+    size_t i = pool->free_stack[--pool->nfree];
+    pool->borrowed[i] = true;
+    if (pool->lanes)
+        atomic_store(&pool->lanes[i].closed, true);
+    return i;
+}
+
 /*
  * Take a free handle's index, or queue and wait for one until wait_ms
  * have passed or, sooner, until `call_deadline` (the query's; 0: none; a
@@ -123,15 +143,18 @@ static int timed_out(wk_pool *pool, bool cut)
  * by a thread that did not wait. The most recently returned free handle
  * goes out first (a stack): under light load one connection stays warm.
  */
-static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
+static int take(wk_pool *pool, int64_t call_deadline, size_t *index, bool open)
 {
     int64_t now = wk__boot_ms();
     if (call_deadline && now >= call_deadline)
         return timed_out(pool, true);
     pthread_mutex_lock(&pool->mu);
+    if (open && pool->nfree > 0) {
+        pthread_mutex_unlock(&pool->mu); /* a lane is open: share it */
+        return WK_OK;
+    }
     if (pool->nfree > 0) {
-        size_t i = pool->free_stack[--pool->nfree];
-        pool->borrowed[i] = true;
+        size_t i = pop_free(pool);
         pthread_mutex_unlock(&pool->mu);
         wk__bump(&pool->borrows);
         wk__hist_add(pool->wait_buckets, &pool->wait_ns, 0); /* no wait */
@@ -146,7 +169,7 @@ static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
     bool cut = call_deadline && call_deadline < deadline;
     if (cut)
         deadline = call_deadline;
-    waiter w = {.granted = false};
+    waiter w = {.granted = false, .open = open};
     if (wk__cond_init_monotonic(&w.cv) != WK_OK) {
         pthread_mutex_unlock(&pool->mu);
         return wk__db_fail(&pool->front, WK_ENOMEM, "pool: cannot make a condition to wait on");
@@ -170,10 +193,34 @@ static int take(wk_pool *pool, int64_t call_deadline, size_t *index)
     pthread_cond_destroy(&w.cv);
     if (!w.granted)
         return timed_out(pool, cut);
+    if (open)
+        return WK_OK; /* counted by the query */
     wk__bump(&pool->borrows);
     wk__hist_add(pool->wait_buckets, &pool->wait_ns, wk__now_ns() - start);
     *index = w.handle;
     return WK_OK;
+}
+
+/* Wake every multiplexed query waiting for an open lane (under `mu`). */
+static void grant_open(wk_pool *pool)
+{
+    waiter *prev = NULL;
+    for (waiter *x = pool->head; x;) {
+        waiter *next = x->next;
+        if (x->open) {
+            if (prev)
+                prev->next = next;
+            else
+                pool->head = next;
+            if (pool->tail == x)
+                pool->tail = prev;
+            x->granted = true;
+            pthread_cond_signal(&x->cv);
+        } else {
+            prev = x;
+        }
+        x = next;
+    }
 }
 
 /* Give handle i back (WK_EINVAL, changing nothing, if it is not out): to
@@ -188,7 +235,25 @@ static int give(wk_pool *pool, size_t i)
     }
     bool last = false;
     waiter *w = pool->head;
-    if (w) {
+    if (w && w->open) {
+        /* Multiplexed queries waited for a lane: handle i opens, and each
+         * of them may share it; a borrower next in line then takes an
+         * open lane (and waits for it to go quiet). */
+        pool->borrowed[i] = false;
+        pool->free_stack[pool->nfree++] = i;
+        atomic_store(&pool->lanes[i].closed, false);
+        grant_open(pool);
+        w = pool->head;
+        if (w) {
+            pool->head = w->next;
+            if (!pool->head)
+                pool->tail = NULL;
+            w->handle = pop_free(pool);
+            w->granted = true;
+            pthread_cond_signal(&w->cv);
+        }
+        last = pool->closed && pool->nfree == pool->size;
+    } else if (w) {
         /* Still borrowed, now by w. Signalled under the lock: w cannot
          * destroy its condition before it has the lock again. */
         pool->head = w->next;
@@ -200,12 +265,67 @@ static int give(wk_pool *pool, size_t i)
     } else {
         pool->borrowed[i] = false;
         pool->free_stack[pool->nfree++] = i;
+        if (pool->lanes)
+            atomic_store(&pool->lanes[i].closed, false);
         last = pool->closed && pool->nfree == pool->size;
     }
     pthread_mutex_unlock(&pool->mu);
     if (last)
         destroy(pool);
     return WK_OK;
+}
+
+/* The lane this thread used last (a hint, for any pool). */
+static _Thread_local size_t thread_lane;
+
+/* The open lane with the fewest queries waiting, looking first at the one
+ * this thread used last (with as many threads as connections each keeps
+ * its own; two threads racing for the same idle lane would make one wait
+ * for the other's read); false: every one is borrowed. */
+static bool pick(wk_pool *pool, size_t *index)
+{
+    int best = -1;
+    size_t first = thread_lane < pool->size ? thread_lane : 0;
+    for (size_t k = 0; k < pool->size; k++) {
+        size_t i = first + k < pool->size ? first + k : first + k - pool->size;
+        if (atomic_load_explicit(&pool->lanes[i].closed, memory_order_relaxed))
+            continue;
+        int load = atomic_load_explicit(&pool->lanes[i].load, memory_order_relaxed);
+        if (best < 0 || load < best) {
+            best = load;
+            *index = i;
+            if (load == 0)
+                break;
+        }
+    }
+    if (best >= 0)
+        thread_lane = *index;
+    return best >= 0;
+}
+
+/* A query shares an open connection with whatever is in flight on it
+ * (core/pool_mux.h); with every connection borrowed it waits for one to
+ * come back, as a query of a pool that does not multiplex. */
+static int mux_process(wk_pool *pool, wk_query *q, int64_t deadline)
+{
+    uint64_t start = 0;
+    for (;;) {
+        size_t i = 0;
+        if (!pick(pool, &i)) {
+            if (!start)
+                start = wk__now_ns();
+            int rc = take(pool, deadline, &i, true);
+            if (rc)
+                return rc;
+            continue;
+        }
+        int rc = wk__mux_run(&pool->lanes[i], q, deadline, thread_msg);
+        if (rc == WK__MUX_CLOSED)
+            continue; /* borrowed meanwhile */
+        wk__bump(&pool->borrows);
+        wk__hist_add(pool->wait_buckets, &pool->wait_ns, start ? wk__now_ns() - start : 0);
+        return rc;
+    }
 }
 
 static int pool_process(wk_processor *self, wk_query *q)
@@ -227,10 +347,21 @@ static int pool_process(wk_processor *self, wk_query *q)
     if (wk__query_acked(pool->front.conn, q)) /* its WAIT, as the handle allows */
         deadline = wk__add_ms(deadline, pool->front.conn->lease_ack_timeout_ms);
     deadline = wk__deadline_min(deadline, thread_bound);
+    bool acked = wk__query_acked(pool->front.conn, q);
+    if (pool->lanes && !acked)
+        return mux_process(pool, q, deadline);
+    /* One query per connection — or, multiplexing, a lease query with its
+     * WAIT, which the server blocks on (up to the ack timeout): it takes
+     * a connection of its own, once the queries in flight there are in,
+     * so it holds up nobody's reply. */
     size_t i = 0;
-    rc = take(pool, deadline, &i);
+    rc = take(pool, deadline, &i, false);
     if (rc)
         return rc;
+    if (pool->lanes && wk__mux_drain(&pool->lanes[i], deadline) != WK_OK) {
+        give(pool, i);
+        return timed_out(pool, true);
+    }
     wk_db *db = pool->handles[i];
     int64_t outer = wk__db_bound(db, deadline);
     rc = wk__db_process(&db->proc, q);
@@ -248,6 +379,20 @@ static int alloc_arrays(wk_pool *pool, size_t n)
     pool->borrowed = calloc(n, sizeof(*pool->borrowed));
     pool->free_stack = calloc(n, sizeof(*pool->free_stack));
     return pool->handles && pool->borrowed && pool->free_stack ? WK_OK : WK_ENOMEM;
+}
+
+static int open_lanes(wk_pool *pool, char *err, size_t errlen)
+{
+    pool->lanes = calloc(pool->size, sizeof(*pool->lanes));
+    if (!pool->lanes)
+        return wk__errbuf_set(err, errlen, WK_ENOMEM, "pool: out of memory");
+    for (size_t i = 0; i < pool->size; i++) {
+        pool->lanes[i].kick_fd = -1; /* not made yet: wk__mux_free() skips it */
+        if (wk__mux_init(&pool->lanes[i], pool->handles[i]) != WK_OK)
+            return wk__errbuf_set(err, errlen, WK_ENOMEM,
+                                  "pool: cannot make the wake-up of connection %zu", i + 1);
+    }
+    return WK_OK;
 }
 
 int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t errlen)
@@ -281,6 +426,7 @@ int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t e
     }
     pool->wait_ms = opts->wait_ms;
     int rc = WK_OK;
+    bool multiplex = opts->multiplex;
     char msg[WK__ERRMSG_MAX];
     for (int i = 0; i < opts->size && !rc; i++) {
         rc = wk_db_open(&pool->handles[i], opts->db, msg, sizeof(msg));
@@ -298,6 +444,10 @@ int wk_pool_open(wk_pool **out, const wk_pool_options *opts, char *err, size_t e
             wk__errbuf_set(err, errlen, rc, "pool: cannot copy the capability: %s",
                            wk_strerror(rc));
     }
+    /* A cluster's queries go to the node of their slot: one query per
+     * connection there (the continuous exchange has one lane). */
+    if (!rc && multiplex && !pool->handles[0]->conn->cluster)
+        rc = open_lanes(pool, err, errlen);
     if (rc) {
         destroy(pool);
         return rc;
@@ -338,10 +488,18 @@ int wk_pool_borrow(wk_pool *pool, wk_db **db)
     if (!pool || !db)
         return WK_EINVAL;
     size_t i = 0;
-    int rc = take(pool, 0, &i);
-    if (!rc)
-        *db = pool->handles[i];
-    return rc;
+    int64_t until = wk__add_ms(wk__boot_ms(), pool->wait_ms);
+    int rc = take(pool, 0, &i, false);
+    if (rc)
+        return rc;
+    /* A lane taken open may still carry shared queries: they finish
+     * first (within the same wait_ms). */
+    if (pool->lanes && wk__mux_drain(&pool->lanes[i], until) != WK_OK) {
+        give(pool, i);
+        return timed_out(pool, false);
+    }
+    *db = pool->handles[i];
+    return WK_OK;
 }
 
 int wk_pool_return(wk_pool *pool, wk_db *db)
@@ -370,6 +528,9 @@ int wk_pool_stats(wk_pool *pool, wk_pool_usage *out)
     pthread_mutex_lock(&pool->mu);
     out->size = pool->size;
     out->in_use = pool->size - pool->nfree;
+    for (size_t i = 0; pool->lanes && i < pool->size; i++)
+        out->in_use += !pool->borrowed[i] &&
+                       atomic_load_explicit(&pool->lanes[i].load, memory_order_relaxed) > 0;
     out->waiting = pool->nwaiting;
     pthread_mutex_unlock(&pool->mu);
     out->borrows = atomic_load_explicit(&pool->borrows, memory_order_relaxed);

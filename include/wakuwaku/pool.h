@@ -5,8 +5,11 @@
  * them from one wk_db_options and hands them out:
  *
  *   - wk_pool_processor(pool): ONE processor that any number of threads
- *     may call concurrently. Each query borrows a free connection for its
- *     own round trip, runs exactly as on a handle, and gives it back.
+ *     may call concurrently. By default the connections are multiplexed:
+ *     any number of threads' queries are in flight on one connection at
+ *     once, each running as on a handle (see MULTIPLEXING); with
+ *     multiplex = false each query borrows a free connection for its own
+ *     round trip and gives it back.
  *   - wk_pool_borrow() / wk_pool_return(): a connection for a stretch of
  *     work that must stay on one connection (a wk_batch, CLIENT-level
  *     state, many queries without queueing for each).
@@ -50,6 +53,48 @@
  *     false), so the helpers that need an outcome at once (deadline
  *     acquire, fill once, …) work through it; each of their queries may
  *     use a different connection.
+ *
+ * MULTIPLEXING (wk_pool_options.multiplex, the default) — a query does
+ * not wait for a free connection: it goes on the open connection (one
+ * not borrowed) with the fewest queries waiting, behind whatever is in
+ * flight there. Its thread formats it and writes it at once — or, when
+ * another thread is busy with that connection, leaves it to that thread,
+ * which writes every query left to it in one write — and waits for its
+ * own reply only; replies are matched to queries in order. One of
+ * the waiting threads reads for all of them (the others sleep until
+ * their own reply is parsed), so a pool of N connections serves any
+ * number of threads. The RULES above hold per query:
+ *  - Capability: admitted before it goes on a connection (RULES 1).
+ *  - Deadline: its own, fixed when it enters the pool (RULES 2), whatever
+ *    else is in flight. A query whose deadline passes leaves: not written
+ *    yet, it is taken out and never sent (WK_ETIMEDOUT, "timed out before
+ *    it could be sent"); written, it is WK_EUNKNOWN for a write,
+ *    WK_ETIMEDOUT for a read ("timed out waiting for Redis"), and its
+ *    reply, when it comes, is read and dropped — never parsed into the
+ *    caller's memory, never given to the next query. The connection stays
+ *    (a handle would drop it): the others' replies are still due on it,
+ *    each by the command timeout after its command went out.
+ *  - Outcomes (wakuwaku/db.h): a connection lost with queries in flight
+ *    makes each written write WK_EUNKNOWN, sends each retry-safe read
+ *    once more on a new connection, and sends again what was not written;
+ *    NOSCRIPT, READONLY (Sentinel) and the idle probe are the handle's.
+ *    OUT parameters are written by the reply's parse before the thread is
+ *    woken.
+ *  - With every connection borrowed a query waits as in RULES 2 ("pool:
+ *    no free connection …", nothing sent).
+ *  - wk_pool_borrow() takes an open connection out of the sharing, then
+ *    waits (within wait_ms) until the queries in flight on it are in,
+ *    reading the replies of those whose threads left at their deadline:
+ *    a borrowed handle never sees another thread's reply.
+ *  - Blocking waits never share a connection: a waiting acquire's BLPOP
+ *    opens a connection of its own (as without multiplexing), and a lease
+ *    query followed by its WAIT (lease_replicas) takes a connection to
+ *    itself, as a borrow does, so it blocks nobody's reply.
+ *  - A cluster URL's pool does not multiplex (queries go to the node of
+ *    their slot): one query per connection, as with multiplex = false.
+ * In wk_pool_stats(), a multiplexed query counts as a borrow (waiting 0
+ * unless every connection was borrowed), and in_use counts the open
+ * connections with a query waiting on them besides the borrowed ones.
  *
  * DETAIL MESSAGES — a handle keeps one message, which many threads cannot
  * share. For the shared processor the message is the calling thread's:
@@ -102,14 +147,20 @@ typedef struct wk_pool wk_pool;
  *            wait_ms above the command timeout only lengthens
  *            wk_pool_borrow(). Default 2000 (the default command
  *            timeout).
+ *   multiplex  true (the default of WK_POOL_OPTIONS_INIT): the shared
+ *            processor's queries share the connections in flight (see
+ *            MULTIPLEXING); false (a zeroed struct): one query per
+ *            connection at a time, as before 0.2.0. Cluster URLs always
+ *            run one query per connection.
  */
 typedef struct wk_pool_options {
     const wk_db_options *db;
     int size;
     int wait_ms;
+    bool multiplex;
 } wk_pool_options;
 
-#define WK_POOL_OPTIONS_INIT {.db = NULL, .size = 4, .wait_ms = 2000}
+#define WK_POOL_OPTIONS_INIT {.db = NULL, .size = 4, .wait_ms = 2000, .multiplex = true}
 
 /*
  * wk_pool_open — open `size` connections now (eagerly: a wrong URL,

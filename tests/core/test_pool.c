@@ -17,9 +17,11 @@
 
 #include <criterion/criterion.h>
 
+#include "core/core_internal.h"
 #include "support.h"
 
 #define THREADS 8
+#define MAX_THREADS 64
 
 static wk_test_server server;
 
@@ -44,8 +46,8 @@ static wk_pool *open_pool(const wk_cap *cap, int size, int wait_ms, const char *
  * them all. */
 static void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
 {
-    pthread_t th[THREADS];
-    cr_assert_leq(n, THREADS);
+    pthread_t th[MAX_THREADS];
+    cr_assert_leq(n, MAX_THREADS);
     for (int i = 0; i < n; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size), 0);
     for (int i = 0; i < n; i++)
@@ -168,22 +170,24 @@ static void *mixed_worker(void *arg)
     return NULL;
 }
 
-Test(pool, eight_threads_share_three_connections_with_correct_results)
+/* `threads` threads run the mixed workload through a pool of `size`
+ * connections named `name`; every answer is checked. */
+static void mixed_run(int threads, int size, const char *name)
 {
-    wk_pool *pool = open_pool(NULL, 3, 5000, "wk-pool-mixed");
+    wk_pool *pool = open_pool(NULL, size, 5000, name);
     static shared_run r;
     memset(&r, 0, sizeof(r));
     atomic_flag_clear(&r.error_noted);
     r.p = wk_pool_processor(pool);
-    r.lock = (wk_entity)WK_LOCK_ENTITY("pool-mixed", 10000);
+    r.lock = (wk_entity)WK_LOCK_ENTITY(name, 10000);
     /* One token an hour: nothing refills during the test. */
-    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY("pool-mixed", BUCKET_CAPACITY, 1, 3600000);
-    r.cache = (wk_entity)WK_CACHE_ENTITY("pool-mixed", 60000);
+    r.bucket = (wk_entity)WK_TOKEN_BUCKET_ENTITY(name, BUCKET_CAPACITY, 1, 3600000);
+    r.cache = (wk_entity)WK_CACHE_ENTITY(name, 60000);
 
-    worker w[THREADS];
-    for (int i = 0; i < THREADS; i++)
+    static worker w[MAX_THREADS];
+    for (int i = 0; i < threads; i++)
         w[i] = (worker){&r, i};
-    run_threads(THREADS, mixed_worker, w, sizeof(w[0]));
+    run_threads(threads, mixed_worker, w, sizeof(w[0]));
 
     cr_assert_eq(atomic_load(&r.errors), 0, "%d failures; first: %s", atomic_load(&r.errors),
                  r.first_error);
@@ -191,13 +195,18 @@ Test(pool, eight_threads_share_three_connections_with_correct_results)
     cr_assert_gt(atomic_load(&r.acquired), 0);
     cr_assert_eq(atomic_load(&r.allowed), BUCKET_CAPACITY,
                  "the limiter allowed %d of %d attempts; its capacity is %d",
-                 atomic_load(&r.allowed), THREADS * ROUNDS, BUCKET_CAPACITY);
+                 atomic_load(&r.allowed), threads * ROUNDS, BUCKET_CAPACITY);
     cr_assert_eq(atomic_load(&r.wrong_bodies), 0, "a get returned someone else's put");
 
     redisContext *raw = wk_test_raw(server.url);
-    cr_assert_eq(clients_named(raw, "wk-pool-mixed"), 3, "the pool's 3 connections, no more");
+    cr_assert_eq(clients_named(raw, name), size, "the pool's %d connections, no more", size);
     redisFree(raw);
     wk_pool_close(pool);
+}
+
+Test(pool, eight_threads_share_three_connections_with_correct_results)
+{
+    mixed_run(THREADS, 3, "wk-pool-mixed");
 }
 
 /* ------------------------------------------------------------------------
@@ -957,4 +966,337 @@ Test(pool, waiting_acquires_from_many_threads_each_wait_on_a_connection_of_their
     cr_assert_eq(clients_named(raw, "pool-waiters"), 2);
     redisFree(raw);
     wk_pool_close(pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Multiplexing (wk_pool_options.multiplex, the default): many threads'
+ * queries in flight on one connection, each by the rules of a handle.
+ * The proxy in front of the server freezes (nothing forwarded) while the
+ * queries go out, so what is in flight at once is exact.
+ * ---------------------------------------------------------------------- */
+
+#define INFLIGHT 8
+
+typedef struct inflight {
+    wk_processor *p;
+    const wk_entity *lock;
+    uint64_t name;
+    bool write;
+    int bound_ms; /* > 0: the call's deadline, this many ms from its start */
+    atomic_int *started;
+    int rc;
+    bool got;
+    wk_token token;
+    wk_lock_state st;
+    int64_t took_ms;
+    char msg[256];
+} inflight;
+
+static void *inflight_query(void *arg)
+{
+    inflight *f = arg;
+    atomic_fetch_add(f->started, 1);
+    int64_t t0 = wk_test_now_ms();
+    wk_db *front = f->p->db;
+    int64_t outer = f->bound_ms > 0 ? wk__db_bound(front, wk__add_ms(wk__boot_ms(), f->bound_ms))
+                                    : 0;
+    if (f->write)
+        f->rc = wk_lock_try(f->p, f->lock, wk_name_u64(f->name), &f->token, &f->got);
+    else
+        f->rc = wk_lock_inspect(f->p, f->lock, wk_name_u64(f->name), &f->st);
+    if (f->bound_ms > 0)
+        wk__db_bound(front, outer);
+    f->took_ms = wk_test_now_ms() - t0;
+    snprintf(f->msg, sizeof(f->msg), "%s", wk_processor_errmsg(f->p));
+    return NULL;
+}
+
+static void wait_started(atomic_int *started, int n)
+{
+    while (atomic_load(started) < n)
+        wk_test_sleep_ms(5);
+    wk_test_sleep_ms(150); /* … and their commands written into the frozen proxy */
+}
+
+/* A pool of one connection through a proxy, its scripts loaded (a
+ * NOSCRIPT round would blur what is in flight). A 10 s command timeout:
+ * the deadlines the tests look at are their own bounds, and a 24 MB put
+ * under ThreadSanitizer needs more than the default 2 s. */
+static wk_pool *proxied_pool(wk_test_proxy **px, int wait_ms, const wk_entity *lock)
+{
+    cr_assert_eq(wk_test_proxy_start(px, server.port), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_proxy_url(*px);
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = 10000;
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 1;
+    po.wait_ms = wait_ms;
+    wk_pool *pool = NULL;
+    char err[256];
+    cr_assert_eq(wk_pool_open(&pool, &po, err, sizeof(err)), WK_OK, "%s", err);
+    wk_token t;
+    bool got, ok;
+    wk_processor *p = wk_pool_processor(pool);
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str("warm"), &t, &got), WK_OK);
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str("warm"), &t, &ok), WK_OK);
+    return pool;
+}
+
+/* A case of the tests below: a lock, a pool of one connection through a
+ * proxy, and the count of threads that started their query. */
+typedef struct mux_case {
+    wk_entity lock;
+    wk_test_proxy *px;
+    wk_pool *pool;
+    atomic_int started;
+} mux_case;
+
+static void mux_begin(mux_case *c, const char *ns)
+{
+    c->lock = (wk_entity)WK_LOCK_ENTITY(wk_test_ns(ns), 60000);
+    c->pool = proxied_pool(&c->px, 5000, &c->lock);
+    atomic_init(&c->started, 0);
+}
+
+static void mux_end(mux_case *c)
+{
+    wk_pool_close(c->pool);
+    wk_test_proxy_stop(c->px);
+}
+
+/* A query on lock `name` of case c (a try when `write`, else an inspect),
+ * bounded by `bound_ms` when > 0. */
+static inflight query_of(mux_case *c, uint64_t name, bool write, int bound_ms)
+{
+    return (inflight){.p = wk_pool_processor(c->pool), .lock = &c->lock, .name = name,
+                      .write = write, .bound_ms = bound_ms, .started = &c->started};
+}
+
+static void lock_held(const wk_entity *lock, uint64_t name, bool held)
+{
+    wk_db *db = wk_test_open_url(server.url, NULL);
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(db), lock, wk_name_u64(name), &st), WK_OK);
+    cr_assert_eq(st.held, held, "lock %llu held: %d", (unsigned long long)name, st.held);
+    wk_db_close(db);
+}
+
+Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-lost");
+    inflight f[INFLIGHT];
+    pthread_t th[INFLIGHT];
+    wk_test_proxy_freeze(c.px, true);
+    for (int i = 0; i < INFLIGHT; i++) {
+        f[i] = query_of(&c, (uint64_t)i, i % 2 == 0, 0);
+        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
+    }
+    wait_started(&c.started, INFLIGHT);
+    /* Every command is on the one connection now: the server runs them
+     * all, and the replies to all of them are lost at once. */
+    wk_test_proxy_drop_next_reply(c.px, NULL, NULL);
+    wk_test_proxy_freeze(c.px, false);
+    for (int i = 0; i < INFLIGHT; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(wk_test_proxy_drops(c.px), 1);
+    for (int i = 0; i < INFLIGHT; i++) {
+        if (f[i].write) {
+            /* Sent, ran, reply lost: unknown — never "not sent", never OK. */
+            cr_assert_eq(f[i].rc, WK_EUNKNOWN, "write %d: %s: %s", i, wk_err_name(f[i].rc),
+                         f[i].msg);
+            cr_assert(strstr(f[i].msg, "may or may not have happened"), "%s", f[i].msg);
+            lock_held(&c.lock, (uint64_t)i, true);
+        } else {
+            /* A retry-safe read is sent once more on a new connection. */
+            cr_assert_eq(f[i].rc, WK_OK, "read %d: %s: %s", i, wk_err_name(f[i].rc), f[i].msg);
+            cr_assert_eq(f[i].st.held, false, "read %d", i);
+        }
+    }
+    mux_end(&c);
+}
+
+Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_next_query_s)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-deadline");
+    inflight a = query_of(&c, 1, true, 300), b = query_of(&c, 1, false, 0);
+    pthread_t ta, tb;
+    wk_test_proxy_freeze(c.px, true);
+    cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
+    wait_started(&c.started, 1);
+    cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0); /* written behind a's */
+    pthread_join(ta, NULL);
+    /* a's deadline passed with its write in flight: unknown, by its own
+     * deadline, while b still waits on the same connection. */
+    cr_assert_eq(a.rc, WK_EUNKNOWN, "%s: %s", wk_err_name(a.rc), a.msg);
+    cr_assert(strstr(a.msg, "timed out waiting for Redis (the write may or may not have happened)"),
+              "%s", a.msg);
+    cr_assert_lt(a.took_ms, 1500, "a returned by its deadline (took %lld ms)",
+                 (long long)a.took_ms);
+    wk_test_proxy_freeze(c.px, false);
+    pthread_join(tb, NULL);
+    /* b got its own reply (PTTL of the lock a's try took), not a's. */
+    cr_assert_eq(b.rc, WK_OK, "%s: %s", wk_err_name(b.rc), b.msg);
+    cr_assert(b.st.held, "b saw the lock a's try took (it ran before b's inspect)");
+    /* a's reply (its try took the lock) came after a returned: its parse
+     * did not run, `got` is still the false it was left at. */
+    cr_assert_eq(a.got, false, "a's OUT parameter was written after it returned");
+    mux_end(&c);
+}
+
+typedef struct bucket_take {
+    inflight base; /* the processor, the name, the start count; rc, msg */
+    const wk_entity *bucket;
+    wk_token_bucket_outcome out;
+} bucket_take;
+
+static void *take_token(void *arg)
+{
+    bucket_take *t = arg;
+    atomic_fetch_add(t->base.started, 1);
+    t->base.rc = wk_token_bucket_acquire(t->base.p, t->bucket, wk_name_u64(t->base.name), 1,
+                                         &t->out);
+    snprintf(t->base.msg, sizeof(t->base.msg), "%s", wk_processor_errmsg(t->base.p));
+    return NULL;
+}
+
+Test(pool, noscript_replies_to_queries_in_flight_together_send_each_again_as_eval)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-noscript");
+    wk_entity bucket = WK_TOKEN_BUCKET_ENTITY(wk_test_ns("mux-noscript"), 1, 1, 3600000);
+    redisContext *raw = wk_test_raw(server.url);
+    freeReplyObject(wk_test_cmd(raw, "SCRIPT FLUSH"));
+    freeReplyObject(wk_test_cmd(raw, "CONFIG RESETSTAT"));
+    bucket_take t[INFLIGHT];
+    pthread_t th[INFLIGHT];
+    wk_test_proxy_freeze(c.px, true);
+    for (int i = 0; i < INFLIGHT; i++) {
+        t[i] = (bucket_take){.base = query_of(&c, (uint64_t)i, true, 0), .bucket = &bucket};
+        cr_assert_eq(pthread_create(&th[i], NULL, take_token, &t[i]), 0);
+    }
+    wait_started(&c.started, INFLIGHT);
+    wk_test_proxy_freeze(c.px, false); /* every EVALSHA is answered NOSCRIPT */
+    for (int i = 0; i < INFLIGHT; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(t[i].base.rc, WK_OK, "%d: %s: %s", i, wk_err_name(t[i].base.rc),
+                     t[i].base.msg);
+        cr_assert(t[i].out.allowed, "%d: each ran once, as EVAL, and took its token", i);
+    }
+    redisReply *r = wk_test_cmd(raw, "INFO errorstats");
+    const char *n = strstr(r->str, "errorstat_NOSCRIPT:count=");
+    cr_assert(n && atoi(n + strlen("errorstat_NOSCRIPT:count=")) == INFLIGHT, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(raw);
+    mux_end(&c);
+}
+
+/* A cache put large enough to fill the socket's buffers while the proxy
+ * forwards nothing: the connection's write stays unfinished. */
+#define BIG_BODY (24u << 20)
+
+typedef struct big_put {
+    wk_processor *p;
+    const wk_entity *cache;
+    atomic_int *started;
+    int rc;
+} big_put;
+
+static void *put_big(void *arg)
+{
+    big_put *b = arg;
+    char *body = malloc(BIG_BODY);
+    memset(body, 'x', BIG_BODY);
+    atomic_fetch_add(b->started, 1);
+    b->rc = wk_cache_put(b->p, b->cache, wk_name_str("big"), body, BIG_BODY);
+    free(body);
+    return NULL;
+}
+
+Test(pool, a_query_not_written_by_its_deadline_is_never_sent)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-unsent");
+    wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("mux-unsent"), 60000);
+    big_put big = {.p = wk_pool_processor(c.pool), .cache = &cache, .started = &c.started};
+    inflight b = query_of(&c, 1, true, 300);
+    pthread_t tbig, tb;
+    wk_test_proxy_freeze(c.px, true);
+    cr_assert_eq(pthread_create(&tbig, NULL, put_big, &big), 0);
+    wait_started(&c.started, 1);
+    /* … formatted (twice 24 MB: slow under the sanitizers) and its write
+     * stuck half way, before b comes */
+    wk_test_sleep_ms(1000);
+    cr_assert_eq(pthread_create(&tb, NULL, inflight_query, &b), 0);
+    pthread_join(tb, NULL);
+    cr_assert_eq(b.rc, WK_ETIMEDOUT, "%s: %s", wk_err_name(b.rc), b.msg);
+    cr_assert(strstr(b.msg, "timed out before it could be sent (not sent: the write did not happen)"),
+              "%s", b.msg);
+    wk_test_proxy_freeze(c.px, false);
+    pthread_join(tbig, NULL);
+    cr_assert_eq(big.rc, WK_OK, "%s", wk_err_name(big.rc));
+    /* The put went through, and b's try never reached the server. */
+    lock_held(&c.lock, 1, false); /* the write reported not sent did not run */
+    mux_end(&c);
+}
+
+typedef struct borrow_later {
+    wk_pool *pool;
+    atomic_bool *thawed;
+    bool thawed_before;
+    int rc;
+    wk_db *db;
+} borrow_later;
+
+static void *borrow_and_note(void *arg)
+{
+    borrow_later *b = arg;
+    b->rc = wk_pool_borrow(b->pool, &b->db);
+    b->thawed_before = atomic_load(b->thawed);
+    return NULL;
+}
+
+Test(pool, a_borrow_waits_for_the_shared_queries_in_flight_and_reads_the_abandoned_replies)
+{
+    static mux_case m;
+    mux_begin(&m, "mux-borrow");
+    atomic_bool thawed = false;
+    inflight a = query_of(&m, 1, true, 200), c = query_of(&m, 2, true, 0);
+    pthread_t ta, tc, tb;
+    wk_test_proxy_freeze(m.px, true);
+    cr_assert_eq(pthread_create(&ta, NULL, inflight_query, &a), 0);
+    pthread_join(ta, NULL);
+    cr_assert_eq(a.rc, WK_EUNKNOWN, "%s: %s", wk_err_name(a.rc), a.msg); /* its reply still due */
+    cr_assert_eq(pthread_create(&tc, NULL, inflight_query, &c), 0);
+    wait_started(&m.started, 2);
+    borrow_later b = {.pool = m.pool, .thawed = &thawed};
+    cr_assert_eq(pthread_create(&tb, NULL, borrow_and_note, &b), 0);
+    wk_test_sleep_ms(200);
+    atomic_store(&thawed, true);
+    wk_test_proxy_freeze(m.px, false);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    cr_assert_eq(b.rc, WK_OK, "%s", wk_err_name(b.rc));
+    cr_assert(b.thawed_before, "the borrow came before the shared queries' replies");
+    cr_assert_eq(c.rc, WK_OK, "%s: %s", wk_err_name(c.rc), c.msg);
+    cr_assert(c.got);
+    /* The borrowed connection's replies are its own (a's was read). */
+    wk_lock_state st;
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &m.lock, wk_name_u64(1), &st), WK_OK,
+                 "%s", wk_db_errmsg(b.db));
+    cr_assert(st.held, "a's write ran");
+    cr_assert_eq(wk_lock_inspect(wk_db_processor(b.db), &m.lock, wk_name_u64(3), &st), WK_OK);
+    cr_assert(!st.held);
+    cr_assert_eq(wk_pool_return(m.pool, b.db), WK_OK);
+    mux_end(&m);
+}
+
+/* 64 threads on one connection: the lock, the limiter and the cache
+ * answer as on a handle each (the mixed workload above). */
+Test(pool, sixty_four_threads_on_one_connection_with_correct_results)
+{
+    mixed_run(MAX_THREADS, 1, "wk-pool-many");
 }
