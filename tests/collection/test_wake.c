@@ -56,6 +56,8 @@ static wk_db *child_open(const wk_cap *cap)
 typedef struct shared {
     atomic_int order[16]; /* child indexes in the order they acquired */
     atomic_int acquired;
+    atomic_int inside;   /* exclusive holders right now */
+    atomic_int overlaps; /* an exclusive holder found another inside */
 } shared;
 
 static shared *shared_new(void)
@@ -115,6 +117,8 @@ static int waiter(const job *j)
         return 2;
     int at = atomic_fetch_add(&j->sh->acquired, 1);
     j->sh->order[at] = j->idx;
+    if (j->how != READ && atomic_fetch_add(&j->sh->inside, 1) != 0)
+        atomic_fetch_add(&j->sh->overlaps, 1);
     if (j->how == READ) {
         /* Hold until all `together` readers got in: each is still in when
          * the last one arrives. */
@@ -124,6 +128,8 @@ static int waiter(const job *j)
             return 4;
     }
     wk_test_sleep_ms(j->hold_ms);
+    if (j->how != READ)
+        atomic_fetch_sub(&j->sh->inside, 1);
     rc = j->how == LOCK   ? wk_lock_release(p, j->e, n, &t, &ok)
          : j->how == READ ? wk_rwlock_release_read(p, j->e, n, &t, &ok)
                           : wk_rwlock_release_write(p, j->e, n, &t, &ok);
@@ -195,6 +201,45 @@ static long long info_field(redisContext *raw, const char *section, const char *
     long long v = atoll(at + strlen(field) + 1);
     freeReplyObject(r);
     return v;
+}
+
+/* Calls of `cmd` that did not fail (an EVALSHA answered NOSCRIPT, then
+ * sent as EVAL, ran the script once). */
+static long long ok_calls(redisContext *raw, const char *cmd)
+{
+    char field[64];
+    snprintf(field, sizeof(field), "cmdstat_%s:", cmd);
+    redisReply *r = wk_test_cmd(raw, "INFO commandstats");
+    const char *at = strstr(r->str, field);
+    long long calls = 0, failed = 0;
+    if (at) {
+        calls = atoll(strstr(at, "calls=") + 6);
+        failed = atoll(strstr(at, "failed_calls=") + 13);
+    }
+    freeReplyObject(r);
+    return calls - failed;
+}
+
+/* Scripts the server ran so far (EVALSHA and EVAL). */
+static long long scripts_run(redisContext *raw)
+{
+    return ok_calls(raw, "evalsha") + ok_calls(raw, "eval");
+}
+
+/* The token item `name` of Lock `e` holds ("" when free), as a string. */
+static void lock_value(redisContext *raw, const wk_entity *e, const char *name, char *out,
+                       size_t cap)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name n = wk_name_str(name);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &n, NULL), WK_OK);
+    redisReply *r = wk_test_cmd(raw, "GET %b", key, len);
+    size_t got = r->type == REDIS_REPLY_STRING ? (size_t)r->len : 0;
+    cr_assert_lt(got, cap);
+    memcpy(out, got ? r->str : "", got);
+    out[got] = '\0';
+    freeReplyObject(r);
 }
 
 /* ------------------------------------------------------------------------
@@ -301,11 +346,18 @@ static void waiters_in_order(const wk_entity *lock, int n)
         kids[i] = spawn(&j);
         wait_queued(raw, &k, i + 1);
     }
+    long long scripts = scripts_run(raw);
     cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
     cr_assert(ok);
     for (int i = 0; i < n; i++)
         cr_assert_eq(reap(kids[i]), 0, "waiter %d of %d", i, n);
     cr_assert_eq(atomic_load(&sh->acquired), n);
+    cr_assert_eq(atomic_load(&sh->overlaps), 0, "never two holders at once");
+    /* Handed over: after the release each waiter's pop returns holding
+     * the lock, so the only scripts are the n + 1 releases — no attempt
+     * after a wake-up (which made it 2n + 1). */
+    cr_assert_eq(scripts_run(raw) - scripts, n + 1, "%d waiters: %lld scripts", n,
+                 scripts_run(raw) - scripts);
     for (int i = 0; i < n; i++)
         cr_assert_eq(sh->order[i], i, "%d waiters: position %d went to waiter %d", n, i,
                      sh->order[i]);
@@ -328,15 +380,19 @@ Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_ord
     wk_test_server_stop(&private_srv);
 }
 
-/* The head is stopped (SIGSTOP) when the lock is released, so the lock
- * stays free until it runs again: a fair Lock refuses every try in the
- * meantime, an unfair one lets it barge in. */
-static bool barge_while_head_is_stopped(const wk_entity *lock)
+/* The head is stopped (SIGSTOP) when the lock is released (or, with
+ * `expire`, when the holder's lease runs out instead), so it cannot take
+ * the lock until it runs again. A release hands the lock to the head
+ * (collection/wake.h, handing over): no try barges in, fair or not. A
+ * lease that ran out frees the lock: a fair Lock still refuses every try
+ * while a waiter is queued, an unfair one lets it barge in. */
+static bool barge_while_head_is_stopped(const wk_entity *lock, bool expire)
 {
     const char *name = "barge";
     FIXTURE(lock, name);
     wk_token t, t2;
     bool got, ok, barged;
+    char v[64];
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
     cr_assert(got);
     shared *sh = shared_new();
@@ -344,7 +400,12 @@ static bool barge_while_head_is_stopped(const wk_entity *lock)
     pid_t kid = spawn(&j);
     wait_queued(raw, &k, 1);
     kill(kid, SIGSTOP);
-    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    if (expire) {
+        for (lock_value(raw, lock, name, v, sizeof(v)); v[0]; lock_value(raw, lock, name, v, sizeof(v)))
+            wk_test_sleep_ms(10);
+    } else {
+        cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    }
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t2, &barged), WK_OK);
     if (barged)
         cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t2, &ok), WK_OK);
@@ -358,8 +419,15 @@ Test(wake, a_fair_lock_lets_no_try_barge_past_its_waiters)
 {
     const wk_entity fair = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair"), 60000);
     const wk_entity unfair = WK_LOCK_ENTITY(wk_test_ns("barge"), 60000);
-    cr_assert_not(barge_while_head_is_stopped(&fair), "fair: the queued waiter goes first");
-    cr_assert(barge_while_head_is_stopped(&unfair), "unfair: a try takes a free lock");
+    const wk_entity fair_short = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair-short"), 300);
+    const wk_entity unfair_short = WK_LOCK_ENTITY(wk_test_ns("barge-short"), 300);
+    cr_assert_not(barge_while_head_is_stopped(&fair, false), "fair: handed to the queued waiter");
+    cr_assert_not(barge_while_head_is_stopped(&unfair, false),
+                  "unfair: handed to the queued waiter too");
+    cr_assert_not(barge_while_head_is_stopped(&fair_short, true),
+                  "fair, lease run out: the queued waiter goes first");
+    cr_assert(barge_while_head_is_stopped(&unfair_short, true),
+              "unfair, lease run out: a try takes a free lock");
 }
 
 /* Runs the Lock acquire script as waiter `id` with `cap`: a waiter that
@@ -415,15 +483,18 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     wait_queued(raw, &k, 2);
     cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &held, &ok), WK_OK);
     cr_assert(ok);
-    /* The release woke A (the head), not B. */
-    char list[WK__WAKE_KEY_MAX];
+    /* The release handed the lock to A (the head), not B. */
+    char list[WK__WAKE_KEY_MAX], v[64];
     memcpy(list, k.w, k.w_len);
     memcpy(list + k.w_len, a.bytes, WK_TOKEN_LEN);
-    redisReply *r = wk_test_cmd(raw, "LLEN %b", list, k.w_len + WK_TOKEN_LEN);
-    cr_assert_eq(r->integer, 1, "A has its wake-up");
+    redisReply *r = wk_test_cmd(raw, "LINDEX %b 0", list, k.w_len + WK_TOKEN_LEN);
+    cr_assert(r->type == REDIS_REPLY_STRING && r->str[0] == 'h', "A has its handed-over notice");
     freeReplyObject(r);
-    cr_assert_eq(wk__wake_leave(p, &lock, &k, &a), WK_OK);
-    cr_assert_eq(reap(b), 0, "B got the wake-up A gave up");
+    lock_value(raw, &lock, name, v, sizeof(v));
+    cr_assert(strlen(v) == WK_TOKEN_LEN && memcmp(v, a.bytes, WK_TOKEN_LEN) == 0,
+              "the lock is A's: its token, as if A had SET it");
+    cr_assert_eq(wk__lock_leave(p, &lock, wk_name_str(name), &a), WK_OK);
+    cr_assert_eq(reap(b), 0, "B got the lock A gave up");
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "B slept once");
     FIXTURE_END();
     wk_test_server_stop(&private_srv);
@@ -458,6 +529,48 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
     cr_assert(slept >= 1 && slept <= 6, "B slept %lld times", slept);
     FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A (deadline 3 s: its registration ends within 3 s + the grace) waits
+ * at the head and is killed; B (deadline 40 s) queues behind it. The
+ * release hands the lock to A, who is gone: the lease runs for a minute,
+ * but B takes it from A once A's registration has ended and its notice
+ * was never popped — well before the lease would have run out. */
+static void dead_waiter_is_handed_the_lock(const wk_entity *lock)
+{
+    const char *name = "job";
+    FIXTURE(lock, name);
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &held, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job ja = {lock, name, LOCK, 0, 3000, 0, 0, sh};
+    pid_t a = spawn(&ja);
+    wait_queued(raw, &k, 1);
+    kill(a, SIGKILL);
+    reap(a);
+    job jb = {lock, name, LOCK, 1, 40000, 0, 0, sh};
+    pid_t b = spawn(&jb);
+    wait_queued(raw, &k, 2);
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &held, &ok), WK_OK);
+    char v[64];
+    lock_value(raw, lock, name, v, sizeof(v));
+    cr_assert_eq(strlen(v), WK_TOKEN_LEN, "handed over to the dead head, not freed");
+    cr_assert(memcmp(v, held.bytes, WK_TOKEN_LEN) != 0);
+    cr_assert_eq(reap(b), 0, "B took the lock from the dead waiter before its own deadline");
+    cr_assert_eq(atomic_load(&sh->acquired), 1);
+    FIXTURE_END();
+}
+
+Test(wake, a_lock_handed_to_a_dead_waiter_goes_on_when_its_registration_ends)
+{
+    private_server();
+    static const wk_entity fair = WK_LOCK_FAIR_ENTITY("dead-waiter-fair", 60000);
+    static const wk_entity unfair = WK_LOCK_ENTITY("dead-waiter", 60000);
+    dead_waiter_is_handed_the_lock(&fair);
+    dead_waiter_is_handed_the_lock(&unfair);
     wk_test_server_stop(&private_srv);
 }
 
