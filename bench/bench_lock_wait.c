@@ -4,7 +4,8 @@
  * redis-server this program starts (or --url).
  *
  *   bench_lock_wait                  # 2 and 8 waiters, unfair and fair
- *   bench_lock_wait --handoffs 400   # handoffs measured per case
+ *   bench_lock_wait --handoffs 400   # handoffs measured per run (150)
+ *   bench_lock_wait --rounds 9       # runs per case (7)
  *
  * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
  * looping on one Lock name: wk_lock_acquire (deadline 10 s), hold
@@ -14,11 +15,18 @@
  * acquire's return, so it includes the release's own trip to the server. Printed next to the round
  * trip (PING) measured in the same run, as p50 and p99 in µs and in round trips.
  *
- * Load: the commands the acquires sent per handoff — every query through
- * the contenders' processors (counted by a wrapper processor) except the
- * releases, plus the server's BLPOP calls (INFO commandstats; BLPOP runs
- * on the handles' blocking connections, beside the processor) — and that
- * per waiter. The acquire that succeeds is included.
+ * Each case runs --rounds times (default 7), each run right after a run of
+ * the floor below, so that every ratio compares two figures taken on the
+ * same (shared, noisy) machine within seconds: medians over the runs and
+ * the spread (min–max) of the per-run ratios.
+ *
+ * Load: the handoff path — the release, the pops and the attempts made
+ * after a pop, per handoff (the issue's "at most two commands": the
+ * release and the waiter's pop); and the acquire side's commands per
+ * handoff — every query through the contenders' processors (counted by a
+ * wrapper processor) except the releases, plus the server's BLPOP calls
+ * (INFO commandstats; BLPOP runs on the handles' blocking connections,
+ * beside the processor): the first try, the queueing attempt, the pops.
  *
  * Through the event loop: one waiter's handoff latency with
  * wk_lock_acquire through an event-loop handle (wakuwaku/async.h) beside
@@ -52,17 +60,23 @@ static const char *url;
 
 static int hold_ms = 20;
 
-/* A wrapper processor that counts the queries it passes on. */
+/* A wrapper processor that counts the queries it passes on, and (one
+ * thread's) the acquire-or-park attempts ("lock.acquire") since `acq`
+ * was last reset: the first of a waiting acquire queues it, any other
+ * comes after a wake-up. */
 typedef struct counting {
     wk_processor base;
     wk_processor *inner;
     atomic_llong *count;
+    long long acq;
 } counting;
 
 static int counting_process(wk_processor *self, wk_query *q)
 {
     counting *c = (counting *)self;
     atomic_fetch_add(c->count, 1);
+    if (q->name && strcmp(q->name, "lock.acquire") == 0)
+        c->acq++;
     return wk_process(c->inner, q);
 }
 
@@ -146,7 +160,7 @@ static void *popper(void *arg)
 /* Push → the blocked client has it, p50 and p99 in µs. */
 static void push_wake_floor(double *p50, double *p99)
 {
-    enum { N = 400 };
+    enum { N = 200 };
     static int64_t t[N];
     floor_run f = {0};
     pthread_t th;
@@ -181,6 +195,7 @@ typedef struct run {
     atomic_int releases;
     atomic_llong released_at; /* µs, just before the last release call */
     atomic_llong queries;     /* through the contenders' processors */
+    atomic_llong after_pop;   /* attempts after a wake-up (not the one that queued) */
     atomic_bool stop;
     int64_t *lat; /* target entries */
 } run;
@@ -189,15 +204,18 @@ static void *contender(void *arg)
 {
     run *r = arg;
     wk_db *db = bench_open_db(url);
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries, 0};
     wk_processor *p = &cp.base;
     while (!atomic_load(&r->stop)) {
         wk_token t;
         bool got = false;
         int64_t started = now_us();
+        cp.acq = 0;
         int rc =
             wk_lock_acquire(p, r->lock, wk_name_str("h"), wk_deadline_in(10000), NULL, &t, &got);
         int64_t done = now_us();
+        if (cp.acq > 1)
+            atomic_fetch_add(&r->after_pop, cp.acq - 1);
         if (rc != WK_OK)
             die("acquire", wk_db_errmsg(db));
         if (!got)
@@ -227,8 +245,15 @@ static void *contender(void *arg)
     return NULL;
 }
 
-static void handoff_case(const char *label, const wk_entity *lock, int waiters, int target,
-                         double rtt)
+/* One run of a case: handoff p50/p99 (µs), the acquire side's commands
+ * per handoff (every query of the contenders but the releases, plus the
+ * BLPOPs), and the handoff path's: the release, the pops and the
+ * attempts after a pop, per handoff. */
+typedef struct case_run {
+    double p50, p99, cmds, path;
+} case_run;
+
+static case_run handoff_case(const wk_entity *lock, int waiters, int target)
 {
     run r = {.lock = lock, .target = target};
     r.lat = calloc((size_t)target, sizeof(int64_t));
@@ -246,11 +271,57 @@ static void handoff_case(const char *label, const wk_entity *lock, int waiters, 
     if (n > target)
         n = target;
     long long waiting = atomic_load(&r.queries) - atomic_load(&r.releases) + blpops;
-    double p50 = pct(r.lat, (size_t)n, 0.5), p99 = pct(r.lat, (size_t)n, 0.99);
-    printf("| %-7s | %7d | %8d | %8.0f | %8.1f | %8.0f | %8.1f | %9.2f | %10.2f |\n", label,
-           waiters, n, p50, p50 / rtt, p99, p99 / rtt, (double)waiting / n,
-           (double)waiting / n / waiters);
+    /* Every acquire after the first was a handoff (the releaser stays out). */
+    double acquired = atomic_load(&r.acquires) - 1;
+    case_run out = {pct(r.lat, (size_t)n, 0.5), pct(r.lat, (size_t)n, 0.99), 0, 0};
+    out.cmds = (double)waiting / acquired;
+    out.path = 1 + (double)(blpops + atomic_load(&r.after_pop)) / acquired;
     free(r.lat);
+    return out;
+}
+
+/* The median of v[0..n) (sorts it). */
+static double median_of(double *v, int n)
+{
+    int64_t t[16];
+    for (int i = 0; i < n; i++)
+        t[i] = (int64_t)(v[i] * 1000);
+    double m = pct(t, (size_t)n, 0.5) / 1000;
+    return m;
+}
+
+static void min_max(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* `rounds` runs of a case, each right after a run of the raw floor:
+ * medians over the runs and the spread (min–max) of the per-run ratios. */
+static void case_rounds(const char *label, const wk_entity *lock, int waiters, int target,
+                        int rounds)
+{
+    double h50[16] = {0}, h99[16] = {0}, f50[16] = {0}, f99[16] = {0}, r50[16] = {0}, r99[16] = {0},
+           cmds[16] = {0}, path[16] = {0};
+    for (int i = 0; i < rounds; i++) {
+        push_wake_floor(&f50[i], &f99[i]);
+        case_run cr = handoff_case(lock, waiters, target);
+        h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
+        r50[i] = h50[i] / f50[i];
+        r99[i] = h99[i] / f99[i];
+    }
+    double lo50, hi50, lo99, hi99;
+    min_max(r50, rounds, &lo50, &hi50);
+    min_max(r99, rounds, &lo99, &hi99);
+    printf("| %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) "
+           "| %5.2f | %5.2f |\n",
+           label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
+           lo50, hi50, median_of(h99, rounds), median_of(f99, rounds), median_of(r99, rounds),
+           lo99, hi99, median_of(path, rounds), median_of(cmds, rounds));
+    fflush(stdout);
 }
 
 /* ------------------------------------------------------------------------
@@ -386,7 +457,7 @@ static void uncontended(double rtt)
     static const wk_entity lock = WK_LOCK_ENTITY("bench_free", 10000);
     wk_db *db = bench_open_db(url);
     atomic_llong queries = 0;
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries, 0};
     wk_processor *p = &cp.base;
     enum { N = 3000, REPS = 5 };
     double t_acq[REPS], t_try[REPS];
@@ -430,7 +501,7 @@ static void uncontended(double rtt)
 
 int main(int argc, char **argv)
 {
-    int target = 300;
+    int target = 150, rounds = 7;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -438,11 +509,16 @@ int main(int argc, char **argv)
             target = atoi(argv[++i]);
         else if (strcmp(argv[i], "--hold-ms") == 0 && i + 1 < argc)
             hold_ms = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+            rounds = atoi(argv[++i]);
         else
-            die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N]");
+            die("usage",
+                "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] [--rounds N]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
+    if (rounds < 1 || rounds > 16)
+        die("usage", "--rounds must be 1..16");
     wk_test_server server = {0};
     if (!url) {
         if (wk_test_server_start(&server, NULL) != 0)
@@ -455,20 +531,20 @@ int main(int argc, char **argv)
     printf("floor (raw hiredis RPUSH → a thread blocked in BLPOP has it): p50 %.0f µs, p99 %.0f "
            "µs\n\n",
            f50, f99);
-    printf("| mode    | waiters | handoffs | p50 (µs) | p50 (RT) | p99 (µs) | p99 (RT) | cmds/hoff "
-           "| cmds/hoff/w |\n");
-    printf("|---------|---------|----------|----------|----------|----------|----------|-----------"
-           "|-------------|\n");
+    printf("%d runs per case, each right after a run of the floor; medians over the runs, the "
+           "ratios' spread (min–max) in brackets. path: commands from the release to the new "
+           "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
+           "side's commands per handoff (try, queueing attempt, pops, attempts).\n\n",
+           rounds);
+    printf("| mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
+           "| path | acq |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
     static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
-#ifdef WK_ENTITY_FAIR
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
-#endif
     int counts[2] = {2, 8};
     for (int i = 0; i < 2; i++) {
-        handoff_case("unfair", &unfair, counts[i], target, rtt);
-#ifdef WK_ENTITY_FAIR
-        handoff_case("fair", &fair, counts[i], target, rtt);
-#endif
+        case_rounds("unfair", &unfair, counts[i], target, rounds);
+        case_rounds("fair", &fair, counts[i], target, rounds);
     }
     uncontended(rtt);
     loop_beside_blocking(rtt);

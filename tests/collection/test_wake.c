@@ -203,29 +203,6 @@ static long long info_field(redisContext *raw, const char *section, const char *
     return v;
 }
 
-/* Calls of `cmd` that did not fail (an EVALSHA answered NOSCRIPT, then
- * sent as EVAL, ran the script once). */
-static long long ok_calls(redisContext *raw, const char *cmd)
-{
-    char field[64];
-    snprintf(field, sizeof(field), "cmdstat_%s:", cmd);
-    redisReply *r = wk_test_cmd(raw, "INFO commandstats");
-    const char *at = strstr(r->str, field);
-    long long calls = 0, failed = 0;
-    if (at) {
-        calls = atoll(strstr(at, "calls=") + 6);
-        failed = atoll(strstr(at, "failed_calls=") + 13);
-    }
-    freeReplyObject(r);
-    return calls - failed;
-}
-
-/* Scripts the server ran so far (EVALSHA and EVAL). */
-static long long scripts_run(redisContext *raw)
-{
-    return ok_calls(raw, "evalsha") + ok_calls(raw, "eval");
-}
-
 /* The token item `name` of Lock `e` holds ("" when free), as a string. */
 static void lock_value(redisContext *raw, const wk_entity *e, const char *name, char *out,
                        size_t cap)
@@ -346,7 +323,7 @@ static void waiters_in_order(const wk_entity *lock, int n)
         kids[i] = spawn(&j);
         wait_queued(raw, &k, i + 1);
     }
-    long long scripts = scripts_run(raw);
+    long long scripts = wk_test_scripts_run(raw);
     cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
     cr_assert(ok);
     for (int i = 0; i < n; i++)
@@ -356,8 +333,8 @@ static void waiters_in_order(const wk_entity *lock, int n)
     /* Handed over: after the release each waiter's pop returns holding
      * the lock, so the only scripts are the n + 1 releases — no attempt
      * after a wake-up (which made it 2n + 1). */
-    cr_assert_eq(scripts_run(raw) - scripts, n + 1, "%d waiters: %lld scripts", n,
-                 scripts_run(raw) - scripts);
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, n + 1, "%d waiters: %lld scripts", n,
+                 wk_test_scripts_run(raw) - scripts);
     for (int i = 0; i < n; i++)
         cr_assert_eq(sh->order[i], i, "%d waiters: position %d went to waiter %d", n, i,
                      sh->order[i]);
