@@ -11,6 +11,7 @@
  * counters see this test's commands only. Nothing here measures time:
  * waits are bounded by the suite's timeout and by the waiters' deadlines.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -203,9 +204,10 @@ static long long info_field(redisContext *raw, const char *section, const char *
     return v;
 }
 
-/* The token item `name` of Lock `e` holds ("" when free), as a string. */
-static void lock_value(redisContext *raw, const wk_entity *e, const char *name, char *out,
-                       size_t cap)
+/* The value of item `name` of Lock `e` (a token: binary) into out;
+ * returns its length, 0 when free. */
+static size_t lock_value(redisContext *raw, const wk_entity *e, const char *name, char *out,
+                         size_t cap)
 {
     char key[WK_KEY_MAX];
     size_t len;
@@ -217,6 +219,7 @@ static void lock_value(redisContext *raw, const wk_entity *e, const char *name, 
     memcpy(out, got ? r->str : "", got);
     out[got] = '\0';
     freeReplyObject(r);
+    return got;
 }
 
 /* ------------------------------------------------------------------------
@@ -378,7 +381,7 @@ static bool barge_while_head_is_stopped(const wk_entity *lock, bool expire)
     wait_queued(raw, &k, 1);
     kill(kid, SIGSTOP);
     if (expire) {
-        for (lock_value(raw, lock, name, v, sizeof(v)); v[0]; lock_value(raw, lock, name, v, sizeof(v)))
+        while (lock_value(raw, lock, name, v, sizeof(v)) > 0)
             wk_test_sleep_ms(10);
     } else {
         cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
@@ -467,8 +470,8 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     redisReply *r = wk_test_cmd(raw, "LINDEX %b 0", list, k.w_len + WK_TOKEN_LEN);
     cr_assert(r->type == REDIS_REPLY_STRING && r->str[0] == 'h', "A has its handed-over notice");
     freeReplyObject(r);
-    lock_value(raw, &lock, name, v, sizeof(v));
-    cr_assert(strlen(v) == WK_TOKEN_LEN && memcmp(v, a.bytes, WK_TOKEN_LEN) == 0,
+    cr_assert(lock_value(raw, &lock, name, v, sizeof(v)) == WK_TOKEN_LEN &&
+                  memcmp(v, a.bytes, WK_TOKEN_LEN) == 0,
               "the lock is A's: its token, as if A had SET it");
     cr_assert_eq(wk__lock_leave(p, &lock, wk_name_str(name), &a), WK_OK);
     cr_assert_eq(reap(b), 0, "B got the lock A gave up");
@@ -533,8 +536,8 @@ static void dead_waiter_is_handed_the_lock(const wk_entity *lock)
     wait_queued(raw, &k, 2);
     cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &held, &ok), WK_OK);
     char v[64];
-    lock_value(raw, lock, name, v, sizeof(v));
-    cr_assert_eq(strlen(v), WK_TOKEN_LEN, "handed over to the dead head, not freed");
+    cr_assert_eq(lock_value(raw, lock, name, v, sizeof(v)), WK_TOKEN_LEN,
+                 "handed over to the dead head, not freed");
     cr_assert(memcmp(v, held.bytes, WK_TOKEN_LEN) != 0);
     cr_assert_eq(reap(b), 0, "B took the lock from the dead waiter before its own deadline");
     cr_assert_eq(atomic_load(&sh->acquired), 1);
@@ -833,6 +836,61 @@ Test(wake, a_waiter_whose_wait_connection_is_killed_keeps_waiting)
     cr_assert_eq(atomic_load(&sh->acquired), 1);
     redisFree(raw);
     wk_db_close(db);
+    wk_test_server_stop(&private_srv);
+}
+
+/* A waiter on a handle through a proxy that drops the reply to its pop
+ * — the pop that carried the handed-over lock. The lock is the waiter's
+ * (its token) though it never saw the notice: its next attempt, at once,
+ * finds the lock its own and returns holding it (without that, it would
+ * park behind its own minute-long lease and time out). */
+typedef struct lost_pop {
+    const wk_entity *lock;
+    const char *url;
+    int rc;
+    bool got;
+    wk_token t;
+} lost_pop;
+
+static void *lost_pop_waiter(void *arg)
+{
+    lost_pop *w = arg;
+    wk_db *db = wk_test_open_url(w->url, NULL);
+    w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("job"),
+                            wk_deadline_in(30000), NULL, &w->t, &w->got);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(wake, a_waiter_whose_handed_over_pop_reply_is_lost_finds_the_lock_its_own)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("lost-pop", 60000);
+    FIXTURE(&lock, "job");
+    wk_test_proxy *px = NULL;
+    cr_assert_eq(wk_test_proxy_start(&px, private_srv.port), 0);
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert(got);
+    lost_pop w = {.lock = &lock, .url = wk_test_proxy_url(px)};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, lost_pop_waiter, &w), 0);
+    wait_queued(raw, &k, 1);
+    while (info_field(raw, "clients", "blocked_clients") != 1) /* in its BLPOP */
+        wk_test_sleep_ms(5);
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    cr_assert(ok);
+    pthread_join(th, NULL);
+    cr_assert_eq(wk_test_proxy_drops(px), 1, "the pop's reply was dropped");
+    cr_assert_eq(w.rc, WK_OK, "%s", wk_err_name(w.rc));
+    cr_assert(w.got, "it holds the lock handed to it");
+    char v[64];
+    cr_assert(lock_value(raw, &lock, "job", v, sizeof(v)) == WK_TOKEN_LEN &&
+              memcmp(v, w.t.bytes, WK_TOKEN_LEN) == 0);
+    wk_test_proxy_stop(px);
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 
