@@ -305,7 +305,6 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  * own bound and takes it with an attempt. */
 #define WK__WAKE_LUA_HAND                                                                          \
     "local function wk_hand(q, e, w, now, ttl, give)\n"                                            \
-    "  if wk_call('EXISTS', q) ~= 1 then return nil end\n"                                         \
     "  now = now or wk_now()\n"                                                                    \
     "  wk_prune(q, e, w, now)\n"                                                                   \
     "  local head = (wk_call('ZRANGE', q, 0, 0) or {})[1]\n"                                       \
