@@ -68,7 +68,8 @@
  *   3. The waiter loop (wk__wake_wait): attempt (the script above), and
  *      while not acquired and before the deadline, BLPOP the waiter's own
  *      list for the returned sleep on the handle's blocking connection
- *      (core/blocking.h), then attempt again. On the way out without the
+ *      (core/blocking.h); a handed-over notice (WK__WAKE_LUA_HAND below)
+ *      means the item is the waiter's, anything else: attempt again. On the way out without the
  *      item it leaves the queue (wk__wake_leave), passing a wake-up it got
  *      (or its turn as head) to the next waiter, so a waiter that gives up
  *      just as it is woken loses nobody's wake-up.
@@ -100,8 +101,9 @@
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
  *
- * Cost: one BLPOP and one attempt per waiter per wake-up; waiters not at
- * the head sleep untouched. The uncontended acquire is the kind's plain
+ * Cost: one BLPOP and one attempt per waiter per wake-up — for a kind
+ * that hands over (Lock, FencedLock), the release and the BLPOP alone;
+ * waiters not at the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).
  *
  * Cluster slots. Redis hashes the bytes between the first '{' and the
