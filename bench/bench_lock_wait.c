@@ -55,6 +55,7 @@
 
 #define BENCH_PROG "bench_lock_wait"
 #include "bench/bench_util.h"
+#include "collection/lock_scripts.h"
 #include "support.h" /* tests/support: a private redis-server */
 
 static const char *url;
@@ -140,6 +141,8 @@ static double round_trip_us(void)
 typedef struct floor_run {
     atomic_llong woke; /* µs the popper got the element; 0: not yet */
     atomic_bool stop;
+    const char *list; /* what it pops */
+    size_t list_len;
 } floor_run;
 
 static void *popper(void *arg)
@@ -147,7 +150,7 @@ static void *popper(void *arg)
     floor_run *f = arg;
     redisContext *c = bench_open_raw(url);
     while (!atomic_load(&f->stop)) {
-        redisReply *r = redisCommand(c, "BLPOP bench_floor 1");
+        redisReply *r = redisCommand(c, "BLPOP %b 1", f->list, f->list_len);
         if (!r)
             die("BLPOP", c->errstr);
         if (r->type == REDIS_REPLY_ARRAY)
@@ -158,16 +161,44 @@ static void *popper(void *arg)
     return NULL;
 }
 
-/* Push → the blocked client has it, p50 and p99 in µs. */
-static void push_wake_floor(double *p50, double *p99)
+/* The raw handoff: the library's own Lock release script sent by raw
+ * hiredis, handing a lock to a thread blocked in BLPOP on its list (the
+ * queue set up by raw commands before each gap): the floor plus the
+ * script, without the library on either side. */
+#define RAW_ID "raw-handoff-id-1" /* 16 bytes, a waiter's id */
+static const char raw_key[] = "bench_raw_handoff";
+
+/* Push (or, `script`, the raw handoff) → the blocked client has it, p50
+ * and p99 in µs. */
+static void push_wake_floor_as(bool script, double *p50, double *p99)
 {
     enum { N = 150 };
     static int64_t t[N];
-    floor_run f = {0};
+    wk__wake_keys k;
+    if (wk__wake_keys_build(&k, raw_key, strlen(raw_key)) != WK_OK)
+        die("wake keys", raw_key);
+    char list[WK__WAKE_KEY_MAX];
+    memcpy(list, k.w, k.w_len);
+    memcpy(list + k.w_len, RAW_ID, WK_TOKEN_LEN);
+    floor_run f = {.list = script ? list : "bench_floor",
+                   .list_len = script ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
     redisContext *c = bench_open_raw(url);
+    char sha[64] = "";
+    if (script) {
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__lock_release_script.source);
+        if (!r || r->type != REDIS_REPLY_STRING)
+            die("SCRIPT LOAD", c->errstr);
+        snprintf(sha, sizeof(sha), "%s", r->str);
+        freeReplyObject(r);
+    }
     for (int i = 0; i < N; i++) {
+        if (script) {
+            freeReplyObject(redisCommand(c, "SET %s holder PX 60000", raw_key));
+            freeReplyObject(redisCommand(c, "ZADD %b 1 %s", k.q, k.q_len, RAW_ID));
+            freeReplyObject(redisCommand(c, "ZADD %b 9999999999999 %s", k.e, k.e_len, RAW_ID));
+        }
         /* The popper is blocked again, and everything has been idle as
          * long as a holder holds before its release (--hold-ms): the
          * same cold start for the server and the woken thread as a
@@ -175,7 +206,11 @@ static void push_wake_floor(double *p50, double *p99)
         wk_test_sleep_ms(hold_ms);
         atomic_store(&f.woke, 0);
         int64_t t0 = now_us();
-        freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        if (script)
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, raw_key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
+        else
+            freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
         int64_t w;
         while ((w = atomic_load(&f.woke)) == 0)
             ;
@@ -186,6 +221,11 @@ static void push_wake_floor(double *p50, double *p99)
     redisFree(c);
     *p50 = pct(t, N, 0.5);
     *p99 = pct(t, N, 0.99);
+}
+
+static void push_wake_floor(double *p50, double *p99)
+{
+    push_wake_floor_as(false, p50, p99);
 }
 
 /* ------------------------------------------------------------------------
@@ -310,9 +350,11 @@ static void case_rounds(const char *label, const wk_entity *lock, int waiters, i
                         int rounds)
 {
     double h50[16] = {0}, h99[16] = {0}, f50[16] = {0}, f99[16] = {0}, r50[16] = {0}, r99[16] = {0},
-           cmds[16] = {0}, path[16] = {0};
+           cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, s99[16] = {0}, rs50[16] = {0};
     for (int i = 0; i < rounds; i++) {
         push_wake_floor(&f50[i], &f99[i]);
+        push_wake_floor_as(true, &s50[i], &s99[i]);
+        rs50[i] = s50[i] / f50[i];
         case_run cr = handoff_case(lock, waiters, target);
         h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
         r50[i] = h50[i] / f50[i];
@@ -321,11 +363,14 @@ static void case_rounds(const char *label, const wk_entity *lock, int waiters, i
     double lo50, hi50, lo99, hi99;
     min_max(r50, rounds, &lo50, &hi50);
     min_max(r99, rounds, &lo99, &hi99);
+    double los, his;
+    min_max(rs50, rounds, &los, &his);
     printf("| %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) "
-           "| %5.2f | %5.2f |\n",
+           "| %5.2f | %5.2f | %6.0f | %5.2f (%4.2f–%4.2f) |\n",
            label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
            lo50, hi50, median_of(h99, rounds), median_of(f99, rounds), median_of(r99, rounds),
-           lo99, hi99, median_of(path, rounds), median_of(cmds, rounds));
+           lo99, hi99, median_of(path, rounds), median_of(cmds, rounds), median_of(s50, rounds),
+           median_of(rs50, rounds), los, his);
     fflush(stdout);
 }
 
@@ -539,11 +584,13 @@ int main(int argc, char **argv)
     printf("%d runs per case, each right after a run of the floor; medians over the runs, the "
            "ratios' spread (min–max) in brackets. path: commands from the release to the new "
            "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
-           "side's commands per handoff (try, queueing attempt, pops, attempts).\n\n",
+           "side's commands per handoff (try, queueing attempt, pops, attempts); raw handoff: the "
+           "library's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
+           "script, no library on either side).\n\n",
            rounds);
     printf("| mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
-           "| path | acq |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+           "| path | acq | raw handoff p50 µs | raw / floor |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
     int counts[2] = {2, 8};
