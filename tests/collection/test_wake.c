@@ -894,6 +894,57 @@ Test(wake, a_waiter_whose_handed_over_pop_reply_is_lost_finds_the_lock_its_own)
     wk_test_server_stop(&private_srv);
 }
 
+/* A waiter on a handle with lease_replicas 1 and no replica: the lock
+ * handed to it is not taken on the notice alone — its attempt finds it
+ * its own, the WAIT behind that attempt falls short, and the lease goes
+ * back (WK_ENOTREPLICATED, not acquired, nothing left held). */
+typedef struct acked_wait {
+    const wk_entity *lock;
+    int rc;
+    bool got;
+    wk_token t;
+} acked_wait;
+
+static void *acked_waiter(void *arg)
+{
+    acked_wait *w = arg;
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 100;
+    wk_db *db = NULL;
+    w->rc = wk_db_open(&db, &o, NULL, 0);
+    if (w->rc == WK_OK)
+        w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("job"),
+                                wk_deadline_in(30000), NULL, &w->t, &w->got);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("acked-handoff", 60000);
+    FIXTURE(&lock, "job");
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert(got);
+    acked_wait w = {.lock = &lock};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acked_waiter, &w), 0);
+    wait_queued(raw, &k, 1);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.rc, WK_ENOTREPLICATED, "%s", wk_err_name(w.rc));
+    cr_assert_not(w.got);
+    char v[64];
+    cr_assert_eq(lock_value(raw, &lock, "job", v, sizeof(v)), 0, "given back: nobody holds it");
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
 Test(wake, unknown_entity_flags_are_refused)
 {
     wk_entity e = WK_LOCK_FAIR_ENTITY("flags", 1000);
