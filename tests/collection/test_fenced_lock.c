@@ -293,6 +293,27 @@ static void wait_queued(redisContext *raw, const wk_entity *e, const char *name,
     }
 }
 
+/* A waiter in a child: 0 and its fence written to `out` once acquired
+ * (then released), else non-zero. */
+static pid_t fenced_waiter(const wk_entity *e, int64_t wait_ms, int out)
+{
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0);
+    if (kid)
+        return kid;
+    wk_db *cdb = wk_test_open_child();
+    wk_fenced_lease l = {0};
+    bool ok = false;
+    if (!cdb || wk_fenced_lock_acquire(wk_db_processor(cdb), e, wk_name_str("job"),
+                                       wk_deadline_in(wait_ms), &l) != WK_OK ||
+        !l.acquired)
+        _exit(3);
+    if (write(out, &l.fence, sizeof(l.fence)) != (ssize_t)sizeof(l.fence))
+        _exit(4);
+    wk_fenced_lock_release(wk_db_processor(cdb), e, wk_name_str("job"), &l.token, &ok);
+    _exit(ok ? 0 : 5);
+}
+
 Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .timeout = 120)
 {
     wk_test_server srv = {0};
@@ -305,21 +326,7 @@ Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .t
     cr_assert(held.acquired);
     int out[2];
     cr_assert_eq(pipe(out), 0);
-    pid_t kid = fork();
-    cr_assert_geq(kid, 0);
-    if (kid == 0) {
-        wk_db *cdb = wk_test_open_child();
-        wk_fenced_lease l = {0};
-        bool ok = false;
-        if (!cdb || wk_fenced_lock_acquire(wk_db_processor(cdb), &e, wk_name_str("job"),
-                                           wk_deadline_in(100000), &l) != WK_OK ||
-            !l.acquired)
-            _exit(3);
-        if (write(out[1], &l.fence, sizeof(l.fence)) != (ssize_t)sizeof(l.fence))
-            _exit(4);
-        wk_fenced_lock_release(wk_db_processor(cdb), &e, wk_name_str("job"), &l.token, &ok);
-        _exit(ok ? 0 : 5);
-    }
+    pid_t kid = fenced_waiter(&e, 100000, out[1]);
     wait_queued(raw, &e, "job", 1);
     long long scripts = wk_test_scripts_run(raw);
     bool ok = false;
@@ -340,6 +347,46 @@ Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .t
     cr_assert_not(st.held);
     wk_fenced_lease next = take(db, &e, "job");
     cr_assert(next.acquired && next.fence == fence + 1, "still monotonic after a handoff");
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&srv);
+}
+
+/* A (deadline 3 s) queues and is killed; B (deadline 60 s) queues behind
+ * it. The release hands the lease — fence f + 1 — to the dead A; B takes
+ * it from A once A's registration has ended, with a fence drawn anew
+ * (f + 2): fences still increase, and B does not wait out the 10-minute
+ * lease. */
+Test(fenced_lock, a_lease_handed_to_a_dead_waiter_goes_on_with_a_new_fence, .timeout = 120)
+{
+    wk_test_server srv = {0};
+    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);
+    setenv("WK_TEST_REDIS_URL", srv.url, 1);
+    wk_entity e = WK_FENCED_LOCK_ENTITY("dead-waiter", 600000);
+    wk_db *db = wk_test_open(NULL);
+    redisContext *raw = wk_test_raw(srv.url);
+    wk_fenced_lease held = take(db, &e, "job");
+    cr_assert(held.acquired);
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    pid_t a = fenced_waiter(&e, 3000, out[1]);
+    wait_queued(raw, &e, "job", 1);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    pid_t b = fenced_waiter(&e, 60000, out[1]);
+    wait_queued(raw, &e, "job", 2);
+    bool ok = false;
+    cr_assert_eq(wk_fenced_lock_release(proc(db), &e, wk_name_str("job"), &held.token, &ok), WK_OK);
+    wk_fenced_lock_state st;
+    cr_assert_eq(wk_fenced_lock_inspect(proc(db), &e, wk_name_str("job"), &st), WK_OK);
+    cr_assert(st.held, "handed to the dead waiter, not freed");
+    cr_assert_eq(st.last_fence, held.fence + 1);
+    int64_t fence = 0;
+    cr_assert_eq(read(out[0], &fence, sizeof(fence)), (ssize_t)sizeof(fence));
+    int status;
+    cr_assert_eq(waitpid(b, &status, 0), b);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "B: status %d", status);
+    cr_assert_eq(fence, held.fence + 2, "B's fence is drawn anew, above the dead waiter's");
     redisFree(raw);
     wk_db_close(db);
     wk_test_server_stop(&srv);
