@@ -293,6 +293,22 @@ static void wait_queued(redisContext *raw, const wk_entity *e, const char *name,
     }
 }
 
+/* The locals of the handoff tests: a server of the test's own (its
+ * counters are the test's), a handle `db` holding `held` of item "job"
+ * of `e` (a 10-minute lease, namespace ns), a raw connection, and a pipe
+ * `out` for the waiters' fences. */
+#define HANDOFF_FIXTURE(ns)                                                                        \
+    wk_test_server srv = {0};                                                                      \
+    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);                                             \
+    setenv("WK_TEST_REDIS_URL", srv.url, 1);                                                       \
+    wk_entity e = WK_FENCED_LOCK_ENTITY(ns, 600000);                                               \
+    wk_db *db = wk_test_open(NULL);                                                                \
+    redisContext *raw = wk_test_raw(srv.url);                                                      \
+    wk_fenced_lease held = take(db, &e, "job");                                                    \
+    cr_assert(held.acquired);                                                                      \
+    int out[2];                                                                                    \
+    cr_assert_eq(pipe(out), 0)
+
 /* A waiter in a child: 0 and its fence written to `out` once acquired
  * (then released), else non-zero. */
 static pid_t fenced_waiter(const wk_entity *e, int64_t wait_ms, int out)
@@ -316,16 +332,7 @@ static pid_t fenced_waiter(const wk_entity *e, int64_t wait_ms, int out)
 
 Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .timeout = 120)
 {
-    wk_test_server srv = {0};
-    cr_assert_eq(wk_test_server_start(&srv, NULL), 0); /* its counters are this test's */
-    setenv("WK_TEST_REDIS_URL", srv.url, 1);
-    wk_entity e = WK_FENCED_LOCK_ENTITY("handoff", 600000);
-    wk_db *db = wk_test_open(NULL);
-    redisContext *raw = wk_test_raw(srv.url);
-    wk_fenced_lease held = take(db, &e, "job");
-    cr_assert(held.acquired);
-    int out[2];
-    cr_assert_eq(pipe(out), 0);
+    HANDOFF_FIXTURE("handoff");
     pid_t kid = fenced_waiter(&e, 100000, out[1]);
     wait_queued(raw, &e, "job", 1);
     long long scripts = wk_test_scripts_run(raw);
@@ -359,16 +366,7 @@ Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .t
  * lease. */
 Test(fenced_lock, a_lease_handed_to_a_dead_waiter_goes_on_with_a_new_fence, .timeout = 120)
 {
-    wk_test_server srv = {0};
-    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);
-    setenv("WK_TEST_REDIS_URL", srv.url, 1);
-    wk_entity e = WK_FENCED_LOCK_ENTITY("dead-waiter", 600000);
-    wk_db *db = wk_test_open(NULL);
-    redisContext *raw = wk_test_raw(srv.url);
-    wk_fenced_lease held = take(db, &e, "job");
-    cr_assert(held.acquired);
-    int out[2];
-    cr_assert_eq(pipe(out), 0);
+    HANDOFF_FIXTURE("dead-waiter");
     pid_t a = fenced_waiter(&e, 3000, out[1]);
     wait_queued(raw, &e, "job", 1);
     kill(a, SIGKILL);
