@@ -4,7 +4,8 @@
  * redis-server this program starts (or --url).
  *
  *   bench_lock_wait                  # 2 and 8 waiters, unfair and fair
- *   bench_lock_wait --handoffs 400   # handoffs measured per case
+ *   bench_lock_wait --handoffs 400   # handoffs measured per run (150)
+ *   bench_lock_wait --rounds 9       # runs per case (7)
  *
  * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
  * looping on one Lock name: wk_lock_acquire (deadline 10 s), hold
@@ -14,11 +15,18 @@
  * acquire's return, so it includes the release's own trip to the server. Printed next to the round
  * trip (PING) measured in the same run, as p50 and p99 in µs and in round trips.
  *
- * Load: the commands the acquires sent per handoff — every query through
- * the contenders' processors (counted by a wrapper processor) except the
- * releases, plus the server's BLPOP calls (INFO commandstats; BLPOP runs
- * on the handles' blocking connections, beside the processor) — and that
- * per waiter. The acquire that succeeds is included.
+ * Each case runs --rounds times (default 7), each run right after a run of
+ * the floor below, so that every ratio compares two figures taken on the
+ * same (shared, noisy) machine within seconds: medians over the runs and
+ * the spread (min–max) of the per-run ratios.
+ *
+ * Load: the handoff path — the release, the pops and the attempts made
+ * after a pop, per handoff (the issue's "at most two commands": the
+ * release and the waiter's pop); and the acquire side's commands per
+ * handoff — every query through the contenders' processors (counted by a
+ * wrapper processor) except the releases, plus the server's BLPOP calls
+ * (INFO commandstats; BLPOP runs on the handles' blocking connections,
+ * beside the processor): the first try, the queueing attempt, the pops.
  *
  * Through the event loop: one waiter's handoff latency with
  * wk_lock_acquire through an event-loop handle (wakuwaku/async.h) beside
@@ -29,7 +37,8 @@
  *
  * The floor, also in the same run: raw hiredis RPUSH while another thread
  * is blocked in BLPOP, until that thread has the element — the wake-up a
- * handoff cannot beat (it adds the release's script and one attempt).
+ * handoff cannot beat (it adds the release's script) — each push after
+ * the same idle gap as a handoff's (--hold-ms).
  *
  * Not a test: the machine is shared and noisy; compare ratios in one run.
  */
@@ -46,23 +55,30 @@
 
 #define BENCH_PROG "bench_lock_wait"
 #include "bench/bench_util.h"
+#include "collection/lock_scripts.h"
 #include "support.h" /* tests/support: a private redis-server */
 
 static const char *url;
 
 static int hold_ms = 20;
 
-/* A wrapper processor that counts the queries it passes on. */
+/* A wrapper processor that counts the queries it passes on, and (one
+ * thread's) the acquire-or-park attempts ("lock.acquire") since `acq`
+ * was last reset: the first of a waiting acquire queues it, any other
+ * comes after a wake-up. */
 typedef struct counting {
     wk_processor base;
     wk_processor *inner;
     atomic_llong *count;
+    long long acq;
 } counting;
 
 static int counting_process(wk_processor *self, wk_query *q)
 {
     counting *c = (counting *)self;
     atomic_fetch_add(c->count, 1);
+    if (q->name && strcmp(q->name, "lock.acquire") == 0)
+        c->acq++;
     return wk_process(c->inner, q);
 }
 
@@ -125,6 +141,8 @@ static double round_trip_us(void)
 typedef struct floor_run {
     atomic_llong woke; /* µs the popper got the element; 0: not yet */
     atomic_bool stop;
+    const char *list; /* what it pops */
+    size_t list_len;
 } floor_run;
 
 static void *popper(void *arg)
@@ -132,7 +150,7 @@ static void *popper(void *arg)
     floor_run *f = arg;
     redisContext *c = bench_open_raw(url);
     while (!atomic_load(&f->stop)) {
-        redisReply *r = redisCommand(c, "BLPOP bench_floor 1");
+        redisReply *r = redisCommand(c, "BLPOP %b 1", f->list, f->list_len);
         if (!r)
             die("BLPOP", c->errstr);
         if (r->type == REDIS_REPLY_ARRAY)
@@ -143,20 +161,56 @@ static void *popper(void *arg)
     return NULL;
 }
 
-/* Push → the blocked client has it, p50 and p99 in µs. */
-static void push_wake_floor(double *p50, double *p99)
+/* The raw handoff: the library's own Lock release script sent by raw
+ * hiredis, handing a lock to a thread blocked in BLPOP on its list (the
+ * queue set up by raw commands before each gap): the floor plus the
+ * script, without the library on either side. */
+#define RAW_ID "raw-handoff-id-1" /* 16 bytes, a waiter's id */
+static const char raw_key[] = "bench_raw_handoff";
+
+/* Push (or, `script`, the raw handoff) → the blocked client has it, p50
+ * and p99 in µs. */
+static void push_wake_floor_as(bool script, double *p50, double *p99)
 {
-    enum { N = 400 };
+    enum { N = 150 };
     static int64_t t[N];
-    floor_run f = {0};
+    wk__wake_keys k;
+    if (wk__wake_keys_build(&k, raw_key, strlen(raw_key)) != WK_OK)
+        die("wake keys", raw_key);
+    char list[WK__WAKE_KEY_MAX];
+    memcpy(list, k.w, k.w_len);
+    memcpy(list + k.w_len, RAW_ID, WK_TOKEN_LEN);
+    floor_run f = {.list = script ? list : "bench_floor",
+                   .list_len = script ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
     redisContext *c = bench_open_raw(url);
+    char sha[64] = "";
+    if (script) {
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__lock_release_script.source);
+        if (!r || r->type != REDIS_REPLY_STRING)
+            die("SCRIPT LOAD", c->errstr);
+        snprintf(sha, sizeof(sha), "%s", r->str);
+        freeReplyObject(r);
+    }
     for (int i = 0; i < N; i++) {
-        wk_test_sleep_ms(2); /* the popper is blocked again */
+        if (script) {
+            freeReplyObject(redisCommand(c, "SET %s holder PX 60000", raw_key));
+            freeReplyObject(redisCommand(c, "ZADD %b 1 %s", k.q, k.q_len, RAW_ID));
+            freeReplyObject(redisCommand(c, "ZADD %b 9999999999999 %s", k.e, k.e_len, RAW_ID));
+        }
+        /* The popper is blocked again, and everything has been idle as
+         * long as a holder holds before its release (--hold-ms): the
+         * same cold start for the server and the woken thread as a
+         * handoff's (a 2 ms gap made the floor 2-4x faster here). */
+        wk_test_sleep_ms(hold_ms);
         atomic_store(&f.woke, 0);
         int64_t t0 = now_us();
-        freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        if (script)
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, raw_key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
+        else
+            freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
         int64_t w;
         while ((w = atomic_load(&f.woke)) == 0)
             ;
@@ -167,6 +221,11 @@ static void push_wake_floor(double *p50, double *p99)
     redisFree(c);
     *p50 = pct(t, N, 0.5);
     *p99 = pct(t, N, 0.99);
+}
+
+static void push_wake_floor(double *p50, double *p99)
+{
+    push_wake_floor_as(false, p50, p99);
 }
 
 /* ------------------------------------------------------------------------
@@ -181,6 +240,7 @@ typedef struct run {
     atomic_int releases;
     atomic_llong released_at; /* µs, just before the last release call */
     atomic_llong queries;     /* through the contenders' processors */
+    atomic_llong after_pop;   /* attempts after a wake-up (not the one that queued) */
     atomic_bool stop;
     int64_t *lat; /* target entries */
 } run;
@@ -189,15 +249,18 @@ static void *contender(void *arg)
 {
     run *r = arg;
     wk_db *db = bench_open_db(url);
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries, 0};
     wk_processor *p = &cp.base;
     while (!atomic_load(&r->stop)) {
         wk_token t;
         bool got = false;
         int64_t started = now_us();
+        cp.acq = 0;
         int rc =
             wk_lock_acquire(p, r->lock, wk_name_str("h"), wk_deadline_in(10000), NULL, &t, &got);
         int64_t done = now_us();
+        if (cp.acq > 1)
+            atomic_fetch_add(&r->after_pop, cp.acq - 1);
         if (rc != WK_OK)
             die("acquire", wk_db_errmsg(db));
         if (!got)
@@ -227,8 +290,15 @@ static void *contender(void *arg)
     return NULL;
 }
 
-static void handoff_case(const char *label, const wk_entity *lock, int waiters, int target,
-                         double rtt)
+/* One run of a case: handoff p50/p99 (µs), the acquire side's commands
+ * per handoff (every query of the contenders but the releases, plus the
+ * BLPOPs), and the handoff path's: the release, the pops and the
+ * attempts after a pop, per handoff. */
+typedef struct case_run {
+    double p50, p99, cmds, path;
+} case_run;
+
+static case_run handoff_case(const wk_entity *lock, int waiters, int target)
 {
     run r = {.lock = lock, .target = target};
     r.lat = calloc((size_t)target, sizeof(int64_t));
@@ -246,11 +316,62 @@ static void handoff_case(const char *label, const wk_entity *lock, int waiters, 
     if (n > target)
         n = target;
     long long waiting = atomic_load(&r.queries) - atomic_load(&r.releases) + blpops;
-    double p50 = pct(r.lat, (size_t)n, 0.5), p99 = pct(r.lat, (size_t)n, 0.99);
-    printf("| %-7s | %7d | %8d | %8.0f | %8.1f | %8.0f | %8.1f | %9.2f | %10.2f |\n", label,
-           waiters, n, p50, p50 / rtt, p99, p99 / rtt, (double)waiting / n,
-           (double)waiting / n / waiters);
+    /* Every acquire after the first was a handoff (the releaser stays out). */
+    double acquired = atomic_load(&r.acquires) - 1;
+    case_run out = {pct(r.lat, (size_t)n, 0.5), pct(r.lat, (size_t)n, 0.99), 0, 0};
+    out.cmds = (double)waiting / acquired;
+    out.path = 1 + (double)(blpops + atomic_load(&r.after_pop)) / acquired;
     free(r.lat);
+    return out;
+}
+
+/* The median of v[0..n) (sorts it). */
+static double median_of(double *v, int n)
+{
+    int64_t t[16];
+    for (int i = 0; i < n; i++)
+        t[i] = (int64_t)(v[i] * 1000);
+    double m = pct(t, (size_t)n, 0.5) / 1000;
+    return m;
+}
+
+static void min_max(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* `rounds` runs of a case, each right after a run of the raw floor:
+ * medians over the runs and the spread (min–max) of the per-run ratios. */
+static void case_rounds(const char *label, const wk_entity *lock, int waiters, int target,
+                        int rounds)
+{
+    double h50[16] = {0}, h99[16] = {0}, f50[16] = {0}, f99[16] = {0}, r50[16] = {0}, r99[16] = {0},
+           cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, s99[16] = {0}, rs50[16] = {0};
+    for (int i = 0; i < rounds; i++) {
+        push_wake_floor(&f50[i], &f99[i]);
+        push_wake_floor_as(true, &s50[i], &s99[i]);
+        rs50[i] = s50[i] / f50[i];
+        case_run cr = handoff_case(lock, waiters, target);
+        h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
+        r50[i] = h50[i] / f50[i];
+        r99[i] = h99[i] / f99[i];
+    }
+    double lo50, hi50, lo99, hi99;
+    min_max(r50, rounds, &lo50, &hi50);
+    min_max(r99, rounds, &lo99, &hi99);
+    double los, his;
+    min_max(rs50, rounds, &los, &his);
+    printf("| %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) "
+           "| %5.2f | %5.2f | %6.0f | %5.2f (%4.2f–%4.2f) |\n",
+           label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
+           lo50, hi50, median_of(h99, rounds), median_of(f99, rounds), median_of(r99, rounds),
+           lo99, hi99, median_of(path, rounds), median_of(cmds, rounds), median_of(s50, rounds),
+           median_of(rs50, rounds), los, his);
+    fflush(stdout);
 }
 
 /* ------------------------------------------------------------------------
@@ -386,7 +507,7 @@ static void uncontended(double rtt)
     static const wk_entity lock = WK_LOCK_ENTITY("bench_free", 10000);
     wk_db *db = bench_open_db(url);
     atomic_llong queries = 0;
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries, 0};
     wk_processor *p = &cp.base;
     enum { N = 3000, REPS = 5 };
     double t_acq[REPS], t_try[REPS];
@@ -430,7 +551,7 @@ static void uncontended(double rtt)
 
 int main(int argc, char **argv)
 {
-    int target = 300;
+    int target = 150, rounds = 7;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -438,11 +559,16 @@ int main(int argc, char **argv)
             target = atoi(argv[++i]);
         else if (strcmp(argv[i], "--hold-ms") == 0 && i + 1 < argc)
             hold_ms = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+            rounds = atoi(argv[++i]);
         else
-            die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N]");
+            die("usage",
+                "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] [--rounds N]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
+    if (rounds < 1 || rounds > 16)
+        die("usage", "--rounds must be 1..16");
     wk_test_server server = {0};
     if (!url) {
         if (wk_test_server_start(&server, NULL) != 0)
@@ -455,20 +581,22 @@ int main(int argc, char **argv)
     printf("floor (raw hiredis RPUSH → a thread blocked in BLPOP has it): p50 %.0f µs, p99 %.0f "
            "µs\n\n",
            f50, f99);
-    printf("| mode    | waiters | handoffs | p50 (µs) | p50 (RT) | p99 (µs) | p99 (RT) | cmds/hoff "
-           "| cmds/hoff/w |\n");
-    printf("|---------|---------|----------|----------|----------|----------|----------|-----------"
-           "|-------------|\n");
+    printf("%d runs per case, each right after a run of the floor; medians over the runs, the "
+           "ratios' spread (min–max) in brackets. path: commands from the release to the new "
+           "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
+           "side's commands per handoff (try, queueing attempt, pops, attempts); raw handoff: the "
+           "library's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
+           "script, no library on either side).\n\n",
+           rounds);
+    printf("| mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
+           "| path | acq | raw handoff p50 µs | raw / floor |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
-#ifdef WK_ENTITY_FAIR
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
-#endif
     int counts[2] = {2, 8};
     for (int i = 0; i < 2; i++) {
-        handoff_case("unfair", &unfair, counts[i], target, rtt);
-#ifdef WK_ENTITY_FAIR
-        handoff_case("fair", &fair, counts[i], target, rtt);
-#endif
+        case_rounds("unfair", &unfair, counts[i], target, rounds);
+        case_rounds("fair", &fair, counts[i], target, rounds);
     }
     uncontended(rtt);
     loop_beside_blocking(rtt);

@@ -163,9 +163,12 @@ static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], con
 {
     wake_raw k;
     wake_raw_keys(&k, key, klen, false);
-    const char *argv[] = {"EVALSHA", release_sha, "3", key, k.q, k.e, (const char *)tok, k.w};
-    size_t lens[] = {7, 40, 1, klen, k.ql, k.el, 16, k.wl};
-    bench_raw_append(c, 8, argv, lens);
+    /* ARGV token, w, ttl: the library's (the ttl is read only when
+     * somebody waits: the release then hands the lock over). */
+    const char *argv[] = {"EVALSHA", release_sha, "3", key, k.q, k.e, (const char *)tok, k.w,
+                          "30000"};
+    size_t lens[] = {7, 40, 1, klen, k.ql, k.el, 16, k.wl, 5};
+    bench_raw_append(c, 9, argv, lens);
 }
 
 /* SET NX PX, then the release script; `acked`: WAIT 1 1000 in the same

@@ -43,33 +43,75 @@ WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, check_params};
 const wk__two_forms wk__fenced_lock_try_forms = {
     {"fenced_lock.try", TAKE_LUA "return take()\n"}, &wk__fenced_lock_mark, 0};
 
+/* Hand the lease (KEYS[1]) to the head of the queue (KEYS[3], KEYS[4];
+ * `w` and `ttl` Lua expressions: the wake prefix and the TTL) with a
+ * fence drawn from the counter (KEYS[2]) for it, here, in the order of
+ * acquisition: the head's token and that fence, the whole TTL; the fence
+ * travels in the head's notice. A Lua expression: the head, or nil when
+ * nobody waits. Needs WK__WAKE_LUA_CORE and WK__WAKE_LUA_HAND. */
+#define HAND(now, w, ttl)                                                                          \
+    "wk_hand(KEYS[3], KEYS[4], " w ", " now ", " ttl ", function(h)\n"                             \
+    "  local f = redis.call('INCR', KEYS[2])\n"                                                    \
+    "  redis.call('HSET', KEYS[1], 'token', h, 'fence', f)\n"                                      \
+    "  redis.call('PEXPIRE', KEYS[1], " ttl ")\n"                                                  \
+    "  return f\n"                                                                                 \
+    "end)"
+
 /* KEYS: lease, fence, q, e (collection/wake.h). ARGV: token (the waiter's
- * id too), ttl, cap, w. {1, fence}, or {0, ms to sleep} after parking. */
+ * id too), ttl, cap, w. {1, fence}, or {0, ms to sleep} after parking. A
+ * lease already handed to this waiter is its own; one handed to a waiter
+ * that never took its notice by the end of its registration (it died) is
+ * passed on to the head (a new fence), or freed. */
 static const wk__two_forms acquire_forms = {
     {"fenced_lock.acquire",
-     WK__WAKE_LUA TAKE_LUA "local now = wk_now()\n"
-                           "local f = take()\n"
-                           "if f > 0 then\n"
-                           "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
-                           "  return {1, f}\n"
-                           "end\n"
-                           "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
-                           "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"},
+     WK__WAKE_LUA WK__WAKE_LUA_HAND TAKE_LUA
+     "local now = wk_now()\n"
+     "local v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
+     "if v[1] and v[1] ~= ARGV[1] and wk_unclaimed(ARGV[4], v[1], now) then\n"
+     "  redis.call('DEL', KEYS[1])\n"
+     "  " HAND("now", "ARGV[4]", "ARGV[2]") "\n"
+     "  v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
+     "end\n"
+     "if v[1] == ARGV[1] and tonumber(v[2] or '0') > 0 then\n"
+     "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
+     "  return {1, tonumber(v[2])}\n"
+     "end\n"
+     "local f = take()\n"
+     "if f > 0 then\n"
+     "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
+     "  return {1, f}\n"
+     "end\n"
+     "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
+     "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"},
     &wk__fenced_lock_mark,
     0};
 
-/* KEYS: lease, fence, q, e. ARGV: token, w. 1 if it held the token; then
- * the head waiter is woken. */
+/* KEYS: lease, fence, q, e. ARGV: token, w, ttl. 1 if it held the token;
+ * then the lease goes to the head waiter with a new fence (handing over),
+ * or is freed when nobody waits. */
 const wk__two_forms wk__fenced_lock_release_forms = {
     {"fenced_lock.release", "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end\n"
-                            "redis.call('DEL', KEYS[1])\n"
                             /* Only a release somebody waits for defines the wake functions. */
                             "if redis.call('EXISTS', KEYS[3]) == 1 then\n" WK__WAKE_LUA_CORE
-                            "  wk_wake(KEYS[3], KEYS[4], ARGV[2], nil)\n"
+                                WK__WAKE_LUA_HAND "  if " HAND("nil", "ARGV[2]", "ARGV[3]") " then return 1 end\n"
                             "end\n"
+                            "redis.call('DEL', KEYS[1])\n"
                             "return 1\n"},
     &wk__fenced_lock_release_single,
     0};
+
+/* KEYS: lease, fence, q, e. ARGV: the waiter's token, w, ttl. A waiter
+ * that gives up: a lease handed to it meanwhile goes on to the next head
+ * (or is freed); else it leaves the queue as wake.leave does. */
+static const wk_script leave_script = {
+    "fenced_lock.leave", WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
+    "local now = wk_now()\n"
+    "if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then\n"
+    "  redis.call('DEL', ARGV[2] .. ARGV[1])\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  " HAND("now", "ARGV[2]", "ARGV[3]") "\n"
+    "  return 1\n"
+    "end\n" WK__WAKE_LEAVE_LUA("KEYS[3]", "KEYS[4]", "ARGV[2]", "ARGV[1]") "return 0\n"};
 
 /* KEYS: lease (alone, so that it runs while a migration splits the
  * keys). ARGV: token, ttl. */
@@ -120,11 +162,14 @@ static const wk__op try_op =
     FENCED_OP(try, .flags = WK__QUERY_LEASE, .forms = &wk__fenced_lock_try_forms,
               .steps = &wk__fenced_lock_steps, BOTH, .args = {WK__ARG_TOKEN, WK__ARG_TTL},
               .parse = parse_try, OUT(wk_fenced_lease));
+static const wk__op leave_op = {.name = "fenced_lock.leave", .kind = WK_KIND_FENCED_LOCK,
+                                .mode = WK_WRITE, .script = &leave_script, BOTH, .token = true,
+                                .wake = 3, .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL}};
 static const wk__op acquire_op = {
     .name = "fenced_lock.acquire", .kind = WK_KIND_FENCED_LOCK, .mode = WK_WRITE,
     .flags = WK__QUERY_LEASE, .forms = &acquire_forms, .steps = &wk__fenced_lock_steps, BOTH,
     .wake = 3, .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_CAP, WK__ARG_WAKE},
-    .parse = parse_try, OUT(wk_fenced_lease)};
+    .parse = parse_try, OUT(wk_fenced_lease), .leave = &leave_op};
 
 /*
  * A take (a try, or one attempt of a wait) of call c into *lease (acquired,
@@ -161,7 +206,8 @@ int wk_fenced_lock_try(wk_processor *p, const wk_entity *lock, wk_name name, wk_
 }
 
 static const wk__op release_op = FENCED_OP(release, .forms = &wk__fenced_lock_release_forms, BOTH,
-                                           .wake = 3, .args = {WK__ARG_TOKEN, WK__ARG_WAKE},
+                                           .wake = 3,
+                                           .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL},
                                            .parse = wk__parse_bool_int, TOKEN_OUT(bool, "outcome"));
 static const wk__op extend_op = FENCED_OP(
     extend, .flags = WK__QUERY_LEASE, .script = &extend_script, LEASE_ONLY,
@@ -286,5 +332,6 @@ int wk_fenced_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name,
     /* The try's token, which took nothing, is the waiter's place in the
      * queue, and the lease's once acquired. */
     c.token = &lease->token;
-    return wk__lease_wait(&c, deadline, wk_fenced_lock_release, attempt, &lease->acquired);
+    return wk__lease_wait(&c, deadline, wk_fenced_lock_release, attempt, &lease->fence,
+                          &lease->acquired);
 }

@@ -34,10 +34,12 @@ const wk_script wk__lock_release_single = {"lock.release.single_key",
 
 /* ARGV: token, ttl, w, cap (-1: a try), fair. {1, 0}, or {0, sleep ms}:
  * the lock's PTTL within cap, since no release will wake the waiter. A
- * fair lock's queue is not looked at while the slot migrates. */
+ * fair lock's queue is not looked at while the slot migrates. A lock
+ * handed to this waiter before the migration began is its own. */
 const wk_script wk__lock_acquire_single = {
     "lock.acquire.single_key",
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 0} end\n"
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return {1, 0} end\n"
     "if ARGV[4] == '-1' then return {0, 0} end\n"
     "local left = redis.call('PTTL', KEYS[1])\n"
     "local cap = tonumber(ARGV[4])\n"
@@ -89,9 +91,13 @@ const wk_script wk__rwlock_read_mark = {
            "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
            "return {2, 0}\n"};
 
-/* The lease with fence "0": taken, its fence not drawn yet. */
+/* The lease with fence "0": taken, its fence not drawn yet. A lease
+ * handed to this waiter (a fence drawn) before the migration began is
+ * its own: {1, fence}. */
 const wk_script wk__fenced_lock_mark = {
     "fenced_lock.mark",
+    "local v = redis.call('HMGET', KEYS[1], 'token', 'fence')\n"
+    "if v[1] == ARGV[1] and tonumber(v[2] or '0') > 0 then return {1, tonumber(v[2])} end\n"
     "if redis.call('EXISTS', KEYS[1]) == 0 then\n"
     "  redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', '0')\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"

@@ -95,7 +95,7 @@ static void give_up(waiter *w, int status, const char *msg)
         return;
     }
     w->step = LEAVING;
-    int rc = wk__wake_leave(&w->proc, w->c.e, &w->c.wake, w->c.token);
+    int rc = wk__lease_leave_call(&w->c, &w->proc); /* passes on a handed item */
     if (rc)
         finish(w, status, msg);
 }

@@ -52,9 +52,25 @@ int wk__lease_attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out)
     return rc;
 }
 
+int wk__lease_leave_call(const wk__call *c, wk_processor *p)
+{
+    if (!c->op->leave)
+        return wk__wake_leave(p, c->e, &c->wake, c->token);
+    wk__call l = *c;
+    l.p = p;
+    l.op = c->op->leave;
+    l.out = NULL;
+    return wk__op_send(&l, NULL, NULL, 0);
+}
+
+static int lease_leave(wk__waiter *w)
+{
+    return wk__lease_leave_call(w->ctx, w->p);
+}
+
 int wk__lease_wait(wk__call *c, int64_t deadline, wk__lease_release_fn release,
                    int (*attempt)(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out),
-                   bool *acquired)
+                   int64_t *handed_n, bool *acquired)
 {
     wk__waiter w = {.p = c->p,
                     .op = c->op->name,
@@ -65,7 +81,9 @@ int wk__lease_wait(wk__call *c, int64_t deadline, wk__lease_release_fn release,
                     .attempt = attempt,
                     .ctx = c,
                     .release = release,
-                    .name = c->name};
+                    .name = c->name,
+                    .leave = c->op->leave ? lease_leave : NULL,
+                    .handed_n = handed_n};
     return wk__wake_wait(&w, acquired);
 }
 
@@ -85,5 +103,5 @@ int wk__lease_acquire(const wk__op *acquire, wk__try_fn try_once, wk__lease_rele
     wk__call c;
     if ((rc = wk__op_begin_token(&c, p, acquire, e, name, token, NULL)) != WK_OK)
         return rc;
-    return wk__lease_wait(&c, deadline, release, wk__lease_attempt, acquired);
+    return wk__lease_wait(&c, deadline, release, wk__lease_attempt, NULL, acquired);
 }

@@ -144,10 +144,17 @@ int wk__lease_attempt(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out);
  * it: c is begun on the acquire-or-park take with the try's token (the
  * waiter's place in the queue, and the lease's once taken); `attempt`
  * is wk__lease_attempt or the kind's; `release` gives back a lease taken
- * but not acknowledged. */
+ * but not acknowledged; `handed_n` receives the number of a handed-over
+ * notice (a fence), or NULL. The take's op->leave, when set, is the
+ * waiter's leave (wk__lease_leave). */
 int wk__lease_wait(wk__call *c, int64_t deadline, wk__lease_release_fn release,
                    int (*attempt)(wk__waiter *w, int64_t cap_ms, wk__wake_outcome *out),
-                   bool *acquired);
+                   int64_t *handed_n, bool *acquired);
+
+/* The leave of call c's waiter: c->op->leave sent on c's keys and token
+ * (a kind that hands over: it passes on an item handed to the waiter),
+ * or wk__wake_leave. `p` is the processor to send it through. */
+int wk__lease_leave_call(const wk__call *c, wk_processor *p);
 
 /* The whole waiting acquire of a bool-outcome kind: wk__wake_begin()
  * (the checks and one plain try, `try_once`), then wk__lease_wait() of

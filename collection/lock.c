@@ -11,32 +11,99 @@
 /* The kind (entity/kind.h): wk_entity_check() wants ttl_ms > 0. */
 WK__KIND(lock) = {WK_KIND_LOCK, wk__entity_check_ttl};
 
-/* KEYS: lock, q, e. ARGV: token, w. The wake functions are defined only
- * when somebody waits: uncontended, the release costs one EXISTS more. */
+/* Hand the lock (KEYS[1]) to the head of its queue (KEYS[2], KEYS[3];
+ * ARGV[2] the wake prefix, ARGV[3] the TTL), with the lease's whole TTL,
+ * its value the head's token as if the head had SET it (Lua statements;
+ * `now` a Lua expression, nil: read when somebody waits): returns 1 from
+ * the script if someone took it. Needs WK__WAKE_LUA_CORE and
+ * WK__WAKE_LUA_HAND. */
+#define HAND_ON(now)                                                                               \
+    "if wk_hand(KEYS[2], KEYS[3], ARGV[2], " now ", ARGV[3], function(h)\n"                        \
+    "  redis.call('SET', KEYS[1], h, 'PX', ARGV[3])\n"                                             \
+    "  return ''\n"                                                                                \
+    "end) then return 1 end\n"
+
+/* KEYS: lock, q, e. ARGV: token, w, ttl. Returns 1 if it held the token.
+ * When somebody waits the lock goes to the head of the queue (collection/
+ * wake.h, handing over); the wake functions are defined only then:
+ * uncontended, the release costs one EXISTS more. */
+/* The release's own straight path first (the handoff's latency is the
+ * release script's length on a server that was idle): when the head's
+ * registration still runs, hand it the lock in nine commands and no
+ * function; otherwise (an ended registration to prune, a queue or list
+ * a migrating node does not have) the general wk_hand. The notice goes
+ * in front of any plain wake-up already in the list (LPUSH: the pop
+ * takes it first); its push is a pcall, as wk_call: a list the node does
+ * not have skips the notice, and the waiter finds the lock its own on
+ * its next attempt. */
+#define RELEASE_HAND_FAST                                                                          \
+    "  local t = redis.call('TIME')\n"                                                             \
+    "  local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                        \
+    "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"                                      \
+    "  local ends = head and tonumber(redis.call('ZSCORE', KEYS[3], head) or '0') or 0\n"          \
+    "  if ends > now then\n"                                                                       \
+    "    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])\n"                                        \
+    "    redis.call('ZREM', KEYS[3], head)\n"                                                      \
+    "    redis.call('ZREM', KEYS[2], head)\n"                                                      \
+    "    local n = redis.pcall('LPUSH', ARGV[2] .. head, 'h' .. string.format('%.0f', ends) .. ':')\n" \
+    "    if type(n) == 'number' then redis.pcall('PEXPIRE', ARGV[2] .. head, ARGV[3]) end\n"      \
+    "    return 1\n"                                                                               \
+    "  end\n"
+
 const wk__two_forms wk__lock_release_forms = {
     {"lock.release", "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                     "if redis.call('EXISTS', KEYS[2]) == 1 then\n" RELEASE_HAND_FAST
+                         WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND HAND_ON("now") "end\n"
                      "redis.call('DEL', KEYS[1])\n"
-                     "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-                     "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
-                     "end\n"
                      "return 1\n"},
     &wk__lock_release_single,
     0};
 
+/* KEYS: lock, q, e. ARGV: the waiter's token, w, ttl. A waiter that gives
+ * up: if the lock was handed to it meanwhile, it passes it on (or frees
+ * it); else it leaves the queue, waking the next head if it was the head
+ * or had a wake-up pending. 1 if it held the lock. */
+static const wk_script leave_script = {
+    "lock.leave", WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
+    "local now = wk_now()\n"
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', ARGV[2] .. ARGV[1])\n" HAND_ON("now")
+    "  redis.call('DEL', KEYS[1])\n"
+    "  return 1\n"
+    "end\n" WK__WAKE_LEAVE_LUA("KEYS[2]", "KEYS[3]", "ARGV[2]", "ARGV[1]") "return 0\n"};
+
 /* KEYS: lock, q, e. ARGV: token, ttl, w, cap (-1: a plain try that does
- * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. */
+ * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. A lock
+ * already handed to this waiter (it was not in its pop when the release
+ * came) is its own: taken. A lock handed to a waiter that never took its
+ * notice by the end of its registration (wk_unclaimed: it died) is
+ * passed on to the head, or freed. */
 const wk__two_forms wk__lock_acquire_forms = {
     {"lock.acquire",
-     WK__WAKE_LUA "local now = wk_now()\n"
-                  "local id = ARGV[4] == '-1' and '' or ARGV[1]\n"
-                  "if wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
-                  "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-                  "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
-                  "  return {1, 0}\n"
-                  "end\n"
-                  "if id == '' then return {0, 0} end\n"
-                  "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
-                  "                   redis.call('PTTL', KEYS[1]))}\n"},
+     WK__WAKE_LUA WK__WAKE_LUA_HAND
+     "local now = wk_now()\n"
+     "local id = ARGV[4] == '-1' and '' or ARGV[1]\n"
+     "local holder = redis.call('GET', KEYS[1])\n"
+     "if holder and holder ~= id and wk_unclaimed(ARGV[3], holder, now) then\n"
+     "  holder = false\n"
+     "  if wk_hand(KEYS[2], KEYS[3], ARGV[3], now, ARGV[2], function(h)\n"
+     "    redis.call('SET', KEYS[1], h, 'PX', ARGV[2])\n"
+     "    holder = h\n"
+     "    return ''\n"
+     "  end) == nil then redis.call('DEL', KEYS[1]) end\n"
+     "end\n"
+     "if holder and holder == id then\n"
+     "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
+     "  return {1, 0}\n"
+     "end\n"
+     "if not holder and wk_may_take(KEYS[2], KEYS[3], ARGV[3], id, now, ARGV[5] == '1') and\n"
+     "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+     "  wk_took(KEYS[2], KEYS[3], ARGV[3], id, now, false)\n"
+     "  return {1, 0}\n"
+     "end\n"
+     "if id == '' then return {0, 0} end\n"
+     "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
+     "                   redis.call('PTTL', KEYS[1]))}\n"},
     &wk__lock_acquire_single,
     0};
 
@@ -77,12 +144,17 @@ static const wk__op try_op = LOCK_OP(try, .flags = WK__QUERY_LEASE, .command = "
     .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_WAKE, WK__ARG_CAP, WK__ARG_FAIR}
 static const wk__op fair_try_op = LOCK_OP(try, .flags = WK__QUERY_LEASE, ACQUIRE_ARGS,
                                           .parse = wk__parse_first_bool, OUT(bool, "acquired"));
+/* A waiter's leave (KEYS lock, q, e; ARGV its token, w, ttl). */
+static const wk__op leave_op = {.name = "lock.leave", .kind = WK_KIND_LOCK, .mode = WK_WRITE,
+                                .script = &leave_script, .token = true, .wake = 2,
+                                .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL}};
 static const wk__op acquire_op = {.name = "lock.acquire", .kind = WK_KIND_LOCK, .mode = WK_WRITE,
                                   .flags = WK__QUERY_LEASE, ACQUIRE_ARGS,
-                                  .parse = wk__wake_parse_outcome};
+                                  .parse = wk__wake_parse_outcome, .leave = &leave_op};
 
 static const wk__op release_op = LOCK_OP(release, .forms = &wk__lock_release_forms, .token = true,
-                                         .wake = 2, .args = {WK__ARG_TOKEN, WK__ARG_WAKE},
+                                         .wake = 2,
+                                         .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL},
                                          .parse = wk__parse_bool_int, OUT(bool, "outcome"));
 static const wk__op extend_op = LOCK_OP(extend, .flags = WK__QUERY_LEASE,
                                         .script = &wk__lock_extend_script, .token = true,
@@ -118,6 +190,11 @@ int wk_lock_acquire(wk_processor *p, const wk_entity *lock, wk_name name, int64_
 }
 
 WK__OP_FN(wk_lock_force_release, force_release_op, bool)
+
+int wk__lock_leave(wk_processor *p, const wk_entity *lock, wk_name name, const wk_token *id)
+{
+    return wk__op_run_token(p, &leave_op, lock, name, id, NULL);
+}
 
 /* A PTTL-shaped reply (-2: no key, or not the token's) into its two
  * fields; `what` ends the refusal's "expected an integer reply". */

@@ -28,9 +28,15 @@
 #define WK__ZLEASE_RAN "if s and tonumber(s) > now then return 1 end\nreturn 0\n"
 
 /* KEYS = the key, its wake q and e (collection/wake.h); ARGV = token,
- * the wake prefix w. Returns 1 if it held the token; wakes the first
- * waiter. */
+ * the wake prefix w, ttl. Returns 1 if it held the token; hands the lock
+ * to the first waiter (collection/wake.h, handing over). */
 extern const wk__two_forms wk__lock_release_forms;
+/* Lock's waiter leave, as a waiting acquire sends it when it gives up
+ * (passes on a lock handed to `id`); for tests. */
+int wk__lock_leave(wk_processor *p, const wk_entity *lock, wk_name name, const wk_token *id);
+/* The RwLock writer's release: KEYS w, q, e; ARGV token, w. Frees the
+ * writer key and wakes the first waiter (which may be a reader). */
+extern const wk__two_forms wk__rwlock_release_write_forms;
 #define wk__lock_release_script (wk__lock_release_forms.script)
 /* Lock's acquire-or-park (KEYS and ARGV documented in lock.c). */
 extern const wk__two_forms wk__lock_acquire_forms;

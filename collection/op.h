@@ -88,6 +88,10 @@ typedef struct wk__op {
      * of the item's key with suffix `wake_of` (NULL: the first key's). */
     int wake;
     const char *wake_of;
+    /* A waiting take of a kind whose release hands the item over: the
+     * waiter's leave (collection/wake.h, wk__waiter.leave), sent on the
+     * take's keys with the take's token; NULL: the queue-only leave. */
+    const struct wk__op *leave;
     wk__arg args[WK__OP_ARGS_MAX]; /* its ARGV, before the caller's args */
 } wk__op;
 

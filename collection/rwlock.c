@@ -57,6 +57,18 @@ const wk__two_forms wk__rwlock_release_read_forms = {
     &wk__reader_release_single,
     0};
 
+/* KEYS: w, q, e. ARGV: token, w prefix. Returns 1 if it held the token;
+ * wakes the first waiter (a reader or a writer: no handing over). */
+const wk__two_forms wk__rwlock_release_write_forms = {
+    {"rwlock.release_write", "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                             "redis.call('DEL', KEYS[1])\n"
+                             "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
+                             "  wk_wake(KEYS[2], KEYS[3], ARGV[2], nil)\n"
+                             "end\n"
+                             "return 1\n"},
+    &wk__lock_release_single,
+    0};
+
 /* The acquire-or-park scripts. KEYS: w, q, e, r. ARGV: token, ttl, wake
  * prefix, cap (-1: a plain try of a fair RwLock, does not wait), fair
  * (1/0). {1, 0} acquired, or {0, sleep ms}. Their split forms mark as the
@@ -209,7 +221,7 @@ static const wk__op release_read_op =
     RW_OP(release_read, .forms = &wk__rwlock_release_read_forms, READER, .wake = 2, .wake_of = ":w",
           TOKEN_ARGS(WK__ARG_WAKE), .parse = wk__parse_bool_int, OUT(bool, "outcome"));
 static const wk__op release_write_op =
-    RW_OP(release_write, .forms = &wk__lock_release_forms, WRITER, .wake = 2,
+    RW_OP(release_write, .forms = &wk__rwlock_release_write_forms, WRITER, .wake = 2,
           TOKEN_ARGS(WK__ARG_WAKE), .parse = wk__parse_bool_int, OUT(bool, "outcome"));
 static const wk__op extend_read_op =
     RW_OP(extend_read, .flags = WK__QUERY_LEASE, .script = &wk__rwlock_extend_read_script, READER,

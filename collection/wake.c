@@ -8,6 +8,7 @@
 #include "collection/common.h"
 #include "collection/wake.h"
 #include "core/blocking.h"
+#include "core/db_internal.h"
 
 /* ------------------------------------------------------------------------
  * Slots and companion keys
@@ -84,14 +85,8 @@ void wk__wake_unbound(wk_processor *p, int64_t prev)
 /* KEYS: q, e. ARGV: w, id. */
 static const wk_script leave_script = {
     "wake.leave",
-    WK__WAKE_LUA_CORE "local now = wk_now()\n"
-                      "local rank = redis.call('ZRANK', KEYS[1], ARGV[2])\n"
-                      "local pending = redis.call('LLEN', ARGV[1] .. ARGV[2]) > 0\n"
-                      "redis.call('ZREM', KEYS[1], ARGV[2])\n"
-                      "redis.call('ZREM', KEYS[2], ARGV[2])\n"
-                      "redis.call('DEL', ARGV[1] .. ARGV[2])\n"
-                      "if rank == 0 or pending then wk_wake(KEYS[1], KEYS[2], ARGV[1], now) end\n"
-                      "return 1\n"};
+    WK__WAKE_LUA_CORE "local now = wk_now()\n" WK__WAKE_LEAVE_LUA("KEYS[1]", "KEYS[2]", "ARGV[1]",
+                                                                 "ARGV[2]") "return 1\n"};
 
 int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *keys,
                    const wk_token *id)
@@ -109,11 +104,35 @@ int wk__wake_leave(wk_processor *p, const wk_entity *e, const wk__wake_keys *key
     return wk_process(p, &q);
 }
 
+/* What a pop brought: nothing (its timeout), a plain wake-up, or the
+ * item handed over ('h<end>:<n>', n the notice's number: a fence). */
+typedef struct popped {
+    bool handed;
+    int64_t n;
+} popped;
+
+static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    (void)d;
+    popped *out = q->out;
+    const wk_reply *el = wk_reply_at(r, 1);
+    size_t len = 0;
+    const char *s = wk_reply_get_type(el) == WK_REPLY_STRING ? wk_reply_str(el, &len) : NULL;
+    if (!s || len < 2 || s[0] != 'h')
+        return WK_OK; /* a timeout or a plain wake-up */
+    const char *colon = memchr(s, ':', len);
+    out->handed = colon != NULL;
+    for (const char *c = colon ? colon + 1 : s + len; c < s + len && *c >= '0' && *c <= '9'; c++)
+        out->n = out->n * 10 + (*c - '0');
+    return WK_OK;
+}
+
 /* BLPOP <w><id> for sleep_ms on the blocking handle, the wait (and a
  * reconnect inside it) ending by the acquire's deadline at the latest:
- * the server's own timeout may fire up to a timer tick late. The element
- * itself means nothing: either way the waiter attempts again. */
-static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms)
+ * the server's own timeout may fire up to a timer tick late. A plain
+ * wake-up or a timeout means attempt again; a handed-over notice means
+ * the item is the waiter's (*got). */
+static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms, popped *got)
 {
     char list[WK__WAKE_KEY_MAX], secs[32];
     memcpy(list, w->keys->w, w->keys->w_len);
@@ -123,26 +142,45 @@ static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms)
     const char *argv[3] = {"BLPOP", list, secs};
     size_t argvlen[3] = {5, w->keys->w_len + WK_TOKEN_LEN, strlen(secs)};
     wk_access access = {w->e, WK_WRITE}; /* a pop removes */
+    *got = (popped){false, 0};
     wk_query q = {.name = "wake.wait",
                   .effect = WK__EFFECT1(access),
                   .argc = 3,
                   .argv = argv,
-                  .argvlen = argvlen};
+                  .argvlen = argvlen,
+                  .parse = parse_pop,
+                  .out = got};
     int64_t outer = wk__db_bound(b, w->deadline);
     int rc = wk__blocking_process(b, &q, sleep_ms);
     wk__db_bound(b, outer);
     return rc;
 }
 
+/* A wait that ends without the item after a pop whose reply was lost
+ * (the pop may have taken a handed-over notice: the item may be the
+ * waiter's): WK_EUNKNOWN, the token in the caller's OUT. */
+static int unknown_after_lost_pop(wk__waiter *w)
+{
+    return wk__processor_fail(w->p, WK_EUNKNOWN,
+                              "%s: a wake-up pop's reply was lost and no attempt could follow: "
+                              "the item may have been handed to the token (release it, or let "
+                              "it run out)",
+                              w->op);
+}
+
 /* Leave without the item, unless the acquire's end has come (the leave
  * would be sent only to be cut, its connection with it); the leave's own
- * failure is not the caller's news: the registration runs out by itself. */
-static int give_up(wk__waiter *w, int64_t end, int rc)
+ * failure is not the caller's news: the registration runs out by itself
+ * — except after a lost pop of a kind that hands over (`lost_pop`): only
+ * its leave, which passes a handed item on, says the waiter holds
+ * nothing. */
+static int give_up(wk__waiter *w, int64_t end, int rc, bool lost_pop)
 {
-    if (wk__boot_ms() < end) {
-        int lrc = wk__wake_leave(w->p, w->e, w->keys, w->id);
-        (void)lrc;
-    }
+    int lrc = WK_ETIMEDOUT;
+    if (wk__boot_ms() < end)
+        lrc = w->leave ? w->leave(w) : wk__wake_leave(w->p, w->e, w->keys, w->id);
+    if (lost_pop && lrc != WK_OK && rc == WK_OK)
+        return unknown_after_lost_pop(w);
     return rc;
 }
 
@@ -151,29 +189,42 @@ static int give_up(wk__waiter *w, int64_t end, int rc)
  * error. */
 #define MAX_LOST_WAITS 3
 
+/* Whether a handed-over lease must still be acknowledged by replicas
+ * (lease_replicas): then the waiter attempts as after a plain wake-up —
+ * the attempt finds the item its own, and its WAIT says whether replicas
+ * have it. */
+static bool acks_leases(const wk__waiter *w)
+{
+    return w->p->db && w->p->db->conn && w->p->db->conn->lease_replicas > 0;
+}
+
 static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk_db **b,
                      bool *close_b)
 {
     int lost_waits = 0;
+    /* A pop's reply was lost since the last attempt (kinds that hand
+     * over: it may have taken the item). */
+    bool lost_pop = false;
     for (bool first = true;; first = false) {
         /* Woken so late (an overloaded machine) that not even the last
          * attempt could end in time: it would only be cut, its connection
          * with it. Timed out; the registration runs out by itself. */
         if (!first && wk__boot_ms() >= end)
-            return WK_OK;
+            return lost_pop ? unknown_after_lost_pop(w) : WK_OK;
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
         if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
             return wk__lease_settle(w->p, w->op, rc, w->release, w->e, w->name, w->id);
         if (rc != WK_OK)
             return rc; /* an earlier registration runs out by itself */
+        lost_pop = false; /* the attempt said whose the item is */
         if (out.acquired) {
             *acquired = true;
             return WK_OK;
         }
         int64_t left = w->deadline - wk__boot_ms();
         if (left <= 0)
-            return give_up(w, end, WK_OK);
+            return give_up(w, end, WK_OK, false);
         int64_t sleep_ms = out.sleep_ms < left ? out.sleep_ms : left;
         if (sleep_ms < 1)
             sleep_ms = 1;
@@ -185,20 +236,32 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
         }
         if (!*b)
             rc = wk__blocking_of(w->p->db, w->deadline, b, close_b);
+        popped got = {false, 0};
         if (rc == WK_OK) {
             *slept = true;
-            rc = wait_wake(*b, w, sleep_ms);
+            rc = wait_wake(*b, w, sleep_ms, &got);
         }
+        if (rc == WK_OK && got.handed && !acks_leases(w)) {
+            /* Handed over by the release: the item is the waiter's. */
+            if (w->handed_n)
+                *w->handed_n = got.n;
+            w->handed = true;
+            *acquired = true;
+            return WK_OK;
+        }
+        if (rc == WK_EUNKNOWN && *b && w->leave)
+            lost_pop = true;
         /* The deadline cut the wait (or the open of its connection): the
          * last attempt comes now, whatever the connection said. */
         if (rc != WK_OK && wk__boot_ms() >= w->deadline)
             continue;
         if (!*b)
-            return give_up(w, end, rc);
-        /* A lost pop took at most a wake-up, never the item, and the next
-         * attempt comes at once: a wait cut off (a killed connection, a
-         * failover) is only waited again, on a new connection — a few
-         * times in a row, not while the server refuses every one. */
+            return give_up(w, end, rc, false);
+        /* A lost pop took at most a wake-up or a handed-over item (which
+         * the next attempt finds its own), and that attempt comes at
+         * once: a wait cut off (a killed connection, a failover) is only
+         * waited again, on a new connection — a few times in a row, not
+         * while the server refuses every one. */
         if (rc != WK_OK && wk_is_connection_error(rc) && !wk__blocking_interrupted(*b) &&
             ++lost_waits <= MAX_LOST_WAITS)
             continue;
@@ -210,7 +273,8 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
             char *note = strstr(why, " (the write may");
             if (note)
                 *note = '\0';
-            give_up(w, end, status);
+            if (give_up(w, end, WK_OK, lost_pop) == WK_EUNKNOWN)
+                status = WK_EUNKNOWN; /* a handed item may be the waiter's */
             return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
         }
         lost_waits = 0;

@@ -68,7 +68,8 @@
  *   3. The waiter loop (wk__wake_wait): attempt (the script above), and
  *      while not acquired and before the deadline, BLPOP the waiter's own
  *      list for the returned sleep on the handle's blocking connection
- *      (core/blocking.h), then attempt again. On the way out without the
+ *      (core/blocking.h); a handed-over notice (WK__WAKE_LUA_HAND below)
+ *      means the item is the waiter's, anything else: attempt again. On the way out without the
  *      item it leaves the queue (wk__wake_leave), passing a wake-up it got
  *      (or its turn as head) to the next waiter, so a waiter that gives up
  *      just as it is woken loses nobody's wake-up.
@@ -100,8 +101,9 @@
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
  *
- * Cost: one BLPOP and one attempt per waiter per wake-up; waiters not at
- * the head sleep untouched. The uncontended acquire is the kind's plain
+ * Cost: one BLPOP and one attempt per waiter per wake-up — for a kind
+ * that hands over (Lock, FencedLock), the release and the BLPOP alone;
+ * waiters not at the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).
  *
  * Cluster slots. Redis hashes the bytes between the first '{' and the
@@ -270,6 +272,76 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  return sleep\n"                                                                             \
     "end\n"
 
+/* Handing over (issue 24): a release that somebody waits for gives the
+ * item to the head of the queue inside its own script instead of freeing
+ * it and waking the head to race for it. Text to put after
+ * WK__WAKE_LUA_CORE (the release's and the leave's blocks) or
+ * WK__WAKE_LUA (the attempts').
+ *
+ *   wk_hand(q, e, w, now, ttl, give)
+ *                         prune, then when a head remains: give(head)
+ *                         writes the item for the head's token (the kind's
+ *                         own write: SET for a Lock, INCR and HSET for a
+ *                         FencedLock) and returns the notice's extra text
+ *                         ('' or the fence); the head leaves the queue, and
+ *                         its list gets the notice 'h<end>:<extra>' (end:
+ *                         the head's registration end, server ms) with the
+ *                         lease's TTL. Returns the head, or nil (nobody
+ *                         waits: the caller frees the item as before).
+ *   wk_unclaimed(w, holder, now)
+ *                         whether `holder` (the item's token) is a waiter
+ *                         that was handed the item and never took its
+ *                         notice although its registration has ended: its
+ *                         list still holds the notice (a live waiter pops
+ *                         it at once, or finds the item its own on its
+ *                         next attempt, which deletes the list), and the
+ *                         end written in it has passed. The notice is
+ *                         deleted then; the caller frees the item.
+ *
+ * The waiter (wk__wake_wait) whose pop returns a notice starting with 'h'
+ * holds the item: no second attempt. A notice '1' (a plain wake-up:
+ * force release, a reader release, a release that could not hand over)
+ * or a timeout means attempt again, as before; an attempt finds an item
+ * already handed to it (its token is the holder) and reports it taken.
+ * A Rust client's release only frees the item: the waiter wakes at its
+ * own bound and takes it with an attempt. */
+#define WK__WAKE_LUA_HAND                                                                          \
+    "local function wk_hand(q, e, w, now, ttl, give)\n"                                            \
+    "  now = now or wk_now()\n"                                                                    \
+    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  local head = (wk_call('ZRANGE', q, 0, 0) or {})[1]\n"                                       \
+    "  if not head then return nil end\n"                                                          \
+    "  local ends = tonumber(wk_call('ZSCORE', e, head) or (now + " WK__WAKE_STR(                 \
+        WK__WAKE_GRACE_MS) "))\n"                                                                 \
+    "  local extra = give(head)\n"                                                                 \
+    "  wk_call('ZREM', q, head)\n"                                                                 \
+    "  wk_call('ZREM', e, head)\n"                                                                 \
+    "  wk_call('DEL', w .. head)\n"                                                                \
+    "  wk_call('RPUSH', w .. head, 'h' .. string.format('%.0f', ends) .. ':' .. extra)\n"         \
+    "  wk_call('PEXPIRE', w .. head, ttl)\n"                                                       \
+    "  return head\n"                                                                              \
+    "end\n"                                                                                        \
+    "local function wk_unclaimed(w, holder, now)\n"                                                \
+    "  local n = wk_call('LINDEX', w .. holder, 0)\n"                                              \
+    "  if type(n) ~= 'string' then return false end\n"                                             \
+    "  local ends = tonumber(string.match(n, '^h(%d+):'))\n"                                       \
+    "  if not ends or ends > now then return false end\n"                                          \
+    "  wk_call('DEL', w .. holder)\n"                                                              \
+    "  return true\n"                                                                              \
+    "end\n"
+
+/* The queue part of a leave (Lua statements): waiter `id` (a Lua
+ * expression) leaves q and e, its list w .. id is deleted, and if it was
+ * the head or had a wake-up pending the next head is woken. Needs
+ * WK__WAKE_LUA_CORE and a `now`. */
+#define WK__WAKE_LEAVE_LUA(q, e, w, id)                                                            \
+    "local rank = redis.call('ZRANK', " q ", " id ")\n"                                             \
+    "local pending = redis.call('LLEN', " w " .. " id ") > 0\n"                                     \
+    "redis.call('ZREM', " q ", " id ")\n"                                                           \
+    "redis.call('ZREM', " e ", " id ")\n"                                                           \
+    "redis.call('DEL', " w " .. " id ")\n"                                                          \
+    "if rank == 0 or pending then wk_wake(" q ", " e ", " w ", now) end\n"
+
 /* The reply of an acquire-or-park script, {1, 0} or {0, sleep_ms}. */
 typedef struct wk__wake_outcome {
     bool acquired;
@@ -304,6 +376,17 @@ typedef struct wk__waiter {
     int (*release)(wk_processor *p, const wk_entity *e, wk_name name, const wk_token *token,
                    bool *released);
     wk_name name;
+    /* A kind whose release hands the item over (WK__WAKE_LUA_HAND): its
+     * leave, which also passes on an item handed to the waiter as it
+     * gives up (NULL: wk__wake_leave, the queue alone). With it, a pop
+     * whose reply was lost may have handed the item over: a wait that
+     * ends without an attempt after it is WK_EUNKNOWN. */
+    int (*leave)(struct wk__waiter *w);
+    /* Where a handed-over notice's extra number goes (a FencedLock's
+     * fence), or NULL. */
+    int64_t *handed_n;
+    /* Out: the item came by a handed-over notice (no attempt after it). */
+    bool handed;
 } wk__waiter;
 
 /*

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collection/wake.h"
 #include "redis_fixture.h"
 
 static wk_processor *proc(wk_db *db)
@@ -268,6 +269,125 @@ Test(fenced_lock, acquire_waits_for_release_by_another_process, .timeout = 120)
     waitpid(holder, &status, 0);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "holder status %d", status);
     wk_db_close(db);
+}
+
+/* ---- handing over: the release gives the lease, with the next fence,
+ * to the waiter, whose pop returns holding it */
+
+/* Until the wait queue of `name` of e holds n waiters. */
+static void wait_queued(redisContext *raw, const wk_entity *e, const char *name, long long n)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name nm = wk_name_str(name);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &nm, ":lease"), WK_OK);
+    wk__wake_keys k;
+    cr_assert_eq(wk__wake_keys_build(&k, key, len), WK_OK);
+    for (;;) {
+        redisReply *r = wk_test_cmd(raw, "ZCARD %b", k.q, k.q_len);
+        long long got = r->integer;
+        freeReplyObject(r);
+        if (got == n)
+            return;
+        wk_test_sleep_ms(5);
+    }
+}
+
+/* The locals of the handoff tests: a server of the test's own (its
+ * counters are the test's), a handle `db` holding `held` of item "job"
+ * of `e` (a 10-minute lease, namespace ns), a raw connection, and a pipe
+ * `out` for the waiters' fences. */
+#define HANDOFF_FIXTURE(ns)                                                                        \
+    wk_test_server srv = {0};                                                                      \
+    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);                                             \
+    setenv("WK_TEST_REDIS_URL", srv.url, 1);                                                       \
+    wk_entity e = WK_FENCED_LOCK_ENTITY(ns, 600000);                                               \
+    wk_db *db = wk_test_open(NULL);                                                                \
+    redisContext *raw = wk_test_raw(srv.url);                                                      \
+    wk_fenced_lease held = take(db, &e, "job");                                                    \
+    cr_assert(held.acquired);                                                                      \
+    int out[2];                                                                                    \
+    cr_assert_eq(pipe(out), 0)
+
+/* A waiter in a child: 0 and its fence written to `out` once acquired
+ * (then released), else non-zero. */
+static pid_t fenced_waiter(const wk_entity *e, int64_t wait_ms, int out)
+{
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0);
+    if (kid)
+        return kid;
+    wk_db *cdb = wk_test_open_child();
+    wk_fenced_lease l = {0};
+    bool ok = false;
+    if (!cdb || wk_fenced_lock_acquire(wk_db_processor(cdb), e, wk_name_str("job"),
+                                       wk_deadline_in(wait_ms), &l) != WK_OK ||
+        !l.acquired)
+        _exit(3);
+    if (write(out, &l.fence, sizeof(l.fence)) != (ssize_t)sizeof(l.fence))
+        _exit(4);
+    wk_fenced_lock_release(wk_db_processor(cdb), e, wk_name_str("job"), &l.token, &ok);
+    _exit(ok ? 0 : 5);
+}
+
+Test(fenced_lock, a_release_hands_the_lease_and_the_next_fence_to_the_waiter, .timeout = 120)
+{
+    HANDOFF_FIXTURE("handoff");
+    pid_t kid = fenced_waiter(&e, 100000, out[1]);
+    wait_queued(raw, &e, "job", 1);
+    long long scripts = wk_test_scripts_run(raw);
+    bool ok = false;
+    cr_assert_eq(wk_fenced_lock_release(proc(db), &e, wk_name_str("job"), &held.token, &ok), WK_OK);
+    cr_assert(ok);
+    int64_t fence = 0;
+    cr_assert_eq(read(out[0], &fence, sizeof(fence)), (ssize_t)sizeof(fence));
+    int status;
+    cr_assert_eq(waitpid(kid, &status, 0), kid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "waiter status %d", status);
+    cr_assert_eq(fence, held.fence + 1, "the fence drawn for the waiter in the release");
+    /* The holder's release and the waiter's: no attempt after the pop. */
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, 2, "%lld scripts",
+                 wk_test_scripts_run(raw) - scripts);
+    wk_fenced_lock_state st;
+    cr_assert_eq(wk_fenced_lock_inspect(proc(db), &e, wk_name_str("job"), &st), WK_OK);
+    cr_assert_eq(st.last_fence, fence, "the counter moved once, for the waiter");
+    cr_assert_not(st.held);
+    wk_fenced_lease next = take(db, &e, "job");
+    cr_assert(next.acquired && next.fence == fence + 1, "still monotonic after a handoff");
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&srv);
+}
+
+/* A (deadline 3 s) queues and is killed; B (deadline 60 s) queues behind
+ * it. The release hands the lease — fence f + 1 — to the dead A; B takes
+ * it from A once A's registration has ended, with a fence drawn anew
+ * (f + 2): fences still increase, and B does not wait out the 10-minute
+ * lease. */
+Test(fenced_lock, a_lease_handed_to_a_dead_waiter_goes_on_with_a_new_fence, .timeout = 120)
+{
+    HANDOFF_FIXTURE("dead-waiter");
+    pid_t a = fenced_waiter(&e, 3000, out[1]);
+    wait_queued(raw, &e, "job", 1);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    pid_t b = fenced_waiter(&e, 60000, out[1]);
+    wait_queued(raw, &e, "job", 2);
+    bool ok = false;
+    cr_assert_eq(wk_fenced_lock_release(proc(db), &e, wk_name_str("job"), &held.token, &ok), WK_OK);
+    wk_fenced_lock_state st;
+    cr_assert_eq(wk_fenced_lock_inspect(proc(db), &e, wk_name_str("job"), &st), WK_OK);
+    cr_assert(st.held, "handed to the dead waiter, not freed");
+    cr_assert_eq(st.last_fence, held.fence + 1);
+    int64_t fence = 0;
+    cr_assert_eq(read(out[0], &fence, sizeof(fence)), (ssize_t)sizeof(fence));
+    int status;
+    cr_assert_eq(waitpid(b, &status, 0), b);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "B: status %d", status);
+    cr_assert_eq(fence, held.fence + 2, "B's fence is drawn anew, above the dead waiter's");
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&srv);
 }
 
 Test(fenced_lock, refusals, .timeout = 120)

@@ -11,6 +11,7 @@
  * counters see this test's commands only. Nothing here measures time:
  * waits are bounded by the suite's timeout and by the waiters' deadlines.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -56,6 +57,8 @@ static wk_db *child_open(const wk_cap *cap)
 typedef struct shared {
     atomic_int order[16]; /* child indexes in the order they acquired */
     atomic_int acquired;
+    atomic_int inside;   /* exclusive holders right now */
+    atomic_int overlaps; /* an exclusive holder found another inside */
 } shared;
 
 static shared *shared_new(void)
@@ -115,6 +118,8 @@ static int waiter(const job *j)
         return 2;
     int at = atomic_fetch_add(&j->sh->acquired, 1);
     j->sh->order[at] = j->idx;
+    if (j->how != READ && atomic_fetch_add(&j->sh->inside, 1) != 0)
+        atomic_fetch_add(&j->sh->overlaps, 1);
     if (j->how == READ) {
         /* Hold until all `together` readers got in: each is still in when
          * the last one arrives. */
@@ -124,6 +129,8 @@ static int waiter(const job *j)
             return 4;
     }
     wk_test_sleep_ms(j->hold_ms);
+    if (j->how != READ)
+        atomic_fetch_sub(&j->sh->inside, 1);
     rc = j->how == LOCK   ? wk_lock_release(p, j->e, n, &t, &ok)
          : j->how == READ ? wk_rwlock_release_read(p, j->e, n, &t, &ok)
                           : wk_rwlock_release_write(p, j->e, n, &t, &ok);
@@ -195,6 +202,24 @@ static long long info_field(redisContext *raw, const char *section, const char *
     long long v = atoll(at + strlen(field) + 1);
     freeReplyObject(r);
     return v;
+}
+
+/* The value of item `name` of Lock `e` (a token: binary) into out;
+ * returns its length, 0 when free. */
+static size_t lock_value(redisContext *raw, const wk_entity *e, const char *name, char *out,
+                         size_t cap)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name n = wk_name_str(name);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &n, NULL), WK_OK);
+    redisReply *r = wk_test_cmd(raw, "GET %b", key, len);
+    size_t got = r->type == REDIS_REPLY_STRING ? (size_t)r->len : 0;
+    cr_assert_lt(got, cap);
+    memcpy(out, got ? r->str : "", got);
+    out[got] = '\0';
+    freeReplyObject(r);
+    return got;
 }
 
 /* ------------------------------------------------------------------------
@@ -301,11 +326,18 @@ static void waiters_in_order(const wk_entity *lock, int n)
         kids[i] = spawn(&j);
         wait_queued(raw, &k, i + 1);
     }
+    long long scripts = wk_test_scripts_run(raw);
     cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
     cr_assert(ok);
     for (int i = 0; i < n; i++)
         cr_assert_eq(reap(kids[i]), 0, "waiter %d of %d", i, n);
     cr_assert_eq(atomic_load(&sh->acquired), n);
+    cr_assert_eq(atomic_load(&sh->overlaps), 0, "never two holders at once");
+    /* Handed over: after the release each waiter's pop returns holding
+     * the lock, so the only scripts are the n + 1 releases — no attempt
+     * after a wake-up (which made it 2n + 1). */
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, n + 1, "%d waiters: %lld scripts", n,
+                 wk_test_scripts_run(raw) - scripts);
     for (int i = 0; i < n; i++)
         cr_assert_eq(sh->order[i], i, "%d waiters: position %d went to waiter %d", n, i,
                      sh->order[i]);
@@ -328,15 +360,19 @@ Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_ord
     wk_test_server_stop(&private_srv);
 }
 
-/* The head is stopped (SIGSTOP) when the lock is released, so the lock
- * stays free until it runs again: a fair Lock refuses every try in the
- * meantime, an unfair one lets it barge in. */
-static bool barge_while_head_is_stopped(const wk_entity *lock)
+/* The head is stopped (SIGSTOP) when the lock is released (or, with
+ * `expire`, when the holder's lease runs out instead), so it cannot take
+ * the lock until it runs again. A release hands the lock to the head
+ * (collection/wake.h, handing over): no try barges in, fair or not. A
+ * lease that ran out frees the lock: a fair Lock still refuses every try
+ * while a waiter is queued, an unfair one lets it barge in. */
+static bool barge_while_head_is_stopped(const wk_entity *lock, bool expire)
 {
     const char *name = "barge";
     FIXTURE(lock, name);
     wk_token t, t2;
     bool got, ok, barged;
+    char v[64];
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
     cr_assert(got);
     shared *sh = shared_new();
@@ -344,7 +380,12 @@ static bool barge_while_head_is_stopped(const wk_entity *lock)
     pid_t kid = spawn(&j);
     wait_queued(raw, &k, 1);
     kill(kid, SIGSTOP);
-    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    if (expire) {
+        while (lock_value(raw, lock, name, v, sizeof(v)) > 0)
+            wk_test_sleep_ms(10);
+    } else {
+        cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    }
     cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t2, &barged), WK_OK);
     if (barged)
         cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t2, &ok), WK_OK);
@@ -358,8 +399,15 @@ Test(wake, a_fair_lock_lets_no_try_barge_past_its_waiters)
 {
     const wk_entity fair = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair"), 60000);
     const wk_entity unfair = WK_LOCK_ENTITY(wk_test_ns("barge"), 60000);
-    cr_assert_not(barge_while_head_is_stopped(&fair), "fair: the queued waiter goes first");
-    cr_assert(barge_while_head_is_stopped(&unfair), "unfair: a try takes a free lock");
+    const wk_entity fair_short = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair-short"), 300);
+    const wk_entity unfair_short = WK_LOCK_ENTITY(wk_test_ns("barge-short"), 300);
+    cr_assert_not(barge_while_head_is_stopped(&fair, false), "fair: handed to the queued waiter");
+    cr_assert_not(barge_while_head_is_stopped(&unfair, false),
+                  "unfair: handed to the queued waiter too");
+    cr_assert_not(barge_while_head_is_stopped(&fair_short, true),
+                  "fair, lease run out: the queued waiter goes first");
+    cr_assert(barge_while_head_is_stopped(&unfair_short, true),
+              "unfair, lease run out: a try takes a free lock");
 }
 
 /* Runs the Lock acquire script as waiter `id` with `cap`: a waiter that
@@ -415,15 +463,18 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     wait_queued(raw, &k, 2);
     cr_assert_eq(wk_lock_release(p, &lock, wk_name_str(name), &held, &ok), WK_OK);
     cr_assert(ok);
-    /* The release woke A (the head), not B. */
-    char list[WK__WAKE_KEY_MAX];
+    /* The release handed the lock to A (the head), not B. */
+    char list[WK__WAKE_KEY_MAX], v[64];
     memcpy(list, k.w, k.w_len);
     memcpy(list + k.w_len, a.bytes, WK_TOKEN_LEN);
-    redisReply *r = wk_test_cmd(raw, "LLEN %b", list, k.w_len + WK_TOKEN_LEN);
-    cr_assert_eq(r->integer, 1, "A has its wake-up");
+    redisReply *r = wk_test_cmd(raw, "LINDEX %b 0", list, k.w_len + WK_TOKEN_LEN);
+    cr_assert(r->type == REDIS_REPLY_STRING && r->str[0] == 'h', "A has its handed-over notice");
     freeReplyObject(r);
-    cr_assert_eq(wk__wake_leave(p, &lock, &k, &a), WK_OK);
-    cr_assert_eq(reap(b), 0, "B got the wake-up A gave up");
+    cr_assert(lock_value(raw, &lock, name, v, sizeof(v)) == WK_TOKEN_LEN &&
+                  memcmp(v, a.bytes, WK_TOKEN_LEN) == 0,
+              "the lock is A's: its token, as if A had SET it");
+    cr_assert_eq(wk__lock_leave(p, &lock, wk_name_str(name), &a), WK_OK);
+    cr_assert_eq(reap(b), 0, "B got the lock A gave up");
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "B slept once");
     FIXTURE_END();
     wk_test_server_stop(&private_srv);
@@ -458,6 +509,48 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     long long slept = wk_test_cmd_calls(raw, "blpop") - blpops;
     cr_assert(slept >= 1 && slept <= 6, "B slept %lld times", slept);
     FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A (deadline 3 s: its registration ends within 3 s + the grace) waits
+ * at the head and is killed; B (deadline 40 s) queues behind it. The
+ * release hands the lock to A, who is gone: the lease runs for a minute,
+ * but B takes it from A once A's registration has ended and its notice
+ * was never popped — well before the lease would have run out. */
+static void dead_waiter_is_handed_the_lock(const wk_entity *lock)
+{
+    const char *name = "job";
+    FIXTURE(lock, name);
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &held, &got), WK_OK);
+    cr_assert(got);
+    shared *sh = shared_new();
+    job ja = {lock, name, LOCK, 0, 3000, 0, 0, sh};
+    pid_t a = spawn(&ja);
+    wait_queued(raw, &k, 1);
+    kill(a, SIGKILL);
+    reap(a);
+    job jb = {lock, name, LOCK, 1, 40000, 0, 0, sh};
+    pid_t b = spawn(&jb);
+    wait_queued(raw, &k, 2);
+    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &held, &ok), WK_OK);
+    char v[64];
+    cr_assert_eq(lock_value(raw, lock, name, v, sizeof(v)), WK_TOKEN_LEN,
+                 "handed over to the dead head, not freed");
+    cr_assert(memcmp(v, held.bytes, WK_TOKEN_LEN) != 0);
+    cr_assert_eq(reap(b), 0, "B took the lock from the dead waiter before its own deadline");
+    cr_assert_eq(atomic_load(&sh->acquired), 1);
+    FIXTURE_END();
+}
+
+Test(wake, a_lock_handed_to_a_dead_waiter_goes_on_when_its_registration_ends)
+{
+    private_server();
+    static const wk_entity fair = WK_LOCK_FAIR_ENTITY("dead-waiter-fair", 60000);
+    static const wk_entity unfair = WK_LOCK_ENTITY("dead-waiter", 60000);
+    dead_waiter_is_handed_the_lock(&fair);
+    dead_waiter_is_handed_the_lock(&unfair);
     wk_test_server_stop(&private_srv);
 }
 
@@ -743,6 +836,112 @@ Test(wake, a_waiter_whose_wait_connection_is_killed_keeps_waiting)
     cr_assert_eq(atomic_load(&sh->acquired), 1);
     redisFree(raw);
     wk_db_close(db);
+    wk_test_server_stop(&private_srv);
+}
+
+/* A waiter on a handle through a proxy that drops the reply to its pop
+ * — the pop that carried the handed-over lock. The lock is the waiter's
+ * (its token) though it never saw the notice: its next attempt, at once,
+ * finds the lock its own and returns holding it (without that, it would
+ * park behind its own minute-long lease and time out). */
+typedef struct lost_pop {
+    const wk_entity *lock;
+    const char *url;
+    int rc;
+    bool got;
+    wk_token t;
+} lost_pop;
+
+static void *lost_pop_waiter(void *arg)
+{
+    lost_pop *w = arg;
+    wk_db *db = wk_test_open_url(w->url, NULL);
+    w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("job"),
+                            wk_deadline_in(30000), NULL, &w->t, &w->got);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(wake, a_waiter_whose_handed_over_pop_reply_is_lost_finds_the_lock_its_own)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("lost-pop", 60000);
+    FIXTURE(&lock, "job");
+    wk_test_proxy *px = NULL;
+    cr_assert_eq(wk_test_proxy_start(&px, private_srv.port), 0);
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert(got);
+    lost_pop w = {.lock = &lock, .url = wk_test_proxy_url(px)};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, lost_pop_waiter, &w), 0);
+    wait_queued(raw, &k, 1);
+    while (info_field(raw, "clients", "blocked_clients") != 1) /* in its BLPOP */
+        wk_test_sleep_ms(5);
+    wk_test_proxy_drop_next_reply(px, NULL, NULL);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    cr_assert(ok);
+    pthread_join(th, NULL);
+    cr_assert_eq(wk_test_proxy_drops(px), 1, "the pop's reply was dropped");
+    cr_assert_eq(w.rc, WK_OK, "%s", wk_err_name(w.rc));
+    cr_assert(w.got, "it holds the lock handed to it");
+    char v[64];
+    cr_assert(lock_value(raw, &lock, "job", v, sizeof(v)) == WK_TOKEN_LEN &&
+              memcmp(v, w.t.bytes, WK_TOKEN_LEN) == 0);
+    wk_test_proxy_stop(px);
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* A waiter on a handle with lease_replicas 1 and no replica: the lock
+ * handed to it is not taken on the notice alone — its attempt finds it
+ * its own, the WAIT behind that attempt falls short, and the lease goes
+ * back (WK_ENOTREPLICATED, not acquired, nothing left held). */
+typedef struct acked_wait {
+    const wk_entity *lock;
+    int rc;
+    bool got;
+    wk_token t;
+} acked_wait;
+
+static void *acked_waiter(void *arg)
+{
+    acked_wait *w = arg;
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = wk_test_url();
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 100;
+    wk_db *db = NULL;
+    w->rc = wk_db_open(&db, &o, NULL, 0);
+    if (w->rc == WK_OK)
+        w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("job"),
+                                wk_deadline_in(30000), NULL, &w->t, &w->got);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("acked-handoff", 60000);
+    FIXTURE(&lock, "job");
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert(got);
+    acked_wait w = {.lock = &lock};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acked_waiter, &w), 0);
+    wait_queued(raw, &k, 1);
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.rc, WK_ENOTREPLICATED, "%s", wk_err_name(w.rc));
+    cr_assert_not(w.got);
+    char v[64];
+    cr_assert_eq(lock_value(raw, &lock, "job", v, sizeof(v)), 0, "given back: nobody holds it");
+    FIXTURE_END();
     wk_test_server_stop(&private_srv);
 }
 

@@ -118,6 +118,25 @@ long long wk_test_cmd_calls(redisContext *c, const char *cmd)
     return stat_calls(c, cmd);
 }
 
+long long wk_test_scripts_run(redisContext *c)
+{
+    redisReply *r = wk_test_cmd(c, "INFO commandstats");
+    long long total = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r->str, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char name[64];
+        long long calls, failed;
+        const char *f = strstr(line, "failed_calls=");
+        if (sscanf(line, "cmdstat_%63[^:]:calls=%lld", name, &calls) != 2 || !f ||
+            sscanf(f, "failed_calls=%lld", &failed) != 1)
+            continue;
+        if (strcmp(name, "evalsha") == 0 || strcmp(name, "eval") == 0)
+            total += calls - failed;
+    }
+    freeReplyObject(r);
+    return total;
+}
+
 long long wk_test_dirty(redisContext *c)
 {
     redisReply *r = wk_test_cmd(c, "INFO persistence");

@@ -61,6 +61,9 @@ redisReply *wk_test_cmd(redisContext *c, const char *fmt, ...);
 long long wk_test_total_calls(redisContext *c);
 /* calls of one command ("set", "evalsha"), 0 if never run. */
 long long wk_test_cmd_calls(redisContext *c, const char *cmd);
+/* Scripts the server ran: EVALSHA and EVAL calls that did not fail (an
+ * EVALSHA answered NOSCRIPT, then sent as EVAL, counts once). */
+long long wk_test_scripts_run(redisContext *c);
 /* INFO persistence rdb_changes_since_last_save: every write bumps it (use
  * a server of the test's own: other tests write too). */
 long long wk_test_dirty(redisContext *c);
