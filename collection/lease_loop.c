@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "collection/lease_script.h"
+#include "collection/wake.h"
 #include "core/async_internal.h"
 
 /* Waits cut off in a row before the acquire fails with the connection's
@@ -100,10 +101,22 @@ static void give_up(waiter *w, int status, const char *msg)
         finish(w, status, msg);
 }
 
-static void woke(void *arg, int status, const char *why)
+static void woke(void *arg, int status, const char *why, const char *element, size_t len)
 {
     waiter *w = arg;
     int64_t now = wk__boot_ms();
+    int64_t n;
+    /* Handed over by the release (collection/wake.h): the item is the
+     * waiter's, with no attempt after the pop — unless replicas must
+     * acknowledge it, which only an attempt's WAIT does. */
+    if (status == WK_OK && wk__wake_notice_handed(element, len, &n) &&
+        w->a->db->conn->lease_replicas == 0) {
+        *w->acquired = true;
+        if (w->fence)
+            *w->fence = n;
+        finish(w, WK_OK, "");
+        return;
+    }
     /* Woken so late that the last attempt could not end in time: timed
      * out, the registration runs out by itself (collection/wake.c). */
     if (now >= w->end)

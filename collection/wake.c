@@ -111,6 +111,17 @@ typedef struct popped {
     int64_t n;
 } popped;
 
+bool wk__wake_notice_handed(const char *s, size_t len, int64_t *n)
+{
+    *n = 0;
+    if (!s || len < 2 || s[0] != 'h')
+        return false; /* a timeout or a plain wake-up */
+    const char *colon = memchr(s, ':', len);
+    for (const char *c = colon ? colon + 1 : s + len; c < s + len && *c >= '0' && *c <= '9'; c++)
+        *n = *n * 10 + (*c - '0');
+    return colon != NULL;
+}
+
 static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     (void)d;
@@ -118,12 +129,7 @@ static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
     const wk_reply *el = wk_reply_at(r, 1);
     size_t len = 0;
     const char *s = wk_reply_get_type(el) == WK_REPLY_STRING ? wk_reply_str(el, &len) : NULL;
-    if (!s || len < 2 || s[0] != 'h')
-        return WK_OK; /* a timeout or a plain wake-up */
-    const char *colon = memchr(s, ':', len);
-    out->handed = colon != NULL;
-    for (const char *c = colon ? colon + 1 : s + len; c < s + len && *c >= '0' && *c <= '9'; c++)
-        out->n = out->n * 10 + (*c - '0');
+    out->handed = wk__wake_notice_handed(s, len, &out->n);
     return WK_OK;
 }
 

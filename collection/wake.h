@@ -330,6 +330,11 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  return true\n"                                                                              \
     "end\n"
 
+/* Whether a popped notice s[0..len) hands the item over ('h<end>:<n>';
+ * *n its number: a FencedLock's fence); a plain wake-up ('1') or none
+ * (NULL) is not. The blocking and the event-loop waiters read it alike. */
+bool wk__wake_notice_handed(const char *s, size_t len, int64_t *n);
+
 /* The queue part of a leave (Lua statements): waiter `id` (a Lua
  * expression) leaves q and e, its list w .. id is deleted, and if it was
  * the head or had a wake-up pending the next head is woken. Needs

@@ -106,14 +106,18 @@ static inline wk_async *wk__async_of(const wk_db *db)
 /*
  * Park a waiter of handle a on its wake-up list `list` until `until`
  * (wk__boot_ms()): the waits lane BLPOPs it (with every other parked
- * list) and `woke(arg, status)` runs once, from wk_async_process() or
- * wk_async_close(): WK_OK when an element was popped from the list or
- * the time is up (the caller attempts again either way), else the wait's
- * failure (its connection: nothing but a wake-up was taken). Returns
+ * list) and `woke(arg, status, why, element, len)` runs once, from
+ * wk_async_process() or wk_async_close(): WK_OK when an element was
+ * popped from the list (element[0..len): what the release pushed, e.g. a
+ * handed-over notice; len 0 when it was longer than the lane keeps) or
+ * the time is up (len 0), else the wait's failure (its connection:
+ * nothing but a wake-up, or a handed-over notice, was taken). Returns
  * WK_OK, WK_ENOMEM or WK_EIO (closing; woke is never called then).
  */
-int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until,
-                   void (*woke)(void *arg, int status, const char *why), void *arg);
+typedef void (*wk__async_woke_fn)(void *arg, int status, const char *why, const char *element,
+                                  size_t len);
+int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until, wk__async_woke_fn woke,
+                   void *arg);
 
 /* ---- the hidden handles of receivers (core/async_sub.c) ----------------
  *

@@ -70,15 +70,21 @@ unsigned wk_async_events(const wk_async *a)
     return (ev & POLLIN ? WK_ASYNC_READ : 0) | (ev & POLLOUT ? WK_ASYNC_WRITE : 0);
 }
 
+/* The most of a popped element a waiter is told (a handed-over notice is
+ * shorter; a longer one is told as empty: a plain wake-up). */
+#define ELEMENT_MAX 64
+
 typedef struct parked {
     char list[WK__COMPANION_KEY_MAX];
     size_t len;
     int64_t until;
-    void (*woke)(void *arg, int status, const char *why);
+    wk__async_woke_fn woke;
     void *arg;
     bool fire;    /* its wake-up was popped, or its wait failed */
     bool covered; /* its list is in the BLPOP in flight */
     int status;
+    char element[ELEMENT_MAX]; /* what its pop took */
+    size_t element_len;
 } parked;
 
 /* Pops for lists not parked at the time: kept for when they park. */
@@ -93,8 +99,12 @@ struct wk__async_waits {
     long long id_reply, unblock_reply;
     char popped[WK__COMPANION_KEY_MAX]; /* the BLPOP's answer: the list, or none */
     size_t popped_len;
+    char element[ELEMENT_MAX]; /* … and the element it took */
+    size_t element_len;
     char early[EARLY_MAX][WK__COMPANION_KEY_MAX];
     size_t early_len[EARLY_MAX], nearly;
+    char early_element[EARLY_MAX][ELEMENT_MAX];
+    size_t early_element_len[EARLY_MAX];
     const char **argv; /* the BLPOP's arguments, grown to the most parked */
     size_t *lens, argv_cap, lens_cap;
     char secs[32];
@@ -268,6 +278,10 @@ static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected nil or {list, element}");
     memcpy(w->popped, list, len);
     w->popped_len = len;
+    const char *el = wk_reply_str(wk_reply_at(r, 1), &len);
+    w->element_len = el && len <= sizeof(w->element) ? len : 0;
+    if (w->element_len)
+        memcpy(w->element, el, len);
     return WK_OK;
 }
 
@@ -290,13 +304,19 @@ static void on_unblock(wk_async *a, int status, const char *msg, void *arg)
     kick(a); /* not blocked yet (0): again, while the BLPOP is out */
 }
 
-static bool early_take(wk__async_waits *w, const char *list, size_t len)
+/* A pop of p's list that came before p parked: p fires with its element. */
+static bool early_take(wk__async_waits *w, parked *p)
 {
     for (size_t i = 0; i < w->nearly; i++)
-        if (w->early_len[i] == len && memcmp(w->early[i], list, len) == 0) {
+        if (w->early_len[i] == p->len && memcmp(w->early[i], p->list, p->len) == 0) {
+            p->element_len = w->early_element_len[i];
+            memcpy(p->element, w->early_element[i], p->element_len);
             w->nearly--;
             memcpy(w->early[i], w->early[w->nearly], w->early_len[w->nearly]);
             w->early_len[i] = w->early_len[w->nearly];
+            memcpy(w->early_element[i], w->early_element[w->nearly],
+                   w->early_element_len[w->nearly]);
+            w->early_element_len[i] = w->early_element_len[w->nearly];
             return true;
         }
     return false;
@@ -319,6 +339,8 @@ static void on_pop(wk_async *a, int status, const char *msg, void *arg)
         } else if (w->popped_len && p->len == w->popped_len &&
                    memcmp(p->list, w->popped, p->len) == 0) {
             p->fire = true;
+            p->element_len = w->element_len;
+            memcpy(p->element, w->element, w->element_len);
             found = true;
         }
         p->covered = false;
@@ -331,9 +353,14 @@ static void on_pop(wk_async *a, int status, const char *msg, void *arg)
             w->nearly--;
             memmove(w->early, w->early + 1, sizeof(w->early[0]) * w->nearly);
             memmove(w->early_len, w->early_len + 1, sizeof(w->early_len[0]) * w->nearly);
+            memmove(w->early_element, w->early_element + 1,
+                    sizeof(w->early_element[0]) * w->nearly);
+            memmove(w->early_element_len, w->early_element_len + 1,
+                    sizeof(w->early_element_len[0]) * w->nearly);
         }
-
         memcpy(w->early[w->nearly], w->popped, w->popped_len);
+        memcpy(w->early_element[w->nearly], w->element, w->element_len);
+        w->early_element_len[w->nearly] = w->element_len;
         w->early_len[w->nearly++] = w->popped_len;
     }
     kick(a);
@@ -444,8 +471,8 @@ static int open_waits(wk_async *a)
     return WK_OK;
 }
 
-int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until,
-                   void (*woke)(void *arg, int status, const char *why), void *arg)
+int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until, wk__async_woke_fn woke,
+                   void *arg)
 {
     if (a->closing)
         return WK_EIO;
@@ -462,7 +489,7 @@ int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until,
     parked *p = &w->p[w->n++];
     *p = (parked){.len = len, .until = until, .woke = woke, .arg = arg};
     memcpy(p->list, list, len);
-    p->fire = early_take(w, list, len); /* its wake-up came while it attempted */
+    p->fire = early_take(w, p); /* its wake-up came while it attempted */
     kick(a);
     wk__async_update_watch(a);
     return WK_OK;
@@ -482,7 +509,7 @@ bool wk__async_waits_fire(wk_async *a)
         memmove(&w->p[i], &w->p[i + 1], (w->n - i - 1) * sizeof(*w->p));
         w->n--;
         ran = true;
-        p.woke(p.arg, p.status, p.status ? w->why : "");
+        p.woke(p.arg, p.status, p.status ? w->why : "", p.element, p.element_len);
         w = a->waits;
         i = 0;
     }

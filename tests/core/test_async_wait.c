@@ -355,6 +355,53 @@ Test(async_wait, a_fenced_lock_waited_for_through_the_loop_gets_a_higher_fence, 
     scene_close(&s);
 }
 
+/* The release hands the lock over (collection/wake.h): the loop waiter's
+ * pop returns holding it, so the server runs the release's script and no
+ * attempt after the pop — as for a blocking waiter. A FencedLock's fence
+ * comes in the notice: the holder's + 1. On a private server, so that the
+ * scripts counted are these alone. */
+Test(async_wait, a_handed_over_lock_completes_the_loop_waiter_with_no_attempt, .timeout = 60,
+     .init = wk_test_private_start, .fini = wk_test_private_stop)
+{
+    scene s;
+    scene_open(&s, &lock, "handed");
+    waitreq r = {0};
+    wait_lock(&s, &lock, &r, wk_monotonic_ms() + 20000);
+    turn_until_asleep(s.a, 1, &r);
+    long long before = wk_test_scripts_run(s.raw);
+    scene_release(&s, &lock);
+    wk_test_async_drain(s.a);
+    cr_assert_eq(r.status, WK_OK, "%s", r.msg);
+    cr_assert(r.acquired);
+    cr_assert_eq(wk_test_scripts_run(s.raw) - before, 1, "the release alone: %lld scripts",
+                 wk_test_scripts_run(s.raw) - before);
+    wk_lease_state st;
+    cr_assert_eq(wk_lock_owned(s.p, &lock, s.n, &r.token, &st), WK_OK);
+    cr_assert(st.owned, "the loop's token holds the lock");
+
+    wk_fenced_lease held = {0};
+    bool rel = false;
+    cr_assert_eq(wk_fenced_lock_try(s.p, &fenced, s.n, &held), WK_OK);
+    cr_assert(held.acquired);
+    waitreq f = {0};
+    cr_assert_eq(wk_fenced_lock_acquire(wk_async_with(s.a, on_wait, &f), &fenced, s.n,
+                                        wk_monotonic_ms() + 20000, &f.lease),
+                 WK_OK);
+    turn_until_asleep(s.a, 1, &f);
+    before = wk_test_scripts_run(s.raw);
+    cr_assert_eq(wk_fenced_lock_release(s.p, &fenced, s.n, &held.token, &rel), WK_OK);
+    wk_test_async_drain(s.a);
+    cr_assert_eq(f.status, WK_OK, "%s", f.msg);
+    cr_assert(f.lease.acquired);
+    cr_assert_eq(wk_test_scripts_run(s.raw) - before, 1, "the release alone");
+    cr_assert_eq(f.lease.fence, held.fence + 1, "the fence handed over: %lld after %lld",
+                 (long long)f.lease.fence, (long long)held.fence);
+    wk_fenced_lock_ownership fo = {0};
+    cr_assert_eq(wk_fenced_lock_owned(s.p, &fenced, s.n, &f.lease.token, &fo), WK_OK);
+    cr_assert(fo.owned && fo.fence == f.lease.fence);
+    scene_close(&s);
+}
+
 Test(async_wait, a_semaphore_permit_is_waited_for_through_the_loop, .timeout = 60)
 {
     scene s;
