@@ -5,7 +5,8 @@
  * new query gets every guarantee tested without anyone remembering to.
  *
  * Handle types (handle_types[] below): a plain handle, a pool (with one
- * of its handles borrowed elsewhere, so the pool must use another), a
+ * of its handles borrowed elsewhere, so the pool must use another;
+ * multiplexed, the default, and with multiplex off: "pool exclusive"), a
  * batch, the event-loop handle, a Sentinel URL, a Cluster seed list, the
  * event-loop handle on that seed list and a
  * pinned cluster handle (wk_db_cluster_primary). A cell that cannot hold
@@ -134,12 +135,14 @@ typedef enum {
     SENTINEL,
     CLUSTER,
     PINNED,
-    LOOP_CLUSTER, /* the event-loop handle on the cluster's seed list */
+    LOOP_CLUSTER,   /* the event-loop handle on the cluster's seed list */
+    POOL_EXCLUSIVE, /* a pool with multiplex off: one query per connection at a time */
     NTYPES
 } handle_type;
 
 static const char *const type_names[NTYPES] = {
-    "plain", "pool", "batch", "event loop", "sentinel", "cluster", "pinned", "event loop cluster"};
+    "plain",   "pool",   "batch",  "event loop",        "sentinel",
+    "cluster", "pinned", "event loop cluster", "pool exclusive"};
 
 /* One open handle of a type, and how to run a row on it. */
 typedef struct handle {
@@ -208,10 +211,11 @@ static void handle_open(handle *h, handle_type t, const wk_cap *cap, int lease_r
     o.lease_replicas = lease_replicas;
     o.lease_ack_timeout_ms = ack_ms;
     char err[512];
-    if (t == POOL) {
+    if (t == POOL || t == POOL_EXCLUSIVE) {
         wk_pool_options po = WK_POOL_OPTIONS_INIT;
         po.db = &o;
         po.size = 2;
+        po.multiplex = t == POOL; /* the default, or one query per connection */
         cr_assert_eq(wk_pool_open(&h->pool, &po, err, sizeof(err)), WK_OK, "%s", err);
         /* Another thread's borrow: the pool's queries go on the other
          * handle, and nothing may go out on this one. */
