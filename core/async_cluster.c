@@ -171,6 +171,9 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         db->conn->last_io_ms = wk_monotonic_ms();
         remember_host(a, from);
     }
+    /* A handle cloned from a cluster handle (a receiver's hidden handle)
+     * came with a copy of the map: this one, asked anew, replaces it. */
+    wk__cluster_free(conn->cluster);
     conn->cluster = c;
     ask_map(a);
     return WK_OK;
