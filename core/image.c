@@ -5,7 +5,9 @@
  * there never change while the process runs (neither is ever unloaded),
  * so a string found there needs no second look (core/metrics.c).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <link.h>
 
 #include "core/core_internal.h"

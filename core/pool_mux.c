@@ -12,7 +12,9 @@
  * LEAD is a separate bit, so a thread handed the lead while its own query
  * is settled still takes the mutex and passes the lead on.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* syscall() for the futex */
+#endif
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
