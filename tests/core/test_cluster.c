@@ -850,7 +850,9 @@ static int subscriber_node(const char *chan, size_t len)
     return -1;
 }
 
-Test(cluster, settings_follower_converges_across_nodes, .init = shared, .timeout = 120)
+/* Exclusive: it kills every Pub/Sub connection of a node, which would cut
+ * the subscribers of other tests running beside it. */
+Test(cluster, settings_follower_converges_across_nodes, .init = exclusive, .timeout = 120)
 {
     wk_db *db = open_cluster();
     wk_processor *p = wk_db_processor(db);
@@ -1067,8 +1069,9 @@ Test(cluster, near_cache_hears_every_primary, .init = shared, .timeout = 120)
 
 /* One primary's subscriber connection dies: every entry turns unverified
  * (no invalidation may be lost meanwhile), the subscriber comes back, and
- * entries are served from memory again — and still hear writes. */
-Test(cluster, near_cache_recovers_a_lost_subscriber, .init = shared, .timeout = 120)
+ * entries are served from memory again — and still hear writes.
+ * Exclusive: CLIENT KILL TYPE pubsub cuts every subscriber of the node. */
+Test(cluster, near_cache_recovers_a_lost_subscriber, .init = exclusive, .timeout = 120)
 {
     near_fixture f;
     near_start(&f, "nearsub", WK_NEAR_DEFAULT);
