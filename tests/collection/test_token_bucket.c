@@ -226,7 +226,11 @@ Test(token_bucket, retry_after_is_honoured, .timeout = 600)
 
 #define WORKERS 4
 #define HAMMER_MS 3000
-#define ACC_CAPACITY 50
+/* A full bucket loses what refills meanwhile: the capacity lasts 2 s at
+ * the rate, so only a stall of every worker that long (seen with 50, a
+ * quarter second, on a loaded machine) could take tokens out of the
+ * lower bound. */
+#define ACC_CAPACITY 400
 #define ACC_RATE 200 /* per second */
 
 typedef struct worker_report {

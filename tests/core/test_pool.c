@@ -286,7 +286,6 @@ Test(pool, every_connection_borrowed_times_out_within_the_bound_and_sends_nothin
 
 typedef struct queued {
     wk_pool *pool;
-    int start_after_ms;
     atomic_int *served; /* how many were served before this one */
     int order, rc;
 } queued;
@@ -294,7 +293,6 @@ typedef struct queued {
 static void *borrow_in_turn(void *arg)
 {
     queued *q = arg;
-    wk_test_sleep_ms(q->start_after_ms);
     wk_db *db;
     q->rc = wk_pool_borrow(q->pool, &db);
     if (q->rc == WK_OK) {
@@ -313,11 +311,19 @@ Test(pool, waiters_are_served_in_the_order_they_came)
     atomic_int served = 0;
     queued q[4];
     pthread_t th[4];
+    /* Each thread starts once the one before it is seen queued, so the
+     * order they came in is known however loaded the machine is. */
     for (int i = 0; i < 4; i++) {
-        q[i] = (queued){pool, 80 * i, &served, -1, -1};
+        q[i] = (queued){pool, &served, -1, -1};
         cr_assert_eq(pthread_create(&th[i], NULL, borrow_in_turn, &q[i]), 0);
+        wk_pool_usage u = {0};
+        for (int spins = 0; u.waiting < (size_t)i + 1 && spins < 10000; spins++) {
+            cr_assert_eq(wk_pool_stats(pool, &u), WK_OK);
+            if (u.waiting < (size_t)i + 1)
+                wk_test_sleep_ms(1);
+        }
+        cr_assert_eq(u.waiting, (size_t)i + 1, "waiter %d queued", i);
     }
-    wk_test_sleep_ms(450); /* all four queued, 80 ms apart */
     cr_assert_eq(wk_pool_return(pool, db), WK_OK);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
