@@ -145,6 +145,12 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         return wk__errbuf_set(err, errlen, WK_EINVAL,
                               "%s is a Redis Cluster node, and this handle has waited already",
                               from ? from->addr : "the seed list");
+    /* A handle cloned from a cluster handle (a receiver's hidden handle)
+     * came with a copy of the map: it goes before the map lane is cloned
+     * from this handle (that lane is a plain connection, which a map
+     * would make a cluster lane that never dials), and is asked anew. */
+    wk__cluster_free(conn->cluster);
+    conn->cluster = NULL;
     wk__async_cluster *cl = calloc(1, sizeof(*cl));
     wk__cluster *c = wk__cluster_empty();
     wk_db *db = NULL;
@@ -171,9 +177,6 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         db->conn->last_io_ms = wk_monotonic_ms();
         remember_host(a, from);
     }
-    /* A handle cloned from a cluster handle (a receiver's hidden handle)
-     * came with a copy of the map: this one, asked anew, replaces it. */
-    wk__cluster_free(conn->cluster);
     conn->cluster = c;
     ask_map(a);
     return WK_OK;

@@ -2669,3 +2669,100 @@ Test(cluster, loop_asks_the_map_of_a_known_primary_when_its_seed_is_gone, .init 
     cr_assert_eq(restarted, 0, "the seed rejoined");
     wk_async_close(a);
 }
+
+/* ---- receivers through the loop on a cluster ----------------------------- */
+
+/* A receive through the loop, run to its callback. */
+static void loop_recv_turn(wk_async *a, const outcome *o, const char *what, int i, int k)
+{
+    for (int64_t until = wk_test_now_ms() + 10000; !o->done && wk_test_now_ms() < until;)
+        wk_test_async_turn(a);
+    cr_assert(o->done, "%s %d, receive %d: no callback within 10 s", what, i, k);
+}
+
+/* Pipes and StreamBuffers on names spread over every primary, followed
+ * through one event-loop handle on the seed list while a blocking cluster
+ * handle writes them: each receiver's own connection goes to the primary
+ * of its item's slot, every message comes once and in order, then END. */
+Test(cluster, loop_receivers_follow_pipes_and_stream_buffers_on_every_primary, .init = shared,
+     .timeout = 120)
+{
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("lrxp"), 30000);
+    wk_entity sb = WK_STREAM_BUFFER_ENTITY(wk_test_ns("lrxs"), 30000);
+    wk_db *db = open_cluster();
+    wk_processor *bp = wk_db_processor(db);
+    wk_async *a = open_loop(C.url, NULL);
+    enum { N = 6, MSGS = 3 };
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int ports[WK_TEST_CLUSTER_NODES] = {0}, nports = 0;
+    wk_pipe_receiver *rx[N];
+    wk_stream_buffer_subscription *sub[N];
+    outcome o;
+    for (int i = 0; i < N; i++) {
+        wk_name name = wk_name_u64((uint64_t)i);
+        int port = item_port(&pipe, name, NULL, key, &klen);
+        bool seen = false;
+        for (int j = 0; j < nports; j++)
+            seen |= ports[j] == port;
+        if (!seen)
+            ports[nports++] = port;
+        LOOP_RUN(a, &o, wk_pipe_receive(p_, &pipe, name, &rx[i]));
+        cr_assert_eq(o.status, WK_OK, "pipe %d: %s", i, o.msg);
+        LOOP_RUN(a, &o, wk_stream_buffer_subscribe(p_, &sb, name, 0, &sub[i]));
+        cr_assert_eq(o.status, WK_OK, "stream buffer %d: %s", i, o.msg);
+    }
+    cr_assert_geq(nports, 2, "the names cover more than one primary");
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < MSGS; k++) {
+            char body[32];
+            int len = snprintf(body, sizeof(body), "m%d.%d", i, k);
+            wk_name name = wk_name_u64((uint64_t)i);
+            cr_assert_eq(wk_pipe_send(bp, &pipe, name, body, (size_t)len), WK_OK, "%s",
+                         wk_db_errmsg(db));
+            cr_assert_eq(wk_stream_buffer_append(bp, &sb, name, body, (size_t)len, NULL), WK_OK,
+                         "%s", wk_db_errmsg(db));
+        }
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(wk_pipe_finish(bp, &pipe, wk_name_u64((uint64_t)i)), WK_OK);
+        cr_assert_eq(wk_stream_buffer_finish(bp, &sb, wk_name_u64((uint64_t)i), NULL), WK_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k <= MSGS; k++) {
+            char body[32];
+            int len = snprintf(body, sizeof(body), "m%d.%d", i, k);
+            wk_pipe_message m = {0};
+            o = (outcome){0};
+            cr_assert_eq(wk_pipe_recv_async(rx[i], &m, on_outcome, &o), WK_OK, "%s",
+                         wk_pipe_receiver_errmsg(rx[i]));
+            loop_recv_turn(a, &o, "pipe", i, k);
+            cr_assert_eq(o.status, WK_OK, "pipe %d, receive %d: %s", i, k, o.msg);
+            if (k == MSGS) {
+                cr_assert_eq(m.got, WK_PIPE_END, "pipe %d ends after its messages", i);
+            } else {
+                cr_assert_eq(m.got, WK_PIPE_MESSAGE, "pipe %d, receive %d", i, k);
+                cr_assert(m.len == (size_t)len && memcmp(m.body, body, m.len) == 0,
+                          "pipe %d: message %d once and in order", i, k);
+            }
+            wk_stream_buffer_item it = {0};
+            o = (outcome){0};
+            cr_assert_eq(wk_stream_buffer_recv_async(sub[i], &it, on_outcome, &o), WK_OK, "%s",
+                         wk_stream_buffer_subscription_errmsg(sub[i]));
+            loop_recv_turn(a, &o, "stream buffer", i, k);
+            cr_assert_eq(o.status, WK_OK, "stream buffer %d, read %d: %s", i, k, o.msg);
+            if (k == MSGS) {
+                cr_assert_eq(it.got, WK_STREAM_BUFFER_END, "buffer %d ends after its bodies", i);
+            } else {
+                cr_assert_eq(it.got, WK_STREAM_BUFFER_BODY, "buffer %d, read %d", i, k);
+                cr_assert_eq(it.index, (uint64_t)k);
+                cr_assert(it.len == (size_t)len && memcmp(it.body, body, it.len) == 0,
+                          "buffer %d: body %d once and in order", i, k);
+            }
+        }
+        wk_pipe_receiver_close(rx[i]);
+        wk_stream_buffer_subscription_close(sub[i]);
+    }
+    cr_assert_eq(wk_async_pending(a), 0);
+    wk_async_close(a);
+    wk_db_close(db);
+}
