@@ -842,10 +842,213 @@ static void hcm_setup(bench_ctx *c)
     hc_fill(c);
 }
 
+/* ------------------------------------------------------------------------
+ * Lease cycles (try + release, nobody waiting) against the minimal scripts
+ * ---------------------------------------------------------------------- */
+
+static const wk_entity cyc_lock = WK_LOCK_ENTITY("benchcyc", 30000);
+static const wk_entity cyc_fenced = WK_FENCED_LOCK_ENTITY("benchcyc", 30000);
+static const wk_entity cyc_rw = WK_RWLOCK_ENTITY("benchcyc", 30000);
+static const wk_entity cyc_sem = WK_SEMAPHORE_ENTITY("benchcyc", 4, 30000);
+static char sha_fenced_try[41], sha_sem_try[41];
+
+/* The fence drawn only when the lease is taken. */
+static const char min_fenced_try[] =
+    "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end\n"
+    "return redis.call('INCR', KEYS[2])\n";
+/* Ended permits pruned, then counted; the set lives as long as its newest
+ * permit (one TTL for the entity). Given back like a reader lease. */
+static const char min_sem_try[] =
+    MIN_NOW "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end\n"
+    "redis.call('ZADD', KEYS[1], now + ARGV[2], ARGV[1])\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return 1\n";
+
+enum cyc_kind { CYC_LOCK, CYC_FENCED, CYC_RW, CYC_SEM };
+
+static void cyc_lib(bench_ctx *c, wk_processor *p, enum cyc_kind k, unsigned i, wk_token *t,
+                    bool *got, bool release)
+{
+    wk_name n = wk_name_u64(i);
+    wk_fenced_lease l;
+    switch (k) {
+    case CYC_LOCK:
+        release ? wk_lock_release(p, &cyc_lock, n, t, got) : wk_lock_try(p, &cyc_lock, n, t, got);
+        break;
+    case CYC_FENCED:
+        if (release) {
+            wk_fenced_lock_release(p, &cyc_fenced, n, t, got);
+        } else {
+            wk_fenced_lock_try(p, &cyc_fenced, n, &l); /* a batch fills l at exec: not here */
+            *t = l.token;
+            *got = true;
+        }
+        break;
+    case CYC_RW:
+        release ? wk_rwlock_release_read(p, &cyc_rw, n, t, got)
+                : wk_rwlock_try_read(p, &cyc_rw, n, t, got);
+        break;
+    case CYC_SEM:
+        release ? wk_semaphore_release(p, &cyc_sem, n, t, got)
+                : wk_semaphore_try(p, &cyc_sem, n, t, got);
+        break;
+    }
+    (void)c;
+}
+
+static void cyc_seq_lib(bench_ctx *c, enum cyc_kind k, unsigned i)
+{
+    wk_token t;
+    bool got = false, ok = false;
+    cyc_lib(c, wk_db_processor(c->db), k, i, &t, &got, false);
+    cyc_lib(c, wk_db_processor(c->db), k, i, &t, &ok, true);
+    if (!got || !ok)
+        bench_check(WK_EPROTO, c, "lease cycle: not taken or not given back");
+}
+
+/* A batch of fenced tries writes its leases at exec, so they are kept here. */
+static void cyc_batch_lib(bench_ctx *c, enum cyc_kind k, unsigned base)
+{
+    static wk_token t[BATCH];
+    static wk_fenced_lease l[BATCH];
+    static bool got[BATCH], ok[BATCH];
+    wk_processor *p = wk_batch_processor(c->batch);
+    for (unsigned j = 0; j < BATCH; j++) {
+        if (k == CYC_FENCED)
+            wk_fenced_lock_try(p, &cyc_fenced, wk_name_u64(base + j), &l[j]);
+        else
+            cyc_lib(c, p, k, base + j, &t[j], &got[j], false);
+    }
+    bench_check(wk_batch_exec(c->batch), c, "batch lease try");
+    for (unsigned j = 0; j < BATCH; j++) {
+        if (k == CYC_FENCED)
+            t[j] = l[j].token;
+        cyc_lib(c, p, k, base + j, &t[j], &ok[j], true);
+    }
+    bench_check(wk_batch_exec(c->batch), c, "batch lease release");
+    for (unsigned j = 0; j < BATCH; j++)
+        if (!ok[j])
+            bench_check(WK_EPROTO, c, "batch lease cycle: not given back");
+}
+
+/* The minimal try of item i (keys of namespace benchmin) queued. */
+static void cyc_try_raw(bench_ctx *c, enum cyc_kind k, unsigned i)
+{
+    char k1[128], k2[128];
+    uint8_t tok[WK_TOKEN_LEN];
+    size_t l1, l2;
+    token_of(i, tok);
+    switch (k) {
+    case CYC_LOCK: {
+        l1 = bench_key(k1, "Lock", "benchmin", i, NULL);
+        const char *a[] = {"SET", k1, (const char *)tok, "NX", "PX", "30000"};
+        size_t l[] = {3, l1, WK_TOKEN_LEN, 2, 2, 5};
+        bench_raw_append(c, 6, a, l);
+        break;
+    }
+    case CYC_FENCED: {
+        l1 = bench_key(k1, "FencedLock", "benchmin", i, ":lease");
+        l2 = bench_key(k2, "FencedLock", "benchmin", i, ":fence");
+        const char *a[] = {k1, k2, (const char *)tok, "30000"};
+        size_t l[] = {l1, l2, WK_TOKEN_LEN, 5};
+        send_eval(c, sha_fenced_try, 2, 4, a, l);
+        break;
+    }
+    case CYC_RW: {
+        rw_keys("benchmin", i, k1, &l1, k2, &l2);
+        const char *a[] = {k1, k2, (const char *)tok, "30000"};
+        size_t l[] = {l1, l2, WK_TOKEN_LEN, 5};
+        send_eval(c, sha_rw_try_read, 2, 4, a, l);
+        break;
+    }
+    case CYC_SEM: {
+        l1 = bench_key(k1, "Semaphore", "benchmin", i, ":permits");
+        const char *a[] = {k1, (const char *)tok, "30000", "4"};
+        size_t l[] = {l1, WK_TOKEN_LEN, 5, 1};
+        send_eval(c, sha_sem_try, 1, 4, a, l);
+        break;
+    }
+    }
+}
+
+static void cyc_release_raw(bench_ctx *c, enum cyc_kind k, unsigned i)
+{
+    char key[128], w[128];
+    uint8_t tok[WK_TOKEN_LEN];
+    size_t kl, wl;
+    token_of(i, tok);
+    if (k == CYC_LOCK)
+        kl = bench_key(key, "Lock", "benchmin", i, NULL);
+    else if (k == CYC_FENCED)
+        kl = bench_key(key, "FencedLock", "benchmin", i, ":lease");
+    else if (k == CYC_RW)
+        rw_keys("benchmin", i, w, &wl, key, &kl);
+    else
+        kl = bench_key(key, "Semaphore", "benchmin", i, ":permits");
+    const char *a[] = {key, (const char *)tok};
+    size_t l[] = {kl, WK_TOKEN_LEN};
+    send_eval(c, k == CYC_LOCK || k == CYC_FENCED ? sha_lock_release : sha_rw_release_read, 1, 2,
+              a, l);
+}
+
+static void cyc_check_raw(bench_ctx *c, bool try)
+{
+    redisReply *r = bench_raw_reply(c);
+    bool ok = r->type == REDIS_REPLY_STATUS || (r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
+    freeReplyObject(r);
+    if (!ok)
+        bench_check(WK_EPROTO, c, try ? "minimal try: not taken" : "minimal release: not held");
+}
+
+static void cyc_seq_raw(bench_ctx *c, enum cyc_kind k, unsigned i)
+{
+    cyc_try_raw(c, k, i);
+    cyc_check_raw(c, true);
+    cyc_release_raw(c, k, i);
+    cyc_check_raw(c, false);
+}
+
+static void cyc_batch_raw(bench_ctx *c, enum cyc_kind k, unsigned base)
+{
+    for (unsigned j = 0; j < BATCH; j++)
+        cyc_try_raw(c, k, base + j);
+    for (unsigned j = 0; j < BATCH; j++)
+        cyc_check_raw(c, true);
+    for (unsigned j = 0; j < BATCH; j++)
+        cyc_release_raw(c, k, base + j);
+    for (unsigned j = 0; j < BATCH; j++)
+        cyc_check_raw(c, false);
+}
+
+static void cyc_setup(bench_ctx *c)
+{
+    lock_setup(c);
+    rw_setup(c);
+    load_lua(c, min_fenced_try, sha_fenced_try);
+    load_lua(c, min_sem_try, sha_sem_try);
+}
+
+#define CYCLE_CASE(fn, kind)                                                                       \
+    static void fn##_seq_lib(bench_ctx *c, unsigned i) { cyc_seq_lib(c, kind, i); }                \
+    static void fn##_seq_raw(bench_ctx *c, unsigned i) { cyc_seq_raw(c, kind, i); }                \
+    static void fn##_batch_lib(bench_ctx *c, unsigned b) { cyc_batch_lib(c, kind, b); }            \
+    static void fn##_batch_raw(bench_ctx *c, unsigned b) { cyc_batch_raw(c, kind, b); }
+CYCLE_CASE(cyc_lock, CYC_LOCK)
+CYCLE_CASE(cyc_fenced, CYC_FENCED)
+CYCLE_CASE(cyc_rw, CYC_RW)
+CYCLE_CASE(cyc_sem, CYC_SEM)
+#define CYCLE_ROW(name, fn)                                                                        \
+    {name, cyc_setup, fn##_seq_lib, fn##_seq_raw, fn##_batch_lib, fn##_batch_raw}
+
 const bench_case bench_minimal_cases[] = {
     {"token bucket acquire vs minimal script", tbm_setup, tbm_seq_lib, tbm_seq_raw,
      tb_acquire_lib, tb_acquire_min},
     {"hashed revalidation vs minimal script", hcm_setup, hcm_seq_lib, hcm_seq_raw, hc_gic_lib,
      hc_gic_min},
+    CYCLE_ROW("lock cycle vs minimal scripts", cyc_lock),
+    CYCLE_ROW("fenced lock cycle vs minimal scripts", cyc_fenced),
+    CYCLE_ROW("rwlock read cycle vs minimal scripts", cyc_rw),
+    CYCLE_ROW("semaphore cycle vs minimal scripts", cyc_sem),
 };
 const size_t bench_minimal_cases_count = sizeof(bench_minimal_cases) / sizeof(bench_minimal_cases[0]);
