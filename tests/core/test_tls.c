@@ -456,3 +456,111 @@ Test(tls, event_loop_handle_over_tls, .timeout = 30)
     wk_async_close(a);
     tls_stop(&t);
 }
+
+/* ---- the newer paths over TLS: each opens connections of its own ------- */
+
+static void turn_while(wk_async *a, const int *status, int64_t ms)
+{
+    for (int64_t until = wk_monotonic_ms() + ms; wk_monotonic_ms() < until && *status == 12345;)
+        wk_test_async_turn(a);
+}
+
+/* A waiting acquire through the loop (its waits-only connection), a pipe
+ * followed through the loop (the receiver's hidden handle), a near cache
+ * (its data and subscriber connections) and a multiplexed pool, all over
+ * rediss:// — each of those connections does the handshake. */
+Test(tls, loop_waits_loop_receivers_near_cache_and_pool_over_tls, .timeout = 60)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    char err[256];
+    wk_db *db = NULL;
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_processor *p = wk_db_processor(db);
+    wk_async *a;
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+
+    /* The loop waits; a blocking release wakes it. */
+    wk_entity lock = WK_LOCK_ENTITY("tls-newer", 30000);
+    wk_token held, token;
+    bool got = false, acquired = false, was = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("w"), &held, &got), WK_OK);
+    cr_assert(got);
+    int st = 12345;
+    cr_assert_eq(wk_lock_acquire(wk_async_with(a, on_async, &st), &lock, wk_name_str("w"),
+                                 wk_deadline_in(20000), NULL, &token, &acquired),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    turn_while(a, &st, 500);
+    cr_assert_eq(st, 12345, "still waiting: %s", wk_async_errmsg(a));
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("w"), &held, &was), WK_OK);
+    turn_while(a, &st, 10000);
+    cr_assert_eq(st, WK_OK, "%s", wk_async_errmsg(a));
+    cr_assert(acquired, "woken over TLS and holding the lock");
+
+    /* A pipe through the loop. */
+    wk_entity pipe = WK_PIPE_ENTITY("tls-newer", 30000);
+    wk_pipe_receiver *r = NULL;
+    st = 12345;
+    cr_assert_eq(wk_pipe_receive(wk_async_with(a, on_async, &st), &pipe, wk_name_str("q"), &r),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    turn_while(a, &st, 10000);
+    cr_assert_eq(st, WK_OK, "%s", wk_async_errmsg(a));
+    cr_assert_eq(wk_pipe_send(p, &pipe, wk_name_str("q"), "hello", 5), WK_OK);
+    wk_pipe_message m = {0};
+    st = 12345;
+    cr_assert_eq(wk_pipe_recv_async(r, &m, on_async, &st), WK_OK, "%s", wk_pipe_receiver_errmsg(r));
+    turn_while(a, &st, 10000);
+    cr_assert_eq(st, WK_OK, "%s", wk_pipe_receiver_errmsg(r));
+    cr_assert(m.got == WK_PIPE_MESSAGE && m.len == 5 && memcmp(m.body, "hello", 5) == 0);
+    wk_pipe_receiver_close(r);
+    wk_async_close(a);
+
+    /* A near cache: a read, a hit, and another handle's put invalidates it. */
+    wk_entity cache = WK_CACHE_ENTITY("tls-newer", 60000);
+    const wk_entity *served[] = {&cache};
+    wk_near_cache_options no = WK_NEAR_CACHE_OPTIONS_INIT;
+    no.entities = served;
+    no.nentities = 1;
+    wk_near_cache *nc = NULL;
+    cr_assert_eq(wk_near_cache_open(&nc, db, &no, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_cache_put(p, &cache, wk_name_str("k"), "v1", 2), WK_OK);
+    wk_body b = WK_BODY_INIT;
+    cr_assert_eq(wk_near_cache_get(nc, &cache, wk_name_str("k"), &b), WK_OK, "%s",
+                 wk_near_cache_errmsg());
+    wk_near_state ns;
+    cr_assert_eq(wk_near_cache_peek(nc, &cache, wk_name_str("k"), &ns), WK_OK);
+    cr_assert_eq(ns, WK_NEAR_VERIFIED, "kept, with tracking on over TLS");
+    cr_assert_eq(wk_cache_put(p, &cache, wk_name_str("k"), "v2", 2), WK_OK);
+    for (int64_t until = wk_monotonic_ms() + 5000;
+         wk_monotonic_ms() < until && ns == WK_NEAR_VERIFIED;) {
+        wk_test_sleep_ms(5);
+        wk_near_cache_peek(nc, &cache, wk_name_str("k"), &ns);
+    }
+    cr_assert_neq(ns, WK_NEAR_VERIFIED, "the put's invalidation came over the TLS subscriber");
+    cr_assert_eq(wk_near_cache_get(nc, &cache, wk_name_str("k"), &b), WK_OK);
+    cr_assert(b.found && b.len == 2 && memcmp(b.data, "v2", 2) == 0);
+    wk_body_free(&b);
+    wk_near_cache_close(nc);
+
+    /* A multiplexed pool: threads' queries share its TLS connections. */
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 2;
+    wk_pool *pool = NULL;
+    cr_assert_eq(wk_pool_open(&pool, &po, err, sizeof(err)), WK_OK, "%s", err);
+    for (int i = 0; i < 8; i++) {
+        wk_token tk;
+        bool g = false, rel = false;
+        cr_assert_eq(wk_lock_try(wk_pool_processor(pool), &lock, wk_name_u64((uint64_t)i), &tk, &g),
+                     WK_OK, "%s", wk_pool_errmsg(pool));
+        cr_assert(g);
+        cr_assert_eq(wk_lock_release(wk_pool_processor(pool), &lock, wk_name_u64((uint64_t)i), &tk,
+                                     &rel),
+                     WK_OK);
+        cr_assert(rel);
+    }
+    wk_pool_close(pool);
+    wk_db_close(db);
+    tls_stop(&t);
+}
