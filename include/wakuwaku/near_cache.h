@@ -89,6 +89,14 @@
  * primary turned replica (its heartbeat asks ROLE) ends the session: the
  * near cache follows the new map (new subscribers) and entries are
  * revalidated as after a reconnect.
+ *
+ * SENTINEL: on a redis-sentinel:// handle the heartbeat asks ROLE too. A
+ * node that turned replica (a switch of roles, or a failover that left
+ * it behind) may never hear the new primary's writes, so it ends the
+ * session: both connections are dropped and made again to the primary
+ * the sentinels name, and entries are revalidated as after a reconnect.
+ * The bound then holds for writes on the new primary, after at most one
+ * heartbeat and the reconnect.
  */
 #ifndef WAKUWAKU_NEAR_CACHE_H
 #define WAKUWAKU_NEAR_CACHE_H

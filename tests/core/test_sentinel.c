@@ -612,6 +612,61 @@ Test(sentinel, event_loop_receiver_follows_a_pipe_across_a_switch, .timeout = 90
     wk_test_sentinels_stop(&t);
 }
 
+/* A near cache on a Sentinel URL after a switch of roles: the node it
+ * reads from turned replica — of a server that is not there, so no write
+ * of the new primary ever reaches it, and its PINGs still answer. The
+ * staleness bound is about writes to the service: a write completed on
+ * the new primary must be seen within the bound (the heartbeat asks
+ * ROLE; a node that is no longer the primary ends the session and the
+ * near cache reads from the primary the sentinels name). */
+Test(sentinel, near_cache_follows_a_switch_of_roles_within_its_bound, .timeout = 90)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *db = must_open(&t, 0);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity cache = WK_CACHE_ENTITY(wk_test_ns("sentinel-near"), 600000);
+    const wk_entity *served[] = {&cache};
+    wk_near_cache_options no = WK_NEAR_CACHE_OPTIONS_INIT;
+    no.entities = served;
+    no.nentities = 1;
+    no.staleness_ms = 300;
+    wk_near_cache *nc = NULL;
+    char err[512];
+    cr_assert_eq(wk_near_cache_open(&nc, db, &no, err, sizeof(err)), WK_OK, "%s", err);
+    wk_name k = wk_name_str("k");
+    cr_assert_eq(wk_cache_put(p, &cache, k, "v1", 2), WK_OK, "%s", wk_db_errmsg(db));
+    wk_body b = WK_BODY_INIT;
+    cr_assert_eq(wk_near_cache_get(nc, &cache, k, &b), WK_OK, "%s", wk_near_cache_errmsg());
+    cr_assert(b.found && b.len == 2 && memcmp(b.data, "v1", 2) == 0);
+
+    /* The replica becomes the primary; the old primary a replica of a
+     * port nobody listens on (it keeps its data and answers reads). */
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    int dead = wk_test_free_port();
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", dead);
+    raw_ok(&t, t.primary.port, cmd);
+    repoint_sentinels(&t, t.replica.port);
+    cr_assert_eq(wk_cache_put(p, &cache, k, "v2", 2), WK_OK, "%s", wk_db_errmsg(db));
+    int64_t written = wk_monotonic_ms();
+    /* Gets until well past the bound (the bound plus a heartbeat, plus
+     * a reconnect through the sentinels): then the new body. */
+    bool fresh = false;
+    while (!fresh && wk_monotonic_ms() - written < 8000) {
+        int rc = wk_near_cache_get(nc, &cache, k, &b);
+        fresh = rc == WK_OK && b.found && b.len == 2 && memcmp(b.data, "v2", 2) == 0;
+        if (!fresh)
+            wk_test_sleep_ms(20);
+    }
+    cr_assert(fresh, "after the switch the near cache still served the old body %lld ms later",
+              (long long)(wk_monotonic_ms() - written));
+    wk_body_free(&b);
+    wk_near_cache_close(nc);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
