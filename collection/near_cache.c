@@ -454,46 +454,32 @@ static void after_io(wk_near_cache *nc, shard *sh, int rc, uint64_t session, int
     pthread_mutex_unlock(&nc->mu);
 }
 
-/* ROLE's first element: whether the node still is a primary. */
-static int parse_role(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    (void)d;
-    size_t len = 0;
-    const char *role = wk_reply_count(r) ? wk_reply_str(wk_reply_at(r, 0), &len) : NULL;
-    *(bool *)q->out = role && len == 6 && memcmp(role, "master", 6) == 0;
-    return WK_OK;
-}
-
 static void drop_subscriber(wk_near_cache *nc, shard *sh);
 
 /*
- * The heartbeat of a node that may turn replica — a cluster's primary
- * (its pinned handle), or the primary a Sentinel URL found (the data
- * handle): ROLE, which proves the connection as a PING does and says
- * whether the node is still the primary. A replica may never hear the
- * writes its old clients' bound is about (its primary may be another
- * server, or none), so it ends the session: a cluster's map is asked
- * anew; a Sentinel handle drops both connections, which the sentinels
- * point at the new primary. A server that refuses ROLE (an ACL) still
- * proved the connection.
+ * A cluster shard's heartbeat: ROLE, which proves the connection as a
+ * PING does and says whether the node is still a primary. A replica may
+ * never hear the writes the bound is about (its primary may be another
+ * server, or none), so it ends the session and the map is asked anew. A
+ * server that refuses ROLE (an ACL) still proved the connection.
  */
-static int role_heartbeat(wk_near_cache *nc, shard *sh, wk_db *node)
+static int role_heartbeat(wk_near_cache *nc, shard *sh)
 {
-    const char *argv[1] = {"ROLE"};
-    const size_t lens[1] = {4};
-    bool primary = true;
-    wk_query q = {.name = "near_cache.heartbeat", .argc = 1, .argv = argv, .argvlen = lens,
-                  .parse = parse_role, .out = &primary};
-    int rc = wk_process(wk_db_processor(node), &q);
-    if (rc == WK_EREDIS)
-        return WK_OK;
+    bool primary;
+    int rc = wk__db_still_primary(sh->node, &primary);
     if (rc != WK_OK || primary)
         return rc;
-    if (sh->node) {
-        wk__cluster_mark_stale(nc->db);
-        return fail(WK_EIO, "near_cache: node %s:%d is no longer a primary", sh->host, sh->port);
-    }
-    wk__conn_drop(node->conn);
+    wk__cluster_mark_stale(nc->db);
+    return fail(WK_EIO, "near_cache: node %s:%d is no longer a primary", sh->host, sh->port);
+}
+
+/* A single server's heartbeat: a PING; on a Sentinel URL a ROLE, for the
+ * same reason, and a node turned replica drops both connections, which
+ * the sentinels then point at the new primary. */
+static int server_heartbeat(wk_near_cache *nc, shard *sh)
+{
+    if (!wk__db_left_replica(nc->db))
+        return wk_db_ping(nc->db);
     drop_subscriber(nc, sh);
     return fail(WK_EIO, "near_cache: the node the sentinels named is no longer the primary");
 }
@@ -512,9 +498,7 @@ static void data_heartbeat(wk_near_cache *nc)
             break;
         shard *sh = &nc->shards[i];
         int64_t t0 = wk_monotonic_ms();
-        int rc = sh->node             ? role_heartbeat(nc, sh, sh->node)
-                 : nc->db->conn->url.service ? role_heartbeat(nc, sh, nc->db)
-                                             : wk_db_ping(nc->db);
+        int rc = sh->node ? role_heartbeat(nc, sh) : server_heartbeat(nc, sh);
         after_io(nc, sh, rc, session, t0);
     }
     pthread_mutex_unlock(&nc->io_mu);

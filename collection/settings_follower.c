@@ -53,6 +53,7 @@
 #include <sodium.h>
 
 #include "collection/common.h"
+#include "core/core_internal.h"
 #include "core/subscriber.h"
 
 #include <wakuwaku/settings.h>
@@ -515,6 +516,15 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
 static int check(wk_settings_follower *f, bool periodic)
 {
     count(f, C_CHECKS);
+    /* On a Sentinel URL the node may have turned replica, perhaps of
+     * nobody: its reads and its subscription look healthy while no change
+     * of the new primary reaches them. Both connections go, and the
+     * sentinels name the primary for the next load. */
+    if (periodic && wk__db_left_replica(f->db)) {
+        record_failure(f, WK_EIO, "settings follower: the node is no longer the primary");
+        drop_subscriber(f);
+        return WK_EIO;
+    }
     wk__settings_head head;
     int rc = wk__settings_read_head(wk_db_processor(f->db), &f->held.entity, &f->held.name, &head);
     if (rc) {

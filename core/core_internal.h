@@ -225,4 +225,13 @@ int wk__cond_init_monotonic(pthread_cond_t *cond);
 /* A mutex plus such a condition: WK_OK, or WK_ENOMEM with neither left. */
 int wk__sync_init(pthread_mutex_t *mu, pthread_cond_t *cond);
 
+/* Ask the node the handle talks to for its ROLE: *primary false when it
+ * says replica. A refused ROLE (an ACL) counts as primary: the connection
+ * still answered. WK_OK, or the failure of the query (core/db.c). */
+int wk__db_still_primary(wk_db *db, bool *primary);
+/* On a redis-sentinel:// handle whose node says it is a replica now:
+ * drop the connection (the next query asks the sentinels for the
+ * primary) and return true. False otherwise (other handles: no query). */
+bool wk__db_left_replica(wk_db *db);
+
 #endif /* WK_CORE_INTERNAL_H */

@@ -552,6 +552,43 @@ int wk_db_ping(wk_db *db)
     return db->pool ? wk_process(&db->proc, &q) : wk__db_process(&db->proc, &q);
 }
 
+/* ROLE's first element: whether the node is a primary. */
+static int parse_role(const wk_query *q, const wk_reply *r, wk_diag *d)
+{
+    (void)d;
+    size_t len = 0;
+    const char *role = wk_reply_count(r) ? wk_reply_str(wk_reply_at(r, 0), &len) : NULL;
+    *(bool *)q->out = role && len == 6 && memcmp(role, "master", 6) == 0;
+    return WK_OK;
+}
+
+int wk__db_still_primary(wk_db *db, bool *primary)
+{
+    static const char *const argv[] = {"ROLE"};
+    static const size_t argvlen[] = {4};
+    *primary = true;
+    wk_query q = {.name = "db.role",
+                  .flags = WK_QUERY_RETRY_SAFE,
+                  .argc = 1,
+                  .argv = argv,
+                  .argvlen = argvlen,
+                  .parse = parse_role,
+                  .out = primary};
+    int rc = wk_process(wk_db_processor(db), &q);
+    if (rc == WK_EREDIS)
+        *primary = true; /* ROLE refused (an ACL): the connection still answered */
+    return rc == WK_EREDIS ? WK_OK : rc;
+}
+
+bool wk__db_left_replica(wk_db *db)
+{
+    bool primary = true;
+    if (!db->conn->url.service || wk__db_still_primary(db, &primary) != WK_OK || primary)
+        return false;
+    wk__conn_drop(db->conn);
+    return true;
+}
+
 int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)
 {
     va_list ap;

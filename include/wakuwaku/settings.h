@@ -295,8 +295,11 @@ typedef void (*wk_settings_change_fn)(void *ctx, const wk_settings_change *chang
  *                 message, so this bounds how long the mirror can serve a
  *                 wiped map. It also reloads when the server's version
  *                 stayed ahead of the mirror's from one check to the next
- *                 (a version bumped without a message). 0 disables;
- *                 default 5000.
+ *                 (a version bumped without a message). On a
+ *                 redis-sentinel:// handle it first asks ROLE: a node
+ *                 that turned replica drops both connections, and the
+ *                 follower loads from the primary the sentinels name.
+ *                 0 disables; default 5000.
  */
 typedef struct wk_settings_follower_options {
     const wk_db_options *db;

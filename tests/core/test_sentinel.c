@@ -667,6 +667,60 @@ Test(sentinel, near_cache_follows_a_switch_of_roles_within_its_bound, .timeout =
     wk_test_sentinels_stop(&t);
 }
 
+/* The settings follower on a Sentinel URL after a switch of roles that
+ * leaves its node a replica of nobody (it still answers, and its PINGs,
+ * version reads and subscription all look healthy, but no change of the
+ * new primary reaches it): the change must still arrive, within the
+ * periodic check plus a reconnect. */
+Test(sentinel, settings_follower_leaves_a_node_turned_replica, .timeout = 90)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *db = must_open(&t, 0);
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("fsrole"));
+    wk_name cfg = wk_name_str("cfg");
+    int64_t version = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v1", 2, &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = t.url;
+    fo.capability = wk_cap_read_only();
+    fo.password = DATA_PW;
+    fo.sentinel_password = SENTINEL_PW;
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.db = &fo;
+    so.settings = &settings;
+    so.name = cfg;
+    so.check_ms = 300;
+    wk_settings_follower *f = NULL;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    cr_assert_eq(wk_settings_follower_version(f), version);
+
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", wk_test_free_port());
+    raw_ok(&t, t.primary.port, cmd);
+    repoint_sentinels(&t, t.replica.port);
+    int64_t v2 = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v2", 2, &v2), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    int64_t written = wk_monotonic_ms();
+    while (wk_settings_follower_version(f) < v2 && wk_monotonic_ms() - written < 8000)
+        wk_test_sleep_ms(10);
+    cr_assert_geq(wk_settings_follower_version(f), v2,
+                  "the change on the new primary never reached the follower (%lld ms)",
+                  (long long)(wk_monotonic_ms() - written));
+    char value[8];
+    size_t vlen = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(f, "k", 1, value, sizeof(value), &vlen, &found), WK_OK);
+    cr_assert(found && vlen == 2 && !memcmp(value, "v2", 2));
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
