@@ -667,6 +667,29 @@ Test(sentinel, near_cache_follows_a_switch_of_roles_within_its_bound, .timeout =
     wk_test_sentinels_stop(&t);
 }
 
+/* A read-only follower of `cfg` on the topology's Sentinel URL, named
+ * "follower-under-test", checking every check_ms (keep-alive as given). */
+static wk_settings_follower *start_follower(const wk_test_sentinels *t, const wk_entity *settings,
+                                            wk_name cfg, int check_ms, int keepalive_ms)
+{
+    wk_db_options fo = WK_DB_OPTIONS_INIT;
+    fo.url = t->url;
+    fo.capability = wk_cap_read_only();
+    fo.password = DATA_PW;
+    fo.sentinel_password = SENTINEL_PW;
+    fo.client_name = "follower-under-test";
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.db = &fo;
+    so.settings = settings;
+    so.name = cfg;
+    so.check_ms = check_ms;
+    so.keepalive_ms = keepalive_ms;
+    wk_settings_follower *f = NULL;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    return f;
+}
+
 /* The settings follower on a Sentinel URL after a switch of roles that
  * leaves its node a replica of nobody (it still answers, and its PINGs,
  * version reads and subscription all look healthy, but no change of the
@@ -682,19 +705,7 @@ Test(sentinel, settings_follower_leaves_a_node_turned_replica, .timeout = 90)
     int64_t version = 0;
     cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v1", 2, &version),
                  WK_OK, "%s", wk_db_errmsg(db));
-    wk_db_options fo = WK_DB_OPTIONS_INIT;
-    fo.url = t.url;
-    fo.capability = wk_cap_read_only();
-    fo.password = DATA_PW;
-    fo.sentinel_password = SENTINEL_PW;
-    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
-    so.db = &fo;
-    so.settings = &settings;
-    so.name = cfg;
-    so.check_ms = 300;
-    wk_settings_follower *f = NULL;
-    char ferr[256];
-    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    wk_settings_follower *f = start_follower(&t, &settings, cfg, 300, 5000);
     cr_assert_eq(wk_settings_follower_version(f), version);
 
     raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
@@ -995,21 +1006,7 @@ Test(sentinel, settings_follower_follows_a_failover, .timeout = 60)
     cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v1", 2, &version),
                  WK_OK, "%s", wk_db_errmsg(db));
 
-    wk_db_options fo = WK_DB_OPTIONS_INIT;
-    fo.url = t.url;
-    fo.capability = wk_cap_read_only();
-    fo.password = DATA_PW;
-    fo.sentinel_password = SENTINEL_PW;
-    fo.client_name = "follower-under-test";
-    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
-    so.db = &fo;
-    so.settings = &settings;
-    so.name = cfg;
-    so.check_ms = 0;
-    so.keepalive_ms = 0;
-    wk_settings_follower *f = NULL;
-    char ferr[256];
-    cr_assert_eq(wk_settings_follower_start(&f, &so, ferr, sizeof(ferr)), WK_OK, "%s", ferr);
+    wk_settings_follower *f = start_follower(&t, &settings, cfg, 0, 0);
     cr_assert_eq(wk_settings_follower_version(f), version);
     cr_assert_eq(pubsub_clients_named(&t, t.primary.port, "follower-under-test"), 1);
 
