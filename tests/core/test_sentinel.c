@@ -14,6 +14,8 @@
 
 #include <criterion/criterion.h>
 
+#include <wakuwaku/pool.h>
+
 #include "support.h"
 
 #define DATA_PW "data-secret"
@@ -729,6 +731,55 @@ Test(sentinel, settings_follower_leaves_a_node_turned_replica, .timeout = 90)
     cr_assert(found && vlen == 2 && !memcmp(value, "v2", 2));
     wk_settings_follower_free(f);
     wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
+/* A pool (multiplexed, and exclusive) on a Sentinel URL across a switch of
+ * roles: its shared connections meet READONLY on the old primary (the
+ * write did not run) and go to the one the sentinels name; every lock
+ * taken through it afterwards is on the new primary. */
+Test(sentinel, pool_follows_a_switch_of_roles, .timeout = 90)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = t.url;
+    o.capability = wk_cap_read_write();
+    o.password = DATA_PW;
+    o.sentinel_password = SENTINEL_PW;
+    o.command_timeout_ms = 3000;
+    wk_pool *pools[2];
+    for (int m = 0; m < 2; m++) {
+        wk_pool_options po = WK_POOL_OPTIONS_INIT;
+        po.db = &o;
+        po.size = 2;
+        po.multiplex = m == 0;
+        char err[256];
+        cr_assert_eq(wk_pool_open(&pools[m], &po, err, sizeof(err)), WK_OK, "%s", err);
+    }
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("sentinel-pool"), 30000);
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
+    raw_ok(&t, t.primary.port, cmd);
+    repoint_sentinels(&t, t.replica.port);
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < 6; i++) {
+            wk_name n = wk_name_u64((uint64_t)(m * 100 + i));
+            wk_token tk;
+            bool got = false;
+            int rc = wk_lock_try(wk_pool_processor(pools[m]), &lock, n, &tk, &got);
+            cr_assert_eq(rc, WK_OK, "%s pool, lock %d: %s: %s", m ? "exclusive" : "multiplexed", i,
+                         wk_err_name(rc), wk_pool_errmsg(pools[m]));
+            cr_assert(got);
+            char key[WK_KEY_MAX + 1];
+            size_t klen;
+            cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &n, NULL), WK_OK);
+            cr_assert_eq(raw_strlen(&t, t.replica.port, key, klen), WK_TOKEN_LEN,
+                         "lock %d is on the new primary", i);
+        }
+    wk_pool_close(pools[0]);
+    wk_pool_close(pools[1]);
     wk_test_sentinels_stop(&t);
 }
 
