@@ -109,6 +109,52 @@ Test(deadlines, an_open_against_silence_ends_at_the_connect_timeout, .timeout = 
     wk_test_trickle_stop(&t);
 }
 
+/* A Sentinel URL whose three sentinels never answer (a silent one, two
+ * trickling ones): the search over them is one open, bounded by
+ * max(connect, command timeout), however many sentinels it asks. */
+static void on_status(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)msg;
+    *(int *)arg = status;
+}
+
+Test(deadlines, a_sentinel_search_over_silent_sentinels_ends_at_the_connect_timeout,
+     .timeout = 60)
+{
+    wk_test_trickle s[3];
+    cr_assert_eq(wk_test_trickle_start(&s[0], WK_TEST_TRICKLE_SILENT, TRICKLE_MS), 0);
+    cr_assert_eq(wk_test_trickle_start(&s[1], WK_TEST_TRICKLE_ALL, TRICKLE_MS), 0);
+    cr_assert_eq(wk_test_trickle_start(&s[2], WK_TEST_TRICKLE_ALL, TRICKLE_MS), 0);
+    char url[256];
+    snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/svc",
+             s[0].port, s[1].port, s[2].port);
+    wk_db_options o = options_for(url, TIMEOUT_MS, TIMEOUT_MS);
+    wk_db *db = NULL;
+    char err[256];
+    int64_t t0 = wk_monotonic_ms();
+    int rc = wk_db_open(&db, &o, err, sizeof(err));
+    assert_in_time("wk_db_open over three silent sentinels", t0, TIMEOUT_MS);
+    cr_assert(rc == WK_ETIMEDOUT || rc == WK_EIO, "%s: %s", wk_err_name(rc), err);
+    cr_assert_null(db);
+
+    /* The event loop's open searches through the loop: its first query
+     * ends by the same bound. */
+    wk_async *a = NULL;
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    int status = 12345;
+    t0 = wk_monotonic_ms();
+    cr_assert_eq(wk_cache_put(wk_async_with(a, on_status, &status), &cache,
+                              wk_name_str("s"), "v", 1),
+                 WK_OK);
+    while (status == 12345 && wk_monotonic_ms() - t0 < 20000)
+        wk_test_async_turn(a);
+    assert_in_time("an event-loop query over three silent sentinels", t0, TIMEOUT_MS);
+    cr_assert(status == WK_ETIMEDOUT || status == WK_EIO, "%s", wk_err_name(status));
+    wk_async_close(a);
+    for (int i = 0; i < 3; i++)
+        wk_test_trickle_stop(&s[i]);
+}
+
 /* ------------------------------------------------------------------------
  * Queries and batches: the command timeout bounds the call
  * ---------------------------------------------------------------------- */
