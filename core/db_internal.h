@@ -281,9 +281,9 @@ void wk__conn_release(wk__conn *conn);
 /* A copy of a parsed URL (sentinel list included); WK_ENOMEM leaves dst
  * empty. */
 int wk__url_copy(wk_url *dst, const wk_url *src);
-/* Whether a reply is a READONLY error (the node is a replica: the
- * command did not run). */
-bool wk__reply_is_readonly(const redisReply *reply);
+/* Whether a reply says the node is a replica now and the command did not
+ * run: a READONLY error, or a blocking command's UNBLOCKED. */
+bool wk__reply_node_demoted(const redisReply *reply);
 
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);

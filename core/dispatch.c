@@ -268,13 +268,17 @@ bool wk__reply_is_noscript(const redisReply *reply)
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
-bool wk__reply_is_readonly(const redisReply *reply)
+bool wk__reply_node_demoted(const redisReply *reply)
 {
     /* A command refused by a replica; a script's write refused inside it
      * ("READONLY … script: …" since Redis 7.0, or Redis 6's "ERR Error
-     * running script … READONLY …"). Either way nothing was written. */
+     * running script … READONLY …"); or a blocking command (a waiter's
+     * BLPOP, a receiver's BLMOVE or XREAD BLOCK) cut off because its
+     * primary turned replica ("UNBLOCKED … instance state changed";
+     * CLIENT UNBLOCK without ERROR, which the library sends, answers nil).
+     * Either way nothing was written. */
     return reply->type == REDIS_REPLY_ERROR && reply->str &&
-           (strncmp(reply->str, "READONLY", 8) == 0 ||
+           (strncmp(reply->str, "READONLY", 8) == 0 || strncmp(reply->str, "UNBLOCKED", 9) == 0 ||
             (strncmp(reply->str, "ERR Error running script", 24) == 0 &&
              strstr(reply->str, "-READONLY")));
 }

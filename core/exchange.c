@@ -365,9 +365,10 @@ static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
     if (qu->script && !s->as_eval && wk__reply_is_noscript(reply)) {
         s->state = WK__UNSENT; /* it did not run */
         s->as_eval = true;
-    } else if (conn->url.service && !s->readonly && wk__reply_is_readonly(reply)) {
-        /* A replica refused it (a failover made this node one): it did
-         * not run; it goes to the primary the sentinels name. */
+    } else if (conn->url.service && !s->readonly && wk__reply_node_demoted(reply)) {
+        /* A replica refused it, or cut it off blocked (a failover made
+         * this node one): it did not run; it goes to the primary the
+         * sentinels name. */
         s->state = WK__UNSENT;
         s->readonly = true;
         m->readonly = true;

@@ -122,7 +122,10 @@ extern "C" {
  * the next query's reconnect ask the sentinels again. A READONLY error
  * reply (the node turned replica) means the command did not run: the
  * connection is dropped and the query is sent again, once, on the primary
- * found anew — a write answered READONLY is never WK_EUNKNOWN; if no
+ * found anew — a write answered READONLY is never WK_EUNKNOWN; the same
+ * for a blocking command (a waiter's BLPOP, a receiver's BLMOVE or XREAD
+ * BLOCK) answered UNBLOCKED when its node turned replica, so a waiter
+ * parked on the old primary goes on waiting on the new one; if no
  * primary is found in time it fails as not sent (WK_EIO / WK_ETIMEDOUT).
  * A write sent whose reply was lost is WK_EUNKNOWN as usual. The
  * event-loop handle (wk_async_open) asks the sentinels the same way, in

@@ -783,6 +783,101 @@ Test(sentinel, pool_follows_a_switch_of_roles, .timeout = 90)
     wk_test_sentinels_stop(&t);
 }
 
+typedef struct blocking_waiter {
+    const wk_test_sentinels *t;
+    const wk_entity *lock;
+    wk_token token;
+    bool acquired;
+    int rc;
+    char msg[256];
+} blocking_waiter;
+
+static void *wait_blocking(void *arg)
+{
+    blocking_waiter *w = arg;
+    wk_db *db = must_open(w->t, 0);
+    w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("sw"), wk_deadline_in(30000),
+                            NULL, &w->token, &w->acquired);
+    snprintf(w->msg, sizeof(w->msg), "%s", wk_db_errmsg(db));
+    wk_db_close(db);
+    return NULL;
+}
+
+/* Waiters parked on the old primary when the roles switch — one through
+ * the event loop, one blocking — are not stranded there: the holder's
+ * release on the new primary ends with both served in turn (each holds
+ * the lock on the new primary once, never both at once). */
+Test(sentinel, waiters_parked_on_the_old_primary_are_served_after_a_switch, .timeout = 90)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *db = must_open(&t, 0);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("sentinel-switch-wait"), 60000);
+    wk_token held;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &lock, wk_name_str("sw"), &held, &got), WK_OK);
+    cr_assert(got);
+    wk_async *a = open_async_sentinel(t.url, SENTINEL_PW);
+    int status = 12345;
+    wk_token loop_token;
+    bool loop_acquired = false;
+    cr_assert_eq(wk_lock_acquire(wk_async_with(a, async_status, &status), &lock, wk_name_str("sw"),
+                                 wk_deadline_in(30000), NULL, &loop_token, &loop_acquired),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    blocking_waiter bw = {.t = &t, .lock = &lock, .rc = 12345};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_blocking, &bw), 0);
+    for (int64_t until = wk_monotonic_ms() + 1500; wk_monotonic_ms() < until;)
+        wk_test_async_turn(a); /* both parked on the primary */
+    cr_assert_eq(status, 12345);
+
+    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
+    raw_ok(&t, t.primary.port, cmd);
+    repoint_sentinels(&t, t.replica.port);
+    bool was = false;
+    cr_assert_eq(wk_lock_release(wk_db_processor(db), &lock, wk_name_str("sw"), &held, &was), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    cr_assert(was, "the lock was replicated before the switch and released on the new primary");
+    /* One of them holds it now; the other gets it when that one lets go. */
+    int64_t until = wk_monotonic_ms() + 20000;
+    while (wk_monotonic_ms() < until && status == 12345 && bw.rc == 12345)
+        wk_test_async_turn(a);
+    cr_assert(status != 12345 || bw.rc != 12345, "nobody was served after the release");
+    bool loop_first = status != 12345;
+    if (loop_first) {
+        cr_assert_eq(status, WK_OK, "%s", wk_err_name(status));
+        cr_assert(loop_acquired);
+        cr_assert_eq(bw.rc, 12345, "never two holders");
+        int rs = 12345;
+        cr_assert_eq(wk_lock_release(wk_async_with(a, async_status, &rs), &lock, wk_name_str("sw"),
+                                     &loop_token, &was),
+                     WK_OK);
+        while (rs == 12345)
+            wk_test_async_turn(a);
+        cr_assert_eq(rs, WK_OK);
+        pthread_join(th, NULL);
+        cr_assert_eq(bw.rc, WK_OK, "%s: %s", wk_err_name(bw.rc), bw.msg);
+        cr_assert(bw.acquired, "the blocking waiter got it after the loop's release");
+    } else {
+        pthread_join(th, NULL);
+        cr_assert_eq(bw.rc, WK_OK, "%s: %s", wk_err_name(bw.rc), bw.msg);
+        cr_assert(bw.acquired);
+        cr_assert_eq(status, 12345, "never two holders");
+        cr_assert_eq(wk_lock_release(wk_db_processor(db), &lock, wk_name_str("sw"), &bw.token, &was),
+                     WK_OK);
+        cr_assert(was);
+        while (wk_monotonic_ms() < until + 20000 && status == 12345)
+            wk_test_async_turn(a);
+        cr_assert_eq(status, WK_OK, "%s", wk_err_name(status));
+        cr_assert(loop_acquired, "the loop waiter got it after the blocking one's release");
+    }
+    wk_async_close(a);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
