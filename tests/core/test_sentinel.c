@@ -374,6 +374,19 @@ static void repoint_sentinels(const wk_test_sentinels *t, int port)
     }
 }
 
+/* The replica becomes the primary and the old primary a replica of
+ * `old_follows` (the new primary's port, or one nobody listens on: then
+ * it keeps its data, answers reads, and hears no write); the sentinels
+ * name the new primary. */
+static void switch_roles(const wk_test_sentinels *t, int old_follows)
+{
+    raw_ok(t, t->replica.port, "REPLICAOF NO ONE");
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", old_follows);
+    raw_ok(t, t->primary.port, cmd);
+    repoint_sentinels(t, t->replica.port);
+}
+
 Test(sentinel, readonly_reply_did_not_run_and_goes_to_the_new_primary, .timeout = 60)
 {
     wk_test_sentinels t;
@@ -480,11 +493,7 @@ Test(sentinel, event_loop_handle_asks_the_sentinels_and_follows_a_readonly_switc
 
     /* The roles swap and the sentinels name the new primary: the next
      * write meets READONLY, did not run, and runs once on the new one. */
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, t.replica.port);
     got = false;
     rc = async_try(a, &lock, "b", &got);
     cr_assert_eq(rc, WK_OK, "%s", wk_err_name(rc));
@@ -583,11 +592,7 @@ Test(sentinel, event_loop_receiver_follows_a_pipe_across_a_switch, .timeout = 90
     cr_assert_eq(loop_recv(a, r, &m), WK_OK);
     cr_assert(m.got == WK_PIPE_MESSAGE && m.len == 3 && memcmp(m.body, "one", 3) == 0);
 
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, t.replica.port);
     cr_assert_eq(wk_pipe_send(p, &pipe, name, "two", 3), WK_OK, "%s", wk_db_errmsg(db));
     cr_assert_eq(wk_pipe_send(p, &pipe, name, "three", 5), WK_OK, "%s", wk_db_errmsg(db));
     cr_assert_eq(wk_pipe_finish(p, &pipe, name), WK_OK, "%s", wk_db_errmsg(db));
@@ -644,12 +649,7 @@ Test(sentinel, near_cache_follows_a_switch_of_roles_within_its_bound, .timeout =
 
     /* The replica becomes the primary; the old primary a replica of a
      * port nobody listens on (it keeps its data and answers reads). */
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    int dead = wk_test_free_port();
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", dead);
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, wk_test_free_port());
     cr_assert_eq(wk_cache_put(p, &cache, k, "v2", 2), WK_OK, "%s", wk_db_errmsg(db));
     int64_t written = wk_monotonic_ms();
     /* Gets until well past the bound (the bound plus a heartbeat, plus
@@ -710,11 +710,7 @@ Test(sentinel, settings_follower_leaves_a_node_turned_replica, .timeout = 90)
     wk_settings_follower *f = start_follower(&t, &settings, cfg, 300, 5000);
     cr_assert_eq(wk_settings_follower_version(f), version);
 
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", wk_test_free_port());
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, wk_test_free_port());
     int64_t v2 = 0;
     cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v2", 2, &v2), WK_OK,
                  "%s", wk_db_errmsg(db));
@@ -758,11 +754,7 @@ Test(sentinel, pool_follows_a_switch_of_roles, .timeout = 90)
         cr_assert_eq(wk_pool_open(&pools[m], &po, err, sizeof(err)), WK_OK, "%s", err);
     }
     wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("sentinel-pool"), 30000);
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, t.replica.port);
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < 6; i++) {
             wk_name n = wk_name_u64((uint64_t)(m * 100 + i));
@@ -831,11 +823,7 @@ Test(sentinel, waiters_parked_on_the_old_primary_are_served_after_a_switch, .tim
         wk_test_async_turn(a); /* both parked on the primary */
     cr_assert_eq(status, 12345);
 
-    raw_ok(&t, t.replica.port, "REPLICAOF NO ONE");
-    char cmd[64];
-    snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d", t.replica.port);
-    raw_ok(&t, t.primary.port, cmd);
-    repoint_sentinels(&t, t.replica.port);
+    switch_roles(&t, t.replica.port);
     bool was = false;
     cr_assert_eq(wk_lock_release(wk_db_processor(db), &lock, wk_name_str("sw"), &held, &was), WK_OK,
                  "%s", wk_db_errmsg(db));
