@@ -250,3 +250,55 @@ Test(tls_cluster, server_name_overrides_every_nodes_address, .timeout = 60, .fin
               wk_db_errmsg(db));
     wk_db_close(db);
 }
+
+/* ---- the event-loop handle: the same checks, node by node */
+
+static void on_status(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)msg;
+    *(int *)arg = status;
+}
+
+/* A put through the loop on a name of node i: its status. */
+static int loop_put_on(wk_async *a, const wk_test_tls_cluster *c, int i, char key[WK_KEY_MAX + 1],
+                       size_t *klen)
+{
+    const char *name = name_on(c, i, key, klen);
+    int status = 12345;
+    int rc = wk_cache_put(wk_async_with(a, on_status, &status), &cache, wk_name_str(name), "loop",
+                          4);
+    cr_assert_eq(rc, WK_OK, "%s", wk_async_errmsg(a));
+    wk_test_async_drain(a);
+    return status;
+}
+
+/* Through the loop (core/async_cluster.c sets up each node's connection
+ * itself), node 2's certificate — the seed's name, not its own address —
+ * is refused (WK_EAUTH, naming both), and nodes 0 (reached as localhost)
+ * and 1 (by IP) are accepted, each against its own name. */
+Test(tls_cluster, the_event_loop_checks_every_node_against_its_own_address, .timeout = 60,
+     .fini = cluster_stop)
+{
+    wk_test_tls_cluster *c = &C;
+    cluster_start(c, "localhost", "127.0.0.1", "127.0.0.1", "DNS:localhost", "IP:127.0.0.1",
+                  "DNS:localhost");
+    wk_db_options o = cluster_options(c);
+    wk_async *a = NULL;
+    char err[512];
+    cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    for (int i = 0; i < 2; i++) {
+        int st = loop_put_on(a, c, i, key, &klen);
+        cr_assert_eq(st, WK_OK, "node %d: %s: %s", i, wk_err_name(st), wk_async_errmsg(a));
+        cr_assert(node_holds(c, i, key, klen, "loop"), "the item is not on node %d", i);
+    }
+    int st = loop_put_on(a, c, 2, key, &klen);
+    cr_assert_eq(st, WK_EAUTH, "node 2 was accepted: %s: %s", wk_err_name(st), wk_async_errmsg(a));
+    char where[64];
+    snprintf(where, sizeof(where), "127.0.0.1:%d", c->tls_port[2]);
+    cr_assert(strstr(wk_async_errmsg(a), where) && strstr(wk_async_errmsg(a), "must name 127.0.0.1"),
+              "%s", wk_async_errmsg(a));
+    cr_assert(!node_holds(c, 2, key, klen, "loop"), "the put reached node 2");
+    wk_async_close(a);
+}
