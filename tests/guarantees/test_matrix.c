@@ -137,12 +137,15 @@ typedef enum {
     PINNED,
     LOOP_CLUSTER,   /* the event-loop handle on the cluster's seed list */
     POOL_EXCLUSIVE, /* a pool with multiplex off: one query per connection at a time */
+    LOOP_SENTINEL,  /* the event-loop handle on the Sentinel URL */
+    POOL_SENTINEL,  /* a (multiplexed) pool on the Sentinel URL */
     NTYPES
 } handle_type;
 
 static const char *const type_names[NTYPES] = {
     "plain",   "pool",   "batch",  "event loop",        "sentinel",
-    "cluster", "pinned", "event loop cluster", "pool exclusive"};
+    "cluster", "pinned", "event loop cluster", "pool exclusive", "event loop sentinel",
+    "pool sentinel"};
 
 /* One open handle of a type, and how to run a row on it. */
 typedef struct handle {
@@ -174,14 +177,14 @@ static bool on_cluster(handle_type t)
 /* A batch or an event loop: the outcome comes later. */
 static bool deferred(handle_type t)
 {
-    return t == BATCH || t == EVENT_LOOP || t == LOOP_CLUSTER;
+    return t == BATCH || t == EVENT_LOOP || t == LOOP_CLUSTER || t == LOOP_SENTINEL;
 }
 
 /* Whether a guarantee's cell runs on the type (the event-loop handle has
  * no cluster or sentinel variant to add here: it is its own type). */
 static const char *url_of(handle_type t)
 {
-    if (t == SENTINEL)
+    if (t == SENTINEL || t == LOOP_SENTINEL || t == POOL_SENTINEL)
         return sentinel_url;
     if (on_cluster(t))
         return cluster.url;
@@ -211,11 +214,11 @@ static void handle_open(handle *h, handle_type t, const wk_cap *cap, int lease_r
     o.lease_replicas = lease_replicas;
     o.lease_ack_timeout_ms = ack_ms;
     char err[512];
-    if (t == POOL || t == POOL_EXCLUSIVE) {
+    if (t == POOL || t == POOL_EXCLUSIVE || t == POOL_SENTINEL) {
         wk_pool_options po = WK_POOL_OPTIONS_INIT;
         po.db = &o;
         po.size = 2;
-        po.multiplex = t == POOL; /* the default, or one query per connection */
+        po.multiplex = t != POOL_EXCLUSIVE; /* the default, or one query per connection */
         cr_assert_eq(wk_pool_open(&h->pool, &po, err, sizeof(err)), WK_OK, "%s", err);
         /* Another thread's borrow: the pool's queries go on the other
          * handle, and nothing may go out on this one. */
@@ -223,7 +226,7 @@ static void handle_open(handle *h, handle_type t, const wk_cap *cap, int lease_r
         h->p = wk_pool_processor(h->pool);
         return;
     }
-    if (t == EVENT_LOOP || t == LOOP_CLUSTER) {
+    if (t == EVENT_LOOP || t == LOOP_CLUSTER || t == LOOP_SENTINEL) {
         cr_assert_eq(wk_async_open(&h->async, &o, err, sizeof(err)), WK_OK, "%s", err);
         h->p = wk_async_with(h->async, async_done, h);
         return;
