@@ -469,7 +469,7 @@ static void turn_while(wk_async *a, const int *status, int64_t ms)
  * followed through the loop (the receiver's hidden handle), a near cache
  * (its data and subscriber connections) and a multiplexed pool, all over
  * rediss:// — each of those connections does the handshake. */
-Test(tls, loop_waits_loop_receivers_near_cache_and_pool_over_tls, .timeout = 60)
+Test(tls, loop_waits_loop_receivers_near_cache_and_pool_over_tls, .timeout = 30)
 {
     tls_server t;
     tls_start(&t, false);
