@@ -310,6 +310,15 @@ void wk_test_async_drain(wk_async *a)
         wk_test_async_turn(a);
 }
 
+void wk_test_on_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    wk_test_done *d = arg;
+    d->calls++;
+    d->status = status;
+    snprintf(d->msg, sizeof(d->msg), "%s", msg);
+}
+
 void wk_test_follow_pipe(wk_async *a, int status, const char *msg, void *arg)
 {
     (void)a, (void)msg;
