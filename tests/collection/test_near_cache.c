@@ -310,7 +310,11 @@ Test(near_cache, a_flush_drops_every_entry, .init = wk_test_private_start,
  * Bounds
  * ---------------------------------------------------------------------- */
 
-Test(near_cache, lru_bound_by_count)
+static void expect_body_on(wk_near_cache *nc, wk_async *a, const wk_entity *e, const char *name,
+                           const char *want);
+
+/* The LRU bound, with gets blocking or through the loop `a`. */
+static void lru_count_case(wk_async *a)
 {
     wk_db *db = wk_test_open(NULL);
     wk_processor *p = wk_db_processor(db);
@@ -323,14 +327,14 @@ Test(near_cache, lru_bound_by_count)
     o.max_entries = 3;
     wk_near_cache *nc = open_nc(db, &o);
 
-    expect_body(nc, &c, "n0", "n0");
-    expect_body(nc, &c, "n1", "n1");
-    expect_body(nc, &c, "n2", "n2");
-    expect_body(nc, &c, "n0", "n0"); /* a hit: n0 is now the newest */
-    expect_body(nc, &c, "n3", "n3"); /* evicts n1, the least recently used */
+    expect_body_on(nc, a, &c, "n0", "n0");
+    expect_body_on(nc, a, &c, "n1", "n1");
+    expect_body_on(nc, a, &c, "n2", "n2");
+    expect_body_on(nc, a, &c, "n0", "n0"); /* a hit: n0 is now the newest */
+    expect_body_on(nc, a, &c, "n3", "n3"); /* evicts n1, the least recently used */
     cr_assert_eq(state_of(nc, &c, "n1"), WK_NEAR_ABSENT);
     cr_assert_eq(state_of(nc, &c, "n0"), WK_NEAR_VERIFIED);
-    expect_body(nc, &c, "n4", "n4"); /* evicts n2 */
+    expect_body_on(nc, a, &c, "n4", "n4"); /* evicts n2 */
     cr_assert_eq(state_of(nc, &c, "n2"), WK_NEAR_ABSENT);
     cr_assert_eq(state_of(nc, &c, "n0"), WK_NEAR_VERIFIED);
     cr_assert_eq(state_of(nc, &c, "n3"), WK_NEAR_VERIFIED);
@@ -340,6 +344,18 @@ Test(near_cache, lru_bound_by_count)
     cr_assert_eq(s.hits, 1);
     wk_near_cache_close(nc);
     wk_db_close(db);
+}
+
+Test(near_cache, lru_bound_by_count)
+{
+    lru_count_case(NULL);
+}
+
+Test(near_cache, loop_gets_keep_the_lru_bound)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 5000);
+    lru_count_case(a);
+    wk_async_close(a);
 }
 
 Test(near_cache, lru_bound_by_bytes)
@@ -1264,4 +1280,18 @@ Test(near_cache, loop_closing_the_near_cache_ends_its_gets_at_the_next_turn,
 
     wk_test_proxy_freeze(f.proxy, false);
     frozen_close(&f);
+}
+
+/* expect_body(), or the same through the loop `a`. */
+static void expect_body_on(wk_near_cache *nc, wk_async *a, const wk_entity *e, const char *name,
+                           const char *want)
+{
+    if (!a) {
+        expect_body(nc, e, name, want);
+        return;
+    }
+    loop_get g = {.body = WK_BODY_INIT};
+    loop_get_now(a, nc, e, name, &g);
+    expect_loop_body(&g, want);
+    wk_body_free(&g.body);
 }
