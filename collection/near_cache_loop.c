@@ -7,7 +7,7 @@
  * mutex only, never held across I/O). A hit's result waits on its
  * handle's LINK and the link's port (core/async_port.c) is kicked: the
  * callback runs at the handle's next wk_async_process(), with no I/O and
- * no system call. Anything else goes to the READER, one thread per near
+ * no eventfd write. Anything else goes to the READER, one thread per near
  * cache started by the first such get, which runs the blocking get's read
  * (wk__near_fetch: the data connection, the session, the bound) and
  * hands the result to the link, signalling its port's eventfd.
@@ -343,7 +343,8 @@ int wk_near_cache_get_async(wk_near_cache *nc, wk_async *a, const wk_entity *ent
 {
     wk__near_fail(WK_OK, "");
     if (!a || !out)
-        return wk__near_fail(WK_EINVAL, "near_cache.get: the event-loop handle and out are required");
+        return wk__near_fail(WK_EINVAL,
+                             "near_cache.get: the event-loop handle and out are required");
     wk__near_item it;
     int rc = wk__near_admit(nc, entity, &name, &it);
     if (rc)

@@ -189,7 +189,7 @@ void wk__async_sub_close(wk__async_sub *s);
  * WK__PORT_TAG + its slot; the descriptor becomes the set, as with a
  * receiver): wk__async_port_signal(), from any thread, makes the handle's
  * next wk_async_process() call run(arg); wk__async_port_kick(), on the
- * loop's thread, the same without a system call (the timeout becomes 0).
+ * loop's thread, the same without writing the eventfd (the timeout becomes 0).
  * The owner must not signal a port after it closed or after its `gone`
  * returned (the near cache checks under its own mutex). */
 

@@ -5,7 +5,7 @@
  * receiver): another thread's wk__async_port_signal() makes the set
  * readable, and the handle's next wk_async_process() runs the port's
  * `run`. On the loop's own thread wk__async_port_kick() asks for the same
- * without a system call (the handle's timeout becomes 0). The near cache
+ * without writing the eventfd (the handle's timeout becomes 0). The near cache
  * (collection/near_cache_loop.c) completes its loop gets through one.
  *
  * A port closed from inside its own `run` is freed right after it

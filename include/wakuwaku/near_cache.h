@@ -219,7 +219,7 @@ WK_API int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk
  *          wk_async_close(a): the status wk_near_cache_get() would have
  *          returned, with its message. May be NULL.
  *
- * A verified entry is copied at the call, with no I/O and no system call;
+ * A verified entry is copied at the call, with no I/O (no eventfd write);
  * `done` runs at the handle's next turn (its timeout becomes 0). Anything
  * else — a miss, an unverified entry (a HashedCache's revalidated by
  * hash), a tracking session to begin — goes to the near cache's LOOP

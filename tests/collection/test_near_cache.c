@@ -809,7 +809,8 @@ static void staleness_case(const char *kind, wk_async *a)
     printf("near_cache staleness (%s%s): %lld checks, %llu hits, %llu reads, %llu revalidations, "
            "%lld connection errors, %d+%d kills, %llu sessions, %lld writes, worst lag %lld "
            "versions\n",
-           kind, a ? ", through the loop" : "", r.checks, (unsigned long long)s.hits, (unsigned long long)s.reads,
+           kind, a ? ", through the loop" : "", r.checks, (unsigned long long)s.hits,
+           (unsigned long long)s.reads,
            (unsigned long long)s.revalidations, r.failures, k.kills[0], k.kills[1],
            (unsigned long long)s.sessions, writes, r.worst_lag);
     /* The test means something only if both kinds of kill happened and
