@@ -923,14 +923,7 @@ static void on_loop_get(wk_async *a, int status, const char *msg, void *arg)
 static int loop_get_now(wk_async *a, wk_near_cache *nc, const wk_entity *e, const char *name,
                         loop_get *g)
 {
-    int before = g->d.calls;
-    int rc = wk_near_cache_get_async(nc, a, e, wk_name_str(name), &g->body, on_loop_get, g);
-    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_near_cache_errmsg());
-    cr_assert_eq(g->d.calls, before, "the callback ran inside the call");
-    while (g->d.calls == before)
-        wk_test_async_turn(a);
-    cr_assert_eq(g->d.calls, before + 1);
-    return g->d.status;
+    return wk_test_near_get_loop(a, nc, e, name, &g->body, &g->d);
 }
 
 /* The body a loop get delivered (NULL: a miss). */

@@ -347,6 +347,12 @@ typedef struct wk_test_done {
     char msg[256];
 } wk_test_done;
 void wk_test_on_done(wk_async *a, int status, const char *msg, void *arg);
+/* A near-cache get of `name` through the loop `a` (wk_near_cache_get_async
+ * into *body, completed into *d), the loop turned until its callback ran;
+ * asserts that it was queued and did not complete inside the call.
+ * Returns its status. */
+int wk_test_near_get_loop(wk_async *a, wk_near_cache *nc, const wk_entity *e, const char *name,
+                          wk_body *body, wk_test_done *d);
 
 /* Sleep for ms milliseconds. */
 void wk_test_sleep_ms(int ms);
