@@ -234,7 +234,10 @@ WK_API int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk
  * loop and blocking caller are serialised on the data connection; the
  * loop reader takes its gets in submission order, and callbacks run as
  * results come (a hit may complete before an earlier miss).
- * wk_async_pending() counts each get until its callback ran.
+ * wk_async_pending() counts each get until its callback ran. A get
+ * outstanding holds its name and its result until then (outside
+ * max_bytes, as a blocking caller's copy is); the table's bounds are the
+ * blocking get's.
  *
  * Why a thread, and not a connection driven by the loop: tracking, its
  * session (REDIRECT to the subscriber, ended by any reconnect) and the
