@@ -54,6 +54,7 @@
 
 #include "collection/bytes_map.h"
 #include "collection/cache_internal.h"
+#include "collection/near_cache_internal.h"
 #include "core/blocking.h"
 #include "core/cluster.h"
 #include "core/core_internal.h"
@@ -65,10 +66,11 @@
 #define BUCKETS_MAX ((size_t)1 << 20)
 
 /* An entity the near cache serves, copied at open. */
-typedef struct served {
+typedef struct wk__near_served {
     wk__held held; /* the entity (kind static, namespace owned) */
     bool hashed;   /* HashedCache (else Cache) */
     bool readable; /* the capability grants READ */
+    char *denied;  /* not readable: dispatch's refusal, asked at open */
     int64_t ttl_ms;
     char *prefix; /* its keys' prefix (BCAST PREFIX) */
     size_t prefix_len;
@@ -140,6 +142,8 @@ struct wk_near_cache {
     uint64_t tracked_reconnects; /* the data handle's count when the session began */
     uint64_t tracked_epoch;      /* the map's epoch then */
     wk_near_stats stats;
+
+    wk__near_loop *loop; /* the loop gets' reader (collection/near_cache_loop.c) */
 };
 
 /* ------------------------------------------------------------------------
@@ -162,6 +166,12 @@ static int fail(int status, const char *fmt, ...)
 const char *wk_near_cache_errmsg(void)
 {
     return near_msg;
+}
+
+int wk__near_fail(int status, const char *msg)
+{
+    snprintf(near_msg, sizeof(near_msg), "%s", msg);
+    return status;
 }
 
 /* ------------------------------------------------------------------------
@@ -751,6 +761,7 @@ static void *near_main(void *arg)
 
 static void near_free(wk_near_cache *nc)
 {
+    wk__near_loop_free(nc->loop);
     if (nc->buckets) {
         for (entry *en = nc->lru_head, *older; en; en = older) {
             older = en->older;
@@ -762,6 +773,7 @@ static void near_free(wk_near_cache *nc)
     for (size_t i = 0; i < nc->nserved; i++) {
         wk__held_free(&nc->served[i].held);
         free(nc->served[i].prefix);
+        free(nc->served[i].denied);
     }
     free(nc->served);
     for (int i = 0; i < 2; i++) {
@@ -777,6 +789,8 @@ void wk_near_cache_close(wk_near_cache *nc)
 {
     if (!nc)
         return;
+    wk__near_loop_free(nc->loop); /* its reader reads on the data connection */
+    nc->loop = NULL;
     if (nc->thread_started) {
         atomic_store(&nc->stop, true);
         char byte = 1;
@@ -850,6 +864,25 @@ static int serve(wk_near_cache *nc, const wk_entity *e, const wk_near_cache_opti
     return WK_OK;
 }
 
+/* An entity the capability may not READ: dispatch's refusal, asked once
+ * on the data handle (nothing is sent), for every get of it to return. */
+static int ask_refusal(wk_near_cache *nc, served *se, char *err, size_t errlen)
+{
+    if (se->readable)
+        return WK_OK;
+    wk_processor *p = wk_db_processor(nc->db);
+    wk_body none = WK_BODY_INIT;
+    wk_name any = wk_name_str("x"); /* the refusal names no item */
+    int rc = se->hashed ? wk_hashed_cache_get(p, &se->held.entity, any, &none)
+                        : wk_cache_get(p, &se->held.entity, any, &none);
+    wk_body_free(&none);
+    if (rc != WK_EDENIED || !(se->denied = strdup(wk_db_errmsg(nc->db))))
+        return wk__errbuf_set(err, errlen, rc == WK_EDENIED ? WK_ENOMEM : WK_EINVAL,
+                              "near_cache.open: entity %s:%s: the capability's refusal: %s",
+                              se->held.entity.kind, se->held.entity.ns, wk_strerror(rc));
+    return WK_OK;
+}
+
 int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_options *opts, char *err,
                        size_t errlen)
 {
@@ -904,6 +937,12 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
         randombytes_buf(nc->sipkey, sizeof(nc->sipkey)); /* sodium_init: wk_db_open */
         rc = wk__blocking_open(&nc->db, db, err, errlen);
     }
+    for (size_t i = 0; !rc && i < nc->nserved; i++)
+        rc = ask_refusal(nc, &nc->served[i], err, errlen);
+    if (!rc)
+        rc = wk__near_loop_new(&nc->loop) ? wk__errbuf_set(err, errlen, WK_ENOMEM,
+                                                           "near_cache.open: out of memory")
+                                          : WK_OK;
     if (!rc) {
         nc->cluster = wk_db_cluster_primaries(nc->db) > 0;
         nc->epoch = wk__cluster_epoch(nc->db);
@@ -937,11 +976,8 @@ int wk_near_cache_open(wk_near_cache **out, wk_db *db, const wk_near_cache_optio
  * Reads
  * ---------------------------------------------------------------------- */
 
-/* Where a get puts the body: a heap body or a caller buffer. */
-typedef struct sink {
-    wk_body *body;
-    wk_buffer *buf;
-} sink;
+typedef wk__near_sink sink;
+typedef wk__near_item item;
 
 /* Copy the entry's body out (mu held). */
 static int emit(const entry *en, const sink *s)
@@ -967,14 +1003,6 @@ static int emit(const entry *en, const sink *s)
     return WK_OK;
 }
 
-/* An item a call names: its served entity, key and the key's hash. */
-typedef struct item {
-    const served *se;
-    char key[WK_KEY_MAX];
-    size_t key_len;
-    uint64_t hash;
-} item;
-
 /* Argument checks and the key; WK_OK or WK_EINVAL with the message. */
 static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, item *it)
 {
@@ -993,6 +1021,14 @@ static int locate(wk_near_cache *nc, const wk_entity *e, const wk_name *name, it
     return rc;
 }
 
+int wk__near_admit(wk_near_cache *nc, const wk_entity *e, const wk_name *name, item *it)
+{
+    int rc = locate(nc, e, name, it);
+    if (!rc && !it->se->readable)
+        rc = fail(WK_EDENIED, "%s", it->se->denied); /* never cached, nothing sent */
+    return rc;
+}
+
 /*
  * A get that could not be served from memory (io_mu held): read (or
  * revalidate) the entry on the data connection, keep it, and copy it out.
@@ -1001,14 +1037,6 @@ static int fetch_locked(wk_near_cache *nc, const item *it, wk_name name, const s
 {
     const served *se = it->se;
     wk_processor *p = wk_db_processor(nc->db);
-    if (!se->readable) { /* dispatch refuses it, with its message, sending nothing */
-        wk_body none = WK_BODY_INIT;
-        int rc = se->hashed ? wk_hashed_cache_get(p, &se->held.entity, name, &none)
-                            : wk_cache_get(p, &se->held.entity, name, &none);
-        wk_body_free(&none);
-        fail(rc, "%s", wk_db_errmsg(nc->db));
-        return rc;
-    }
     if (begin_session(nc) != WK_OK)
         near_msg[0] = '\0'; /* not this get's failure: its body is served, not trusted */
 
@@ -1074,7 +1102,7 @@ static int fetch_locked(wk_near_cache *nc, const item *it, wk_name name, const s
 /* The get's one deadline, fixed as it starts: the wait for the data
  * connection (a heartbeat may be waiting on a stopped server), enabling
  * tracking, the read and any reconnect all end by it. */
-static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
+int wk__near_fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
 {
     int64_t deadline = wk__db_call_deadline(nc->db);
     if (wk__mutex_lock_until(&nc->io_mu, deadline) != 0)
@@ -1087,26 +1115,33 @@ static int fetch(wk_near_cache *nc, const item *it, wk_name name, const sink *s)
     return rc;
 }
 
+bool wk__near_hit(wk_near_cache *nc, const item *it, const sink *s, int *rc)
+{
+    pthread_mutex_lock(&nc->mu);
+    entry *en = find(nc, it->hash, it->key, it->key_len);
+    bool hit = en && verified(nc, en, wk_monotonic_ms());
+    if (hit) {
+        nc->stats.hits++;
+        touch(nc, en);
+        *rc = emit(en, s);
+    }
+    pthread_mutex_unlock(&nc->mu);
+    return hit;
+}
+
 static int near_get(wk_near_cache *nc, const wk_entity *e, wk_name name, const sink *s)
 {
     near_msg[0] = '\0';
     item it;
-    int rc = locate(nc, e, &name, &it);
-    if (rc)
+    int rc = wk__near_admit(nc, e, &name, &it);
+    if (rc || wk__near_hit(nc, &it, s, &rc))
         return rc;
-    if (it.se->readable) {
-        pthread_mutex_lock(&nc->mu);
-        entry *en = find(nc, it.hash, it.key, it.key_len);
-        if (en && verified(nc, en, wk_monotonic_ms())) {
-            nc->stats.hits++;
-            touch(nc, en);
-            rc = emit(en, s);
-            pthread_mutex_unlock(&nc->mu);
-            return rc;
-        }
-        pthread_mutex_unlock(&nc->mu);
-    }
-    return fetch(nc, &it, name, s);
+    return wk__near_fetch(nc, &it, name, s);
+}
+
+wk__near_loop *wk__near_loop_of(const wk_near_cache *nc)
+{
+    return nc->loop;
 }
 
 int wk_near_cache_get(wk_near_cache *nc, const wk_entity *entity, wk_name name, wk_body *out)

@@ -312,6 +312,7 @@ void wk_async_close(wk_async *a)
     a->closing = true;
     flush(a);
     wk__async_subs_close(a);
+    wk__async_ports_close(a);
     wk__async_waits_close(a);
     flush(a);
     wk__async_cluster_close(a);
@@ -352,6 +353,7 @@ void wk_async_process(wk_async *a, unsigned ready)
         advance(&a->lane[i], ev[i]);
     flush(a);
     wk__async_subs_run(a);
+    wk__async_ports_run(a);
     /* Callbacks may have queued more: send it in this turn. */
     for (int i = 0; i < a->nlanes; i++)
         advance(&a->lane[i], 0);
@@ -366,7 +368,7 @@ size_t wk_async_pending(const wk_async *a)
 {
     /* The main lane's queries, the waits parked between attempts, and
      * the receives outstanding on the hidden handles (core/async_sub.c). */
-    size_t n = a ? wk__async_parked(a) + wk__async_subs_pending(a) : 0;
+    size_t n = a ? wk__async_parked(a) + wk__async_subs_pending(a) + wk__async_ports_pending(a) : 0;
     const wk__async_lane *l = a ? &a->lane[WK__LANE_MAIN] : NULL;
     for (size_t i = 0; l && i < l->x.count; i++)
         n += l->e[i].state != WK__CALLED;

@@ -49,6 +49,7 @@ typedef struct wk__async_lane {
 
 typedef struct wk__async_waits wk__async_waits; /* core/async_wait.c */
 typedef struct wk__async_subs wk__async_subs;   /* core/async_sub.c */
+typedef struct wk__async_ports wk__async_ports; /* core/async_port.c */
 
 struct wk_async {
     wk_processor proc; /* first member */
@@ -66,6 +67,7 @@ struct wk_async {
     wk__async_waits *waits; /* NULL until the first park */
     wk__async_subs *subs;         /* the hidden handles of its receivers, or NULL */
     struct wk__async_cluster *cl; /* a cluster handle's (core/async_cluster.h), else NULL */
+    wk__async_ports *ports;       /* completions from other threads (core/async_port.c), or NULL */
     bool in_process;
     bool closing; /* in wk_async_close(): submissions are refused */
     char errmsg[WK__ERRMSG_MAX];
@@ -180,5 +182,40 @@ void wk__async_sub_busy(wk__async_sub *s, bool busy);
 /* Close the hidden handle (its callbacks run, inside this call or, from
  * one of its own callbacks, right after it returns) and free. NULL: no-op. */
 void wk__async_sub_close(wk__async_sub *s);
+
+/* ---- ports: work off the loop completing on it (core/async_port.c) -----
+ *
+ * A port is an eventfd in the handle's epoll set (registered under
+ * WK__PORT_TAG + its slot; the descriptor becomes the set, as with a
+ * receiver): wk__async_port_signal(), from any thread, makes the handle's
+ * next wk_async_process() call run(arg); wk__async_port_kick(), on the
+ * loop's thread, the same without writing the eventfd (the timeout becomes 0).
+ * The owner must not signal a port after it closed or after its `gone`
+ * returned (the near cache checks under its own mutex). */
+
+#define WK__PORT_TAG 0x20000000u
+
+typedef struct wk__async_port wk__async_port;
+
+/* WK_OK, WK_EIO (the handle is closing; no epoll set or eventfd) or
+ * WK_ENOMEM. `gone(arg)` runs once, from wk_async_close(), then the port
+ * is freed. */
+int wk__async_port_open(wk__async_port **out, wk_async *a, void (*run)(void *arg),
+                        void (*gone)(void *arg), void *arg);
+void wk__async_port_signal(wk__async_port *p);
+void wk__async_port_kick(wk__async_port *p);
+/* How many of the owner's requests wk_async_pending() counts. */
+void wk__async_port_busy(wk__async_port *p, size_t n);
+/* Close and free (from its own run: right after it returns). NULL: no-op. */
+void wk__async_port_close(wk__async_port *p);
+/* The handle's hooks: an event of the epoll entry `tag`; run the ports
+ * signalled or kicked; whether one is kicked (due now); whether any is in
+ * the set; their busy counts; each one's gone, then free (close). */
+void wk__async_ports_ready(wk_async *a, uint32_t tag);
+void wk__async_ports_run(wk_async *a);
+bool wk__async_ports_due(const wk_async *a);
+bool wk__async_ports_watched(const wk_async *a);
+size_t wk__async_ports_pending(const wk_async *a);
+void wk__async_ports_close(wk_async *a);
 
 #endif /* WK_CORE_ASYNC_INTERNAL_H */

@@ -66,7 +66,9 @@ unsigned wk_async_events(const wk_async *a)
     for (int i = 0; i < a->nlanes; i++)
         ev |= lane_events(&a->lane[i]);
     if (a->epfd >= 0) /* the set is readable when any of its sockets is ready */
-        return ev || a->cl || wk__async_subs_watched(a) ? WK_ASYNC_READ : 0;
+        return ev || a->cl || wk__async_subs_watched(a) || wk__async_ports_watched(a)
+                   ? WK_ASYNC_READ
+                   : 0;
     return (ev & POLLIN ? WK_ASYNC_READ : 0) | (ev & POLLOUT ? WK_ASYNC_WRITE : 0);
 }
 
@@ -115,6 +117,8 @@ struct wk__async_waits {
 int64_t wk__async_next_due(const wk_async *a)
 {
     int64_t due = wk__async_subs_due(a);
+    if (wk__async_ports_due(a))
+        return 0; /* a port's completions are due */
     for (int i = 0; i < a->nlanes; i++) {
         const wk__async_lane *l = &a->lane[i];
         int64_t d;
@@ -246,6 +250,8 @@ void wk__async_ready(wk_async *a, unsigned ready, short ev[2])
                              (e & (EPOLLOUT | EPOLLERR) ? POLLOUT : 0));
         if (lane >= WK__SUB_TAG)
             wk__async_subs_ready(a, lane, e);
+        else if (lane >= WK__PORT_TAG)
+            wk__async_ports_ready(a, lane);
         else if (lane < 2)
             ev[lane] |= bits;
         else if (a->cl) /* a cluster node's (core/async_cluster.c) */

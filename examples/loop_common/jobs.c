@@ -1,8 +1,8 @@
 /*
- * examples/loop_common/jobs.c — "job", "wait" and "follow" requests
- * through a wk_async (see jobs.h): lock, limiter, reply, release; a
- * waiting acquire; a pipe followed message by message — each step in
- * the previous one's callback.
+ * examples/loop_common/jobs.c — "job", "wait", "follow" and "get"
+ * requests through a wk_async (see jobs.h): lock, limiter, reply,
+ * release; a waiting acquire; a pipe followed message by message; a near
+ * cache read — each step in the previous one's callback.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,6 +15,12 @@ const wk_entity jobs_lock = WK_LOCK_ENTITY("loopjobs", JOBS_LOCK_TTL_MS);
 const wk_entity jobs_bucket =
     WK_TOKEN_BUCKET_ENTITY("loopjobs", JOBS_BUCKET_CAPACITY, 1, JOBS_BUCKET_PERIOD_MS);
 const wk_entity jobs_pipe = WK_PIPE_ENTITY("loopjobs", JOBS_PIPE_TTL_MS);
+const wk_entity jobs_cache = WK_CACHE_ENTITY("loopjobs", JOBS_CACHE_TTL_MS);
+
+/* The near cache of "get" (one loop thread: shared by every connection);
+ * NULL when it could not be opened. */
+static wk_near_cache *jobs_nc;
+static char jobs_nc_err[320];
 
 #define LINE_MAX_LEN 256
 
@@ -33,6 +39,8 @@ struct jobs_conn {
     wk_token_bucket_outcome limit;
     wk_pipe_receiver *rx; /* "follow": the receiver, and what it received */
     wk_pipe_message msg;
+    wk_body body; /* "get": the body the near cache delivered */
+    bool from_memory;
     char prefix[LINE_MAX_LEN];
 };
 
@@ -64,12 +72,18 @@ static void reply_error(jobs_conn *c, int status, const char *msg)
     reply(c, text);
 }
 
+static void conn_release(jobs_conn *c)
+{
+    wk_body_free(&c->body);
+    free(c);
+}
+
 /* The request is over: the next line, or the end of a departed client. */
 static void request_done(jobs_conn *c)
 {
     c->busy = false;
     if (c->gone)
-        free(c);
+        conn_release(c);
     else
         pump(c);
 }
@@ -183,6 +197,45 @@ static void on_follow(wk_async *a, int status, const char *msg, void *arg)
     on_message(a, status, status == WK_OK ? msg : wk_pipe_receiver_errmsg(c->rx), c);
 }
 
+/* "get": the body (or its absence), and where it came from. */
+static void on_get(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    jobs_conn *c = arg;
+    char text[LINE_MAX_LEN];
+    if (status != WK_OK)
+        error_text(text, sizeof(text), status, msg);
+    else if (!c->body.found)
+        snprintf(text, sizeof(text), "%s (absent)", c->from_memory ? "hit" : "miss");
+    else
+        snprintf(text, sizeof(text), "%s %.*s", c->from_memory ? "hit" : "miss", (int)c->body.len,
+                 (const char *)c->body.data);
+    reply(c, text);
+    request_done(c);
+}
+
+static int start_get(jobs_conn *c, const char *name)
+{
+    if (!jobs_nc) {
+        reply(c, jobs_nc_err);
+        c->busy = false;
+        return WK_OK; /* answered */
+    }
+    snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, name);
+    wk_near_state state = WK_NEAR_ABSENT;
+    wk_near_cache_peek(jobs_nc, &jobs_cache, wk_name_str(c->item), &state);
+    c->from_memory = state == WK_NEAR_VERIFIED; /* a get now is served from memory */
+    int rc = wk_near_cache_get_async(jobs_nc, c->a, &jobs_cache, wk_name_str(c->item), &c->body,
+                                     on_get, c);
+    if (rc != WK_OK) {
+        char text[LINE_MAX_LEN];
+        error_text(text, sizeof(text), rc, wk_near_cache_errmsg());
+        reply(c, text);
+        c->busy = false;
+    }
+    return WK_OK;
+}
+
 /* A line that is no request (first_query). */
 #define NOT_A_REQUEST 1
 
@@ -203,6 +256,8 @@ static int first_query(jobs_conn *c, const char *line)
         return wk_pipe_receive(wk_async_with(c->a, on_follow, c), &jobs_pipe, wk_name_str(c->item),
                                &c->rx);
     }
+    if (strncmp(line, "get ", 4) == 0 && line[4])
+        return start_get(c, line + 4);
     if (strncmp(line, "job ", 4) != 0 || !line[4])
         return NOT_A_REQUEST;
     snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, line + 4);
@@ -217,7 +272,8 @@ static void start(jobs_conn *c, const char *line)
     int rc = first_query(c, line);
     if (rc == NOT_A_REQUEST) {
         c->busy = false;
-        reply(c, "error expected \"job <id>\", \"wait <id> <ms>\" or \"follow <pipe>\"");
+        reply(c, "error expected \"job <id>\", \"wait <id> <ms>\", \"follow <pipe>\" or "
+                 "\"get <name>\"");
         return;
     }
     if (rc != WK_OK) {
@@ -291,7 +347,7 @@ void jobs_conn_free(jobs_conn *c)
     if (c->rx) /* a follow ends at the next turn (STOPPED): then freed */
         wk_pipe_receiver_stop(c->rx);
     if (!c->busy)
-        free(c);
+        conn_release(c);
 }
 
 int jobs_open(int argc, char **argv, wk_async **a, int *port, const char **prefix)
@@ -317,5 +373,28 @@ int jobs_open(int argc, char **argv, wk_async **a, int *port, const char **prefi
         fprintf(stderr, "wk_async_open: %s\n", err);
         return 1;
     }
+    /* The near cache opens from a blocking handle's settings (before the
+     * loop runs: it connects and waits), then keeps its own connections. */
+    wk_db *db = NULL;
+    rc = wk_db_open(&db, &o, err, sizeof(err));
+    const wk_entity *ents[] = {&jobs_cache};
+    wk_near_cache_options no = WK_NEAR_CACHE_OPTIONS_INIT;
+    no.entities = ents;
+    no.nentities = 1;
+    no.staleness_ms = 5000;
+    no.heartbeat_ms = 250;
+    if (rc == WK_OK)
+        rc = wk_near_cache_open(&jobs_nc, db, &no, err, sizeof(err));
+    wk_db_close(db);
+    if (rc != WK_OK) {
+        snprintf(jobs_nc_err, sizeof(jobs_nc_err), "error near cache: %s", err);
+        fprintf(stderr, "%s\n", jobs_nc_err);
+    }
     return 0;
+}
+
+void jobs_close(void)
+{
+    wk_near_cache_close(jobs_nc);
+    jobs_nc = NULL;
 }

@@ -23,6 +23,13 @@
  * a TTL without a message); the connection's next request waits until
  * then.
  *
+ * "get <name>" reads the Cache "loopjobs" named "<prefix>:<name>" through
+ * the server's near cache (wk_near_cache_get_async: a verified copy from
+ * memory, else a read by the near cache's reader thread, neither blocking
+ * the loop): "hit <body>" when it was served from memory, "miss <body>"
+ * when it was read from Redis ("(absent)" for no body). Another handle's
+ * put is seen within the near cache's staleness bound (normally at once).
+ *
  * Any failure replies "error <message>". All steps go through the
  * server's wk_async, chained in its callbacks: the loop never waits.
  */
@@ -40,10 +47,12 @@
 #define JOBS_BUCKET_PERIOD_MS 60000
 
 #define JOBS_PIPE_TTL_MS 30000
+#define JOBS_CACHE_TTL_MS 60000
 
 extern const wk_entity jobs_lock;
 extern const wk_entity jobs_bucket;
 extern const wk_entity jobs_pipe;
+extern const wk_entity jobs_cache;
 
 /* Writes `len` bytes of reply to the client behind `io`. */
 typedef void (*jobs_send_fn)(void *io, const char *text, size_t len);
@@ -65,8 +74,12 @@ void jobs_conn_free(jobs_conn *c);
 /* The server's configuration from argv and the environment: the Redis
  * URL (WK_REDIS_URL, default redis://127.0.0.1:6379), the port (argv[1],
  * else WK_LOOP_PORT, else 0: a free one) and the names' prefix
- * (WK_LOOP_PREFIX, default "demo"). Opens the handle; 0, or 1 with a
- * message on stderr. */
+ * (WK_LOOP_PREFIX, default "demo"). Opens the handle, and the near cache
+ * of "get" (when Redis cannot be reached now, "get" answers an error); 0,
+ * or 1 with a message on stderr. */
 int jobs_open(int argc, char **argv, wk_async **a, int *port, const char **prefix);
+
+/* Close the near cache, after the handle was closed (its gets completed). */
+void jobs_close(void);
 
 #endif /* EXAMPLES_LOOP_JOBS_H */

@@ -161,5 +161,6 @@ int main(int argc, char **argv)
     }
     event_base_dispatch(srv.base);
     event_base_free(srv.base);
+    jobs_close(); /* the near cache, after the handle */
     return 0;
 }

@@ -162,6 +162,7 @@ int main(int argc, char **argv)
     uv_signal_start(&srv.sigint, on_signal, SIGINT);
     uv_signal_start(&srv.sigterm, on_signal, SIGTERM);
     uv_run(srv.loop, UV_RUN_DEFAULT);
+    jobs_close(); /* the near cache, after the handle */
     rc = uv_loop_close(srv.loop);
     if (rc != 0) {
         fprintf(stderr, "uv_loop_close: %s\n", uv_strerror(rc));

@@ -220,7 +220,8 @@ WK_API void wk_async_set_watch(wk_async *a, wk_async_watch_fn watch, void *arg);
 
 /* The descriptor to watch (-1: none now; the connection's socket, or
  * once the handle has waited or opened a receiver the epoll set of its
- * connections, 6. and 8.), the
+ * connections, 6. and 8., which also holds the eventfd of a near cache
+ * read through it: wk_near_cache_get_async), the
  * events to watch it for, and the ms until wk_async_process() is due
  * without events (-1: none). */
 WK_API int wk_async_fd(const wk_async *a);

@@ -68,6 +68,10 @@
  * returned but not kept. An entry is verified for at most min(ttl_ms,
  * the entity's ttl_ms) after it was read, then revalidated.
  *
+ * EVENT LOOPS: wk_near_cache_get_async() is the get for a thread that
+ * runs an event loop (wakuwaku/async.h): hits complete at the loop's next
+ * turn without I/O, and reads never block the loop (see the call).
+ *
  * THREADS: a near cache may be shared by any number of threads. Hits take
  * a mutex around the table (the copy out happens under it); reads that go
  * to Redis take a second mutex around the data connection, so they are
@@ -101,6 +105,7 @@
 #ifndef WAKUWAKU_NEAR_CACHE_H
 #define WAKUWAKU_NEAR_CACHE_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/cache.h>
 #include <wakuwaku/db.h>
 #include <wakuwaku/hashed_cache.h>
@@ -205,6 +210,69 @@ WK_API int wk_near_cache_get(wk_near_cache *nc, const wk_entity *entity, wk_name
  */
 WK_API int wk_near_cache_get_into(wk_near_cache *nc, const wk_entity *entity, wk_name name,
                                   wk_buffer *buf);
+
+/*
+ * wk_near_cache_get_async — wk_near_cache_get() for a thread that runs an
+ * event loop: the same admission, hit and read, and the loop never waits.
+ *
+ *   a      the event-loop handle whose wk_async_process() runs `done`. It
+ *          carries the completion only: the near cache reads on its own
+ *          data connection with its own capability (the one of the handle
+ *          it was opened from), never on `a`'s connection.
+ *   out    OUT, as wk_near_cache_get()'s: its previous data is freed at
+ *          the call; the body is written before `done` runs (empty when
+ *          `done` reports a failure). Keep it valid until then.
+ *   done   called once, as done(a, status, msg, arg), from
+ *          wk_async_process(a) — never inside this call — or from
+ *          wk_async_close(a): the status wk_near_cache_get() would have
+ *          returned, with its message. May be NULL.
+ *
+ * A verified entry is copied at the call, with no I/O (no eventfd write);
+ * `done` runs at the handle's next turn (its timeout becomes 0). Anything
+ * else — a miss, an unverified entry (a HashedCache's revalidated by
+ * hash), a tracking session to begin — goes to the near cache's LOOP
+ * READER: a thread, started by the first such get, that runs the blocking
+ * get's read on the data connection and signals the handle through an
+ * eventfd in its epoll set (from the first get on, the handle's
+ * descriptor is that set, watched for READ, as with a receiver:
+ * wakuwaku/async.h, 8.). One code path with wk_near_cache_get(): the
+ * STALENESS BOUND, the session rules, revalidation by hash and the memory
+ * bounds hold as above. The loop's thread takes only the table's mutex
+ * and the reader's queue's, never held across I/O. The reads of every
+ * loop and blocking caller are serialised on the data connection; the
+ * loop reader takes its gets in submission order, and callbacks run as
+ * results come (a hit may complete before an earlier miss).
+ * wk_async_pending() counts each get until its callback ran. A get
+ * outstanding holds its name and its result until then (outside
+ * max_bytes, as a blocking caller's copy is); the table's bounds are the
+ * blocking get's.
+ *
+ * Why a thread, and not a connection driven by the loop: tracking, its
+ * session (REDIRECT to the subscriber, ended by any reconnect) and the
+ * PING proof of the bound belong to the one data connection, and a
+ * HashedCache's revalidation is a blocking exchange (wk_local_copy); a
+ * second tracking connection in the loop would need all of that again
+ * and a second session to prove. The reader shares them as they are.
+ *
+ * Closing. wk_async_close(a) completes the gets outstanding on `a`: a
+ * result already read with its own status; a get still queued, or being
+ * read (the reader finishes the read and drops it), with WK_EIO.
+ * wk_near_cache_close() waits for the read in flight (at most the command
+ * timeout); gets still queued complete with WK_EIO at each handle's next
+ * turn (or its close). WARNING: like any call, wk_near_cache_close() must
+ * not race with calls on the handles whose gets it served
+ * (wk_async_process, wk_async_close): close it on their loop's thread, or
+ * when their loops no longer turn.
+ *
+ * Returns WK_OK (`done` will run), or with `done` never called and the
+ * message in wk_near_cache_errmsg(): WK_EINVAL (NULL nc, a or out, an
+ * entity not served, a bad name), WK_EDENIED (the capability: nothing
+ * sent), WK_EIO (the handle is closing, or no epoll set could be made),
+ * WK_ENOMEM. Call it on the loop's thread (a near cache may serve loops on
+ * several threads and blocking callers at once).
+ */
+WK_API int wk_near_cache_get_async(wk_near_cache *nc, wk_async *a, const wk_entity *entity,
+                                   wk_name name, wk_body *out, wk_async_done_fn done, void *arg);
 
 /* The state of one entry, without any I/O (wk_near_cache_peek()). */
 typedef enum wk_near_state {

@@ -7,7 +7,13 @@
  * counts and the server's output bytes), capability refusals that send
  * nothing, and the staleness bound: another process writes versions
  * continuously while the near cache's connections are killed, and no
- * served version is older than the bound allows.
+ * served version is older than the bound allows (blocking gets, and gets
+ * through an event loop). The loop gets (wk_near_cache_get_async): a hit
+ * completes at the loop's next turn with no I/O, never inside the call;
+ * a miss held in flight by a frozen proxy does not keep the loop from
+ * completing another query; another handle's put is seen; a HashedCache
+ * entry revalidates by hash; capability refusals at the call; closing
+ * the loop handle or the near cache with gets outstanding.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -122,18 +128,35 @@ static long long net_output(redisContext *raw)
  * Hits
  * ---------------------------------------------------------------------- */
 
+/* On the private server: Cache:hit and HashedCache:hit, each holding "a"
+ * ("plain", "hashed"), and a near cache of both. */
+typedef struct hits {
+    wk_entity c, h;
+    wk_db *db;
+    wk_near_cache *nc;
+} hits;
+
+static void hits_open(hits *t)
+{
+    t->db = open_db(wk_test_private_url(), NULL, "near-hit");
+    wk_processor *p = wk_db_processor(t->db);
+    t->c = (wk_entity)WK_CACHE_ENTITY("hit", 60000);
+    t->h = (wk_entity)WK_HASHED_CACHE_ENTITY("hit", 60000);
+    cr_assert_eq(wk_cache_put(p, &t->c, wk_name_str("a"), "plain", 5), WK_OK);
+    cr_assert_eq(wk_hashed_cache_put(p, &t->h, wk_name_str("a"), "hashed", 6, NULL), WK_OK);
+    const wk_entity *ents[] = {&t->c, &t->h};
+    wk_near_cache_options o = relaxed(ents, 2);
+    t->nc = open_nc(t->db, &o);
+}
+
 Test(near_cache, a_hit_sends_no_command, .init = wk_test_private_start,
      .fini = wk_test_private_stop)
 {
     const char *url = wk_test_private_url();
-    wk_db *db = open_db(url, NULL, "near-hit");
-    wk_processor *p = wk_db_processor(db);
-    wk_entity c = WK_CACHE_ENTITY("hit", 60000), h = WK_HASHED_CACHE_ENTITY("hit", 60000);
-    cr_assert_eq(wk_cache_put(p, &c, wk_name_str("a"), "plain", 5), WK_OK);
-    cr_assert_eq(wk_hashed_cache_put(p, &h, wk_name_str("a"), "hashed", 6, NULL), WK_OK);
-    const wk_entity *ents[] = {&c, &h};
-    wk_near_cache_options o = relaxed(ents, 2);
-    wk_near_cache *nc = open_nc(db, &o);
+    hits t;
+    hits_open(&t);
+    wk_near_cache *nc = t.nc;
+    const wk_entity c = t.c, h = t.h;
 
     expect_body(nc, &c, "a", "plain");
     expect_body(nc, &h, "a", "hashed");
@@ -180,7 +203,7 @@ Test(near_cache, a_hit_sends_no_command, .init = wk_test_private_start,
 
     redisFree(raw);
     wk_near_cache_close(nc);
-    wk_db_close(db);
+    wk_db_close(t.db);
 }
 
 /* ------------------------------------------------------------------------
@@ -287,7 +310,11 @@ Test(near_cache, a_flush_drops_every_entry, .init = wk_test_private_start,
  * Bounds
  * ---------------------------------------------------------------------- */
 
-Test(near_cache, lru_bound_by_count)
+static void expect_body_on(wk_near_cache *nc, wk_async *a, const wk_entity *e, const char *name,
+                           const char *want);
+
+/* The LRU bound, with gets blocking or through the loop `a`. */
+static void lru_count_case(wk_async *a)
 {
     wk_db *db = wk_test_open(NULL);
     wk_processor *p = wk_db_processor(db);
@@ -300,14 +327,14 @@ Test(near_cache, lru_bound_by_count)
     o.max_entries = 3;
     wk_near_cache *nc = open_nc(db, &o);
 
-    expect_body(nc, &c, "n0", "n0");
-    expect_body(nc, &c, "n1", "n1");
-    expect_body(nc, &c, "n2", "n2");
-    expect_body(nc, &c, "n0", "n0"); /* a hit: n0 is now the newest */
-    expect_body(nc, &c, "n3", "n3"); /* evicts n1, the least recently used */
+    expect_body_on(nc, a, &c, "n0", "n0");
+    expect_body_on(nc, a, &c, "n1", "n1");
+    expect_body_on(nc, a, &c, "n2", "n2");
+    expect_body_on(nc, a, &c, "n0", "n0"); /* a hit: n0 is now the newest */
+    expect_body_on(nc, a, &c, "n3", "n3"); /* evicts n1, the least recently used */
     cr_assert_eq(state_of(nc, &c, "n1"), WK_NEAR_ABSENT);
     cr_assert_eq(state_of(nc, &c, "n0"), WK_NEAR_VERIFIED);
-    expect_body(nc, &c, "n4", "n4"); /* evicts n2 */
+    expect_body_on(nc, a, &c, "n4", "n4"); /* evicts n2 */
     cr_assert_eq(state_of(nc, &c, "n2"), WK_NEAR_ABSENT);
     cr_assert_eq(state_of(nc, &c, "n0"), WK_NEAR_VERIFIED);
     cr_assert_eq(state_of(nc, &c, "n3"), WK_NEAR_VERIFIED);
@@ -317,6 +344,18 @@ Test(near_cache, lru_bound_by_count)
     cr_assert_eq(s.hits, 1);
     wk_near_cache_close(nc);
     wk_db_close(db);
+}
+
+Test(near_cache, lru_bound_by_count)
+{
+    lru_count_case(NULL);
+}
+
+Test(near_cache, loop_gets_keep_the_lru_bound)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 5000);
+    lru_count_case(a);
+    wk_async_close(a);
 }
 
 Test(near_cache, lru_bound_by_bytes)
@@ -477,21 +516,49 @@ Test(near_cache, killed_connections_make_entries_unverified_and_revalidated_by_h
  * Capability
  * ---------------------------------------------------------------------- */
 
+/* A near cache of Cache:granted, Cache:secret and HashedCache:secret on
+ * the private server, opened from a handle whose capability "replica" may
+ * READ Cache:granted only; Cache:secret "s" holds a body. */
+typedef struct capped {
+    wk_entity ok, no, hno;
+    wk_cap *cap;
+    wk_db *writer, *db;
+    wk_near_cache *nc;
+} capped;
+
+static void capped_open(capped *c)
+{
+    const char *url = wk_test_private_url();
+    c->ok = (wk_entity)WK_CACHE_ENTITY("granted", 60000);
+    c->no = (wk_entity)WK_CACHE_ENTITY("secret", 60000);
+    c->hno = (wk_entity)WK_HASHED_CACHE_ENTITY("secret", 60000);
+    wk_cap_entry rows[] = {{WK_KIND_CACHE, "granted", WK_GRANT_READ}};
+    cr_assert_eq(wk_cap_new(&c->cap, "replica", WK_GRANT_NONE, rows, 1), WK_OK);
+    c->writer = open_db(url, NULL, "near-cap-writer");
+    cr_assert_eq(wk_cache_put(wk_db_processor(c->writer), &c->no, wk_name_str("s"), "hidden", 6),
+                 WK_OK);
+    c->db = open_db(url, c->cap, "near-cap");
+    const wk_entity *ents[] = {&c->ok, &c->no, &c->hno};
+    wk_near_cache_options o = relaxed(ents, 3);
+    c->nc = open_nc(c->db, &o);
+}
+
+static void capped_close(capped *c)
+{
+    wk_near_cache_close(c->nc);
+    wk_db_close(c->db);
+    wk_db_close(c->writer);
+    wk_cap_free(c->cap);
+}
+
 Test(near_cache, reads_the_capability_does_not_grant_are_refused_and_send_nothing,
      .init = wk_test_private_start, .fini = wk_test_private_stop)
 {
     const char *url = wk_test_private_url();
-    wk_entity ok = WK_CACHE_ENTITY("granted", 60000), no = WK_CACHE_ENTITY("secret", 60000),
-              hno = WK_HASHED_CACHE_ENTITY("secret", 60000);
-    wk_cap_entry rows[] = {{WK_KIND_CACHE, "granted", WK_GRANT_READ}};
-    wk_cap *cap = NULL;
-    cr_assert_eq(wk_cap_new(&cap, "replica", WK_GRANT_NONE, rows, 1), WK_OK);
-    wk_db *writer = open_db(url, NULL, "near-cap-writer");
-    cr_assert_eq(wk_cache_put(wk_db_processor(writer), &no, wk_name_str("s"), "hidden", 6), WK_OK);
-    wk_db *db = open_db(url, cap, "near-cap");
-    const wk_entity *ents[] = {&ok, &no, &hno};
-    wk_near_cache_options o = relaxed(ents, 3);
-    wk_near_cache *nc = open_nc(db, &o);
+    capped cp;
+    capped_open(&cp);
+    wk_near_cache *nc = cp.nc;
+    const wk_entity ok = cp.ok, no = cp.no, hno = cp.hno;
 
     redisContext *raw = wk_test_raw(url);
     long long before = read_calls(raw);
@@ -511,21 +578,18 @@ Test(near_cache, reads_the_capability_does_not_grant_are_refused_and_send_nothin
     cr_assert_eq(wk_near_cache_get(nc, &ok, wk_name_str("s"), &b), WK_OK); /* granted: a miss */
     cr_assert(!b.found);
     cr_assert_eq(read_calls(raw), before + 1);
-    wk_near_cache_close(nc);
 
     /* BCAST with no readable entity would hear every key: refused. */
     const wk_entity *only_secret[] = {&no};
-    o = relaxed(only_secret, 1);
+    wk_near_cache_options o = relaxed(only_secret, 1);
     o.mode = WK_NEAR_BCAST;
     char err[256];
-    cr_assert_eq(wk_near_cache_open(&nc, db, &o, err, sizeof(err)), WK_EDENIED);
+    cr_assert_eq(wk_near_cache_open(&nc, cp.db, &o, err, sizeof(err)), WK_EDENIED);
     cr_assert_null(nc);
     cr_assert(strstr(err, "replica"), "%s", err);
 
     redisFree(raw);
-    wk_db_close(db);
-    wk_db_close(writer);
-    wk_cap_free(cap);
+    capped_close(&cp);
 }
 
 Test(near_cache, open_refuses_bad_options)
@@ -641,15 +705,18 @@ typedef struct reading {
  * than BOUND_MS before the get began. Connection errors (a read that went
  * to Redis while its connection was being killed or stalled) are counted.
  */
-static reading read_versions(wk_near_cache *nc, const wk_entity *e, const write_log *log,
-                             int64_t end)
+static int get_version(wk_near_cache *nc, wk_async *a, const wk_entity *e, char *buf, size_t cap,
+                       wk_buffer *b);
+
+static reading read_versions_on(wk_near_cache *nc, wk_async *a, const wk_entity *e,
+                                const write_log *log, int64_t end)
 {
     reading r = {0, 0, 0};
     char buf[32];
     while (wk_monotonic_ms() < end) {
         int64_t t = wk_monotonic_ms();
         wk_buffer b = {buf, sizeof(buf) - 1, 0, false};
-        int rc = wk_near_cache_get_into(nc, e, wk_name_str("v"), &b);
+        int rc = get_version(nc, a, e, buf, sizeof(buf) - 1, &b);
         if (rc != WK_OK) {
             cr_assert(wk_is_connection_error(rc), "%s: %s", wk_err_name(rc),
                       wk_near_cache_errmsg());
@@ -670,6 +737,12 @@ static reading read_versions(wk_near_cache *nc, const wk_entity *e, const write_
         usleep(100);
     }
     return r;
+}
+
+static reading read_versions(wk_near_cache *nc, const wk_entity *e, const write_log *log,
+                             int64_t end)
+{
+    return read_versions_on(nc, NULL, e, log, end);
 }
 
 /* A shared write log and the writer process filling it. */
@@ -709,7 +782,8 @@ static wk_near_cache_options bounded(const wk_entity *const *ents)
     return o;
 }
 
-static void staleness_case(const char *kind)
+/* Read through the loop handle `a` (NULL: blocking gets). */
+static void staleness_case(const char *kind, wk_async *a)
 {
     const char *ns = wk_test_ns("stale");
     wk_entity e = strcmp(kind, WK_KIND_CACHE) == 0 ? (wk_entity)WK_CACHE_ENTITY(ns, 60000)
@@ -726,16 +800,17 @@ static void staleness_case(const char *kind)
     pthread_t kt;
     cr_assert_eq(pthread_create(&kt, NULL, killer_main, &k), 0);
 
-    reading r = read_versions(nc, &e, log, wk_monotonic_ms() + 8000);
+    reading r = read_versions_on(nc, a, &e, log, wk_monotonic_ms() + 8000);
     atomic_store(&k.stop, true);
     pthread_join(kt, NULL);
     long long writes = stop_writer(log, pid);
 
     wk_near_stats s = stats_of(nc);
-    printf("near_cache staleness (%s): %lld checks, %llu hits, %llu reads, %llu revalidations, "
+    printf("near_cache staleness (%s%s): %lld checks, %llu hits, %llu reads, %llu revalidations, "
            "%lld connection errors, %d+%d kills, %llu sessions, %lld writes, worst lag %lld "
            "versions\n",
-           kind, r.checks, (unsigned long long)s.hits, (unsigned long long)s.reads,
+           kind, a ? ", through the loop" : "", r.checks, (unsigned long long)s.hits,
+           (unsigned long long)s.reads,
            (unsigned long long)s.revalidations, r.failures, k.kills[0], k.kills[1],
            (unsigned long long)s.sessions, writes, r.worst_lag);
     /* The test means something only if both kinds of kill happened and
@@ -750,12 +825,22 @@ static void staleness_case(const char *kind)
 
 Test(near_cache, never_serves_a_body_older_than_the_bound_while_connections_are_killed_hashed)
 {
-    staleness_case(WK_KIND_HASHED_CACHE);
+    staleness_case(WK_KIND_HASHED_CACHE, NULL);
 }
 
 Test(near_cache, never_serves_a_body_older_than_the_bound_while_connections_are_killed_cache)
 {
-    staleness_case(WK_KIND_CACHE);
+    staleness_case(WK_KIND_CACHE, NULL);
+}
+
+/* The loop gets serve from memory by the same rule: the bound holds for
+ * them as for blocking gets (a body copied at the call of a hit, or read
+ * by the loop reader after it). */
+Test(near_cache, never_serves_a_body_older_than_the_bound_through_the_loop)
+{
+    wk_async *a = wk_test_open_async(wk_test_url(), NULL, 3 * BOUND_MS);
+    staleness_case(WK_KIND_HASHED_CACHE, a);
+    wk_async_close(a);
 }
 
 /*
@@ -816,4 +901,391 @@ Test(near_cache, never_serves_a_body_older_than_the_bound_when_connections_stall
     cr_assert_gt(stalled_checks, 0, "bodies were served from memory during the stalls");
     wk_near_cache_close(nc);
     wk_test_proxy_stop(proxy);
+}
+
+/* ------------------------------------------------------------------------
+ * Through an event loop (wk_near_cache_get_async)
+ * ---------------------------------------------------------------------- */
+
+/* A loop get: its completion (tests/support) and the body it delivered. */
+typedef struct loop_get {
+    wk_test_done d;
+    wk_body body;
+} loop_get;
+
+static void on_loop_get(wk_async *a, int status, const char *msg, void *arg)
+{
+    wk_test_on_done(a, status, msg, &((loop_get *)arg)->d);
+}
+
+/* Submit a loop get of `name` (never completed inside the call), turn the
+ * loop until its callback ran; its status. */
+static int loop_get_now(wk_async *a, wk_near_cache *nc, const wk_entity *e, const char *name,
+                        loop_get *g)
+{
+    return wk_test_near_get_loop(a, nc, e, name, &g->body, &g->d);
+}
+
+/* The body a loop get delivered (NULL: a miss). */
+static void expect_loop_body(const loop_get *g, const char *want)
+{
+    cr_assert_eq(g->d.status, WK_OK, "%s: %s", wk_err_name(g->d.status), g->d.msg);
+    if (!want) {
+        cr_assert(!g->body.found, "expected a miss");
+        return;
+    }
+    cr_assert(g->body.found, "expected \"%s\", got a miss", want);
+    cr_assert(g->body.len == strlen(want) && memcmp(g->body.data, want, g->body.len) == 0,
+              "got \"%.*s\", want \"%s\"", (int)g->body.len, (char *)g->body.data, want);
+}
+
+static int get_version(wk_near_cache *nc, wk_async *a, const wk_entity *e, char *buf, size_t cap,
+                       wk_buffer *b)
+{
+    if (!a)
+        return wk_near_cache_get_into(nc, e, wk_name_str("v"), b);
+    loop_get g = {.body = WK_BODY_INIT};
+    int rc = wk_near_cache_get_async(nc, a, e, wk_name_str("v"), &g.body, on_loop_get, &g);
+    cr_assert_eq(rc, WK_OK, "%s", wk_near_cache_errmsg());
+    while (!g.d.calls)
+        wk_test_async_turn(a);
+    if (g.d.status == WK_OK) {
+        cr_assert_leq(g.body.len, cap);
+        b->found = g.body.found;
+        b->len = g.body.len;
+        if (g.body.len)
+            memcpy(buf, g.body.data, g.body.len);
+    }
+    wk_body_free(&g.body);
+    return g.d.status;
+}
+
+/* On the private server: a near cache of Cache:frozen whose connections
+ * go through a proxy the test can freeze (command timeout as given), a
+ * handle writing straight to the server, which put "k" = "v1", and a loop
+ * handle straight to it too. */
+typedef struct frozen {
+    wk_entity c;
+    wk_test_proxy *proxy;
+    wk_near_cache *nc;
+    wk_db *writer;
+    wk_async *a;
+} frozen;
+
+static void frozen_open(frozen *f, int timeout_ms)
+{
+    f->c = (wk_entity)WK_CACHE_ENTITY("frozen", 60000);
+    const wk_entity *ents[] = {&f->c};
+    const char *url = wk_test_private_url();
+    cr_assert_eq(wk_test_proxy_start(&f->proxy, atoi(strrchr(url, ':') + 1)), 0);
+    wk_db_options dbo = WK_DB_OPTIONS_INIT;
+    dbo.url = wk_test_proxy_url(f->proxy);
+    dbo.capability = wk_cap_read_write();
+    dbo.command_timeout_ms = timeout_ms;
+    char err[256];
+    wk_db *db = NULL;
+    cr_assert_eq(wk_db_open(&db, &dbo, err, sizeof(err)), WK_OK, "%s", err);
+    wk_near_cache_options o = relaxed(ents, 1);
+    f->nc = open_nc(db, &o);
+    wk_db_close(db);
+    f->writer = open_db(url, NULL, "near-loop-writer");
+    cr_assert_eq(wk_cache_put(wk_db_processor(f->writer), &f->c, wk_name_str("k"), "v1", 2), WK_OK);
+    f->a = wk_test_open_async(url, NULL, 5000);
+}
+
+/* Close what is still open (a closed member is NULL). */
+static void frozen_close(frozen *f)
+{
+    wk_async_close(f->a);
+    wk_near_cache_close(f->nc);
+    wk_db_close(f->writer);
+    wk_test_proxy_stop(f->proxy);
+}
+
+Test(near_cache, loop_a_hit_completes_at_the_next_turn_with_no_io, .init = wk_test_private_start,
+     .fini = wk_test_private_stop)
+{
+    const char *url = wk_test_private_url();
+    wk_async *a = wk_test_open_async(url, NULL, 5000);
+    hits t;
+    hits_open(&t);
+    wk_near_cache *nc = t.nc;
+    const wk_entity c = t.c, h = t.h;
+
+    loop_get g = {.body = WK_BODY_INIT};
+    cr_assert_eq(loop_get_now(a, nc, &c, "a", &g), WK_OK); /* misses: read by the reader */
+    expect_loop_body(&g, "plain");
+    cr_assert_eq(loop_get_now(a, nc, &h, "a", &g), WK_OK);
+    expect_loop_body(&g, "hashed");
+    uint8_t want[WK_HASH_LEN];
+    wk_blake3("hashed", 6, want);
+    cr_assert(memcmp(g.body.hash, want, WK_HASH_LEN) == 0, "the hashed body comes with its hash");
+    cr_assert_eq(loop_get_now(a, nc, &c, "missing", &g), WK_OK);
+    expect_loop_body(&g, NULL);
+    cr_assert_eq(stats_of(nc).reads, 3);
+    cr_assert_eq(stats_of(nc).hits, 0);
+    wk_test_async_drain(a);
+
+    redisContext *raw = wk_test_raw(url);
+    long long before = read_calls(raw);
+    for (int i = 0; i < 300; i++) {
+        const wk_entity *e = i % 3 == 1 ? &h : &c;
+        const char *name = i % 3 == 2 ? "missing" : "a";
+        int calls = g.d.calls;
+        cr_assert_eq(wk_near_cache_get_async(nc, a, e, wk_name_str(name), &g.body, on_loop_get, &g),
+                     WK_OK);
+        cr_assert_eq(g.d.calls, calls, "a hit's callback ran inside the call");
+        cr_assert_eq(wk_async_pending(a), 1);
+        cr_assert_eq(wk_async_timeout_ms(a), 0, "the hit is due at the next turn");
+        wk_async_process(a, 0); /* a turn without any event: nothing to read */
+        cr_assert_eq(g.d.calls, calls + 1, "the hit did not complete at the next turn");
+        expect_loop_body(&g, i % 3 == 2 ? NULL : i % 3 == 1 ? "hashed" : "plain");
+        cr_assert_eq(wk_async_pending(a), 0);
+    }
+    cr_assert_eq(read_calls(raw), before, "hits sent %lld read commands", read_calls(raw) - before);
+    wk_near_stats s = stats_of(nc);
+    cr_assert_eq(s.hits, 300);
+    cr_assert_eq(s.reads, 3);
+
+    wk_body_free(&g.body);
+    redisFree(raw);
+    wk_async_close(a);
+    wk_near_cache_close(nc);
+    wk_db_close(t.db);
+}
+
+Test(near_cache, loop_a_miss_in_flight_does_not_block_the_loop, .init = wk_test_private_start,
+     .fini = wk_test_private_stop)
+{
+    frozen f;
+    frozen_open(&f, 20000);
+    const wk_entity c = f.c;
+
+    /* The loop handle's own connection is up. */
+    loop_get other = {.body = WK_BODY_INIT};
+    cr_assert_eq(wk_cache_get(wk_async_with(f.a, on_loop_get, &other), &c, wk_name_str("k"),
+                              &other.body),
+                 WK_OK);
+    while (!other.d.calls)
+        wk_test_async_turn(f.a);
+
+    /* The near cache's read cannot be answered while the proxy is frozen;
+     * a blocking read in the call would not return before the command
+     * timeout, and then with WK_ETIMEDOUT. */
+    wk_test_proxy_freeze(f.proxy, true);
+    loop_get g = {.body = WK_BODY_INIT};
+    cr_assert_eq(wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("k"), &g.body, on_loop_get, &g),
+                 WK_OK);
+    /* Another query through the same loop completes meanwhile. */
+    cr_assert_eq(wk_cache_get(wk_async_with(f.a, on_loop_get, &other), &c, wk_name_str("k"),
+                              &other.body),
+                 WK_OK);
+    while (other.d.calls < 2)
+        wk_test_async_turn(f.a);
+    expect_loop_body(&other, "v1");
+    cr_assert_eq(g.d.calls, 0, "the near cache's read completed through a frozen proxy");
+    cr_assert_eq(wk_async_pending(f.a), 1, "the near-cache get is counted until it completes");
+
+    wk_test_proxy_freeze(f.proxy, false);
+    while (!g.d.calls)
+        wk_test_async_turn(f.a);
+    expect_loop_body(&g, "v1");
+    cr_assert_eq(stats_of(f.nc).reads, 1);
+
+    wk_body_free(&g.body);
+    wk_body_free(&other.body);
+    frozen_close(&f);
+}
+
+Test(near_cache, loop_another_handles_put_is_seen_and_a_hashed_entry_revalidates_by_hash,
+     .init = wk_test_private_start, .fini = wk_test_private_stop)
+{
+    const char *url = wk_test_private_url();
+    wk_async *a = wk_test_open_async(url, NULL, 5000);
+    hits t;
+    hits_open(&t);
+    wk_db_close(t.db); /* the near cache's are the only connections of that name */
+    wk_near_cache *nc = t.nc;
+    const wk_entity c = t.c, h = t.h;
+    wk_db *writer = open_db(url, NULL, "near-loop-writer");
+    wk_processor *p = wk_db_processor(writer);
+
+    loop_get g = {.body = WK_BODY_INIT};
+    cr_assert_eq(loop_get_now(a, nc, &c, "a", &g), WK_OK);
+    expect_loop_body(&g, "plain");
+    cr_assert_eq(loop_get_now(a, nc, &c, "a", &g), WK_OK);
+    expect_loop_body(&g, "plain");
+    cr_assert_eq(stats_of(nc).hits, 1);
+
+    /* Another handle's put, then its remove: each seen by the next get. */
+    cr_assert_eq(wk_cache_put(p, &c, wk_name_str("a"), "v2", 2), WK_OK);
+    await_not_verified(nc, &c, "a");
+    cr_assert_eq(loop_get_now(a, nc, &c, "a", &g), WK_OK);
+    expect_loop_body(&g, "v2");
+    bool removed = false;
+    cr_assert_eq(wk_cache_remove(p, &c, wk_name_str("a"), &removed), WK_OK);
+    await_not_verified(nc, &c, "a");
+    cr_assert_eq(loop_get_now(a, nc, &c, "a", &g), WK_OK);
+    expect_loop_body(&g, NULL);
+    cr_assert_eq(stats_of(nc).reads, 3);
+
+    /* The data connection killed: the HashedCache entry is kept,
+     * unverified, and the loop get revalidates it by hash (no body). */
+    cr_assert_eq(loop_get_now(a, nc, &h, "a", &g), WK_OK);
+    expect_loop_body(&g, "hashed");
+    redisContext *raw = wk_test_raw(url);
+    uint64_t sessions = stats_of(nc).sessions;
+    cr_assert_eq(wk_test_kill_clients_of_type(raw, "normal", "near-hit"), 1);
+    while (stats_of(nc).sessions == sessions)
+        wk_test_sleep_ms(1);
+    cr_assert_eq(state_of(nc, &h, "a"), WK_NEAR_UNVERIFIED);
+    long long hget = wk_test_cmd_calls(raw, "hget");
+    uint64_t revalidations = stats_of(nc).revalidations;
+    cr_assert_eq(loop_get_now(a, nc, &h, "a", &g), WK_OK);
+    expect_loop_body(&g, "hashed");
+    cr_assert_eq(stats_of(nc).revalidations, revalidations + 1);
+    cr_assert_eq(wk_test_cmd_calls(raw, "hget"), hget + 1, "one HGET: the hash, not the body");
+    cr_assert_eq(state_of(nc, &h, "a"), WK_NEAR_VERIFIED);
+
+    wk_body_free(&g.body);
+    redisFree(raw);
+    wk_async_close(a);
+    wk_near_cache_close(nc);
+    wk_db_close(writer);
+}
+
+Test(near_cache, loop_gets_the_capability_refuses_are_denied_at_the_call_and_send_nothing,
+     .init = wk_test_private_start, .fini = wk_test_private_stop)
+{
+    /* The loop handle may read anything: the near cache's capability rules. */
+    wk_async *a = wk_test_open_async(wk_test_private_url(), NULL, 5000);
+    capped cp;
+    capped_open(&cp);
+    wk_near_cache *nc = cp.nc;
+    wk_test_async_drain(a);
+    const char *url = wk_test_private_url();
+
+    redisContext *raw = wk_test_raw(url);
+    long long before = read_calls(raw);
+    loop_get g = {.body = WK_BODY_INIT};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(
+            wk_near_cache_get_async(nc, a, &cp.no, wk_name_str("s"), &g.body, on_loop_get, &g),
+            WK_EDENIED);
+        cr_assert(
+            strstr(wk_near_cache_errmsg(), "capability \"replica\" may not READ Cache:secret"),
+            "%s", wk_near_cache_errmsg());
+        cr_assert_eq(
+            wk_near_cache_get_async(nc, a, &cp.hno, wk_name_str("s"), &g.body, on_loop_get, &g),
+            WK_EDENIED);
+        cr_assert(strstr(wk_near_cache_errmsg(), "may not READ HashedCache:secret"), "%s",
+                  wk_near_cache_errmsg());
+        cr_assert_eq(wk_async_pending(a), 0);
+        wk_async_process(a, 0);
+    }
+    cr_assert_eq(g.d.calls, 0, "a refused get's callback ran");
+    cr_assert(!g.body.found);
+    cr_assert_eq(state_of(nc, &cp.no, "s"), WK_NEAR_ABSENT);
+    cr_assert_eq(read_calls(raw), before, "a refused read reached Redis");
+
+    /* Bad arguments are refused at the call too. */
+    wk_entity other = WK_CACHE_ENTITY("other", 60000);
+    cr_assert_eq(wk_near_cache_get_async(nc, a, &other, wk_name_str("s"), &g.body, on_loop_get, &g),
+                 WK_EINVAL);
+    cr_assert_eq(wk_near_cache_get_async(nc, a, &cp.ok, wk_name_str("s"), NULL, on_loop_get, &g),
+                 WK_EINVAL);
+    cr_assert_eq(
+        wk_near_cache_get_async(nc, NULL, &cp.ok, wk_name_str("s"), &g.body, on_loop_get, &g),
+        WK_EINVAL);
+    cr_assert_eq(g.d.calls, 0);
+
+    cr_assert_eq(loop_get_now(a, nc, &cp.ok, "s", &g), WK_OK); /* granted: a miss */
+    expect_loop_body(&g, NULL);
+    cr_assert_eq(read_calls(raw), before + 1);
+
+    wk_body_free(&g.body);
+    redisFree(raw);
+    wk_async_close(a);
+    capped_close(&cp);
+}
+
+Test(near_cache, loop_closing_the_handle_ends_its_gets_read_or_not, .init = wk_test_private_start,
+     .fini = wk_test_private_stop)
+{
+    frozen f;
+    frozen_open(&f, 20000);
+    const wk_entity c = f.c;
+    loop_get hit = {.body = WK_BODY_INIT}, y = {.body = WK_BODY_INIT}, z = {.body = WK_BODY_INIT};
+    cr_assert_eq(loop_get_now(f.a, f.nc, &c, "k", &hit), WK_OK);
+
+    /* A hit not yet delivered, a read held by the frozen proxy and one
+     * queued behind it. */
+    cr_assert_eq(
+        wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("k"), &hit.body, on_loop_get, &hit),
+        WK_OK);
+    wk_test_proxy_freeze(f.proxy, true);
+    cr_assert_eq(wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("y"), &y.body, on_loop_get, &y),
+                 WK_OK);
+    cr_assert_eq(wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("z"), &z.body, on_loop_get, &z),
+                 WK_OK);
+    cr_assert_eq(wk_async_pending(f.a), 3);
+    wk_async_close(f.a);
+    f.a = NULL;
+    cr_assert_eq(hit.d.calls, 2);
+    expect_loop_body(&hit, "v1");
+    cr_assert_eq(y.d.calls, 1);
+    cr_assert_eq(y.d.status, WK_EIO, "%s", y.d.msg);
+    cr_assert(strstr(y.d.msg, "closed"), "%s", y.d.msg);
+    cr_assert_eq(z.d.calls, 1);
+    cr_assert_eq(z.d.status, WK_EIO, "%s", z.d.msg);
+    cr_assert(!y.body.found && !z.body.found);
+
+    /* The near cache goes on (the cut read finishes on its reader). */
+    wk_test_proxy_freeze(f.proxy, false);
+    expect_body(f.nc, &c, "k", "v1");
+    wk_body_free(&hit.body);
+    frozen_close(&f);
+}
+
+Test(near_cache, loop_closing_the_near_cache_ends_its_gets_at_the_next_turn,
+     .init = wk_test_private_start, .fini = wk_test_private_stop)
+{
+    frozen f;
+    frozen_open(&f, 300); /* the read in flight ends by itself */
+    const wk_entity c = f.c;
+    loop_get y = {.body = WK_BODY_INIT}, z = {.body = WK_BODY_INIT};
+    wk_test_proxy_freeze(f.proxy, true);
+    cr_assert_eq(wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("y"), &y.body, on_loop_get, &y),
+                 WK_OK);
+    cr_assert_eq(wk_near_cache_get_async(f.nc, f.a, &c, wk_name_str("z"), &z.body, on_loop_get, &z),
+                 WK_OK);
+    wk_near_cache_close(f.nc); /* waits for the read in flight */
+    f.nc = NULL;
+    cr_assert_eq(y.d.calls + z.d.calls, 0, "callbacks run on the loop, not inside the close");
+    while (y.d.calls + z.d.calls < 2)
+        wk_test_async_turn(f.a);
+    cr_assert_eq(y.d.calls, 1);
+    cr_assert_eq(z.d.calls, 1);
+    cr_assert(wk_is_connection_error(y.d.status), "%s: %s", wk_err_name(y.d.status), y.d.msg);
+    cr_assert(wk_is_connection_error(z.d.status), "%s: %s", wk_err_name(z.d.status), z.d.msg);
+    cr_assert_eq(wk_async_pending(f.a), 0);
+    wk_async_process(f.a, 0); /* nothing more comes */
+    cr_assert_eq(y.d.calls + z.d.calls, 2);
+
+    wk_test_proxy_freeze(f.proxy, false);
+    frozen_close(&f);
+}
+
+/* expect_body(), or the same through the loop `a`. */
+static void expect_body_on(wk_near_cache *nc, wk_async *a, const wk_entity *e, const char *name,
+                           const char *want)
+{
+    if (!a) {
+        expect_body(nc, e, name, want);
+        return;
+    }
+    loop_get g = {.body = WK_BODY_INIT};
+    loop_get_now(a, nc, e, name, &g);
+    expect_loop_body(&g, want);
+    wk_body_free(&g.body);
 }

@@ -6,8 +6,9 @@
  * holds the job's lock, "limited" once the test emptied the bucket; a
  * "wait" that times out and one woken by the test's release; a "follow"
  * that relays a pipe's messages in order, then its end, while another
- * client is served; and exit 0 on SIGTERM (in the sanitized build: with
- * nothing leaked).
+ * client is served; a "get" through the near cache, read from Redis then
+ * served from memory, seeing another handle's put; and exit 0 on SIGTERM
+ * (in the sanitized build: with nothing leaked).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -129,8 +130,8 @@ static void run_example(const char *binary)
     cr_assert_str_eq(ask(&s, "job 1"), "ok");
     /* The lock was released after the reply: the same job again is ok. */
     cr_assert_str_eq(ask(&s, "job 1"), "ok");
-    cr_assert_str_eq(ask(&s, "nonsense"),
-                     "error expected \"job <id>\", \"wait <id> <ms>\" or \"follow <pipe>\"");
+    cr_assert_str_eq(ask(&s, "nonsense"), "error expected \"job <id>\", \"wait <id> <ms>\", "
+                                          "\"follow <pipe>\" or \"get <name>\"");
 
     /* Another replica holds job 7's lock: busy. */
     char lock_name[128];
@@ -166,6 +167,28 @@ static void run_example(const char *binary)
     cr_assert_eq(wk_pipe_finish(p, &jobs_pipe, wk_name_str(pipe_name)), WK_OK);
     cr_assert_str_eq(answer(&s.c), "msg second");
     cr_assert_str_eq(answer(&s.c), "end");
+
+    /* The near cache through the loop: read, then from memory; another
+     * handle's put is heard (normally at once, at the latest within the
+     * near cache's staleness bound), and the new body read. */
+    char cache_name[128];
+    snprintf(cache_name, sizeof(cache_name), "%s:c1", prefix);
+    cr_assert_str_eq(ask(&s, "get c1"), "miss (absent)");
+    cr_assert_str_eq(ask(&s, "get c1"), "hit (absent)");
+    cr_assert_eq(wk_cache_put(p, &jobs_cache, wk_name_str(cache_name), "one", 3), WK_OK);
+    const char *got;
+    while (strcmp(got = ask(&s, "get c1"), "hit (absent)") == 0)
+        wk_test_sleep_ms(5);
+    cr_assert_str_eq(got, "miss one");
+    cr_assert_str_eq(ask(&s, "get c1"), "hit one");
+    cr_assert_eq(wk_cache_put(p, &jobs_cache, wk_name_str(cache_name), "two", 3), WK_OK);
+    while (strcmp(got = ask(&s, "get c1"), "hit one") == 0)
+        wk_test_sleep_ms(5);
+    cr_assert_str_eq(got, "miss two");
+    cr_assert_str_eq(ask(&s, "get c1"), "hit two");
+    tell(&s.c, "get c1");
+    cr_assert_str_eq(ask_other(&s, "get c1"), "hit two", "another client on the same loop");
+    cr_assert_str_eq(answer(&s.c), "hit two");
 
     /* Other replicas used up the shared bucket: limited (it refills one
      * token per JOBS_BUCKET_PERIOD_MS). */

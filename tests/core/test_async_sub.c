@@ -20,20 +20,9 @@ static const wk_entity sb_short = WK_STREAM_BUFFER_ENTITY("asub-short", 400);
 static const wk_entity lv_e = WK_LIVE_VIEW_ENTITY("asub", 100);
 static const wk_entity cache = WK_CACHE_ENTITY("asub", 60000);
 
-/* A completion as its callback saw it. */
-typedef struct done {
-    int calls, status;
-    char msg[256];
-} done;
-
-static void on_done(wk_async *a, int status, const char *msg, void *arg)
-{
-    (void)a;
-    done *d = arg;
-    d->calls++;
-    d->status = status;
-    snprintf(d->msg, sizeof(d->msg), "%s", msg);
-}
+/* A completion as its callback saw it (tests/support). */
+typedef wk_test_done done;
+#define on_done wk_test_on_done
 
 static void turn_until(wk_async *a, const done *d, int calls)
 {

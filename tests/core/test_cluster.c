@@ -2123,6 +2123,37 @@ static wk_async *open_loop(const char *url, const char *client_name)
     return open_loop_timeout(url, client_name, 5000);
 }
 
+/* The near cache through a cluster's event-loop handle (whose descriptor
+ * is an epoll set from the start; the near cache's eventfd joins it):
+ * entries of every primary are served, a write on any primary is heard
+ * and the loop get reads the new body (the loop reader's read routed by
+ * the near cache's cluster data handle). */
+Test(cluster, near_cache_through_a_cluster_loop_handle, .init = shared, .timeout = 120)
+{
+    near_fixture f;
+    near_start(&f, "nearloop", WK_NEAR_DEFAULT);
+    wk_async *a = open_loop(C.url, "near-loop");
+    wk_body b = WK_BODY_INIT;
+    wk_test_done d = {0};
+    for (int round = 0; round < 2; round++) {
+        const char *want = round ? "v2" : "v1";
+        for (int k = 0; k < 3; k++) {
+            if (round) {
+                cr_assert_eq(wk_cache_put(f.w, &f.e, wk_name_str(f.name[k]), "v2", 2), WK_OK);
+                cr_assert(near_heard(f.nc, &f.e, f.name[k]), "a write on :%d heard", f.ports[k]);
+            }
+            int rc = wk_test_near_get_loop(a, f.nc, &f.e, f.name[k], &b, &d);
+            cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), d.msg);
+            cr_assert(b.found && b.len == 2 && memcmp(b.data, want, 2) == 0, "%s on :%d",
+                      f.name[k], f.ports[k]);
+        }
+    }
+    cr_assert_eq(wk_async_pending(a), 0);
+    wk_body_free(&b);
+    wk_async_close(a);
+    near_stop(&f);
+}
+
 static wk_processor *via(wk_async *a, outcome *o)
 {
     *o = (outcome){0};

@@ -310,6 +310,28 @@ void wk_test_async_drain(wk_async *a)
         wk_test_async_turn(a);
 }
 
+void wk_test_on_done(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    wk_test_done *d = arg;
+    d->calls++;
+    d->status = status;
+    snprintf(d->msg, sizeof(d->msg), "%s", msg);
+}
+
+int wk_test_near_get_loop(wk_async *a, wk_near_cache *nc, const wk_entity *e, const char *name,
+                          wk_body *body, wk_test_done *d)
+{
+    int before = d->calls;
+    int rc = wk_near_cache_get_async(nc, a, e, wk_name_str(name), body, wk_test_on_done, d);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_near_cache_errmsg());
+    cr_assert_eq(d->calls, before, "the callback ran inside the call");
+    while (d->calls == before)
+        wk_test_async_turn(a);
+    cr_assert_eq(d->calls, before + 1);
+    return d->status;
+}
+
 void wk_test_follow_pipe(wk_async *a, int status, const char *msg, void *arg)
 {
     (void)a, (void)msg;

@@ -340,6 +340,20 @@ typedef struct wk_test_follower {
 } wk_test_follower;
 void wk_test_follow_pipe(wk_async *a, int status, const char *msg, void *arg);
 
+/* A completion as its callback saw it: wk_test_on_done(a, status, msg,
+ * &done) counts the calls and keeps the last status and message. */
+typedef struct wk_test_done {
+    int calls, status;
+    char msg[256];
+} wk_test_done;
+void wk_test_on_done(wk_async *a, int status, const char *msg, void *arg);
+/* A near-cache get of `name` through the loop `a` (wk_near_cache_get_async
+ * into *body, completed into *d), the loop turned until its callback ran;
+ * asserts that it was queued and did not complete inside the call.
+ * Returns its status. */
+int wk_test_near_get_loop(wk_async *a, wk_near_cache *nc, const wk_entity *e, const char *name,
+                          wk_body *body, wk_test_done *d);
+
 /* Sleep for ms milliseconds. */
 void wk_test_sleep_ms(int ms);
 int64_t wk_test_now_ms(void);
