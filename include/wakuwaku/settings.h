@@ -361,6 +361,47 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
                                       size_t errlen);
 
 /*
+ * wk_settings_follower_start_async — the same follower on an event loop:
+ * `p` is an event-loop handle's processor, wk_async_with(a, done, arg)
+ * (wakuwaku/async.h, 10.). Nothing blocks the loop and no thread is made:
+ * the subscription is a hidden connection of the handle (its settings and
+ * capability, set up through the loop, its socket in the handle's epoll
+ * set: the loop still watches one descriptor), the loads and checks are
+ * queries on the handle's connection, and the follower's every step —
+ * the change callback included — runs from wk_async_process(). The rules
+ * are the thread form's (above): subscribe first, then load in chunks
+ * (the changes made meanwhile applied from the queued messages); apply
+ * changes of the mirror's epoch in version order; reload after a gap, a
+ * lost or killed subscriber connection (a new one, then a load), or a
+ * message of another epoch whose check finds the server's epoch or
+ * version changed; the check every check_ms; a PING after keepalive_ms
+ * without traffic (unanswered within the command timeout: a new
+ * subscriber). opts->db is not used (the handle's settings are).
+ *
+ * *out is written at once; the mirror is loaded when `done(a, status,
+ * msg, arg)` runs (once, from wk_async_process() or wk_async_close()):
+ * WK_OK, or the first sync's failure (WK_EIO, WK_ETIMEDOUT, WK_EAUTH:
+ * cannot connect; WK_ECORRUPT; WK_EIO when the handle closed first) —
+ * the follower is then halted. After the first sync, failures are retried
+ * forever with the backoff of the options (see stats). Closing the handle
+ * halts the follower (readable, stats.synced false): free it after.
+ * _get(), _get_dup(), _snapshot(), _version(), _lag() and _stats() work
+ * unchanged (no I/O); _wait() with a timeout would block the loop that
+ * advances the mirror: on a loop follower only timeout_ms 0 (a check) is
+ * accepted, else WK_EINVAL — wait in the change callback instead. Halt
+ * and free it from the loop's thread, not from its change callback; a
+ * follower halted before its start completed never calls `done`.
+ *
+ * Returns WK_OK; WK_EINVAL (bad options, entity or name; p not an
+ * event-loop handle's processor; a cluster handle: not supported yet);
+ * WK_EDENIED (the handle's capability does not grant READ on the entity;
+ * nothing was sent); WK_EIO (the handle is closing); WK_ENOMEM.
+ */
+WK_API int wk_settings_follower_start_async(wk_settings_follower **out, wk_processor *p,
+                                            const wk_settings_follower_options *opts, char *err,
+                                            size_t errlen);
+
+/*
  * LIFECYCLE: start / halt / free. wk_settings_follower_start() creates the
  * follower and starts its thread; wk_settings_follower_halt() stops the
  * thread and never frees; wk_settings_follower_free() frees (halting first

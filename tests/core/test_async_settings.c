@@ -1,0 +1,517 @@
+/*
+ * tests/core/test_async_settings.c — the settings follower through the
+ * event-loop handle (wk_settings_follower_start_async(), wakuwaku/async.h
+ * 10.): it subscribes on a hidden connection of the handle's epoll set,
+ * loads through the handle, and keeps the guarantees of the thread form
+ * (docs/GUARANTEES.md, Settings follower): changes made by another handle
+ * arrive, on the loop, from wk_async_process(); a load under steady
+ * writes completes and equals the map; a killed subscriber connection is
+ * replaced and the mirror reloaded, nothing lost; a forged or undecodable
+ * message is never applied; a reset is noticed by the periodic check;
+ * halting or closing the handle in the middle of a load is safe. Each
+ * test runs its own redis-server (CLIENT KILL and FLUSHDB touch nobody
+ * else).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "support.h"
+
+static const wk_entity e = WK_SETTINGS_ENTITY("asettings");
+
+/* Inside wk_async_process() (the test's turn sets it around each one). */
+static bool in_process;
+
+typedef struct seen {
+    int changes, off_loop;
+    int64_t last_version;
+    int started, start_status;
+    char start_msg[256];
+} seen;
+
+static void on_change(void *ctx, const wk_settings_change *c)
+{
+    seen *s = ctx;
+    s->changes++;
+    s->last_version = c->version;
+    if (!in_process)
+        s->off_loop++;
+}
+
+static void on_started(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    seen *s = arg;
+    s->started++;
+    s->start_status = status;
+    snprintf(s->start_msg, sizeof(s->start_msg), "%s", msg);
+    if (!in_process)
+        s->off_loop++;
+}
+
+static void turn(wk_async *a)
+{
+    in_process = true;
+    wk_test_async_turn(a);
+    in_process = false;
+}
+
+typedef struct env {
+    wk_test_server srv;
+    wk_async *a;
+    wk_db *db;
+    wk_processor *p;
+    redisContext *raw;
+} env;
+
+static void env_open(env *x)
+{
+    cr_assert_eq(wk_test_server_start(&x->srv, NULL), 0);
+    x->a = wk_test_open_async(x->srv.url, NULL, 2000);
+    x->db = wk_test_open_url(x->srv.url, NULL);
+    x->p = wk_db_processor(x->db);
+    x->raw = wk_test_raw(x->srv.url);
+}
+
+static void env_close(env *x)
+{
+    redisFree(x->raw);
+    wk_async_close(x->a);
+    wk_db_close(x->db);
+    wk_test_server_stop(&x->srv);
+}
+
+static wk_settings_follower_options loop_options(const char *name, seen *s)
+{
+    wk_settings_follower_options o = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    o.settings = &e;
+    o.name = wk_name_str(name);
+    o.on_change = on_change;
+    o.ctx = s;
+    o.retry_max_ms = 200;
+    return o;
+}
+
+/* Start a loop follower and turn until its start's callback ran. */
+static wk_settings_follower *follow_with(env *x, const wk_settings_follower_options *o, seen *s)
+{
+    wk_settings_follower *f = NULL;
+    char err[256] = "";
+    int rc = wk_settings_follower_start_async(&f, wk_async_with(x->a, on_started, s), o, err,
+                                              sizeof(err));
+    cr_assert_eq(rc, WK_OK, "start: %s: %s", wk_err_name(rc), err);
+    cr_assert_not_null(f);
+    cr_assert_eq(s->started, 0, "the callback never runs inside the call");
+    while (!s->started)
+        turn(x->a);
+    cr_assert_eq(s->started, 1);
+    cr_assert_eq(s->start_status, WK_OK, "first load: %s", s->start_msg);
+    return f;
+}
+
+static wk_settings_follower *follow(env *x, const char *name, seen *s)
+{
+    wk_settings_follower_options o = loop_options(name, s);
+    return follow_with(x, &o, s);
+}
+
+static void put(env *x, const char *name, const char *k, const char *v, int64_t *version)
+{
+    int rc = wk_settings_put(x->p, &e, wk_name_str(name), k, strlen(k), v, strlen(v), version);
+    cr_assert_eq(rc, WK_OK, "put: %s", wk_db_errmsg(x->db));
+}
+
+static wk_settings_stats stats_of(wk_settings_follower *f)
+{
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    return st;
+}
+
+/* Turn until the mirror equals the map read now through the blocking
+ * handle (same version, same entries). */
+static void converge(env *x, wk_settings_follower *f, const char *name, const char *what)
+{
+    wk_settings_map *m = NULL;
+    cr_assert_eq(wk_settings_snapshot(x->p, &e, wk_name_str(name), &m), WK_OK);
+    wk_settings_map *mine = NULL;
+    for (;;) { /* the same version of the same epoch */
+        cr_assert_eq(wk_settings_follower_snapshot(f, &mine), WK_OK);
+        if (mine->version == m->version && strcmp(mine->epoch, m->epoch) == 0 &&
+            stats_of(f).synced)
+            break;
+        wk_settings_map_free(mine);
+        turn(x->a);
+    }
+    cr_assert_eq(mine->count, m->count, "%s: %zu entries, the map has %zu", what, mine->count,
+                 m->count);
+    cr_assert_str_eq(mine->epoch, m->epoch, "%s", what);
+    for (size_t i = 0; i < m->count; i++) {
+        const wk_settings_entry *a = &mine->entries[i], *b = &m->entries[i];
+        cr_assert(a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0 &&
+                      a->value_len == b->value_len && memcmp(a->value, b->value, a->value_len) == 0,
+                  "%s: entry %zu differs", what, i);
+    }
+    wk_settings_map_free(mine);
+    wk_settings_map_free(m);
+}
+
+static bool has(wk_settings_follower *f, const char *k, const char *want)
+{
+    char buf[64];
+    size_t len = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(f, k, strlen(k), buf, sizeof(buf), &len, &found), WK_OK);
+    if (!want)
+        return found;
+    return found && len == strlen(want) && memcmp(buf, want, len) == 0;
+}
+
+Test(async_settings, start_checks_its_arguments)
+{
+    env x;
+    env_open(&x);
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("args", &s);
+    wk_settings_follower *f = (wk_settings_follower *)&s;
+    char err[256];
+    /* A blocking handle's processor is not a loop's. */
+    cr_assert_eq(wk_settings_follower_start_async(&f, x.p, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert_null(f);
+    cr_assert_eq(wk_settings_follower_start_async(&f, NULL, &o, err, sizeof(err)), WK_EINVAL);
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(x.a, on_started, &s), NULL,
+                                                  err, sizeof(err)),
+                 WK_EINVAL);
+    /* No READ grant: refused at once, nothing queued. */
+    wk_cap_entry rows[] = {{WK_KIND_SETTINGS, e.ns, WK_GRANT_NONE}};
+    wk_cap *cap;
+    cr_assert_eq(wk_cap_new(&cap, "blind", WK_GRANT_WRITE, rows, 1), WK_OK);
+    wk_async *blind = wk_test_open_async(x.srv.url, cap, 2000);
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(blind, on_started, &s), &o,
+                                                  err, sizeof(err)),
+                 WK_EDENIED, "%s", err);
+    cr_assert_null(f);
+    cr_assert(strstr(err, "capability \"blind\" may not READ Settings:asettings"), "%s", err);
+    cr_assert_eq(wk_async_pending(blind), 0);
+    wk_async_close(blind);
+    wk_cap_free(cap);
+    cr_assert_eq(s.started, 0);
+    env_close(&x);
+}
+
+Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop)
+{
+    env x;
+    env_open(&x);
+    int64_t v = 0;
+    put(&x, "m", "before", "1", &v);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "m", &s);
+    cr_assert(has(f, "before", "1"), "the first load is complete when the callback runs");
+    cr_assert_eq(wk_settings_follower_version(f), v);
+    put(&x, "m", "k", "v1", NULL);
+    put(&x, "m", "k", "v2", NULL);
+    wk_settings_removal rm;
+    cr_assert_eq(wk_settings_remove(x.p, &e, wk_name_str("m"), "before", 6, &rm), WK_OK);
+    put(&x, "m", "other", "o", &v);
+    while (wk_settings_follower_version(f) < v)
+        turn(x.a);
+    cr_assert(has(f, "k", "v2"));
+    cr_assert(has(f, "other", "o"));
+    cr_assert_not(has(f, "before", NULL));
+    cr_assert_eq(s.changes, 4, "one callback a change");
+    cr_assert_eq(s.last_version, v);
+    cr_assert_eq(s.off_loop, 0, "callbacks run from wk_async_process()");
+    wk_settings_stats st = stats_of(f);
+    cr_assert_eq(st.applied, 4);
+    cr_assert_eq(st.snapshots, 1);
+    cr_assert(st.synced);
+    /* The handle's own queries still run beside the follower. */
+    converge(&x, f, "m", "after the changes");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- a load under steady writes ---------------------------------------- */
+
+static void fill(env *x, const char *name, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "key-%d", i);
+        put(x, name, k, "v", NULL);
+    }
+}
+
+
+typedef struct writer {
+    const char *url;
+    atomic_bool stop;
+    int64_t last;
+    int n;
+} writer;
+
+static void *write_steadily(void *arg)
+{
+    writer *w = arg;
+    wk_db *db = wk_test_open_url(w->url, NULL);
+    while (!atomic_load(&w->stop)) {
+        char k[32], v[32];
+        snprintf(k, sizeof(k), "key-%d", w->n % 4000);
+        snprintf(v, sizeof(v), "w%d", w->n++);
+        if (wk_settings_put(wk_db_processor(db), &e, wk_name_str("big"), k, strlen(k), v,
+                            strlen(v), &w->last) != WK_OK)
+            break;
+        if (w->n % 7 == 0)
+            wk_settings_remove(wk_db_processor(db), &e, wk_name_str("big"), k, strlen(k), NULL);
+    }
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(async_settings, a_load_under_steady_writes_completes_and_equals_the_map, .timeout = 120)
+{
+    env x;
+    env_open(&x);
+    fill(&x, "big", 5000); /* five chunks and more */
+    writer w = {.url = x.srv.url};
+    atomic_init(&w.stop, false);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, write_steadily, &w), 0);
+    while (w.n < 50) /* the writes are on their way before the load starts */
+        wk_test_sleep_ms(1);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "big", &s);
+    wk_settings_stats st = stats_of(f);
+    for (int i = 0; i < 50; i++) /* following while the writes go on */
+        turn(x.a);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    cr_assert_gt(w.n, 50);
+    converge(&x, f, "big", "after a load under writes");
+    st = stats_of(f);
+    cr_assert_eq(s.off_loop, 0);
+    cr_assert_gt(st.applied + st.caught_up, 0, "changes were followed");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- a killed subscriber connection ------------------------------------ */
+
+Test(async_settings, a_killed_subscriber_is_replaced_and_nothing_is_lost, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "kill", "a", "1", NULL);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "kill", &s);
+    for (int round = 0; round < 5; round++) {
+        redisReply *r = wk_test_cmd(x.raw, "CLIENT KILL TYPE pubsub");
+        cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+        cr_assert_eq(r->integer, 1, "round %d: the follower's subscriber was killed", round);
+        freeReplyObject(r);
+        /* Changes while it is gone are published to nobody. */
+        char k[16];
+        snprintf(k, sizeof(k), "lost-%d", round);
+        put(&x, "kill", k, "while-away", NULL);
+        converge(&x, f, "kill", "after a killed subscriber");
+        cr_assert(has(f, k, "while-away"), "round %d: the change made while away", round);
+    }
+    wk_settings_stats st = stats_of(f);
+    cr_assert_geq(st.reconnects, 5, "a new subscriber each time (%llu)",
+                  (unsigned long long)st.reconnects);
+    cr_assert_geq(st.snapshots, 6, "a reload each time");
+    put(&x, "kill", "after", "x", NULL);
+    converge(&x, f, "kill", "following again");
+    cr_assert_eq(s.off_loop, 0);
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- forged, foreign and undecodable messages ---------------------------- */
+
+static void publish(env *x, const char *name, const char *msg)
+{
+    char chan[256];
+    int n = snprintf(chan, sizeof(chan), "@@wakuwaku-entity:Settings:{asettings:%s}:chan:0", name);
+    cr_assert_lt(n, (int)sizeof(chan));
+    redisReply *r = wk_test_cmd(x->raw, "PUBLISH %s %b", chan, msg, strlen(msg));
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(r->integer, 1, "the follower is the channel's subscriber");
+    freeReplyObject(r);
+}
+
+Test(async_settings, forged_and_foreign_messages_are_never_applied, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    int64_t v = 0;
+    put(&x, "forge", "a", "1", &v);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "forge", &s);
+    wk_settings_stats before = stats_of(f);
+
+    /* Not decodable: reloaded (the map is the truth). */
+    publish(&x, "forge", "garbage");
+    while (stats_of(f).snapshots == before.snapshots)
+        turn(x.a);
+    cr_assert_eq(stats_of(f).gaps, before.gaps + 1);
+
+    /* A made-up epoch with the next version: a check, never applied. */
+    char next[24], forged[200];
+    snprintf(next, sizeof(next), "%lld", (long long)(v + 1));
+    snprintf(forged, sizeof(forged), "P32:%s,%zu:%s,6:forged,1:x,",
+             "0123456789abcdef0123456789abcdef", strlen(next), next);
+    wk_settings_change c;
+    cr_assert_eq(wk_settings_change_decode(forged, strlen(forged), &c), WK_OK, "well formed");
+    publish(&x, "forge", forged);
+    while (stats_of(f).foreign == 0)
+        turn(x.a);
+    while (stats_of(f).checks == 0)
+        turn(x.a);
+    cr_assert_not(has(f, "forged", NULL), "a forged change reached the mirror");
+    cr_assert_eq(stats_of(f).resets, 0, "the server's epoch is still the mirror's");
+
+    /* A message of another epoch for real: FLUSHDB (no message), then a
+     * put, which makes a new epoch: noticed at that message, reloaded. */
+    freeReplyObject(wk_test_cmd(x.raw, "FLUSHDB"));
+    put(&x, "forge", "b", "2", NULL);
+    converge(&x, f, "forge", "after a new epoch");
+    cr_assert_not(has(f, "a", NULL), "the reset removed a");
+    cr_assert(has(f, "b", "2"));
+    cr_assert_geq(stats_of(f).resets, 1);
+    cr_assert_eq(s.off_loop, 0);
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+Test(async_settings, a_reset_alone_is_noticed_by_the_periodic_check, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "reset", "a", "1", NULL);
+    put(&x, "reset", "b", "2", NULL);
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("reset", &s);
+    o.check_ms = 100;
+    wk_settings_follower *f = follow_with(&x, &o, &s);
+    cr_assert(has(f, "a", "1"));
+    freeReplyObject(wk_test_cmd(x.raw, "FLUSHDB")); /* publishes nothing */
+    while (stats_of(f).resets == 0)
+        turn(x.a);
+    converge(&x, f, "reset", "after FLUSHDB");
+    cr_assert_not(has(f, "a", NULL));
+    cr_assert_eq(wk_settings_follower_version(f), 0);
+    cr_assert_eq(s.changes, 2, "each removal reported");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+Test(async_settings, keepalive_pings_go_on_the_subscriber, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("idle", &s);
+    o.keepalive_ms = 50;
+    wk_settings_follower *f = follow_with(&x, &o, &s);
+    long long before = wk_test_cmd_calls(x.raw, "ping");
+    while (wk_test_cmd_calls(x.raw, "ping") < before + 3)
+        turn(x.a);
+    cr_assert(stats_of(f).synced);
+    cr_assert_eq(stats_of(f).reconnects, 0, "answered PINGs keep the subscriber");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- halting, freeing and closing in the middle of a load --------------- */
+
+/* Start, then turn until a chunk is on its way (the subscription is
+ * confirmed and the load began) but not the whole map. */
+static wk_settings_follower *start_loading(env *x, const char *name, seen *s)
+{
+    wk_settings_follower_options o = loop_options(name, s);
+    wk_settings_follower *f = NULL;
+    char err[256];
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(x->a, on_started, s), &o, err,
+                                                  sizeof(err)),
+                 WK_OK, "%s", err);
+    long long scripts = wk_test_scripts_run(x->raw);
+    while (wk_test_scripts_run(x->raw) == scripts)
+        turn(x->a);
+    cr_assert_eq(s->started, 0, "still loading");
+    return f;
+}
+
+Test(async_settings, halt_or_free_while_loading_is_safe, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    fill(&x, "load", 4000);
+    seen s = {0};
+    wk_settings_follower *f = start_loading(&x, "load", &s);
+    wk_settings_follower_halt(f);
+    wk_test_async_drain(x.a); /* the chunk in flight completes into nothing */
+    for (int i = 0; i < 5; i++)
+        turn(x.a);
+    cr_assert_eq(s.started, 0, "a halted follower's start callback never runs");
+    cr_assert_not(stats_of(f).synced);
+    bool found = true;
+    cr_assert_eq(wk_settings_follower_get(f, "key-1", 5, NULL, 0, NULL, &found), WK_OK);
+    cr_assert_not(found, "the mirror is still empty and readable");
+    wk_settings_follower_free(f);
+
+    seen s2 = {0};
+    f = start_loading(&x, "load", &s2);
+    wk_settings_follower_free(f); /* with a chunk in flight */
+    wk_test_async_drain(x.a);
+    cr_assert_eq(s2.started, 0);
+
+    /* The handle still works. */
+    seen s3 = {0};
+    f = follow(&x, "load", &s3);
+    cr_assert(has(f, "key-3999", "v"));
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+Test(async_settings, closing_the_handle_while_loading_ends_the_start, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    fill(&x, "close", 3000);
+    seen s = {0};
+    wk_settings_follower *f = start_loading(&x, "close", &s);
+    wk_async_close(x.a);
+    x.a = NULL;
+    cr_assert_eq(s.started, 1, "the start's callback ran from wk_async_close()");
+    cr_assert_eq(s.start_status, WK_EIO, "%s", s.start_msg);
+    cr_assert_not(stats_of(f).synced);
+    wk_settings_follower_halt(f);
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+Test(async_settings, closing_the_handle_after_the_load_leaves_a_readable_mirror)
+{
+    env x;
+    env_open(&x);
+    put(&x, "after", "a", "1", NULL);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "after", &s);
+    bool reached = false;
+    /* _wait would block the loop: a loop follower refuses a waiting one. */
+    cr_assert_eq(wk_settings_follower_wait(f, 99, 10, &reached), WK_EINVAL);
+    cr_assert_eq(wk_settings_follower_wait(f, 1, 0, &reached), WK_OK);
+    cr_assert(reached);
+    wk_async_close(x.a);
+    x.a = NULL;
+    cr_assert_eq(s.started, 1);
+    cr_assert(has(f, "a", "1"));
+    cr_assert_not(stats_of(f).synced);
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
