@@ -1,6 +1,11 @@
 /*
  * collection/settings_follower.c — the Settings follower: a local mirror of
- * one settings map, kept in sync by a thread of its own.
+ * one settings map, kept in sync by a thread of its own. The rules — how
+ * a message, a check's head and a load's chunks are judged, the catch-up
+ * and the install — are here as steps that never wait
+ * (wk__sf_judge_message, wk__sf_load_chunk, wk__sf_catch_up, …:
+ * collection/settings_follower_internal.h), shared with the event-loop
+ * form (settings_follower_loop.c); the thread only waits between them.
  *
  * The follower owns two connections, both made from the caller's options:
  * a wk_db handle (for loads and checks, through dispatch and so through

@@ -72,7 +72,8 @@ int wk__settings_chunk_async(wk_processor *p, const wk_entity *e, const wk_name 
                              const char *cursor, wk__settings_chunk_out *o);
 
 /* The head alone (query "settings.head", READ, retry-safe, O(1)). `p`
- * must not be deferred. Returns as wk_settings_snapshot(). */
+ * may be deferred when `head` outlives the completion (the loop
+ * follower). Returns as wk_settings_snapshot(). */
 int wk__settings_read_head(wk_processor *p, const wk_entity *e, const wk_name *name,
                            wk__settings_head *head);
 
