@@ -115,13 +115,13 @@ static void drop_req(wk__sf_loop *L)
 /* ---- the sync ----------------------------------------------------------- */
 
 /* The start's completion, once (last: it may halt or free the follower). */
-static void finish_start(wk__sf_loop *L, int status, const char *msg)
+static void finish_start(wk__sf_loop *L, wk_async *a, int status, const char *msg)
 {
     wk_async_done_fn done = L->done;
     L->done = NULL;
     L->initial = false;
     if (done)
-        done(L->a, status, msg, L->done_arg);
+        done(a, status, msg, L->done_arg);
 }
 
 /* Stop following: the subscription closed, the request let go. */
@@ -153,7 +153,7 @@ static void sync_failed(wk__sf_loop *L)
         memcpy(msg, L->f->errmsg, sizeof(msg));
         pthread_mutex_unlock(&L->f->mu);
         stop(L);
-        finish_start(L, status ? status : WK_EIO, msg);
+        finish_start(L, L->a, status ? status : WK_EIO, msg);
         return;
     }
     L->step = BACKOFF;
@@ -278,7 +278,7 @@ static void catch_up(wk__sf_loop *L)
     L->f->next_check_ms = wk__boot_ms() + L->f->check_ms;
     wk__loop_sub_kick(L->sub); /* what came after the load: next turn */
     if (L->initial)
-        finish_start(L, WK_OK, "");
+        finish_start(L, L->a, WK_OK, "");
 }
 
 /* A read completed (from the handle's wk_async_process() or close). */
@@ -400,8 +400,9 @@ static void on_sub_gone(void *arg)
     wk__loop_sub_close(L->sub); /* cut off already: freed */
     L->sub = NULL;
     stop(L);
+    wk_async *a = L->a;
     L->a = NULL;
-    finish_start(L, WK_EIO, "settings follower: the event-loop handle closed");
+    finish_start(L, a, WK_EIO, "settings follower: the event-loop handle closed");
 }
 
 /* ---- the calls ---------------------------------------------------------- */

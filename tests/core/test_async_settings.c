@@ -27,7 +27,7 @@ static bool in_process;
 
 typedef struct seen {
     int changes, off_loop;
-    int64_t last_version;
+    int64_t last_version, versions[32];
     int started, start_status;
     char start_msg[256];
 } seen;
@@ -35,6 +35,8 @@ typedef struct seen {
 static void on_change(void *ctx, const wk_settings_change *c)
 {
     seen *s = ctx;
+    if (s->changes < 32)
+        s->versions[s->changes] = c->version;
     s->changes++;
     s->last_version = c->version;
     if (!in_process)
@@ -202,6 +204,36 @@ Test(async_settings, start_checks_its_arguments)
     env_close(&x);
 }
 
+Test(async_settings, a_first_sync_that_cannot_connect_ends_the_start_and_halts)
+{
+    wk_test_server srv;
+    cr_assert_eq(wk_test_server_start(&srv, NULL), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "%s", srv.url);
+    wk_test_server_stop(&srv); /* nobody listens there now */
+    wk_async *a = wk_test_open_async(url, NULL, 500);
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("gone", &s);
+    wk_settings_follower *f = NULL;
+    char err[256];
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(a, on_started, &s), &o, err,
+                                                  sizeof(err)),
+                 WK_OK, "connecting is the loop's: %s", err);
+    while (!s.started)
+        turn(a);
+    cr_assert_eq(s.started, 1);
+    cr_assert_eq(s.start_status, WK_EIO, "%s: %s", wk_err_name(s.start_status), s.start_msg);
+    cr_assert_eq(s.off_loop, 0);
+    wk_settings_stats st = stats_of(f);
+    cr_assert_not(st.synced);
+    cr_assert_eq(st.last_status, WK_EIO);
+    for (int i = 0; i < 3; i++) /* halted: no retry */
+        turn(a);
+    cr_assert_eq(s.started, 1);
+    wk_settings_follower_free(f);
+    wk_async_close(a);
+}
+
 Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop)
 {
     env x;
@@ -223,6 +255,8 @@ Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop)
     cr_assert(has(f, "other", "o"));
     cr_assert_not(has(f, "before", NULL));
     cr_assert_eq(s.changes, 4, "one callback a change");
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(s.versions[i], v - 3 + i, "change %d in version order", i);
     cr_assert_eq(s.last_version, v);
     cr_assert_eq(s.off_loop, 0, "callbacks run from wk_async_process()");
     wk_settings_stats st = stats_of(f);
@@ -307,7 +341,10 @@ Test(async_settings, a_killed_subscriber_is_replaced_and_nothing_is_lost, .timeo
     env_open(&x);
     put(&x, "kill", "a", "1", NULL);
     seen s = {0};
-    wk_settings_follower *f = follow(&x, "kill", &s);
+    wk_settings_follower_options o = loop_options("kill", &s);
+    o.check_ms = 0; /* the lost socket alone must bring the reload */
+    o.keepalive_ms = 0;
+    wk_settings_follower *f = follow_with(&x, &o, &s);
     for (int round = 0; round < 5; round++) {
         redisReply *r = wk_test_cmd(x.raw, "CLIENT KILL TYPE pubsub");
         cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
