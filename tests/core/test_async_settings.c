@@ -14,6 +14,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -265,6 +266,70 @@ Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop)
     cr_assert(st.synced);
     /* The handle's own queries still run beside the follower. */
     converge(&x, f, "m", "after the changes");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- reads from another thread ------------------------------------------ */
+
+typedef struct reader {
+    wk_settings_follower *f;
+    atomic_bool stop;
+    int reads, bad;
+    long last;
+} reader;
+
+/* Reads "k" while the loop applies changes: each value is whole and the
+ * numbers it carries never go back. */
+static void *read_steadily(void *arg)
+{
+    reader *r = arg;
+    while (!atomic_load(&r->stop)) {
+        char buf[32];
+        size_t len = 0;
+        bool found = false;
+        if (wk_settings_follower_get(r->f, "k", 1, buf, sizeof(buf) - 1, &len, &found) != WK_OK)
+            r->bad++;
+        wk_settings_stats st;
+        wk_settings_follower_stats(r->f, &st, NULL, 0);
+        (void)wk_settings_follower_version(r->f);
+        r->reads++;
+        if (!found)
+            continue;
+        buf[len < sizeof(buf) - 1 ? len : sizeof(buf) - 1] = '\0';
+        long n = strtol(buf + 1, NULL, 10);
+        if (buf[0] != 'v' || n < r->last)
+            r->bad++;
+        r->last = n;
+    }
+    return NULL;
+}
+
+Test(async_settings, another_thread_reads_while_the_loop_applies, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "threads", "k", "v0", NULL);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "threads", &s);
+    reader r = {.f = f};
+    atomic_init(&r.stop, false);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, read_steadily, &r), 0);
+    int64_t v = 0;
+    for (int i = 1; i <= 200; i++) {
+        char val[16];
+        snprintf(val, sizeof(val), "v%d", i);
+        put(&x, "threads", "k", val, &v);
+        if (i % 20 == 0)
+            turn(x.a);
+    }
+    while (wk_settings_follower_version(f) < v)
+        turn(x.a);
+    atomic_store(&r.stop, true);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.bad, 0, "%d reads went wrong of %d", r.bad, r.reads);
+    cr_assert(has(f, "k", "v200"));
     wk_settings_follower_free(f);
     env_close(&x);
 }
