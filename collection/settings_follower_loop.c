@@ -277,8 +277,13 @@ static void catch_up(wk__sf_loop *L)
     L->backoff = WK__SF_RETRY_MIN_MS;
     L->f->next_check_ms = wk__boot_ms() + L->f->check_ms;
     wk__loop_sub_kick(L->sub); /* what came after the load: next turn */
-    if (L->initial)
+    if (L->initial) { /* as the thread form's start: what failed on the way is over */
+        pthread_mutex_lock(&L->f->mu);
+        L->f->stats.last_status = WK_OK;
+        L->f->errmsg[0] = '\0';
+        pthread_mutex_unlock(&L->f->mu);
         finish_start(L, L->a, WK_OK, "");
+    }
 }
 
 /* A read completed (from the handle's wk_async_process() or close). */

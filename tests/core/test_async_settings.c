@@ -350,7 +350,7 @@ typedef struct writer {
     const char *url;
     atomic_bool stop;
     int64_t last;
-    int n;
+    atomic_int n; /* read by the test while it writes */
 } writer;
 
 static void *write_steadily(void *arg)
@@ -359,12 +359,13 @@ static void *write_steadily(void *arg)
     wk_db *db = wk_test_open_url(w->url, NULL);
     while (!atomic_load(&w->stop)) {
         char k[32], v[32];
-        snprintf(k, sizeof(k), "key-%d", w->n % 4000);
-        snprintf(v, sizeof(v), "w%d", w->n++);
+        int n = atomic_fetch_add(&w->n, 1);
+        snprintf(k, sizeof(k), "key-%d", n % 4000);
+        snprintf(v, sizeof(v), "w%d", n);
         if (wk_settings_put(wk_db_processor(db), &e, wk_name_str("big"), k, strlen(k), v,
                             strlen(v), &w->last) != WK_OK)
             break;
-        if (w->n % 7 == 0)
+        if (n % 7 == 0)
             wk_settings_remove(wk_db_processor(db), &e, wk_name_str("big"), k, strlen(k), NULL);
     }
     wk_db_close(db);
@@ -378,9 +379,10 @@ Test(async_settings, a_load_under_steady_writes_completes_and_equals_the_map, .t
     fill(&x, "big", 5000); /* five chunks and more */
     writer w = {.url = x.srv.url};
     atomic_init(&w.stop, false);
+    atomic_init(&w.n, 0);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, write_steadily, &w), 0);
-    while (w.n < 50) /* the writes are on their way before the load starts */
+    while (atomic_load(&w.n) < 50) /* the writes are on their way before the load starts */
         wk_test_sleep_ms(1);
     seen s = {0};
     wk_settings_follower *f = follow(&x, "big", &s);
@@ -389,7 +391,7 @@ Test(async_settings, a_load_under_steady_writes_completes_and_equals_the_map, .t
         turn(x.a);
     atomic_store(&w.stop, true);
     pthread_join(t, NULL);
-    cr_assert_gt(w.n, 50);
+    cr_assert_gt(atomic_load(&w.n), 50);
     converge(&x, f, "big", "after a load under writes");
     st = stats_of(f);
     cr_assert_eq(s.off_loop, 0);
