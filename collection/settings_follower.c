@@ -841,7 +841,8 @@ void wk_settings_follower_free(wk_settings_follower *f)
     if (!f)
         return;
     halt(f);
-    wk__sf_free(f);
+    if (!wk__sf_loop_free_later(f))
+        wk__sf_free(f);
 }
 
 void wk_settings_follower_stop(wk_settings_follower *f)

@@ -156,5 +156,8 @@ void wk__sf_load_end(wk__sf_load *l);
 /* The event-loop form's part of _halt() and _free() (settings_follower_loop.c). */
 void wk__sf_loop_halt(wk_settings_follower *f);
 void wk__sf_loop_free(wk_settings_follower *f);
+/* _free() from one of a loop follower's callbacks: true when the free is
+ * left to the end of its steps (it was halted). */
+bool wk__sf_loop_free_later(wk_settings_follower *f);
 
 #endif /* WK_COLLECTION_SETTINGS_FOLLOWER_INTERNAL_H */

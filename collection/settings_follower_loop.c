@@ -61,10 +61,75 @@ struct wk__sf_loop {
     bool initial;           /* the first sync: its end is the start's completion */
     int attempts, backoff;  /* loads started over; the next pause */
     int64_t until;          /* CATCHING_UP, BACKOFF: the step's time */
+    struct sf_wait *waits;  /* wk_settings_follower_wait_async()'s, in order */
+    size_t nwaits, waits_cap;
+    int depth;  /* inside the follower's steps (callbacks run there) */
+    bool freed; /* freed from a callback: done once the steps return */
 };
+
+/* A wait for a version (wk_settings_follower_wait_async()). */
+typedef struct sf_wait {
+    int64_t version, until; /* until: wk__boot_ms() (0: no limit) */
+    wk_async_done_fn done;
+    void *arg;
+} sf_wait;
 
 static void drain(wk__sf_loop *L);
 static void load_start(wk__sf_loop *L);
+
+/* Ask the subscriber's timer for the step's time and the first wait's. */
+static void rearm(wk__sf_loop *L)
+{
+    if (!L->sub)
+        return;
+    int64_t when = L->step == CATCHING_UP || L->step == BACKOFF ? L->until
+                   : L->step == FOLLOWING && L->f->check_ms ? L->f->next_check_ms
+                                                            : 0;
+    for (size_t i = 0; i < L->nwaits; i++) {
+        int64_t u = L->waits[i].until;
+        if (u && (!when || u < when))
+            when = u;
+    }
+    wk__loop_sub_wake_at(L->sub, when);
+}
+
+/* Run the waits whose version the mirror reached or whose time is up
+ * (each removed before its callback, which may wait again). */
+static void fire_waits(wk__sf_loop *L)
+{
+    for (size_t i = 0; i < L->nwaits;) {
+        sf_wait w = L->waits[i];
+        bool reached = L->f->mirror_version >= w.version;
+        if (!reached && !(w.until && wk__boot_ms() >= w.until)) {
+            i++;
+            continue;
+        }
+        memmove(&L->waits[i], &L->waits[i + 1], (L->nwaits - i - 1) * sizeof(*L->waits));
+        L->nwaits--;
+        w.done(L->a, reached ? WK_OK : WK_ETIMEDOUT,
+               reached ? "" : "settings follower: the version was not reached in time", w.arg);
+        if (L->step == HALTED)
+            return; /* halted from the callback: the waits were dropped */
+    }
+}
+
+/* The follower's steps begin (callbacks of the user's may run inside). */
+static void enter(wk__sf_loop *L)
+{
+    L->depth++;
+}
+
+/* They end: the waits that are due run, and a free asked for meanwhile
+ * is done. */
+static void leave(wk__sf_loop *L)
+{
+    if (L->depth == 1 && L->step != HALTED) {
+        fire_waits(L);
+        rearm(L);
+    }
+    if (--L->depth == 0 && L->freed)
+        wk__sf_free(L->f);
+}
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -131,6 +196,7 @@ static void stop(wk__sf_loop *L)
     L->sub = NULL;
     drop_req(L);
     wk__sf_queue_clear(L->f);
+    L->nwaits = 0; /* their callbacks never run */
     L->step = HALTED;
     wk_settings_follower *f = L->f;
     pthread_mutex_lock(&f->mu);
@@ -159,7 +225,7 @@ static void sync_failed(wk__sf_loop *L)
     L->step = BACKOFF;
     L->until = wk__boot_ms() + L->backoff;
     L->backoff = wk__sf_backoff_next(L->f, L->backoff);
-    wk__loop_sub_wake_at(L->sub, L->until);
+    rearm(L);
 }
 
 static void on_sub_run(void *arg);
@@ -268,10 +334,12 @@ static void catch_up(wk__sf_loop *L)
         return;
     }
     if (wait) {
-        wk__loop_sub_wake_at(L->sub, L->until); /* or a message comes first */
+        rearm(L); /* or a message comes first */
         return;
     }
     wk__sf_load_install(l, L->initial);
+    if (L->step != CATCHING_UP)
+        return; /* halted from a change callback */
     drop_req(L);
     L->step = FOLLOWING;
     L->backoff = WK__SF_RETRY_MIN_MS;
@@ -286,6 +354,8 @@ static void catch_up(wk__sf_loop *L)
     }
 }
 
+static void read_done(wk__sf_loop *L, sf_req *r, int status, const char *msg);
+
 /* A read completed (from the handle's wk_async_process() or close). */
 static void on_read(wk_async *a, int status, const char *msg, void *arg)
 {
@@ -297,6 +367,13 @@ static void on_read(wk_async *a, int status, const char *msg, void *arg)
         req_free(r);
         return;
     }
+    enter(L);
+    read_done(L, r, status, msg);
+    leave(L);
+}
+
+static void read_done(wk__sf_loop *L, sf_req *r, int status, const char *msg)
+{
     wk_settings_follower *f = L->f;
     if (status) {
         wk__sf_record_failure(f, status, msg);
@@ -357,13 +434,22 @@ static void drain(wk__sf_loop *L)
         check_start(L, true);
         return;
     }
-    wk__loop_sub_wake_at(L->sub, f->next_check_ms);
+    rearm(L);
 }
+
+static void sub_step(wk__sf_loop *L);
 
 /* The subscriber's run: confirmed, messages, a failure, or the time. */
 static void on_sub_run(void *arg)
 {
     wk__sf_loop *L = arg;
+    enter(L);
+    sub_step(L);
+    leave(L);
+}
+
+static void sub_step(wk__sf_loop *L)
+{
     const char *why;
     int failed = wk__loop_sub_failed(L->sub, &why);
     if (failed && L->step != BACKOFF && L->step != HALTED) {
@@ -389,7 +475,7 @@ static void on_sub_run(void *arg)
         if (wk__boot_ms() >= L->until)
             resubscribe(L);
         else
-            wk__loop_sub_wake_at(L->sub, L->until);
+            rearm(L);
         break;
     default: /* LOADING, CHECKING: the read's completion moves on */
         break;
@@ -401,13 +487,23 @@ static void on_sub_run(void *arg)
 static void on_sub_gone(void *arg)
 {
     wk__sf_loop *L = arg;
-    wk__sf_record_failure(L->f, WK_EIO, "settings follower: the event-loop handle closed");
+    static const char why[] = "settings follower: the event-loop handle closed";
+    wk__sf_record_failure(L->f, WK_EIO, why);
     wk__loop_sub_close(L->sub); /* cut off already: freed */
     L->sub = NULL;
+    enter(L);
+    /* The waits end with WK_EIO (each may free the follower: see leave). */
+    while (L->nwaits && !L->freed) {
+        sf_wait w = L->waits[0];
+        memmove(&L->waits[0], &L->waits[1], (L->nwaits - 1) * sizeof(*L->waits));
+        L->nwaits--;
+        w.done(L->a, WK_EIO, why, w.arg);
+    }
     stop(L);
     wk_async *a = L->a;
     L->a = NULL;
-    finish_start(L, a, WK_EIO, "settings follower: the event-loop handle closed");
+    finish_start(L, a, WK_EIO, why);
+    leave(L);
 }
 
 /* ---- the calls ---------------------------------------------------------- */
@@ -421,11 +517,41 @@ void wk__sf_loop_halt(wk_settings_follower *f)
     stop(L);
 }
 
+bool wk__sf_loop_free_later(wk_settings_follower *f)
+{
+    wk__sf_loop *L = f->loop;
+    if (!L || !L->depth)
+        return false;
+    L->freed = true;
+    return true;
+}
+
 void wk__sf_loop_free(wk_settings_follower *f)
 {
     wk__sf_loop_halt(f);
+    if (f->loop)
+        free(f->loop->waits);
     free(f->loop);
     f->loop = NULL;
+}
+
+int wk_settings_follower_wait_async(wk_settings_follower *f, int64_t version, int timeout_ms,
+                                    wk_async_done_fn done, void *arg)
+{
+    wk__sf_loop *L = f ? f->loop : NULL;
+    if (!L || !done)
+        return WK_EINVAL; /* a thread follower: wk_settings_follower_wait() */
+    if (L->step == HALTED)
+        return WK_EIO;
+    if (wk__grow_array(&L->waits, &L->waits_cap, L->nwaits + 1, sizeof(*L->waits)))
+        return WK_ENOMEM;
+    L->waits[L->nwaits++] = (sf_wait){
+        .version = version,
+        .until = timeout_ms < 0 ? 0 : wk__add_ms(wk__boot_ms(), timeout_ms),
+        .done = done,
+        .arg = arg};
+    wk__loop_sub_kick(L->sub); /* judged in the next turn, never inside this call */
+    return WK_OK;
 }
 
 #define FAIL(status, ...) wk__errbuf_set(err, errlen, (status), "settings follower: " __VA_ARGS__)

@@ -73,6 +73,7 @@
 #if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_SETTINGS_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/db.h>
 #include <wakuwaku/query.h>
 
@@ -388,9 +389,11 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * _get(), _get_dup(), _snapshot(), _version(), _lag() and _stats() work
  * unchanged (no I/O); _wait() with a timeout would block the loop that
  * advances the mirror: on a loop follower only timeout_ms 0 (a check) is
- * accepted, else WK_EINVAL — wait in the change callback instead. Halt
- * and free it from the loop's thread, not from its change callback; a
- * follower halted before its start completed never calls `done`.
+ * accepted, else WK_EINVAL — wk_settings_follower_wait_async() is its
+ * form for the loop. Halt and free it from the loop's thread; from its
+ * callbacks too (start, change, wait: a free there is finished when the
+ * follower's step returns). A follower halted before its start completed
+ * never calls `done`.
  *
  * Returns WK_OK; WK_EINVAL (bad options, entity or name; p not an
  * event-loop handle's processor; a cluster handle: not supported yet);
@@ -506,6 +509,24 @@ WK_API int64_t wk_settings_follower_lag(wk_settings_follower *f);
  */
 WK_API int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int timeout_ms,
                                      bool *reached);
+
+/*
+ * wk_settings_follower_wait_async — the wait of a follower started with
+ * wk_settings_follower_start_async(), without blocking the loop:
+ * `done(a, status, msg, arg)` runs once, from wk_async_process() (never
+ * inside this call), when the mirror's version is ≥ `version` (WK_OK;
+ * the change callbacks of every version up to it have returned) or when
+ * `timeout_ms` passed (WK_ETIMEDOUT; negative: no limit); WK_EIO when
+ * the handle closes first (from wk_async_close()). Versions compare
+ * within one epoch, as for _wait(). For read-your-writes: wait in the
+ * callback of your put for the version it returned. A follower halted or
+ * freed drops its waits: their callbacks never run. Returns WK_OK,
+ * WK_EINVAL (f NULL or not a loop follower, done NULL), WK_EIO (the
+ * follower is halted) or WK_ENOMEM; the callback runs only after WK_OK.
+ * From the loop's thread.
+ */
+WK_API int wk_settings_follower_wait_async(wk_settings_follower *f, int64_t version,
+                                           int timeout_ms, wk_async_done_fn done, void *arg);
 
 /* Counters and health of a follower (wk_settings_follower_stats()). */
 typedef struct wk_settings_stats {

@@ -619,3 +619,178 @@ Test(async_settings, closing_the_handle_after_the_load_leaves_a_readable_mirror)
     wk_settings_follower_free(f);
     env_close(&x);
 }
+
+/* ---- waiting for a version through the loop ------------------------------ */
+
+typedef struct rw {
+    env *x;
+    wk_settings_follower *f;
+    seen *s;
+    int64_t version;
+    int put_calls, waits, status, changes_then, waited_inside;
+    bool had_value;
+} rw;
+
+static void on_reached(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)msg;
+    rw *r = arg;
+    r->waits++;
+    r->status = status;
+    r->changes_then = r->s->changes;
+    r->had_value = has(r->f, "mine", "written");
+    if (!in_process)
+        r->s->off_loop++;
+}
+
+static void on_put(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    rw *r = arg;
+    r->put_calls++;
+    cr_assert_eq(status, WK_OK, "%s", msg);
+    /* Read your own write: wait for the version the put returned. */
+    cr_assert_eq(wk_settings_follower_wait_async(r->f, r->version, 10000, on_reached, r), WK_OK);
+    r->waited_inside = r->waits;
+}
+
+Test(async_settings, read_your_own_write_waits_through_the_loop, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "ryw", "a", "1", NULL);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "ryw", &s);
+    rw r = {.x = &x, .f = f, .s = &s};
+    cr_assert_eq(wk_settings_put(wk_async_with(x.a, on_put, &r), &e, wk_name_str("ryw"), "mine", 4,
+                                 "written", 7, &r.version),
+                 WK_OK);
+    while (!r.waits)
+        turn(x.a);
+    cr_assert_eq(r.waited_inside, 0, "never inside the call");
+    cr_assert_eq(r.waits, 1);
+    cr_assert_eq(r.status, WK_OK);
+    cr_assert(r.had_value, "the mirror had the write when the wait ended");
+    cr_assert_eq(r.changes_then, 1, "its change callback ran before");
+    cr_assert_eq(s.off_loop, 0);
+
+    /* A version already reached: at the next turn, not inside the call. */
+    rw again = {.x = &x, .f = f, .s = &s};
+    cr_assert_eq(wk_settings_follower_wait_async(f, r.version, 0, on_reached, &again), WK_OK);
+    cr_assert_eq(again.waits, 0);
+    while (!again.waits)
+        turn(x.a);
+    cr_assert_eq(again.status, WK_OK);
+
+    /* A version nobody writes: the time runs out. */
+    rw late = {.x = &x, .f = f, .s = &s};
+    cr_assert_eq(wk_settings_follower_wait_async(f, r.version + 100, 50, on_reached, &late), WK_OK);
+    while (!late.waits)
+        turn(x.a);
+    cr_assert_eq(late.waits, 1);
+    cr_assert_eq(late.status, WK_ETIMEDOUT);
+
+    /* Refusals: no callback, a thread follower, a halted one. */
+    cr_assert_eq(wk_settings_follower_wait_async(f, 1, 0, NULL, NULL), WK_EINVAL);
+    cr_assert_eq(wk_settings_follower_wait_async(NULL, 1, 0, on_reached, &late), WK_EINVAL);
+    wk_db_options db = WK_DB_OPTIONS_INIT;
+    db.url = x.srv.url;
+    db.capability = wk_cap_read_write();
+    wk_settings_follower_options o = loop_options("ryw", NULL);
+    o.on_change = NULL;
+    o.db = &db;
+    wk_settings_follower *thread = NULL;
+    char err[256];
+    cr_assert_eq(wk_settings_follower_start(&thread, &o, err, sizeof(err)), WK_OK, "%s", err);
+    cr_assert_eq(wk_settings_follower_wait_async(thread, 1, 0, on_reached, &late), WK_EINVAL);
+    wk_settings_follower_free(thread);
+    wk_settings_follower_halt(f);
+    cr_assert_eq(wk_settings_follower_wait_async(f, 1, 0, on_reached, &late), WK_EIO);
+    turn(x.a);
+    cr_assert_eq(late.waits, 1, "refused: never called");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+Test(async_settings, closing_the_handle_ends_a_pending_wait_with_eio, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "endwait", "a", "1", NULL);
+    seen s = {0};
+    wk_settings_follower *f = follow(&x, "endwait", &s);
+    rw r = {.x = &x, .f = f, .s = &s};
+    cr_assert_eq(wk_settings_follower_wait_async(f, 1000, -1, on_reached, &r), WK_OK);
+    for (int i = 0; i < 3; i++)
+        turn(x.a);
+    cr_assert_eq(r.waits, 0);
+    in_process = true; /* wk_async_close() runs it */
+    wk_async_close(x.a);
+    in_process = false;
+    x.a = NULL;
+    cr_assert_eq(r.waits, 1);
+    cr_assert_eq(r.status, WK_EIO);
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* ---- freeing from the follower's own callbacks -------------------------- */
+
+typedef struct self_free {
+    wk_settings_follower *f;
+    int calls;
+} self_free;
+
+static void free_on_change(void *ctx, const wk_settings_change *c)
+{
+    (void)c;
+    self_free *sf = ctx;
+    if (sf->calls++ == 0)
+        wk_settings_follower_free(sf->f);
+}
+
+static void free_on_wait(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a, (void)status, (void)msg;
+    self_free *sf = arg;
+    sf->calls++;
+    wk_settings_follower_free(sf->f);
+}
+
+Test(async_settings, freeing_from_its_change_or_wait_callback_is_safe, .timeout = 60)
+{
+    env x;
+    env_open(&x);
+    put(&x, "selffree", "a", "1", NULL);
+    /* From the change callback, with more changes queued behind it. */
+    self_free sf = {0};
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("selffree", &s);
+    o.on_change = free_on_change;
+    o.ctx = &sf;
+    sf.f = follow_with(&x, &o, &s);
+    for (int i = 0; i < 5; i++)
+        put(&x, "selffree", "k", "v", NULL);
+    while (!sf.calls)
+        turn(x.a);
+    for (int i = 0; i < 10; i++)
+        turn(x.a);
+    cr_assert_eq(sf.calls, 1, "halted by the free: no callback after it");
+    /* From a wait's callback. */
+    self_free sw = {0};
+    seen s2 = {0};
+    sw.f = follow(&x, "selffree", &s2);
+    cr_assert_eq(wk_settings_follower_wait_async(sw.f, 1, 0, free_on_wait, &sw), WK_OK);
+    cr_assert_eq(wk_settings_follower_wait_async(sw.f, 1, 0, free_on_wait, &sw), WK_OK);
+    while (!sw.calls)
+        turn(x.a);
+    for (int i = 0; i < 5; i++)
+        turn(x.a);
+    cr_assert_eq(sw.calls, 1, "the second wait was dropped with the follower");
+    /* The handle still works. */
+    seen s3 = {0};
+    wk_settings_follower *f = follow(&x, "selffree", &s3);
+    cr_assert(has(f, "k", "v"));
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
