@@ -137,9 +137,9 @@
  *     this processor follows a settings map with no thread of its own
  *     (wakuwaku/settings.h): its Pub/Sub subscriber is a hidden handle as
  *     in 8. (its socket in the epoll set), its loads and version checks
- *     are queries on this handle's connection, and the change callback
- *     and the start's completion run from wk_async_process(). Not on a
- *     cluster handle (WK_EINVAL).
+ *     are queries on this handle's connection, and the change callback,
+ *     the start's completion and wk_settings_follower_wait_async()'s run
+ *     from wk_async_process(). Not on a cluster handle (WK_EINVAL).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or
