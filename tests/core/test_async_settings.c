@@ -13,6 +13,7 @@
  * else).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +174,7 @@ static bool has(wk_settings_follower *f, const char *k, const char *want)
     return found && len == strlen(want) && memcmp(buf, want, len) == 0;
 }
 
-Test(async_settings, start_checks_its_arguments)
+Test(async_settings, start_checks_its_arguments, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -205,7 +206,7 @@ Test(async_settings, start_checks_its_arguments)
     env_close(&x);
 }
 
-Test(async_settings, a_first_sync_that_cannot_connect_ends_the_start_and_halts)
+Test(async_settings, a_first_sync_that_cannot_connect_ends_the_start_and_halts, .timeout = 120)
 {
     wk_test_server srv;
     cr_assert_eq(wk_test_server_start(&srv, NULL), 0);
@@ -235,7 +236,7 @@ Test(async_settings, a_first_sync_that_cannot_connect_ends_the_start_and_halts)
     wk_async_close(a);
 }
 
-Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop)
+Test(async_settings, follows_puts_and_removes_of_another_handle_on_the_loop, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -305,7 +306,7 @@ static void *read_steadily(void *arg)
     return NULL;
 }
 
-Test(async_settings, another_thread_reads_while_the_loop_applies, .timeout = 60)
+Test(async_settings, another_thread_reads_while_the_loop_applies, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -402,7 +403,7 @@ Test(async_settings, a_load_under_steady_writes_completes_and_equals_the_map, .t
 
 /* ---- a killed subscriber connection ------------------------------------ */
 
-Test(async_settings, a_killed_subscriber_is_replaced_and_nothing_is_lost, .timeout = 60)
+Test(async_settings, a_killed_subscriber_is_replaced_and_nothing_is_lost, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -448,7 +449,7 @@ static void publish(env *x, const char *name, const char *msg)
     freeReplyObject(r);
 }
 
-Test(async_settings, forged_and_foreign_messages_are_never_applied, .timeout = 60)
+Test(async_settings, forged_and_foreign_messages_are_never_applied, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -492,7 +493,7 @@ Test(async_settings, forged_and_foreign_messages_are_never_applied, .timeout = 6
     env_close(&x);
 }
 
-Test(async_settings, a_reset_alone_is_noticed_by_the_periodic_check, .timeout = 60)
+Test(async_settings, a_reset_alone_is_noticed_by_the_periodic_check, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -514,7 +515,7 @@ Test(async_settings, a_reset_alone_is_noticed_by_the_periodic_check, .timeout = 
     env_close(&x);
 }
 
-Test(async_settings, keepalive_pings_go_on_the_subscriber, .timeout = 60)
+Test(async_settings, keepalive_pings_go_on_the_subscriber, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -527,6 +528,36 @@ Test(async_settings, keepalive_pings_go_on_the_subscriber, .timeout = 60)
         turn(x.a);
     cr_assert(stats_of(f).synced);
     cr_assert_eq(stats_of(f).reconnects, 0, "answered PINGs keep the subscriber");
+    wk_settings_follower_free(f);
+    env_close(&x);
+}
+
+/* A stopped server answers no PING: the keep-alive notices it through the
+ * loop (the subscriber fails with WK_ETIMEDOUT, nothing blocks), and once
+ * the server runs again a new subscriber and a reload follow. */
+Test(async_settings, keepalive_notices_a_stalled_server_and_resyncs, .timeout = 120)
+{
+    env x;
+    env_open(&x);
+    wk_async_close(x.a);
+    x.a = wk_test_open_async(x.srv.url, NULL, 300);
+    put(&x, "stall", "a", "1", NULL);
+    seen s = {0};
+    wk_settings_follower_options o = loop_options("stall", &s);
+    o.keepalive_ms = 100;
+    o.check_ms = 0; /* the PING alone must notice */
+    wk_settings_follower *f = follow_with(&x, &o, &s);
+    cr_assert_eq(kill(x.srv.pid, SIGSTOP), 0);
+    wk_settings_stats st = stats_of(f);
+    while (st.synced || st.last_status != WK_ETIMEDOUT) {
+        turn(x.a);
+        st = stats_of(f);
+    }
+    cr_assert_eq(kill(x.srv.pid, SIGCONT), 0);
+    put(&x, "stall", "b", "2", NULL);
+    converge(&x, f, "stall", "after the stall");
+    cr_assert(has(f, "b", "2"));
+    cr_assert_geq(stats_of(f).reconnects, 1);
     wk_settings_follower_free(f);
     env_close(&x);
 }
@@ -550,7 +581,7 @@ static wk_settings_follower *start_loading(env *x, const char *name, seen *s)
     return f;
 }
 
-Test(async_settings, halt_or_free_while_loading_is_safe, .timeout = 60)
+Test(async_settings, halt_or_free_while_loading_is_safe, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -582,7 +613,7 @@ Test(async_settings, halt_or_free_while_loading_is_safe, .timeout = 60)
     env_close(&x);
 }
 
-Test(async_settings, closing_the_handle_while_loading_ends_the_start, .timeout = 60)
+Test(async_settings, closing_the_handle_while_loading_ends_the_start, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -599,7 +630,7 @@ Test(async_settings, closing_the_handle_while_loading_ends_the_start, .timeout =
     env_close(&x);
 }
 
-Test(async_settings, closing_the_handle_after_the_load_leaves_a_readable_mirror)
+Test(async_settings, closing_the_handle_after_the_load_leaves_a_readable_mirror, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -654,7 +685,7 @@ static void on_put(wk_async *a, int status, const char *msg, void *arg)
     r->waited_inside = r->waits;
 }
 
-Test(async_settings, read_your_own_write_waits_through_the_loop, .timeout = 60)
+Test(async_settings, read_your_own_write_waits_through_the_loop, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -712,7 +743,7 @@ Test(async_settings, read_your_own_write_waits_through_the_loop, .timeout = 60)
     env_close(&x);
 }
 
-Test(async_settings, closing_the_handle_ends_a_pending_wait_with_eio, .timeout = 60)
+Test(async_settings, closing_the_handle_ends_a_pending_wait_with_eio, .timeout = 120)
 {
     env x;
     env_open(&x);
@@ -757,7 +788,7 @@ static void free_on_wait(wk_async *a, int status, const char *msg, void *arg)
     wk_settings_follower_free(sf->f);
 }
 
-Test(async_settings, freeing_from_its_change_or_wait_callback_is_safe, .timeout = 60)
+Test(async_settings, freeing_from_its_change_or_wait_callback_is_safe, .timeout = 120)
 {
     env x;
     env_open(&x);
