@@ -378,6 +378,9 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * version changed; the check every check_ms; a PING after keepalive_ms
  * without traffic (unanswered within the command timeout: a new
  * subscriber). opts->db is not used (the handle's settings are).
+ * Through Sentinel it keeps no failover notice of its own: it follows a
+ * failover when the old primary closes its subscriber, or at the next
+ * check.
  *
  * *out is written at once; the mirror is loaded when `done(a, status,
  * msg, arg)` runs (once, from wk_async_process() or wk_async_close()):
