@@ -77,11 +77,14 @@ typedef struct sf_wait {
 static void drain(wk__sf_loop *L);
 static void load_start(wk__sf_loop *L);
 
-/* Ask the subscriber's timer for the step's time and the first wait's. */
+/* Ask the subscriber's timer for the step's time and the first wait's;
+ * the follower counts in wk_async_pending() while its start or a wait is
+ * outstanding. */
 static void rearm(wk__sf_loop *L)
 {
     if (!L->sub)
         return;
+    wk__loop_sub_busy(L->sub, L->done || L->nwaits);
     int64_t when = L->step == CATCHING_UP || L->step == BACKOFF ? L->until
                    : L->step == FOLLOWING && L->f->check_ms ? L->f->next_check_ms
                                                             : 0;
@@ -185,6 +188,7 @@ static void finish_start(wk__sf_loop *L, wk_async *a, int status, const char *ms
     wk_async_done_fn done = L->done;
     L->done = NULL;
     L->initial = false;
+    rearm(L);
     if (done)
         done(a, status, msg, L->done_arg);
 }
@@ -551,6 +555,7 @@ int wk_settings_follower_wait_async(wk_settings_follower *f, int64_t version, in
         .done = done,
         .arg = arg};
     wk__loop_sub_kick(L->sub); /* judged in the next turn, never inside this call */
+    rearm(L);
     return WK_OK;
 }
 
@@ -590,6 +595,8 @@ int wk_settings_follower_start_async(wk_settings_follower **out, wk_processor *p
                            .initial = true, .backoff = WK__SF_RETRY_MIN_MS};
         f->loop = L;
         rc = subscribe(L, err, errlen);
+        if (!rc)
+            rearm(L); /* counted as pending until the start's callback */
     }
     if (rc) {
         wk__sf_free(f);

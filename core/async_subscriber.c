@@ -189,6 +189,11 @@ void wk__loop_sub_wake_at(wk__loop_sub *s, int64_t when)
     rearm(s);
 }
 
+void wk__loop_sub_busy(wk__loop_sub *s, bool busy)
+{
+    wk__async_sub_busy(s->sub, busy);
+}
+
 void wk__loop_sub_kick(wk__loop_sub *s)
 {
     wk__async_sub_kick(s->sub);

@@ -59,6 +59,9 @@ bool wk__loop_sub_subscribed(const wk__loop_sub *s);
 int wk__loop_sub_failed(const wk__loop_sub *s, const char **why);
 /* Run the owner's run() at `when` (wk__boot_ms(); 0: no time). */
 void wk__loop_sub_wake_at(wk__loop_sub *s, int64_t when);
+/* Count the subscriber as one in wk_async_pending() (its owner has
+ * a completion outstanding) or not. */
+void wk__loop_sub_busy(wk__loop_sub *s, bool busy);
 /* Run the owner's run() in the next turn of the loop. */
 void wk__loop_sub_kick(wk__loop_sub *s);
 /* Close the connection and free; nothing reaches arg after this. Allowed

@@ -380,7 +380,10 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * subscriber). opts->db is not used (the handle's settings are).
  * Through Sentinel it keeps no failover notice of its own: it follows a
  * failover when the old primary closes its subscriber, or at the next
- * check.
+ * check. wk_async_pending() counts the follower as one while its start or
+ * a wait (wk_settings_follower_wait_async()) is outstanding, and its loads
+ * and checks as queries; they are the handle's own (a wrapper around the
+ * processor sees none of them).
  *
  * *out is written at once; the mirror is loaded when `done(a, status,
  * msg, arg)` runs (once, from wk_async_process() or wk_async_close()):

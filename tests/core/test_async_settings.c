@@ -109,8 +109,10 @@ static wk_settings_follower *follow_with(env *x, const wk_settings_follower_opti
     cr_assert_eq(rc, WK_OK, "start: %s: %s", wk_err_name(rc), err);
     cr_assert_not_null(f);
     cr_assert_eq(s->started, 0, "the callback never runs inside the call");
+    cr_assert_geq(wk_async_pending(x->a), 1, "the start is pending until its callback");
     while (!s->started)
         turn(x->a);
+    cr_assert_eq(wk_async_pending(x->a), 0, "nothing pending once started");
     cr_assert_eq(s->started, 1);
     cr_assert_eq(s->start_status, WK_OK, "first load: %s", s->start_msg);
     return f;
@@ -716,10 +718,12 @@ Test(async_settings, read_your_own_write_waits_through_the_loop, .timeout = 120)
     /* A version nobody writes: the time runs out. */
     rw late = {.x = &x, .f = f, .s = &s};
     cr_assert_eq(wk_settings_follower_wait_async(f, r.version + 100, 50, on_reached, &late), WK_OK);
+    cr_assert_eq(wk_async_pending(x.a), 1, "a wait is pending until its callback");
     while (!late.waits)
         turn(x.a);
     cr_assert_eq(late.waits, 1);
     cr_assert_eq(late.status, WK_ETIMEDOUT);
+    cr_assert_eq(wk_async_pending(x.a), 0);
 
     /* Refusals: no callback, a thread follower, a halted one. */
     cr_assert_eq(wk_settings_follower_wait_async(f, 1, 0, NULL, NULL), WK_EINVAL);
