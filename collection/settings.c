@@ -394,16 +394,9 @@ static int parse_chunk_reply(const wk_reply *r, wk_diag *d, wk__settings_head *h
 
 /* --- one chunk (wk__settings_chunk) --- */
 
-typedef struct chunk_out {
-    wk__settings_head *head;
-    char *next;
-    wk__settings_entry_fn fn;
-    void *ctx;
-} chunk_out;
-
 static int parse_chunk(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    chunk_out *o = q->out;
+    wk__settings_chunk_out *o = q->out;
     const wk_reply *map;
     int rc = parse_chunk_reply(r, d, o->head, o->next, &map);
     for (size_t i = 0; !rc && i < wk_reply_count(map); i += 2) {
@@ -419,18 +412,32 @@ static int parse_chunk(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 static const wk__op chunk_op = READ_OP("snapshot", chunk_script, parse_chunk);
 
+/* Send one chunk of call `c` (of chunk_op), from `cursor`, parsed into o. */
+static int send_chunk(wk__call *c, const char *cursor, wk__settings_chunk_out *o)
+{
+    char count[24];
+    const char *args[2] = {cursor, count};
+    size_t lens[2] = {strlen(cursor), wk__fmt_i64(count, WK__SETTINGS_CHUNK)};
+    c->out = o;
+    o->next[0] = '\0'; /* the parser writes a cursor; "" means it never ran */
+    return wk__op_send(c, args, lens, 2);
+}
+
+int wk__settings_chunk_async(wk_processor *p, const wk_entity *e, const wk_name *name,
+                             const char *cursor, wk__settings_chunk_out *o)
+{
+    wk__call c;
+    int rc = wk__op_begin(&c, p, &chunk_op, e, *name, NULL);
+    return rc ? rc : send_chunk(&c, cursor, o);
+}
+
 /* One chunk of call `c` (of chunk_op), from `cursor`; `next` gets the next
  * cursor. */
 static int read_chunk(wk__call *c, const char *cursor, wk__settings_head *head, char *next,
                       wk__settings_entry_fn fn, void *ctx)
 {
-    char count[24];
-    const char *args[2] = {cursor, count};
-    size_t lens[2] = {strlen(cursor), wk__fmt_i64(count, WK__SETTINGS_CHUNK)};
-    chunk_out o = {head, next, fn, ctx};
-    c->out = &o;
-    next[0] = '\0'; /* the parser writes a cursor; "" means it never ran */
-    int rc = wk__op_send(c, args, lens, 2);
+    wk__settings_chunk_out o = {head, next, fn, ctx};
+    int rc = send_chunk(c, cursor, &o);
     if (rc == WK_OK && next[0] == '\0')
         /* A processor that answered WK_OK without running the query (a
          * wrapper of your own?): stop rather than loop on an unset cursor. */

@@ -1,6 +1,11 @@
 /*
  * collection/settings_follower.c — the Settings follower: a local mirror of
- * one settings map, kept in sync by a thread of its own.
+ * one settings map, kept in sync by a thread of its own. The rules — how
+ * a message, a check's head and a load's chunks are judged, the catch-up
+ * and the install — are here as steps that never wait
+ * (wk__sf_judge_message, wk__sf_load_chunk, wk__sf_catch_up, …:
+ * collection/settings_follower_internal.h), shared with the event-loop
+ * form (settings_follower_loop.c); the thread only waits between them.
  *
  * The follower owns two connections, both made from the caller's options:
  * a wk_db handle (for loads and checks, through dispatch and so through
@@ -60,65 +65,13 @@
 
 #include "collection/bytes_map.h"
 #include "collection/settings_internal.h"
+#include "collection/settings_follower_internal.h"
 
-#define RETRY_MIN_MS 50
 #define READ_SLICE_MS 60000 /* a stop request wakes the thread before this */
-#define LOAD_ATTEMPTS 4     /* loads started over before the sync fails */
 
 /* ------------------------------------------------------------------------
  * The follower
  * ---------------------------------------------------------------------- */
-
-/* A message taken from the subscriber but not handled yet (FIFO). */
-typedef struct queued {
-    struct queued *next;
-    size_t len;
-    char data[];
-} queued;
-
-struct wk_settings_follower {
-    /* Fixed at start. */
-    wk__held held; /* the Settings entity and the map's name, copied */
-    char *chan;
-    size_t chan_len;
-    wk_settings_change_fn on_change;
-    void *ctx;
-    int keepalive_ms;
-    int retry_max_ms;
-    int check_ms;
-    int command_timeout_ms;
-    unsigned char sipkey[crypto_shorthash_KEYBYTES];
-
-    /* The follower thread's own (and the caller's during start). */
-    wk_db *db;
-    wk__subscriber *sub;
-    pthread_t thread;
-    bool thread_started; /* and not joined yet */
-    bool halted;         /* under `mu`: wk_settings_follower_halt() ran */
-    bool ever_subscribed;
-    int wake[2]; /* stop writes a byte to wake[1] */
-    atomic_bool stop;
-    queued *queue_head, *queue_tail; /* messages read during a load */
-    int64_t next_check_ms;           /* wk__boot_ms() of the next check */
-    int64_t behind;                  /* server version seen ahead of the
-                                      * mirror at the last check; 0: none */
-
-    /* The mirror, under `lock` (written by the follower thread only, so
-     * that thread reads it without the lock). */
-    pthread_rwlock_t lock;
-    wk__bytes_map mirror;
-    int64_t mirror_version;
-    char epoch[WK_SETTINGS_EPOCH_LEN + 1];
-
-    /* Stats and the version waiters see, under `mu`; `cv` on each change. */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    wk_settings_stats stats;
-    int64_t seen; /* the server's version at the last check (messages may be
-                   * forged: only what was read from the server counts) */
-    char errmsg[512];
-    bool locks_ready;
-};
 
 /* A check read version v on the server; `reset`: of a new epoch, so what
  * was seen before does not count. */
@@ -130,7 +83,7 @@ static void saw(wk_settings_follower *f, int64_t v, bool reset)
     pthread_mutex_unlock(&f->mu);
 }
 
-static void record_failure(wk_settings_follower *f, int status, const char *msg)
+void wk__sf_record_failure(wk_settings_follower *f, int status, const char *msg)
 {
     pthread_mutex_lock(&f->mu);
     f->stats.synced = false;
@@ -182,7 +135,7 @@ static void report(wk_settings_follower *f, wk_settings_op op, int64_t version, 
 
 /* --- the queue of messages read during a load --- */
 
-static int queue_push(wk_settings_follower *f, const char *msg, size_t len)
+int wk__sf_queue_push(wk_settings_follower *f, const char *msg, size_t len)
 {
     if (len > SIZE_MAX - sizeof(queued))
         return WK_ENOMEM;
@@ -202,7 +155,7 @@ static int queue_push(wk_settings_follower *f, const char *msg, size_t len)
 }
 
 /* Take the first message off the queue; the caller frees it. */
-static queued *queue_pop(wk_settings_follower *f)
+queued *wk__sf_queue_pop(wk_settings_follower *f)
 {
     queued *q = f->queue_head;
     if (q) {
@@ -213,10 +166,10 @@ static queued *queue_pop(wk_settings_follower *f)
     return q;
 }
 
-static void queue_clear(wk_settings_follower *f)
+void wk__sf_queue_clear(wk_settings_follower *f)
 {
     queued *q;
-    while ((q = queue_pop(f)))
+    while ((q = wk__sf_queue_pop(f)))
         free(q);
 }
 
@@ -227,7 +180,7 @@ static int next_message(wk_settings_follower *f, int timeout_ms, const char **ms
 {
     int rc = wk__subscriber_next(f->sub, timeout_ms, f->wake[0], msg, len, got);
     if (rc)
-        record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+        wk__sf_record_failure(f, rc, wk__subscriber_errmsg(f->sub));
     return rc;
 }
 
@@ -245,8 +198,8 @@ static int receive(wk_settings_follower *f, int timeout_ms)
             return rc;
         if (!got)
             return WK_OK;
-        if (queue_push(f, msg, len) != WK_OK) {
-            record_failure(f, WK_ENOMEM, "settings follower: out of memory queueing a change");
+        if (wk__sf_queue_push(f, msg, len) != WK_OK) {
+            wk__sf_record_failure(f, WK_ENOMEM, "settings follower: out of memory queueing a change");
             return WK_ENOMEM;
         }
         if (timeout_ms > 0)
@@ -256,111 +209,157 @@ static int receive(wk_settings_follower *f, int timeout_ms)
 
 /* --- loading --- */
 
-typedef struct loading {
-    wk_settings_follower *f;
-    wk__bytes_map fresh;
-} loading;
-
-static int load_entry(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
+int wk__sf_load_entry(void *ctx, const wk__settings_head *head, const char *k, size_t klen,
                       const char *v, size_t vlen)
 {
-    loading *l = ctx;
+    wk__sf_load *l = ctx;
+    if (!l->f)
+        return WK_OK; /* orphaned: nobody will read it */
     /* Chunks come in order, so a later copy of a key is as new or newer. */
-    return wk__bytes_map_put(&l->fresh, wk__bytes_map_hash(l->f->sipkey, k, klen), k, klen, v, vlen,
-                     head->version);
+    return wk__bytes_map_put(&l->fresh, wk__bytes_map_hash(l->f->sipkey, k, klen), k, klen, v,
+                             vlen, head->version);
+}
+
+int wk__sf_load_begin(wk_settings_follower *f, wk__sf_load *l)
+{
+    *l = (wk__sf_load){.f = f, .cursor = "0"};
+    if (wk__bytes_map_init(&l->fresh, 16) != WK_OK) {
+        wk__sf_record_failure(f, WK_ENOMEM, "settings follower: out of memory loading the map");
+        return WK_ENOMEM;
+    }
+    return WK_OK;
+}
+
+int wk__sf_load_chunk(wk__sf_load *l, bool *done, bool *again)
+{
+    *done = *again = false;
+    if (strcmp(l->cursor, "0") == 0) {
+        l->first = l->prev = l->head;
+    } else if (strcmp(l->head.epoch, l->first.epoch) != 0 || l->head.version < l->prev.version) {
+        /* A reset, or an older copy of the version key restored. */
+        *again = true;
+        wk__sf_record_failure(l->f, WK_ETIMEDOUT,
+                              "settings follower: the map was reset during a load");
+        return WK_ETIMEDOUT;
+    }
+    l->prev = l->head;
+    memcpy(l->cursor, l->next, sizeof(l->cursor));
+    *done = strcmp(l->cursor, "0") == 0;
+    l->expected = l->first.version + 1;
+    return WK_OK;
+}
+
+int wk__sf_missing(wk__sf_load *l)
+{
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "settings follower: the change of version %lld never arrived during a load",
+             (long long)l->expected);
+    wk__sf_record_failure(l->f, WK_ETIMEDOUT, msg);
+    return WK_ETIMEDOUT;
 }
 
 /*
  * Bring the scanned table from the versions its chunks were read at to
- * version `last`, with the queued changes of `epoch` in (first, last]
- * (waiting for those not received yet). Changes up to `last` are dropped
- * once used (or when the scan already had them); messages of another
- * epoch or undecodable ones met before `last` was reached were published
- * before the last chunk was read, which already shows their effect or
- * lack of it: dropped too. What comes after stays queued for the normal
- * rules. *again: a change is missing.
+ * the last chunk's version, with the queued changes of the first chunk's
+ * epoch in (first, last]. Changes up to `last` are dropped once used (or
+ * when the scan already had them); messages of another epoch or
+ * undecodable ones met before `last` was reached were published before
+ * the last chunk was read, which already shows their effect or lack of
+ * it: dropped too. What comes after stays queued for the normal rules.
  */
-static int catch_up(wk_settings_follower *f, wk__bytes_map *fresh, const char *epoch, int64_t first,
-                    int64_t last, bool *again)
+int wk__sf_catch_up(wk__sf_load *l, bool *wait, bool *again)
 {
-    int64_t expected = first + 1;
-    int64_t deadline = wk__boot_ms() + f->command_timeout_ms;
+    wk_settings_follower *f = l->f;
+    const char *epoch = l->first.epoch;
+    int64_t last = l->head.version;
+    *wait = *again = false;
     for (;;) {
         queued *q = f->queue_head;
         if (!q) {
-            if (expected > last)
-                return WK_OK;
-            int64_t left = deadline - wk__boot_ms();
-            if (left <= 0 || atomic_load(&f->stop)) {
-                *again = !atomic_load(&f->stop);
-                char msg[160];
-                snprintf(msg, sizeof(msg),
-                         "settings follower: the change of version %lld never arrived during "
-                         "a load",
-                         (long long)expected);
-                record_failure(f, WK_ETIMEDOUT, msg);
-                return WK_ETIMEDOUT;
-            }
-            int rc = receive(f, (int)left);
-            if (rc)
-                return rc;
-            continue;
+            *wait = l->expected <= last;
+            return WK_OK;
         }
         wk_settings_change c;
         bool ours =
             wk_settings_change_decode(q->data, q->len, &c) == WK_OK && strcmp(c.epoch, epoch) == 0;
-        if (ours && c.version < expected) { /* in the table already */
-            free(queue_pop(f));
+        if (ours && c.version < l->expected) { /* in the table already */
+            free(wk__sf_queue_pop(f));
             continue;
         }
-        if (expected > last)
+        if (l->expected > last)
             return WK_OK; /* the rest is for the normal rules */
         if (!ours) {
-            free(queue_pop(f));
+            free(wk__sf_queue_pop(f));
             continue;
         }
-        if (c.version > expected) {
+        if (c.version > l->expected) {
             *again = true;
             char msg[160];
             snprintf(msg, sizeof(msg),
                      "settings follower: the change of version %lld is missing (got %lld) "
                      "during a load",
-                     (long long)expected, (long long)c.version);
-            record_failure(f, WK_ETIMEDOUT, msg);
+                     (long long)l->expected, (long long)c.version);
+            wk__sf_record_failure(f, WK_ETIMEDOUT, msg);
             return WK_ETIMEDOUT;
         }
         uint64_t h = wk__bytes_map_hash(f->sipkey, c.key, c.key_len);
-        const wk__bytes_item *it = wk__bytes_map_find(fresh, h, c.key, c.key_len);
+        const wk__bytes_item *it = wk__bytes_map_find(&l->fresh, h, c.key, c.key_len);
         if (!it || it->version < c.version) {
             if (c.op == WK_SETTINGS_PUT) {
-                if (wk__bytes_map_put(fresh, h, c.key, c.key_len, c.value, c.value_len, c.version)) {
-                    record_failure(f, WK_ENOMEM,
-                                   "settings follower: out of memory applying a change");
+                if (wk__bytes_map_put(&l->fresh, h, c.key, c.key_len, c.value, c.value_len,
+                                      c.version)) {
+                    wk__sf_record_failure(f, WK_ENOMEM,
+                                          "settings follower: out of memory applying a change");
                     return WK_ENOMEM;
                 }
             } else if (it) {
-                wk__bytes_map_remove(fresh, h, c.key, c.key_len);
+                wk__bytes_map_remove(&l->fresh, h, c.key, c.key_len);
             }
         }
-        expected++;
+        l->expected++;
         count(f, C_CAUGHT_UP);
-        free(queue_pop(f));
+        free(wk__sf_queue_pop(f));
+    }
+}
+
+/* The thread's catch-up: wait for the changes not received yet, up to the
+ * command timeout. *again: a change is missing. */
+static int catch_up(wk_settings_follower *f, wk__sf_load *l, bool *again)
+{
+    int64_t deadline = wk__boot_ms() + f->command_timeout_ms;
+    for (;;) {
+        bool wait;
+        int rc = wk__sf_catch_up(l, &wait, again);
+        if (rc || !wait)
+            return rc;
+        int64_t left = deadline - wk__boot_ms();
+        if (left <= 0 || atomic_load(&f->stop)) {
+            *again = !atomic_load(&f->stop);
+            return wk__sf_missing(l);
+        }
+        rc = receive(f, (int)left);
+        if (rc)
+            return rc;
     }
 }
 
 /*
- * Replace the mirror by `fresh` (taken over) at epoch/version; report the
- * difference to the callback (unless `initial`).
+ * Replace the mirror by the load's table (taken over) at its epoch and
+ * version; report the difference to the callback (unless `initial`).
  */
-static void install(wk_settings_follower *f, wk__bytes_map *fresh, const char *epoch, int64_t version,
-                    bool initial)
+void wk__sf_load_install(wk__sf_load *l, bool initial)
 {
+    wk_settings_follower *f = l->f;
+    const char *epoch = l->first.epoch;
+    int64_t version = l->head.version;
     pthread_rwlock_wrlock(&f->lock);
     wk__bytes_map old = f->mirror;
-    f->mirror = *fresh;
+    f->mirror = l->fresh;
     f->mirror_version = version;
     snprintf(f->epoch, sizeof(f->epoch), "%s", epoch);
     pthread_rwlock_unlock(&f->lock);
+    l->fresh = (wk__bytes_map){0};
     f->behind = 0;
 
     /* Only this thread writes the mirror, so both tables stay stable while
@@ -392,53 +391,39 @@ static void install(wk_settings_follower *f, wk__bytes_map *fresh, const char *e
     pthread_mutex_unlock(&f->mu);
 }
 
+void wk__sf_load_end(wk__sf_load *l)
+{
+    wk__bytes_map_free(&l->fresh);
+    l->fresh = (wk__bytes_map){0};
+}
+
 /* One load: scan in chunks, catch up, install. *again: worth starting
  * over (the epoch changed under the scan, or a change is missing). */
 static int load_once(wk_settings_follower *f, bool initial, bool *again)
 {
     *again = false;
-    loading l = {.f = f};
-    if (wk__bytes_map_init(&l.fresh, 16) != WK_OK) {
-        record_failure(f, WK_ENOMEM, "settings follower: out of memory loading the map");
-        return WK_ENOMEM;
-    }
-    wk__settings_head first = {"", 0}, prev = {"", 0}, head;
-    char cursor[24] = "0", next[24];
-    int rc;
-    do {
+    wk__sf_load l;
+    int rc = wk__sf_load_begin(f, &l);
+    for (bool done = false; !rc && !done;) {
         if (atomic_load(&f->stop)) {
             rc = WK_EIO;
-            record_failure(f, rc, "settings follower: stopped during a load");
-            goto fail;
+            wk__sf_record_failure(f, rc, "settings follower: stopped during a load");
+            break;
         }
-        rc = wk__settings_chunk(wk_db_processor(f->db), &f->held.entity, &f->held.name, cursor, &head, next,
-                                load_entry, &l);
-        if (rc) {
-            record_failure(f, rc, wk_db_errmsg(f->db));
-            goto fail;
-        }
-        if (strcmp(cursor, "0") == 0) {
-            first = prev = head;
-        } else if (strcmp(head.epoch, first.epoch) != 0 || head.version < prev.version) {
-            /* A reset, or an older copy of the version key restored. */
-            *again = true;
-            rc = WK_ETIMEDOUT;
-            record_failure(f, rc, "settings follower: the map was reset during a load");
-            goto fail;
-        }
-        prev = head;
-        rc = receive(f, 0); /* keep the server's buffer for us short */
+        rc = wk__settings_chunk(wk_db_processor(f->db), &f->held.entity, &f->held.name, l.cursor,
+                                &l.head, l.next, wk__sf_load_entry, &l);
         if (rc)
-            goto fail;
-        memcpy(cursor, next, sizeof(cursor));
-    } while (strcmp(cursor, "0") != 0);
-    rc = catch_up(f, &l.fresh, first.epoch, first.version, head.version, again);
-    if (rc)
-        goto fail;
-    install(f, &l.fresh, first.epoch, head.version, initial);
-    return WK_OK;
-fail:
-    wk__bytes_map_free(&l.fresh);
+            wk__sf_record_failure(f, rc, wk_db_errmsg(f->db));
+        else
+            rc = wk__sf_load_chunk(&l, &done, again);
+        if (!rc)
+            rc = receive(f, 0); /* keep the server's buffer for us short */
+    }
+    if (!rc)
+        rc = catch_up(f, &l, again);
+    if (!rc)
+        wk__sf_load_install(&l, initial);
+    wk__sf_load_end(&l);
     return rc;
 }
 
@@ -447,7 +432,7 @@ fail:
 static int reload(wk_settings_follower *f, bool initial)
 {
     int rc = WK_OK;
-    for (int i = 0; i < LOAD_ATTEMPTS; i++) {
+    for (int i = 0; i < WK__SF_LOAD_ATTEMPTS; i++) {
         bool again;
         rc = load_once(f, initial, &again);
         if (!rc || !again)
@@ -479,22 +464,17 @@ static int reload_or_drop(wk_settings_follower *f)
 static int sync_mirror(wk_settings_follower *f, bool initial)
 {
     drop_subscriber(f);
-    queue_clear(f); /* the load covers whatever an old subscription left */
+    wk__sf_queue_clear(f); /* the load covers whatever an old subscription left */
     char err[256];
     int rc = wk__subscriber_open(&f->sub, f->db, f->keepalive_ms, err, sizeof(err));
     if (rc) {
-        record_failure(f, rc, err);
+        wk__sf_record_failure(f, rc, err);
         return rc;
     }
-    if (f->ever_subscribed) {
-        pthread_mutex_lock(&f->mu);
-        f->stats.reconnects++;
-        pthread_mutex_unlock(&f->mu);
-    }
-    f->ever_subscribed = true;
+    wk__sf_subscribing(f);
     rc = wk__subscriber_subscribe(f->sub, f->chan, f->chan_len);
     if (rc) {
-        record_failure(f, rc, wk__subscriber_errmsg(f->sub));
+        wk__sf_record_failure(f, rc, wk__subscriber_errmsg(f->sub));
         drop_subscriber(f);
         return rc;
     }
@@ -513,38 +493,93 @@ static int sync_mirror(wk_settings_follower *f, bool initial)
  * message). Returns WK_OK, or a failure after which the subscriber was
  * dropped.
  */
-static int check(wk_settings_follower *f, bool periodic)
+wk__sf_verdict wk__sf_judge_head(wk_settings_follower *f, const wk__settings_head *head,
+                                 bool periodic)
 {
     count(f, C_CHECKS);
+    if (strcmp(head->epoch, f->epoch) != 0 || head->version < f->mirror_version) {
+        count(f, C_RESETS);
+        saw(f, head->version, true);
+        return WK__SF_RELOAD;
+    }
+    saw(f, head->version, false);
+    if (periodic) {
+        if (f->behind && f->mirror_version < f->behind) {
+            count(f, C_GAPS);
+            return WK__SF_RELOAD;
+        }
+        f->behind = head->version > f->mirror_version ? head->version : 0;
+    }
+    return WK__SF_OK;
+}
+
+static int check(wk_settings_follower *f, bool periodic)
+{
     /* On a Sentinel URL the node may have turned replica, perhaps of
      * nobody: its reads and its subscription look healthy while no change
      * of the new primary reaches them. Both connections go, and the
      * sentinels name the primary for the next load. */
     if (periodic && wk__db_left_replica(f->db)) {
-        record_failure(f, WK_EIO, "settings follower: the node is no longer the primary");
+        wk__sf_record_failure(f, WK_EIO, "settings follower: the node is no longer the primary");
         drop_subscriber(f);
         return WK_EIO;
     }
     wk__settings_head head;
     int rc = wk__settings_read_head(wk_db_processor(f->db), &f->held.entity, &f->held.name, &head);
     if (rc) {
-        record_failure(f, rc, wk_db_errmsg(f->db));
+        wk__sf_record_failure(f, rc, wk_db_errmsg(f->db));
         drop_subscriber(f);
         return rc;
     }
-    if (strcmp(head.epoch, f->epoch) != 0 || head.version < f->mirror_version) {
-        count(f, C_RESETS);
-        saw(f, head.version, true);
-        return reload_or_drop(f);
+    return wk__sf_judge_head(f, &head, periodic) == WK__SF_RELOAD ? reload_or_drop(f) : WK_OK;
+}
+
+wk__sf_verdict wk__sf_judge_message(wk_settings_follower *f, const char *msg, size_t len,
+                                    wk_settings_change *c)
+{
+    if (wk_settings_change_decode(msg, len, c) != WK_OK) {
+        /* Not ours to read: the map is the truth. The subscription stays,
+         * so nothing newer is missed. */
+        count(f, C_GAPS);
+        return WK__SF_RELOAD;
     }
-    saw(f, head.version, false);
-    if (periodic) {
-        if (f->behind && f->mirror_version < f->behind) {
-            count(f, C_GAPS);
-            return reload_or_drop(f);
-        }
-        f->behind = head.version > f->mirror_version ? head.version : 0;
+    if (strcmp(c->epoch, f->epoch) != 0) {
+        count(f, C_FOREIGN);
+        return WK__SF_CHECK;
     }
+    int64_t current = f->mirror_version;
+    if (c->version <= current) {
+        count(f, C_IGNORED);
+        return WK__SF_CHECK;
+    }
+    if (c->version > current + 1) {
+        count(f, C_GAPS); /* we missed a change */
+        return WK__SF_RELOAD;
+    }
+    return WK__SF_APPLY;
+}
+
+int wk__sf_apply(wk_settings_follower *f, const wk_settings_change *c)
+{
+    uint64_t h = wk__bytes_map_hash(f->sipkey, c->key, c->key_len);
+    int rc = WK_OK;
+    pthread_rwlock_wrlock(&f->lock);
+    if (c->op == WK_SETTINGS_PUT)
+        rc = wk__bytes_map_put(&f->mirror, h, c->key, c->key_len, c->value, c->value_len,
+                               c->version);
+    else
+        wk__bytes_map_remove(&f->mirror, h, c->key, c->key_len);
+    if (!rc)
+        f->mirror_version = c->version;
+    pthread_rwlock_unlock(&f->lock);
+    if (rc) {
+        wk__sf_record_failure(f, rc, "settings follower: out of memory applying a change");
+        return rc;
+    }
+    if (f->on_change)
+        f->on_change(f->ctx, c);
+    count(f, C_APPLIED);
+    notify(f, c->version);
     return WK_OK;
 }
 
@@ -553,45 +588,18 @@ static int check(wk_settings_follower *f, bool periodic)
 static int handle_message(wk_settings_follower *f, const char *msg, size_t len)
 {
     wk_settings_change c;
-    if (wk_settings_change_decode(msg, len, &c) != WK_OK) {
-        /* Not ours to read: the map is the truth. The subscription stays,
-         * so nothing newer is missed. */
-        count(f, C_GAPS);
+    switch (wk__sf_judge_message(f, msg, len, &c)) {
+    case WK__SF_RELOAD:
         return reload_or_drop(f);
-    }
-    if (strcmp(c.epoch, f->epoch) != 0) {
-        count(f, C_FOREIGN);
+    case WK__SF_CHECK:
         return check(f, false);
+    default:
+        break;
     }
-    int64_t current = f->mirror_version;
-    if (c.version <= current) {
-        count(f, C_IGNORED);
-        return check(f, false);
-    }
-    if (c.version > current + 1) {
-        count(f, C_GAPS); /* we missed a change */
-        return reload_or_drop(f);
-    }
-    uint64_t h = wk__bytes_map_hash(f->sipkey, c.key, c.key_len);
-    int rc = WK_OK;
-    pthread_rwlock_wrlock(&f->lock);
-    if (c.op == WK_SETTINGS_PUT)
-        rc = wk__bytes_map_put(&f->mirror, h, c.key, c.key_len, c.value, c.value_len, c.version);
-    else
-        wk__bytes_map_remove(&f->mirror, h, c.key, c.key_len);
-    if (!rc)
-        f->mirror_version = c.version;
-    pthread_rwlock_unlock(&f->lock);
-    if (rc) {
-        record_failure(f, rc, "settings follower: out of memory applying a change");
+    int rc = wk__sf_apply(f, &c);
+    if (rc)
         drop_subscriber(f);
-        return rc;
-    }
-    if (f->on_change)
-        f->on_change(f->ctx, &c);
-    count(f, C_APPLIED);
-    notify(f, c.version);
-    return WK_OK;
+    return rc;
 }
 
 /* Sleep up to ms, or until stop is requested. */
@@ -605,17 +613,17 @@ static void pause_ms(wk_settings_follower *f, int ms)
 static void *follower_main(void *arg)
 {
     wk_settings_follower *f = arg;
-    int backoff = RETRY_MIN_MS;
+    int backoff = WK__SF_RETRY_MIN_MS;
     while (!atomic_load(&f->stop)) {
         if (!f->sub) {
             if (sync_mirror(f, false) != WK_OK) {
                 pause_ms(f, backoff);
-                backoff = backoff > f->retry_max_ms / 2 ? f->retry_max_ms : backoff * 2;
+                backoff = wk__sf_backoff_next(f, backoff);
                 continue;
             }
-            backoff = RETRY_MIN_MS;
+            backoff = WK__SF_RETRY_MIN_MS;
         }
-        queued *q = queue_pop(f);
+        queued *q = wk__sf_queue_pop(f);
         if (q) { /* left by a load */
             handle_message(f, q->data, q->len);
             free(q);
@@ -647,9 +655,25 @@ static void *follower_main(void *arg)
  * Public API
  * ---------------------------------------------------------------------- */
 
-static void follower_free(wk_settings_follower *f)
+void wk__sf_subscribing(wk_settings_follower *f)
 {
-    queue_clear(f);
+    if (f->ever_subscribed) {
+        pthread_mutex_lock(&f->mu);
+        f->stats.reconnects++;
+        pthread_mutex_unlock(&f->mu);
+    }
+    f->ever_subscribed = true;
+}
+
+int wk__sf_backoff_next(const wk_settings_follower *f, int backoff)
+{
+    return backoff > f->retry_max_ms / 2 ? f->retry_max_ms : backoff * 2;
+}
+
+void wk__sf_free(wk_settings_follower *f)
+{
+    wk__sf_loop_free(f);
+    wk__sf_queue_clear(f);
     wk__subscriber_close(f->sub);
     wk_db_close(f->db);
     wk__bytes_map_free(&f->mirror);
@@ -696,8 +720,8 @@ static int make_pipe(int fds[2])
 /* The checks of start, before anything is allocated. */
 static int check_options(const wk_settings_follower_options *opts, char *err, size_t errlen)
 {
-    if (!opts || !opts->db || !opts->settings)
-        return FAIL(WK_EINVAL, "options, options.db and options.settings are required");
+    if (!opts || !opts->settings)
+        return FAIL(WK_EINVAL, "options and options.settings are required");
     if (opts->keepalive_ms < 0 || opts->retry_max_ms <= 0 || opts->check_ms < 0)
         return FAIL(WK_EINVAL, "keepalive_ms and check_ms must be >= 0 and retry_max_ms > 0");
     const wk_entity *e = opts->settings;
@@ -715,11 +739,12 @@ static int check_options(const wk_settings_follower_options *opts, char *err, si
     return WK_OK;
 }
 
-/* A follower with its copies, locks, pipe and empty mirror; no
- * connection yet. */
-static int follower_new(wk_settings_follower **out, const wk_settings_follower_options *opts,
-                        char *err, size_t errlen)
+int wk__sf_new(wk_settings_follower **out, const wk_settings_follower_options *opts,
+               int command_timeout_ms, char *err, size_t errlen)
 {
+    int rc = check_options(opts, err, errlen);
+    if (rc)
+        return rc;
     wk_settings_follower *f = calloc(1, sizeof(*f));
     if (!f)
         return FAIL(WK_ENOMEM, "out of memory");
@@ -728,11 +753,11 @@ static int follower_new(wk_settings_follower **out, const wk_settings_follower_o
     f->on_change = opts->on_change;
     f->ctx = opts->ctx;
     f->keepalive_ms = opts->keepalive_ms;
-    f->retry_max_ms = opts->retry_max_ms < RETRY_MIN_MS ? RETRY_MIN_MS : opts->retry_max_ms;
+    f->retry_max_ms = opts->retry_max_ms < WK__SF_RETRY_MIN_MS ? WK__SF_RETRY_MIN_MS : opts->retry_max_ms;
     f->check_ms = opts->check_ms;
-    f->command_timeout_ms = opts->db->command_timeout_ms > 0 ? opts->db->command_timeout_ms : 2000;
+    f->command_timeout_ms = command_timeout_ms > 0 ? command_timeout_ms : 2000;
     const wk_entity settings = WK_SETTINGS_ENTITY(opts->settings->ns);
-    int rc = wk__held_init(&f->held, &settings, WK_KIND_SETTINGS, &opts->name);
+    rc = wk__held_init(&f->held, &settings, WK_KIND_SETTINGS, &opts->name);
     f->chan = malloc(WK_KEY_MAX);
     if (rc || !f->chan)
         rc = FAIL(WK_ENOMEM, "out of memory");
@@ -743,7 +768,7 @@ static int follower_new(wk_settings_follower **out, const wk_settings_follower_o
     if (!rc && (rc = wk__bytes_map_init(&f->mirror, 16)) != WK_OK)
         FAIL(rc, "out of memory");
     if (rc) {
-        follower_free(f);
+        wk__sf_free(f);
         return rc;
     }
     *out = f;
@@ -758,10 +783,11 @@ int wk_settings_follower_start(wk_settings_follower **out,
     if (!out)
         return FAIL(WK_EINVAL, "out is NULL");
     *out = NULL;
+    if (opts && !opts->db)
+        return FAIL(WK_EINVAL, "options.db is required (through an event-loop handle: "
+                               "wk_settings_follower_start_async())");
     wk_settings_follower *f = NULL;
-    int rc = check_options(opts, err, errlen);
-    if (!rc)
-        rc = follower_new(&f, opts, err, errlen);
+    int rc = wk__sf_new(&f, opts, opts ? opts->db->command_timeout_ms : 0, err, errlen);
     if (rc)
         return rc;
     rc = wk_db_open(&f->db, opts->db, err, errlen);
@@ -776,7 +802,7 @@ int wk_settings_follower_start(wk_settings_follower **out,
     if (!rc && pthread_create(&f->thread, NULL, follower_main, f) != 0)
         rc = FAIL(WK_ENOMEM, "cannot create the follower thread");
     if (rc) {
-        follower_free(f);
+        wk__sf_free(f);
         return rc;
     }
     f->thread_started = true;
@@ -793,6 +819,7 @@ int wk_settings_follower_start(wk_settings_follower **out,
 /* Stop and join the thread, close both connections; once. Waiters wake. */
 static void halt(wk_settings_follower *f)
 {
+    wk__sf_loop_halt(f);
     if (f->thread_started) {
         atomic_store(&f->stop, true);
         char byte = 1;
@@ -801,7 +828,7 @@ static void halt(wk_settings_follower *f)
         pthread_join(f->thread, NULL);
         f->thread_started = false;
     }
-    queue_clear(f);
+    wk__sf_queue_clear(f);
     wk__subscriber_close(f->sub);
     f->sub = NULL;
     wk_db_close(f->db);
@@ -824,7 +851,8 @@ void wk_settings_follower_free(wk_settings_follower *f)
     if (!f)
         return;
     halt(f);
-    follower_free(f);
+    if (!wk__sf_loop_free_later(f))
+        wk__sf_free(f);
 }
 
 void wk_settings_follower_stop(wk_settings_follower *f)
@@ -945,8 +973,8 @@ int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int time
 {
     if (reached)
         *reached = false;
-    if (!f || !reached)
-        return WK_EINVAL;
+    if (!f || !reached || (f->loop && timeout_ms != 0))
+        return WK_EINVAL; /* a loop follower advances only while the loop turns */
     struct timespec deadline = {0, 0};
     if (timeout_ms > 0) /* the condition's clock: CLOCK_MONOTONIC (wk__sync_init) */
         wk__cond_abstime(wk__add_ms(wk__boot_ms(), timeout_ms), &deadline);

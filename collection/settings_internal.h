@@ -58,8 +58,22 @@ int wk__settings_chunk(wk_processor *p, const wk_entity *e, const wk_name *name,
                        const char *cursor, wk__settings_head *head, char *next,
                        wk__settings_entry_fn fn, void *ctx);
 
+/* The same through a deferred processor (an event-loop handle's): `o`
+ * (its head, next, fn and ctx) must stay valid until the query's
+ * completion, when the parser has filled it. Returns the submission's
+ * status. */
+typedef struct wk__settings_chunk_out {
+    wk__settings_head *head;
+    char *next;
+    wk__settings_entry_fn fn;
+    void *ctx;
+} wk__settings_chunk_out;
+int wk__settings_chunk_async(wk_processor *p, const wk_entity *e, const wk_name *name,
+                             const char *cursor, wk__settings_chunk_out *o);
+
 /* The head alone (query "settings.head", READ, retry-safe, O(1)). `p`
- * must not be deferred. Returns as wk_settings_snapshot(). */
+ * may be deferred when `head` outlives the completion (the loop
+ * follower). Returns as wk_settings_snapshot(). */
 int wk__settings_read_head(wk_processor *p, const wk_entity *e, const wk_name *name,
                            wk__settings_head *head);
 

@@ -177,6 +177,13 @@ wk_async *wk__async_sub_handle(const wk__async_sub *s);
 wk_async *wk__async_sub_parent(const wk__async_sub *s);
 /* Ask for run(arg) in the next wk_async_process() of the parent. */
 void wk__async_sub_kick(wk__async_sub *s);
+/* Ask for run(arg) at `when` (wk__boot_ms(); 0: no timer), once. */
+void wk__async_sub_wake_at(wk__async_sub *s, int64_t when);
+/* Pub/Sub mode (core/async_subscriber.c): the hidden handle's pushes go to
+ * push(arg, reply) (which owns it; called from inside the hidden
+ * handle's processing: it must only keep what came), then run(arg); a
+ * lost socket runs run(arg) too. */
+void wk__async_sub_push(wk__async_sub *s, void (*push)(void *arg, redisReply *r));
 /* Count a receive outstanding (1) or not (0) in wk_async_pending(). */
 void wk__async_sub_busy(wk__async_sub *s, bool busy);
 /* Close the hidden handle (its callbacks run, inside this call or, from

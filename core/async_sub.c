@@ -32,7 +32,11 @@ struct wk__async_sub {
     void (*run)(void *arg);
     void (*gone)(void *arg);
     void (*reply)(void *arg, int status, const char *msg);
-    void *arg; /* the receiver; NULL once it closes: nothing reaches it */
+    /* Pub/Sub (wk__async_sub_push): the hidden handle's pushes, and a
+     * lost socket kicks run. NULL: none. */
+    void (*push)(void *arg, redisReply *r);
+    int64_t wake; /* run by then (wk__boot_ms(); 0: no timer) */
+    void *arg;    /* the receiver; NULL once it closes: nothing reaches it */
     uint32_t slot;
     int reg_fd; /* registered in the parent's set (-1: none) */
     unsigned ready;
@@ -56,6 +60,8 @@ static void child_watch(wk_async *h, int fd, unsigned events, int64_t timeout_ms
         return;
     if (s->reg_fd >= 0 && s->reg_fd != fd)
         epoll_ctl(epfd, EPOLL_CTL_DEL, s->reg_fd, NULL);
+    if (s->push && fd < 0 && s->reg_fd >= 0)
+        s->kicked = true; /* a subscriber's socket went: its owner looks */
     struct epoll_event e = {.events = (events & WK_ASYNC_READ ? EPOLLIN : 0) |
                                       (events & WK_ASYNC_WRITE ? EPOLLOUT : 0),
                             .data.u32 = WK__SUB_TAG + s->slot};
@@ -100,8 +106,11 @@ void wk__async_subs_run(wk_async *a)
         s->in_run = true;
         if (ready || (due >= 0 && due <= now))
             wk_async_process(s->h, ready);
-        if (s->kicked && !s->closed) {
+        bool woke = s->wake && s->wake <= wk__boot_ms();
+        if ((s->kicked || woke) && !s->closed) {
             s->kicked = false;
+            if (woke)
+                s->wake = 0;
             s->run(s->arg);
         }
         s->in_run = false;
@@ -118,6 +127,8 @@ int64_t wk__async_subs_due(const wk_async *a)
         if (!s || !s->h)
             continue;
         int64_t d = s->kicked ? 0 : wk__async_next_due(s->h);
+        if (s->wake && (d < 0 || s->wake < d))
+            d = s->wake;
         if (d >= 0 && (due < 0 || d < due))
             due = d;
     }
@@ -270,6 +281,37 @@ void wk__async_sub_kick(wk__async_sub *s)
     s->kicked = true;
     if (!s->parent->in_process)
         wk__async_update_watch(s->parent);
+}
+
+void wk__async_sub_wake_at(wk__async_sub *s, int64_t when)
+{
+    if (!s->h)
+        return;
+    s->wake = when;
+    if (!s->parent->in_process)
+        wk__async_update_watch(s->parent);
+}
+
+/* The hidden handle's engine hands over a push (its arg is the lane):
+ * to the owner, then run. */
+static void sub_push(void *arg, redisReply *r)
+{
+    wk__async_lane *l = arg;
+    wk__async_sub *s = l->a->watch == child_watch ? l->a->watch_arg : NULL;
+    if (s && s->arg && !s->closed && s->push) {
+        s->push(s->arg, r);
+        s->kicked = true;
+    } else {
+        freeReplyObject(r);
+    }
+}
+
+void wk__async_sub_push(wk__async_sub *s, void (*push)(void *arg, redisReply *r))
+{
+    if (!s->h)
+        return;
+    s->push = push;
+    s->h->lane[WK__LANE_MAIN].m.push = push ? sub_push : NULL;
 }
 
 void wk__async_sub_busy(wk__async_sub *s, bool busy)

@@ -130,7 +130,7 @@ static void on_settled(void *arg, size_t i, int status, const char *msg)
     }
 }
 
-static int parse_subscribed(const wk_query *q, const wk_reply *reply, wk_diag *d)
+int wk__sub_parse_subscribed(const wk_query *q, const wk_reply *reply, wk_diag *d)
 {
     const redisReply *r = (const redisReply *)reply;
     if (r->type == REDIS_REPLY_ERROR)
@@ -154,7 +154,7 @@ static int parse_client_id(const wk_query *q, const wk_reply *reply, wk_diag *d)
 }
 
 /* A PING's answer: +PONG before SUBSCRIBE, ["pong", ""] after. */
-static int parse_pong(const wk_query *q, const wk_reply *reply, wk_diag *d)
+int wk__sub_parse_pong(const wk_query *q, const wk_reply *reply, wk_diag *d)
 {
     (void)q;
     const redisReply *r = (const redisReply *)reply;
@@ -204,7 +204,7 @@ static int send_ping(wk__subscriber *s)
 {
     static const char *const argv[1] = {"PING"};
     static const size_t lens[1] = {4};
-    int rc = send_query(s, "PING", 1, argv, lens, parse_pong, NULL);
+    int rc = send_query(s, "PING", 1, argv, lens, wk__sub_parse_pong, NULL);
     if (rc)
         return rc;
     s->ping_sent_ms = wk__boot_ms();
@@ -357,7 +357,7 @@ int wk__subscriber_subscribe(wk__subscriber *s, const char *channel, size_t len)
     const char *argv[2] = {"SUBSCRIBE", channel ? channel : ""};
     size_t lens[2] = {9, len};
     sub_call c = {0};
-    int rc = call(s, "SUBSCRIBE", 2, argv, lens, parse_subscribed, &c);
+    int rc = call(s, "SUBSCRIBE", 2, argv, lens, wk__sub_parse_subscribed, &c);
     if (!rc)
         s->last_rx_ms = wk__boot_ms();
     return rc;
@@ -407,6 +407,14 @@ static bool is_message(const redisReply *r)
     return k && k->type == REDIS_REPLY_STRING && k->len == 7 && memcmp(k->str, "message", 7) == 0;
 }
 
+const char *wk__sub_message(const redisReply *r, size_t *len)
+{
+    if (!is_message(r) || r->element[2]->type != REDIS_REPLY_STRING)
+        return NULL;
+    *len = r->element[2]->len;
+    return r->element[2]->str;
+}
+
 /*
  * The events of wk__subscriber_next() and wk__subscriber_poll(): `all`
  * reports pongs and key-array messages too (poll); without it (next) they
@@ -434,9 +442,11 @@ static int next_event(wk__subscriber *s, int timeout_ms, int wake_fd, bool all, 
                 }
                 continue;
             }
-            if (is_message(r) && r->element[2]->type == REDIS_REPLY_STRING) {
+            size_t len;
+            const char *data = wk__sub_message(r, &len);
+            if (data) {
                 s->last = r;
-                *ev = (wk__sub_event){WK__SUB_MESSAGE, r->element[2]->str, r->element[2]->len, 0};
+                *ev = (wk__sub_event){WK__SUB_MESSAGE, data, len, 0};
                 return WK_OK;
             }
             if (all && is_message(r) && keys_message(r)) {

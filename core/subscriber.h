@@ -29,6 +29,7 @@
 #include <wakuwaku/db.h>
 
 typedef struct wk__subscriber wk__subscriber;
+struct redisReply;
 
 /*
  * Open a new connection with the connection settings of `db` (same server,
@@ -137,6 +138,15 @@ int wk__subscriber_database(const wk_db *db);
 
 /* The message of the last failure; never NULL. */
 const char *wk__subscriber_errmsg(const wk__subscriber *s);
+
+/* Shared with the loop's subscriber (core/async_subscriber.c): the
+ * parsers of SUBSCRIBE's confirmation (of the channel in q->argv[1]) and
+ * of a PING's answer (+PONG, or ["pong", ""] once subscribed), and the
+ * payload of a push that is a "message" with a string payload (NULL:
+ * another push). */
+int wk__sub_parse_subscribed(const wk_query *q, const wk_reply *reply, wk_diag *d);
+int wk__sub_parse_pong(const wk_query *q, const wk_reply *reply, wk_diag *d);
+const char *wk__sub_message(const struct redisReply *r, size_t *len);
 
 /* Close the connection and free the subscriber. NULL is a no-op. */
 void wk__subscriber_close(wk__subscriber *s);

@@ -90,9 +90,9 @@
  *     wk_async_pending() counts a wait as one until its callback ran.
  *     Through a batch the waiting acquires are still refused
  *     (WK_EINVAL: a batch's outcomes come only when it runs). Streams
- *     are followed through this processor too (8.); run lease keepers,
- *     settings followers and cron jobs on their own threads with their
- *     own wk_db (they never block your loop).
+ *     are followed through this processor too (8.), and settings maps
+ *     (10.); run lease keepers and cron jobs on their own threads with
+ *     their own wk_db (they never block your loop).
  *     On a Redis Cluster (9.) the waiting acquires are refused
  *     (WK_EINVAL at the call): their wake-up lists live on several nodes.
  *  7. No heap allocation per query once the handle's buffers have grown to
@@ -133,6 +133,13 @@
  *     A script query whose keys span slots is refused (WK_EINVAL, at the
  *     call once the handle knows it is a cluster's, else before it is
  *     sent).
+ * 10. Settings followers: wk_settings_follower_start_async() through
+ *     this processor follows a settings map with no thread of its own
+ *     (wakuwaku/settings.h): its Pub/Sub subscriber is a hidden handle as
+ *     in 8. (its socket in the epoll set), its loads and version checks
+ *     are queries on this handle's connection, and the change callback,
+ *     the start's completion and wk_settings_follower_wait_async()'s run
+ *     from wk_async_process(). Not on a cluster handle (WK_EINVAL).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or

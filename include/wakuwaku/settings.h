@@ -73,6 +73,7 @@
 #if !defined(WAKUWAKU_SETTINGS_H) && !defined(WK__ENTITY_MACROS_ONLY)
 #define WAKUWAKU_SETTINGS_H
 
+#include <wakuwaku/async.h>
 #include <wakuwaku/db.h>
 #include <wakuwaku/query.h>
 
@@ -364,6 +365,55 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
                                       size_t errlen);
 
 /*
+ * wk_settings_follower_start_async — the same follower on an event loop:
+ * `p` is an event-loop handle's processor, wk_async_with(a, done, arg)
+ * (wakuwaku/async.h, 10.). Nothing blocks the loop and no thread is made:
+ * the subscription is a hidden connection of the handle (its settings and
+ * capability, set up through the loop, its socket in the handle's epoll
+ * set: the loop still watches one descriptor), the loads and checks are
+ * queries on the handle's connection, and the follower's every step —
+ * the change callback included — runs from wk_async_process(). The rules
+ * are the thread form's (above): subscribe first, then load in chunks
+ * (the changes made meanwhile applied from the queued messages); apply
+ * changes of the mirror's epoch in version order; reload after a gap, a
+ * lost or killed subscriber connection (a new one, then a load), or a
+ * message of another epoch whose check finds the server's epoch or
+ * version changed; the check every check_ms; a PING after keepalive_ms
+ * without traffic (unanswered within the command timeout: a new
+ * subscriber). opts->db is not used (the handle's settings are).
+ * Through Sentinel it keeps no failover notice of its own: it follows a
+ * failover when the old primary closes its subscriber, or at the next
+ * check. wk_async_pending() counts the follower as one while its start or
+ * a wait (wk_settings_follower_wait_async()) is outstanding, and its loads
+ * and checks as queries; they are the handle's own (a wrapper around the
+ * processor sees none of them).
+ *
+ * *out is written at once; the mirror is loaded when `done(a, status,
+ * msg, arg)` runs (once, from wk_async_process() or wk_async_close()):
+ * WK_OK, or the first sync's failure (WK_EIO, WK_ETIMEDOUT, WK_EAUTH:
+ * cannot connect; WK_ECORRUPT; WK_EIO when the handle closed first) —
+ * the follower is then halted. After the first sync, failures are retried
+ * forever with the backoff of the options (see stats). Closing the handle
+ * halts the follower (readable, stats.synced false): free it after.
+ * _get(), _get_dup(), _snapshot(), _version(), _lag() and _stats() work
+ * unchanged (no I/O); _wait() with a timeout would block the loop that
+ * advances the mirror: on a loop follower only timeout_ms 0 (a check) is
+ * accepted, else WK_EINVAL — wk_settings_follower_wait_async() is its
+ * form for the loop. Halt and free it from the loop's thread; from its
+ * callbacks too (start, change, wait: a free there is finished when the
+ * follower's step returns). A follower halted before its start completed
+ * never calls `done`.
+ *
+ * Returns WK_OK; WK_EINVAL (bad options, entity or name; p not an
+ * event-loop handle's processor; a cluster handle: not supported yet);
+ * WK_EDENIED (the handle's capability does not grant READ on the entity;
+ * nothing was sent); WK_EIO (the handle is closing); WK_ENOMEM.
+ */
+WK_API int wk_settings_follower_start_async(wk_settings_follower **out, wk_processor *p,
+                                            const wk_settings_follower_options *opts, char *err,
+                                            size_t errlen);
+
+/*
  * LIFECYCLE: start / halt / free. wk_settings_follower_start() creates the
  * follower and starts its thread; wk_settings_follower_halt() stops the
  * thread and never frees; wk_settings_follower_free() frees (halting first
@@ -468,6 +518,24 @@ WK_API int64_t wk_settings_follower_lag(wk_settings_follower *f);
  */
 WK_API int wk_settings_follower_wait(wk_settings_follower *f, int64_t version, int timeout_ms,
                                      bool *reached);
+
+/*
+ * wk_settings_follower_wait_async — the wait of a follower started with
+ * wk_settings_follower_start_async(), without blocking the loop:
+ * `done(a, status, msg, arg)` runs once, from wk_async_process() (never
+ * inside this call), when the mirror's version is ≥ `version` (WK_OK;
+ * the change callbacks of every version up to it have returned) or when
+ * `timeout_ms` passed (WK_ETIMEDOUT; negative: no limit); WK_EIO when
+ * the handle closes first (from wk_async_close()). Versions compare
+ * within one epoch, as for _wait(). For read-your-writes: wait in the
+ * callback of your put for the version it returned. A follower halted or
+ * freed drops its waits: their callbacks never run. Returns WK_OK,
+ * WK_EINVAL (f NULL or not a loop follower, done NULL), WK_EIO (the
+ * follower is halted) or WK_ENOMEM; the callback runs only after WK_OK.
+ * From the loop's thread.
+ */
+WK_API int wk_settings_follower_wait_async(wk_settings_follower *f, int64_t version,
+                                           int timeout_ms, wk_async_done_fn done, void *arg);
 
 /* Counters and health of a follower (wk_settings_follower_stats()). */
 typedef struct wk_settings_stats {

@@ -2546,6 +2546,17 @@ Test(cluster, loop_hash_tags_multi_key_and_refusals, .init = shared, .timeout = 
                          &got);
     cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
     cr_assert(strstr(wk_async_errmsg(a), "Redis Cluster"), "%s", wk_async_errmsg(a));
+    /* So is a settings follower through the loop (not supported there yet). */
+    static const wk_entity settings = WK_SETTINGS_ENTITY("lcluster");
+    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    fo.settings = &settings;
+    fo.name = wk_name_str("n");
+    wk_settings_follower *f = NULL;
+    char err[256];
+    rc = wk_settings_follower_start_async(&f, via(a, &o), &fo, err, sizeof(err));
+    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
+    cr_assert(strstr(err, "cluster"), "%s", err);
+    cr_assert_null(f);
     wk_test_async_drain(a);
     cr_assert_not(o.done);
     wk_async_close(a);

@@ -277,6 +277,65 @@ Test(LOOP_SUITE, a_pipe_followed_through_the_adapter_gets_every_message, .timeou
     loop_free(l);
 }
 
+/* A settings map followed through the adapter (wakuwaku/async.h, 10.):
+ * the subscriber joins the epoll set the adapter watches, and puts and a
+ * remove by a blocking handle reach the mirror, in order, through the
+ * loop. */
+static void lc_count_change(void *ctx, const wk_settings_change *c)
+{
+    (void)c;
+    (*(int *)ctx)++;
+}
+
+Test(LOOP_SUITE, a_settings_map_followed_through_the_adapter_gets_every_change, .timeout = 60)
+{
+    static const wk_entity settings = WK_SETTINGS_ENTITY("adapter");
+    loop *l = loop_new();
+    wk_async *a = lc_open(wk_test_url(), 2000);
+    loop_attach(l, a);
+    lc_settle(l, a);
+    wk_db *db = wk_test_open(NULL);
+    const char *name = wk_test_ns("settings");
+    int64_t v = 0; /* written before: the map has its epoch (a first put's new epoch reloads) */
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, wk_name_str(name), "k", 1, "-", 1,
+                                 &v),
+                 WK_OK);
+    int changes = 0;
+    wk_settings_follower_options o = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    o.settings = &settings;
+    o.name = wk_name_str(name);
+    o.on_change = lc_count_change;
+    o.ctx = &changes;
+    wk_settings_follower *f = NULL;
+    lc_result started = {0};
+    char err[256];
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(a, lc_done, &started), &o, err,
+                                                  sizeof(err)),
+                 WK_OK, "%s", err);
+    while (!started.calls)
+        loop_turn(l);
+    cr_assert_eq(started.status, WK_OK, "%s", started.msg);
+    cr_assert_eq(loop_watched_fd(l, 0), wk_async_fd(a), "the adapter watches the set");
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, wk_name_str(name), "k", 1,
+                                     &"abcde"[i], 1, &v),
+                     WK_OK);
+    cr_assert_eq(wk_settings_remove(wk_db_processor(db), &settings, wk_name_str(name), "k", 1,
+                                    NULL),
+                 WK_OK);
+    while (wk_settings_follower_version(f) < v + 1)
+        loop_turn(l);
+    cr_assert_eq(changes, 6, "each change once, in order (%d)", changes);
+    bool found = true;
+    cr_assert_eq(wk_settings_follower_get(f, "k", 1, NULL, 0, NULL, &found), WK_OK);
+    cr_assert_not(found);
+    wk_settings_follower_free(f);
+    wk_db_close(db);
+    loop_detach(l, 0);
+    wk_async_close(a);
+    loop_free(l);
+}
+
 Test(LOOP_SUITE, a_killed_connection_is_replaced_and_watched_anew, .timeout = 60)
 {
     loop *l = loop_new();
