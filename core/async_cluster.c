@@ -150,6 +150,12 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
     wk_db *db = NULL;
     char why[WK__ERRMSG_MAX];
     int rc = cl && c ? wk__blocking_clone(&db, a->db, why, sizeof(why)) : WK_ENOMEM;
+    if (!rc && db->conn->cluster) {
+        /* A handle cloned from a cluster handle (a hidden handle) copied
+         * its map: the map lane's connection is a plain one. */
+        wk__cluster_free(db->conn->cluster);
+        db->conn->cluster = NULL;
+    }
     int epfd = rc || a->epfd >= 0 ? a->epfd : epoll_create1(EPOLL_CLOEXEC);
     if (!rc && epfd < 0)
         rc = WK_EIO;
