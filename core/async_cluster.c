@@ -177,8 +177,14 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         db->conn->last_io_ms = wk_monotonic_ms();
         remember_host(a, from);
     }
-    /* A handle cloned from a cluster handle (a receiver's hidden handle)
-     * came with a copy of the map: this one, asked anew, replaces it. */
+    /* A handle cloned from a cluster handle (a hidden handle: a
+     * receiver's, a slot's waits) came with a copy of its map: it routes
+     * by it at once, and asks the map only when a MOVED or a lost node
+     * says so (no map connection until then). */
+    if (conn->cluster && conn->cluster->primaries) {
+        wk__cluster_free(c);
+        return WK_OK;
+    }
     wk__cluster_free(conn->cluster);
     conn->cluster = c;
     ask_map(a);

@@ -2712,6 +2712,21 @@ static long long blocked_pop_named(int port, const char *name)
     return client_id_with(port, name, " flags=b ");
 }
 
+/* The connections of the clients named `name` on every node. */
+static int clients_named(const char *name)
+{
+    char want[96];
+    snprintf(want, sizeof(want), " name=%s ", name);
+    int n = 0;
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++) {
+        redisReply *r = raw_at(C.port[i], "CLIENT LIST");
+        for (const char *at = r->str; at && (at = strstr(at, want)); at++)
+            n++;
+        freeReplyObject(r);
+    }
+    return n;
+}
+
 /* Turn until the loop's BLPOP (client `name`) is blocked on `port`. */
 static long long loop_turn_until_blocked(wk_async *a, int port, const char *name)
 {
@@ -2866,6 +2881,9 @@ Test(cluster, loop_waiters_in_several_slots_and_nodes_wait_at_once, .init = shar
     loop_turn_until_blocked(s.a, port0, cname);
     loop_wait(s.a, &s.lock, names[N], &r[N], deadline);
     loop_turn_until_parked(s.a, N + 1, r, N + 1);
+    /* One waits connection per slot in use, and nothing else: the map
+     * lane, a connection per primary, and 4 slots' BLPOPs. */
+    cr_assert_eq(clients_named(cname), 1 + 3 + N, "%d connections", clients_named(cname));
     /* Released one at a time, last first: each wakes its waiter alone. */
     for (int k = N; k >= 0; k--) {
         let_go(s.db, &s.lock, names[k], &held[k]);
