@@ -3013,6 +3013,55 @@ Test(cluster, loop_closing_completes_waits_pending_on_several_nodes_with_eio, .i
     lscene_close(&s);
 }
 
+/* RwLock (a reader waits for a writer, a writer for that reader) and
+ * Semaphore waits through the loop, each woken by a blocking handle's
+ * release (names 0, 1, 2: more than one slot). */
+Test(cluster, loop_rwlock_and_semaphore_waits_are_woken_by_releases, .init = shared,
+     .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lkinds", NULL);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("lkinds-rw"), 30000);
+    wk_entity sem = WK_SEMAPHORE_ENTITY(wk_test_ns("lkinds-sem"), 1, 30000);
+    wk_processor *p = wk_db_processor(s.db);
+    int64_t deadline = wk_monotonic_ms() + 15000;
+    for (uint64_t n = 0; n < 3; n++) {
+        wk_name name = wk_name_u64(n);
+        wk_token w, held;
+        bool got = false, rel = false, ran = false;
+        cr_assert_eq(wk_rwlock_try_write(p, &rw, name, &w, &got), WK_OK);
+        cr_assert(got);
+        lwait rd = {0}, wr = {0}, sm = {0};
+        cr_assert_eq(wk_rwlock_acquire_read(wk_async_with(s.a, wk_test_on_wait, &rd), &rw, name,
+                                            deadline, NULL, &rd.token, &rd.acquired),
+                     WK_OK, "%s", wk_async_errmsg(s.a));
+        loop_turn_until_parked(s.a, 1, &rd, 1);
+        cr_assert_eq(wk_rwlock_release_write(p, &rw, name, &w, &rel), WK_OK);
+        loop_turn_until_called(s.a, &rd);
+        cr_assert(rd.status == WK_OK && rd.acquired && rd.at < deadline, "reader: %s", rd.msg);
+        cr_assert_eq(wk_rwlock_acquire_write(wk_async_with(s.a, wk_test_on_wait, &wr), &rw, name,
+                                             deadline, NULL, &wr.token, &wr.acquired),
+                     WK_OK);
+        loop_turn_until_parked(s.a, 1, &wr, 1);
+        cr_assert_eq(wk_rwlock_release_read(p, &rw, name, &rd.token, &ran), WK_OK);
+        loop_turn_until_called(s.a, &wr);
+        cr_assert(wr.status == WK_OK && wr.acquired && wr.at < deadline, "writer: %s", wr.msg);
+
+        cr_assert_eq(wk_semaphore_try(p, &sem, name, &held, &got), WK_OK);
+        cr_assert(got);
+        cr_assert_eq(wk_semaphore_acquire(wk_async_with(s.a, wk_test_on_wait, &sm), &sem, name,
+                                          deadline, &sm.token, &sm.acquired),
+                     WK_OK);
+        loop_turn_until_parked(s.a, 1, &sm, 1);
+        cr_assert_eq(wk_semaphore_release(p, &sem, name, &held, &ran), WK_OK);
+        loop_turn_until_called(s.a, &sm);
+        cr_assert(sm.status == WK_OK && sm.acquired && sm.at < deadline, "semaphore: %s",
+                  sm.msg);
+        wk_test_async_drain(s.a);
+    }
+    lscene_close(&s);
+}
+
 /* The release hands the lock over: the popped notice completes the loop
  * waiter with no attempt after it (scripts counted on the lock's node:
  * exclusive), and a FencedLock's fence comes in it. */
