@@ -3062,6 +3062,43 @@ Test(cluster, loop_rwlock_and_semaphore_waits_are_woken_by_releases, .init = sha
     lscene_close(&s);
 }
 
+static void on_opened(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    outcome *o = arg;
+    o->done = true;
+    o->status = status;
+    snprintf(o->msg, sizeof(o->msg), "%s", msg);
+}
+
+/* A receiver through a cluster loop handle waits on a hidden handle of
+ * its own, which routes by a copy of the handle's map: the messages sent
+ * by a blocking handle reach it (its queries once never ran: its map
+ * connection was given the map too). */
+Test(cluster, loop_a_pipe_is_followed_through_the_loop, .init = shared, .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lpipe", NULL);
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("lpipe"), 30000);
+    wk_name name = wk_name_str("x");
+    outcome opened = {0};
+    wk_test_follower f = {0};
+    cr_assert_eq(wk_pipe_receive(wk_async_with(s.a, on_opened, &opened), &pipe, name, &f.r),
+                 WK_OK, "%s", wk_async_errmsg(s.a));
+    while (!opened.done)
+        wk_test_async_turn(s.a);
+    cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
+    cr_assert_eq(wk_pipe_recv_async(f.r, &f.m, wk_test_follow_pipe, &f), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(s.db), &pipe, name, "one", 3), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(s.db), &pipe, name, "two", 3), WK_OK);
+    while (f.n < 6 && !f.ended)
+        wk_test_async_turn(s.a);
+    cr_assert(f.n == 6 && memcmp(f.got, "onetwo", 6) == 0, "%.*s (%s)", (int)f.n, f.got,
+              wk_err_name(f.status));
+    lscene_close(&s);
+    wk_pipe_receiver_close(f.r);
+}
+
 /* The release hands the lock over: the popped notice completes the loop
  * waiter with no attempt after it (scripts counted on the lock's node:
  * exclusive), and a FencedLock's fence comes in it. */
