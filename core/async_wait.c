@@ -23,6 +23,11 @@
  * the pushed element stays in the list until a BLPOP takes it, and a pop
  * for a waiter that is not parked at that moment (it is attempting
  * again) is kept, and fires at once when it parks.
+ *
+ * A cluster handle has no waits lane: its lists live in several slots, a
+ * BLPOP names keys of one, so core/async_wait_cluster.c sends one BLPOP
+ * per slot in use; the parked waiters, the early pops and the firing
+ * here are shared (core/async_wait.h).
  */
 #include <poll.h>
 #include <stdio.h>
