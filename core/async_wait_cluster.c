@@ -90,7 +90,11 @@ static void chan_run(void *arg)
 
 static void chan_gone(void *arg)
 {
-    ((chan *)arg)->sub = NULL; /* the handle closes: its hidden handle with it */
+    /* The handle closes: its hidden handle with it, the sub freed right
+     * after (closed from its `gone`). */
+    chan *c = arg;
+    wk__async_sub_close(c->sub);
+    c->sub = NULL;
 }
 
 static void chan_reply(void *arg, int status, const char *msg)

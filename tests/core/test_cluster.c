@@ -2322,23 +2322,35 @@ Test(cluster, loop_follows_ask_during_a_migration_and_moved_after_it, .init = ex
     wk_async_close(a);
 }
 
-/* The id of the client named `name` on the node at `port` whose CLIENT
- * LIST line also holds `also` (NULL: any), or -1. */
-static long long client_id_with(int port, const char *name, const char *also)
+/* How many clients named `name` the node at `port` has whose CLIENT LIST
+ * line also holds `also` (NULL: any); *id: the last one's id (-1: none). */
+static int clients_at(int port, const char *name, const char *also, long long *id)
 {
     redisReply *r = raw_at(port, "CLIENT LIST");
     char want[96];
     snprintf(want, sizeof(want), " name=%s ", name);
-    long long id = -1;
+    int n = 0;
+    *id = -1;
     for (const char *line = r->str; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
         const char *at = strstr(line, want), *more = also ? strstr(line, also) : line;
-        if (at && at < line + len && more && more < line + len && strncmp(line, "id=", 3) == 0)
-            id = atoll(line + 3);
+        if (at && at < line + len && more && more < line + len && strncmp(line, "id=", 3) == 0) {
+            *id = atoll(line + 3);
+            n++;
+        }
         line = end ? end + 1 : NULL;
     }
     freeReplyObject(r);
+    return n;
+}
+
+/* The id of the client named `name` on the node at `port` whose CLIENT
+ * LIST line also holds `also` (NULL: any), or -1. */
+static long long client_id_with(int port, const char *name, const char *also)
+{
+    long long id;
+    clients_at(port, name, also, &id);
     return id;
 }
 
@@ -2712,18 +2724,14 @@ static long long blocked_pop_named(int port, const char *name)
     return client_id_with(port, name, " flags=b ");
 }
 
-/* The connections of the clients named `name` on every node. */
-static int clients_named(const char *name)
+/* The connections of the clients named `name` on every node (whose
+ * CLIENT LIST line also holds `also`, when not NULL). */
+static int clients_named(const char *name, const char *also)
 {
-    char want[96];
-    snprintf(want, sizeof(want), " name=%s ", name);
     int n = 0;
-    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++) {
-        redisReply *r = raw_at(C.port[i], "CLIENT LIST");
-        for (const char *at = r->str; at && (at = strstr(at, want)); at++)
-            n++;
-        freeReplyObject(r);
-    }
+    long long id;
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++)
+        n += clients_at(C.port[i], name, also, &id);
     return n;
 }
 
@@ -2883,7 +2891,10 @@ Test(cluster, loop_waiters_in_several_slots_and_nodes_wait_at_once, .init = shar
     loop_turn_until_parked(s.a, N + 1, r, N + 1);
     /* One waits connection per slot in use, and nothing else: the map
      * lane, a connection per primary, and 4 slots' BLPOPs. */
-    cr_assert_eq(clients_named(cname), 1 + 3 + N, "%d connections", clients_named(cname));
+    while (clients_named(cname, " flags=b ") < N)
+        wk_test_async_turn(s.a);
+    cr_assert_eq(clients_named(cname, NULL), 1 + 3 + N, "%d connections",
+                 clients_named(cname, NULL));
     /* Released one at a time, last first: each wakes its waiter alone. */
     for (int k = N; k >= 0; k--) {
         let_go(s.db, &s.lock, names[k], &held[k]);
