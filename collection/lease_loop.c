@@ -80,11 +80,6 @@ static void attempt(waiter *w)
         refused(w, rc);
 }
 
-/* A cluster handle's waiters would sleep on lists of several nodes. */
-#define CLUSTER_REFUSED                                                                            \
-    "a waiting acquire through the event-loop handle is not supported on a Redis Cluster "         \
-    "(use a wk_db on its own thread, or try and retry)"
-
 /* Leave the queue without the item, then complete with `status`: unless
  * the acquire's end has come (the registration runs out by itself). */
 static void give_up(waiter *w, int status, const char *msg)
@@ -167,13 +162,10 @@ static void attempted(waiter *w, int status, const char *msg)
     char list[WK__WAKE_KEY_MAX];
     memcpy(list, w->c.wake.w, w->c.wake.w_len);
     memcpy(list + w->c.wake.w_len, w->c.token->bytes, WK_TOKEN_LEN);
-    int rc = wk__async_park(w->a, list, w->c.wake.w_len + WK_TOKEN_LEN,
-                            wk__add_ms(now, sleep < 1 ? 1 : sleep), woke, w);
+    int rc = wk__async_park_on(w->a, w->c.e, list, w->c.wake.w_len + WK_TOKEN_LEN,
+                               wk__add_ms(now, sleep < 1 ? 1 : sleep), woke, w);
     if (rc)
-        give_up(w, rc,
-                rc == WK_ENOMEM   ? "out of memory"
-                : rc == WK_EINVAL ? CLUSTER_REFUSED
-                                  : "the handle is closing");
+        give_up(w, rc, rc == WK_ENOMEM ? "out of memory" : "the handle is closing");
 }
 
 static void on_reply(wk_async *a, int status, const char *msg, void *arg)
@@ -197,8 +189,6 @@ int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_enti
                            wk__lease_release_fn release)
 {
     wk_async *a = wk__async_of(p->db);
-    if (a->cl)
-        return wk__processor_fail(p, WK_EINVAL, "%s: %s", acquire->name, CLUSTER_REFUSED);
     size_t name_len = name.type == WK_NAME_BYTES ? name.len : 0;
     waiter *w = calloc(1, sizeof(*w) + name_len + 1);
     if (!w)

@@ -145,17 +145,17 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         return wk__errbuf_set(err, errlen, WK_EINVAL,
                               "%s is a Redis Cluster node, and this handle has waited already",
                               from ? from->addr : "the seed list");
-    /* A handle cloned from a cluster handle (a receiver's hidden handle)
-     * came with a copy of the map: it goes before the map lane is cloned
-     * from this handle (that lane is a plain connection, which a map
-     * would make a cluster lane that never dials), and is asked anew. */
-    wk__cluster_free(conn->cluster);
-    conn->cluster = NULL;
     wk__async_cluster *cl = calloc(1, sizeof(*cl));
     wk__cluster *c = wk__cluster_empty();
     wk_db *db = NULL;
     char why[WK__ERRMSG_MAX];
     int rc = cl && c ? wk__blocking_clone(&db, a->db, why, sizeof(why)) : WK_ENOMEM;
+    if (!rc && db->conn->cluster) {
+        /* A handle cloned from a cluster handle (a hidden handle) copied
+         * its map: the map lane's connection is a plain one. */
+        wk__cluster_free(db->conn->cluster);
+        db->conn->cluster = NULL;
+    }
     int epfd = rc || a->epfd >= 0 ? a->epfd : epoll_create1(EPOLL_CLOEXEC);
     if (!rc && epfd < 0)
         rc = WK_EIO;
@@ -177,6 +177,15 @@ static int become(wk_async *a, wk__setup *from, char *err, size_t errlen)
         db->conn->last_io_ms = wk_monotonic_ms();
         remember_host(a, from);
     }
+    /* A handle cloned from a cluster handle (a hidden handle: a
+     * receiver's, a slot's waits) came with a copy of its map: it routes
+     * by it at once, and asks the map only when a MOVED or a lost node
+     * says so (no map connection until then). */
+    if (conn->cluster && conn->cluster->primaries) {
+        wk__cluster_free(c);
+        return WK_OK;
+    }
+    wk__cluster_free(conn->cluster);
     conn->cluster = c;
     ask_map(a);
     return WK_OK;

@@ -14,7 +14,9 @@
  * asks for the map anew, so no refresh ever blocks the loop. The
  * descriptor is the epoll set (core/async_wait.c) from then on: lanes 0
  * and 1 are tagged 0 and 1 in it, node i is tagged WK__ASYNC_NODE_TAG + i.
- * Waiting acquires are refused on a cluster handle (WK_EINVAL).
+ * Its waits (core/async_wait_cluster.c) need no lane: each slot in use
+ * has a hidden handle of its own (core/async_sub.c), a cluster handle
+ * too, which routes by a copy of this one's map.
  */
 #ifndef WK_CORE_ASYNC_CLUSTER_H
 #define WK_CORE_ASYNC_CLUSTER_H

@@ -120,6 +120,11 @@ typedef void (*wk__async_woke_fn)(void *arg, int status, const char *why, const 
                                   size_t len);
 int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until, wk__async_woke_fn woke,
                    void *arg);
+/* The same for a waiter of entity `e` (its list is in e's cluster slot):
+ * a cluster handle's waits need it (WK_EINVAL without), the pop being
+ * routed to that slot's node as a query on e. */
+int wk__async_park_on(wk_async *a, const wk_entity *e, const char *list, size_t len, int64_t until,
+                      wk__async_woke_fn woke, void *arg);
 
 /* ---- the hidden handles of receivers (core/async_sub.c) ----------------
  *

@@ -23,6 +23,11 @@
  * the pushed element stays in the list until a BLPOP takes it, and a pop
  * for a waiter that is not parked at that moment (it is attempting
  * again) is kept, and fires at once when it parks.
+ *
+ * A cluster handle has no waits lane: its lists live in several slots, a
+ * BLPOP names keys of one, so core/async_wait_cluster.c sends one BLPOP
+ * per slot in use; the parked waiters, the early pops and the firing
+ * here are shared (core/async_wait.h).
  */
 #include <poll.h>
 #include <stdio.h>
@@ -34,6 +39,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/async_cluster.h"
+#include "core/async_wait.h"
 #include "core/blocking.h"
 
 /* ---- the watch ---------------------------------------------------------- */
@@ -72,47 +78,6 @@ unsigned wk_async_events(const wk_async *a)
     return (ev & POLLIN ? WK_ASYNC_READ : 0) | (ev & POLLOUT ? WK_ASYNC_WRITE : 0);
 }
 
-/* The most of a popped element a waiter is told (a handed-over notice is
- * shorter; a longer one is told as empty: a plain wake-up). */
-#define ELEMENT_MAX 64
-
-typedef struct parked {
-    char list[WK__COMPANION_KEY_MAX];
-    size_t len;
-    int64_t until;
-    wk__async_woke_fn woke;
-    void *arg;
-    bool fire;    /* its wake-up was popped, or its wait failed */
-    bool covered; /* its list is in the BLPOP in flight */
-    int status;
-    char element[ELEMENT_MAX]; /* what its pop took */
-    size_t element_len;
-} parked;
-
-/* Pops for lists not parked at the time: kept for when they park. */
-#define EARLY_MAX 64
-
-struct wk__async_waits {
-    parked *p;
-    size_t n, cap;
-    long long client_id; /* the waits connection's (0: not known) */
-    bool asking_id, popping, unblocking, unblock_refused;
-    int64_t pop_ms; /* the BLPOP in flight's block time */
-    long long id_reply, unblock_reply;
-    char popped[WK__COMPANION_KEY_MAX]; /* the BLPOP's answer: the list, or none */
-    size_t popped_len;
-    char element[ELEMENT_MAX]; /* … and the element it took */
-    size_t element_len;
-    char early[EARLY_MAX][WK__COMPANION_KEY_MAX];
-    size_t early_len[EARLY_MAX], nearly;
-    char early_element[EARLY_MAX][ELEMENT_MAX];
-    size_t early_element_len[EARLY_MAX];
-    const char **argv; /* the BLPOP's arguments, grown to the most parked */
-    size_t *lens, argv_cap, lens_cap;
-    char secs[32];
-    char why[WK__ERRMSG_MAX / 2];
-};
-
 /* When wk_async_process() is due without events, or -1. */
 int64_t wk__async_next_due(const wk_async *a)
 {
@@ -137,7 +102,7 @@ int64_t wk__async_next_due(const wk_async *a)
     if (nodes >= 0 && (due < 0 || nodes < due))
         due = nodes;
     for (size_t i = 0; a->waits && i < a->waits->n; i++) {
-        const parked *p = &a->waits->p[i];
+        const wk__async_waiter *p = &a->waits->p[i];
         int64_t d = p->fire ? 0 : p->until;
         if (due < 0 || d < due)
             due = d;
@@ -272,22 +237,22 @@ static int parse_int(const wk_query *q, const wk_reply *r, wk_diag *d)
 }
 
 /* BLPOP's reply: nil (its time is up, or CLIENT UNBLOCK), or {list, element}. */
-static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
+int wk__async_parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
-    wk__async_waits *w = q->out;
-    w->popped_len = 0;
+    wk__async_pop *got = q->out;
+    got->list_len = 0;
     if (wk_reply_get_type(r) == WK_REPLY_NIL)
         return WK_OK;
     size_t len;
     const char *list = wk_reply_str(wk_reply_at(r, 0), &len);
-    if (wk_reply_count(r) != 2 || !list || len > sizeof(w->popped))
+    if (wk_reply_count(r) != 2 || !list || len > sizeof(got->list))
         return wk_diag_fail(d, WK_EPROTO, "expected nil or {list, element}");
-    memcpy(w->popped, list, len);
-    w->popped_len = len;
+    memcpy(got->list, list, len);
+    got->list_len = len;
     const char *el = wk_reply_str(wk_reply_at(r, 1), &len);
-    w->element_len = el && len <= sizeof(w->element) ? len : 0;
-    if (w->element_len)
-        memcpy(w->element, el, len);
+    got->element_len = el && len <= sizeof(got->element) ? len : 0;
+    if (got->element_len)
+        memcpy(got->element, el, len);
     return WK_OK;
 }
 
@@ -310,52 +275,61 @@ static void on_unblock(wk_async *a, int status, const char *msg, void *arg)
     kick(a); /* not blocked yet (0): again, while the BLPOP is out */
 }
 
+/* Early pop i is gone (taken): the last takes its place. */
+static void early_drop(wk__async_waits *w, size_t i)
+{
+    w->nearly--;
+    memcpy(w->early[i], w->early[w->nearly], w->early_len[w->nearly]);
+    w->early_len[i] = w->early_len[w->nearly];
+    memcpy(w->early_element[i], w->early_element[w->nearly], w->early_element_len[w->nearly]);
+    w->early_element_len[i] = w->early_element_len[w->nearly];
+}
+
 /* A pop of p's list that came before p parked: p fires with its element. */
-static bool early_take(wk__async_waits *w, parked *p)
+static bool early_take(wk__async_waits *w, wk__async_waiter *p)
 {
     for (size_t i = 0; i < w->nearly; i++)
         if (w->early_len[i] == p->len && memcmp(w->early[i], p->list, p->len) == 0) {
             p->element_len = w->early_element_len[i];
             memcpy(p->element, w->early_element[i], p->element_len);
-            w->nearly--;
-            memcpy(w->early[i], w->early[w->nearly], w->early_len[w->nearly]);
-            w->early_len[i] = w->early_len[w->nearly];
-            memcpy(w->early_element[i], w->early_element[w->nearly],
-                   w->early_element_len[w->nearly]);
-            w->early_element_len[i] = w->early_element_len[w->nearly];
+            early_drop(w, i);
             return true;
         }
     return false;
 }
 
-static void on_pop(wk_async *a, int status, const char *msg, void *arg)
+static bool in_slot(const wk__async_waiter *p, long slot)
 {
-    (void)arg;
+    return slot == WK__WAIT_ALL_SLOTS || (long)p->slot == slot;
+}
+
+void wk__async_waits_popped(wk_async *a, long slot, int status, const char *msg,
+                            const wk__async_pop *got)
+{
     wk__async_waits *w = a->waits;
-    w->popping = false;
-    a->lane[WK__LANE_WAITS].db->conn->extra_wait_ms = 0;
     bool found = false;
     for (size_t i = 0; i < w->n; i++) {
-        parked *p = &w->p[i];
+        wk__async_waiter *p = &w->p[i];
+        if (!in_slot(p, slot))
+            continue;
         if (status != WK_OK) {
-            /* Lost: nothing but a wake-up was taken. Every waiter attempts
-             * again; the next BLPOP asks for the connection's id anew. */
+            /* Lost: nothing but a wake-up was taken. Every waiter
+             * attempts again. */
             p->fire = true;
             p->status = status;
-        } else if (w->popped_len && p->len == w->popped_len &&
-                   memcmp(p->list, w->popped, p->len) == 0) {
+        } else if (got->list_len && p->len == got->list_len &&
+                   memcmp(p->list, got->list, p->len) == 0) {
             p->fire = true;
-            p->element_len = w->element_len;
-            memcpy(p->element, w->element, w->element_len);
+            p->element_len = got->element_len;
+            memcpy(p->element, got->element, got->element_len);
             found = true;
         }
         p->covered = false;
     }
     if (status != WK_OK) {
-        w->client_id = 0;
         wk__copy_text(w->why, sizeof(w->why), msg);
-    } else if (w->popped_len && !found) {
-        if (w->nearly == EARLY_MAX) { /* the oldest goes: its waiter is long gone */
+    } else if (got->list_len && !found) {
+        if (w->nearly == WK__WAIT_EARLY_MAX) { /* the oldest goes: its waiter is long gone */
             w->nearly--;
             memmove(w->early, w->early + 1, sizeof(w->early[0]) * w->nearly);
             memmove(w->early_len, w->early_len + 1, sizeof(w->early_len[0]) * w->nearly);
@@ -364,11 +338,22 @@ static void on_pop(wk_async *a, int status, const char *msg, void *arg)
             memmove(w->early_element_len, w->early_element_len + 1,
                     sizeof(w->early_element_len[0]) * w->nearly);
         }
-        memcpy(w->early[w->nearly], w->popped, w->popped_len);
-        memcpy(w->early_element[w->nearly], w->element, w->element_len);
-        w->early_element_len[w->nearly] = w->element_len;
-        w->early_len[w->nearly++] = w->popped_len;
+        memcpy(w->early[w->nearly], got->list, got->list_len);
+        memcpy(w->early_element[w->nearly], got->element, got->element_len);
+        w->early_element_len[w->nearly] = got->element_len;
+        w->early_len[w->nearly++] = got->list_len;
     }
+}
+
+static void on_pop(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)arg;
+    wk__async_waits *w = a->waits;
+    w->popping = false;
+    a->lane[WK__LANE_WAITS].db->conn->extra_wait_ms = 0;
+    if (status != WK_OK)
+        w->client_id = 0; /* the next BLPOP asks for the connection's id anew */
+    wk__async_waits_popped(a, WK__WAIT_ALL_SLOTS, status, msg, &w->got);
     kick(a);
 }
 
@@ -381,29 +366,59 @@ static bool send(wk__async_lane *l, const char *name, int argc, const char **arg
     return wk__async_lane_submit(l, &q, done, NULL) == WK_OK;
 }
 
-/* BLPOP every list not woken yet, until the first of their ends. */
-static void pop(wk_async *a, wk__async_waits *w, int64_t until)
+int wk__async_waits_pop_args(wk__async_waits *w, long slot, int64_t until, const char *extra,
+                             size_t extra_len, int64_t *ms)
 {
-    if (wk__grow_array(&w->argv, &w->argv_cap, w->n + 2, sizeof(*w->argv)) ||
-        wk__grow_array(&w->lens, &w->lens_cap, w->n + 2, sizeof(*w->lens)))
-        return; /* the waiters' own times still end their sleeps */
-    int64_t ms = until - wk__boot_ms();
-    ms = ms < 1 ? 1 : ms; /* 0 would block for ever */
-    snprintf(w->secs, sizeof(w->secs), "%lld.%03lld", (long long)(ms / 1000),
-             (long long)(ms % 1000));
+    if (wk__grow_array(&w->argv, &w->argv_cap, w->n + 3, sizeof(*w->argv)) ||
+        wk__grow_array(&w->lens, &w->lens_cap, w->n + 3, sizeof(*w->lens)))
+        return 0;
+    *ms = until - wk__boot_ms();
+    *ms = *ms < 1 ? 1 : *ms; /* 0 would block for ever */
+    snprintf(w->secs, sizeof(w->secs), "%lld.%03lld", (long long)(*ms / 1000),
+             (long long)(*ms % 1000));
     int k = 0;
     w->argv[k] = "BLPOP";
     w->lens[k++] = 5;
     for (size_t i = 0; i < w->n; i++)
-        if (!w->p[i].fire) {
+        if (!w->p[i].fire && in_slot(&w->p[i], slot)) {
             w->argv[k] = w->p[i].list;
             w->lens[k++] = w->p[i].len;
         }
+    if (extra_len) {
+        w->argv[k] = extra;
+        w->lens[k++] = extra_len;
+    }
     w->argv[k] = w->secs;
     w->lens[k++] = strlen(w->secs);
+    return k;
+}
+
+bool wk__async_waits_live(const wk__async_waits *w, long slot, bool *missing, int64_t *until)
+{
+    bool live = false;
+    *missing = false;
+    *until = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const wk__async_waiter *p = &w->p[i];
+        if (p->fire || !in_slot(p, slot))
+            continue;
+        live = true;
+        *missing |= !p->covered;
+        *until = *until && *until < p->until ? *until : p->until;
+    }
+    return live;
+}
+
+/* BLPOP every list not woken yet, until the first of their ends. */
+static void pop(wk_async *a, wk__async_waits *w, int64_t until)
+{
+    int64_t ms;
+    int k = wk__async_waits_pop_args(w, WK__WAIT_ALL_SLOTS, until, NULL, 0, &ms);
+    if (!k)
+        return; /* the waiters' own times still end their sleeps */
     wk__async_lane *l = &a->lane[WK__LANE_WAITS];
     l->db->conn->extra_wait_ms = ms; /* its reply is due that much later */
-    w->popping = send(l, "wait.pop", k, w->argv, w->lens, parse_pop, w, on_pop);
+    w->popping = send(l, "wait.pop", k, w->argv, w->lens, wk__async_parse_pop, &w->got, on_pop);
     for (size_t i = 0; w->popping && i < w->n; i++)
         w->p[i].covered = true;
 }
@@ -415,15 +430,13 @@ static void kick(wk_async *a)
     wk__async_waits *w = a->waits;
     if (!w || a->closing)
         return;
-    bool live = false, missing = false;
-    int64_t until = 0;
-    for (size_t i = 0; i < w->n; i++)
-        if (!w->p[i].fire) {
-            live = true;
-            missing |= !w->p[i].covered;
-            until = until && until < w->p[i].until ? until : w->p[i].until;
-        }
-    if (!live)
+    if (a->cl) {
+        wk__async_wait_cluster_kick(a); /* core/async_wait_cluster.c */
+        return;
+    }
+    bool missing;
+    int64_t until;
+    if (!wk__async_waits_live(w, WK__WAIT_ALL_SLOTS, &missing, &until))
         return;
     if (!w->client_id && !w->asking_id) {
         const char *argv[2] = {"CLIENT", "ID"};
@@ -456,10 +469,16 @@ int wk__async_use_set(wk_async *a)
     return WK_OK;
 }
 
-/* The waits lane and the epoll set, on the first park. */
+/* The waits' state on the first park: on a single server, the waits lane
+ * and the epoll set; a cluster handle has its set, and opens a
+ * connection per slot as its waiters need (core/async_wait_cluster.c). */
 static int open_waits(wk_async *a)
 {
     wk__async_waits *w = calloc(1, sizeof(*w));
+    if (w && a->cl) {
+        a->waits = w;
+        return WK_OK;
+    }
     wk_db *db = NULL;
     char err[WK__ERRMSG_MAX];
     int rc = w ? wk__blocking_clone(&db, a->db, err, sizeof(err)) : WK_ENOMEM;
@@ -480,11 +499,15 @@ static int open_waits(wk_async *a)
 int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until, wk__async_woke_fn woke,
                    void *arg)
 {
+    return wk__async_park_on(a, NULL, list, len, until, woke, arg);
+}
+
+int wk__async_park_on(wk_async *a, const wk_entity *e, const char *list, size_t len, int64_t until,
+                      wk__async_woke_fn woke, void *arg)
+{
     if (a->closing)
         return WK_EIO;
-    if (a->cl) /* the lists live on several nodes: refused (wakuwaku/async.h, 6.) */
-        return WK_EINVAL;
-    if (len > WK__COMPANION_KEY_MAX)
+    if (len > WK__COMPANION_KEY_MAX || (a->cl && !e)) /* a cluster's pop routes by e */
         return WK_EINVAL;
     int rc = a->waits ? WK_OK : open_waits(a);
     wk__async_waits *w = a->waits;
@@ -492,8 +515,13 @@ int wk__async_park(wk_async *a, const char *list, size_t len, int64_t until, wk_
         rc = WK_ENOMEM;
     if (rc)
         return rc;
-    parked *p = &w->p[w->n++];
-    *p = (parked){.len = len, .until = until, .woke = woke, .arg = arg};
+    wk__async_waiter *p = &w->p[w->n++];
+    *p = (wk__async_waiter){.len = len,
+                            .until = until,
+                            .woke = woke,
+                            .arg = arg,
+                            .e = e,
+                            .slot = a->cl ? wk__key_slot(list, len) : 0};
     memcpy(p->list, list, len);
     p->fire = early_take(w, p); /* its wake-up came while it attempted */
     kick(a);
@@ -506,7 +534,7 @@ bool wk__async_waits_fire(wk_async *a)
     wk__async_waits *w = a->waits;
     bool ran = false;
     for (size_t i = 0; w && i < w->n;) {
-        parked p = w->p[i];
+        wk__async_waiter p = w->p[i];
         if (!p.fire && p.until > wk__boot_ms()) {
             i++;
             continue;
@@ -541,6 +569,7 @@ void wk__async_waits_close(wk_async *a)
         wk__copy_text(w->why, sizeof(w->why), "handle closed");
     wk__async_waits_fire(a);
     if (w) {
+        wk__async_wait_cluster_free(w);
         free(w->p);
         free(w->argv);
         free(w->lens);

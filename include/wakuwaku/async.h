@@ -93,8 +93,14 @@
  *     are followed through this processor too (8.), and settings maps
  *     (10.); run lease keepers and cron jobs on their own threads with
  *     their own wk_db (they never block your loop).
- *     On a Redis Cluster (9.) the waiting acquires are refused
- *     (WK_EINVAL at the call): their wake-up lists live on several nodes.
+ *     On a Redis Cluster (9.) a wake-up list lives in its entity's slot
+ *     and a BLPOP names keys of one slot only: the waits connection is
+ *     one per slot in use (to its primary, routed by the map: MOVED, ASK
+ *     and a failover are followed; a lost node makes its waiters attempt
+ *     again), kept open for the slot's next waits (up to 8 idle). A
+ *     BLPOP missing a new waiter is re-issued by a push to a list of the
+ *     handle's own in that slot (it expires after a minute) instead of
+ *     CLIENT UNBLOCK.
  *  7. No heap allocation per query once the handle's buffers have grown to
  *     the load (replies are parsed by hiredis, which allocates them); a
  *     waiting acquire allocates its state once (6.).

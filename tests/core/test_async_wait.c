@@ -24,37 +24,9 @@ static wk_async *open_loop(void)
     return wk_test_open_async(wk_test_url(), NULL, 2000);
 }
 
-/* One waiting acquire's outcome, as its callback saw it. */
-typedef struct waitreq {
-    int calls, status, order;
-    bool acquired;
-    wk_token token;
-    wk_fenced_lease lease;
-    char msg[256];
-    int64_t at;
-    int *seq;         /* the order callbacks ran in (shared), or NULL */
-    const bool *flag; /* what *flag was when the callback ran */
-    bool flag_then;
-    const wk_entity *release_e; /* release at once through the loop (a chain) */
-    const char *release_name;
-    bool released;
-} waitreq;
-
-static void on_wait(wk_async *a, int status, const char *msg, void *arg)
-{
-    waitreq *r = arg;
-    r->calls++;
-    r->status = status;
-    r->at = wk_monotonic_ms();
-    snprintf(r->msg, sizeof(r->msg), "%s", msg);
-    if (r->seq)
-        r->order = (*r->seq)++;
-    if (r->flag)
-        r->flag_then = *r->flag;
-    if (r->release_e && status == WK_OK && r->acquired)
-        wk_lock_release(wk_async_with(a, NULL, NULL), r->release_e, wk_name_str(r->release_name),
-                        &r->token, &r->released);
-}
+/* One waiting acquire's outcome, as its callback (on_wait) saw it. */
+typedef wk_test_waitreq waitreq;
+#define on_wait wk_test_on_wait
 
 /* Members of the wait queue of item `name` of `e` (the companion keys of
  * collection/wake.h). */

@@ -36,7 +36,8 @@
 #include "tests/kinds/kinds.h"
 #include "collection/settings_internal.h"
 #include "core/core_internal.h" /* wk__key_slot: to choose namespaces */
-#include "core/async_internal.h" /* the loop handle's redirection counters */
+#include "collection/wake.h"         /* the wait queue's keys */
+#include "core/async_internal.h" /* the loop handle's redirection counters, its parked waits */
 
 /* ------------------------------------------------------------------------
  * The suite's topology
@@ -2352,23 +2353,41 @@ Test(cluster, loop_follows_ask_during_a_migration_and_moved_after_it, .init = ex
     wk_async_close(a);
 }
 
-/* The id of the client named `name` on the node at `port`, or -1. */
-static long long client_id_named(int port, const char *name)
+/* How many clients named `name` the node at `port` has whose CLIENT LIST
+ * line also holds `also` (NULL: any); *id: the last one's id (-1: none). */
+static int clients_at(int port, const char *name, const char *also, long long *id)
 {
     redisReply *r = raw_at(port, "CLIENT LIST");
     char want[96];
     snprintf(want, sizeof(want), " name=%s ", name);
-    long long id = -1;
+    int n = 0;
+    *id = -1;
     for (const char *line = r->str; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
-        const char *at = strstr(line, want);
-        if (at && at < line + len && strncmp(line, "id=", 3) == 0)
-            id = atoll(line + 3);
+        const char *at = strstr(line, want), *more = also ? strstr(line, also) : line;
+        if (at && at < line + len && more && more < line + len && strncmp(line, "id=", 3) == 0) {
+            *id = atoll(line + 3);
+            n++;
+        }
         line = end ? end + 1 : NULL;
     }
     freeReplyObject(r);
+    return n;
+}
+
+/* The id of the client named `name` on the node at `port` whose CLIENT
+ * LIST line also holds `also` (NULL: any), or -1. */
+static long long client_id_with(int port, const char *name, const char *also)
+{
+    long long id;
+    clients_at(port, name, also, &id);
     return id;
+}
+
+static long long client_id_named(int port, const char *name)
+{
+    return client_id_with(port, name, NULL);
 }
 
 typedef struct failover_arg {
@@ -2538,15 +2557,7 @@ Test(cluster, loop_hash_tags_multi_key_and_refusals, .init = shared, .timeout = 
     redisReply *r = raw_at(wk_test_cluster_key_port(&C, t2, strlen(t2)), "GET %s", t2);
     cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
     freeReplyObject(r);
-    /* Waiting acquires are refused on a cluster handle, plainly. */
-    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lwait"), 30000);
-    wk_token t;
-    bool got = false;
-    rc = wk_lock_acquire(via(a, &o), &lock, wk_name_str("w"), wk_monotonic_ms() + 1000, NULL, &t,
-                         &got);
-    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
-    cr_assert(strstr(wk_async_errmsg(a), "Redis Cluster"), "%s", wk_async_errmsg(a));
-    /* So is a settings follower through the loop (not supported there yet). */
+    /* A settings follower through the loop is refused (not supported there yet). */
     static const wk_entity settings = WK_SETTINGS_ENTITY("lcluster");
     wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
     fo.settings = &settings;
@@ -2807,4 +2818,586 @@ Test(cluster, loop_receivers_follow_pipes_and_stream_buffers_on_every_primary, .
     cr_assert_eq(wk_async_pending(a), 0);
     wk_async_close(a);
     wk_db_close(db);
+}
+
+/* ------------------------------------------------------------------------
+ * Waiting acquires through the event loop (core/async_wait_cluster.c)
+ * ---------------------------------------------------------------------- */
+
+typedef wk_test_waitreq lwait; /* a loop waiter's outcome: wk_test_on_wait saw it */
+
+static void loop_wait(wk_async *a, const wk_entity *e, wk_name name, lwait *r, int64_t deadline)
+{
+    int rc = wk_lock_acquire(wk_async_with(a, wk_test_on_wait, r), e, name, deadline, NULL, &r->token,
+                             &r->acquired);
+    cr_assert_eq(rc, WK_OK, "queued: %s: %s", wk_err_name(rc), wk_async_errmsg(a));
+}
+
+/* Members of the wait queue of item (e, name), on its primary. */
+static long long loop_queued(const wk_entity *e, wk_name name)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, e, &name, NULL), WK_OK);
+    wk__wake_keys k;
+    cr_assert_eq(wk__wake_keys_build(&k, key, klen), WK_OK);
+    redisReply *r = raw_at(wk_test_cluster_key_port(&C, k.q, k.q_len), "ZCARD %b", k.q, k.q_len);
+    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Turn the loop until n waits sleep between attempts (their attempt
+ * answered: not acquired) and none has completed. */
+static void loop_turn_until_parked(wk_async *a, size_t n, const lwait *r, int count)
+{
+    while (wk__async_parked(a) < n)
+        wk_test_async_turn(a);
+    for (int i = 0; i < count; i++)
+        cr_assert_eq(r[i].calls, 0, "%d still waiting: %s (%s)", i, wk_err_name(r[i].status),
+                     r[i].msg);
+}
+
+/* The id of the client named `name` blocked (its BLPOP) on the node at
+ * `port`, or -1. */
+static long long blocked_pop_named(int port, const char *name)
+{
+    return client_id_with(port, name, " flags=b ");
+}
+
+/* The connections of the clients named `name` on every node (whose
+ * CLIENT LIST line also holds `also`, when not NULL). */
+static int clients_named(const char *name, const char *also)
+{
+    int n = 0;
+    long long id;
+    for (int i = 0; i < WK_TEST_CLUSTER_NODES; i++)
+        n += clients_at(C.port[i], name, also, &id);
+    return n;
+}
+
+/* Turn until the loop's BLPOP (client `name`) is blocked on `port`. */
+static long long loop_turn_until_blocked(wk_async *a, int port, const char *name)
+{
+    long long id;
+    while ((id = blocked_pop_named(port, name)) < 0)
+        wk_test_async_turn(a);
+    return id;
+}
+
+/* A blocking handle holds (e, name): its token. */
+static wk_token hold(wk_db *db, const wk_entity *e, wk_name name)
+{
+    wk_token t;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), e, name, &t, &got), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(got);
+    return t;
+}
+
+static void let_go(wk_db *db, const wk_entity *e, wk_name name, wk_token *t)
+{
+    bool rel = false;
+    cr_assert_eq(wk_lock_release(wk_db_processor(db), e, name, t, &rel), WK_OK, "%s",
+                 wk_db_errmsg(db));
+    cr_assert(rel);
+}
+
+/* Turn until r's callback ran. */
+static void loop_turn_until_called(wk_async *a, const lwait *r)
+{
+    while (!r->calls)
+        wk_test_async_turn(a);
+}
+
+/* What most cases start with: a blocking handle, a loop handle (named
+ * `cname`, or not), a Lock entity of their own. */
+typedef struct lscene {
+    wk_db *db;
+    wk_async *a;
+    wk_entity lock;
+} lscene;
+
+static void lscene_open(lscene *s, const char *prefix, const char *cname)
+{
+    s->db = open_cluster();
+    s->a = open_loop(C.url, cname);
+    s->lock = (wk_entity)WK_LOCK_ENTITY(wk_test_ns(prefix), 60000);
+}
+
+static void lscene_close(lscene *s)
+{
+    wk_async_close(s->a); /* NULL once closed by the case */
+    wk_db_close(s->db);
+}
+
+/* The first name of e from *n on whose primary is `port` (*n: past it). */
+static wk_name name_on(const wk_entity *e, int port, uint64_t *n)
+{
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    while (item_port(e, wk_name_u64(*n), NULL, key, &klen) != port)
+        (*n)++;
+    return wk_name_u64((*n)++);
+}
+
+Test(cluster, loop_waiter_is_woken_by_a_release_from_a_blocking_or_another_loop_handle,
+     .init = shared, .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lwoken", NULL);
+    wk_async *b = open_loop(C.url, NULL);
+    /* One name on each primary: each node's slot in turn. */
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    uint64_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        wk_name name = name_on(&s.lock, prim[k], &n);
+        /* Released by a blocking handle. */
+        wk_token held = hold(s.db, &s.lock, name);
+        lwait r = {0};
+        int64_t deadline = wk_monotonic_ms() + 15000;
+        loop_wait(s.a, &s.lock, name, &r, deadline);
+        loop_turn_until_parked(s.a, 1, &r, 1);
+        cr_assert_eq(loop_queued(&s.lock, name), 1);
+        let_go(s.db, &s.lock, name, &held);
+        loop_turn_until_called(s.a, &r);
+        cr_assert_eq(r.status, WK_OK, "%d: %s", prim[k], r.msg);
+        cr_assert(r.acquired, "%d: woken and acquired", prim[k]);
+        cr_assert_lt(r.at, deadline, "%d: woken by the release, not at its deadline", prim[k]);
+        cr_assert_eq(loop_queued(&s.lock, name), 0, "it left the queue");
+        /* Held through loop b now: released through it. */
+        outcome o;
+        bool got = false, released = false;
+        LOOP_RUN(s.a, &o, wk_lock_release(p_, &s.lock, name, &r.token, &released));
+        cr_assert(o.status == WK_OK && released, "%s", o.msg);
+        wk_token tb;
+        LOOP_RUN(b, &o, wk_lock_try(p_, &s.lock, name, &tb, &got));
+        cr_assert(o.status == WK_OK && got, "%s", o.msg);
+        lwait w = {0};
+        deadline = wk_monotonic_ms() + 15000;
+        loop_wait(s.a, &s.lock, name, &w, deadline);
+        loop_turn_until_parked(s.a, 1, &w, 1);
+        LOOP_RUN(b, &o, wk_lock_release(p_, &s.lock, name, &tb, &released));
+        cr_assert(o.status == WK_OK && released, "%s", o.msg);
+        loop_turn_until_called(s.a, &w);
+        cr_assert(w.status == WK_OK && w.acquired, "%d: %s", prim[k], w.msg);
+        cr_assert_lt(w.at, deadline, "%d: woken by loop b's release", prim[k]);
+        LOOP_RUN(s.a, &o, wk_lock_release(p_, &s.lock, name, &w.token, &released));
+        cr_assert(o.status == WK_OK && released, "%s", o.msg);
+    }
+    wk_async_close(b);
+    lscene_close(&s);
+}
+
+Test(cluster, loop_waiters_in_several_slots_and_nodes_wait_at_once, .init = shared,
+     .timeout = 120)
+{
+    char cname[64];
+    snprintf(cname, sizeof(cname), "wk-lslots-%d", (int)getpid());
+    lscene s;
+    lscene_open(&s, "lslots", cname);
+    /* Four names: one per primary, and a second slot on the first one;
+     * then a fifth in the first name's slot, waited for later. */
+    enum { N = 4 };
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    wk_name names[N + 1];
+    wk_token held[N + 1];
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    uint64_t n = 0;
+    for (int k = 0; k < 3; k++)
+        names[k] = name_on(&s.lock, prim[k], &n);
+    int port0 = item_port(&s.lock, names[0], NULL, key, &klen);
+    int slot0 = (int)wk__key_slot(key, klen);
+    do
+        names[3] = name_on(&s.lock, port0, &n);
+    while ((item_port(&s.lock, names[3], NULL, key, &klen), (int)wk__key_slot(key, klen)) == slot0);
+    names[N] = name_in_slot(&s.lock, slot0, n, &n);
+    lwait r[N + 1];
+    int64_t deadline = wk_monotonic_ms() + 15000;
+    for (int k = 0; k <= N; k++) {
+        held[k] = hold(s.db, &s.lock, names[k]);
+        r[k] = (lwait){0};
+        if (k < N)
+            loop_wait(s.a, &s.lock, names[k], &r[k], deadline);
+    }
+    loop_turn_until_parked(s.a, N, r, N);
+    /* The fifth parks while its slot's BLPOP is blocked without its list:
+     * the BLPOP is issued again with it (else it would sleep to its end). */
+    loop_turn_until_blocked(s.a, port0, cname);
+    loop_wait(s.a, &s.lock, names[N], &r[N], deadline);
+    loop_turn_until_parked(s.a, N + 1, r, N + 1);
+    /* One waits connection per slot in use, and nothing else: the map
+     * lane, a connection per primary, and 4 slots' BLPOPs. */
+    while (clients_named(cname, " flags=b ") < N)
+        wk_test_async_turn(s.a);
+    cr_assert_eq(clients_named(cname, NULL), 1 + 3 + N, "%d connections",
+                 clients_named(cname, NULL));
+    /* Released one at a time, last first: each wakes its waiter alone. */
+    for (int k = N; k >= 0; k--) {
+        let_go(s.db, &s.lock, names[k], &held[k]);
+        loop_turn_until_called(s.a, &r[k]);
+        cr_assert(r[k].status == WK_OK && r[k].acquired, "%d: %s", k, r[k].msg);
+        cr_assert_lt(r[k].at, deadline, "%d: woken by its release", k);
+        for (int j = 0; j < k; j++)
+            cr_assert_eq(r[j].calls, 0, "%d still waits while %d is woken", j, k);
+    }
+    lscene_close(&s);
+}
+
+typedef struct blocking_waiter {
+    wk_db *db;
+    const wk_entity *e;
+    wk_name name;
+    int *seq;
+    int order, status;
+    bool acquired;
+} blocking_waiter;
+
+static void *blocking_wait(void *arg)
+{
+    blocking_waiter *b = arg;
+    wk_token t;
+    b->status = wk_lock_acquire(wk_db_processor(b->db), b->e, b->name,
+                                wk_monotonic_ms() + 15000, NULL, &t, &b->acquired);
+    if (b->status != WK_OK || !b->acquired)
+        return NULL;
+    b->order = __atomic_fetch_add(b->seq, 1, __ATOMIC_SEQ_CST);
+    bool rel = false;
+    b->status = wk_lock_release(wk_db_processor(b->db), b->e, b->name, &t, &rel);
+    return NULL;
+}
+
+Test(cluster, loop_fair_lock_goes_first_come_first_served_across_loop_and_blocking_waiters,
+     .init = shared, .timeout = 120)
+{
+    wk_db *db = open_cluster(), *other = open_cluster();
+    wk_async *a = open_loop(C.url, NULL);
+    wk_entity fair = WK_LOCK_FAIR_ENTITY(wk_test_ns("lfifo"), 30000);
+    wk_name name = wk_name_str("x");
+    wk_token held = hold(db, &fair, name);
+    int seq = 0;
+    /* A loop waiter, then a blocking one, then a loop waiter again. */
+    lwait r[2] = {{.seq = &seq, .release_e = &fair, .release_name = "x"},
+                  {.seq = &seq, .release_e = &fair, .release_name = "x"}};
+    loop_wait(a, &fair, name, &r[0], wk_monotonic_ms() + 15000);
+    while (loop_queued(&fair, name) < 1)
+        wk_test_async_turn(a);
+    blocking_waiter b = {.db = other, .e = &fair, .name = name, .seq = &seq, .order = -1};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, blocking_wait, &b), 0);
+    while (loop_queued(&fair, name) < 2)
+        wk_test_async_turn(a);
+    loop_wait(a, &fair, name, &r[1], wk_monotonic_ms() + 15000);
+    while (loop_queued(&fair, name) < 3)
+        wk_test_async_turn(a);
+    loop_turn_until_parked(a, 2, r, 2);
+    /* A try by anyone else does not barge in ahead of them. */
+    let_go(db, &fair, name, &held);
+    wk_token t;
+    bool barged = true;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &fair, name, &t, &barged), WK_OK);
+    cr_assert_not(barged);
+    while (!r[1].calls)
+        wk_test_async_turn(a);
+    wk_test_async_drain(a); /* the releases of the callbacks */
+    pthread_join(th, NULL);
+    cr_assert(r[0].status == WK_OK && r[0].acquired && r[0].released, "%s", r[0].msg);
+    cr_assert(b.status == WK_OK && b.acquired, "blocking: %s", wk_err_name(b.status));
+    cr_assert(r[1].status == WK_OK && r[1].acquired && r[1].released, "%s", r[1].msg);
+    cr_assert_eq(r[0].order, 0, "the first loop waiter first");
+    cr_assert_eq(b.order, 1, "the blocking waiter second");
+    cr_assert_eq(r[1].order, 2, "the second loop waiter last");
+    wk_async_close(a);
+    wk_db_close(other);
+    wk_db_close(db);
+}
+
+Test(cluster, loop_the_deadline_ends_a_wait_and_it_leaves_the_queue, .init = shared,
+     .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "ldeadline", NULL);
+    wk_name name = wk_name_str("x");
+    wk_token held = hold(s.db, &s.lock, name);
+    lwait r = {0};
+    int64_t deadline = wk_monotonic_ms() + 400;
+    loop_wait(s.a, &s.lock, name, &r, deadline);
+    wk_test_async_drain(s.a);
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_OK, "not acquired is an outcome: %s", r.msg);
+    cr_assert_not(r.acquired);
+    cr_assert_geq(r.at, deadline, "not before the deadline");
+    cr_assert_eq(loop_queued(&s.lock, name), 0, "the waiter left the queue");
+    let_go(s.db, &s.lock, name, &held);
+    lscene_close(&s);
+}
+
+Test(cluster, loop_closing_completes_waits_pending_on_several_nodes_with_eio, .init = shared,
+     .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lclosing", NULL);
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    lwait r[3];
+    wk_name names[3];
+    wk_token held[3];
+    uint64_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        names[k] = name_on(&s.lock, prim[k], &n);
+        held[k] = hold(s.db, &s.lock, names[k]);
+        r[k] = (lwait){0};
+        loop_wait(s.a, &s.lock, names[k], &r[k], wk_monotonic_ms() + 15000);
+    }
+    loop_turn_until_parked(s.a, 3, r, 3);
+    wk_async_close(s.a);
+    s.a = NULL;
+    for (int k = 0; k < 3; k++)
+        cr_assert(r[k].calls == 1 && r[k].status == WK_EIO && !r[k].acquired,
+                  "%d: called once, with WK_EIO: %d, %s (%s)", k, r[k].calls,
+                  wk_err_name(r[k].status), r[k].msg);
+    for (int k = 0; k < 3; k++)
+        let_go(s.db, &s.lock, names[k], &held[k]);
+    lscene_close(&s);
+}
+
+/* RwLock (a reader waits for a writer, a writer for that reader) and
+ * Semaphore waits through the loop, each woken by a blocking handle's
+ * release (names 0, 1, 2: more than one slot). */
+Test(cluster, loop_rwlock_and_semaphore_waits_are_woken_by_releases, .init = shared,
+     .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lkinds", NULL);
+    wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("lkinds-rw"), 30000);
+    wk_entity sem = WK_SEMAPHORE_ENTITY(wk_test_ns("lkinds-sem"), 1, 30000);
+    wk_processor *p = wk_db_processor(s.db);
+    int64_t deadline = wk_monotonic_ms() + 15000;
+    for (uint64_t n = 0; n < 3; n++) {
+        wk_name name = wk_name_u64(n);
+        wk_token w, held;
+        bool got = false, rel = false, ran = false;
+        cr_assert_eq(wk_rwlock_try_write(p, &rw, name, &w, &got), WK_OK);
+        cr_assert(got);
+        lwait rd = {0}, wr = {0}, sm = {0};
+        cr_assert_eq(wk_rwlock_acquire_read(wk_async_with(s.a, wk_test_on_wait, &rd), &rw, name,
+                                            deadline, NULL, &rd.token, &rd.acquired),
+                     WK_OK, "%s", wk_async_errmsg(s.a));
+        loop_turn_until_parked(s.a, 1, &rd, 1);
+        cr_assert_eq(wk_rwlock_release_write(p, &rw, name, &w, &rel), WK_OK);
+        loop_turn_until_called(s.a, &rd);
+        cr_assert(rd.status == WK_OK && rd.acquired && rd.at < deadline, "reader: %s", rd.msg);
+        cr_assert_eq(wk_rwlock_acquire_write(wk_async_with(s.a, wk_test_on_wait, &wr), &rw, name,
+                                             deadline, NULL, &wr.token, &wr.acquired),
+                     WK_OK);
+        loop_turn_until_parked(s.a, 1, &wr, 1);
+        cr_assert_eq(wk_rwlock_release_read(p, &rw, name, &rd.token, &ran), WK_OK);
+        loop_turn_until_called(s.a, &wr);
+        cr_assert(wr.status == WK_OK && wr.acquired && wr.at < deadline, "writer: %s", wr.msg);
+
+        cr_assert_eq(wk_semaphore_try(p, &sem, name, &held, &got), WK_OK);
+        cr_assert(got);
+        cr_assert_eq(wk_semaphore_acquire(wk_async_with(s.a, wk_test_on_wait, &sm), &sem, name,
+                                          deadline, &sm.token, &sm.acquired),
+                     WK_OK);
+        loop_turn_until_parked(s.a, 1, &sm, 1);
+        cr_assert_eq(wk_semaphore_release(p, &sem, name, &held, &ran), WK_OK);
+        loop_turn_until_called(s.a, &sm);
+        cr_assert(sm.status == WK_OK && sm.acquired && sm.at < deadline, "semaphore: %s",
+                  sm.msg);
+        wk_test_async_drain(s.a);
+    }
+    lscene_close(&s);
+}
+
+static void on_opened(wk_async *a, int status, const char *msg, void *arg)
+{
+    (void)a;
+    outcome *o = arg;
+    o->done = true;
+    o->status = status;
+    snprintf(o->msg, sizeof(o->msg), "%s", msg);
+}
+
+/* A receiver through a cluster loop handle waits on a hidden handle of
+ * its own, which routes by a copy of the handle's map: the messages sent
+ * by a blocking handle reach it (its queries once never ran: its map
+ * connection was given the map too). */
+Test(cluster, loop_a_pipe_is_followed_through_the_loop, .init = shared, .timeout = 120)
+{
+    lscene s;
+    lscene_open(&s, "lpipe", NULL);
+    wk_entity pipe = WK_PIPE_ENTITY(wk_test_ns("lpipe"), 30000);
+    wk_name name = wk_name_str("x");
+    outcome opened = {0};
+    wk_test_follower f = {0};
+    cr_assert_eq(wk_pipe_receive(wk_async_with(s.a, on_opened, &opened), &pipe, name, &f.r),
+                 WK_OK, "%s", wk_async_errmsg(s.a));
+    while (!opened.done)
+        wk_test_async_turn(s.a);
+    cr_assert_eq(opened.status, WK_OK, "%s", opened.msg);
+    cr_assert_eq(wk_pipe_recv_async(f.r, &f.m, wk_test_follow_pipe, &f), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(s.db), &pipe, name, "one", 3), WK_OK);
+    cr_assert_eq(wk_pipe_send(wk_db_processor(s.db), &pipe, name, "two", 3), WK_OK);
+    while (f.n < 6 && !f.ended)
+        wk_test_async_turn(s.a);
+    cr_assert(f.n == 6 && memcmp(f.got, "onetwo", 6) == 0, "%.*s (%s)", (int)f.n, f.got,
+              wk_err_name(f.status));
+    lscene_close(&s);
+    wk_pipe_receiver_close(f.r);
+}
+
+/* The release hands the lock over: the popped notice completes the loop
+ * waiter with no attempt after it (scripts counted on the lock's node:
+ * exclusive), and a FencedLock's fence comes in it. */
+Test(cluster, loop_a_handed_over_lock_completes_the_waiter_with_no_attempt, .init = exclusive,
+     .timeout = 120)
+{
+    wk_db *db = open_cluster();
+    wk_async *a = open_loop(C.url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("lhanded"), 30000);
+    wk_entity fenced = WK_FENCED_LOCK_ENTITY(wk_test_ns("lhanded-f"), 30000);
+    wk_name name = wk_name_str("x");
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int port = item_port(&lock, name, NULL, key, &klen);
+    wk_token held = hold(db, &lock, name);
+    let_go(db, &lock, name, &held); /* the node has the release's script: no NOSCRIPT */
+    held = hold(db, &lock, name);
+    lwait r = {0};
+    loop_wait(a, &lock, name, &r, wk_monotonic_ms() + 15000);
+    loop_turn_until_parked(a, 1, &r, 1);
+    long long before = wk_test_cluster_calls(&C, port, "evalsha") +
+                       wk_test_cluster_calls(&C, port, "eval");
+    let_go(db, &lock, name, &held);
+    loop_turn_until_called(a, &r);
+    long long scripts = wk_test_cluster_calls(&C, port, "evalsha") +
+                        wk_test_cluster_calls(&C, port, "eval") - before;
+    cr_assert(r.status == WK_OK && r.acquired, "%s", r.msg);
+    cr_assert_eq(scripts, 1, "the release alone: %lld scripts", scripts);
+    wk_lease_state st;
+    cr_assert_eq(wk_lock_owned(wk_db_processor(db), &lock, name, &r.token, &st), WK_OK);
+    cr_assert(st.owned, "the loop's token holds the lock");
+
+    wk_fenced_lease fh = {0};
+    bool rel = false;
+    cr_assert_eq(wk_fenced_lock_try(wk_db_processor(db), &fenced, name, &fh), WK_OK);
+    cr_assert(fh.acquired);
+    lwait f = {0};
+    cr_assert_eq(wk_fenced_lock_acquire(wk_async_with(a, wk_test_on_wait, &f), &fenced, name,
+                                        wk_monotonic_ms() + 15000, &f.lease),
+                 WK_OK, "%s", wk_async_errmsg(a));
+    loop_turn_until_parked(a, 1, &f, 1);
+    cr_assert_eq(wk_fenced_lock_release(wk_db_processor(db), &fenced, name, &fh.token, &rel),
+                 WK_OK);
+    loop_turn_until_called(a, &f);
+    cr_assert(f.status == WK_OK && f.lease.acquired, "%s", f.msg);
+    cr_assert_eq(f.lease.fence, fh.fence + 1, "the fence handed over: %lld after %lld",
+                 (long long)f.lease.fence, (long long)fh.fence);
+    wk_async_close(a);
+    wk_db_close(db);
+}
+
+/* A loop waiter of item "x", held by a blocking handle, whose BLPOP is
+ * blocked on the item's primary: the loop handle is named, so that its
+ * BLPOP is found in CLIENT LIST. */
+typedef struct parked_scene {
+    char cname[64];
+    lscene sc;
+    wk_name name;
+    int port, slot; /* the item's primary and slot */
+    wk_token held;
+    lwait r;
+    int64_t deadline;
+    long long pop_id; /* the BLPOP's client */
+} parked_scene;
+
+static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
+{
+    snprintf(s->cname, sizeof(s->cname), "wk-%s-%d", prefix, (int)getpid());
+    lscene_open(&s->sc, prefix, s->cname);
+    s->name = wk_name_str("x");
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    s->port = item_port(&s->sc.lock, s->name, NULL, key, &klen);
+    s->slot = (int)wk__key_slot(key, klen);
+    s->held = hold(s->sc.db, &s->sc.lock, s->name);
+    s->r = (lwait){0};
+    s->deadline = wk_monotonic_ms() + wait_ms;
+    loop_wait(s->sc.a, &s->sc.lock, s->name, &s->r, s->deadline);
+    loop_turn_until_parked(s->sc.a, 1, &s->r, 1);
+    s->pop_id = loop_turn_until_blocked(s->sc.a, s->port, s->cname);
+}
+
+/* Once its BLPOP blocks on `port` again, the waiter still waits; the
+ * release wakes it, before its deadline. */
+static void parked_release_wakes(parked_scene *s, int port)
+{
+    loop_turn_until_blocked(s->sc.a, port, s->cname);
+    cr_assert_eq(s->r.calls, 0, "still waiting: %s", s->r.msg);
+    cr_assert_eq(loop_queued(&s->sc.lock, s->name), 1, "still queued");
+    let_go(s->sc.db, &s->sc.lock, s->name, &s->held);
+    loop_turn_until_called(s->sc.a, &s->r);
+    cr_assert(s->r.status == WK_OK && s->r.acquired, "%s: %s", wk_err_name(s->r.status),
+              s->r.msg);
+    cr_assert_lt(s->r.at, s->deadline, "woken by the release");
+    lscene_close(&s->sc);
+}
+
+/* The waits connection is cut while it blocks: the waiter attempts again,
+ * parks again on a new connection, and the release wakes it. */
+Test(cluster, loop_a_lost_waits_connection_makes_the_waiter_attempt_again, .init = shared,
+     .timeout = 120)
+{
+    static parked_scene s;
+    parked_open(&s, "llost", 15000);
+    freeReplyObject(raw_at(s.port, "CLIENT KILL ID %lld", s.pop_id));
+    long long again;
+    while ((again = blocked_pop_named(s.port, s.cname)) < 0 || again == s.pop_id)
+        wk_test_async_turn(s.sc.a);
+    parked_release_wakes(&s, s.port);
+}
+
+/* The slot of a parked waiter moves to another primary: its BLPOP is
+ * answered MOVED, follows the map, and the release on the new owner
+ * wakes it. */
+Test(cluster, loop_a_waiter_follows_its_slot_to_another_node, .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    parked_open(&s, "lmoved", 20000);
+    int prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == s.port)
+            to = prim[(k + 1) % 3];
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, s.slot, to), 0);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    parked_release_wakes(&s, to);
+}
+
+/* A failover of the primary a waiter blocks on: the BLPOP cut off
+ * (UNBLOCKED, or its connection) goes to the new primary, and the
+ * release there wakes the waiter. Leaves the cluster failed over. */
+Test(cluster, loop_a_waiter_follows_a_failover, .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    parked_open(&s, "lfailover", 30000);
+    int replica = wk_test_cluster_replica_of(&C, s.port);
+    cr_assert_gt(replica, 0);
+    failover_arg f = {.replica = replica};
+    atomic_init(&f.over, false);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_failover, &f), 0);
+    while (!atomic_load(&f.over))
+        wk_test_async_turn(s.sc.a);
+    pthread_join(th, NULL);
+    cr_assert_eq(f.rc, 0, "CLUSTER FAILOVER");
+    parked_release_wakes(&s, replica);
 }

@@ -304,6 +304,22 @@ void wk_test_async_turn(wk_async *a)
     wk_async_process(a, ready);
 }
 
+void wk_test_on_wait(wk_async *a, int status, const char *msg, void *arg)
+{
+    wk_test_waitreq *r = arg;
+    r->calls++;
+    r->status = status;
+    r->at = wk_monotonic_ms();
+    snprintf(r->msg, sizeof(r->msg), "%s", msg);
+    if (r->seq)
+        r->order = __atomic_fetch_add(r->seq, 1, __ATOMIC_SEQ_CST);
+    if (r->flag)
+        r->flag_then = *r->flag;
+    if (r->release_e && status == WK_OK && r->acquired)
+        wk_lock_release(wk_async_with(a, NULL, NULL), r->release_e, wk_name_str(r->release_name),
+                        &r->token, &r->released);
+}
+
 void wk_test_async_drain(wk_async *a)
 {
     while (wk_async_pending(a))

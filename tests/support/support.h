@@ -319,6 +319,29 @@ int wk_test_cluster_restart(wk_test_cluster *c, int port, int timeout_ms);
 /* An event-loop handle on `url` (cap NULL = read-write; connect timeout
  * 1 s, command timeout as given), failing the test on error. */
 wk_async *wk_test_open_async(const char *url, const wk_cap *cap, int command_timeout_ms);
+
+/* One waiting acquire through an event-loop handle, as its callback
+ * (wk_test_on_wait, the acquire's completion: arg is the request) saw
+ * it. Optional: `seq`, a counter shared by requests, gives each its
+ * `order` (atomically: blocking waiters on other threads may count too);
+ * `flag`, what *flag was then; `release_e`, the lock (release_e,
+ * release_name) is released at once through the loop when acquired (a
+ * chain; `released` is set when that release completes). */
+typedef struct wk_test_waitreq {
+    int calls, status, order;
+    bool acquired;
+    wk_token token;
+    wk_fenced_lease lease;
+    char msg[256];
+    int64_t at; /* wk_monotonic_ms() when called */
+    int *seq;
+    const bool *flag;
+    bool flag_then;
+    const wk_entity *release_e;
+    const char *release_name;
+    bool released;
+} wk_test_waitreq;
+void wk_test_on_wait(wk_async *a, int status, const char *msg, void *arg);
 /* One turn of a poll() loop driving an event-loop handle (waits at most
  * 200 ms), and turns until nothing is pending (bounded by the suite's
  * timeout). */
