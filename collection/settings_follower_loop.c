@@ -34,6 +34,7 @@
 
 #include "collection/settings_follower_internal.h"
 #include "core/async_internal.h"
+#include "core/core_internal.h"
 #include "core/async_subscriber.h"
 
 enum step { SUBSCRIBING, LOADING, CATCHING_UP, FOLLOWING, CHECKING, BACKOFF, HALTED };
@@ -45,6 +46,7 @@ typedef struct sf_req {
     wk_processor proc; /* first member: submits with this request as arg */
     wk__sf_loop *owner; /* NULL: orphaned */
     bool inflight, check, periodic;
+    bool role, primary; /* a check on a Sentinel URL asks ROLE first */
     wk__sf_load load;
     wk__settings_chunk_out out;
     wk__settings_head head;
@@ -284,9 +286,13 @@ static void req_send(wk__sf_loop *L)
 {
     sf_req *r = L->req;
     wk_settings_follower *f = L->f;
-    int rc = r->check ? wk__settings_read_head(&r->proc, &f->held.entity, &f->held.name, &r->head)
-                      : wk__settings_chunk_async(&r->proc, &f->held.entity, &f->held.name,
-                                                 r->load.cursor, &r->out);
+    wk_query role;
+    if (r->role)
+        wk__role_query(&role, &r->primary);
+    int rc = r->role    ? wk_process(&r->proc, &role)
+             : r->check ? wk__settings_read_head(&r->proc, &f->held.entity, &f->held.name, &r->head)
+                        : wk__settings_chunk_async(&r->proc, &f->held.entity, &f->held.name,
+                                                   r->load.cursor, &r->out);
     if (!rc) {
         r->inflight = true;
         return;
@@ -319,6 +325,11 @@ static void check_start(wk__sf_loop *L, bool periodic)
         return;
     }
     r->periodic = periodic;
+    /* On a Sentinel URL the node may have turned replica, perhaps of
+     * nobody: the reads and the subscription look healthy while no change
+     * of the new primary reaches them. Its reply drops the handle's
+     * connection (WK__QUERY_ROLE_CHECK), and the follower syncs again. */
+    r->role = periodic && L->a->db->conn->url.service;
     L->step = CHECKING;
     req_send(L);
 }
@@ -379,6 +390,16 @@ static void on_read(wk_async *a, int status, const char *msg, void *arg)
 static void read_done(wk__sf_loop *L, sf_req *r, int status, const char *msg)
 {
     wk_settings_follower *f = L->f;
+    if (r->role && (status == WK_OK || status == WK_EREDIS)) {
+        r->role = false;
+        if (status == WK_OK && !r->primary) {
+            wk__sf_record_failure(f, WK_EIO, "settings follower: the node is no longer the primary");
+            sync_failed(L);
+        } else {
+            req_send(L); /* the head; a refused ROLE (an ACL) proved the connection */
+        }
+        return;
+    }
     if (status) {
         wk__sf_record_failure(f, status, msg);
         if (r->check)

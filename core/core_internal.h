@@ -175,6 +175,16 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * The metrics wrapper then confirms only the namespace's bytes. */
 #define WK__QUERY_OP (1u << 17)
 
+/* A ROLE query asking whether the node is still the primary (a
+ * redis-sentinel:// handle's followers and near cache). Its reply judged
+ * in the exchange: a node that says it is not the primary drops the
+ * connection once the round ends — the next query asks the sentinels
+ * anew — and the query completes with that reply (*primary false). */
+#define WK__QUERY_ROLE_CHECK (1u << 18)
+/* Fill *q with that query: out = primary (true also when ROLE is
+ * refused: an ACL; the connection still answered). */
+void wk__role_query(wk_query *q, bool *primary);
+
 /* The read-only loaded segments of the main program and of the object
  * holding the library (core/image.c): at most `max` into `out`; how many.
  * Bytes there never change while the process runs. */

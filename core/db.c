@@ -552,7 +552,8 @@ int wk_db_ping(wk_db *db)
     return db->pool ? wk_process(&db->proc, &q) : wk__db_process(&db->proc, &q);
 }
 
-/* ROLE's first element: whether the node is a primary. */
+/* ROLE's first element: whether the node is a primary; an error reply
+ * (ROLE refused by an ACL) leaves *out true: the connection answered. */
 static int parse_role(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     (void)d;
@@ -562,18 +563,24 @@ static int parse_role(const wk_query *q, const wk_reply *r, wk_diag *d)
     return WK_OK;
 }
 
-int wk__db_still_primary(wk_db *db, bool *primary)
+void wk__role_query(wk_query *q, bool *primary)
 {
     static const char *const argv[] = {"ROLE"};
     static const size_t argvlen[] = {4};
     *primary = true;
-    wk_query q = {.name = "db.role",
-                  .flags = WK_QUERY_RETRY_SAFE,
-                  .argc = 1,
-                  .argv = argv,
-                  .argvlen = argvlen,
-                  .parse = parse_role,
-                  .out = primary};
+    *q = (wk_query){.name = "db.role",
+                    .flags = WK_QUERY_RETRY_SAFE | WK__QUERY_ROLE_CHECK,
+                    .argc = 1,
+                    .argv = argv,
+                    .argvlen = argvlen,
+                    .parse = parse_role,
+                    .out = primary};
+}
+
+int wk__db_still_primary(wk_db *db, bool *primary)
+{
+    wk_query q;
+    wk__role_query(&q, primary);
     int rc = wk_process(wk_db_processor(db), &q);
     if (rc == WK_EREDIS)
         *primary = true; /* ROLE refused (an ACL): the connection still answered */
@@ -582,11 +589,8 @@ int wk__db_still_primary(wk_db *db, bool *primary)
 
 bool wk__db_left_replica(wk_db *db)
 {
-    bool primary = true;
-    if (!db->conn->url.service || wk__db_still_primary(db, &primary) != WK_OK || primary)
-        return false;
-    wk__conn_drop(db->conn);
-    return true;
+    bool primary = true; /* a replica's reply dropped the connection (WK__QUERY_ROLE_CHECK) */
+    return db->conn->url.service && wk__db_still_primary(db, &primary) == WK_OK && !primary;
 }
 
 int wk__processor_fail(wk_processor *p, int status, const char *fmt, ...)

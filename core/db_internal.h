@@ -284,6 +284,8 @@ int wk__url_copy(wk_url *dst, const wk_url *src);
 /* Whether a reply says the node is a replica now and the command did not
  * run: a READONLY error, or a blocking command's UNBLOCKED. */
 bool wk__reply_node_demoted(const redisReply *reply);
+/* Whether a ROLE reply names another role than master (replica, sentinel). */
+bool wk__reply_role_not_master(const redisReply *reply);
 
 /* Connect if disconnected; probe a connection idle for a while. */
 int wk__conn_ensure(wk_db *db);

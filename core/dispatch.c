@@ -283,6 +283,13 @@ bool wk__reply_node_demoted(const redisReply *reply)
              strstr(reply->str, "-READONLY")));
 }
 
+bool wk__reply_role_not_master(const redisReply *reply)
+{
+    const redisReply *r0 = reply->type == REDIS_REPLY_ARRAY && reply->elements ? reply->element[0]
+                                                                               : NULL;
+    return r0 && r0->type == REDIS_REPLY_STRING && !(r0->len == 6 && !memcmp(r0->str, "master", 6));
+}
+
 int wk__parse_reply(wk_db *db, const wk_query *q, const redisReply *reply, const redisReply *ack)
 {
     if (reply->type == REDIS_REPLY_ERROR && !(q->flags & WK_QUERY_PARSE_ERRORS)) {

@@ -373,6 +373,14 @@ static void on_reply(wk__engine *m, wk__lane *q, redisReply *reply)
         s->readonly = true;
         m->readonly = true;
         q->draining = m->settled != NULL;
+    } else if (conn->url.service && (qu->flags & WK__QUERY_ROLE_CHECK) &&
+               wk__reply_role_not_master(reply)) {
+        /* Asked whether its node is still the primary, it says no: the
+         * query has its answer, and the connection goes at the round's
+         * end, as after a READONLY (core/core_internal.h). */
+        m->readonly = true;
+        q->draining = m->settled != NULL;
+        settle(m, i, wk__parse_reply(x->db, qu, reply, ack));
     } else if (!redirected(m, s, qu, reply, asked)) {
         settle(m, i, wk__parse_reply(x->db, qu, reply, ack));
     }

@@ -383,10 +383,9 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * subscriber). opts->db is not used (the handle's settings are).
  * Through Sentinel it keeps no failover notice of its own: it follows a
  * failover when the old primary closes its subscriber, or at the next
- * check. Unlike the thread form its check does not ask ROLE: a node that
- * turned replica of nobody (a switch of roles, not a failover the
- * sentinels made, which closes its clients) keeps it on that node, as
- * it keeps the handle's reads (not yet done). wk_async_pending() counts the follower as one while its start or
+ * check, which asks ROLE as the thread form's does: a node that turned
+ * replica drops the handle's connection, and the follower subscribes and
+ * loads again from the primary the sentinels name. wk_async_pending() counts the follower as one while its start or
  * a wait (wk_settings_follower_wait_async()) is outstanding, and its loads
  * and checks as queries; they are the handle's own (a wrapper around the
  * processor sees none of them).

@@ -970,6 +970,52 @@ Test(sentinel, writes_multiplexed_on_a_pool_survive_a_switch_of_roles, .timeout 
     wk_test_sentinels_stop(&t);
 }
 
+/* The same switch under a follower started through the event loop: its
+ * check asks ROLE through the loop; the node's "slave" drops the handle's
+ * connection and the follower subscribes and loads again, from the
+ * primary the sentinels name. */
+Test(sentinel, loop_settings_follower_leaves_a_node_turned_replica, .timeout = 60)
+{
+    wk_test_sentinels t;
+    cr_assert_eq(wk_test_sentinels_start(&t, DATA_PW, SENTINEL_PW), 0);
+    wk_db *db = must_open(&t, 0);
+    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("lfsrole"));
+    wk_name cfg = wk_name_str("cfg");
+    int64_t version = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v1", 2, &version),
+                 WK_OK, "%s", wk_db_errmsg(db));
+    wk_async *a = open_async_sentinel(t.url, SENTINEL_PW);
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.settings = &settings;
+    so.name = cfg;
+    so.check_ms = 300;
+    wk_settings_follower *f = NULL;
+    int started = 12345;
+    char ferr[256];
+    cr_assert_eq(wk_settings_follower_start_async(&f, wk_async_with(a, async_status, &started), &so,
+                                                  ferr, sizeof(ferr)),
+                 WK_OK, "%s", ferr);
+    for (int64_t until = wk_monotonic_ms() + 10000; wk_monotonic_ms() < until && started == 12345;)
+        wk_test_async_turn(a);
+    cr_assert_eq(started, WK_OK, "%s", wk_err_name(started));
+    cr_assert_eq(wk_settings_follower_version(f), version);
+
+    switch_roles(&t, wk_test_free_port());
+    int64_t v2 = 0;
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &settings, cfg, "k", 1, "v2", 2, &v2), WK_OK,
+                 "%s", wk_db_errmsg(db));
+    int64_t written = wk_monotonic_ms();
+    while (wk_settings_follower_version(f) < v2 && wk_monotonic_ms() - written < 8000)
+        wk_test_async_turn(a);
+    cr_assert_geq(wk_settings_follower_version(f), v2,
+                  "the change on the new primary never reached the loop follower (%lld ms)",
+                  (long long)(wk_monotonic_ms() - written));
+    wk_settings_follower_free(f);
+    wk_async_close(a);
+    wk_db_close(db);
+    wk_test_sentinels_stop(&t);
+}
+
 /* ------------------------------------------------------------------------
  * Acknowledged leases
  * ---------------------------------------------------------------------- */
