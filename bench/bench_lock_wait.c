@@ -95,6 +95,11 @@ typedef struct kind_ops {
                    wk_token *token, bool *acquired);
     int (*release)(wk_processor *p, const wk_entity *e, wk_name name, const wk_token *token,
                    bool *released);
+    /* The raw handoff: its release script, its item key, and its shape
+     * (a permit set; a writer key with a reader set beside it). */
+    const wk_script *raw_release;
+    const char *raw_key;
+    bool raw_permits, raw_readers;
 } kind_ops;
 
 static int lock_acquire(wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
@@ -109,11 +114,18 @@ static int writer_acquire(wk_processor *p, const wk_entity *e, wk_name name, int
     return wk_rwlock_acquire_write(p, e, name, deadline, NULL, token, acquired);
 }
 
-static const kind_ops lock_kind = {"Lock", "lock.acquire", lock_acquire, wk_lock_release};
-static const kind_ops writer_kind = {"RwLock w", "rwlock.acquire_write", writer_acquire,
-                                     wk_rwlock_release_write};
-static const kind_ops sem_kind = {"Semaphore", "semaphore.acquire", wk_semaphore_acquire,
-                                  wk_semaphore_release};
+static const kind_ops lock_kind = {"Lock",          "lock.acquire",
+                                   lock_acquire,    wk_lock_release,
+                                   &wk__lock_release_script, "bench_raw_lock",
+                                   false,           false};
+static const kind_ops writer_kind = {"RwLock w",      "rwlock.acquire_write",
+                                     writer_acquire,  wk_rwlock_release_write,
+                                     &wk__rwlock_release_write_forms.script, "bench_raw_rw",
+                                     false,           true};
+static const kind_ops sem_kind = {"Semaphore",          "semaphore.acquire",
+                                  wk_semaphore_acquire, wk_semaphore_release,
+                                  &wk__semaphore_release_script, "bench_raw_sem",
+                                  true,                 false};
 
 static long long cmdstat_calls(redisContext *c, const char *cmd)
 {
@@ -194,41 +206,47 @@ static void *popper(void *arg)
     return NULL;
 }
 
-/* The raw handoff: the library's own Lock release script sent by raw
- * hiredis, handing a lock to a thread blocked in BLPOP on its list (the
- * queue set up by raw commands before each gap): the floor plus the
- * script, without the library on either side. */
+/* The raw handoff: the kind's own release script (the library's) sent by
+ * raw hiredis, handing the item to a thread blocked in BLPOP on its list
+ * (the queue set up by raw commands before each gap): the floor plus the
+ * script, without the library on either side. `kind` NULL: the floor
+ * itself, a raw RPUSH. */
 #define RAW_ID "raw-handoff-id-1" /* 16 bytes, a waiter's id */
-static const char raw_key[] = "bench_raw_handoff";
 
-/* Push (or, `script`, the raw handoff) → the blocked client has it, p50
+/* Push (or the raw handoff of `kind`) → the blocked client has it, p50
  * and p99 in µs. */
-static void push_wake_floor_as(bool script, double *p50, double *p99)
+static void push_wake_floor_as(const struct kind_ops *kind, double *p50, double *p99)
 {
     enum { N = 150 };
     static int64_t t[N];
+    const char *key = kind ? kind->raw_key : "bench_floor";
     wk__wake_keys k;
-    if (wk__wake_keys_build(&k, raw_key, strlen(raw_key)) != WK_OK)
-        die("wake keys", raw_key);
+    if (wk__wake_keys_build(&k, key, strlen(key)) != WK_OK)
+        die("wake keys", key);
     char list[WK__WAKE_KEY_MAX];
     memcpy(list, k.w, k.w_len);
     memcpy(list + k.w_len, RAW_ID, WK_TOKEN_LEN);
-    floor_run f = {.list = script ? list : "bench_floor",
-                   .list_len = script ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
+    floor_run f = {.list = kind ? list : "bench_floor",
+                   .list_len = kind ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
     redisContext *c = bench_open_raw(url);
     char sha[64] = "";
-    if (script) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__lock_release_script.source);
+    if (kind) {
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", kind->raw_release->source);
         if (!r || r->type != REDIS_REPLY_STRING)
             die("SCRIPT LOAD", c->errstr);
         snprintf(sha, sizeof(sha), "%s", r->str);
         freeReplyObject(r);
     }
     for (int i = 0; i < N; i++) {
-        if (script) {
-            freeReplyObject(redisCommand(c, "SET %s holder PX 60000", raw_key));
+        if (kind) {
+            /* The item held by "holder", RAW_ID queued. */
+            if (kind->raw_permits) {
+                freeReplyObject(redisCommand(c, "DEL %s", key));
+                freeReplyObject(redisCommand(c, "ZADD %s 9999999999999 holder", key));
+            } else
+                freeReplyObject(redisCommand(c, "SET %s holder PX 60000", key));
             freeReplyObject(redisCommand(c, "ZADD %b 1 %s", k.q, k.q_len, RAW_ID));
             freeReplyObject(redisCommand(c, "ZADD %b 9999999999999 %s", k.e, k.e_len, RAW_ID));
         }
@@ -239,11 +257,17 @@ static void push_wake_floor_as(bool script, double *p50, double *p99)
         wk_test_sleep_ms(hold_ms);
         atomic_store(&f.woke, 0);
         int64_t t0 = now_us();
-        if (script)
-            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, raw_key,
-                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
-        else
+        if (!kind)
             freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        else if (kind->raw_permits) /* permits, q, e | token, w, ttl, N */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000 1", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
+        else if (kind->raw_readers) /* w, q, e, r | token, w, ttl */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 4 %s %b %b %s:r holder %b 60000", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, key, k.w, k.w_len));
+        else /* lock, q, e | token, w, ttl */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
         int64_t w;
         while ((w = atomic_load(&f.woke)) == 0)
             ;
@@ -258,7 +282,7 @@ static void push_wake_floor_as(bool script, double *p50, double *p99)
 
 static void push_wake_floor(double *p50, double *p99)
 {
-    push_wake_floor_as(false, p50, p99);
+    push_wake_floor_as(NULL, p50, p99);
 }
 
 /* ------------------------------------------------------------------------
@@ -387,7 +411,7 @@ static void case_rounds(const kind_ops *kind, const char *label, const wk_entity
            cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, s99[16] = {0}, rs50[16] = {0};
     for (int i = 0; i < rounds; i++) {
         push_wake_floor(&f50[i], &f99[i]);
-        push_wake_floor_as(true, &s50[i], &s99[i]);
+        push_wake_floor_as(kind, &s50[i], &s99[i]);
         rs50[i] = s50[i] / f50[i];
         case_run cr = handoff_case(kind, lock, waiters, target);
         h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
@@ -622,7 +646,7 @@ int main(int argc, char **argv)
            "ratios' spread (min–max) in brackets. path: commands from the release to the new "
            "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
            "side's commands per handoff (try, queueing attempt, pops, attempts); raw handoff: the "
-           "library's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
+           "kind's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
            "script, no library on either side).\n\n",
            rounds);
     printf("| kind | mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "

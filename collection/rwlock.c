@@ -380,4 +380,9 @@ static const wk__op force_release_op = RW_OP(force_release, .script = &force_rel
                                              .parse = wk__parse_bool_int, OUT(bool, "was_held"));
 
 WK__OP_FN(wk_rwlock_inspect, inspect_op, wk_rwlock_state)
+
+int wk__rwlock_leave(wk_processor *p, const wk_entity *rw, wk_name name, const wk_token *id)
+{
+    return wk__op_run_token(p, &leave_op, rw, name, id, NULL);
+}
 WK__OP_FN(wk_rwlock_force_release, force_release_op, bool)

@@ -286,6 +286,11 @@ int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
 
 WK__OP_FN(wk_semaphore_force_release, force_release_op, bool)
 
+int wk__semaphore_leave(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *id)
+{
+    return wk__op_run_token(p, &leave_op, sem, name, id, NULL);
+}
+
 /* ------------------------------------------------------------------------
  * The waiting acquire (collection/wake.h)
  * ---------------------------------------------------------------------- */

@@ -45,7 +45,7 @@
  *                              `id` took the item: leave the queue; with
  *                              chain (shared holders: readers, permits),
  *                              wake the next head too, who may also fit.
- *        wk_park(q, e, w, id, now, cap, blocked)
+ *        wk_park(q, e, w, id, now, cap, blocked, reader)
  *                              `id` could not take it: join the queue at
  *                              its tail (or keep its place) and return how
  *                              long to sleep, ms ≥ 1: the head sleeps at
@@ -54,7 +54,8 @@
  *                              most until the registration of a waiter
  *                              ahead ends (it may have crashed); both at
  *                              most `cap`. The registration lasts that
- *                              sleep plus WK__WAKE_GRACE_MS.
+ *                              sleep plus WK__WAKE_GRACE_MS; `reader`
+ *                              (an RwLock reader) marks its end '.5'.
  *
  *      A kind's acquire-or-park script is then
  *          local now = wk_now()
@@ -101,8 +102,8 @@
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
  *
- * Cost: one BLPOP and one attempt per waiter per wake-up — for a kind
- * that hands over (Lock, FencedLock), the release and the BLPOP alone;
+ * Cost: one BLPOP and one attempt per waiter per wake-up — for a release
+ * that hands over (every lease kind's), the release and the BLPOP alone;
  * waiters not at the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).
  *
@@ -315,7 +316,8 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  *
  * The waiter (wk__wake_wait) whose pop returns a notice starting with 'h'
  * holds the item: no second attempt. A notice '1' (a plain wake-up:
- * force release, a reader release, a release that could not hand over)
+ * force release, a reader that got in by an attempt, a release that could
+ * not hand over)
  * or a timeout means attempt again, as before; an attempt finds an item
  * already handed to it (its token is the holder) and reports it taken.
  * A Rust client's release only frees the item: the waiter wakes at its

@@ -567,6 +567,107 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     wk_test_server_stop(&private_srv);
 }
 
+/* The leave of a waiter of `how` as token `id` (what its acquire sends
+ * when it gives up). */
+static int leave_as(wk_processor *p, const wk_entity *e, const char *name, enum how how,
+                    const wk_token *id)
+{
+    wk_name n = wk_name_str(name);
+    return how == LOCK  ? wk__lock_leave(p, e, n, id)
+           : how == SEM ? wk__semaphore_leave(p, e, n, id)
+                        : wk__rwlock_leave(p, e, n, id);
+}
+
+/* The token item `name` of e (held on side `how`, one holder) is held
+ * by: the Lock's or writer's key, the one permit. */
+static void holder_token(redisContext *raw, const wk_entity *e, const char *name, enum how how,
+                         wk_token *t)
+{
+    char key[WK_KEY_MAX];
+    size_t len = anchor_key(e, name, key);
+    redisReply *r = how == SEM ? wk_test_cmd(raw, "ZRANGE %b 0 0", key, len)
+                               : wk_test_cmd(raw, "GET %b", key, len);
+    redisReply *v = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+    bool one = v->type == REDIS_REPLY_STRING && v->len == WK_TOKEN_LEN;
+    if (one)
+        memcpy(t->bytes, v->str, WK_TOKEN_LEN);
+    freeReplyObject(r);
+    cr_assert(one, "%s: one holder's token", e->kind);
+}
+
+/* The start of the two-waiter cases: the holder (`p`) takes item "job"
+ * of e (side `holds`, its token *held); A (side `a_how`, deadline a_ms)
+ * queues at the head; `dead`: A is killed then; B (side `b_how`, deadline
+ * b_ms) queues behind it. A's pid is returned (0 once killed). */
+static pid_t two_waiters(wk_processor *p, redisContext *raw, const wk__wake_keys *k,
+                         const wk_entity *e, enum how holds, wk_token *held, const job *a,
+                         bool dead, const job *b, pid_t *pb)
+{
+    bool got;
+    cr_assert_eq(take(p, e, "job", holds, held, &got), WK_OK);
+    cr_assert(got);
+    pid_t pa = spawn(a);
+    wait_queued(raw, k, 1);
+    if (dead) {
+        kill(pa, SIGKILL);
+        reap(pa);
+        pa = 0;
+    }
+    *pb = spawn(b);
+    wait_queued(raw, k, 2);
+    return pa;
+}
+
+/* A and B wait (A at the head); A is stopped, then the release hands A
+ * the lease (its pop taken by the server already); A is killed, and its
+ * leave — what its acquire sends when it gives up, sent here for it —
+ * passes the lease to B, who gets it before its deadline though A's
+ * lease runs a minute and A's registration longer still. */
+static void leave_passes_a_handed_lease_on(const wk_entity *e, enum how how)
+{
+    FIXTURE(e, "job");
+    wk_token held, a;
+    bool ok;
+    shared *sh = shared_new();
+    job ja = {e, "job", how, 0, 60000, 0, 0, sh}, jb = {e, "job", how, 1, 20000, 0, 0, sh};
+    pid_t pb, pa = two_waiters(p, raw, &k, e, how, &held, &ja, false, &jb, &pb);
+    kill(pa, SIGSTOP);
+    int rc = release(p, e, "job", how, &held, &ok);
+    kill(pa, SIGKILL);
+    reap(pa);
+    cr_assert_eq(rc, WK_OK);
+    holder_token(raw, e, "job", how, &a);
+    cr_assert_eq(leave_as(p, e, "job", how, &a), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert_eq(reap(pb), 0, "%s: B got the lease A gave up", e->kind);
+    FIXTURE_END();
+}
+
+/* `check` of a Lock, an RwLock writer (unfair and fair) and a one-permit
+ * Semaphore (minute-long leases, namespaces "<ns>-…"), on a private
+ * server. */
+static void each_handing_kind(const char *ns, void (*check)(const wk_entity *e, enum how how))
+{
+    static const char *tails[4] = {"lock", "rw", "rw-fair", "sem"};
+    char n[4][64];
+    for (int i = 0; i < 4; i++)
+        snprintf(n[i], sizeof(n[i]), "%s-%s", ns, tails[i]);
+    const wk_entity lock = WK_LOCK_ENTITY(n[0], 60000);
+    const wk_entity rw = WK_RWLOCK_ENTITY(n[1], 60000);
+    const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY(n[2], 60000);
+    const wk_entity sem = WK_SEMAPHORE_ENTITY(n[3], 1, 60000);
+    private_server();
+    check(&lock, LOCK);
+    check(&rw, WRITE);
+    check(&rw_fair, WRITE);
+    check(&sem, SEM);
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, a_waiter_that_gives_up_holding_an_rwlock_or_semaphore_lease_passes_it_on)
+{
+    each_handing_kind("leave", leave_passes_a_handed_lease_on);
+}
+
 /* A waits at the head and is killed; B queues behind it. The release
  * wakes A, who is gone: B gets the lock once A's registration runs out
  * (one lease plus the grace), sleeping a few times, not polling. Fair,
@@ -629,25 +730,17 @@ static bool still_taken(redisContext *raw, const wk_entity *e, const char *name,
  * reader, else A's own side. */
 static void dead_waiter_is_handed_the_lease(const wk_entity *e, enum how dead, enum how next)
 {
-    const char *name = "job";
     enum how holds = dead == READ ? WRITE : dead;
-    FIXTURE(e, name);
+    FIXTURE(e, "job");
     wk_token held;
-    bool got, ok;
-    cr_assert_eq(take(p, e, name, holds, &held, &got), WK_OK);
-    cr_assert(got);
+    bool ok;
     shared *sh = shared_new();
-    job ja = {e, name, dead, 0, 3000, 0, 0, sh};
-    pid_t a = spawn(&ja);
-    wait_queued(raw, &k, 1);
-    kill(a, SIGKILL);
-    reap(a);
-    job jb = {e, name, next, 1, 40000, 0, 0, sh};
-    pid_t b = spawn(&jb);
-    wait_queued(raw, &k, 2);
-    cr_assert_eq(release(p, e, name, holds, &held, &ok), WK_OK);
-    cr_assert(still_taken(raw, e, name, dead, &held), "%s: handed over to the dead head, not freed",
-              e->kind);
+    job ja = {e, "job", dead, 0, 3000, 0, 0, sh}, jb = {e, "job", next, 1, 40000, 0, 0, sh};
+    pid_t b;
+    two_waiters(p, raw, &k, e, holds, &held, &ja, true, &jb, &b);
+    cr_assert_eq(release(p, e, "job", holds, &held, &ok), WK_OK);
+    cr_assert(still_taken(raw, e, "job", dead, &held),
+              "%s: handed over to the dead head, not freed", e->kind);
     cr_assert_eq(reap(b), 0, "%s: B took the lease from the dead waiter before its own deadline",
                  e->kind);
     cr_assert_eq(atomic_load(&sh->acquired), 1);
@@ -1219,14 +1312,7 @@ static void acked_handoff(const wk_entity *e, enum how how)
 
 Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
 {
-    private_server();
-    static const wk_entity lock = WK_LOCK_ENTITY("acked-handoff", 60000);
-    static const wk_entity rw = WK_RWLOCK_ENTITY("acked-handoff", 60000);
-    static const wk_entity sem = WK_SEMAPHORE_ENTITY("acked-handoff", 1, 60000);
-    acked_handoff(&lock, LOCK);
-    acked_handoff(&rw, WRITE);
-    acked_handoff(&sem, SEM);
-    wk_test_server_stop(&private_srv);
+    each_handing_kind("acked-handoff", acked_handoff);
 }
 
 Test(wake, unknown_entity_flags_are_refused)
