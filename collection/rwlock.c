@@ -118,15 +118,27 @@ const wk__two_forms wk__rwlock_release_read_forms = {
 
 /* KEYS: w, q, e, r. ARGV: token, wake prefix, ttl. Returns 1 if it held
  * the token; hands the item to the head of the queue (a writer, or the
- * readers at the head), or frees it. */
+ * readers at the head), or frees it. Its straight path first, as Lock's
+ * (the handoff's latency is the release script's length): a writer at
+ * the head whose registration runs, no reader running — the writer key
+ * is its, no function defined; else the general rw_hand. */
 const wk__two_forms wk__rwlock_release_write_forms = {
     {"rwlock.release_write",
      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
      "if redis.call('EXISTS', KEYS[2]) == 1 then\n"
-     "  local W, Q, E, R, WP, TTL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]\n"
      "  local now = redis.call('TIME')\n"
-     "  now = now[1] * 1000 + math.floor(now[2] / 1000)\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_GIVE
-         RW_HAND_LUA "  if rw_hand(ARGV[1], nil) then return 1 end\n"
+     "  now = now[1] * 1000 + math.floor(now[2] / 1000)\n"
+     "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+     "  local ends = tonumber(head and redis.call('ZSCORE', KEYS[3], head) or '0')\n"
+     "  if ends > now and ends % 1 == 0 and " RUNNING("KEYS[4]") " == 0 then\n"
+     "    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])\n"
+     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
+                                                                    "ARGV[3]")
+     "    return 1\n"
+     "  end\n"
+     "  local W, Q, E, R, WP, TTL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]\n"
+         WK__WAKE_LUA_CORE WK__WAKE_LUA_GIVE RW_HAND_LUA
+     "  if rw_hand(ARGV[1], nil) then return 1 end\n"
      "end\n"
      "redis.call('DEL', KEYS[1])\n"
      "return 1\n"},

@@ -129,15 +129,30 @@ const wk__two_forms wk__semaphore_acquire_forms = {
 
 /* KEYS: permits, q, e. ARGV: token, w, ttl, N. 1 if the lease was still
  * running; when somebody waits, every free place goes to the heads of the
- * queue (handing over). One ZREM (this token and the ended ones) is the
- * last command on the set. */
+ * queue (handing over). Its straight path first, as Lock's: one place
+ * free (this one) and a head whose registration runs — its permit, no
+ * function defined; else the general sem_hand. One ZREM (this token and
+ * the ended ones) is the last command on the set. */
 const wk__two_forms wk__semaphore_release_forms = {
     {"semaphore.release",
      WK__NOW_MS WK__ZLEASE_END
      /* Only a release somebody waits for defines the wake functions. */
      "if redis.call('EXISTS', KEYS[2]) == 1 then\n"
-     "  local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" WK__WAKE_LUA_CORE
-         WK__WAKE_LUA_GIVE SEM_HAND_LUA "  sem_hand(ARGV[1])\n"
+     "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+     "  local ends = tonumber(head and redis.call('ZSCORE', KEYS[3], head) or '0')\n"
+     "  local free = tonumber(ARGV[4]) - " RUNNING("now") "\n"
+     "  if s and tonumber(s) > now then free = free + 1 end\n"
+     "  if ends > now and free == 1 then\n"
+     "    redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[3])), head)\n"
+     "    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then\n"
+     "      redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+     "    end\n"
+     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
+                                                                    "ARGV[3]")
+     "  else\n"
+     "    local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" WK__WAKE_LUA_CORE
+         WK__WAKE_LUA_GIVE SEM_HAND_LUA "    sem_hand(ARGV[1])\n"
+     "  end\n"
      "end\n" WK__ZLEASE_DROP WK__ZLEASE_RAN},
     &wk__reader_release_single,
     0};

@@ -385,6 +385,17 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  wk_call('PEXPIRE', w .. id, ttl)\n"                                                         \
     "end\n"
 
+/* A release's straight path (Lua statements; no function defined): the
+ * notice to waiter `id`'s list (wake prefix `w`; Lua expressions, `ends`
+ * its registration end) with the lease's TTL `ttl`, in front of any plain
+ * wake-up (LPUSH: the pop takes it first), its push a pcall as wk_call's:
+ * a list the node does not have skips the notice (the waiter finds the
+ * lease its own on its next attempt). */
+#define WK__WAKE_LUA_NOTICE(w, id, ends, ttl)                                                      \
+    "local pushed = redis.pcall('LPUSH', " w " .. " id ", 'h' .. string.format('%.0f', "           \
+    "tonumber(" ends ")) .. ':')\n"                                                                \
+    "if type(pushed) == 'number' then redis.pcall('PEXPIRE', " w " .. " id ", " ttl ") end\n"
+
 /* wk_bound_handed alone (the attempts', which hand nothing over). */
 #define WK__WAKE_LUA_BOUND                                                                         \
     "local function wk_bound_handed(q, e, now, blocked)\n"                                         \

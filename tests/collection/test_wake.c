@@ -579,13 +579,15 @@ static int leave_as(wk_processor *p, const wk_entity *e, const char *name, enum 
 }
 
 /* The token item `name` of e (held on side `how`, one holder) is held
- * by: the Lock's or writer's key, the one permit. */
+ * by: the Lock's or writer's key, the one reader, the one permit. */
 static void holder_token(redisContext *raw, const wk_entity *e, const char *name, enum how how,
                          wk_token *t)
 {
     char key[WK_KEY_MAX];
     size_t len = anchor_key(e, name, key);
-    redisReply *r = how == SEM ? wk_test_cmd(raw, "ZRANGE %b 0 0", key, len)
+    if (how == READ)
+        key[len - 1] = 'r'; /* the reader set */
+    redisReply *r = how == SEM || how == READ ? wk_test_cmd(raw, "ZRANGE %b 0 0", key, len)
                                : wk_test_cmd(raw, "GET %b", key, len);
     redisReply *v = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
     bool one = v->type == REDIS_REPLY_STRING && v->len == WK_TOKEN_LEN;
@@ -625,14 +627,16 @@ static pid_t two_waiters(wk_processor *p, redisContext *raw, const wk__wake_keys
  * lease runs a minute and A's registration longer still. */
 static void leave_passes_a_handed_lease_on(const wk_entity *e, enum how how)
 {
+    /* A reader A: a writer holds, a writer B waits behind A. */
+    enum how holds = how == READ ? WRITE : how, next = holds;
     FIXTURE(e, "job");
     wk_token held, a;
     bool ok;
     shared *sh = shared_new();
-    job ja = {e, "job", how, 0, 60000, 0, 0, sh}, jb = {e, "job", how, 1, 20000, 0, 0, sh};
-    pid_t pb, pa = two_waiters(p, raw, &k, e, how, &held, &ja, false, &jb, &pb);
+    job ja = {e, "job", how, 0, 60000, 0, 0, sh}, jb = {e, "job", next, 1, 20000, 0, 0, sh};
+    pid_t pb, pa = two_waiters(p, raw, &k, e, holds, &held, &ja, false, &jb, &pb);
     kill(pa, SIGSTOP);
-    int rc = release(p, e, "job", how, &held, &ok);
+    int rc = release(p, e, "job", holds, &held, &ok);
     kill(pa, SIGKILL);
     reap(pa);
     cr_assert_eq(rc, WK_OK);
@@ -643,29 +647,33 @@ static void leave_passes_a_handed_lease_on(const wk_entity *e, enum how how)
 }
 
 /* `check` of a Lock, an RwLock writer (unfair and fair) and a one-permit
- * Semaphore (minute-long leases, namespaces "<ns>-…"), on a private
- * server. */
-static void each_handing_kind(const char *ns, void (*check)(const wk_entity *e, enum how how))
+ * Semaphore (minute-long leases, namespaces "<ns>-…"), and with
+ * `reader` an RwLock reader too, on a private server. */
+static void each_handing_kind(const char *ns, void (*check)(const wk_entity *e, enum how how),
+                              bool reader)
 {
-    static const char *tails[4] = {"lock", "rw", "rw-fair", "sem"};
-    char n[4][64];
-    for (int i = 0; i < 4; i++)
+    static const char *tails[5] = {"lock", "rw", "rw-fair", "sem", "rw-reader"};
+    char n[5][64];
+    for (int i = 0; i < 5; i++)
         snprintf(n[i], sizeof(n[i]), "%s-%s", ns, tails[i]);
     const wk_entity lock = WK_LOCK_ENTITY(n[0], 60000);
     const wk_entity rw = WK_RWLOCK_ENTITY(n[1], 60000);
     const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY(n[2], 60000);
     const wk_entity sem = WK_SEMAPHORE_ENTITY(n[3], 1, 60000);
+    const wk_entity rw_reader = WK_RWLOCK_ENTITY(n[4], 60000);
     private_server();
     check(&lock, LOCK);
     check(&rw, WRITE);
     check(&rw_fair, WRITE);
     check(&sem, SEM);
+    if (reader)
+        check(&rw_reader, READ);
     wk_test_server_stop(&private_srv);
 }
 
 Test(wake, a_waiter_that_gives_up_holding_an_rwlock_or_semaphore_lease_passes_it_on)
 {
-    each_handing_kind("leave", leave_passes_a_handed_lease_on);
+    each_handing_kind("leave", leave_passes_a_handed_lease_on, true);
 }
 
 /* A waits at the head and is killed; B queues behind it. The release
@@ -1312,7 +1320,7 @@ static void acked_handoff(const wk_entity *e, enum how how)
 
 Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
 {
-    each_handing_kind("acked-handoff", acked_handoff);
+    each_handing_kind("acked-handoff", acked_handoff, false);
 }
 
 Test(wake, unknown_entity_flags_are_refused)
