@@ -77,8 +77,8 @@ static void raw_try_send(bench_ctx *c, raw_kind *k, unsigned i, raw_item *s)
 static void raw_release_send(bench_ctx *c, const raw_kind *k, const raw_item *s)
 {
     char nk[2] = {(char)('0' + s->nkeys + 2), 0};
-    const char *argv[10] = {"EVALSHA", k->release_sha, nk};
-    size_t lens[10] = {7, 40, 1};
+    const char *argv[12] = {"EVALSHA", k->release_sha, nk};
+    size_t lens[12] = {7, 40, 1};
     int n = 3;
     for (int j = 0; j < s->nkeys; j++)
         argv[n] = s->key[j], lens[n++] = s->kl[j];
@@ -86,6 +86,9 @@ static void raw_release_send(bench_ctx *c, const raw_kind *k, const raw_item *s)
     argv[n] = s->e, lens[n++] = s->el;
     argv[n] = (const char *)s->tok, lens[n++] = 16;
     argv[n] = s->w, lens[n++] = s->wl;
+    /* Then the ttl (and N), as the try's: a release hands the item over. */
+    for (int j = 0; j < k->ntry_args; j++)
+        argv[n] = k->try_args[j], lens[n++] = strlen(k->try_args[j]);
     bench_raw_append(c, n, argv, lens);
 }
 

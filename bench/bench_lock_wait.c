@@ -6,9 +6,12 @@
  *   bench_lock_wait                  # 2 and 8 waiters, unfair and fair
  *   bench_lock_wait --handoffs 400   # handoffs measured per run (150)
  *   bench_lock_wait --rounds 9       # runs per case (7)
+ *   bench_lock_wait --kind rwlock    # lock, rwlock, semaphore or all (all)
  *
  * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
- * looping on one Lock name: wk_lock_acquire (deadline 10 s), hold
+ * looping on one item: a Lock, an RwLock's writer lease or the permit of
+ * a one-permit Semaphore (so that every release hands over, as a Lock's
+ * does): the kind's waiting acquire (deadline 10 s), hold
  * --hold-ms (default 20), release, then outside until another thread
  * has taken it (so every release is a handoff to a waiter). A *handoff* is an acquire that started
  * before the release it waited for; its latency runs from just before that release call to the
@@ -63,24 +66,66 @@ static const char *url;
 static int hold_ms = 20;
 
 /* A wrapper processor that counts the queries it passes on, and (one
- * thread's) the acquire-or-park attempts ("lock.acquire") since `acq`
- * was last reset: the first of a waiting acquire queues it, any other
- * comes after a wake-up. */
+ * thread's) the acquire-or-park attempts (`attempt`: "lock.acquire", …)
+ * since `acq` was last reset: the first of a waiting acquire queues it,
+ * any other comes after a wake-up. */
 typedef struct counting {
     wk_processor base;
     wk_processor *inner;
     atomic_llong *count;
     long long acq;
+    const char *attempt;
 } counting;
 
 static int counting_process(wk_processor *self, wk_query *q)
 {
     counting *c = (counting *)self;
     atomic_fetch_add(c->count, 1);
-    if (q->name && strcmp(q->name, "lock.acquire") == 0)
+    if (q->name && strcmp(q->name, c->attempt) == 0)
         c->acq++;
     return wk_process(c->inner, q);
 }
+
+/* The kind a handoff case waits on: its waiting acquire, its release, the
+ * name of its acquire-or-park attempt. */
+typedef struct kind_ops {
+    const char *label;
+    const char *attempt;
+    int (*acquire)(wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
+                   wk_token *token, bool *acquired);
+    int (*release)(wk_processor *p, const wk_entity *e, wk_name name, const wk_token *token,
+                   bool *released);
+    /* The raw handoff: its release script, its item key, and its shape
+     * (a permit set; a writer key with a reader set beside it). */
+    const wk_script *raw_release;
+    const char *raw_key;
+    bool raw_permits, raw_readers;
+} kind_ops;
+
+static int lock_acquire(wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
+                        wk_token *token, bool *acquired)
+{
+    return wk_lock_acquire(p, e, name, deadline, NULL, token, acquired);
+}
+
+static int writer_acquire(wk_processor *p, const wk_entity *e, wk_name name, int64_t deadline,
+                          wk_token *token, bool *acquired)
+{
+    return wk_rwlock_acquire_write(p, e, name, deadline, NULL, token, acquired);
+}
+
+static const kind_ops lock_kind = {"Lock",          "lock.acquire",
+                                   lock_acquire,    wk_lock_release,
+                                   &wk__lock_release_script, "bench_raw_lock",
+                                   false,           false};
+static const kind_ops writer_kind = {"RwLock w",      "rwlock.acquire_write",
+                                     writer_acquire,  wk_rwlock_release_write,
+                                     &wk__rwlock_release_write_forms.script, "bench_raw_rw",
+                                     false,           true};
+static const kind_ops sem_kind = {"Semaphore",          "semaphore.acquire",
+                                  wk_semaphore_acquire, wk_semaphore_release,
+                                  &wk__semaphore_release_script, "bench_raw_sem",
+                                  true,                 false};
 
 static long long cmdstat_calls(redisContext *c, const char *cmd)
 {
@@ -161,41 +206,47 @@ static void *popper(void *arg)
     return NULL;
 }
 
-/* The raw handoff: the library's own Lock release script sent by raw
- * hiredis, handing a lock to a thread blocked in BLPOP on its list (the
- * queue set up by raw commands before each gap): the floor plus the
- * script, without the library on either side. */
+/* The raw handoff: the kind's own release script (the library's) sent by
+ * raw hiredis, handing the item to a thread blocked in BLPOP on its list
+ * (the queue set up by raw commands before each gap): the floor plus the
+ * script, without the library on either side. `kind` NULL: the floor
+ * itself, a raw RPUSH. */
 #define RAW_ID "raw-handoff-id-1" /* 16 bytes, a waiter's id */
-static const char raw_key[] = "bench_raw_handoff";
 
-/* Push (or, `script`, the raw handoff) → the blocked client has it, p50
+/* Push (or the raw handoff of `kind`) → the blocked client has it, p50
  * and p99 in µs. */
-static void push_wake_floor_as(bool script, double *p50, double *p99)
+static void push_wake_floor_as(const struct kind_ops *kind, double *p50, double *p99)
 {
     enum { N = 150 };
     static int64_t t[N];
+    const char *key = kind ? kind->raw_key : "bench_floor";
     wk__wake_keys k;
-    if (wk__wake_keys_build(&k, raw_key, strlen(raw_key)) != WK_OK)
-        die("wake keys", raw_key);
+    if (wk__wake_keys_build(&k, key, strlen(key)) != WK_OK)
+        die("wake keys", key);
     char list[WK__WAKE_KEY_MAX];
     memcpy(list, k.w, k.w_len);
     memcpy(list + k.w_len, RAW_ID, WK_TOKEN_LEN);
-    floor_run f = {.list = script ? list : "bench_floor",
-                   .list_len = script ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
+    floor_run f = {.list = kind ? list : "bench_floor",
+                   .list_len = kind ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
     redisContext *c = bench_open_raw(url);
     char sha[64] = "";
-    if (script) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__lock_release_script.source);
+    if (kind) {
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", kind->raw_release->source);
         if (!r || r->type != REDIS_REPLY_STRING)
             die("SCRIPT LOAD", c->errstr);
         snprintf(sha, sizeof(sha), "%s", r->str);
         freeReplyObject(r);
     }
     for (int i = 0; i < N; i++) {
-        if (script) {
-            freeReplyObject(redisCommand(c, "SET %s holder PX 60000", raw_key));
+        if (kind) {
+            /* The item held by "holder", RAW_ID queued. */
+            if (kind->raw_permits) {
+                freeReplyObject(redisCommand(c, "DEL %s", key));
+                freeReplyObject(redisCommand(c, "ZADD %s 9999999999999 holder", key));
+            } else
+                freeReplyObject(redisCommand(c, "SET %s holder PX 60000", key));
             freeReplyObject(redisCommand(c, "ZADD %b 1 %s", k.q, k.q_len, RAW_ID));
             freeReplyObject(redisCommand(c, "ZADD %b 9999999999999 %s", k.e, k.e_len, RAW_ID));
         }
@@ -206,11 +257,17 @@ static void push_wake_floor_as(bool script, double *p50, double *p99)
         wk_test_sleep_ms(hold_ms);
         atomic_store(&f.woke, 0);
         int64_t t0 = now_us();
-        if (script)
-            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, raw_key,
-                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
-        else
+        if (!kind)
             freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        else if (kind->raw_permits) /* permits, q, e | token, w, ttl, N */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000 1", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
+        else if (kind->raw_readers) /* w, q, e, r | token, w, ttl */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 4 %s %b %b %s:r holder %b 60000", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, key, k.w, k.w_len));
+        else /* lock, q, e | token, w, ttl */
+            freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000", sha, key,
+                                         k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
         int64_t w;
         while ((w = atomic_load(&f.woke)) == 0)
             ;
@@ -225,7 +282,7 @@ static void push_wake_floor_as(bool script, double *p50, double *p99)
 
 static void push_wake_floor(double *p50, double *p99)
 {
-    push_wake_floor_as(false, p50, p99);
+    push_wake_floor_as(NULL, p50, p99);
 }
 
 /* ------------------------------------------------------------------------
@@ -233,6 +290,7 @@ static void push_wake_floor(double *p50, double *p99)
  * ---------------------------------------------------------------------- */
 
 typedef struct run {
+    const kind_ops *kind;
     const wk_entity *lock;
     int target;          /* handoffs to measure */
     atomic_int handoffs; /* measured so far */
@@ -249,15 +307,15 @@ static void *contender(void *arg)
 {
     run *r = arg;
     wk_db *db = bench_open_db(url);
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries, 0};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &r->queries, 0,
+                   r->kind->attempt};
     wk_processor *p = &cp.base;
     while (!atomic_load(&r->stop)) {
         wk_token t;
         bool got = false;
         int64_t started = now_us();
         cp.acq = 0;
-        int rc =
-            wk_lock_acquire(p, r->lock, wk_name_str("h"), wk_deadline_in(10000), NULL, &t, &got);
+        int rc = r->kind->acquire(p, r->lock, wk_name_str("h"), wk_deadline_in(10000), &t, &got);
         int64_t done = now_us();
         if (cp.acq > 1)
             atomic_fetch_add(&r->after_pop, cp.acq - 1);
@@ -277,7 +335,7 @@ static void *contender(void *arg)
         wk_test_sleep_ms(hold_ms); /* the work */
         bool ok;
         atomic_store(&r->released_at, now_us());
-        if (wk_lock_release(p, r->lock, wk_name_str("h"), &t, &ok) != WK_OK)
+        if (r->kind->release(p, r->lock, wk_name_str("h"), &t, &ok) != WK_OK)
             die("release", wk_db_errmsg(db));
         atomic_fetch_add(&r->releases, 1);
         /* Outside until a waiter has it (at most 1 s), so that every
@@ -298,9 +356,9 @@ typedef struct case_run {
     double p50, p99, cmds, path;
 } case_run;
 
-static case_run handoff_case(const wk_entity *lock, int waiters, int target)
+static case_run handoff_case(const kind_ops *kind, const wk_entity *lock, int waiters, int target)
 {
-    run r = {.lock = lock, .target = target};
+    run r = {.kind = kind, .lock = lock, .target = target};
     r.lat = calloc((size_t)target, sizeof(int64_t));
     redisContext *c = bench_open_raw(url);
     freeReplyObject(redisCommand(c, "FLUSHALL"));
@@ -346,16 +404,16 @@ static void min_max(const double *v, int n, double *lo, double *hi)
 
 /* `rounds` runs of a case, each right after a run of the raw floor:
  * medians over the runs and the spread (min–max) of the per-run ratios. */
-static void case_rounds(const char *label, const wk_entity *lock, int waiters, int target,
-                        int rounds)
+static void case_rounds(const kind_ops *kind, const char *label, const wk_entity *lock,
+                        int waiters, int target, int rounds)
 {
     double h50[16] = {0}, h99[16] = {0}, f50[16] = {0}, f99[16] = {0}, r50[16] = {0}, r99[16] = {0},
            cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, s99[16] = {0}, rs50[16] = {0};
     for (int i = 0; i < rounds; i++) {
         push_wake_floor(&f50[i], &f99[i]);
-        push_wake_floor_as(true, &s50[i], &s99[i]);
+        push_wake_floor_as(kind, &s50[i], &s99[i]);
         rs50[i] = s50[i] / f50[i];
-        case_run cr = handoff_case(lock, waiters, target);
+        case_run cr = handoff_case(kind, lock, waiters, target);
         h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
         r50[i] = h50[i] / f50[i];
         r99[i] = h99[i] / f99[i];
@@ -365,9 +423,9 @@ static void case_rounds(const char *label, const wk_entity *lock, int waiters, i
     min_max(r99, rounds, &lo99, &hi99);
     double los, his;
     min_max(rs50, rounds, &los, &his);
-    printf("| %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) "
-           "| %5.2f | %5.2f | %6.0f | %5.2f (%4.2f–%4.2f) |\n",
-           label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
+    printf("| %-9s | %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f "
+           "(%4.2f–%4.2f) | %5.2f | %5.2f | %6.0f | %5.2f (%4.2f–%4.2f) |\n",
+           kind->label, label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
            lo50, hi50, median_of(h99, rounds), median_of(f99, rounds), median_of(r99, rounds),
            lo99, hi99, median_of(path, rounds), median_of(cmds, rounds), median_of(s50, rounds),
            median_of(rs50, rounds), los, his);
@@ -507,7 +565,7 @@ static void uncontended(double rtt)
     static const wk_entity lock = WK_LOCK_ENTITY("bench_free", 10000);
     wk_db *db = bench_open_db(url);
     atomic_llong queries = 0;
-    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries, 0};
+    counting cp = {{counting_process, db, 0}, wk_db_processor(db), &queries, 0, "lock.acquire"};
     wk_processor *p = &cp.base;
     enum { N = 3000, REPS = 5 };
     double t_acq[REPS], t_try[REPS];
@@ -552,6 +610,7 @@ static void uncontended(double rtt)
 int main(int argc, char **argv)
 {
     int target = 150, rounds = 7;
+    const char *kinds = "all";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -561,9 +620,11 @@ int main(int argc, char **argv)
             hold_ms = atoi(argv[++i]);
         else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--kind") == 0 && i + 1 < argc)
+            kinds = argv[++i];
         else
-            die("usage",
-                "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] [--rounds N]");
+            die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] "
+                         "[--rounds N] [--kind lock|rwlock|semaphore|all]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
@@ -585,21 +646,34 @@ int main(int argc, char **argv)
            "ratios' spread (min–max) in brackets. path: commands from the release to the new "
            "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
            "side's commands per handoff (try, queueing attempt, pops, attempts); raw handoff: the "
-           "library's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
+           "kind's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
            "script, no library on either side).\n\n",
            rounds);
-    printf("| mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
+    printf("| kind | mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
            "| path | acq | raw handoff p50 µs | raw / floor |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("bench_wait", 10000);
+    static const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY("bench_wait_fair", 10000);
+    static const wk_entity sem = WK_SEMAPHORE_ENTITY("bench_wait", 1, 10000);
     int counts[2] = {2, 8};
     for (int i = 0; i < 2; i++) {
-        case_rounds("unfair", &unfair, counts[i], target, rounds);
-        case_rounds("fair", &fair, counts[i], target, rounds);
+        if (!strcmp(kinds, "all") || !strcmp(kinds, "lock")) {
+            case_rounds(&lock_kind, "unfair", &unfair, counts[i], target, rounds);
+            case_rounds(&lock_kind, "fair", &fair, counts[i], target, rounds);
+        }
+        if (!strcmp(kinds, "all") || !strcmp(kinds, "rwlock")) {
+            case_rounds(&writer_kind, "unfair", &rw, counts[i], target, rounds);
+            case_rounds(&writer_kind, "fair", &rw_fair, counts[i], target, rounds);
+        }
+        if (!strcmp(kinds, "all") || !strcmp(kinds, "semaphore"))
+            case_rounds(&sem_kind, "unfair", &sem, counts[i], target, rounds);
     }
-    uncontended(rtt);
-    loop_beside_blocking(rtt);
+    if (!strcmp(kinds, "all") || !strcmp(kinds, "lock")) {
+        uncontended(rtt);
+        loop_beside_blocking(rtt);
+    }
     if (server.pid)
         wk_test_server_stop(&server);
     return 0;

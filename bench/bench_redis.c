@@ -281,10 +281,10 @@ static void rw_raw_release_send(bench_ctx *c, const rw_raw *s)
 {
     wake_raw k;
     wake_raw_keys(&k, s->w, s->wl, true); /* the writer key's companions */
-    const char *argv[] = {"EVALSHA", release_read_sha,     "3", s->r, k.q,
-                          k.e,       (const char *)s->tok, k.w};
-    size_t lens[] = {7, 40, 1, s->rl, k.ql, k.el, 16, k.wl};
-    bench_raw_append(c, 8, argv, lens);
+    const char *argv[] = {"EVALSHA", release_read_sha,     "4", s->r, k.q, k.e, s->w,
+                          (const char *)s->tok, k.w, "30000"};
+    size_t lens[] = {7, 40, 1, s->rl, k.ql, k.el, s->wl, 16, k.wl, 5};
+    bench_raw_append(c, 10, argv, lens);
 }
 
 static void rw_seq_raw(bench_ctx *c, unsigned i)

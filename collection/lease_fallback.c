@@ -77,9 +77,13 @@ const wk_script wk__fenced_lock_release_single = {
     "if left > cap then left = cap end\n"                                                          \
     "return {0, left}\n"
 
+/* A writer lease handed to this waiter before the migration began is its
+ * own: {1, 0}. */
 const wk_script wk__rwlock_write_mark = {
     "rwlock.write.mark", "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return "
-                         "{2, 0} end\n" NOT_TAKEN("ARGV[4]", "redis.call('PTTL', KEYS[1])")};
+                         "{2, 0} end\n"
+                         "if redis.call('GET', KEYS[1]) == ARGV[1] then return {1, 0} end\n" NOT_TAKEN(
+                             "ARGV[4]", "redis.call('PTTL', KEYS[1])")};
 
 /* A reader always marks: the writer is on the other key. Added before the
  * ended readers are dropped, so the set is never emptied here. */

@@ -20,7 +20,7 @@ extern const wk__two_forms wk__fenced_lock_try_forms; /* lease, fence | token, t
 extern const wk__two_forms wk__fenced_lock_release_forms; /* lease, fence, q, e | token, w */
 #define wk__fenced_lock_release_script (wk__fenced_lock_release_forms.script)
 extern const wk_script wk__semaphore_try_script;        /* permits | token, ttl, N */
-extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token, w */
+extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token, w, ttl, N */
 #define wk__semaphore_release_script (wk__semaphore_release_forms.script)
 /* permits, q, e | token, ttl, N, cap, w; its single-key form in semaphore.c */
 extern const wk__two_forms wk__semaphore_acquire_forms;

@@ -34,8 +34,12 @@ extern const wk__two_forms wk__lock_release_forms;
 /* Lock's waiter leave, as a waiting acquire sends it when it gives up
  * (passes on a lock handed to `id`); for tests. */
 int wk__lock_leave(wk_processor *p, const wk_entity *lock, wk_name name, const wk_token *id);
-/* The RwLock writer's release: KEYS w, q, e; ARGV token, w. Frees the
- * writer key and wakes the first waiter (which may be a reader). */
+/* The same for an RwLock waiter (either side) and a Semaphore waiter. */
+int wk__rwlock_leave(wk_processor *p, const wk_entity *rw, wk_name name, const wk_token *id);
+int wk__semaphore_leave(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *id);
+/* The RwLock writer's release: KEYS w, q, e, r; ARGV token, w, ttl.
+ * Hands the item to the head of the queue (a writer, or the readers at
+ * the head: collection/rwlock.c), or frees the writer key. */
 extern const wk__two_forms wk__rwlock_release_write_forms;
 #define wk__lock_release_script (wk__lock_release_forms.script)
 /* Lock's acquire-or-park (KEYS and ARGV documented in lock.c). */

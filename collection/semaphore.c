@@ -4,7 +4,9 @@
  * counts only running leases; ended ones are dropped by the last command
  * on the set, or after a permit is added (on a migrating node a script may
  * not touch a key it emptied). The bound N travels with each try
- * (wakuwaku/semaphore.h). Waiters sleep on wake-up lists (collection/wake.h).
+ * (wakuwaku/semaphore.h). Waiters sleep on wake-up lists (collection/wake.h);
+ * a release hands each free place to the head of the queue in its script
+ * (issue 24), whose pop returns holding the permit.
  */
 #include <math.h>
 
@@ -50,10 +52,48 @@ const wk_script wk__semaphore_try_script = {"semaphore.try",
                                             WK__NOW_MS TAKE_LUA "if take(now) then return 1 end\n"
                                                             "return 0\n"};
 
+/* Handing over (collection/wake.h), after WK__WAKE_LUA_CORE and
+ * WK__WAKE_LUA_GIVE, with the locals Q, E (the wake queue and
+ * registrations; the permits are KEYS[1]), WP (the wake prefix), TTL, N
+ * and `now`:
+ *   wk_revoke(id)  takes a permit handed to a waiter that died from it;
+ *   sem_hand(mine) hands every free place — the releasing `mine` (its
+ *                  token, its permit still in the set) not counted — to
+ *                  the heads of the queue in turn, a permit each; a head
+ *                  with no registration is woken instead. Adds before the
+ *                  caller's ZREM, so the set is never emptied here. */
+#define SEM_REVOKE_LUA "wk_revoke = function(id) redis.call('ZREM', KEYS[1], id) end\n"
+#define SEM_HAND_LUA                                                                               \
+    SEM_REVOKE_LUA                                                                                 \
+    "local function sem_hand(mine)\n"                                                              \
+    "  wk_prune(Q, E, WP, now)\n"                                                                  \
+    "  local free = tonumber(N) - " RUNNING("now") "\n"                                            \
+    "  local s = mine and redis.call('ZSCORE', KEYS[1], mine)\n"                                   \
+    "  if s and tonumber(s) > now then free = free + 1 end\n"                                      \
+    "  local until_ = string.format('%.0f', now + tonumber(TTL))\n"                                \
+    "  local handed = false\n"                                                                     \
+    "  while free > 0 do\n"                                                                        \
+    "    local head = (wk_call('ZRANGE', Q, 0, 0) or {})[1]\n"                                     \
+    "    local ends = head and wk_call('ZSCORE', E, head)\n"                                       \
+    "    if not ends then\n"                                                                       \
+    "      if head then wk_poke(Q, E, WP, now) end\n"                                              \
+    "      break\n"                                                                                \
+    "    end\n"                                                                                    \
+    "    redis.call('ZADD', KEYS[1], until_, head)\n"                                              \
+    "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    free = free - 1\n"                                                                        \
+    "    handed = true\n"                                                                          \
+    "  end\n"                                                                                      \
+    "  if handed and redis.call('PTTL', KEYS[1]) < tonumber(TTL) then\n"                           \
+    "    redis.call('PEXPIRE', KEYS[1], TTL)\n"                                                    \
+    "  end\n"                                                                                      \
+    "end\n"
+
 /* KEYS: permits, q, e (collection/wake.h). ARGV: token (the waiter's id
  * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
- * head sleeps at most until the earliest lease ends. A taker wakes the next
- * waiter (chain), who may fit too. */
+ * head sleeps at most until the earliest lease ends (or a handed
+ * waiter's registration). A permit already handed to this waiter is its
+ * own; a taker wakes the next waiter (chain), who may fit too. */
 /* Its single-key form (collection/lease_fallback.c) while the slot
  * migrates: take, or sleep until the earliest lease ends (within cap), not
  * queued. */
@@ -67,30 +107,73 @@ static const wk_script acquire_single = {
                     "return {0, left}\n"};
 
 const wk__two_forms wk__semaphore_acquire_forms = {
-    {"semaphore.acquire", WK__WAKE_LUA TAKE_LUA
+    {"semaphore.acquire", WK__WAKE_LUA WK__WAKE_LUA_BOUND TAKE_LUA
      "local now = wk_now()\n"
+     "local Q, E, WP = KEYS[2], KEYS[3], ARGV[5]\n" SEM_REVOKE_LUA
+     "if tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0') > now then\n"
+     "  wk_call('ZREM', E, ARGV[1])\n"
+     "  wk_took(Q, E, WP, ARGV[1], now, false)\n"
+     "  return {1, 0}\n"
+     "end\n"
+     "wk_prune(Q, E, WP, now)\n"
      "if take(now) then\n"
      "  wk_took(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, true)\n"
      "  return {1, 0}\n"
      "end\n"
      "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
      "local blocked = first[2] and (tonumber(first[2]) - now) or -1\n"
+     "blocked = wk_bound_handed(Q, E, now, blocked)\n"
      "return {0, wk_park(KEYS[2], KEYS[3], ARGV[5], ARGV[1], now, tonumber(ARGV[4]), blocked)}\n"},
     &acquire_single,
     0};
 
-/* KEYS: permits, q, e. ARGV: token, w. 1 if the lease was still running;
- * either way the head waiter is woken (a place may be free). One ZREM
- * (this token and the ended ones) is the last command on the set. */
+/* KEYS: permits, q, e. ARGV: token, w, ttl, N. 1 if the lease was still
+ * running; when somebody waits, every free place goes to the heads of the
+ * queue (handing over). Its straight path first, as Lock's: one place
+ * free (this one) and a head whose registration runs — its permit, no
+ * function defined; else the general sem_hand. One ZREM (this token and
+ * the ended ones) is the last command on the set. */
 const wk__two_forms wk__semaphore_release_forms = {
     {"semaphore.release",
-     WK__NOW_MS WK__ZLEASE_END WK__ZLEASE_DROP
+     WK__NOW_MS WK__ZLEASE_END
      /* Only a release somebody waits for defines the wake functions. */
-     "if redis.call('EXISTS', KEYS[2]) == 1 then\n" WK__WAKE_LUA_CORE
-     "  wk_wake(KEYS[2], KEYS[3], ARGV[2], now)\n"
-     "end\n" WK__ZLEASE_RAN},
+     "if redis.call('EXISTS', KEYS[2]) == 1 then\n"
+     "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n"
+     "  local ends = tonumber(head and redis.call('ZSCORE', KEYS[3], head) or '0')\n"
+     "  local free = tonumber(ARGV[4]) - " RUNNING("now") "\n"
+     "  if s and tonumber(s) > now then free = free + 1 end\n"
+     "  if ends > now and free == 1 then\n"
+     "    redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[3])), head)\n"
+     "    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then\n"
+     "      redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+     "    end\n"
+     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
+                                                                    "ARGV[3]")
+     "  else\n"
+     "    local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" WK__WAKE_LUA_CORE
+         WK__WAKE_LUA_GIVE SEM_HAND_LUA "    sem_hand(ARGV[1])\n"
+     "  end\n"
+     "end\n" WK__ZLEASE_DROP WK__ZLEASE_RAN},
     &wk__reader_release_single,
     0};
+
+/* KEYS: permits, q, e. ARGV: the waiter's token, w, ttl, N. A waiter
+ * that gives up: a permit handed to it meanwhile goes on as its release
+ * would pass it; else it leaves the queue as wake.leave does. 1 if it
+ * held a permit. */
+static const wk_script leave_script = {
+    "semaphore.leave",
+    WK__WAKE_LUA_CORE WK__WAKE_LUA_GIVE
+    "local now = wk_now()\n"
+    "local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" SEM_HAND_LUA
+    "if tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0') > now then\n"
+    "  wk_call('DEL', WP .. ARGV[1])\n"
+    "  wk_call('ZREM', Q, ARGV[1])\n"
+    "  wk_call('ZREM', E, ARGV[1])\n"
+    "  sem_hand(ARGV[1])\n"
+    "  redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "  return 1\n"
+    "end\n" WK__WAKE_LEAVE_LUA("Q", "E", "WP", "ARGV[1]") "return 0\n"};
 
 /* KEYS: permits. ARGV: token. {1, ms left} or {0}. Reads only. */
 static const wk_script owned_script = {"semaphore.owned", WK__NOW_MS
@@ -124,16 +207,23 @@ static const wk__op try_op =
     SEM_OP(try, .flags = WK__QUERY_LEASE, .script = &wk__semaphore_try_script, .token = true,
            .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_PERMITS}, .parse = wk__parse_bool_int,
            OUT(bool, "outcome"));
+/* A waiter's leave (KEYS permits, q, e; ARGV its token, w, ttl, N):
+ * passes on a permit handed to it as it gives up. */
+static const wk__op leave_op = {.name = "semaphore.leave", .kind = WK_KIND_SEMAPHORE,
+                                .suffix = {":permits"}, .mode = WK_WRITE, .script = &leave_script,
+                                .token = true, .wake = 2,
+                                .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL, WK__ARG_PERMITS}};
 static const wk__op acquire_op = {
     .name = "semaphore.acquire", .kind = WK_KIND_SEMAPHORE, .suffix = {":permits"},
     .mode = WK_WRITE, .flags = WK__QUERY_LEASE, .forms = &wk__semaphore_acquire_forms,
     .token = true, .wake = 2,
     .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_PERMITS, WK__ARG_CAP, WK__ARG_WAKE},
-    .parse = wk__wake_parse_outcome};
+    .parse = wk__wake_parse_outcome, .leave = &leave_op};
 
-static const wk__op release_op = SEM_OP(release, .forms = &wk__semaphore_release_forms, .wake = 2,
-                                        .token = true, .args = {WK__ARG_TOKEN, WK__ARG_WAKE},
-                                        .parse = wk__parse_bool_int, OUT(bool, "outcome"));
+static const wk__op release_op =
+    SEM_OP(release, .forms = &wk__semaphore_release_forms, .wake = 2, .token = true,
+           .args = {WK__ARG_TOKEN, WK__ARG_WAKE, WK__ARG_TTL, WK__ARG_PERMITS},
+           .parse = wk__parse_bool_int, OUT(bool, "outcome"));
 /* A permit's lease renews as an RwLock reader's: only while it runs. */
 static const wk__op extend_op = SEM_OP(extend, .flags = WK__QUERY_LEASE,
                                        .script = &wk__rwlock_extend_read_script, .token = true,
@@ -210,6 +300,11 @@ int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
 }
 
 WK__OP_FN(wk_semaphore_force_release, force_release_op, bool)
+
+int wk__semaphore_leave(wk_processor *p, const wk_entity *sem, wk_name name, const wk_token *id)
+{
+    return wk__op_run_token(p, &leave_op, sem, name, id, NULL);
+}
 
 /* ------------------------------------------------------------------------
  * The waiting acquire (collection/wake.h)

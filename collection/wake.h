@@ -45,7 +45,7 @@
  *                              `id` took the item: leave the queue; with
  *                              chain (shared holders: readers, permits),
  *                              wake the next head too, who may also fit.
- *        wk_park(q, e, w, id, now, cap, blocked)
+ *        wk_park(q, e, w, id, now, cap, blocked, reader)
  *                              `id` could not take it: join the queue at
  *                              its tail (or keep its place) and return how
  *                              long to sleep, ms ≥ 1: the head sleeps at
@@ -54,7 +54,8 @@
  *                              most until the registration of a waiter
  *                              ahead ends (it may have crashed); both at
  *                              most `cap`. The registration lasts that
- *                              sleep plus WK__WAKE_GRACE_MS.
+ *                              sleep plus WK__WAKE_GRACE_MS; `reader`
+ *                              (an RwLock reader) marks its end '.5'.
  *
  *      A kind's acquire-or-park script is then
  *          local now = wk_now()
@@ -101,8 +102,8 @@
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
  *
- * Cost: one BLPOP and one attempt per waiter per wake-up — for a kind
- * that hands over (Lock, FencedLock), the release and the BLPOP alone;
+ * Cost: one BLPOP and one attempt per waiter per wake-up — for a release
+ * that hands over (every lease kind's), the release and the BLPOP alone;
  * waiters not at the head sleep untouched. The uncontended acquire is the kind's plain
  * try (no extra round trip, no blocking connection).
  *
@@ -194,6 +195,7 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  * (the waiter wakes at the end of its sleep, as after a single-key form);
  * any other error is raised. */
 #define WK__WAKE_LUA_CORE                                                                          \
+    "local wk_revoke\n"                                                                            \
     "local function wk_now()\n"                                                                    \
     "  local t = redis.call('TIME')\n"                                                             \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                                             \
@@ -206,25 +208,37 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  end\n"                                                                                      \
     "  return r\n"                                                                                 \
     "end\n"                                                                                        \
-    "local function wk_prune(q, e, w, now)\n"                                                      \
-    "  local gone = wk_call('ZRANGEBYSCORE', e, '-inf', now) or {}\n"                              \
-    "  for i = 1, #gone do\n"                                                                      \
-    "    wk_call('ZREM', q, gone[i])\n"                                                            \
-    "    wk_call('ZREM', e, gone[i])\n"                                                            \
-    "    wk_call('DEL', w .. gone[i])\n"                                                           \
-    "  end\n"                                                                                      \
-    "end\n"                                                                                        \
-    "local function wk_wake(q, e, w, now)\n"                                                       \
-    "  if wk_call('EXISTS', q) ~= 1 then return end\n"                                             \
-    "  now = now or wk_now()\n"                                                                    \
-    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "local function wk_poke(q, e, w, now)\n"                                                       \
     "  local head = (wk_call('ZRANGE', q, 0, 0) or {})[1]\n"                                       \
     "  if head and wk_call('LLEN', w .. head) == 0 then\n"                                         \
     "    wk_call('RPUSH', w .. head, '1')\n"                                                       \
     "    local ends = wk_call('ZSCORE', e, head)\n"                                                \
     "    local left = ends and (tonumber(ends) - now) or 1\n"                                      \
-    "    wk_call('PEXPIRE', w .. head, math.max(1, left))\n"                                       \
+    "    wk_call('PEXPIRE', w .. head, math.max(1, math.floor(left)))\n"                           \
     "  end\n"                                                                                      \
+    "end\n"                                                                                        \
+    "local function wk_prune(q, e, w, now)\n"                                                      \
+    "  local gone = wk_call('ZRANGEBYSCORE', e, '-inf', now) or {}\n"                              \
+    "  local freed = false\n"                                                                      \
+    "  for i = 1, #gone do\n"                                                                      \
+    "    if wk_revoke then\n"                                                                      \
+    "      local n = wk_call('LINDEX', w .. gone[i], 0)\n"                                         \
+    "      if type(n) == 'string' and string.sub(n, 1, 1) == 'h' then\n"                           \
+    "        wk_revoke(gone[i])\n"                                                                 \
+    "        freed = true\n"                                                                       \
+    "      end\n"                                                                                  \
+    "    end\n"                                                                                    \
+    "    wk_call('ZREM', q, gone[i])\n"                                                            \
+    "    wk_call('ZREM', e, gone[i])\n"                                                            \
+    "    wk_call('DEL', w .. gone[i])\n"                                                           \
+    "  end\n"                                                                                      \
+    "  if freed then wk_poke(q, e, w, now) end\n"                                                  \
+    "end\n"                                                                                        \
+    "local function wk_wake(q, e, w, now)\n"                                                       \
+    "  if wk_call('EXISTS', q) ~= 1 then return end\n"                                             \
+    "  now = now or wk_now()\n"                                                                    \
+    "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  wk_poke(q, e, w, now)\n"                                                                    \
     "end\n"
 
 /* The whole contract: the core plus the waiting side (wk_may_take,
@@ -245,7 +259,7 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  wk_call('DEL', w .. id)\n"                                                                  \
     "  if chain then wk_wake(q, e, w, now) end\n"                                                  \
     "end\n"                                                                                        \
-    "local function wk_park(q, e, w, id, now, cap, blocked)\n"                                     \
+    "local function wk_park(q, e, w, id, now, cap, blocked, reader)\n"                             \
     "  wk_prune(q, e, w, now)\n"                                                                   \
     "  if not wk_call('ZSCORE', q, id) then\n"                                                     \
     "    local t = redis.call('TIME')\n"                                                           \
@@ -262,9 +276,11 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "      if ends and tonumber(ends) - now < sleep then sleep = tonumber(ends) - now end\n"       \
     "    end\n"                                                                                    \
     "  end\n"                                                                                      \
+    "  sleep = math.floor(sleep)\n"                                                                \
     "  if sleep < 1 then sleep = 1 end\n"                                                          \
     "  local keep = sleep + " WK__WAKE_STR(WK__WAKE_GRACE_MS) "\n"                                 \
-    "  if wk_call('ZADD', e, string.format('%.0f', now + keep), id) then\n"                        \
+    "  local ends = string.format('%.0f', now + keep) .. (reader and '.5' or '')\n"                \
+    "  if wk_call('ZADD', e, ends, id) then\n"                                                     \
     "    local pq, pe = wk_call('PTTL', q), wk_call('PTTL', e)\n"                                  \
     "    if pq and pq < keep then wk_call('PEXPIRE', q, keep) end\n"                               \
     "    if pe and pe < keep then wk_call('PEXPIRE', e, keep) end\n"                               \
@@ -300,7 +316,8 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  *
  * The waiter (wk__wake_wait) whose pop returns a notice starting with 'h'
  * holds the item: no second attempt. A notice '1' (a plain wake-up:
- * force release, a reader release, a release that could not hand over)
+ * force release, a reader that got in by an attempt, a release that could
+ * not hand over)
  * or a timeout means attempt again, as before; an attempt finds an item
  * already handed to it (its token is the holder) and reports it taken.
  * A Rust client's release only frees the item: the waiter wakes at its
@@ -328,6 +345,69 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  if not ends or ends > now then return false end\n"                                          \
     "  wk_call('DEL', w .. holder)\n"                                                              \
     "  return true\n"                                                                              \
+    "end\n"
+
+/* Handing over to shared holders and to several waiters (issue 24: the
+ * RwLock's sides, the Semaphore's permits), after WK__WAKE_LUA_CORE. Such
+ * an item has many holders, so a lease handed to a waiter that died is
+ * found otherwise than by Lock's wk_unclaimed: a handed waiter leaves the
+ * queue q but keeps its registration in e until it ends, and when the
+ * prune drops a registration whose list still holds its notice ('h…':
+ * never popped), it calls the kind's wk_revoke(id) (the local of
+ * WK__WAKE_LUA_CORE, nil for the other kinds), which takes that waiter's
+ * lease away, and pokes the new head. A waiter parked after the handoff
+ * sleeps no longer than such a registration (wk_bound_handed), so the
+ * lease goes on when it ends, not when its TTL does.
+ *
+ * An RwLock reader marks its registration: its end carries '.5'
+ * (wk_park's `reader`), so that a release knows which side each waiter
+ * waits for.
+ *
+ *   wk_reader(ends)       whether a registration end (ZSCORE e) is a
+ *                         reader's.
+ *   wk_give(q, w, id, ends, ttl)
+ *                         `id` (registration end `ends`) was handed the
+ *                         item by the caller's own write: it leaves q, and
+ *                         its list holds only the notice 'h<end>:', with
+ *                         the lease's TTL.
+ *   wk_bound_handed(q, e, now, blocked)  (WK__WAKE_LUA_BOUND)
+ *                         `blocked` (ms, < 0: unknown) shortened to when
+ *                         the earliest registration of a handed waiter
+ *                         (in e, not in q) ends. */
+#define WK__WAKE_LUA_GIVE                                                                          \
+    "local function wk_reader(ends)\n"                                                             \
+    "  return ends ~= nil and ends ~= false and tonumber(ends) % 1 ~= 0\n"                         \
+    "end\n"                                                                                        \
+    "local function wk_give(q, w, id, ends, ttl)\n"                                                \
+    "  wk_call('ZREM', q, id)\n"                                                                   \
+    "  wk_call('DEL', w .. id)\n"                                                                  \
+    "  wk_call('RPUSH', w .. id, 'h' .. string.format('%.0f', tonumber(ends)) .. ':')\n"           \
+    "  wk_call('PEXPIRE', w .. id, ttl)\n"                                                         \
+    "end\n"
+
+/* A release's straight path (Lua statements; no function defined): the
+ * notice to waiter `id`'s list (wake prefix `w`; Lua expressions, `ends`
+ * its registration end) with the lease's TTL `ttl`, in front of any plain
+ * wake-up (LPUSH: the pop takes it first), its push a pcall as wk_call's:
+ * a list the node does not have skips the notice (the waiter finds the
+ * lease its own on its next attempt). */
+#define WK__WAKE_LUA_NOTICE(w, id, ends, ttl)                                                      \
+    "local pushed = redis.pcall('LPUSH', " w " .. " id ", 'h' .. string.format('%.0f', "           \
+    "tonumber(" ends ")) .. ':')\n"                                                                \
+    "if type(pushed) == 'number' then redis.pcall('PEXPIRE', " w " .. " id ", " ttl ") end\n"
+
+/* wk_bound_handed alone (the attempts', which hand nothing over). */
+#define WK__WAKE_LUA_BOUND                                                                         \
+    "local function wk_bound_handed(q, e, now, blocked)\n"                                         \
+    "  local all = wk_call('ZRANGE', e, 0, -1, 'WITHSCORES') or {}\n"                              \
+    "  for i = 1, #all, 2 do\n"                                                                    \
+    "    if not wk_call('ZSCORE', q, all[i]) then\n"                                               \
+    "      local left = math.floor(tonumber(all[i + 1]) - now) + 1\n"                              \
+    "      if blocked < 0 or left < blocked then return left end\n"                                \
+    "      return blocked\n"                                                                       \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  return blocked\n"                                                                           \
     "end\n"
 
 /* Whether a popped notice s[0..len) hands the item over ('h<end>:<n>';

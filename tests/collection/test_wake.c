@@ -1,10 +1,12 @@
 /*
  * tests/collection/test_wake.c — wake on release (collection/wake.h) for
- * Lock and RwLock against real redis-servers: companion keys in the
- * item's cluster slot; 1, 2 and 8 waiters in other processes, each woken
- * once, in queue order; a waiter that gives up as it is woken passes the
- * wake-up on; a crashed waiter and a crashed holder; fairness (no try
- * barges past the queue); owned (writes nothing) and force release.
+ * Lock, RwLock and Semaphore against real redis-servers: companion keys
+ * in the item's cluster slot; 1, 2 and 8 waiters in other processes, each
+ * woken once, in queue order, the lease handed over by the release; a
+ * waiter that gives up as it is woken passes the wake-up on; a crashed
+ * waiter and a crashed holder; a lease handed to a dead waiter goes on;
+ * fairness (no try barges past the queue); owned (writes nothing) and
+ * force release.
  *
  * Tests that count commands run a private redis-server of their own
  * (criterion runs two tests at a time against the shared one), so its
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include <wakuwaku/rwlock.h>
+#include <wakuwaku/semaphore.h>
 
 #include "collection/lock_scripts.h"
 #include "collection/wake.h"
@@ -57,8 +60,10 @@ static wk_db *child_open(const wk_cap *cap)
 typedef struct shared {
     atomic_int order[16]; /* child indexes in the order they acquired */
     atomic_int acquired;
-    atomic_int inside;   /* exclusive holders right now */
-    atomic_int overlaps; /* an exclusive holder found another inside */
+    atomic_int inside;   /* exclusive holders (writers, permits) right now */
+    atomic_int readers;  /* RwLock readers inside right now */
+    atomic_int overlaps; /* a holder found more inside than may be */
+    atomic_int most;     /* the most exclusive holders seen at once */
 } shared;
 
 static shared *shared_new(void)
@@ -69,7 +74,9 @@ static shared *shared_new(void)
     return s;
 }
 
-enum how { LOCK, READ, WRITE };
+/* What a waiter takes: a Lock, an RwLock's read or write lease, or a
+ * Semaphore permit. */
+enum how { LOCK, READ, WRITE, SEM };
 
 typedef struct job {
     const wk_entity *e;
@@ -86,9 +93,10 @@ static int take(wk_processor *p, const wk_entity *e, const char *name, enum how 
                 bool *got)
 {
     wk_name n = wk_name_str(name);
-    return how == LOCK   ? wk_lock_try(p, e, n, t, got)
-           : how == READ ? wk_rwlock_try_read(p, e, n, t, got)
-                         : wk_rwlock_try_write(p, e, n, t, got);
+    return how == LOCK    ? wk_lock_try(p, e, n, t, got)
+           : how == READ  ? wk_rwlock_try_read(p, e, n, t, got)
+           : how == WRITE ? wk_rwlock_try_write(p, e, n, t, got)
+                          : wk_semaphore_try(p, e, n, t, got);
 }
 
 static int acquire(wk_processor *p, const wk_entity *e, const char *name, enum how how,
@@ -96,9 +104,50 @@ static int acquire(wk_processor *p, const wk_entity *e, const char *name, enum h
 {
     wk_name n = wk_name_str(name);
     int64_t deadline = wk_deadline_in(wait_ms);
-    return how == LOCK   ? wk_lock_acquire(p, e, n, deadline, NULL, t, got)
-           : how == READ ? wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got)
-                         : wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got);
+    return how == LOCK    ? wk_lock_acquire(p, e, n, deadline, NULL, t, got)
+           : how == READ  ? wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got)
+           : how == WRITE ? wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got)
+                          : wk_semaphore_acquire(p, e, n, deadline, t, got);
+}
+
+static int release(wk_processor *p, const wk_entity *e, const char *name, enum how how,
+                   const wk_token *t, bool *ok)
+{
+    wk_name n = wk_name_str(name);
+    return how == LOCK    ? wk_lock_release(p, e, n, t, ok)
+           : how == READ  ? wk_rwlock_release_read(p, e, n, t, ok)
+           : how == WRITE ? wk_rwlock_release_write(p, e, n, t, ok)
+                          : wk_semaphore_release(p, e, n, t, ok);
+}
+
+/* How many exclusive holders `e` admits at once: a Semaphore's permits,
+ * else one (RwLock: one writer, and no reader beside it). */
+static int exclusive_limit(const wk_entity *e)
+{
+    return strcmp(e->kind, WK_KIND_SEMAPHORE) == 0 ? (int)e->capacity : 1;
+}
+
+/* A holder comes in (`in`) or goes: counts it, and notes an overlap — a
+ * reader beside a writer, a writer beside anyone, more permits than N. */
+static void holder_moves(const job *j, bool in)
+{
+    shared *sh = j->sh;
+    if (!in) {
+        atomic_fetch_sub(j->how == READ ? &sh->readers : &sh->inside, 1);
+        return;
+    }
+    if (j->how == READ) {
+        atomic_fetch_add(&sh->readers, 1);
+        if (atomic_load(&sh->inside) != 0)
+            atomic_fetch_add(&sh->overlaps, 1);
+        return;
+    }
+    int now = atomic_fetch_add(&sh->inside, 1) + 1;
+    if (now > exclusive_limit(j->e) || atomic_load(&sh->readers) != 0)
+        atomic_fetch_add(&sh->overlaps, 1);
+    for (int m = atomic_load(&sh->most); now > m;)
+        if (atomic_compare_exchange_weak(&sh->most, &m, now))
+            break;
 }
 
 /* A waiter in a child process: 0 acquired, 2 not acquired, 3 error. */
@@ -108,7 +157,6 @@ static int waiter(const job *j)
     if (!db)
         return 3;
     wk_processor *p = wk_db_processor(db);
-    wk_name n = wk_name_str(j->name);
     wk_token t;
     bool got = false, ok;
     int rc = acquire(p, j->e, j->name, j->how, j->wait_ms, &t, &got);
@@ -118,9 +166,8 @@ static int waiter(const job *j)
         return 2;
     int at = atomic_fetch_add(&j->sh->acquired, 1);
     j->sh->order[at] = j->idx;
-    if (j->how != READ && atomic_fetch_add(&j->sh->inside, 1) != 0)
-        atomic_fetch_add(&j->sh->overlaps, 1);
-    if (j->how == READ) {
+    holder_moves(j, true);
+    if (j->how == READ && j->together > 1) {
         /* Hold until all `together` readers got in: each is still in when
          * the last one arrives. */
         for (int i = 0; i < 2000 && atomic_load(&j->sh->acquired) < j->together; i++)
@@ -129,11 +176,8 @@ static int waiter(const job *j)
             return 4;
     }
     wk_test_sleep_ms(j->hold_ms);
-    if (j->how != READ)
-        atomic_fetch_sub(&j->sh->inside, 1);
-    rc = j->how == LOCK   ? wk_lock_release(p, j->e, n, &t, &ok)
-         : j->how == READ ? wk_rwlock_release_read(p, j->e, n, &t, &ok)
-                          : wk_rwlock_release_write(p, j->e, n, &t, &ok);
+    holder_moves(j, false);
+    rc = release(p, j->e, j->name, j->how, &t, &ok);
     wk_db_close(db);
     return rc == WK_OK && ok ? 0 : 3;
 }
@@ -154,14 +198,24 @@ static int reap(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The companion keys of item `name` of `e` (RwLock: of its writer key). */
+/* The key of item `name` of `e` the wake keys hang on: a Lock's key, an
+ * RwLock's writer key, a Semaphore's permit set. */
+static size_t anchor_key(const wk_entity *e, const char *name, char *key)
+{
+    size_t len;
+    wk_name n = wk_name_str(name);
+    const char *suffix = strcmp(e->kind, WK_KIND_RWLOCK) == 0      ? ":w"
+                         : strcmp(e->kind, WK_KIND_SEMAPHORE) == 0 ? ":permits"
+                                                                   : NULL;
+    cr_assert_eq(wk_key_build(key, WK_KEY_MAX, &len, e, &n, suffix), WK_OK);
+    return len;
+}
+
+/* The companion keys of item `name` of `e` (of its anchor key). */
 static void wake_keys(const wk_entity *e, const char *name, wk__wake_keys *k)
 {
     char key[WK_KEY_MAX];
-    size_t len;
-    wk_name n = wk_name_str(name);
-    bool rw = strcmp(e->kind, WK_KIND_RWLOCK) == 0;
-    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &n, rw ? ":w" : NULL), WK_OK);
+    size_t len = anchor_key(e, name, key);
     cr_assert_eq(wk__wake_keys_build(k, key, len), WK_OK);
 }
 
@@ -306,41 +360,42 @@ Test(wake, companion_keys_share_the_items_slot_whatever_braces_the_name_holds)
  * Waking
  * ---------------------------------------------------------------------- */
 
-/* n waiters, queued one after the other, then one release: each is woken
- * once (one BLPOP each, by the server's count) and they get the lock in
- * the order they queued. */
-static void waiters_in_order(const wk_entity *lock, int n)
+/* n waiters (`how`: Lock, RwLock writers, Semaphore permits of a
+ * one-permit Semaphore), queued one after the other, then one release:
+ * each is woken once (one BLPOP each, by the server's count) and they get
+ * the lease in the order they queued. */
+static void waiters_in_order(const wk_entity *e, enum how how, int n)
 {
     char name[32];
     snprintf(name, sizeof(name), "order-%d", n);
-    FIXTURE(lock, name);
+    FIXTURE(e, name);
     wk_token t;
     bool got, ok;
-    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert_eq(take(p, e, name, how, &t, &got), WK_OK);
     cr_assert(got);
     long long blpops = wk_test_cmd_calls(raw, "blpop");
     shared *sh = shared_new();
     pid_t kids[16];
     for (int i = 0; i < n; i++) {
-        job j = {lock, name, LOCK, i, 60000, 5, 0, sh};
+        job j = {e, name, how, i, 60000, 5, 0, sh};
         kids[i] = spawn(&j);
         wait_queued(raw, &k, i + 1);
     }
     long long scripts = wk_test_scripts_run(raw);
-    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert_eq(release(p, e, name, how, &t, &ok), WK_OK);
     cr_assert(ok);
     for (int i = 0; i < n; i++)
-        cr_assert_eq(reap(kids[i]), 0, "waiter %d of %d", i, n);
+        cr_assert_eq(reap(kids[i]), 0, "%s: waiter %d of %d", e->kind, i, n);
     cr_assert_eq(atomic_load(&sh->acquired), n);
     cr_assert_eq(atomic_load(&sh->overlaps), 0, "never two holders at once");
     /* Handed over: after the release each waiter's pop returns holding
-     * the lock, so the only scripts are the n + 1 releases — no attempt
+     * the lease, so the only scripts are the n + 1 releases — no attempt
      * after a wake-up (which made it 2n + 1). */
-    cr_assert_eq(wk_test_scripts_run(raw) - scripts, n + 1, "%d waiters: %lld scripts", n,
-                 wk_test_scripts_run(raw) - scripts);
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, n + 1, "%s, %d waiters: %lld scripts",
+                 e->kind, n, wk_test_scripts_run(raw) - scripts);
     for (int i = 0; i < n; i++)
-        cr_assert_eq(sh->order[i], i, "%d waiters: position %d went to waiter %d", n, i,
-                     sh->order[i]);
+        cr_assert_eq(sh->order[i], i, "%s, %d waiters: position %d went to waiter %d", e->kind, n,
+                     i, sh->order[i]);
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop") - blpops, n,
                  "each waiter sleeps once and is woken once");
     cr_assert_eq(zcard(raw, &k), 0, "the queue is empty again");
@@ -354,8 +409,26 @@ Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_ord
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("order-fair", 60000);
     int counts[] = {1, 2, 8};
     for (int i = 0; i < 3; i++) {
-        waiters_in_order(&unfair, counts[i]);
-        waiters_in_order(&fair, counts[i]);
+        waiters_in_order(&unfair, LOCK, counts[i]);
+        waiters_in_order(&fair, LOCK, counts[i]);
+    }
+    wk_test_server_stop(&private_srv);
+}
+
+/* The same for RwLock writers (fair and not) and for the permit of a
+ * one-permit Semaphore: the release hands the lease to the head, whose
+ * pop returns holding it (issue 24, the kinds after Lock). */
+Test(wake, rwlock_writers_and_semaphore_waiters_are_handed_the_lease_in_order)
+{
+    private_server();
+    static const wk_entity unfair = WK_RWLOCK_ENTITY("order-rw", 60000);
+    static const wk_entity fair = WK_RWLOCK_FAIR_ENTITY("order-rw-fair", 60000);
+    static const wk_entity sem = WK_SEMAPHORE_ENTITY("order-sem", 1, 60000);
+    int counts[] = {1, 2, 8};
+    for (int i = 0; i < 3; i++) {
+        waiters_in_order(&unfair, WRITE, counts[i]);
+        waiters_in_order(&fair, WRITE, counts[i]);
+        waiters_in_order(&sem, SEM, counts[i]);
     }
     wk_test_server_stop(&private_srv);
 }
@@ -366,17 +439,17 @@ Test(wake, one_two_and_eight_waiters_across_processes_are_woken_once_each_in_ord
  * (collection/wake.h, handing over): no try barges in, fair or not. A
  * lease that ran out frees the lock: a fair Lock still refuses every try
  * while a waiter is queued, an unfair one lets it barge in. */
-static bool barge_while_head_is_stopped(const wk_entity *lock, bool expire)
+static bool barge_while_head_is_stopped(const wk_entity *lock, enum how how, bool expire)
 {
     const char *name = "barge";
     FIXTURE(lock, name);
     wk_token t, t2;
     bool got, ok, barged;
     char v[64];
-    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert_eq(take(p, lock, name, how, &t, &got), WK_OK);
     cr_assert(got);
     shared *sh = shared_new();
-    job j = {lock, name, LOCK, 0, 60000, 0, 0, sh};
+    job j = {lock, name, how, 0, 60000, 0, 0, sh};
     pid_t kid = spawn(&j);
     wait_queued(raw, &k, 1);
     kill(kid, SIGSTOP);
@@ -384,11 +457,11 @@ static bool barge_while_head_is_stopped(const wk_entity *lock, bool expire)
         while (lock_value(raw, lock, name, v, sizeof(v)) > 0)
             wk_test_sleep_ms(10);
     } else {
-        cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t, &ok), WK_OK);
+        cr_assert_eq(release(p, lock, name, how, &t, &ok), WK_OK);
     }
-    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &t2, &barged), WK_OK);
+    cr_assert_eq(take(p, lock, name, how, &t2, &barged), WK_OK);
     if (barged)
-        cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &t2, &ok), WK_OK);
+        cr_assert_eq(release(p, lock, name, how, &t2, &ok), WK_OK);
     kill(kid, SIGCONT);
     cr_assert_eq(reap(kid), 0, "the waiter gets the lock in the end");
     FIXTURE_END();
@@ -401,13 +474,27 @@ Test(wake, a_fair_lock_lets_no_try_barge_past_its_waiters)
     const wk_entity unfair = WK_LOCK_ENTITY(wk_test_ns("barge"), 60000);
     const wk_entity fair_short = WK_LOCK_FAIR_ENTITY(wk_test_ns("barge-fair-short"), 300);
     const wk_entity unfair_short = WK_LOCK_ENTITY(wk_test_ns("barge-short"), 300);
-    cr_assert_not(barge_while_head_is_stopped(&fair, false), "fair: handed to the queued waiter");
-    cr_assert_not(barge_while_head_is_stopped(&unfair, false),
+    cr_assert_not(barge_while_head_is_stopped(&fair, LOCK, false),
+                  "fair: handed to the queued waiter");
+    cr_assert_not(barge_while_head_is_stopped(&unfair, LOCK, false),
                   "unfair: handed to the queued waiter too");
-    cr_assert_not(barge_while_head_is_stopped(&fair_short, true),
+    cr_assert_not(barge_while_head_is_stopped(&fair_short, LOCK, true),
                   "fair, lease run out: the queued waiter goes first");
-    cr_assert(barge_while_head_is_stopped(&unfair_short, true),
+    cr_assert(barge_while_head_is_stopped(&unfair_short, LOCK, true),
               "unfair, lease run out: a try takes a free lock");
+}
+
+/* After an RwLock writer's or a Semaphore's release nobody barges either,
+ * fair or not: the release handed the lease to the queued (stopped)
+ * waiter, so a newcomer's try wins only when nobody waits. */
+Test(wake, after_an_rwlock_or_semaphore_release_no_try_barges_past_the_head)
+{
+    const wk_entity rw = WK_RWLOCK_ENTITY(wk_test_ns("barge-rw"), 60000);
+    const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY(wk_test_ns("barge-rw-fair"), 60000);
+    const wk_entity sem = WK_SEMAPHORE_ENTITY(wk_test_ns("barge-sem"), 1, 60000);
+    cr_assert_not(barge_while_head_is_stopped(&rw, WRITE, false), "unfair RwLock writer");
+    cr_assert_not(barge_while_head_is_stopped(&rw_fair, WRITE, false), "fair RwLock writer");
+    cr_assert_not(barge_while_head_is_stopped(&sem, SEM, false), "Semaphore permit");
 }
 
 /* Runs the Lock acquire script as waiter `id` with `cap`: a waiter that
@@ -480,6 +567,115 @@ Test(wake, a_waiter_that_gives_up_as_it_is_woken_passes_the_wake_up_on)
     wk_test_server_stop(&private_srv);
 }
 
+/* The leave of a waiter of `how` as token `id` (what its acquire sends
+ * when it gives up). */
+static int leave_as(wk_processor *p, const wk_entity *e, const char *name, enum how how,
+                    const wk_token *id)
+{
+    wk_name n = wk_name_str(name);
+    return how == LOCK  ? wk__lock_leave(p, e, n, id)
+           : how == SEM ? wk__semaphore_leave(p, e, n, id)
+                        : wk__rwlock_leave(p, e, n, id);
+}
+
+/* The token item `name` of e (held on side `how`, one holder) is held
+ * by: the Lock's or writer's key, the one reader, the one permit. */
+static void holder_token(redisContext *raw, const wk_entity *e, const char *name, enum how how,
+                         wk_token *t)
+{
+    char key[WK_KEY_MAX];
+    size_t len = anchor_key(e, name, key);
+    if (how == READ)
+        key[len - 1] = 'r'; /* the reader set */
+    redisReply *r = how == SEM || how == READ ? wk_test_cmd(raw, "ZRANGE %b 0 0", key, len)
+                               : wk_test_cmd(raw, "GET %b", key, len);
+    redisReply *v = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+    bool one = v->type == REDIS_REPLY_STRING && v->len == WK_TOKEN_LEN;
+    if (one)
+        memcpy(t->bytes, v->str, WK_TOKEN_LEN);
+    freeReplyObject(r);
+    cr_assert(one, "%s: one holder's token", e->kind);
+}
+
+/* The start of the two-waiter cases: the holder (`p`) takes item "job"
+ * of e (side `holds`, its token *held); A (side `a_how`, deadline a_ms)
+ * queues at the head; `dead`: A is killed then; B (side `b_how`, deadline
+ * b_ms) queues behind it. A's pid is returned (0 once killed). */
+static pid_t two_waiters(wk_processor *p, redisContext *raw, const wk__wake_keys *k,
+                         const wk_entity *e, enum how holds, wk_token *held, const job *a,
+                         bool dead, const job *b, pid_t *pb)
+{
+    bool got;
+    cr_assert_eq(take(p, e, "job", holds, held, &got), WK_OK);
+    cr_assert(got);
+    pid_t pa = spawn(a);
+    wait_queued(raw, k, 1);
+    if (dead) {
+        kill(pa, SIGKILL);
+        reap(pa);
+        pa = 0;
+    }
+    *pb = spawn(b);
+    wait_queued(raw, k, 2);
+    return pa;
+}
+
+/* A and B wait (A at the head); A is stopped, then the release hands A
+ * the lease (its pop taken by the server already); A is killed, and its
+ * leave — what its acquire sends when it gives up, sent here for it —
+ * passes the lease to B, who gets it before its deadline though A's
+ * lease runs a minute and A's registration longer still. */
+static void leave_passes_a_handed_lease_on(const wk_entity *e, enum how how)
+{
+    /* A reader A: a writer holds, a writer B waits behind A. */
+    enum how holds = how == READ ? WRITE : how, next = holds;
+    FIXTURE(e, "job");
+    wk_token held, a;
+    bool ok;
+    shared *sh = shared_new();
+    job ja = {e, "job", how, 0, 60000, 0, 0, sh}, jb = {e, "job", next, 1, 20000, 0, 0, sh};
+    pid_t pb, pa = two_waiters(p, raw, &k, e, holds, &held, &ja, false, &jb, &pb);
+    kill(pa, SIGSTOP);
+    int rc = release(p, e, "job", holds, &held, &ok);
+    kill(pa, SIGKILL);
+    reap(pa);
+    cr_assert_eq(rc, WK_OK);
+    holder_token(raw, e, "job", how, &a);
+    cr_assert_eq(leave_as(p, e, "job", how, &a), WK_OK, "%s", wk_db_errmsg(db));
+    cr_assert_eq(reap(pb), 0, "%s: B got the lease A gave up", e->kind);
+    FIXTURE_END();
+}
+
+/* `check` of a Lock, an RwLock writer (unfair and fair) and a one-permit
+ * Semaphore (minute-long leases, namespaces "<ns>-…"), and with
+ * `reader` an RwLock reader too, on a private server. */
+static void each_handing_kind(const char *ns, void (*check)(const wk_entity *e, enum how how),
+                              bool reader)
+{
+    static const char *tails[5] = {"lock", "rw", "rw-fair", "sem", "rw-reader"};
+    char n[5][64];
+    for (int i = 0; i < 5; i++)
+        snprintf(n[i], sizeof(n[i]), "%s-%s", ns, tails[i]);
+    const wk_entity lock = WK_LOCK_ENTITY(n[0], 60000);
+    const wk_entity rw = WK_RWLOCK_ENTITY(n[1], 60000);
+    const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY(n[2], 60000);
+    const wk_entity sem = WK_SEMAPHORE_ENTITY(n[3], 1, 60000);
+    const wk_entity rw_reader = WK_RWLOCK_ENTITY(n[4], 60000);
+    private_server();
+    check(&lock, LOCK);
+    check(&rw, WRITE);
+    check(&rw_fair, WRITE);
+    check(&sem, SEM);
+    if (reader)
+        check(&rw_reader, READ);
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, a_waiter_that_gives_up_holding_an_rwlock_or_semaphore_lease_passes_it_on)
+{
+    each_handing_kind("leave", leave_passes_a_handed_lease_on, true);
+}
+
 /* A waits at the head and is killed; B queues behind it. The release
  * wakes A, who is gone: B gets the lock once A's registration runs out
  * (one lease plus the grace), sleeping a few times, not polling. Fair,
@@ -512,34 +708,49 @@ Test(wake, a_crashed_waiter_costs_the_others_only_its_registration)
     wk_test_server_stop(&private_srv);
 }
 
-/* A (deadline 3 s: its registration ends within 3 s + the grace) waits
- * at the head and is killed; B (deadline 40 s) queues behind it. The
- * release hands the lock to A, who is gone: the lease runs for a minute,
- * but B takes it from A once A's registration has ended and its notice
- * was never popped — well before the lease would have run out. */
-static void dead_waiter_is_handed_the_lock(const wk_entity *lock)
+/* Whether item `name` of `e` is still taken after the holder's release
+ * (of a lease of side `how`; the holder's token `held`): a Lock's or
+ * writer's key holds another token, a reader or a permit runs. */
+static bool still_taken(redisContext *raw, const wk_entity *e, const char *name, enum how how,
+                        const wk_token *held)
 {
-    const char *name = "job";
-    FIXTURE(lock, name);
+    char key[WK_KEY_MAX];
+    size_t len = anchor_key(e, name, key);
+    if (how == READ)
+        key[len - 1] = 'r'; /* the reader set, beside the writer key */
+    redisReply *r = how == READ || how == SEM
+                        ? wk_test_cmd(raw, "ZCOUNT %b (%lld +inf", key, len, 0LL)
+                        : wk_test_cmd(raw, "GET %b", key, len);
+    bool taken = r->type == REDIS_REPLY_INTEGER
+                     ? r->integer > 0
+                     : r->type == REDIS_REPLY_STRING && r->len == WK_TOKEN_LEN &&
+                           memcmp(r->str, held->bytes, WK_TOKEN_LEN) != 0;
+    freeReplyObject(r);
+    return taken;
+}
+
+/* A (deadline 3 s: its registration ends within 3 s + the grace) waits
+ * at the head (side `dead`) and is killed; B (side `next`, deadline 40 s)
+ * queues behind it. The release hands the lease to A, who is gone: the
+ * lease runs for a minute, but B takes it from A once A's registration
+ * has ended and its notice was never popped — well before the lease would
+ * have run out. The holder holds what keeps A out: a writer's lease for a
+ * reader, else A's own side. */
+static void dead_waiter_is_handed_the_lease(const wk_entity *e, enum how dead, enum how next)
+{
+    enum how holds = dead == READ ? WRITE : dead;
+    FIXTURE(e, "job");
     wk_token held;
-    bool got, ok;
-    cr_assert_eq(wk_lock_try(p, lock, wk_name_str(name), &held, &got), WK_OK);
-    cr_assert(got);
+    bool ok;
     shared *sh = shared_new();
-    job ja = {lock, name, LOCK, 0, 3000, 0, 0, sh};
-    pid_t a = spawn(&ja);
-    wait_queued(raw, &k, 1);
-    kill(a, SIGKILL);
-    reap(a);
-    job jb = {lock, name, LOCK, 1, 40000, 0, 0, sh};
-    pid_t b = spawn(&jb);
-    wait_queued(raw, &k, 2);
-    cr_assert_eq(wk_lock_release(p, lock, wk_name_str(name), &held, &ok), WK_OK);
-    char v[64];
-    cr_assert_eq(lock_value(raw, lock, name, v, sizeof(v)), WK_TOKEN_LEN,
-                 "handed over to the dead head, not freed");
-    cr_assert(memcmp(v, held.bytes, WK_TOKEN_LEN) != 0);
-    cr_assert_eq(reap(b), 0, "B took the lock from the dead waiter before its own deadline");
+    job ja = {e, "job", dead, 0, 3000, 0, 0, sh}, jb = {e, "job", next, 1, 40000, 0, 0, sh};
+    pid_t b;
+    two_waiters(p, raw, &k, e, holds, &held, &ja, true, &jb, &b);
+    cr_assert_eq(release(p, e, "job", holds, &held, &ok), WK_OK);
+    cr_assert(still_taken(raw, e, "job", dead, &held),
+              "%s: handed over to the dead head, not freed", e->kind);
+    cr_assert_eq(reap(b), 0, "%s: B took the lease from the dead waiter before its own deadline",
+                 e->kind);
     cr_assert_eq(atomic_load(&sh->acquired), 1);
     FIXTURE_END();
 }
@@ -549,8 +760,25 @@ Test(wake, a_lock_handed_to_a_dead_waiter_goes_on_when_its_registration_ends)
     private_server();
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("dead-waiter-fair", 60000);
     static const wk_entity unfair = WK_LOCK_ENTITY("dead-waiter", 60000);
-    dead_waiter_is_handed_the_lock(&fair);
-    dead_waiter_is_handed_the_lock(&unfair);
+    dead_waiter_is_handed_the_lease(&fair, LOCK, LOCK);
+    dead_waiter_is_handed_the_lease(&unfair, LOCK, LOCK);
+    wk_test_server_stop(&private_srv);
+}
+
+/* The same for an RwLock writer's lease (fair and not), a reader's lease
+ * handed to a dead reader with a writer behind it, and a Semaphore
+ * permit. */
+Test(wake, rwlock_and_semaphore_leases_handed_to_a_dead_waiter_go_on)
+{
+    private_server();
+    static const wk_entity rw_fair = WK_RWLOCK_FAIR_ENTITY("dead-rw-fair", 60000);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("dead-rw", 60000);
+    static const wk_entity rw_reader = WK_RWLOCK_ENTITY("dead-rw-reader", 60000);
+    static const wk_entity sem = WK_SEMAPHORE_ENTITY("dead-sem", 1, 60000);
+    dead_waiter_is_handed_the_lease(&rw_fair, WRITE, WRITE);
+    dead_waiter_is_handed_the_lease(&rw, WRITE, WRITE);
+    dead_waiter_is_handed_the_lease(&rw_reader, READ, WRITE);
+    dead_waiter_is_handed_the_lease(&sem, SEM, SEM);
     wk_test_server_stop(&private_srv);
 }
 
@@ -649,13 +877,160 @@ Test(wake, the_last_reader_out_wakes_a_waiting_writer)
     job j = {&rw, name, WRITE, 0, 60000, 0, 0, sh};
     pid_t w = spawn(&j);
     wait_queued(raw, &k, 1);
+    long long scripts = wk_test_scripts_run(raw);
     cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str(name), &r1, &ok), WK_OK);
     cr_assert_eq(zcard(raw, &k), 1, "one reader left: the writer still waits");
     cr_assert_eq(wk_rwlock_release_read(p, &rw, wk_name_str(name), &r2, &ok), WK_OK);
     cr_assert_eq(reap(w), 0);
     cr_assert_eq(wk_test_cmd_calls(raw, "blpop"), 1, "woken once, by the last reader");
+    /* The last reader's release handed the writer lease over: the two
+     * reader releases and the writer's own, no attempt after the pop. */
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, 3, "%lld scripts",
+                 wk_test_scripts_run(raw) - scripts);
     FIXTURE_END();
     wk_test_server_stop(&private_srv);
+}
+
+/* A writer holds; queued behind it: readers R0 and R1, a writer W2, a
+ * reader R3. The writer's release hands the read lease to R0 and R1
+ * together, in its one script (the readers at the head of the queue, up
+ * to the next writer); the last of them out hands the lease to W2, W2's
+ * release to R3. Each pops once and attempts nothing: the server runs the
+ * five releases alone. Never a reader beside a writer. */
+static void readers_at_the_head(const wk_entity *rw)
+{
+    const char *name = "doc";
+    FIXTURE(rw, name);
+    wk_token t;
+    bool got, ok;
+    cr_assert_eq(wk_rwlock_try_write(p, rw, wk_name_str(name), &t, &got), WK_OK);
+    cr_assert(got);
+    long long blpops = wk_test_cmd_calls(raw, "blpop");
+    shared *sh = shared_new();
+    static const enum how sides[4] = {READ, READ, WRITE, READ};
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++) {
+        job j = {rw, name, sides[i], i, 60000, 5, i < 2 ? 2 : 0, sh};
+        kids[i] = spawn(&j);
+        wait_queued(raw, &k, i + 1);
+    }
+    long long scripts = wk_test_scripts_run(raw);
+    cr_assert_eq(wk_rwlock_release_write(p, rw, wk_name_str(name), &t, &ok), WK_OK);
+    cr_assert(ok);
+    for (int i = 0; i < 4; i++) {
+        int rc = reap(kids[i]);
+        cr_assert_eq(rc, 0, "waiter %d: %d (4: R0 and R1 were never in together)", i, rc);
+    }
+    cr_assert_eq(atomic_load(&sh->overlaps), 0, "a reader beside a writer");
+    cr_assert(sh->order[0] + sh->order[1] == 1 && sh->order[2] == 2 && sh->order[3] == 3,
+              "order %d %d %d %d", sh->order[0], sh->order[1], sh->order[2], sh->order[3]);
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, 5, "%s: %lld scripts for 5 releases",
+                 rw->flags ? "fair" : "unfair", wk_test_scripts_run(raw) - scripts);
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop") - blpops, 4, "one pop each");
+    cr_assert_eq(zcard(raw, &k), 0);
+    FIXTURE_END();
+}
+
+Test(wake, a_writers_release_hands_the_read_lease_to_the_readers_at_the_head)
+{
+    private_server();
+    static const wk_entity fair = WK_RWLOCK_FAIR_ENTITY("head-readers-fair", 60000);
+    static const wk_entity unfair = WK_RWLOCK_ENTITY("head-readers", 60000);
+    readers_at_the_head(&fair);
+    readers_at_the_head(&unfair);
+    wk_test_server_stop(&private_srv);
+}
+
+/* A two-permit Semaphore, both permits held, six waiters queued: every
+ * release hands its place to the head — the holder's two and each
+ * waiter's own — so the server runs the 2 + 6 releases alone, each
+ * waiter pops once, and never more than two hold at once. */
+Test(wake, a_semaphore_hands_each_freed_permit_on_and_never_grants_more_than_n)
+{
+    private_server();
+    static const wk_entity sem = WK_SEMAPHORE_ENTITY("sem-hand", 2, 60000);
+    const char *name = "pool";
+    FIXTURE(&sem, name);
+    wk_token t[2];
+    bool got, ok;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(take(p, &sem, name, SEM, &t[i], &got), WK_OK);
+        cr_assert(got);
+    }
+    long long blpops = wk_test_cmd_calls(raw, "blpop");
+    shared *sh = shared_new();
+    pid_t kids[6];
+    for (int i = 0; i < 6; i++) {
+        job j = {&sem, name, SEM, i, 60000, 5, 0, sh};
+        kids[i] = spawn(&j);
+        wait_queued(raw, &k, i + 1);
+    }
+    long long scripts = wk_test_scripts_run(raw);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(release(p, &sem, name, SEM, &t[i], &ok), WK_OK);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(reap(kids[i]), 0, "waiter %d", i);
+    cr_assert_eq(atomic_load(&sh->acquired), 6);
+    cr_assert_eq(atomic_load(&sh->overlaps), 0, "more holders than permits (most %d)",
+                 atomic_load(&sh->most));
+    cr_assert_eq(wk_test_scripts_run(raw) - scripts, 8, "%lld scripts",
+                 wk_test_scripts_run(raw) - scripts);
+    cr_assert_eq(wk_test_cmd_calls(raw, "blpop") - blpops, 6, "each waiter slept once");
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+/* Six processes, 25 rounds each of a read or a write acquire (by index
+ * and round), on one RwLock: never a reader beside a writer nor two
+ * writers, and every acquire gets its lease. */
+static void rw_worker(const job *j, int rounds)
+{
+    wk_db *db = child_open(wk_cap_read_write());
+    if (!db)
+        _exit(3);
+    wk_processor *p = wk_db_processor(db);
+    for (int r = 0; r < rounds; r++) {
+        job me = *j;
+        me.how = (j->idx + r) % 3 == 0 ? WRITE : READ;
+        wk_token t;
+        bool got = false, ok = false;
+        if (acquire(p, me.e, me.name, me.how, me.wait_ms, &t, &got) != WK_OK || !got)
+            _exit(2);
+        atomic_fetch_add(&me.sh->acquired, 1);
+        holder_moves(&me, true);
+        wk_test_sleep_ms(1);
+        holder_moves(&me, false);
+        if (release(p, me.e, me.name, me.how, &t, &ok) != WK_OK || !ok)
+            _exit(3);
+    }
+    wk_db_close(db);
+    _exit(0);
+}
+
+static void rw_contention(const wk_entity *rw)
+{
+    shared *sh = shared_new();
+    pid_t kids[6];
+    for (int i = 0; i < 6; i++) {
+        job j = {rw, "hot", READ, i, 60000, 0, 0, sh};
+        kids[i] = fork();
+        cr_assert_geq(kids[i], 0);
+        if (kids[i] == 0)
+            rw_worker(&j, 25);
+    }
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(reap(kids[i]), 0, "worker %d", i);
+    cr_assert_eq(atomic_load(&sh->acquired), 6 * 25);
+    cr_assert_eq(atomic_load(&sh->overlaps), 0, "%s: %d overlaps", rw->flags ? "fair" : "unfair",
+                 atomic_load(&sh->overlaps));
+}
+
+Test(wake, rwlock_readers_and_writers_exclude_each_other_under_contention)
+{
+    const wk_entity fair = WK_RWLOCK_FAIR_ENTITY(wk_test_ns("rw-hot-fair"), 60000);
+    const wk_entity unfair = WK_RWLOCK_ENTITY(wk_test_ns("rw-hot"), 60000);
+    rw_contention(&fair);
+    rw_contention(&unfair);
 }
 
 /* A fair RwLock: with a writer queued, a new reader does not get in
@@ -900,6 +1275,7 @@ Test(wake, a_waiter_whose_handed_over_pop_reply_is_lost_finds_the_lock_its_own)
  * back (WK_ENOTREPLICATED, not acquired, nothing left held). */
 typedef struct acked_wait {
     const wk_entity *lock;
+    enum how how;
     int rc;
     bool got;
     wk_token t;
@@ -916,33 +1292,35 @@ static void *acked_waiter(void *arg)
     wk_db *db = NULL;
     w->rc = wk_db_open(&db, &o, NULL, 0);
     if (w->rc == WK_OK)
-        w->rc = wk_lock_acquire(wk_db_processor(db), w->lock, wk_name_str("job"),
-                                wk_deadline_in(30000), NULL, &w->t, &w->got);
+        w->rc = acquire(wk_db_processor(db), w->lock, "job", w->how, 30000, &w->t, &w->got);
     wk_db_close(db);
     return NULL;
 }
 
-Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
+/* `how` of entity e: the Lock, an RwLock writer, a Semaphore permit. */
+static void acked_handoff(const wk_entity *e, enum how how)
 {
-    private_server();
-    static const wk_entity lock = WK_LOCK_ENTITY("acked-handoff", 60000);
-    FIXTURE(&lock, "job");
+    FIXTURE(e, "job");
     wk_token held;
     bool got, ok;
-    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert_eq(take(p, e, "job", how, &held, &got), WK_OK);
     cr_assert(got);
-    acked_wait w = {.lock = &lock};
+    acked_wait w = {.lock = e, .how = how};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, acked_waiter, &w), 0);
     wait_queued(raw, &k, 1);
-    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    cr_assert_eq(release(p, e, "job", how, &held, &ok), WK_OK);
     pthread_join(th, NULL);
-    cr_assert_eq(w.rc, WK_ENOTREPLICATED, "%s", wk_err_name(w.rc));
+    cr_assert_eq(w.rc, WK_ENOTREPLICATED, "%s: %s", e->kind, wk_err_name(w.rc));
     cr_assert_not(w.got);
-    char v[64];
-    cr_assert_eq(lock_value(raw, &lock, "job", v, sizeof(v)), 0, "given back: nobody holds it");
+    cr_assert_not(still_taken(raw, e, "job", how, &held), "%s given back: nobody holds it",
+                  e->kind);
     FIXTURE_END();
-    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, a_lock_handed_to_a_waiter_that_needs_replicas_is_acknowledged_or_given_back)
+{
+    each_handing_kind("acked-handoff", acked_handoff, false);
 }
 
 Test(wake, unknown_entity_flags_are_refused)

@@ -374,6 +374,54 @@ Test(async_wait, a_handed_over_lock_completes_the_loop_waiter_with_no_attempt, .
     scene_close(&s);
 }
 
+/* An RwLock writer's release and a Semaphore's release hand the lease
+ * over too: the loop waiter's pop returns holding it (the server runs the
+ * release's script and no attempt after the pop), its token the holder. */
+Test(async_wait, a_handed_over_writer_lease_or_permit_completes_the_loop_waiter_with_no_attempt,
+     .timeout = 60, .init = wk_test_private_start, .fini = wk_test_private_stop)
+{
+    scene s;
+    scene_open(&s, NULL, "handed-more");
+    bool got = false, rel = false;
+    wk_token w;
+    cr_assert_eq(wk_rwlock_try_write(s.p, &rw, s.n, &w, &got), WK_OK);
+    cr_assert(got);
+    waitreq r = {0};
+    cr_assert_eq(wk_rwlock_acquire_write(wk_async_with(s.a, on_wait, &r), &rw, s.n,
+                                         wk_monotonic_ms() + 20000, NULL, &r.token, &r.acquired),
+                 WK_OK);
+    turn_until_asleep(s.a, 1, &r);
+    long long before = wk_test_scripts_run(s.raw);
+    cr_assert_eq(wk_rwlock_release_write(s.p, &rw, s.n, &w, &rel), WK_OK);
+    wk_test_async_drain(s.a);
+    cr_assert_eq(r.status, WK_OK, "%s", r.msg);
+    cr_assert(r.acquired);
+    cr_assert_eq(wk_test_scripts_run(s.raw) - before, 1, "RwLock: the release alone: %lld scripts",
+                 wk_test_scripts_run(s.raw) - before);
+    wk_lease_state st;
+    cr_assert_eq(wk_rwlock_owned_write(s.p, &rw, s.n, &r.token, &st), WK_OK);
+    cr_assert(st.owned, "the loop's token holds the writer lease");
+
+    wk_token held;
+    cr_assert_eq(wk_semaphore_try(s.p, &sem, s.n, &held, &got), WK_OK);
+    cr_assert(got);
+    waitreq q = {0};
+    cr_assert_eq(wk_semaphore_acquire(wk_async_with(s.a, on_wait, &q), &sem, s.n,
+                                      wk_monotonic_ms() + 20000, &q.token, &q.acquired),
+                 WK_OK);
+    turn_until_asleep(s.a, 1, &q);
+    before = wk_test_scripts_run(s.raw);
+    cr_assert_eq(wk_semaphore_release(s.p, &sem, s.n, &held, &rel), WK_OK);
+    wk_test_async_drain(s.a);
+    cr_assert_eq(q.status, WK_OK, "%s", q.msg);
+    cr_assert(q.acquired);
+    cr_assert_eq(wk_test_scripts_run(s.raw) - before, 1,
+                 "Semaphore: the release alone: %lld scripts", wk_test_scripts_run(s.raw) - before);
+    cr_assert_eq(wk_semaphore_owned(s.p, &sem, s.n, &q.token, &st), WK_OK);
+    cr_assert(st.owned, "the loop's token holds the permit");
+    scene_close(&s);
+}
+
 Test(async_wait, a_semaphore_permit_is_waited_for_through_the_loop, .timeout = 60)
 {
     scene s;
