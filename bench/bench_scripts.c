@@ -867,8 +867,8 @@ static const char min_sem_try[] =
 
 enum cyc_kind { CYC_LOCK, CYC_FENCED, CYC_RW, CYC_SEM };
 
-static void cyc_lib(bench_ctx *c, wk_processor *p, enum cyc_kind k, unsigned i, wk_token *t,
-                    bool *got, bool release)
+static void cyc_lib(wk_processor *p, enum cyc_kind k, unsigned i, wk_token *t, bool *got,
+                    bool release)
 {
     wk_name n = wk_name_u64(i);
     wk_fenced_lease l;
@@ -894,15 +894,14 @@ static void cyc_lib(bench_ctx *c, wk_processor *p, enum cyc_kind k, unsigned i, 
                 : wk_semaphore_try(p, &cyc_sem, n, t, got);
         break;
     }
-    (void)c;
 }
 
 static void cyc_seq_lib(bench_ctx *c, enum cyc_kind k, unsigned i)
 {
     wk_token t;
     bool got = false, ok = false;
-    cyc_lib(c, wk_db_processor(c->db), k, i, &t, &got, false);
-    cyc_lib(c, wk_db_processor(c->db), k, i, &t, &ok, true);
+    cyc_lib(wk_db_processor(c->db), k, i, &t, &got, false);
+    cyc_lib(wk_db_processor(c->db), k, i, &t, &ok, true);
     if (!got || !ok)
         bench_check(WK_EPROTO, c, "lease cycle: not taken or not given back");
 }
@@ -918,13 +917,13 @@ static void cyc_batch_lib(bench_ctx *c, enum cyc_kind k, unsigned base)
         if (k == CYC_FENCED)
             wk_fenced_lock_try(p, &cyc_fenced, wk_name_u64(base + j), &l[j]);
         else
-            cyc_lib(c, p, k, base + j, &t[j], &got[j], false);
+            cyc_lib(p, k, base + j, &t[j], &got[j], false);
     }
     bench_check(wk_batch_exec(c->batch), c, "batch lease try");
     for (unsigned j = 0; j < BATCH; j++) {
         if (k == CYC_FENCED)
             t[j] = l[j].token;
-        cyc_lib(c, p, k, base + j, &t[j], &ok[j], true);
+        cyc_lib(p, k, base + j, &t[j], &ok[j], true);
     }
     bench_check(wk_batch_exec(c->batch), c, "batch lease release");
     for (unsigned j = 0; j < BATCH; j++)
