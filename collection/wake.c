@@ -204,6 +204,24 @@ static bool acks_leases(const wk__waiter *w)
     return w->p->db && w->p->db->conn && w->p->db->conn->lease_replicas > 0;
 }
 
+/* The bound of the last attempt, the one made at or past the deadline
+ * (set on the handle; returns the bound to restore). It gets
+ * WK__WAKE_FINISH_MS from when it is sent, so that a waiter woken a few
+ * milliseconds late (a loaded machine) still learns the answer rather
+ * than WK_EUNKNOWN; an enclosing call's sooner bound stays. `late`: woken
+ * past the acquire's end after a cut pop — the attempt then runs under
+ * the command timeout alone (see wait_loop). */
+static int64_t last_attempt_bound(wk__waiter *w, bool first, bool late, int64_t now, int64_t end)
+{
+    if (first || now < w->deadline || !w->p->db)
+        return 0;
+    int64_t own = late ? 0 : wk__add_ms(now, WK__WAKE_FINISH_MS);
+    int64_t outer = wk__db_bound(w->p->db, own);
+    if (outer && outer < end) /* an enclosing call ends sooner: keep its */
+        wk__db_bound(w->p->db, outer);
+    return outer;
+}
+
 static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk_db **b,
                      bool *close_b)
 {
@@ -214,11 +232,21 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
     for (bool first = true;; first = false) {
         /* Woken so late (an overloaded machine) that not even the last
          * attempt could end in time: it would only be cut, its connection
-         * with it. Timed out; the registration runs out by itself. */
-        if (!first && wk__boot_ms() >= end)
-            return lost_pop ? unknown_after_lost_pop(w) : WK_OK;
+         * with it. Timed out; the registration runs out by itself —
+         * unless a pop was cut since the last attempt. The deadline cuts
+         * the pop of nearly every wait that times out (the server's own
+         * timeout fires up to a timer tick late), and a cut pop may have
+         * taken a handed-over item: only an attempt says whose it is, so
+         * that one comes even now, under the command timeout alone. */
+        int64_t now = wk__boot_ms();
+        bool late = !first && now >= end;
+        if (late && !lost_pop)
+            return WK_OK;
+        int64_t outer = last_attempt_bound(w, first, late, now, end);
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
+        if (!first && now >= w->deadline && w->p->db)
+            wk__db_bound(w->p->db, outer);
         if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
             return wk__lease_settle(w->p, w->op, rc, w->release, w->e, w->name, w->id);
         if (rc != WK_OK)

@@ -93,11 +93,16 @@
  * (the blocking connection is dropped; the next wait reconnects). The
  * exchanges on the caller's processor — the first try, every attempt,
  * the leave, the release of an unacknowledged lease — end by
- * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the last attempt and
- * the leave, made at D, still have time on a live server; each still
- * ends by its own command timeout when that comes first, and none is
- * sent once that end has come (it could only be cut: a waiter woken so
- * late is timed out, its registration runs out by itself). A try or an
+ * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the leave, made at D,
+ * still has time on a live server; the last attempt, made at D, ends
+ * WK__WAKE_FINISH_MS after it is sent (a waiter woken a little late
+ * still learns the answer). Each still ends by its own command timeout
+ * when that comes first, and none is sent once that end has come (it
+ * could only be cut: a waiter woken so late is timed out, its
+ * registration runs out by itself) — except the attempt after a cut pop
+ * of a kind that hands over: that pop may have taken the item, and only
+ * the attempt says whose it is, so it is sent even then, under the
+ * command timeout alone (wait_loop). A try or an
  * attempt cut so is LOST (WK_EUNKNOWN: the caller keeps the token to
  * release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.

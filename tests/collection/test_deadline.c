@@ -192,8 +192,8 @@ Test(deadline, rwlock_read_and_write_time_out)
     cr_assert_eq(wk_rwlock_try_write(p, &rw, wk_name_str("a"), &w, &got), WK_OK);
     cr_assert(got);
     int64_t deadline = wk_deadline_in(300);
-    cr_assert_eq(wk_rwlock_acquire_read(p, &rw, wk_name_str("a"), deadline, NULL, &t, &got),
-                 WK_OK);
+    int rc = wk_rwlock_acquire_read(p, &rw, wk_name_str("a"), deadline, NULL, &t, &got);
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
     cr_assert_not(got);
     cr_assert_geq(wk_monotonic_ms(), deadline);
     /* A reader holds "b": another reader gets in at once, a writer times out. */
@@ -204,9 +204,9 @@ Test(deadline, rwlock_read_and_write_time_out)
                  WK_OK);
     cr_assert(got, "readers share");
     deadline = wk_deadline_in(300);
-    cr_assert_eq(wk_rwlock_acquire_write(p, &rw, wk_name_str("b"), deadline, NULL, &t, &got),
-                 WK_OK);
+    rc = wk_rwlock_acquire_write(p, &rw, wk_name_str("b"), deadline, NULL, &t, &got);
     int64_t end = wk_monotonic_ms();
+    cr_assert_eq(rc, WK_OK, "%s: %s", wk_err_name(rc), wk_db_errmsg(db));
     cr_assert_not(got, "a writer got in while readers hold the lock");
     cr_assert_geq(end, deadline);
     cr_assert_leq(end - deadline, MARGIN_MS);
@@ -312,6 +312,19 @@ static int release_kind(wk_processor *p, int kind, const char *ns, const wk_toke
                        : wk_rwlock_release_read(p, &rw, wk_name_str("x"), t, released);
 }
 
+/* A private server (the test stops it) and a handle on it. */
+static wk_db *open_private(wk_test_server *s, int command_timeout_ms)
+{
+    cr_assert_eq(wk_test_server_start(s, NULL), 0);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = s->url;
+    o.capability = wk_cap_read_write();
+    o.command_timeout_ms = command_timeout_ms;
+    wk_db *db;
+    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    return db;
+}
+
 Test(deadline, lost_reply_leaves_the_token_that_may_hold_the_lock)
 {
     /* A private server, stopped (SIGSTOP) while a try is in flight: the
@@ -319,13 +332,7 @@ Test(deadline, lost_reply_leaves_the_token_that_may_hold_the_lock)
      * timeout. Once it runs again the server applies the write, so the
      * lock IS held — by the token the call left in its OUT parameter. */
     wk_test_server s;
-    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = s.url;
-    o.capability = wk_cap_read_write();
-    o.command_timeout_ms = 300;
-    wk_db *db;
-    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_db *db = open_private(&s, 300);
     wk_processor *p = wk_db_processor(db);
     for (int kind = 0; kind < 3; kind++) {
         /* Load the kind's script first (EVALSHA would find it missing on
@@ -357,6 +364,76 @@ Test(deadline, lost_reply_leaves_the_token_that_may_hold_the_lock)
         cr_assert_eq(rc, WK_OK, "kind %d: release: %s", kind, wk_err_name(rc));
         cr_assert(released, "kind %d: the OUT token does not hold the lock the lost try took",
                   kind);
+    }
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
+
+/* ---- a machine too slow to end the wait in time */
+
+/* In a child: stop the server at D-100 ms, this test's process at D-50,
+ * resume the process at D+100 (past the acquire's end, D+25) and the
+ * server at D+150; start_ms is when the child was forked, D = start_ms +
+ * wait_ms. */
+static void stall_around_the_deadline(pid_t server, pid_t test, int wait_ms)
+{
+    const struct {
+        int at_ms;
+        pid_t who;
+        int sig;
+    } steps[] = {{wait_ms - 100, server, SIGSTOP},
+                 {wait_ms - 50, test, SIGSTOP},
+                 {wait_ms + 100, test, SIGCONT},
+                 {wait_ms + 150, server, SIGCONT}};
+    int64_t start = wk_monotonic_ms();
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        int64_t left = start + steps[i].at_ms - wk_monotonic_ms();
+        if (left > 0)
+            wk_test_sleep_ms((int)left);
+        kill(steps[i].who, steps[i].sig);
+    }
+}
+
+Test(deadline, a_pop_cut_at_the_deadline_of_a_stalled_process_is_followed_by_its_attempt)
+{
+    /* The wake-up pop is cut by the deadline (the server's own timeout
+     * fires up to a timer tick late), so it may have taken a handed-over
+     * lock: only an attempt says whose the lock is. Here the process is
+     * stopped across the deadline and resumes past the acquire's end (the
+     * server, stopped too, cannot answer the pop before the cut). The
+     * acquire used to give up with WK_EUNKNOWN ("a wake-up pop's reply was
+     * lost and no attempt could follow"); the attempt now comes anyway and
+     * says the lock is still the holder's. */
+    wk_test_server s;
+    wk_db *db = open_private(&s, 3000);
+    wk_processor *p = wk_db_processor(db);
+    const int wait_ms = 500;
+    for (int kind = 0; kind < 3; kind++) {
+        const char *ns = wk_test_ns("dlstall");
+        wk_token held, t;
+        bool got = false;
+        /* The holder: a writer for both RwLock kinds. */
+        cr_assert_eq(acquire_kind(p, kind ? 1 : 0, ns, wk_deadline_in(1000), &held, &got), WK_OK);
+        cr_assert(got);
+        int64_t deadline = wk_deadline_in(wait_ms);
+        pid_t test = getpid();
+        pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+            stall_around_the_deadline(s.pid, test, wait_ms);
+            _exit(0);
+        }
+        got = true;
+        int rc = acquire_kind(p, kind, ns, deadline, &t, &got);
+        int status;
+        cr_assert_eq(waitpid(child, &status, 0), child);
+        kill(s.pid, SIGCONT); /* whatever happened, the server runs again */
+        cr_assert_eq(rc, WK_OK, "kind %d: %s: %s", kind, wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert_not(got, "kind %d: the held lock was acquired", kind);
+        cr_assert_geq(wk_monotonic_ms(), deadline, "kind %d: gave up before the deadline", kind);
+        bool released = false;
+        cr_assert_eq(release_kind(p, kind ? 1 : 0, ns, &held, &released), WK_OK);
+        cr_assert(released, "kind %d: the holder lost the lock", kind);
     }
     wk_db_close(db);
     wk_test_server_stop(&s);
