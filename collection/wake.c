@@ -135,9 +135,11 @@ static int parse_pop(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 /* BLPOP <w><id> for sleep_ms on the blocking handle, the wait (and a
  * reconnect inside it) ending by the acquire's deadline at the latest:
- * the server's own timeout may fire up to a timer tick late. A plain
- * wake-up or a timeout means attempt again; a handed-over notice means
- * the item is the waiter's (*got). */
+ * the server's own timeout may fire up to a timer tick late. Still
+ * unanswered then, the pop is abandoned (WK_ETIMEDOUT; its reply is
+ * dropped when it comes and the connection stays for the next wait). A
+ * plain wake-up or a timeout means attempt again; a handed-over notice
+ * means the item is the waiter's (*got). */
 static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms, popped *got)
 {
     char list[WK__WAKE_KEY_MAX], secs[32];
@@ -149,8 +151,11 @@ static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms, popped *go
     size_t argvlen[3] = {5, w->keys->w_len + WK_TOKEN_LEN, strlen(secs)};
     wk_access access = {w->e, WK_WRITE}; /* a pop removes */
     *got = (popped){false, 0};
+    /* Not answered by the deadline, it is abandoned, not cut: the
+     * connection stays for the next wait (core/core_internal.h). */
     wk_query q = {.name = "wake.wait",
                   .effect = WK__EFFECT1(access),
+                  .flags = WK__QUERY_ABANDON,
                   .argc = 3,
                   .argv = argv,
                   .argvlen = argvlen,
@@ -209,8 +214,8 @@ static bool acks_leases(const wk__waiter *w)
  * WK__WAKE_FINISH_MS from when it is sent, so that a waiter woken a few
  * milliseconds late (a loaded machine) still learns the answer rather
  * than WK_EUNKNOWN; an enclosing call's sooner bound stays. `late`: woken
- * past the acquire's end after a cut pop — the attempt then runs under
- * the command timeout alone (see wait_loop). */
+ * past the acquire's end after an unanswered pop — the attempt then
+ * runs under the command timeout alone (see wait_loop). */
 static int64_t last_attempt_bound(wk__waiter *w, bool first, bool late, int64_t now, int64_t end)
 {
     if (first || now < w->deadline || !w->p->db)
@@ -226,18 +231,19 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
                      bool *close_b)
 {
     int lost_waits = 0;
-    /* A pop's reply was lost since the last attempt (kinds that hand
-     * over: it may have taken the item). */
+    /* A pop's reply was lost, or is still owed, since the last attempt
+     * (kinds that hand over: it may have taken the item). */
     bool lost_pop = false;
     for (bool first = true;; first = false) {
         /* Woken so late (an overloaded machine) that not even the last
          * attempt could end in time: it would only be cut, its connection
          * with it. Timed out; the registration runs out by itself —
-         * unless a pop was cut since the last attempt. The deadline cuts
-         * the pop of nearly every wait that times out (the server's own
-         * timeout fires up to a timer tick late), and a cut pop may have
-         * taken a handed-over item: only an attempt says whose it is, so
-         * that one comes even now, under the command timeout alone. */
+         * unless a pop went unanswered since the last attempt. The
+         * deadline ends the pop of nearly every wait that times out (the
+         * server's own timeout fires up to a timer tick late), and such a
+         * pop may have taken a handed-over item: only an attempt says
+         * whose it is, so that one comes even now, under the command
+         * timeout alone. */
         int64_t now = wk__boot_ms();
         bool late = !first && now >= end;
         if (late && !lost_pop)
@@ -283,10 +289,12 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
             *acquired = true;
             return WK_OK;
         }
-        if (rc == WK_EUNKNOWN && *b && w->leave)
+        /* Lost, or left unanswered at the deadline (WK__QUERY_ABANDON:
+         * it may still take a notice on the server). */
+        if ((rc == WK_EUNKNOWN || rc == WK_ETIMEDOUT) && *b && w->leave)
             lost_pop = true;
-        /* The deadline cut the wait (or the open of its connection): the
-         * last attempt comes now, whatever the connection said. */
+        /* The deadline ended the wait (or the open of its connection):
+         * the last attempt comes now, whatever the connection said. */
         if (rc != WK_OK && wk__boot_ms() >= w->deadline)
             continue;
         if (!*b)

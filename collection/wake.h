@@ -89,8 +89,10 @@
  * The deadline: the caller's deadline D bounds the whole acquire, not
  * each step. The waits — every BLPOP, the open and any reconnect of the
  * blocking connection — end by D itself (wk__db_bound on the blocking
- * handle), not at the server's timer: a pop still unanswered at D is cut
- * (the blocking connection is dropped; the next wait reconnects). The
+ * handle), not at the server's timer: a pop still unanswered at D is
+ * abandoned (WK__QUERY_ABANDON: its reply is dropped when it comes, the
+ * blocking connection stays; a wait that starts before that reply came
+ * takes a new connection rather than queue behind the pop). The
  * exchanges on the caller's processor — the first try, every attempt,
  * the leave, the release of an unacknowledged lease — end by
  * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the leave, made at D,
@@ -99,12 +101,11 @@
  * still learns the answer). Each still ends by its own command timeout
  * when that comes first, and none is sent once that end has come (it
  * could only be cut: a waiter woken so late is timed out, its
- * registration runs out by itself) — except the attempt after a cut pop
- * of a kind that hands over: that pop may have taken the item, and only
- * the attempt says whose it is, so it is sent even then, under the
- * command timeout alone (wait_loop). A try or an
- * attempt cut so is LOST (WK_EUNKNOWN: the caller keeps the token to
- * release). A stalled or trickling server thus holds an acquire at most
+ * registration runs out by itself) — except the attempt after a pop left
+ * unanswered, of a kind that hands over: that pop may have taken the
+ * item, and only the attempt says whose it is, so it is sent even then,
+ * under the command timeout alone (wait_loop). A try or an attempt cut
+ * so is LOST (WK_EUNKNOWN: the caller keeps the token to release). A stalled or trickling server thus holds an acquire at most
  * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
  *
  * Cost: one BLPOP and one attempt per waiter per wake-up — for a release

@@ -147,10 +147,25 @@ int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after)
     return WK_OK;
 }
 
+/* Whether a connection still waits for the reply of a command the
+ * deadline abandoned (WK__QUERY_ABANDON): it may still block on the
+ * server (whose own timeout fires up to a timer tick late), and a
+ * command queued behind it would start only then — a new connection
+ * serves sooner. A reply that came is dropped now. */
+static bool owed_still(wk__link *link)
+{
+    return link->ctx && link->owed && (!wk__link_idle_alive(link) || link->owed);
+}
+
 int wk__blocking_process(wk_db *b, wk_query *query, int64_t block_ms)
 {
     if (!b || !b->conn || b->conn->wake_fd < 0 || block_ms < 0)
         return WK_EINVAL;
+    if (owed_still(&b->conn->link))
+        wk__conn_drop(b->conn);
+    for (size_t i = 0; b->conn->cluster && i < b->conn->cluster->nnodes; i++)
+        if (owed_still(&b->conn->cluster->nodes[i]->link))
+            wk__link_close(&b->conn->cluster->nodes[i]->link);
     b->conn->extra_wait_ms = block_ms;
     int rc = wk__db_process(&b->proc, query);
     b->conn->extra_wait_ms = 0;

@@ -306,7 +306,7 @@ int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen
     /* After a node restart the old socket reads EOF: find that now, so
      * the query goes on a fresh connection instead of being lost. */
     if (n->link.ctx && wk_monotonic_ms() - n->last_io_ms >= WK__IDLE_PROBE_MS &&
-        !n->link.tx->idle_alive(&n->link))
+        !wk__link_idle_alive(&n->link))
         node_drop(n);
     if (n->link.ctx)
         return WK_OK;

@@ -181,6 +181,17 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * connection once the round ends — the next query asks the sentinels
  * anew — and the query completes with that reply (*primary false). */
 #define WK__QUERY_ROLE_CHECK (1u << 18)
+/* A blocking command (a waiter's wake-up BLPOP) whose wait the call's
+ * deadline may end WITHOUT dropping its connection: when it is alone in
+ * its exchange and fully written, the deadline settles it WK_ETIMEDOUT
+ * and its link owes the reply (wk__link.owed), which is read and dropped
+ * before any other. For a command whose late reply changes nothing its
+ * caller relies on — the attempt after a wake-up pop says whose the item
+ * is — so the next wait needs no new connection (the server's own
+ * timeout fires up to a timer tick late, so nearly every wait that times
+ * out would otherwise cost one). */
+#define WK__QUERY_ABANDON (1u << 19)
+
 /* Fill *q with that query: out = primary (true also when ROLE is
  * refused: an ACL; the connection still answered). */
 void wk__role_query(wk_query *q, bool *primary);

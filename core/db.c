@@ -212,18 +212,10 @@ int wk__conn_open(wk_db *db)
     return rc;
 }
 
-/*
- * Whether an idle connection is still usable. After a server restart the
- * old socket reads EOF; finding that now lets the query go to a fresh
- * connection instead of failing with an unknown outcome.
- */
-static bool idle_conn_alive(wk__link *link)
-{
-    /* Plain: peek at the socket. TLS: peek through it (a session ticket
-     * the server sent after the handshake is not a stray reply). */
-    return link->tx->idle_alive(link);
-}
-
+/* An idle connection is looked at before a query goes on it
+ * (wk__link_idle_alive): after a server restart the old socket reads EOF,
+ * and finding that now lets the query go to a fresh connection instead of
+ * failing with an unknown outcome. */
 int wk__conn_ensure(wk_db *db)
 {
     wk__conn *conn = db->conn;
@@ -233,7 +225,7 @@ int wk__conn_ensure(wk_db *db)
         wk__failover_noticed(conn->url.service, &conn->notice))
         wk__conn_drop(conn); /* the sentinels switched the primary */
     if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= WK__IDLE_PROBE_MS &&
-        !idle_conn_alive(&conn->link))
+        !wk__link_idle_alive(&conn->link))
         wk__conn_drop(conn);
     if (conn->link.ctx)
         return WK_OK;

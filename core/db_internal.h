@@ -346,6 +346,13 @@ int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *con
  * that polling the socket afterwards is right). */
 int wk__wire_take(wk__link *link, redisReply **reply);
 int wk__wire_receive(wk__link *link);
+/* Whether an idle connection is still usable (looked at before a query
+ * goes on a connection idle for a while): replies owed to abandoned
+ * queries that came are read and dropped first; while one is still on
+ * its way the bytes behind it cannot be judged, and the connection is
+ * taken as usable unless it read EOF. Otherwise the transport's look (a
+ * server that closed it, or bytes nobody asked for: not usable). */
+bool wk__link_idle_alive(wk__link *link);
 /* Every byte fed to the reader is parsed already: wk__wire_take() would
  * find no reply (the common look before a reply came, made cheap). */
 static inline bool wk__wire_all_taken(const wk__link *link)

@@ -277,6 +277,35 @@ static void lose_lane(wk__engine *m, lane_ref r, int rc, const char *text)
         resettle(m, rc, r.node);
 }
 
+/* The deadline came with lane r still waiting: a query that may be
+ * abandoned (WK__QUERY_ABANDON, core/core_internal.h) — alone in its
+ * exchange, written whole, one reply to come — times out and leaves its
+ * reply owed to the connection, which stays; anything else loses the
+ * lane. */
+static void time_out_lane(wk__engine *m, lane_ref r)
+{
+    wk__lane *q = r.q;
+    wk__slot *s = q->head ? slot_at(m, q->head) : NULL;
+    const wk_query *qu = s ? m->x->query(m->x->ctx, q->head - 1) : NULL;
+    if (!qu || m->settled || m->x->count != 1 || !(qu->flags & WK__QUERY_ABANDON) ||
+        s->state != WK__SENT || s->asking || q->held || q->wpos < q->len || !r.link->ctx) {
+        lose_lane(m, r, WK_ETIMEDOUT, "timed out waiting for Redis");
+        return;
+    }
+    size_t i = q->head - 1;
+    q->head = q->tail = q->unsent = 0;
+    q->data = NULL;
+    q->len = q->wpos = 0;
+    s->next = 0;
+    s->staged = false;
+    r.link->owed++;
+    snprintf(m->x->db->errmsg, sizeof(m->x->db->errmsg),
+             "%s: no reply by the deadline (the connection stays: its reply is dropped when "
+             "it comes)",
+             qu->name ? qu->name : "query");
+    settle(m, i, WK_ETIMEDOUT);
+}
+
 /* Whether a TRYAGAIN'd query can be sent in its single-key form (once). */
 static bool has_single_key_form(const wk_query *q, const wk__slot *s)
 {
@@ -696,7 +725,7 @@ static wk__xwant one_lane_step(wk__engine *m)
             bool seen = q->ready != 0;
             lane_io(m, r);
             if (q->head && m->waited && !seen && wk__boot_ms() >= m->deadline)
-                lose_lane(m, r, WK_ETIMEDOUT, "timed out waiting for Redis");
+                time_out_lane(m, r);
             if (q->head) {
                 m->waited = true;
                 return (wk__xwant){.what = WK__X_WAIT, .deadline = m->deadline};
@@ -740,7 +769,9 @@ wk__xwant wk__engine_step(wk__engine *m)
             /* A spent deadline still gets its look: it ends the wait only
              * when the driver saw nothing ready. */
             if (busy && m->waited && !seen && wk__boot_ms() >= m->deadline) {
-                lose_busy(m, WK_ETIMEDOUT, "timed out waiting for Redis");
+                for (size_t i = 0; i < wk__engine_lanes(m); i++)
+                    if (lane_of(m, i).q->head)
+                        time_out_lane(m, lane_of(m, i));
                 busy = false;
             }
             if (busy) {

@@ -99,4 +99,5 @@ void wk__link_close(wk__link *link)
     link->ctx = NULL;
     link->tx = NULL;
     link->state = NULL;
+    link->owed = 0;
 }

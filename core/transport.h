@@ -48,6 +48,9 @@ struct wk__link {
     void *state; /* the transport's (TLS: the SSL object) */
     short want;  /* poll event the last recv waited for (0: POLLIN) */
     int wake_fd; /* waits also end when this is readable (-1: none) */
+    /* Replies owed to queries the deadline abandoned (WK__QUERY_ABANDON,
+     * core/core_internal.h): the next ones read are dropped. */
+    unsigned owed;
 };
 
 extern const wk__transport wk__plain_transport;

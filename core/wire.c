@@ -107,17 +107,26 @@ int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *con
 int wk__wire_take(wk__link *link, redisReply **reply)
 {
     redisContext *c = link->ctx;
-    void *r = NULL;
     *reply = NULL;
-    if (wk__wire_all_taken(link))
-        return WK_OK;
-    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
-        bool oom = c->reader->err == REDIS_ERR_OOM;
-        return wire_fail(c, oom ? WK_ENOMEM : WK_EPROTO, oom ? REDIS_ERR_OOM : REDIS_ERR_PROTOCOL,
-                         c->reader->errstr[0] ? c->reader->errstr : "protocol error");
+    for (;;) {
+        void *r = NULL;
+        if (wk__wire_all_taken(link))
+            return WK_OK;
+        if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            bool oom = c->reader->err == REDIS_ERR_OOM;
+            return wire_fail(c, oom ? WK_ENOMEM : WK_EPROTO,
+                             oom ? REDIS_ERR_OOM : REDIS_ERR_PROTOCOL,
+                             c->reader->errstr[0] ? c->reader->errstr : "protocol error");
+        }
+        if (!r || !link->owed) {
+            *reply = r;
+            return WK_OK;
+        }
+        /* The reply of a query the deadline abandoned: nobody waits for
+         * it any more. */
+        link->owed--;
+        freeReplyObject(r);
     }
-    *reply = r;
-    return WK_OK;
 }
 
 bool wk__reply_is_push(const redisReply *r)
@@ -170,6 +179,23 @@ int wk__wire_receive(wk__link *link)
     while (!rc && got && link->tx->pending(link) > 0)
         rc = receive_once(link, &got);
     return rc;
+}
+
+bool wk__link_idle_alive(wk__link *link)
+{
+    while (link->owed) {
+        redisReply *r = NULL;
+        unsigned before = link->owed;
+        if (wk__wire_receive(link) || wk__wire_take(link, &r))
+            return false;
+        if (r) {
+            freeReplyObject(r); /* a reply beyond the owed ones: out of sync */
+            return false;
+        }
+        if (link->owed == before)
+            return true; /* not here yet */
+    }
+    return link->tx->idle_alive(link);
 }
 
 int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply)

@@ -34,16 +34,18 @@
  * step of the acquire, not only the sleeps. The waits (each BLPOP, the
  * open and the reconnects of the blocking connection) end by the deadline
  * itself: a pop the server has not answered by then (its timeout fires
- * on its timer, up to 100 ms late by default) is cut, and its connection
- * dropped (the next wait reconnects). The queries on `p` (the first try,
+ * on its timer, up to 100 ms late by default) is abandoned: its late
+ * reply is dropped when it comes, and the connection stays for the next
+ * wait (one that starts before that reply came takes a new connection
+ * rather than queue behind the pop). The queries on `p` (the first try,
  * every attempt, the leave made at the deadline) end 25 ms after the
  * deadline at the latest, and the last attempt, made at the deadline,
  * 25 ms after it is sent — each one sooner if its own command timeout
  * comes first (a process stalled past that end makes the last attempt
- * anyway, under the command timeout alone, when its cut BLPOP may have
- * taken a lease handed over to it: it then says whether it holds it); through a pool
- * (wakuwaku/pool.h) a query's wait for a free connection spends the same
- * deadline. So a stalled, trickling or vanished server holds the call at
+ * anyway, under the command timeout alone, when its unanswered BLPOP may
+ * have taken a lease handed over to it: it then says whether it holds
+ * it); through a pool (wakuwaku/pool.h) a query's wait for a free
+ * connection spends the same deadline. So a stalled, trickling or vanished server holds the call at
  * most 50 ms past its deadline (docs/GUARANTEES.md, Connections): a try
  * or attempt cut short is WK_EUNKNOWN (see the WARNING below), a query
  * that found no free pool connection WK_ETIMEDOUT (not sent). Under an

@@ -439,6 +439,86 @@ Test(deadline, a_pop_cut_at_the_deadline_of_a_stalled_process_is_followed_by_its
     wk_test_server_stop(&s);
 }
 
+/* ---- a wait that times out keeps its connection */
+
+/* A release of `t` from a handle of its own, 100 ms from now. */
+typedef struct late_release {
+    const char *url, *ns;
+    int kind;
+    wk_token t;
+    bool released;
+} late_release;
+
+static void *release_later(void *arg)
+{
+    late_release *r = arg;
+    wk_test_sleep_ms(100);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = r->url;
+    o.capability = wk_cap_read_write();
+    wk_db *db = NULL;
+    if (wk_db_open(&db, &o, NULL, 0) == WK_OK)
+        release_kind(wk_db_processor(db), r->kind, r->ns, &r->t, &r->released);
+    wk_db_close(db);
+    return NULL;
+}
+
+Test(deadline, waits_that_time_out_keep_their_blocking_connection)
+{
+    /* The server's own BLPOP timeout fires up to a timer tick (100 ms)
+     * late, so the deadline ends nearly every wait that times out. It used
+     * to cut the pop, dropping the blocking connection: every acquire that
+     * timed out opened a new one (8 here, and over TLS 8 handshakes). The
+     * pop is now abandoned, its late reply dropped when it comes, and the
+     * next wait goes on the same connection. */
+    wk_test_server s;
+    wk_db *db = open_private(&s, 2000);
+    wk_processor *p = wk_db_processor(db);
+    redisContext *raw = wk_test_raw(s.url);
+    for (int kind = 0; kind < 3; kind++) {
+        const char *ns = wk_test_ns("dlkeep");
+        wk_token held, t;
+        bool got = false;
+        cr_assert_eq(acquire_kind(p, kind ? 1 : 0, ns, wk_deadline_in(1000), &held, &got), WK_OK);
+        cr_assert(got);
+        long long before = wk_test_info(raw, "stats", "total_connections_received");
+        for (int i = 0; i < 8; i++) {
+            got = true;
+            int rc = acquire_kind(p, kind, ns, wk_deadline_in(60), &t, &got);
+            cr_assert_eq(rc, WK_OK, "kind %d, wait %d: %s: %s", kind, i, wk_err_name(rc),
+                         wk_db_errmsg(db));
+            cr_assert_not(got);
+            /* Past the server's late timeout: the abandoned pop's reply
+             * has come (a wait right behind would take a new connection
+             * rather than queue behind a pop still blocked). */
+            wk_test_sleep_ms(150);
+        }
+        long long opened = wk_test_info(raw, "stats", "total_connections_received") - before;
+        /* At most the first wait's (the handle's blocking connection is
+         * opened once, by the first wait of the first kind). */
+        cr_assert_leq(opened, kind == 0 ? 1 : 0, "kind %d: 8 timed-out waits opened %lld connections",
+                      kind, opened);
+        /* The connection kept serves a wait that is woken: the holder's
+         * release, from another handle while the waiter sleeps, hands the
+         * lease over through it. */
+        late_release r = {.url = s.url, .kind = kind ? 1 : 0, .ns = ns, .t = held};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, release_later, &r), 0);
+        got = false;
+        int rc = acquire_kind(p, kind, ns, wk_deadline_in(5000), &t, &got);
+        pthread_join(th, NULL);
+        cr_assert_eq(rc, WK_OK, "kind %d: %s", kind, wk_err_name(rc));
+        cr_assert(r.released && got, "kind %d: not woken by the release", kind);
+        cr_assert_eq(wk_test_info(raw, "stats", "total_connections_received") - before - opened, 1,
+                     "kind %d: only the releaser's handle connects", kind);
+        bool released = false;
+        cr_assert_eq(release_kind(p, kind, ns, &t, &released), WK_OK);
+    }
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_server_stop(&s);
+}
+
 /* ---- deadlines far away saturate instead of overflowing */
 
 Test(deadline, huge_timeouts_saturate)

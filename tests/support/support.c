@@ -209,14 +209,20 @@ int wk_test_killer_stop(wk_test_killer *k)
     return kills;
 }
 
-long long wk_test_changes(redisContext *c)
+long long wk_test_info(redisContext *c, const char *section, const char *field)
 {
-    redisReply *r = wk_test_cmd(c, "INFO persistence");
-    const char *field = "rdb_changes_since_last_save:";
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, field) : NULL;
-    long long v = p ? atoll(p + strlen(field)) : -1;
+    redisReply *r = wk_test_cmd(c, "INFO %s", section);
+    char name[128];
+    snprintf(name, sizeof(name), "\n%s:", field);
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, name) : NULL;
+    long long v = p ? atoll(p + strlen(name)) : -1;
     freeReplyObject(r);
     return v;
+}
+
+long long wk_test_changes(redisContext *c)
+{
+    return wk_test_info(c, "persistence", "rdb_changes_since_last_save");
 }
 
 wk_db *wk_test_open_child(void)

@@ -93,6 +93,9 @@ int wk_test_kill_client_fd(const char *url, int fd);
  * query leaves it unchanged. -1 if it cannot be read. Counts every
  * client's writes: use a private server. */
 long long wk_test_changes(redisContext *c);
+/* A number of INFO `section` ("stats", …): field "total_connections_received"
+ * and the like; -1 if it cannot be read. */
+long long wk_test_info(redisContext *c, const char *section, const char *field);
 
 /* A read-write handle on the shared server for a forked child, which
  * reports failure by exit status rather than criterion: NULL when it does
