@@ -3606,3 +3606,69 @@ Test(cluster, loop_settings_follower_follows_a_failover, .init = exclusive, .tim
     cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
     loop_follower_moved_to(&L, replica);
 }
+
+/* A held lock whose slot starts migrating to the next primary (the ASK
+ * window open, no key moved), and a loop waiter parked in that window
+ * (its attempts there queue nobody; its BLPOP, several keys on neither
+ * node, is answered TRYAGAIN). Its deadline (40 s) ends its one sleep
+ * (the lease has 60 s left): only a prompt attempt again gets it sooner. */
+static void parked_in_a_window(parked_scene *s, const char *prefix, wk_test_migration *m)
+{
+    snprintf(s->cname, sizeof(s->cname), "wk-%s-%d", prefix, (int)getpid());
+    lscene_open(&s->sc, prefix, s->cname);
+    s->name = wk_name_str("x");
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    s->port = item_port(&s->sc.lock, s->name, NULL, key, &klen);
+    s->slot = (int)wk__key_slot(key, klen);
+    int prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == s->port)
+            to = prim[(k + 1) % 3];
+    s->held = hold(s->sc.db, &s->sc.lock, s->name);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, m, s->slot, to), 0);
+    s->r = (lwait){0};
+    s->deadline = wk_monotonic_ms() + 40000;
+    loop_wait(s->sc.a, &s->sc.lock, s->name, &s->r, s->deadline);
+    loop_turn_until_parked(s->sc.a, 1, &s->r, 1);
+    int64_t t0 = wk_monotonic_ms();
+    while (wk_monotonic_ms() < t0 + 1000) /* its BLPOPs go in the window */
+        wk_test_async_turn(s->sc.a);
+    cr_assert_eq(s->r.calls, 0, "still waiting: %s", s->r.msg);
+}
+
+/* The window closes (the slot moved): the waiter's next attempt queues
+ * it, its BLPOP blocks on the new owner, and the release there wakes it
+ * before its deadline. Before, the BLPOP went on being sent until it
+ * blocked on the new owner, the waiter not queued: no release reached it. */
+Test(cluster, loop_a_wait_issued_in_a_migration_window_is_woken_by_the_release_after_it,
+     .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    wk_test_migration m;
+    parked_in_a_window(&s, "ltryw", &m);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    parked_release_wakes(&s, m.to);
+}
+
+/* A release in the window (its single-key form: it wakes nobody): the
+ * waiter's next attempt, a short pause after its BLPOP's TRYAGAIN, takes
+ * the lock — before its deadline, not at the end of its sleep. */
+Test(cluster, loop_a_release_in_a_migration_window_reaches_the_waiter_by_its_next_attempt,
+     .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    wk_test_migration m;
+    parked_in_a_window(&s, "ltryr", &m);
+    let_go(s.sc.db, &s.sc.lock, s.name, &s.held);
+    loop_turn_until_called(s.sc.a, &s.r);
+    cr_assert(s.r.status == WK_OK && s.r.acquired, "%s: %s", wk_err_name(s.r.status), s.r.msg);
+    cr_assert_lt(s.r.at, s.deadline, "taken by an attempt, not at the end of its sleep");
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    lscene_close(&s.sc);
+}
