@@ -3303,7 +3303,8 @@ typedef struct parked_scene {
     long long pop_id; /* the BLPOP's client */
 } parked_scene;
 
-static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
+/* The scene, item "x" (its primary and slot) not held yet. */
+static void parked_scene_open(parked_scene *s, const char *prefix)
 {
     snprintf(s->cname, sizeof(s->cname), "wk-%s-%d", prefix, (int)getpid());
     lscene_open(&s->sc, prefix, s->cname);
@@ -3312,6 +3313,11 @@ static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
     size_t klen;
     s->port = item_port(&s->sc.lock, s->name, NULL, key, &klen);
     s->slot = (int)wk__key_slot(key, klen);
+}
+
+static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
+{
+    parked_scene_open(s, prefix);
     s->held = hold(s->sc.db, &s->sc.lock, s->name);
     s->r = (lwait){0};
     s->deadline = wk_monotonic_ms() + wait_ms;
@@ -3614,13 +3620,7 @@ Test(cluster, loop_settings_follower_follows_a_failover, .init = exclusive, .tim
  * (the lease has 60 s left): only a prompt attempt again gets it sooner. */
 static void parked_in_a_window(parked_scene *s, const char *prefix, wk_test_migration *m)
 {
-    snprintf(s->cname, sizeof(s->cname), "wk-%s-%d", prefix, (int)getpid());
-    lscene_open(&s->sc, prefix, s->cname);
-    s->name = wk_name_str("x");
-    char key[WK_KEY_MAX + 1];
-    size_t klen;
-    s->port = item_port(&s->sc.lock, s->name, NULL, key, &klen);
-    s->slot = (int)wk__key_slot(key, klen);
+    parked_scene_open(s, prefix);
     int prim[3], to = -1;
     cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
     for (int k = 0; k < 3; k++)
