@@ -3463,11 +3463,20 @@ static void loop_follower_stop(loop_follower *L)
     wk_db_close(L->db);
 }
 
+/* A put through the blocking handle; again after a connection error (a
+ * node just killed: its map is asked anew). */
 static int64_t loop_follower_put(loop_follower *L, const char *k, const char *v)
 {
     int64_t version = 0;
-    int rc = wk_settings_put(wk_db_processor(L->db), &L->settings, wk_name_str(L->name), k,
+    int rc = WK_EIO;
+    for (int i = 0; i < 50 && rc != WK_OK; i++) {
+        rc = wk_settings_put(wk_db_processor(L->db), &L->settings, wk_name_str(L->name), k,
                              strlen(k), v, strlen(v), &version);
+        cr_assert(rc == WK_OK || wk_is_connection_error(rc), "put: %s: %s", wk_err_name(rc),
+                  wk_db_errmsg(L->db));
+        if (rc)
+            wk_test_sleep_ms(100);
+    }
     cr_assert_eq(rc, WK_OK, "put: %s", wk_db_errmsg(L->db));
     return version;
 }
@@ -3671,4 +3680,24 @@ Test(cluster, loop_a_release_in_a_migration_window_reaches_the_waiter_by_its_nex
         ;
     cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
     lscene_close(&s.sc);
+}
+
+/* The settings' primary is killed (SIGKILL): the subscriber is lost, the
+ * follower backs off and locates the slot again through the handle (the
+ * head read fails until the map names the promoted replica), subscribes
+ * there and loads: a put after the promotion reaches the mirror. The
+ * killed node comes back as a replica afterwards. */
+Test(cluster, loop_settings_follower_follows_a_killed_primary_to_its_replica, .init = exclusive,
+     .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start(&L, "lsfkill", 200);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
+    int replica = wk_test_cluster_replica_of(&C, L.port);
+    cr_assert_gt(replica, 0);
+    int promoted = wk_test_cluster_kill_primary(&C, L.port, 30000);
+    loop_follower_moved_to(&L, replica);
+    int restarted = wk_test_cluster_restart(&C, L.port, 30000);
+    cr_assert_eq(promoted, replica, "its replica was promoted");
+    cr_assert_eq(restarted, 0, "the killed node rejoined");
 }
