@@ -879,7 +879,7 @@ Test(cluster, settings_follower_converges_across_nodes, .init = exclusive, .time
         cr_assert_eq(wk__settings_channel(db, &settings, &n, chan, sizeof(chan), &chan_len), WK_OK);
         char key[WK_KEY_MAX + 1];
         size_t klen;
-        writer = item_port(&settings, n, NULL, key, &klen);
+        writer = item_port(&settings, n, ":map", key, &klen); /* the scripts run there */
         for (int k = 0; k < 500 && (sub = subscriber_node(chan, chan_len)) < 0; k++)
             wk_test_sleep_ms(10);
         cr_assert(sub > 0, "the follower subscribed somewhere");
