@@ -8,7 +8,10 @@
  * exchange, set-up, reconnect and outcome rules), whose socket joins the
  * handle's epoll set: the loop still watches one descriptor, for READ,
  * and wk_async_process() on the handle drives the hidden handles whose
- * socket is ready or whose time is due.
+ * socket is ready or whose time is due. On a cluster handle a hidden
+ * handle routes by a copy of the map, or (wk__async_sub_open_at: a loop
+ * subscriber following a slot's primary) is a plain connection held to
+ * one node.
  *
  * The receiver's queries complete through the sub (`reply`), never
  * straight into the receiver: a receiver closed while a query is in
@@ -225,6 +228,8 @@ static int retarget(wk_db *db, const char *host, int port)
     free(u->seeds);
     u->seeds = NULL;
     u->nseeds = 0;
+    free(u->path); /* TCP to the node */
+    u->path = NULL;
     char *h = strdup(host);
     if (!h)
         return WK_ENOMEM;

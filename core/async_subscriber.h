@@ -46,8 +46,8 @@ typedef struct wk__loop_sub_fns {
  * Open a subscriber on a hidden connection of `a` (connecting at once) and
  * queue SUBSCRIBE `chan` (copied). `keepalive_ms`: after this long without
  * traffic once subscribed, a PING (0: never). Returns WK_OK, WK_EINVAL (a
- * cluster handle: see wk__loop_sub_open_at), WK_EIO (the handle is closing) or WK_ENOMEM, with a
- * message in err; *out NULL on failure.
+ * cluster handle: see wk__loop_sub_open_at), WK_EIO (the handle is
+ * closing) or WK_ENOMEM, with a message in err; *out NULL on failure.
  */
 int wk__loop_sub_open(wk__loop_sub **out, wk_async *a, const char *chan, size_t len,
                       int keepalive_ms, const wk__loop_sub_fns *fns, void *arg, char *err,
