@@ -7,6 +7,8 @@
  *   bench_lock_wait --handoffs 400   # handoffs measured per run (150)
  *   bench_lock_wait --rounds 9       # runs per case (7)
  *   bench_lock_wait --kind rwlock    # lock, rwlock, semaphore or all (all)
+ *   bench_lock_wait --cluster        # the loop / blocking handoff on a local
+ *                                    # Redis Cluster (6 nodes) it starts
  *
  * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
  * looping on one item: a Lock, an RwLock's writer lease or the permit of
@@ -33,7 +35,12 @@
  *
  * Through the event loop: one waiter's handoff latency with
  * wk_lock_acquire through an event-loop handle (wakuwaku/async.h) beside
- * the same through a blocking handle, runs alternating.
+ * the same through a blocking handle, runs alternating. With --cluster,
+ * only this case, both handles on the cluster's seed list (the loop
+ * waiter's BLPOP on its slot's channel, the blocking waiter's on its own
+ * connection to the slot's primary), beside the round trip of a PING
+ * through a cluster handle; then the same on one redis-server, in the
+ * same run.
  *
  * Uncontended: wk_lock_acquire+release against wk_lock_try+release on a
  * free lock, alternating, commands per cycle and the time ratio.
@@ -541,10 +548,12 @@ static double turn_run(bool loop, int n)
 static void loop_beside_blocking(double rtt)
 {
     enum { RUNS = 7, N = 60 };
-    int64_t med[2][RUNS];
-    for (int r = 0; r < RUNS; r++)
+    int64_t med[2][RUNS], ratio[RUNS]; /* ratio: the run's loop / blocking, ×1000 */
+    for (int r = 0; r < RUNS; r++) {
         for (int loop = 0; loop < 2; loop++)
             med[loop][r] = (int64_t)turn_run(loop, N);
+        ratio[r] = med[0][r] ? med[1][r] * 1000 / med[0][r] : 0;
+    }
     printf("\nhandoff, one waiter, holder releasing from another handle (median of %d runs × %d "
            "handoffs; spread = min–max of the runs' medians):\n",
            RUNS, N);
@@ -554,6 +563,10 @@ static void loop_beside_blocking(double rtt)
                loop ? "event loop (wk_async_with)" : "blocking (wk_db_processor)", m, m / rtt,
                (long long)med[loop][0], (long long)med[loop][RUNS - 1]);
     }
+    double q = pct(ratio, RUNS, 0.5);
+    printf("  loop / blocking, each run's pair: median %.2f, spread %.2f–%.2f\n", q / 1000,
+           (double)ratio[0] / 1000, (double)ratio[RUNS - 1] / 1000);
+    fflush(stdout); /* before any fork: a child must not print it again */
 }
 
 /* ------------------------------------------------------------------------
@@ -611,6 +624,7 @@ int main(int argc, char **argv)
 {
     int target = 150, rounds = 7;
     const char *kinds = "all";
+    bool cluster = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -622,14 +636,38 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--kind") == 0 && i + 1 < argc)
             kinds = argv[++i];
+        else if (strcmp(argv[i], "--cluster") == 0)
+            cluster = true;
         else
             die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] "
-                         "[--rounds N] [--kind lock|rwlock|semaphore|all]");
+                         "[--rounds N] [--kind lock|rwlock|semaphore|all] [--cluster]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
     if (rounds < 1 || rounds > 16)
         die("usage", "--rounds must be 1..16");
+    if (cluster) {
+        wk_test_cluster topo = {0};
+        if (wk_test_cluster_start(&topo) != 0)
+            die("redis cluster", "did not start");
+        url = topo.url;
+        double rtt = round_trip_us();
+        printf("local Redis Cluster (3 primaries, 3 replicas); round trip (PING through a cluster "
+               "handle, median): %.1f µs\n",
+               rtt);
+        loop_beside_blocking(rtt);
+        wk_test_cluster_stop(&topo);
+        /* The same on one server, in the same run, for comparison. */
+        wk_test_server one = {0};
+        if (wk_test_server_start(&one, NULL) != 0)
+            die("redis-server", "did not start");
+        url = one.url;
+        rtt = round_trip_us();
+        printf("\none redis-server; round trip (PING, median): %.1f µs\n", rtt);
+        loop_beside_blocking(rtt);
+        wk_test_server_stop(&one);
+        return 0;
+    }
     wk_test_server server = {0};
     if (!url) {
         if (wk_test_server_start(&server, NULL) != 0)

@@ -12,7 +12,12 @@
  * catch-up's wait, the end of a backoff).
  *
  * The steps, as the thread's loop:
- *   SUBSCRIBING  a new subscriber, SUBSCRIBE on its way;
+ *   LOCATING     a cluster handle's: the head read through the handle
+ *                (routed by its map, which the read brings up to date:
+ *                a MOVED patches it, a lost node has it asked anew), then
+ *                the node the map names for the settings' slot;
+ *   SUBSCRIBING  a new subscriber, SUBSCRIBE on its way (on a cluster, a
+ *                plain connection to that node);
  *   LOADING      confirmed: the map read in chunks while messages queue;
  *   CATCHING_UP  the chunks brought to the last one's version with the
  *                queued changes (waiting up to the command timeout for
@@ -22,6 +27,10 @@
  *   CHECKING     the version and epoch being read;
  *   BACKOFF      a failed sync waits, then subscribes anew;
  *   HALTED       halted, or the handle closed.
+ * On a cluster, the follower stays with the slot's owner: when a check's
+ * head read (a MOVED followed by the handle) leaves the map naming
+ * another node for the slot — a failover, a slot moved — it subscribes
+ * there and loads again, as after a lost subscription.
  * A load or check in flight when the follower halts is orphaned: its
  * completion frees it and reaches nobody.
  */
@@ -34,10 +43,11 @@
 
 #include "collection/settings_follower_internal.h"
 #include "core/async_internal.h"
+#include "core/cluster.h"
 #include "core/core_internal.h"
 #include "core/async_subscriber.h"
 
-enum step { SUBSCRIBING, LOADING, CATCHING_UP, FOLLOWING, CHECKING, BACKOFF, HALTED };
+enum step { LOCATING, SUBSCRIBING, LOADING, CATCHING_UP, FOLLOWING, CHECKING, BACKOFF, HALTED };
 
 typedef struct wk__sf_loop wk__sf_loop;
 
@@ -46,6 +56,7 @@ typedef struct sf_req {
     wk_processor proc; /* first member: submits with this request as arg */
     wk__sf_loop *owner; /* NULL: orphaned */
     bool inflight, check, periodic;
+    bool locate;        /* LOCATING's head read: its reply only proves the route */
     bool role, primary; /* a check on a Sentinel URL asks ROLE first */
     wk__sf_load load;
     wk__settings_chunk_out out;
@@ -65,6 +76,9 @@ struct wk__sf_loop {
     int64_t until;          /* CATCHING_UP, BACKOFF: the step's time */
     struct sf_wait *waits;  /* wk_settings_follower_wait_async()'s, in order */
     size_t nwaits, waits_cap;
+    unsigned slot;          /* the settings' slot (the channel's hash tag) */
+    char host[256];         /* the node subscribed on (a cluster handle), and its port */
+    int port;
     int depth;  /* inside the follower's steps (callbacks run there) */
     bool freed; /* freed from a callback: done once the steps return */
 };
@@ -245,15 +259,47 @@ static int on_sub_message(void *arg, const char *data, size_t len)
 
 static const wk__loop_sub_fns sub_fns = {on_sub_message, on_sub_run, on_sub_gone};
 
-/* A new subscriber (the old one closed), SUBSCRIBE on its way. */
+/* A cluster handle (its subscriber follows the slot's owner). */
+static bool on_cluster(const wk__sf_loop *L)
+{
+    return L->a->cl || L->a->db->conn->cluster;
+}
+
+/* The node the handle's map names for the settings' slot, or NULL. */
+static const char *slot_owner(const wk__sf_loop *L, int *port)
+{
+    const wk__cluster *c = L->a->db->conn->cluster;
+    uint16_t n = c ? c->slot_node[L->slot] : WK__NO_NODE;
+    return n == WK__NO_NODE ? NULL : wk__cluster_node_host(L->a->db, n, port);
+}
+
+/* Whether the map names another node for the slot than the one the
+ * subscriber is on (a failover, the slot moved). */
+static bool owner_changed(const wk__sf_loop *L)
+{
+    int port = 0;
+    const char *host = on_cluster(L) ? slot_owner(L, &port) : NULL;
+    return host && (port != L->port || strcmp(host, L->host) != 0);
+}
+
+/* A new subscriber (the old one closed), SUBSCRIBE on its way; on a
+ * cluster, on the node the map names for the slot. */
 static int subscribe(wk__sf_loop *L, char *err, size_t errlen)
 {
     wk_settings_follower *f = L->f;
+    const char *host = NULL;
+    if (on_cluster(L)) {
+        host = slot_owner(L, &L->port);
+        if (!host)
+            return wk__errbuf_set(err, errlen, WK_EIO,
+                                  "settings follower: no node serves slot %u", L->slot);
+        wk__copy_text(L->host, sizeof(L->host), host);
+    }
     wk__loop_sub_close(L->sub);
     L->sub = NULL;
     wk__sf_queue_clear(f); /* the load covers whatever an old subscription left */
-    int rc = wk__loop_sub_open(&L->sub, L->a, f->chan, f->chan_len, f->keepalive_ms, &sub_fns,
-                               L, err, errlen);
+    int rc = wk__loop_sub_open_at(&L->sub, L->a, host ? L->host : NULL, L->port, f->chan,
+                                  f->chan_len, f->keepalive_ms, &sub_fns, L, err, errlen);
     if (rc)
         return rc;
     wk__sf_subscribing(f);
@@ -261,14 +307,41 @@ static int subscribe(wk__sf_loop *L, char *err, size_t errlen)
     return WK_OK;
 }
 
-static void resubscribe(wk__sf_loop *L)
+/* A cluster handle's first step of a sync: the head read through the
+ * handle, whose completion subscribes where the map then names (the old
+ * subscriber, if any, stays meanwhile as the follower's timer). */
+static int locate(wk__sf_loop *L, char *err, size_t errlen)
+{
+    sf_req *r = req_new(L, true);
+    if (!r)
+        return wk__errbuf_set(err, errlen, WK_ENOMEM, "settings follower: out of memory");
+    r->locate = true;
+    wk_settings_follower *f = L->f;
+    int rc = wk__settings_read_head(&r->proc, &f->held.entity, &f->held.name, &r->head);
+    if (rc) {
+        drop_req(L);
+        return wk__errbuf_set(err, errlen, rc, "settings follower: %s", wk_async_errmsg(L->a));
+    }
+    r->inflight = true;
+    L->step = LOCATING;
+    return WK_OK;
+}
+
+/* A sync from its first step: locate (a cluster), or subscribe. A
+ * failure with no subscriber left stops the follower. */
+static void resync(wk__sf_loop *L, bool locating)
 {
     char err[256];
-    int rc = subscribe(L, err, sizeof(err));
+    int rc = locating ? locate(L, err, sizeof(err)) : subscribe(L, err, sizeof(err));
     if (rc) {
         wk__sf_record_failure(L->f, rc, err);
-        sync_failed(L); /* no subscriber: the follower stops */
+        sync_failed(L);
     }
+}
+
+static void resubscribe(wk__sf_loop *L)
+{
+    resync(L, on_cluster(L));
 }
 
 /* A load failed (recorded); *again: start it over, a few times. */
@@ -390,6 +463,11 @@ static void on_read(wk_async *a, int status, const char *msg, void *arg)
 static void read_done(wk__sf_loop *L, sf_req *r, int status, const char *msg)
 {
     wk_settings_follower *f = L->f;
+    if (r->locate && !status) { /* the map routes the slot: subscribe there */
+        drop_req(L);
+        resync(L, false);
+        return;
+    }
     if (r->role && (status == WK_OK || status == WK_EREDIS)) {
         r->role = false;
         if (status == WK_OK && !r->primary) {
@@ -412,7 +490,9 @@ static void read_done(wk__sf_loop *L, sf_req *r, int status, const char *msg)
         wk__sf_verdict v = wk__sf_judge_head(f, &r->head, r->periodic);
         drop_req(L);
         L->attempts = 0;
-        if (v == WK__SF_RELOAD) {
+        if (owner_changed(L)) {
+            resync(L, false); /* the slot's owner is another node: subscribe there, load */
+        } else if (v == WK__SF_RELOAD) {
             load_start(L);
         } else {
             L->step = FOLLOWING;
@@ -477,7 +557,8 @@ static void sub_step(wk__sf_loop *L)
 {
     const char *why;
     int failed = wk__loop_sub_failed(L->sub, &why);
-    if (failed && L->step != BACKOFF && L->step != HALTED) {
+    /* LOCATING: the old subscriber is only the timer, about to go. */
+    if (failed && L->step != BACKOFF && L->step != HALTED && L->step != LOCATING) {
         wk__sf_record_failure(L->f, failed, why);
         sync_failed(L);
         return;
@@ -502,7 +583,7 @@ static void sub_step(wk__sf_loop *L)
         else
             rearm(L);
         break;
-    default: /* LOADING, CHECKING: the read's completion moves on */
+    default: /* LOCATING, LOADING, CHECKING: the read's completion moves on */
         break;
     }
 }
@@ -575,7 +656,8 @@ int wk_settings_follower_wait_async(wk_settings_follower *f, int64_t version, in
         .until = timeout_ms < 0 ? 0 : wk__add_ms(wk__boot_ms(), timeout_ms),
         .done = done,
         .arg = arg};
-    wk__loop_sub_kick(L->sub); /* judged in the next turn, never inside this call */
+    if (L->sub) /* else (locating for the start) judged once the read completed */
+        wk__loop_sub_kick(L->sub); /* judged in the next turn, never inside this call */
     rearm(L);
     return WK_OK;
 }
@@ -593,8 +675,6 @@ int wk_settings_follower_start_async(wk_settings_follower **out, wk_processor *p
     wk_async *a = p && p->db && (p->flags & WK_PROCESSOR_DEFERRED) ? p->db->loop : NULL;
     if (!a)
         return FAIL(WK_EINVAL, "not an event-loop handle's processor (wk_async_with())");
-    if (a->cl || a->db->conn->cluster)
-        return FAIL(WK_EINVAL, "a cluster handle: not supported through the event loop");
     const struct timeval *t = &a->db->conn->command_timeout;
     wk_settings_follower *f = NULL;
     int rc = wk__sf_new(&f, opts, (int)(t->tv_sec * 1000 + t->tv_usec / 1000), err, errlen);
@@ -613,9 +693,13 @@ int wk_settings_follower_start_async(wk_settings_follower **out, wk_processor *p
     if (!rc) {
         randombytes_buf(f->sipkey, sizeof(f->sipkey));
         *L = (wk__sf_loop){.f = f, .a = a, .done = a->done, .done_arg = a->done_arg,
-                           .initial = true, .backoff = WK__SF_RETRY_MIN_MS};
+                           .initial = true, .backoff = WK__SF_RETRY_MIN_MS,
+                           .slot = wk__key_slot(f->chan, f->chan_len)};
         f->loop = L;
-        rc = subscribe(L, err, errlen);
+        /* A handle not connected yet may reach a cluster node: the head
+         * read's route tells before anything subscribes. */
+        rc = on_cluster(L) || !a->db->conn->link.ctx ? locate(L, err, errlen)
+                                                     : subscribe(L, err, errlen);
         if (!rc)
             rearm(L); /* counted as pending until the start's callback */
     }

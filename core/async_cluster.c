@@ -199,6 +199,8 @@ int wk__async_cluster_open(wk_async *a, char *err, size_t errlen)
 int wk__async_cluster_found(wk__async_lane *l)
 {
     wk_async *a = l->a;
+    if (a->one_node)
+        return WK_OK; /* held to that node: a plain connection */
     if (l == &a->lane[WK__LANE_MAIN])
         return become(a, &l->setup, a->errmsg, sizeof(a->errmsg));
     if (!a->cl) /* a waits lane: the server turned into a cluster node */

@@ -70,6 +70,7 @@ struct wk_async {
     wk__async_ports *ports;       /* completions from other threads (core/async_port.c), or NULL */
     bool in_process;
     bool closing; /* in wk_async_close(): submissions are refused */
+    bool one_node; /* a hidden handle on one cluster node (wk__async_sub_open_at): stays plain */
     char errmsg[WK__ERRMSG_MAX];
 };
 
@@ -171,6 +172,14 @@ int wk__async_sub_open(wk__async_sub **out, wk_async *a, void (*run)(void *arg),
                        void (*gone)(void *arg),
                        void (*reply)(void *arg, int status, const char *msg), void *arg, char *err,
                        size_t errlen);
+/* The same on a plain connection to the cluster node host:port alone
+ * (host NULL: as wk__async_sub_open), for a subscriber that follows the
+ * node owning a slot: no map, no redirection, a node's HELLO saying
+ * "cluster" keeps it plain. */
+int wk__async_sub_open_at(wk__async_sub **out, wk_async *a, const char *host, int port,
+                          void (*run)(void *arg), void (*gone)(void *arg),
+                          void (*reply)(void *arg, int status, const char *msg), void *arg,
+                          char *err, size_t errlen);
 /* Queue q on the hidden handle (a blocking command blocking up to
  * block_ms: its reply is due that much later): WK_OK, or the refusal
  * (WK_EIO once `a` closed). Its completion is reply(arg, …). */

@@ -8,7 +8,10 @@
  * exchange, set-up, reconnect and outcome rules), whose socket joins the
  * handle's epoll set: the loop still watches one descriptor, for READ,
  * and wk_async_process() on the handle drives the hidden handles whose
- * socket is ready or whose time is due.
+ * socket is ready or whose time is due. On a cluster handle a hidden
+ * handle routes by a copy of the map, or (wk__async_sub_open_at: a loop
+ * subscriber following a slot's primary) is a plain connection held to
+ * one node.
  *
  * The receiver's queries complete through the sub (`reply`), never
  * straight into the receiver: a receiver closed while a query is in
@@ -24,6 +27,7 @@
 
 #include "core/async_internal.h"
 #include "core/blocking.h"
+#include "core/cluster.h"
 
 struct wk__async_sub {
     wk_processor proc; /* first member: submits to the hidden handle */
@@ -211,10 +215,42 @@ int wk__async_sub_send(wk__async_sub *s, wk_query *q, int64_t block_ms)
     return sub_submit(&s->proc, q);
 }
 
+/* A clone of a cluster handle's db made to reach host:port alone: no map,
+ * the URL's target that node (its seeds gone). WK_OK or WK_ENOMEM. */
+static int retarget(wk_db *db, const char *host, int port)
+{
+    wk__conn *conn = db->conn;
+    wk__cluster_free(conn->cluster);
+    conn->cluster = NULL;
+    wk_url *u = &conn->url;
+    for (size_t i = 0; i < u->nseeds; i++)
+        free(u->seeds[i].host);
+    free(u->seeds);
+    u->seeds = NULL;
+    u->nseeds = 0;
+    free(u->path); /* TCP to the node */
+    u->path = NULL;
+    char *h = strdup(host);
+    if (!h)
+        return WK_ENOMEM;
+    free(u->host);
+    u->host = h;
+    u->port = port;
+    return WK_OK;
+}
+
 int wk__async_sub_open(wk__async_sub **out, wk_async *a, void (*run)(void *arg),
                        void (*gone)(void *arg),
                        void (*reply)(void *arg, int status, const char *msg), void *arg, char *err,
                        size_t errlen)
+{
+    return wk__async_sub_open_at(out, a, NULL, 0, run, gone, reply, arg, err, errlen);
+}
+
+int wk__async_sub_open_at(wk__async_sub **out, wk_async *a, const char *host, int port,
+                          void (*run)(void *arg), void (*gone)(void *arg),
+                          void (*reply)(void *arg, int status, const char *msg), void *arg,
+                          char *err, size_t errlen)
 {
     *out = NULL;
     if (a->closing)
@@ -232,10 +268,17 @@ int wk__async_sub_open(wk__async_sub **out, wk_async *a, void (*run)(void *arg),
         return wk__errbuf_set(err, errlen, WK_ENOMEM, "out of memory");
     wk_db *db = NULL;
     int rc = wk__blocking_clone(&db, a->db, err, errlen);
+    if (!rc && host && retarget(db, host, port))
+        rc = wk__errbuf_set(err, errlen, WK_ENOMEM, "out of memory");
     if (!rc && wk__async_use_set(a))
         rc = wk__errbuf_set(err, errlen, WK_EIO, "no epoll set");
     if (!rc && !(s->h = wk__async_adopt(db)))
         rc = wk__errbuf_set(err, errlen, WK_ENOMEM, "out of memory");
+    /* Set before any reply is judged (the adoption only began the set-up;
+     * wk_async_process() reads the replies): a node's HELLO saying
+     * "cluster" leaves it a plain connection to that node. */
+    if (!rc && host)
+        s->h->one_node = true;
     if (rc) {
         wk_db_close(db);
         free(s);

@@ -142,17 +142,25 @@ int wk__loop_sub_open(wk__loop_sub **out, wk_async *a, const char *chan, size_t 
                       int keepalive_ms, const wk__loop_sub_fns *fns, void *arg, char *err,
                       size_t errlen)
 {
+    return wk__loop_sub_open_at(out, a, NULL, 0, chan, len, keepalive_ms, fns, arg, err, errlen);
+}
+
+int wk__loop_sub_open_at(wk__loop_sub **out, wk_async *a, const char *host, int port,
+                         const char *chan, size_t len, int keepalive_ms,
+                         const wk__loop_sub_fns *fns, void *arg, char *err, size_t errlen)
+{
     *out = NULL;
-    if (a->cl || a->db->conn->cluster)
+    if (!host && (a->cl || a->db->conn->cluster))
         return wk__errbuf_set(err, errlen, WK_EINVAL,
-                              "a cluster handle: not supported through the event loop");
+                              "a cluster handle: subscribe on one of its nodes");
     wk__loop_sub *s = calloc(1, sizeof(*s));
     if (!s)
         return wk__errbuf_set(err, errlen, WK_ENOMEM, "out of memory");
     s->fns = *fns;
     s->arg = arg;
     s->keepalive_ms = keepalive_ms;
-    int rc = wk__async_sub_open(&s->sub, a, ls_run, ls_gone, ls_reply, s, err, errlen);
+    int rc =
+        wk__async_sub_open_at(&s->sub, a, host, port, ls_run, ls_gone, ls_reply, s, err, errlen);
     if (rc) {
         free(s);
         return rc;

@@ -46,12 +46,20 @@ typedef struct wk__loop_sub_fns {
  * Open a subscriber on a hidden connection of `a` (connecting at once) and
  * queue SUBSCRIBE `chan` (copied). `keepalive_ms`: after this long without
  * traffic once subscribed, a PING (0: never). Returns WK_OK, WK_EINVAL (a
- * cluster handle), WK_EIO (the handle is closing) or WK_ENOMEM, with a
- * message in err; *out NULL on failure.
+ * cluster handle: see wk__loop_sub_open_at), WK_EIO (the handle is
+ * closing) or WK_ENOMEM, with a message in err; *out NULL on failure.
  */
 int wk__loop_sub_open(wk__loop_sub **out, wk_async *a, const char *chan, size_t len,
                       int keepalive_ms, const wk__loop_sub_fns *fns, void *arg, char *err,
                       size_t errlen);
+/* The same on a plain connection to the cluster node host:port alone
+ * (host NULL: as wk__loop_sub_open): on a cluster handle, the node that
+ * owns the channel's slot, whose publishers need no cluster bus to reach
+ * it. The owner follows the slot: when its map names another node, it
+ * closes this subscriber and opens one there. */
+int wk__loop_sub_open_at(wk__loop_sub **out, wk_async *a, const char *host, int port,
+                         const char *chan, size_t len, int keepalive_ms,
+                         const wk__loop_sub_fns *fns, void *arg, char *err, size_t errlen);
 /* Whether SUBSCRIBE was confirmed: from then on every message published on
  * the channel is delivered, until it fails. */
 bool wk__loop_sub_subscribed(const wk__loop_sub *s);

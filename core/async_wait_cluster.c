@@ -25,6 +25,17 @@
  * stays in its list until a BLPOP takes it: no wake-up is lost, and a
  * lost BLPOP (its node gone) has every waiter of its slot attempt again,
  * as on a single server: the attempt after a wake-up is what decides.
+ *
+ * While the slot migrates (the ASK window), the BLPOP — several keys, on
+ * neither node — is answered TRYAGAIN, and no release pushes a wake-up
+ * then (a release in the window goes in its single-key form, which wakes
+ * nobody; an attempt there queues nobody). So a TRYAGAIN is the BLPOP's
+ * answer (WK__QUERY_TRYAGAIN_FINAL), not something the exchange sends
+ * again: after a short pause (TRYAGAIN_FIRST_PAUSE_MS, doubling up to
+ * TRYAGAIN_MAX_PAUSE_MS, as the exchange's rule) every waiter of the slot
+ * attempts again — takes what a release in the window freed, or, the
+ * window over, queues itself as usual and parks on a BLPOP a release
+ * wakes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +48,10 @@
 #define IDLE_MAX 8
 /* A poke no BLPOP took (its connection was lost meanwhile) goes by itself. */
 #define POKE_TTL "60000"
+/* After a TRYAGAIN, the slot's waiters attempt again after this pause,
+ * doubled after each TRYAGAIN in a row up to the max. */
+#define TRYAGAIN_FIRST_PAUSE_MS 10
+#define TRYAGAIN_MAX_PAUSE_MS 100
 
 typedef struct chan {
     wk_async *a;
@@ -45,6 +60,8 @@ typedef struct chan {
     bool popping;       /* a BLPOP is in flight */
     bool poking;        /* a poke is in flight on the handle's connection */
     bool poked;         /* the BLPOP in flight was poked (once each) */
+    int64_t retry_at;   /* after a TRYAGAIN: the waiters attempt again then (0: none) */
+    int pause_ms;       /* the next pause after a TRYAGAIN (0: none in a row) */
     char poke[WK__COMPANION_KEY_MAX];
     size_t poke_len;
     wk__async_pop got;
@@ -83,9 +100,16 @@ static void fail_slot(wk__async_waits *w, unsigned slot, int rc, const char *why
 
 /* ---- a channel's connection --------------------------------------------- */
 
+/* The time asked for after a TRYAGAIN came: the slot's waiters attempt
+ * again (each one's wait ends WK_OK with nothing popped). */
 static void chan_run(void *arg)
 {
-    (void)arg; /* nothing runs but its BLPOP's reply */
+    chan *c = arg;
+    if (!c->retry_at || wk__boot_ms() < c->retry_at)
+        return;
+    c->retry_at = 0;
+    fail_slot(c->a->waits, c->slot, WK_OK, "");
+    wk__async_wait_cluster_kick(c->a);
 }
 
 static void chan_gone(void *arg)
@@ -103,6 +127,19 @@ static void chan_reply(void *arg, int status, const char *msg)
     wk_async *a = c->a;
     c->popping = false;
     c->poked = false;
+    if (status == WK_EREDIS && strstr(msg, "TRYAGAIN") && c->sub) {
+        /* The slot migrates: no wake-up can come; attempt after a pause. */
+        c->pause_ms = !c->pause_ms ? TRYAGAIN_FIRST_PAUSE_MS
+                      : c->pause_ms * 2 > TRYAGAIN_MAX_PAUSE_MS ? TRYAGAIN_MAX_PAUSE_MS
+                                                                 : c->pause_ms * 2;
+        c->retry_at = wk__boot_ms() + c->pause_ms;
+        wk__async_sub_wake_at(c->sub, c->retry_at);
+        c->got.list_len = 0;
+        wk__async_waits_popped(a, (long)c->slot, WK_OK, "", &c->got); /* none covered now */
+        return;
+    }
+    if (status == WK_OK)
+        c->pause_ms = 0;
     if (status == WK_OK && c->got.list_len == c->poke_len &&
         memcmp(c->got.list, c->poke, c->poke_len) == 0)
         c->got.list_len = 0; /* poked: issued again, over every list */
@@ -191,6 +228,7 @@ static void chan_pop(wk_async *a, chan *c, const wk__async_waiter *p, int64_t un
                   .argc = k,
                   .argv = w->argv,
                   .argvlen = w->lens,
+                  .flags = WK__QUERY_TRYAGAIN_FINAL,
                   .parse = wk__async_parse_pop,
                   .out = &c->got};
     c->popping = wk__async_sub_send(c->sub, &q, ms) == WK_OK;
@@ -224,7 +262,7 @@ static void close_idle(wk__async_waits *w)
     size_t idle = 0;
     for (size_t i = cs->n; i-- > 0;) {
         chan *c = cs->c[i];
-        if (c->popping || c->poking || live_in(w, c->slot) || ++idle <= IDLE_MAX)
+        if (c->popping || c->poking || c->retry_at || live_in(w, c->slot) || ++idle <= IDLE_MAX)
             continue;
         chan_free(c);
         cs->c[i] = cs->c[--cs->n];
@@ -257,7 +295,7 @@ void wk__async_wait_cluster_kick(wk_async *a)
         const wk__async_waiter *p = live_in(w, c->slot);
         if (!c->sub || !p || !wk__async_waits_live(w, (long)c->slot, &missing, &until))
             continue;
-        if (!c->popping)
+        if (!c->popping && !c->retry_at)
             chan_pop(a, c, p, until);
         else if (missing && c->poke_len && !c->poking && !c->poked)
             chan_poke(a, c, p);

@@ -192,6 +192,11 @@ int wk__mutex_lock_until(pthread_mutex_t *mu, int64_t when);
  * out would otherwise cost one). */
 #define WK__QUERY_ABANDON (1u << 19)
 
+/* A cluster's TRYAGAIN is this query's reply (WK_EREDIS, the server's
+ * message), not paused and sent again by the exchange: the event loop's
+ * waits BLPOP (core/async_wait_cluster.c), whose waiters attempt again
+ * instead — in a migration window no release pushes a wake-up. */
+#define WK__QUERY_TRYAGAIN_FINAL (1u << 20)
 /* Fill *q with that query: out = primary (true also when ROLE is
  * refused: an ACL; the connection still answered). */
 void wk__role_query(wk_query *q, bool *primary);

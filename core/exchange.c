@@ -327,7 +327,8 @@ static bool redirected(wk__engine *m, wk__slot *s, const wk_query *q, const redi
     /* MOVED after MOVED means the nodes disagree: after a few, the error
      * goes to the caller. ASK and TRYAGAIN last as long as a migration
      * does, which the command timeout bounds. */
-    if (what == WK__REPLY_FINAL || (what == WK__MOVED && s->redirects >= MAX_REDIRECTS))
+    if (what == WK__REPLY_FINAL || (what == WK__MOVED && s->redirects >= MAX_REDIRECTS) ||
+        (what == WK__SLOT_UNSTABLE && (q->flags & WK__QUERY_TRYAGAIN_FINAL)))
         return false;
     if (what == WK__MOVED) {
         s->redirects++;

@@ -404,10 +404,13 @@ WK_API int wk_settings_follower_start(wk_settings_follower **out,
  * form for the loop. Halt and free it from the loop's thread; from its
  * callbacks too (start, change, wait: a free there is finished when the
  * follower's step returns). A follower halted before its start completed
- * never calls `done`.
+ * never calls `done`. On a cluster handle the subscriber is a plain
+ * connection to the primary of the settings' slot (the handle's slot map
+ * names it); after a failover or a slot move it moves there at the next
+ * check whose read the handle saw redirected.
  *
  * Returns WK_OK; WK_EINVAL (bad options, entity or name; p not an
- * event-loop handle's processor; a cluster handle: not supported yet);
+ * event-loop handle's processor);
  * WK_EDENIED (the handle's capability does not grant READ on the entity;
  * nothing was sent); WK_EIO (the handle is closing); WK_ENOMEM.
  */

@@ -879,7 +879,7 @@ Test(cluster, settings_follower_converges_across_nodes, .init = exclusive, .time
         cr_assert_eq(wk__settings_channel(db, &settings, &n, chan, sizeof(chan), &chan_len), WK_OK);
         char key[WK_KEY_MAX + 1];
         size_t klen;
-        writer = item_port(&settings, n, NULL, key, &klen);
+        writer = item_port(&settings, n, ":map", key, &klen); /* the scripts run there */
         for (int k = 0; k < 500 && (sub = subscriber_node(chan, chan_len)) < 0; k++)
             wk_test_sleep_ms(10);
         cr_assert(sub > 0, "the follower subscribed somewhere");
@@ -2557,19 +2557,6 @@ Test(cluster, loop_hash_tags_multi_key_and_refusals, .init = shared, .timeout = 
     redisReply *r = raw_at(wk_test_cluster_key_port(&C, t2, strlen(t2)), "GET %s", t2);
     cr_assert(r->type == REDIS_REPLY_STRING && strcmp(r->str, "v") == 0);
     freeReplyObject(r);
-    /* A settings follower through the loop is refused (not supported there yet). */
-    static const wk_entity settings = WK_SETTINGS_ENTITY("lcluster");
-    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
-    fo.settings = &settings;
-    fo.name = wk_name_str("n");
-    wk_settings_follower *f = NULL;
-    char err[256];
-    rc = wk_settings_follower_start_async(&f, via(a, &o), &fo, err, sizeof(err));
-    cr_assert_eq(rc, WK_EINVAL, "%s", wk_err_name(rc));
-    cr_assert(strstr(err, "cluster"), "%s", err);
-    cr_assert_null(f);
-    wk_test_async_drain(a);
-    cr_assert_not(o.done);
     wk_async_close(a);
 }
 
@@ -3316,7 +3303,8 @@ typedef struct parked_scene {
     long long pop_id; /* the BLPOP's client */
 } parked_scene;
 
-static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
+/* The scene, item "x" (its primary and slot) not held yet. */
+static void parked_scene_open(parked_scene *s, const char *prefix)
 {
     snprintf(s->cname, sizeof(s->cname), "wk-%s-%d", prefix, (int)getpid());
     lscene_open(&s->sc, prefix, s->cname);
@@ -3325,6 +3313,11 @@ static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
     size_t klen;
     s->port = item_port(&s->sc.lock, s->name, NULL, key, &klen);
     s->slot = (int)wk__key_slot(key, klen);
+}
+
+static void parked_open(parked_scene *s, const char *prefix, int wait_ms)
+{
+    parked_scene_open(s, prefix);
     s->held = hold(s->sc.db, &s->sc.lock, s->name);
     s->r = (lwait){0};
     s->deadline = wk_monotonic_ms() + wait_ms;
@@ -3400,4 +3393,311 @@ Test(cluster, loop_a_waiter_follows_a_failover, .init = exclusive, .timeout = 12
     pthread_join(th, NULL);
     cr_assert_eq(f.rc, 0, "CLUSTER FAILOVER");
     parked_release_wakes(&s, replica);
+}
+
+/* ------------------------------------------------------------------------
+ * The settings follower through the loop
+ * ---------------------------------------------------------------------- */
+
+typedef struct loop_follower {
+    wk_async *a;
+    wk_db *db; /* a blocking cluster handle: the writer */
+    wk_entity settings;
+    char name[16], chan[WK_KEY_MAX + 1];
+    size_t chan_len;
+    int slot, port; /* the settings' slot and its primary when started */
+    wk_settings_follower *f;
+} loop_follower;
+
+/* A loop follower of (ns, "cfg") through a loop handle on the seed list
+ * (or, `elsewhere`, on the URL of a primary that does not own the
+ * settings' slot), started: the start's callback ran OK. */
+static void loop_follower_start_at(loop_follower *L, bool elsewhere, const char *ns, int check_ms)
+{
+    L->db = open_cluster();
+    L->settings = (wk_entity)WK_SETTINGS_ENTITY(wk_test_ns(ns));
+    snprintf(L->name, sizeof(L->name), "cfg");
+    wk_name n = wk_name_str(L->name);
+    cr_assert_eq(wk__settings_channel(L->db, &L->settings, &n, L->chan, sizeof(L->chan),
+                                      &L->chan_len),
+                 WK_OK);
+    L->slot = wk_test_cluster_keyslot(&C, L->chan, L->chan_len);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    L->port = item_port(&L->settings, n, ":map", key, &klen);
+    cr_assert_eq(wk_test_cluster_keyslot(&C, key, klen), L->slot, "the channel shares the slot");
+    char url[160];
+    snprintf(url, sizeof(url), "%s", C.url);
+    int prim[3];
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3 && elsewhere; k++)
+        if (prim[k] != L->port)
+            snprintf(url, sizeof(url), "redis://127.0.0.1:%d", prim[k]);
+    L->a = open_loop(url, "lsf");
+    wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    so.settings = &L->settings;
+    so.name = n;
+    so.retry_max_ms = 200;
+    so.check_ms = check_ms;
+    outcome o;
+    char err[256] = "";
+    int rc = wk_settings_follower_start_async(&L->f, via(L->a, &o), &so, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "start through a cluster loop handle: %s: %s", wk_err_name(rc), err);
+    cr_assert_not(o.done, "never inside the call");
+    int64_t until = wk_test_now_ms() + 20000;
+    while (!o.done && wk_test_now_ms() < until)
+        wk_test_async_turn(L->a);
+    cr_assert(o.done, "the start's callback ran");
+    cr_assert_eq(o.status, WK_OK, "first sync: %s", o.msg);
+}
+
+static void loop_follower_start(loop_follower *L, const char *ns, int check_ms)
+{
+    loop_follower_start_at(L, false, ns, check_ms);
+}
+
+static void loop_follower_stop(loop_follower *L)
+{
+    wk_settings_follower_free(L->f);
+    wk_async_close(L->a);
+    wk_db_close(L->db);
+}
+
+/* A put through the blocking handle; again after a connection error (a
+ * node just killed: its map is asked anew). */
+static int64_t loop_follower_put(loop_follower *L, const char *k, const char *v)
+{
+    int64_t version = 0;
+    int rc = WK_EIO;
+    for (int i = 0; i < 50 && rc != WK_OK; i++) {
+        rc = wk_settings_put(wk_db_processor(L->db), &L->settings, wk_name_str(L->name), k,
+                             strlen(k), v, strlen(v), &version);
+        cr_assert(rc == WK_OK || wk_is_connection_error(rc), "put: %s: %s", wk_err_name(rc),
+                  wk_db_errmsg(L->db));
+        if (rc)
+            wk_test_sleep_ms(100);
+    }
+    cr_assert_eq(rc, WK_OK, "put: %s", wk_db_errmsg(L->db));
+    return version;
+}
+
+/* Turn the loop until the mirror reached `version` (20 s at most). */
+static bool loop_follower_reaches(loop_follower *L, int64_t version)
+{
+    bool reached = false;
+    int64_t until = wk_test_now_ms() + 20000;
+    while (wk_test_now_ms() < until) {
+        cr_assert_eq(wk_settings_follower_wait(L->f, version, 0, &reached), WK_OK);
+        if (reached)
+            return true;
+        wk_test_async_turn(L->a);
+    }
+    return false;
+}
+
+/* Turn the loop until the follower's subscriber is on `port` alone (20 s
+ * at most); the node it is on. */
+static int loop_follower_subscribed_at(loop_follower *L, int port)
+{
+    int at = -1;
+    int64_t until = wk_test_now_ms() + 20000;
+    while (wk_test_now_ms() < until) {
+        at = subscriber_node(L->chan, L->chan_len);
+        if (at == port)
+            break;
+        wk_test_async_turn(L->a);
+    }
+    return at;
+}
+
+static bool loop_follower_has(loop_follower *L, const char *k, const char *want)
+{
+    char buf[32];
+    size_t vlen = 0;
+    bool found = false;
+    cr_assert_eq(wk_settings_follower_get(L->f, k, strlen(k), buf, sizeof(buf), &vlen, &found),
+                 WK_OK);
+    return found && vlen == strlen(want) && memcmp(buf, want, vlen) == 0;
+}
+
+/* Exclusive: it kills every Pub/Sub connection of a node. The loop
+ * follower on a cluster subscribes on the primary of its settings' slot
+ * (a plain connection there), gets every put, and after its subscriber is
+ * killed subscribes there again, reloads and gets what came meanwhile. */
+Test(cluster, loop_settings_follower_subscribes_on_its_slots_primary_and_resumes,
+     .init = exclusive, .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start(&L, "lsfsub", 5000);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port,
+                 "subscribed on the primary of slot %d", L.slot);
+    int64_t version = 0;
+    for (int i = 0; i < 3; i++) {
+        char k[8];
+        snprintf(k, sizeof(k), "k%d", i);
+        version = loop_follower_put(&L, k, "v");
+    }
+    cr_assert(loop_follower_reaches(&L, version), "the puts reached the mirror");
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(L.f, &st, NULL, 0), WK_OK);
+    cr_assert_eq(st.reconnects, 0);
+    freeReplyObject(raw_at(L.port, "CLIENT KILL TYPE pubsub"));
+    version = loop_follower_put(&L, "k9", "after");
+    cr_assert(loop_follower_reaches(&L, version), "caught up after losing its subscriber");
+    cr_assert(loop_follower_has(&L, "k9", "after"));
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port, "subscribed there again");
+    cr_assert_eq(wk_settings_follower_stats(L.f, &st, NULL, 0), WK_OK);
+    cr_assert_geq(st.reconnects, 1);
+    version = loop_follower_put(&L, "k10", "next");
+    cr_assert(loop_follower_reaches(&L, version), "a put after the resume");
+    cr_assert(loop_follower_has(&L, "k10", "next"));
+    loop_follower_stop(&L);
+}
+
+/* The slot's owner is now `port`: a put right after reaches the mirror,
+ * the follower ends up subscribed there, and a put after that arrives
+ * too. Stops the follower. */
+static void loop_follower_moved_to(loop_follower *L, int port)
+{
+    int64_t version = loop_follower_put(L, "moved", "1");
+    cr_assert(loop_follower_reaches(L, version), "a put right after the owner changed");
+    cr_assert_eq(loop_follower_subscribed_at(L, port), port, "subscribed on the new owner %d",
+                 port);
+    version = loop_follower_put(L, "moved", "2");
+    cr_assert(loop_follower_reaches(L, version), "a put on the new owner");
+    cr_assert(loop_follower_has(L, "moved", "2"));
+    loop_follower_stop(L);
+}
+
+/* Started through a handle on one node's URL (not the slot's owner, not
+ * known as a cluster node when the start is called): its first read's
+ * route makes the handle a cluster handle, and the follower subscribes on
+ * the owner of its slot. */
+Test(cluster, loop_settings_follower_from_another_nodes_url_subscribes_on_the_owner,
+     .init = shared, .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start_at(&L, true, "lsfurl", 5000);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port, "on the slot's owner");
+    int64_t version = loop_follower_put(&L, "k", "v");
+    cr_assert(loop_follower_reaches(&L, version));
+    cr_assert(loop_follower_has(&L, "k", "v"));
+    loop_follower_stop(&L);
+}
+
+/* The settings' slot moves to another primary: the periodic check's head
+ * read is answered MOVED (followed, the map patched), the follower sees a
+ * new owner and subscribes there; no put is lost on the way. */
+Test(cluster, loop_settings_follower_moves_with_its_slot, .init = exclusive, .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start(&L, "lsfmove", 200);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
+    int prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == L.port)
+            to = prim[(k + 1) % 3];
+    cr_assert_gt(to, 0);
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, L.slot, to), 0);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    loop_follower_moved_to(&L, to);
+}
+
+/* A CLUSTER FAILOVER of the settings' primary: the old primary, now a
+ * replica, still relays the messages, but the periodic check's head read
+ * (MOVED to the new primary) shows the new owner, and the follower
+ * subscribes there. Leaves the cluster failed over. */
+Test(cluster, loop_settings_follower_follows_a_failover, .init = exclusive, .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start(&L, "lsffo", 200);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
+    int replica = wk_test_cluster_replica_of(&C, L.port);
+    cr_assert_gt(replica, 0);
+    cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
+    loop_follower_moved_to(&L, replica);
+}
+
+/* A held lock whose slot starts migrating to the next primary (the ASK
+ * window open, no key moved), and a loop waiter parked in that window
+ * (its attempts there queue nobody; its BLPOP, several keys on neither
+ * node, is answered TRYAGAIN). Its deadline (40 s) ends its one sleep
+ * (the lease has 60 s left): only a prompt attempt again gets it sooner. */
+static void parked_in_a_window(parked_scene *s, const char *prefix, wk_test_migration *m)
+{
+    parked_scene_open(s, prefix);
+    int prim[3], to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] == s->port)
+            to = prim[(k + 1) % 3];
+    s->held = hold(s->sc.db, &s->sc.lock, s->name);
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, m, s->slot, to), 0);
+    s->r = (lwait){0};
+    s->deadline = wk_monotonic_ms() + 40000;
+    loop_wait(s->sc.a, &s->sc.lock, s->name, &s->r, s->deadline);
+    loop_turn_until_parked(s->sc.a, 1, &s->r, 1);
+    int64_t t0 = wk_monotonic_ms();
+    while (wk_monotonic_ms() < t0 + 1000) /* its BLPOPs go in the window */
+        wk_test_async_turn(s->sc.a);
+    cr_assert_eq(s->r.calls, 0, "still waiting: %s", s->r.msg);
+}
+
+/* The window closes (the slot moved): the waiter's next attempt queues
+ * it, its BLPOP blocks on the new owner, and the release there wakes it
+ * before its deadline. Before, the BLPOP went on being sent until it
+ * blocked on the new owner, the waiter not queued: no release reached it. */
+Test(cluster, loop_a_wait_issued_in_a_migration_window_is_woken_by_the_release_after_it,
+     .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    wk_test_migration m;
+    parked_in_a_window(&s, "ltryw", &m);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    parked_release_wakes(&s, m.to);
+}
+
+/* A release in the window (its single-key form: it wakes nobody): the
+ * waiter's next attempt, a short pause after its BLPOP's TRYAGAIN, takes
+ * the lock — before its deadline, not at the end of its sleep. */
+Test(cluster, loop_a_release_in_a_migration_window_reaches_the_waiter_by_its_next_attempt,
+     .init = exclusive, .timeout = 120)
+{
+    static parked_scene s;
+    wk_test_migration m;
+    parked_in_a_window(&s, "ltryr", &m);
+    let_go(s.sc.db, &s.sc.lock, s.name, &s.held);
+    loop_turn_until_called(s.sc.a, &s.r);
+    cr_assert(s.r.status == WK_OK && s.r.acquired, "%s: %s", wk_err_name(s.r.status), s.r.msg);
+    cr_assert_lt(s.r.at, s.deadline, "taken by an attempt, not at the end of its sleep");
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+    lscene_close(&s.sc);
+}
+
+/* The settings' primary is killed (SIGKILL): the subscriber is lost, the
+ * follower backs off and locates the slot again through the handle (the
+ * head read fails until the map names the promoted replica), subscribes
+ * there and loads: a put after the promotion reaches the mirror. The
+ * killed node comes back as a replica afterwards. */
+Test(cluster, loop_settings_follower_follows_a_killed_primary_to_its_replica, .init = exclusive,
+     .timeout = 120)
+{
+    static loop_follower L;
+    loop_follower_start(&L, "lsfkill", 200);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
+    int replica = wk_test_cluster_replica_of(&C, L.port);
+    cr_assert_gt(replica, 0);
+    int promoted = wk_test_cluster_kill_primary(&C, L.port, 30000);
+    loop_follower_moved_to(&L, replica);
+    int restarted = wk_test_cluster_restart(&C, L.port, 30000);
+    cr_assert_eq(promoted, replica, "its replica was promoted");
+    cr_assert_eq(restarted, 0, "the killed node rejoined");
 }
