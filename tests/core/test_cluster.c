@@ -3103,6 +3103,55 @@ Test(cluster, loop_fair_lock_goes_first_come_first_served_across_loop_and_blocki
     wk_db_close(db);
 }
 
+/* Connections the node on `port` has accepted so far (the raw connection
+ * that asks counts itself). */
+static long long connections_received(int port)
+{
+    redisReply *r = raw_at(port, "INFO stats");
+    const char *f = strstr(r->str, "\ntotal_connections_received:");
+    cr_assert(f);
+    long long v = atoll(f + strlen("\ntotal_connections_received:"));
+    freeReplyObject(r);
+    return v;
+}
+
+Test(cluster, waits_that_time_out_keep_their_blocking_connection, .init = exclusive,
+     .timeout = 120)
+{
+    /* As on one server (deadline::waits_that_time_out_keep_their_blocking_
+     * connection): a BLPOP unanswered at the deadline is abandoned on its
+     * node's connection, which stays. Before, each timed-out wait opened a
+     * new connection to the node. */
+    wk_db *db = open_cluster();
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("keepw"), 30000);
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    int port = item_port(&lock, wk_name_str("x"), NULL, key, &klen);
+    wk_token held, t;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &held, &got), WK_OK);
+    cr_assert(got);
+    /* The first wait opens the blocking handle (and may learn the map). */
+    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(60), NULL, &t, &got),
+                 WK_OK);
+    wk_test_sleep_ms(150);
+    long long before = connections_received(port);
+    for (int i = 0; i < 8; i++) {
+        got = true;
+        int rc = wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(60), NULL, &t, &got);
+        cr_assert_eq(rc, WK_OK, "wait %d: %s: %s", i, wk_err_name(rc), wk_db_errmsg(db));
+        cr_assert_not(got);
+        wk_test_sleep_ms(150); /* the abandoned pop's late reply has come */
+    }
+    long long opened = connections_received(port) - before - 1; /* the asking one */
+    cr_assert_eq(opened, 0, "8 timed-out waits opened %lld connections to %d", opened, port);
+    bool released = false;
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("x"), &held, &released), WK_OK);
+    cr_assert(released);
+    wk_db_close(db);
+}
+
 Test(cluster, loop_the_deadline_ends_a_wait_and_it_leaves_the_queue, .init = shared,
      .timeout = 120)
 {
