@@ -337,7 +337,7 @@ int wk__wake_wait(wk__waiter *w, bool *acquired)
     int rc = wait_loop(w, end, acquired, &slept, &b, &close_b);
     wk__count_wait_end(w->p, start, rc, *acquired, slept);
     wk__wake_unbound(w->p, outer);
-    if (close_b) /* a pool's: opened for this wait only */
-        wk_db_close(b);
+    if (close_b) /* a pool's: this wait's alone, kept for the next one */
+        wk__blocking_done(w->p->db, b);
     return rc;
 }

@@ -130,12 +130,18 @@ int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after)
         return WK_EINVAL;
     char err[WK__ERRMSG_MAX];
     if (db->pool) {
-        /* A pool's shared handle serves every thread at once: no
-         * connection of its own to keep, a new one for this wait. */
-        int rc = open_until(out, db, deadline, err, sizeof(err));
-        if (rc)
-            return wk__db_fail(db, rc, "%s", err);
+        /* A pool's shared handle serves every thread at once: a blocking
+         * handle for this wait alone, one an earlier wait left if any. */
         *close_after = true;
+        if ((*out = wk__pool_take_wait_handle(db->pool)) != NULL) {
+            wk__blocking_reset(*out);
+            return WK_OK;
+        }
+        int rc = open_until(out, db, deadline, err, sizeof(err));
+        if (rc) {
+            *close_after = false;
+            return wk__db_fail(db, rc, "%s", err);
+        }
         return WK_OK;
     }
     if (!db->blocking) {
@@ -155,6 +161,14 @@ int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after)
 static bool owed_still(wk__link *link)
 {
     return link->ctx && link->owed && (!wk__link_idle_alive(link) || link->owed);
+}
+
+void wk__blocking_done(wk_db *db, wk_db *b)
+{
+    if (db && db->pool)
+        wk__pool_keep_wait_handle(db->pool, b);
+    else
+        wk_db_close(b);
 }
 
 int wk__blocking_process(wk_db *b, wk_query *query, int64_t block_ms)

@@ -46,11 +46,16 @@ int wk__blocking_clone(wk_db **out, wk_db *db, char *err, size_t errlen);
  * own capability. Returns WK_OK with *out borrowed from `db`, or the
  * status of opening it, with the message on `db`. Thread-safety: as `db`
  * (one thread at a time), which is also the only user of *out.
- * A pool's shared handle (used by many threads at once) keeps none: *out
- * is then a new blocking handle and *close_after true — the caller closes
- * it when its wait ends.
+ * A pool's shared handle (used by many threads at once) keeps none of
+ * its own: *out is then a blocking handle for this caller alone (one an
+ * earlier wait gave back, or a new one) and *close_after true — the
+ * caller gives it back with wk__blocking_done() when its wait ends.
  */
 int wk__blocking_of(wk_db *db, int64_t deadline, wk_db **out, bool *close_after);
+/* The end of a wait on `b`, a blocking handle wk__blocking_of(db, …) gave
+ * with *close_after: a pool's keeps it for the next wait (up to its size),
+ * otherwise it is closed. */
+void wk__blocking_done(wk_db *db, wk_db *b);
 
 /*
  * Run `query` (a blocking command whose server-side wait is at most

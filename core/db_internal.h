@@ -185,6 +185,11 @@ char *wk__pool_thread_msg(void);
  * its queries through any pool's shared processor (core/pool.c); returns
  * the previous one. */
 int64_t wk__pool_bound(int64_t deadline);
+/* A blocking handle a wait through the pool's shared processor left (core/
+ * blocking.c), or NULL; and giving one back when a wait ends: kept for
+ * the next wait (up to the pool's size), else closed. Thread-safe. */
+wk_db *wk__pool_take_wait_handle(struct wk_pool *pool);
+void wk__pool_keep_wait_handle(struct wk_pool *pool, wk_db *b);
 
 /* Where db's detail message lives: its own buffer, or for a pool's shared
  * handle the calling thread's, since many threads fail through it at once. */

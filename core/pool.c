@@ -47,6 +47,11 @@ struct wk_pool {
      * by any number of queries while it is not borrowed (lanes[i].closed
      * while it is, set under `mu`); NULL: one query per connection. */
     wk__mux_lane *lanes;
+    /* The blocking handles of waits made through the shared processor
+     * (core/blocking.c), kept for the next wait: at most `size`. Under
+     * `mu`. */
+    wk_db **idle_waits;
+    size_t nidle_waits;
     /* wk_pool_stats(): borrows (the shared processor's included), how long
      * each waited, and those that got no handle in time */
     _Atomic uint64_t borrows, timeouts, wait_ns;
@@ -79,6 +84,9 @@ static void destroy(wk_pool *pool)
     free(pool->lanes);
     for (size_t i = 0; i < pool->size; i++)
         wk_db_close(pool->handles[i]);
+    for (size_t i = 0; i < pool->nidle_waits; i++)
+        wk_db_close(pool->idle_waits[i]);
+    free(pool->idle_waits);
     pthread_mutex_destroy(&pool->mu);
     wk_cap_free(pool->front.cap);
     free(pool->handles);
@@ -378,7 +386,9 @@ static int alloc_arrays(wk_pool *pool, size_t n)
     pool->handles = calloc(n, sizeof(*pool->handles));
     pool->borrowed = calloc(n, sizeof(*pool->borrowed));
     pool->free_stack = calloc(n, sizeof(*pool->free_stack));
-    return pool->handles && pool->borrowed && pool->free_stack ? WK_OK : WK_ENOMEM;
+    pool->idle_waits = calloc(n, sizeof(*pool->idle_waits));
+    return pool->handles && pool->borrowed && pool->free_stack && pool->idle_waits ? WK_OK
+                                                                                    : WK_ENOMEM;
 }
 
 static int open_lanes(wk_pool *pool, char *err, size_t errlen)
@@ -473,6 +483,25 @@ void wk_pool_close(wk_pool *pool)
     pthread_mutex_unlock(&pool->mu);
     if (!out)
         destroy(pool);
+}
+
+wk_db *wk__pool_take_wait_handle(wk_pool *pool)
+{
+    pthread_mutex_lock(&pool->mu);
+    wk_db *b = pool->nidle_waits ? pool->idle_waits[--pool->nidle_waits] : NULL;
+    pthread_mutex_unlock(&pool->mu);
+    return b;
+}
+
+void wk__pool_keep_wait_handle(wk_pool *pool, wk_db *b)
+{
+    pthread_mutex_lock(&pool->mu);
+    bool kept = !pool->closed && pool->nidle_waits < pool->size;
+    if (kept)
+        pool->idle_waits[pool->nidle_waits++] = b;
+    pthread_mutex_unlock(&pool->mu);
+    if (!kept)
+        wk_db_close(b);
 }
 
 wk_processor *wk_pool_processor(wk_pool *pool)

@@ -87,7 +87,9 @@
  *    reading the replies of those whose threads left at their deadline:
  *    a borrowed handle never sees another thread's reply.
  *  - Blocking waits never share a connection: a waiting acquire's BLPOP
- *    opens a connection of its own (as without multiplexing), and a lease
+ *    takes a connection of its own (as without multiplexing), which the
+ *    pool keeps for the next wait when the acquire ends (at most its size
+ *    of them; wk_pool_close() closes them), and a lease
  *    query followed by its WAIT (lease_replicas) takes a connection to
  *    itself, as a borrow does, so it blocks nobody's reply.
  *  - A cluster URL's pool does not multiplex (queries go to the node of

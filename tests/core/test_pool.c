@@ -930,8 +930,9 @@ Test(pool, close_with_a_handle_out_frees_the_pool_when_it_returns)
 }
 
 /* Waiting acquires from several threads through the shared processor:
- * each wait opens a blocking connection of its own (the shared handle
- * keeps none, which two threads would share), and closes it. */
+ * each wait takes a blocking connection of its own (the shared handle
+ * keeps none, which two threads would share) and gives it back to the
+ * pool, which keeps at most its size of them until it closes. */
 typedef struct waiter_arg {
     wk_pool *pool;
     const wk_entity *lock;
@@ -967,11 +968,17 @@ Test(pool, waiting_acquires_from_many_threads_each_wait_on_a_connection_of_their
     run_threads(4, acquire_release_loop, args, sizeof(args[0]));
     for (int i = 0; i < 4; i++)
         cr_assert_eq(args[i].got, 5);
-    /* Nothing left open beyond the pool's own connections. */
+    /* Nothing left open beyond the pool's own connections and the
+     * blocking ones it keeps (at most its size), and nothing once it
+     * closes (the server sees the closes soon after). */
     redisContext *raw = wk_test_raw(server.url);
-    cr_assert_eq(clients_named(raw, "pool-waiters"), 2);
-    redisFree(raw);
+    int open = clients_named(raw, "pool-waiters");
+    cr_assert(open >= 2 && open <= 4, "%d connections", open);
     wk_pool_close(pool);
+    for (int i = 0; i < 200 && (open = clients_named(raw, "pool-waiters")) > 0; i++)
+        wk_test_sleep_ms(10);
+    cr_assert_eq(open, 0, "%d connections left after wk_pool_close", open);
+    redisFree(raw);
 }
 
 /* ------------------------------------------------------------------------
@@ -1305,4 +1312,54 @@ Test(pool, a_borrow_waits_for_the_shared_queries_in_flight_and_reads_the_abandon
 Test(pool, sixty_four_threads_on_one_connection_with_correct_results)
 {
     mixed_run(MAX_THREADS, 1, "wk-pool-many");
+}
+
+/* Waits through the shared processor: each takes a blocking connection
+ * for itself, and gives it back to the pool for the next wait instead of
+ * closing it (before: every waiting acquire through a pool opened and
+ * closed a connection of its own). Two threads wait at once, so two are
+ * kept; more waits open none. */
+typedef struct pooled_wait {
+    wk_pool *pool;
+    const wk_entity *lock;
+    int rc;
+} pooled_wait;
+
+static void *wait_and_time_out(void *arg)
+{
+    pooled_wait *w = arg;
+    for (int i = 0; i < 4 && w->rc == WK_OK; i++) {
+        wk_token t;
+        bool got = true;
+        w->rc = wk_lock_acquire(wk_pool_processor(w->pool), w->lock, wk_name_str("x"),
+                                wk_deadline_in(60), NULL, &t, &got);
+        if (w->rc == WK_OK && got)
+            w->rc = WK_EPROTO; /* a held lock acquired */
+        wk_test_sleep_ms(150); /* the abandoned pop's late reply has come */
+    }
+    return NULL;
+}
+
+Test(pool, waits_through_the_pool_reuse_their_blocking_connections)
+{
+    wk_pool *pool = open_pool(NULL, 2, 1000, NULL);
+    wk_processor *p = wk_pool_processor(pool);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("poolwait"), 30000);
+    wk_token held;
+    bool got = false;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &held, &got), WK_OK);
+    cr_assert(got);
+    redisContext *raw = wk_test_raw(server.url);
+    long long before = wk_test_info(raw, "stats", "total_connections_received");
+    pooled_wait w[2] = {{pool, &lock, WK_OK}, {pool, &lock, WK_OK}};
+    run_threads(2, wait_and_time_out, w, sizeof(w[0]));
+    cr_assert_eq(w[0].rc, WK_OK, "%s", wk_err_name(w[0].rc));
+    cr_assert_eq(w[1].rc, WK_OK, "%s", wk_err_name(w[1].rc));
+    long long opened = wk_test_info(raw, "stats", "total_connections_received") - before;
+    cr_assert_leq(opened, 2, "8 waits through the pool opened %lld connections", opened);
+    bool released = false;
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("x"), &held, &released), WK_OK);
+    cr_assert(released);
+    redisFree(raw);
+    wk_pool_close(pool);
 }
