@@ -15,7 +15,9 @@
  *   bench_redis --no-scripts       # only the library/raw table
  *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
- *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
+ *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP, the library's
+ *                                  # and a raw OpenSSL client's against hiredis (bench_tls.c);
+ *                                  # with --callgrind N: the N cycles go over TLS
  *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
  *   bench_redis --replicas         # also: lock cycles with WAIT 1 (acknowledged leases) and
  *                                  # through redis-sentinel:// vs plain, on a Sentinel topology
