@@ -9,10 +9,15 @@
 
 #include <wakuwaku/wakuwaku.h>
 
+typedef struct bench_tls_raw bench_tls_raw;
+
 typedef struct bench_ctx {
     wk_db *db;
     wk_batch *batch;
     redisContext *raw;
+    /* Non-NULL: the raw side talks over this TLS connection instead of
+     * `raw` (bench_tls.c, `--tls`). */
+    bench_tls_raw *raw_tls;
 } bench_ctx;
 
 /*
@@ -73,5 +78,18 @@ typedef struct bench_learned {
 void bench_learn(bench_ctx *c, void (*op)(bench_ctx *, unsigned), bench_learned *out);
 /* Send the learned call on one key (nkeys must be 1). */
 void bench_learned_send(bench_ctx *c, const bench_learned *l, const char *key, size_t klen);
+
+/* --tls (bench_tls.c): a CA and a server certificate for 127.0.0.1 made
+ * with `openssl` in a new directory (its path into dir), and the server's
+ * config lines into lines[5] (static storage, NULL-terminated). */
+void bench_tls_certs(char *dir, size_t dirlen, const char **lines);
+/* The raw floor of TLS: a minimal blocking OpenSSL client to 127.0.0.1
+ * on `port`, the certificate verified against `ca_file`. Exits on
+ * failure. Commands are queued and sent in one SSL_write at the next
+ * reply, as hiredis does. */
+bench_tls_raw *bench_tls_raw_open(int port, const char *ca_file);
+void bench_tls_raw_close(bench_tls_raw *t);
+void bench_tls_raw_append(bench_tls_raw *t, int argc, const char **argv, const size_t *lens);
+redisReply *bench_tls_raw_reply(bench_tls_raw *t);
 
 #endif /* WK_BENCH_CASES_H */

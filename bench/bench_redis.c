@@ -15,7 +15,9 @@
  *   bench_redis --no-scripts       # only the library/raw table
  *   bench_redis --case bucket      # only the cases whose name contains "bucket"
  *   bench_redis --callgrind N …    # only N library lock cycles (for valgrind)
- *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP
+ *   bench_redis --tls              # also: lock cycles over TLS vs plain TCP, the library's
+ *                                  # and a raw OpenSSL client's against hiredis (bench_tls.c);
+ *                                  # with --callgrind N: the N cycles go over TLS
  *   bench_redis --async            # also: 64 in flight on an event-loop handle vs batch-64
  *   bench_redis --replicas         # also: lock cycles with WAIT 1 (acknowledged leases) and
  *                                  # through redis-sentinel:// vs plain, on a Sentinel topology
@@ -77,7 +79,9 @@ void bench_check(int rc, bench_ctx *c, const char *what)
 redisReply *bench_raw_reply(bench_ctx *c)
 {
     redisReply *r = NULL;
-    if (redisGetReply(c->raw, (void **)&r) != REDIS_OK || !r)
+    if (c->raw_tls)
+        r = bench_tls_raw_reply(c->raw_tls);
+    else if (redisGetReply(c->raw, (void **)&r) != REDIS_OK || !r)
         die("raw reply", c->raw->errstr);
     if (r->type == REDIS_REPLY_ERROR)
         die("raw reply", r->str);
@@ -86,7 +90,9 @@ redisReply *bench_raw_reply(bench_ctx *c)
 
 void bench_raw_append(bench_ctx *c, int argc, const char **argv, const size_t *lens)
 {
-    if (redisAppendCommandArgv(c->raw, argc, argv, lens) != REDIS_OK)
+    if (c->raw_tls)
+        bench_tls_raw_append(c->raw_tls, argc, argv, lens);
+    else if (redisAppendCommandArgv(c->raw, argc, argv, lens) != REDIS_OK)
         die("raw append", c->raw->errstr);
 }
 
@@ -365,42 +371,65 @@ static const char *case_filter; /* --case: a substring of the names to run */
 
 /* ------------------------------------------------------------------------
  * --tls: the same sequential lock cycle over rediss:// and redis:// to one
- * server (both library; the ratio is TLS/TCP)
+ * server, library and raw (the ratio TLS/TCP of each)
  * ---------------------------------------------------------------------- */
 
 static char tls_dir[64];
 
-/* A CA and a server certificate for 127.0.0.1 in tls_dir; the server's
- * config lines into lines[] (static storage). */
-static void tls_make_certs(const char **lines)
+/* A thread's time on a CPU and waiting for one, in ns, from
+ * /proc/<pid>/schedstat (a process's main thread; -1: unknown). */
+static void cpu_ns(long pid, long long out[2])
 {
-    snprintf(tls_dir, sizeof(tls_dir), "/tmp/wk-bench-tls-XXXXXX");
-    if (!mkdtemp(tls_dir))
-        die("mkdtemp", tls_dir);
-    char cmd[1400];
-    snprintf(cmd, sizeof(cmd),
-             "(set -e; cd '%s'; EC='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
-             "openssl req -x509 $EC -keyout ca.key -out ca.crt -days 2 -subj /CN=wk-bench-ca;"
-             "openssl req $EC -keyout server.key -out server.csr -subj /CN=localhost;"
-             "printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext;"
-             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
-             " -out server.crt -days 2 -extfile server.ext) >/dev/null 2>&1",
-             tls_dir);
-    if (system(cmd) != 0)
-        die("openssl", "could not make the certificates");
-    static char port[32], cert[128], key[128];
-    int p = wk_test_free_port();
-    snprintf(port, sizeof(port), "tls-port %d", p);
-    snprintf(cert, sizeof(cert), "tls-cert-file %s/server.crt", tls_dir);
-    snprintf(key, sizeof(key), "tls-key-file %s/server.key", tls_dir);
-    lines[0] = port;
-    lines[1] = cert;
-    lines[2] = key;
-    lines[3] = "tls-auth-clients no";
-    lines[4] = NULL;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/schedstat", pid);
+    FILE *f = fopen(path, "r");
+    out[0] = out[1] = -1;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &out[0], &out[1]) != 2)
+            out[0] = out[1] = -1;
+        fclose(f);
+    }
 }
 
-static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsigned ops)
+/* One side of the TLS table: a context, its cycle, its rates and the CPU
+ * time spent by this thread [0] and by the server's main thread [1]. */
+typedef struct tls_side {
+    const char *name;
+    bench_ctx *c;
+    op_fn fn;
+    double rate[32];
+    long long cpu[2];
+} tls_side;
+
+static void tls_side_run(tls_side *s, int r, unsigned ops, long server_pid)
+{
+    long long me0[2], me1[2], sv0[2], sv1[2];
+    cpu_ns(getpid(), me0);
+    cpu_ns(server_pid, sv0);
+    s->rate[r] = timed(s->c, s->fn, ops, 1);
+    cpu_ns(getpid(), me1);
+    cpu_ns(server_pid, sv1);
+    s->cpu[0] += me1[0] - me0[0];
+    s->cpu[1] += sv1[0] - sv0[0];
+}
+
+/* One row: a against b, the median rates, their ratio and the lowest and
+ * highest ratio of one repetition's pair. */
+static void tls_row(const char *name, const tls_side *a, const tls_side *b, int reps)
+{
+    double ra[32], rb[32], q[32];
+    for (int r = 0; r < reps; r++) {
+        ra[r] = a->rate[r];
+        rb[r] = b->rate[r];
+        q[r] = a->rate[r] / b->rate[r];
+    }
+    double x = median(ra, reps), y = median(rb, reps);
+    median(q, reps); /* sorted: the spread is q[0]..q[reps - 1] */
+    printf("| %-46s | %9.0f | %9.0f | %5.3f | %.3f-%.3f |\n", name, x, y, x / y, q[0], q[reps - 1]);
+}
+
+/* `c` with its handle replaced by one over TLS to the same server. */
+static bench_ctx tls_ctx(const bench_ctx *c, const char *tls_port_line)
 {
     char url[64], ca[128], err[256];
     snprintf(url, sizeof(url), "rediss://127.0.0.1:%s", tls_port_line + strlen("tls-port "));
@@ -412,26 +441,47 @@ static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsign
     bench_ctx t = *c;
     if (wk_db_open(&t.db, &o, err, sizeof(err)) != WK_OK)
         die("wk_db_open (TLS)", err);
-    double tls_rate[32], tcp_rate[32];
-    timed(&t, lock_seq_lib, ops / 4, 1);
-    timed(c, lock_seq_lib, ops / 4, 1);
-    for (int r = 0; r < reps; r++) {
-        if (r % 2) {
-            tcp_rate[r] = timed(c, lock_seq_lib, ops, 1);
-            tls_rate[r] = timed(&t, lock_seq_lib, ops, 1);
-        } else {
-            tls_rate[r] = timed(&t, lock_seq_lib, ops, 1);
-            tcp_rate[r] = timed(c, lock_seq_lib, ops, 1);
-        }
-    }
-    double l = median(tls_rate, reps), w = median(tcp_rate, reps);
-    printf("| %-38s | %-10s | %10s | %10s | %5s |\n", "case", "mode", "TLS", "TCP", "ratio");
-    printf("|%s|%s|%s|%s|%s|\n", "----------------------------------------", "------------",
-           "------------", "------------", "-------");
-    printf("| %-38s | %-10s | %10.0f | %10.0f | %5.3f |\n\n", "lock try + release (library)",
-           "sequential", l, w, l / w);
+    return t;
+}
+
+/* The library's lock cycle over TLS and over TCP, and the raw floor's
+ * (a minimal OpenSSL client, bench_tls.c, and hiredis) doing the same
+ * commands; the four runs of a repetition in a rotating order. */
+static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsigned ops,
+                       long server_pid)
+{
+    char ca[128];
+    snprintf(ca, sizeof(ca), "%s/ca.crt", tls_dir);
+    locks_setup(c); /* the raw cycle's release script */
+    bench_ctx lib_tls = tls_ctx(c, tls_port_line), raw_tls = *c;
+    raw_tls.raw_tls = bench_tls_raw_open(atoi(tls_port_line + strlen("tls-port ")), ca);
+    tls_side side[4] = {{"library TLS", &lib_tls, lock_seq_lib, {0}, {0}},
+                        {"library TCP", c, lock_seq_lib, {0}, {0}},
+                        {"raw TLS", &raw_tls, lock_seq_raw, {0}, {0}},
+                        {"raw TCP", c, lock_seq_raw, {0}, {0}}};
+    for (int k = 0; k < 4; k++)
+        timed(side[k].c, side[k].fn, ops / 4, 1); /* warm-up */
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < 4; k++)
+            tls_side_run(&side[(r + k) % 4], r, ops, server_pid);
+    printf("Lock try + release, sequential, %d repetitions of %u cycles, median cycles/s\n\n",
+           reps, ops);
+    printf("| %-46s | %9s | %9s | %5s | %-11s |\n", "case", "a", "b", "a/b", "spread");
+    printf("|%s|%s|%s|%s|%s|\n", "------------------------------------------------",
+           "-----------", "-----------", "-------", "-------------");
+    tls_row("library: TLS (a) vs TCP (b)", &side[0], &side[1], reps);
+    tls_row("raw floor: OpenSSL TLS (a) vs hiredis TCP (b)", &side[2], &side[3], reps);
+    tls_row("over TLS: library (a) vs raw OpenSSL (b)", &side[0], &side[2], reps);
+    /* Where the time goes: CPU per cycle of each process (schedstat). */
+    double n = (double)ops * reps * 1000.0;
+    printf("\nCPU µs per cycle (this thread / redis-server's main thread):");
+    for (int k = 0; k < 4; k++)
+        printf("%s %s %.1f / %.1f", k ? ";" : "", side[k].name, side[k].cpu[0] / n,
+               side[k].cpu[1] / n);
+    printf("\n\n");
     fflush(stdout);
-    wk_db_close(t.db);
+    bench_tls_raw_close(raw_tls.raw_tls);
+    wk_db_close(lib_tls.db);
 }
 
 /* ------------------------------------------------------------------------
@@ -751,7 +801,7 @@ int main(int argc, char **argv)
     if (tls && url[0])
         die("--tls", "needs the redis-server this program starts (no --url)");
     if (tls)
-        tls_make_certs(tls_lines);
+        bench_tls_certs(tls_dir, sizeof(tls_dir), tls_lines);
     if (!url[0]) {
         /* The same private-server helper the tests use (tests/support). */
         if (wk_test_server_start(&server, tls ? tls_lines : NULL) != 0)
@@ -779,13 +829,17 @@ int main(int argc, char **argv)
     if (pool) {
         bench_pool_run(url, reps, quick ? 2000 : 8000);
     } else if (callgrind_ops > 0) {
-        /* Only library lock cycles: valgrind counts their instructions. */
+        /* Only library lock cycles: valgrind counts their instructions
+         * (with --tls: over TLS). */
+        bench_ctx t = tls ? tls_ctx(&c, tls_lines[0]) : c;
         for (int i = 0; i < callgrind_ops; i++)
-            lock_seq_lib(&c, (unsigned)i);
+            lock_seq_lib(&t, (unsigned)i);
+        if (tls)
+            wk_db_close(t.db);
     } else {
         unsigned seq_ops = quick ? 1000 : 4000, batch_ops = quick ? 64 * 40 : 64 * 200;
         if (tls)
-            tls_vs_tcp(&c, tls_lines[0], reps, seq_ops);
+            tls_vs_tcp(&c, tls_lines[0], reps, seq_ops, (long)server.pid);
         if (async)
             bench_async_run(&c, url, reps, batch_ops);
         if (replicas)

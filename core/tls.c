@@ -79,16 +79,23 @@ static int bio_result(BIO *b, ssize_t n, int direction)
     return -1;
 }
 
+/* The socket, straight from the BIO's data (BIO_get_fd would go through
+ * BIO_ctrl and its callback checks on every record). */
+static int bio_fd(BIO *b)
+{
+    return (int)(intptr_t)BIO_get_data(b);
+}
+
 static int bio_write(BIO *b, const char *data, int len)
 {
     BIO_clear_retry_flags(b);
-    return bio_result(b, wk__sock_send(BIO_get_fd(b, NULL), data, (size_t)len), BIO_FLAGS_WRITE);
+    return bio_result(b, wk__sock_send(bio_fd(b), data, (size_t)len), BIO_FLAGS_WRITE);
 }
 
 static int bio_read(BIO *b, char *buf, int len)
 {
     BIO_clear_retry_flags(b);
-    return bio_result(b, wk__sock_recv(BIO_get_fd(b, NULL), buf, (size_t)len), BIO_FLAGS_READ);
+    return bio_result(b, wk__sock_recv(bio_fd(b), buf, (size_t)len), BIO_FLAGS_READ);
 }
 
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
@@ -378,7 +385,7 @@ static void offer_session(wk__tls_config *cfg, tls_state *t)
     pthread_mutex_lock(&cfg->mu);
     kept_session *k = session_of(cfg, t->key);
     if (k && k->session)
-        SSL_set_session(t->ssl, k->session); /* takes its own reference */ /* takes its own reference */
+        SSL_set_session(t->ssl, k->session); /* takes its own reference */
     pthread_mutex_unlock(&cfg->mu);
 }
 
@@ -447,10 +454,20 @@ static ssize_t tls_result(wk__link *link, tls_state *t, int n, short *want, cons
     }
 }
 
+/* Empty this thread's error queue before an SSL_read or SSL_write, so
+ * that SSL_get_error judges only that call. Failures here leave it empty
+ * (ssl_reason), so it is nearly always empty already: peeking costs a
+ * fraction of clearing, which walks every slot of the queue. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error())
+        ERR_clear_error();
+}
+
 static ssize_t tls_send(wk__link *link, const void *data, size_t len, short *want)
 {
     tls_state *t = link->state;
-    ERR_clear_error();
+    clear_errors();
     errno = 0;
     ssize_t r = tls_result(link, t, SSL_write(t->ssl, data, len > INT32_MAX ? INT32_MAX : (int)len),
                            want, "write");
@@ -464,7 +481,7 @@ static ssize_t tls_send(wk__link *link, const void *data, size_t len, short *wan
 static ssize_t tls_recv(wk__link *link, void *buf, size_t len, short *want)
 {
     tls_state *t = link->state;
-    ERR_clear_error();
+    clear_errors();
     errno = 0;
     return tls_result(link, t, SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len), want,
                       "read");

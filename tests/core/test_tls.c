@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <openssl/err.h>
 
 #include <wakuwaku/batch.h>
+#include <wakuwaku/cache.h>
 #include <wakuwaku/settings.h>
 
 #include "core/db_internal.h"
@@ -205,6 +207,116 @@ Test(tls, a_reconnect_resumes_the_session, .timeout = 30)
     }
     redisFree(raw);
     wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* ---- replies across TLS records, and many in one record */
+
+enum { BIG = 1 << 20, SMALL = 300 };
+
+static wk_db *open_ok(const wk_db_options *o)
+{
+    wk_db *db = NULL;
+    char err[512];
+    int rc = wk_db_open(&db, o, err, sizeof(err));
+    cr_assert_eq(rc, WK_OK, "open over TLS: %s: %s", wk_err_name(rc), err);
+    return db;
+}
+
+/* A value of BIG bytes that no shifted copy matches. */
+static unsigned char *big_value(void)
+{
+    unsigned char *v = malloc(BIG);
+    cr_assert_not_null(v);
+    for (size_t i = 0; i < BIG; i++)
+        v[i] = (unsigned char)(i * 7 + (i >> 13));
+    return v;
+}
+
+/* Put `len` bytes of v, read them back whole (a MiB: 64 records of
+ * 16 KiB and more, several socket reads), then a batch of SMALL reads
+ * whose small replies share records. */
+static void big_and_many(wk_db *db, const unsigned char *v, size_t len)
+{
+    wk_entity cache = WK_CACHE_ENTITY("tls", 60000);
+    int rc = wk_cache_put(wk_db_processor(db), &cache, wk_name_str("big"), v, len);
+    cr_assert_eq(rc, WK_OK, "put: %s", wk_db_errmsg(db));
+    wk_body body = WK_BODY_INIT;
+    rc = wk_cache_get(wk_db_processor(db), &cache, wk_name_str("big"), &body);
+    cr_assert_eq(rc, WK_OK, "get: %s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert(body.found && body.len == len, "got %zu bytes of %zu", body.len, len);
+    cr_assert(memcmp(body.data, v, len) == 0, "the value came back changed");
+    wk_body_free(&body);
+
+    wk_batch *b;
+    cr_assert_eq(wk_batch_open(&b, db), WK_OK);
+    char val[32];
+    for (int i = 0; i < SMALL; i++) {
+        int n = snprintf(val, sizeof(val), "value %d", i);
+        wk_cache_put(wk_batch_processor(b), &cache, wk_name_u64((uint64_t)i), val, (size_t)n);
+    }
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    static wk_buffer got[SMALL];
+    static char bufs[SMALL][32];
+    for (int i = 0; i < SMALL; i++) {
+        got[i] = (wk_buffer){.data = bufs[i], .cap = sizeof(bufs[i])};
+        wk_cache_get_into(wk_batch_processor(b), &cache, wk_name_u64((uint64_t)i), &got[i]);
+    }
+    cr_assert_eq(wk_batch_exec(b), WK_OK, "%s", wk_db_errmsg(db));
+    for (int i = 0; i < SMALL; i++) {
+        int n = snprintf(val, sizeof(val), "value %d", i);
+        cr_assert(got[i].found && got[i].len == (size_t)n && memcmp(bufs[i], val, (size_t)n) == 0,
+                  "reply %d reached the wrong query: '%.*s'", i, (int)got[i].len, bufs[i]);
+    }
+    wk_batch_close(b);
+}
+
+Test(tls, replies_across_records_and_many_in_one_record, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_db_options o = tls_options(&t);
+    wk_db *db = open_ok(&o);
+    unsigned char *v = big_value();
+    big_and_many(db, v, BIG);
+    free(v);
+    wk_db_close(db);
+    tls_stop(&t);
+}
+
+/* OpenSSL judges a read or write that did not complete by this thread's
+ * error queue: an error the application left there must not turn "wait
+ * for more bytes" into a failure (the library empties the queue before
+ * each SSL_read and SSL_write, when it holds anything). Through a proxy
+ * that passes the server's bytes on 1500 at a time, so reads end inside
+ * records and SSL_read answers "want more" many times per value. */
+Test(tls, an_error_left_in_the_openssl_queue_does_not_fail_a_query, .timeout = 30)
+{
+    tls_server t;
+    tls_start(&t, false);
+    wk_test_proxy *proxy;
+    cr_assert_eq(wk_test_proxy_start(&proxy, t.tls_port), 0);
+    wk_test_proxy_slice(proxy, 1500);
+    char url[80];
+    snprintf(url, sizeof(url), "rediss%s", wk_test_proxy_url(proxy) + strlen("redis"));
+    wk_db_options o = tls_options(&t);
+    o.url = url;
+    wk_db *db = open_ok(&o);
+    /* A misjudged read would fail the query and a reconnect would retry
+     * it: count the connections too. */
+    redisContext *raw = wk_test_raw(t.s.url);
+    long long connected = wk_test_cmd_calls(raw, "hello");
+    unsigned char *v = big_value();
+    for (int round = 0; round < 3; round++) {
+        ERR_raise(ERR_LIB_USER, 1); /* the application's own, left behind */
+        big_and_many(db, v, 64 * 1024);
+    }
+    free(v);
+    cr_assert_eq(wk_test_cmd_calls(raw, "hello"), connected,
+                 "a read was taken for a failure and the connection reopened");
+    redisFree(raw);
+    wk_db_close(db);
+    wk_test_proxy_stop(proxy);
     tls_stop(&t);
 }
 

@@ -38,7 +38,8 @@ struct wk_test_proxy {
     void (*on_drop)(void *);
     void *arg;
     atomic_int drops;
-    atomic_bool frozen; /* forward nothing, keep every session open */
+    atomic_bool frozen;  /* forward nothing, keep every session open */
+    atomic_size_t slice; /* > 0: the server's bytes go out this many at a time */
     session sessions[MAX_SESSIONS];
 };
 
@@ -63,15 +64,20 @@ static void session_close(session *s)
     s->client = s->server = -1;
 }
 
-/* Forward what `from` has to `to`; false when the session must end. */
-static bool forward(int from, int to)
+/* Forward what `from` has to `to`, at most `slice` bytes per send with a
+ * millisecond between sends (0: all at once); false when the session
+ * must end. */
+static bool forward(int from, int to, size_t slice)
 {
     char buf[65536];
     ssize_t n = read(from, buf, sizeof(buf));
     if (n <= 0)
         return false;
     for (ssize_t off = 0; off < n;) {
-        ssize_t w = send(to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+        size_t len = (size_t)(n - off);
+        if (slice && off)
+            usleep(1000);
+        ssize_t w = send(to, buf + off, slice && len > slice ? slice : len, MSG_NOSIGNAL);
         if (w <= 0)
             return false;
         off += w;
@@ -148,7 +154,8 @@ static void *run(void *arg)
             bool from_server = fds[k].fd == s->server;
             if (from_server && take_armed_drop(p, s))
                 continue;
-            bool ok = from_server ? forward(s->server, s->client) : forward(s->client, s->server);
+            bool ok = from_server ? forward(s->server, s->client, atomic_load(&p->slice))
+                                  : forward(s->client, s->server, 0);
             if (!ok)
                 session_close(s);
         }
@@ -226,4 +233,9 @@ int wk_test_proxy_drops(const wk_test_proxy *p)
 void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen)
 {
     atomic_store(&p->frozen, frozen); /* the thread looks at it after each poll */
+}
+
+void wk_test_proxy_slice(wk_test_proxy *p, size_t bytes)
+{
+    atomic_store(&p->slice, bytes);
 }

@@ -132,6 +132,10 @@ int wk_test_proxy_drops(const wk_test_proxy *p);
  * open: a network that silently stops delivering (no FIN, no RST). New
  * connections are accepted and wait too. */
 void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen);
+/* From now on the server's bytes reach the client `bytes` at a time, a
+ * millisecond apart (0: as they come): a reply arrives in pieces, a TLS
+ * record split across reads. */
+void wk_test_proxy_slice(wk_test_proxy *p, size_t bytes);
 
 /* A fake peer that is not Redis (tests/support/fake_peer.c): the first
  * command read gets `first` (NULL: `reply`), every later one `reply`. */
