@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,9 +71,16 @@ static void server_start(server *s, const char *binary, const char *prefix)
 {
     int pipefd[2];
     cr_assert_eq(pipe(pipefd), 0);
+    pid_t parent = getpid();
     s->pid = fork();
     cr_assert_geq(s->pid, 0);
     if (s->pid == 0) {
+        /* A test that fails before server_stop() must not leave the
+         * server running: it would keep ctest's output pipe open, and
+         * ctest would wait for it for ever. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         dup2(pipefd[1], STDOUT_FILENO);
         close(pipefd[0]);
         close(pipefd[1]);

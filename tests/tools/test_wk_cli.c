@@ -7,6 +7,7 @@
  */
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -509,9 +510,14 @@ static void spawn_wk(child *c, const char *schema, const char *args)
     char cmd[4096];
     snprintf(cmd, sizeof(cmd), "exec '%s' --url '%s' --schema '%s' %s >%s 2>%s", WK_CLI_PATH,
              wk_test_url(), schema, args, c->out, c->err);
+    pid_t parent = getpid();
     c->pid = fork();
     cr_assert_geq(c->pid, 0);
     if (c->pid == 0) {
+        /* Dies with the test, even one that fails before child_cleanup(). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
