@@ -222,11 +222,15 @@ static int start_get(jobs_conn *c, const char *name)
         return WK_OK; /* answered */
     }
     snprintf(c->item, sizeof(c->item), "%s:%s", c->prefix, name);
-    wk_near_state state = WK_NEAR_ABSENT;
-    wk_near_cache_peek(jobs_nc, &jobs_cache, wk_name_str(c->item), &state);
-    c->from_memory = state == WK_NEAR_VERIFIED; /* a get now is served from memory */
+    /* A hit is served at the call itself (a miss by the near cache's
+     * reader, later): the hits counter moving across the call says which.
+     * (A peek before the call could be overtaken by an invalidation.) */
+    wk_near_stats before = {0}, after = {0};
+    wk_near_cache_stats(jobs_nc, &before);
     int rc = wk_near_cache_get_async(jobs_nc, c->a, &jobs_cache, wk_name_str(c->item), &c->body,
                                      on_get, c);
+    wk_near_cache_stats(jobs_nc, &after);
+    c->from_memory = after.hits > before.hits;
     if (rc != WK_OK) {
         char text[LINE_MAX_LEN];
         error_text(text, sizeof(text), rc, wk_near_cache_errmsg());
