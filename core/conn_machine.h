@@ -112,4 +112,13 @@ void wk__setup_take(wk__setup *s, wk__link *link, wk__link *notice);
  * twice, and on a set-up never begun if zeroed. */
 void wk__setup_end(wk__setup *s);
 
+/* A blocking handle's connection (core/db.c), the exchange machine's way
+ * to the handle's connection when its driver gives no other: begin — to
+ * the URL's target, SELECT, the failover notice, by `cap` — and, once the
+ * set-up ended, done: WK_OK with its connection the handle's (and for a
+ * cluster node's HELLO, the map asked, blocking), or the failure with
+ * `msg`. */
+void wk__conn_setup_begin(wk__conn *conn, wk__setup *s, int64_t cap);
+int wk__conn_setup_done(wk_db *db, wk__setup *s, char *msg, size_t msglen);
+
 #endif /* WK_CORE_CONN_MACHINE_H */

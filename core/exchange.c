@@ -17,6 +17,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/cluster.h"
+#include "core/engine_conn.h"
 #include "core/exchange.h"
 #include "core/exchange_cluster.h"
 #include "core/core_internal.h"
@@ -456,6 +457,8 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
+    if (i < wk__engine_lanes(m) && lane_of(m, i).q->setup)
+        return wk__engine_setup_events(lane_of(m, i).q, fd, NULL);
     if (m->settled && m->conn->cluster)
         return wk__xc_lane_events(m, i, fd);
     if (m->settled && i == 0 && m->conn->link.ctx) {
@@ -499,6 +502,7 @@ static void lose_busy(wk__engine *m, int rc, const char *why)
 void wk__engine_fail(wk__engine *m, int rc, const char *why)
 {
     lose_busy(m, rc, why);
+    wk__engine_setups_abort(m, rc, why);
 }
 
 /* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
@@ -565,7 +569,8 @@ static void end_round(wk__engine *m)
 }
 
 /* Start a round: route what is pending, have each lane it uses
- * connected (ENSURE), then stage. Returns false with *w to return. */
+ * connected (set up, waited for), then stage. Returns false with *w to
+ * return. */
 static bool start_round(wk__engine *m, wk__xwant *w)
 {
     wk__exchange *x = m->x;
@@ -592,7 +597,9 @@ static bool start_round(wk__engine *m, wk__xwant *w)
         }
     }
     /* Every lane a pending query goes to is checked (connected, probed
-     * when idle) before anything is staged. */
+     * when idle) before anything is staged; the lanes with no connection
+     * are set up at once, side by side. */
+    bool connecting = false;
     for (size_t i = 0; i < n; i++) {
         lane_ref r = lane_of(m, i);
         if (r.q->ensured)
@@ -602,7 +609,15 @@ static bool start_round(wk__engine *m, wk__xwant *w)
             used = x->slots[k].state == WK__UNSENT && x->slots[k].node == r.node;
         if (!used)
             continue;
-        *w = (wk__xwant){.what = WK__X_ENSURE, .lane = r.node};
+        char why[WK__ERRMSG_MAX / 2];
+        int rc = wk__engine_connect(m, r.node, true, why, sizeof(why));
+        if (rc == WK__CONNECTING)
+            connecting = true;
+        else
+            wk__engine_ensured(m, r.node, rc, why);
+    }
+    if (connecting) {
+        *w = (wk__xwant){.what = WK__X_WAIT, .deadline = wk__engine_setups_due(m, m->deadline)};
         return false;
     }
     if (m->done)
@@ -665,6 +680,10 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->settled = NULL;
     m->closing = NULL;
     m->push = NULL;
+    m->setup_begin = NULL;
+    m->setup_done = NULL;
+    m->fd_gone = NULL;
+    m->no_reconnect = false;
     /* Lanes are empty between exchanges (every way out of a round
      * empties them); made sure of here, since they link into slots. */
     size_t n = wk__engine_lanes(m);
@@ -673,7 +692,7 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
         if (q->head || q->held) {
             if (q->held)
                 freeReplyObject(q->held);
-            *q = (wk__lane){.out = q->out};
+            *q = (wk__lane){.out = q->out, .setup = q->setup};
         }
     }
     m->conn->lane.ensured = false;
@@ -706,8 +725,14 @@ static wk__xwant one_lane_step(wk__engine *m)
         }
         if (m->round >= MAX_ROUNDS || !any_unsent(m->x))
             break;
-        if (!q->ensured) /* each round's (the driver may answer first) */
-            return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
+        if (!q->ensured) { /* each round's: the check, or the set-up */
+            char why[WK__ERRMSG_MAX / 2];
+            int rc = wk__engine_connect(m, WK__NO_NODE, true, why, sizeof(why));
+            if (rc == WK__CONNECTING)
+                return (wk__xwant){.what = WK__X_WAIT,
+                                   .deadline = wk__engine_setups_due(m, m->deadline)};
+            wk__engine_ensured(m, WK__NO_NODE, rc, why);
+        }
         if (m->done)
             break; /* the connection could not be made */
         stage(m, r, m->round == 0 && m->x->prepared, 0);
@@ -791,6 +816,7 @@ static int connection_result(wk__engine *m, size_t at, size_t lost, size_t unsen
 int wk__engine_end(wk__engine *m)
 {
     wk__exchange *x = m->x;
+    wk__engine_setups_end(m); /* none is left running but by a driver's bug */
     if (m->conn_rc == WK_OK && any_unsent(x)) {
         m->conn_rc = WK_EIO; /* cannot happen with a sane server */
         wk__copy_text(m->why, sizeof(m->why), "gave up after repeated NOSCRIPT replies");
@@ -879,11 +905,23 @@ static wk__xwant continuous_step(wk__engine *m)
     for (int guard = 0; guard < 8; guard++) {
         if (!r.link->ctx) {
             q->draining = false;
-            for (size_t i = m->scan; i < m->x->count; i++)
-                if (m->x->slots[i].state == WK__UNSENT)
-                    return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
-            m->scan = m->x->count;
-            return (wk__xwant){.what = WK__X_WAIT};
+            bool wanted = q->setup != NULL;
+            for (size_t i = m->scan; !wanted && i < m->x->count; i++)
+                wanted = m->x->slots[i].state == WK__UNSENT;
+            if (!wanted) {
+                m->scan = m->x->count;
+                return (wk__xwant){.what = WK__X_WAIT};
+            }
+            char why[WK__ERRMSG_MAX / 2];
+            int rc = wk__engine_connect(m, WK__NO_NODE, false, why, sizeof(why));
+            if (rc == WK__CONNECTING)
+                break;
+            if (conn->cluster) /* its HELLO said cluster: the nodes' lanes now */
+                return wk__xc_step(m);
+            wk__engine_ensured(m, WK__NO_NODE, rc, why);
+            if (rc)
+                break;
+            continue;
         }
         bool seen = q->ready != 0;
         if (!m->push && (q->ready & (POLLIN | POLLHUP | POLLERR)) &&
@@ -928,6 +966,8 @@ int64_t wk__engine_due(const wk__engine *m)
     if (m->conn->cluster)
         return wk__xc_due(m);
     const wk__lane *q = &m->conn->lane;
+    if (q->setup)
+        return wk__engine_setups_due(m, 0);
     const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
     return h && h->state == WK__SENT ? h->due : 0;
 }
@@ -969,6 +1009,7 @@ void wk__engine_cancel(wk__engine *m, int rc, const char *why)
             q->held = NULL;
         }
     }
+    wk__engine_setups_end(m);
     m->scan = m->placed = m->x->count;
 }
 
@@ -1006,9 +1047,9 @@ void wk__xc_settle(wk__engine *m, size_t i, int status)
 
 /* ---- the blocking driver ------------------------------------------------ */
 
-/* Poll around the machine until it is done: connections are made (and
- * the map asked) the blocking way, and every wait ends at the want's
- * deadline or when the handle's wake descriptor fires. */
+/* Poll around the machine until it is done (the map is asked the
+ * blocking way): every wait ends at the want's deadline or when the
+ * handle's wake descriptor fires. */
 static int drive(wk__engine *m)
 {
     wk_db *db = m->x->db;
@@ -1017,18 +1058,8 @@ static int drive(wk__engine *m)
     struct pollfd stack[8], *p = stack;
     uint16_t stack_lane[8], *lane_at = stack_lane;
     size_t cap = sizeof(stack) / sizeof(stack[0]);
-    /* The handle's connection is made sure of before the first step
-     * asks (saves a step per query). */
-    wk__xwant w = conn->cluster ? wk__engine_step(m)
-                                : (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
-    for (; w.what != WK__X_DONE; w = wk__engine_step(m)) {
+    for (wk__xwant w = wk__engine_step(m); w.what != WK__X_DONE; w = wk__engine_step(m)) {
         char why[WK__ERRMSG_MAX / 2];
-        if (w.what == WK__X_ENSURE) {
-            int rc = w.lane == WK__NO_NODE ? wk__conn_ensure(db)
-                                           : wk__cluster_node_ensure(conn, w.lane, why, sizeof(why));
-            wk__engine_ensured(m, w.lane, rc, w.lane == WK__NO_NODE ? db->errmsg : why);
-            continue;
-        }
         if (w.what == WK__X_REFRESH) {
             wk__cluster_refresh(conn, why, sizeof(why));
             continue;
@@ -1055,7 +1086,8 @@ static int drive(wk__engine *m)
             }
         }
         nfds_t socks = k;
-        if (socks && conn->wake_fd >= 0)
+        /* (Not during a cluster's pause alone: nothing would end it.) */
+        if ((socks || wk__engine_connecting(m)) && conn->wake_fd >= 0)
             p[k++] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
         int n = wk__poll_until(p, k, w.deadline);
         if (n < 0) {

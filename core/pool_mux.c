@@ -132,19 +132,11 @@ static void kick(wk__mux_lane *l)
 }
 
 /* Step the machine as far as it goes without waiting; a connection it
- * needs is made here, blocking, by `deadline`. */
+ * sets up now ends by `deadline` at the latest. */
 static void advance(wk__mux_lane *l, int64_t deadline)
 {
-    wk__conn *conn = l->db->conn;
-    for (int guard = 0; guard < 8; guard++) {
-        if (wk__engine_step(&l->m).what != WK__X_ENSURE)
-            return;
-        int64_t outer = conn->call_deadline;
-        conn->call_deadline = deadline;
-        int rc = wk__conn_ensure(l->db);
-        conn->call_deadline = outer;
-        wk__engine_ensured(&l->m, WK__NO_NODE, rc, l->db->errmsg);
-    }
+    l->m.deadline = deadline;
+    wk__engine_step(&l->m);
 }
 
 /* Let the settled front go once it is most of what is kept (or all). */
@@ -338,19 +330,18 @@ static void flush(wk__mux_lane *l, int64_t deadline)
     if (!conn->lane.head && conn->lane.wpos == conn->lane.len && conn->link.ctx &&
         !l->polling && l->m.scan < l->x.count) {
         /* Nothing in flight: the handle's check before a query (a broken
-         * or idle-closed connection, a Sentinel failover notice). */
-        int64_t outer = conn->call_deadline;
-        conn->call_deadline = dl;
-        int ok = wk__conn_ensure(l->db);
-        conn->call_deadline = outer;
-        if (ok != WK_OK)
-            wk__engine_ensured(&l->m, WK__NO_NODE, ok, l->db->errmsg);
+         * or idle-closed connection, a Sentinel failover notice); the
+         * machine sets up a new one. */
+        wk__conn_check(conn);
     }
     size_t woken = l->nwake;
+    int fd = -1, seen_fd = -1;
+    short seen = wk__engine_lane_events(&l->m, 0, &seen_fd);
     advance(l, dl);
     /* A leader asleep in poll: tell it when what it waits for changed. */
-    if (l->polling && (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx ||
-                       l->nwake != woken))
+    if (l->polling &&
+        (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx || l->nwake != woken ||
+         wk__engine_lane_events(&l->m, 0, &fd) != seen || fd != seen_fd))
         kick(l);
 }
 
