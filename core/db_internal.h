@@ -17,7 +17,7 @@
 #include "core/transport.h"
 
 #define WK__ERRMSG_MAX 512
-/* A connection idle this long is probed before use (see wk__conn_ensure). */
+/* A connection idle this long is probed before use (see wk__conn_check). */
 #define WK__IDLE_PROBE_MS 1000
 
 /* Redis Cluster: the slot map and the nodes' connections (core/cluster.h). */

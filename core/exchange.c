@@ -1,5 +1,6 @@
 /*
  * core/exchange.c — the exchange (core/exchange.h) as a sans-I/O machine,
+ * the one that drives every connection (its set-ups: core/engine_conn.c),
  * and the blocking driver that polls around it. A round stages every
  * pending command on its lane (the handle's connection, or a cluster
  * node's), writes each lane's bytes as its socket takes them, reads one
