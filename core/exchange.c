@@ -458,8 +458,11 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
-    if (i < wk__engine_lanes(m) && lane_of(m, i).q->setup)
-        return wk__engine_setup_events(lane_of(m, i).q, fd, NULL);
+    const wk__cluster *c = m->conn->cluster;
+    const wk__lane *sq =
+        c ? (i < c->nnodes ? &c->nodes[i]->lane : NULL) : (i == 0 ? &m->conn->lane : NULL);
+    if (sq && sq->setup) /* being set up: the set-up's socket */
+        return wk__engine_setup_events(sq, fd, NULL);
     if (m->settled && m->conn->cluster)
         return wk__xc_lane_events(m, i, fd);
     if (m->settled && i == 0 && m->conn->link.ctx) {
@@ -817,7 +820,8 @@ static int connection_result(wk__engine *m, size_t at, size_t lost, size_t unsen
 int wk__engine_end(wk__engine *m)
 {
     wk__exchange *x = m->x;
-    wk__engine_setups_end(m); /* none is left running but by a driver's bug */
+    if (m->conn->cluster || m->conn->lane.setup)
+        wk__engine_setups_end(m); /* none is left running but by a driver's bug */
     if (m->conn_rc == WK_OK && any_unsent(x)) {
         m->conn_rc = WK_EIO; /* cannot happen with a sane server */
         wk__copy_text(m->why, sizeof(m->why), "gave up after repeated NOSCRIPT replies");
