@@ -1,9 +1,8 @@
 /*
- * core/db.c — opening, narrowing and closing handles; a blocking
- * handle's connection — opened here (the set-up machine of
- * core/conn_machine.c, polled), set up again by the exchange machine
- * (core/engine_conn.c) with wk__conn_setup_begin / _done — and its check
- * before a query; the detail message.
+ * core/db.c — opening, narrowing and closing handles; where a blocking
+ * handle's connection is set up to and what becomes of it (the exchange
+ * machine sets it up, core/engine_conn.c: wk__conn_setup_begin / _done),
+ * and its check before a query; the detail message.
  */
 #include <errno.h>
 #include <poll.h>
@@ -118,10 +117,11 @@ bool wk__failover_noticed(const char *service, wk__link *link)
 }
 
 /* ------------------------------------------------------------------------
- * Opening: the set-up machine (core/conn_machine.c) alone, polled — a
- * handle's open and a cluster map's blocking refresh. Once open, every
- * connection is set up again by the exchange machine that runs its
- * queries (core/engine_conn.c), with the two hooks below.
+ * A connection is set up by the exchange machine (core/engine_conn.c) —
+ * a handle's open is an exchange of no query (wk__conn_open, in
+ * core/exchange.c) — with the two hooks below. The set-up machine alone,
+ * polled, serves only a cluster map's blocking refresh
+ * (wk__connect_node).
  * ---------------------------------------------------------------------- */
 
 /* Drive a set-up to its end: wait for what it wants (and the wake-up
@@ -170,9 +170,9 @@ int wk__conn_setup_done(wk_db *db, wk__setup *s, char *msg, size_t msglen)
 {
     wk__conn *conn = db->conn;
     int rc = s->rc;
-    if (rc) {
+    if (rc) { /* (the whole message on the handle too: an open keeps it) */
         wk__copy_text(msg, msglen, s->msg);
-        return rc;
+        return wk__db_fail(db, rc, "%s", s->msg);
     }
     wk__setup_take(s, &conn->link, &conn->notice);
     if (s->cluster && !conn->url.service) {
@@ -194,21 +194,6 @@ int wk__conn_setup_done(wk_db *db, wk__setup *s, char *msg, size_t msglen)
         wk__link_close(&conn->link);
     else
         conn->last_io_ms = wk_monotonic_ms();
-    return rc;
-}
-
-int wk__conn_open(wk_db *db)
-{
-    wk__conn *conn = db->conn;
-    if (conn->cluster)
-        return WK_OK; /* nodes are connected as queries need them */
-    /* One deadline for the whole open — dial, TLS, AUTH, HELLO, SELECT, a
-     * cluster's discovery — no later than an enclosing call's. */
-    wk__setup s;
-    wk__conn_setup_begin(conn, &s, conn->call_deadline);
-    run_setup(&s, db->errmsg, sizeof(db->errmsg));
-    int rc = wk__conn_setup_done(db, &s, db->errmsg, sizeof(db->errmsg));
-    wk__setup_end(&s);
     return rc;
 }
 

@@ -261,7 +261,8 @@ int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const ch
                         redisReply **reply);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
- * wk_db_open() makes. */
+ * wk_db_open() makes — an exchange of no query (core/exchange.c): the
+ * machine's set-up alone, by the connect timeout and call_deadline. */
 int wk__conn_open(wk_db *db);
 /* Release one reference to a connection; the last frees it. */
 void wk__conn_release(wk__conn *conn);

@@ -85,6 +85,8 @@ static int adopt(wk__engine *m, struct wk__lane_setup *ls, char *why, size_t why
         return rc;
     }
     rc = wk__conn_setup_done(m->x->db, s, why, whylen);
+    if (!m->x->count) /* an open (wk__conn_open), not a reconnect */
+        return rc;
     if (rc == WK_OK)
         conn->reconnects++;
     wk__count_connect(conn, rc);

@@ -727,7 +727,9 @@ static wk__xwant one_lane_step(wk__engine *m)
             end_round(m);
             continue;
         }
-        if (m->round >= MAX_ROUNDS || !any_unsent(m->x))
+        /* No query at all: the handle's open (wk__conn_open), the
+         * connection alone. */
+        if (m->round >= MAX_ROUNDS || (!any_unsent(m->x) && m->x->count))
             break;
         if (!q->ensured) { /* each round's: the check, or the set-up */
             char why[WK__ERRMSG_MAX / 2];
@@ -737,8 +739,8 @@ static wk__xwant one_lane_step(wk__engine *m)
                                    .deadline = wk__engine_setups_due(m, m->deadline)};
             wk__engine_ensured(m, WK__NO_NODE, rc, why);
         }
-        if (m->done)
-            break; /* the connection could not be made */
+        if (m->done || !m->x->count)
+            break; /* the connection could not be made, or was all */
         stage(m, r, m->round == 0 && m->x->prepared, 0);
         q->ensured = false;
         m->in_round = true;
@@ -822,6 +824,9 @@ int wk__engine_end(wk__engine *m)
     wk__exchange *x = m->x;
     if (m->conn->cluster || m->conn->lane.setup)
         wk__engine_setups_end(m); /* none is left running but by a driver's bug */
+    if (!x->count)                /* an open: the set-up's own message is on the handle */
+        return m->conn_rc && !x->db->errmsg[0] ? wk__db_fail(x->db, m->conn_rc, "%s", m->why)
+                                               : m->conn_rc;
     if (m->conn_rc == WK_OK && any_unsent(x)) {
         m->conn_rc = WK_EIO; /* cannot happen with a sane server */
         wk__copy_text(m->why, sizeof(m->why), "gave up after repeated NOSCRIPT replies");
@@ -1109,6 +1114,21 @@ static int drive(wk__engine *m)
     if (p != stack)
         free(p);
     return wk__engine_end(m);
+}
+
+int wk__conn_open(wk_db *db)
+{
+    wk__conn *conn = db->conn;
+    if (conn->cluster)
+        return WK_OK; /* nodes are connected as queries need them */
+    /* An exchange of no query: the machine sets the connection up — dial,
+     * TLS, AUTH, HELLO, SELECT, a cluster's discovery — by its connect
+     * timeout, no later than an enclosing call's deadline. */
+    wk__exchange x = {.db = db};
+    wk__engine m;
+    db->errmsg[0] = '\0';
+    wk__engine_begin(&m, &x, conn->call_deadline);
+    return drive(&m);
 }
 
 int wk__exchange_run(wk__exchange *x)
