@@ -1,12 +1,12 @@
 /*
  * core/async.c — the event-loop handle (wakuwaku/async.h): an adapter
- * over the machines every handle shares. The exchange machine
- * (core/exchange.h, continuous mode) stages, writes, reads and judges the
- * queries by the rules of every exchange; the set-up machine
- * (core/conn_machine.h: dial, TLS, AUTH / HELLO / SELECT, the Sentinel
- * search) makes the connection when the exchange asks for one (ENSURE).
- * Both are stepped from wk_async_process(); their wants are what the
- * loop is shown (core/async_wait.c: the watch).
+ * over the one machine every handle shares: the exchange machine
+ * (core/exchange.h, continuous mode) sets up each connection it needs
+ * (dial, TLS, AUTH / HELLO / SELECT, the Sentinel search: this file only
+ * says where to and takes what was made) and stages, writes, reads and
+ * judges the queries by the rules of every exchange. It is stepped from
+ * wk_async_process(); its wants are what the loop is shown
+ * (core/async_wait.c: the watch).
  *
  * Each connection is a lane (core/async_internal.h): the handle's own,
  * and, once something waits, the waits lane of core/async_wait.c. A lane
@@ -101,78 +101,60 @@ static void conn_closing(void *arg)
     wk__async_fd_gone(l);
 }
 
-static void setup_closing(void *arg)
+/* ---- the connection: where to, and what was made ------------------------- */
+
+static void setup_begin(void *arg, wk__setup *s)
 {
-    wk__async_fd_gone(arg);
+    wk__async_lane *l = arg;
+    const char *host = NULL; /* the URL's target, or a cluster's map lane's pick */
+    int port = wk__async_cluster_target(l, &host);
+    wk__setup_begin(s, l->db->conn, host, port, host ? 0 : WK__SETUP_SELECT, 0);
 }
 
-/* ---- the connection ----------------------------------------------------- */
-
-/* The set-up ended: the connection is the exchange's, or every query
- * waiting for it fails with the reason. */
-static void connected(wk__async_lane *l)
+/* The set-up ended: the connection is the lane's (a cluster node's: the
+ * handle becomes a cluster handle), or the failure is the handle's. */
+static int setup_done(void *arg, wk__setup *s)
 {
+    wk__async_lane *l = arg;
     wk_async *a = l->a;
-    l->connecting = false;
-    int rc = l->setup.rc;
-    if (rc || l->setup.cluster)
+    int rc = s->rc;
+    if (rc || s->cluster)
         a->db->errmsg[0] = '\0'; /* the newer failure is the handle's message */
     if (rc)
-        wk__copy_text(a->errmsg, sizeof(a->errmsg), l->setup.msg);
-    else if (l->setup.cluster)
-        rc = wk__async_cluster_found(l); /* core/async_cluster.c */
+        wk__copy_text(a->errmsg, sizeof(a->errmsg), s->msg);
+    else if (s->cluster)
+        rc = wk__async_cluster_found(l, s); /* core/async_cluster.c */
     if (rc) {
         wk__async_fd_gone(l);
-        wk__setup_end(&l->setup);
-        wk__engine_ensured(&l->m, WK__NO_NODE, rc, a->errmsg);
-        return;
+        wk__copy_text(s->msg, sizeof(s->msg), a->errmsg);
+        return rc;
     }
     if (!l->db->conn->cluster) /* else the map lane took it */
-        wk__setup_take(&l->setup, &l->db->conn->link, NULL);
-    wk__setup_end(&l->setup);
+        wk__setup_take(s, &l->db->conn->link, NULL);
     l->db->conn->last_io_ms = wk_monotonic_ms();
+    return WK_OK;
 }
 
-void wk__async_lane_connect(wk__async_lane *l)
+static void fd_gone(void *arg, uint16_t lane)
 {
-    wk__async_lane_connect_to(l, NULL, 0);
-}
-
-void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port)
-{
-    wk__setup_begin(&l->setup, l->db->conn, host, port, host ? 0 : WK__SETUP_SELECT, 0);
-    l->setup.closing = setup_closing;
-    l->setup.closing_arg = l;
-    l->connecting = true;
-    l->want = wk__setup_step(&l->setup, 0);
-    if (l->want.done)
-        connected(l);
+    if (lane == WK__NO_NODE)
+        wk__async_fd_gone(arg);
+    else
+        wk__async_cluster_node_gone(((wk__async_lane *)arg)->a, lane);
 }
 
 /* Move a lane's connection and queries as far as they go now. */
 static void advance(wk__async_lane *l, short ev)
 {
     for (int guard = 0; guard < 8; guard++) {
-        if (l->connecting) {
-            l->want = wk__setup_step(&l->setup, ev);
-            ev = 0;
-            if (!l->want.done)
-                return;
-            connected(l);
-        }
         if (l->db->conn->cluster)
-            wk__async_cluster_ready(l); /* the nodes' events and set-ups */
+            wk__async_cluster_ready(l); /* the nodes' events */
         else
             wk__engine_ready(&l->m, 0, ev);
         ev = 0;
         wk__xwant w = wk__engine_step(&l->m);
-        if (l->a->closing)
+        if (l->a->closing || !wk__async_cluster_want(l, w))
             return;
-        if (wk__async_cluster_want(l, w))
-            continue;
-        if (w.what != WK__X_ENSURE || w.lane != WK__NO_NODE)
-            return;
-        wk__async_lane_connect(l);
     }
 }
 
@@ -181,19 +163,20 @@ void wk__async_lane_init(wk__async_lane *l, wk_async *a, wk_db *db)
     l->a = a;
     l->db = db;
     db->loop = a;
-    l->setup.dial.fd = -1; /* nothing to end yet */
     l->reg_fd = -1;
     l->x = (wk__exchange){.db = db, .query = wk__kept_query, .ctx = &l->k};
     wk__engine_open(&l->m, &l->x, settled, conn_closing, l);
+    l->m.setup_begin = setup_begin;
+    l->m.setup_done = setup_done;
+    l->m.fd_gone = fd_gone;
 }
 
 /* Complete what is queued (by the outcome rules) and close the lane's
  * connection; the callbacks run in the next flush(). */
 static void lane_cancel(wk__async_lane *l)
 {
-    wk__engine_cancel(&l->m, WK_EIO, "handle closed");
+    wk__engine_cancel(&l->m, WK_EIO, "handle closed"); /* and its set-ups */
     wk__async_fd_gone(l);
-    wk__setup_end(&l->setup);
     wk__conn_drop(l->db->conn);
 }
 
@@ -229,8 +212,8 @@ int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done,
     l->e[l->x.count] = (wk__async_entry){.done = done, .arg = arg};
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
-    if (!l->connecting && !db->conn->link.ctx && !db->conn->cluster && !a->in_process)
-        wk__async_lane_connect(l);
+    if (!a->in_process)
+        wk__engine_dial(&l->m); /* when it has no connection */
     wk__async_update_watch(a);
     return WK_OK;
 }
@@ -258,7 +241,7 @@ static int async_start(wk_async *a, char *err, size_t errlen)
     if (rc)
         return rc;
     if (!a->cl)
-        wk__async_lane_connect(&a->lane[WK__LANE_MAIN]);
+        wk__engine_dial(&a->lane[WK__LANE_MAIN].m);
     return WK_OK;
 }
 

@@ -1,9 +1,9 @@
 /*
  * core/async_cluster.c — the event-loop handle on a Redis Cluster
  * (core/async_cluster.h): becoming a cluster handle, the map lane and its
- * CLUSTER SLOTS, the nodes' connections set up through the loop, and
- * their registrations in the epoll set. Routing, redirections and the
- * outcome rules are the exchange machine's (core/exchange_cluster.c,
+ * CLUSTER SLOTS, and the nodes' registrations in the epoll set. Routing,
+ * redirections, the nodes' set-ups and the outcome rules are the
+ * exchange machine's (core/exchange_cluster.c, core/engine_conn.c,
  * core/exchange.c), the same code as a blocking handle's.
  */
 #include <stdio.h>
@@ -18,24 +18,16 @@
 #include "core/cluster.h"
 #include "core/exchange_cluster.h"
 
-/* A node's connection being set up. */
-typedef struct node_setup {
-    wk__setup s;
-    wk__want want;
-    struct node_conn *nc;
-} node_setup;
-
 typedef struct node_conn {
     wk_async *a;
     uint16_t i;
-    node_setup *setup; /* while connecting, else NULL */
     short ev;          /* events seen since the last step */
     int reg_fd;        /* registered in the set (-1: none) */
     unsigned reg_events;
 } node_conn;
 
 struct wk__async_cluster {
-    node_conn **n; /* one per node of the map, each allocated once (set-ups point to it) */
+    node_conn **n; /* one per node of the map, each allocated once */
     size_t nn, cap;
     bool asking;    /* a CLUSTER SLOTS is out on the map lane */
     size_t turn;    /* the map lane's next reconnect: the turn-th primary, or the seeds */
@@ -196,18 +188,17 @@ int wk__async_cluster_open(wk_async *a, char *err, size_t errlen)
     return become(a, NULL, err, errlen);
 }
 
-int wk__async_cluster_found(wk__async_lane *l)
+int wk__async_cluster_found(wk__async_lane *l, wk__setup *s)
 {
     wk_async *a = l->a;
     if (a->one_node)
         return WK_OK; /* held to that node: a plain connection */
     if (l == &a->lane[WK__LANE_MAIN])
-        return become(a, &l->setup, a->errmsg, sizeof(a->errmsg));
+        return become(a, s, a->errmsg, sizeof(a->errmsg));
     if (!a->cl) /* a waits lane: the server turned into a cluster node */
         return wk__errbuf_set(a->errmsg, sizeof(a->errmsg), WK_EINVAL,
-                              "%s is a Redis Cluster node; waits go to a single server",
-                              l->setup.addr);
-    remember_host(a, &l->setup); /* the map lane reconnected */
+                              "%s is a Redis Cluster node; waits go to a single server", s->addr);
+    remember_host(a, s); /* the map lane reconnected */
     return WK_OK;
 }
 
@@ -219,49 +210,11 @@ static void node_fd_gone(void *arg)
     wk__async_epoll_drop(nc->a, &nc->reg_fd, &nc->reg_events);
 }
 
-/* A node's set-up ended: its connection is its lane's, or the queries
- * waiting for it fail with the reason (they did not run). */
-static void node_connected(wk_async *a, node_conn *nc)
+void wk__async_cluster_node_gone(wk_async *a, uint16_t i)
 {
-    node_setup *ns = nc->setup;
-    wk__conn *conn = a->db->conn;
-    wk__node *n = map_of(a)->nodes[nc->i];
-    int rc = ns->s.rc;
-    char msg[WK__ERRMSG_MAX];
-    wk__copy_text(msg, sizeof(msg), ns->s.msg);
-    if (rc == WK_OK) {
-        wk__setup_take(&ns->s, &n->link, NULL);
-        n->last_io_ms = wk_monotonic_ms();
-    } else {
+    node_conn *nc = a->cl ? node(a, i) : NULL;
+    if (nc)
         node_fd_gone(nc);
-        wk__copy_text(a->errmsg, sizeof(a->errmsg), msg);
-    }
-    wk__setup_end(&ns->s);
-    free(ns);
-    nc->setup = NULL;
-    wk__count_connect(conn, rc);
-    wk__engine_ensured(&a->lane[WK__LANE_MAIN].m, nc->i, rc, msg);
-}
-
-static void node_connect(wk_async *a, uint16_t i)
-{
-    node_conn *nc = node(a, i);
-    node_setup *ns = nc && !nc->setup ? calloc(1, sizeof(*ns)) : NULL;
-    if (nc && nc->setup)
-        return; /* connecting */
-    if (!ns) {
-        wk__engine_ensured(&a->lane[WK__LANE_MAIN].m, i, WK_ENOMEM, "out of memory connecting");
-        return;
-    }
-    const wk__node *n = map_of(a)->nodes[i];
-    ns->nc = nc;
-    nc->setup = ns;
-    wk__setup_begin(&ns->s, a->db->conn, n->host, n->port, 0, 0);
-    ns->s.closing = node_fd_gone;
-    ns->s.closing_arg = nc;
-    ns->want = wk__setup_step(&ns->s, 0);
-    if (ns->want.done)
-        node_connected(a, nc);
 }
 
 void wk__async_cluster_ready(wk__async_lane *l)
@@ -270,48 +223,36 @@ void wk__async_cluster_ready(wk__async_lane *l)
     wk__async_cluster *cl = a->cl;
     for (size_t i = 0; i < cl->nn; i++) {
         node_conn *nc = cl->n[i];
-        short ev = nc->ev;
+        if (nc->ev)
+            wk__engine_ready(&l->m, i, nc->ev);
         nc->ev = 0;
-        if (nc->setup) {
-            nc->setup->want = wk__setup_step(&nc->setup->s, ev);
-            if (nc->setup->want.done)
-                node_connected(a, nc);
-        } else if (ev) {
-            wk__engine_ready(&l->m, i, ev);
-        }
     }
 }
 
-/* The map lane reconnects: to the primaries of the map in turn, then the
- * URL's seeds (a seed list may name nodes long gone). */
-static void map_connect(wk__async_lane *l)
+int wk__async_cluster_target(wk__async_lane *l, const char **host)
 {
+    /* The map lane sets up again to the primaries of the map in turn,
+     * then the URL's seeds (a seed list may name nodes long gone). */
     wk__async_cluster *cl = l->a->cl;
+    *host = NULL;
+    if (!cl || l != &l->a->lane[WK__LANE_MAP])
+        return 0;
     const wk__cluster *c = map_of(l->a);
     const wk__node *pick = NULL;
     for (size_t i = 0, k = 0; i < c->nnodes && !pick; i++)
         if (c->nodes[i]->primary && k++ == cl->turn)
             pick = c->nodes[i];
     cl->turn = pick ? cl->turn + 1 : 0;
-    wk__async_lane_connect_to(l, pick ? pick->host : NULL, pick ? pick->port : 0);
+    *host = pick ? pick->host : NULL;
+    return pick ? pick->port : 0;
 }
 
 bool wk__async_cluster_want(wk__async_lane *l, wk__xwant w)
 {
     wk_async *a = l->a;
-    if (a->cl && l == &a->lane[WK__LANE_MAP] && w.what == WK__X_ENSURE) {
-        map_connect(l);
-        return true;
-    }
-    if (!a->cl || l != &a->lane[WK__LANE_MAIN])
+    if (!a->cl || l != &a->lane[WK__LANE_MAIN] || w.what != WK__X_REFRESH)
         return false;
-    if (w.what == WK__X_REFRESH) {
-        ask_map(a);
-        return true;
-    }
-    if (w.what != WK__X_ENSURE || w.lane == WK__NO_NODE)
-        return false;
-    node_connect(a, w.lane);
+    ask_map(a);
     return true;
 }
 
@@ -333,13 +274,7 @@ void wk__async_cluster_sync(wk_async *a)
         if (!nc)
             return;
         int fd = -1;
-        short want = 0;
-        if (nc->setup) {
-            fd = nc->setup->want.fd;
-            want = nc->setup->want.events;
-        } else {
-            want = wk__engine_lane_events(m, i, &fd);
-        }
+        short want = wk__engine_lane_events(m, i, &fd);
         wk__async_epoll_sync(a, want ? fd : -1, want, WK__ASYNC_NODE_TAG + (uint32_t)i, &nc->reg_fd,
                              &nc->reg_events);
     }
@@ -350,19 +285,7 @@ void wk__async_cluster_fd_gone(wk_async *a)
     /* Which node's connection closes is not said: every node's socket
      * leaves the set, the next sync puts back the open ones. */
     for (size_t i = 0; i < a->cl->nn; i++)
-        if (!a->cl->n[i]->setup)
-            node_fd_gone(a->cl->n[i]);
-}
-
-int64_t wk__async_cluster_due(const wk_async *a)
-{
-    int64_t due = -1;
-    for (size_t i = 0; i < a->cl->nn; i++) {
-        const node_setup *ns = a->cl->n[i]->setup;
-        if (ns && (due < 0 || ns->want.deadline < due))
-            due = ns->want.deadline;
-    }
-    return due;
+        node_fd_gone(a->cl->n[i]);
 }
 
 void wk__async_cluster_close(wk_async *a)
@@ -373,10 +296,6 @@ void wk__async_cluster_close(wk_async *a)
     for (size_t i = 0; i < cl->nn; i++) {
         node_conn *nc = cl->n[i];
         node_fd_gone(nc);
-        if (nc->setup) {
-            wk__setup_end(&nc->setup->s);
-            free(nc->setup);
-        }
         free(nc);
     }
     free(cl->n);

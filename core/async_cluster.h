@@ -6,8 +6,8 @@
  * A handle becomes a cluster handle when opened with a seed list, or when
  * its connection's set-up reaches a cluster node. From then on its main
  * lane's exchange machine runs in continuous mode over the nodes' lanes
- * (core/exchange_cluster.h): one connection per node, each set up
- * through the loop like the first (core/conn_machine.h); lane 1 (the
+ * (core/exchange_cluster.h): one connection per node, each set up by
+ * that machine (core/engine_conn.h); lane 1 (the
  * waits lane of a plain handle) is the map lane: a connection to a seed
  * (made again: to the map's primaries in turn, then the seeds) that
  * runs nothing but CLUSTER SLOTS, at first and whenever the machine
@@ -31,23 +31,29 @@ typedef struct wk__async_cluster wk__async_cluster;
 /* wk_async_open() with a seed list: a cluster handle at once (the map
  * lane dials the seeds). WK_OK, or the failure with its message. */
 int wk__async_cluster_open(wk_async *a, char *err, size_t errlen);
-/* Lane l's set-up reached a cluster node: the main lane's connection
+/* Lane l's set-up s reached a cluster node: the main lane's connection
  * becomes the map lane's and the handle a cluster handle; the map lane
  * goes on. WK_OK, or the refusal (message in a->errmsg). */
-int wk__async_cluster_found(wk__async_lane *l);
-/* The main lane of a cluster handle, in its step: the nodes' events and
- * set-ups first; then what its machine asked (true: handled, step again). */
+int wk__async_cluster_found(wk__async_lane *l, wk__setup *s);
+/* Where lane l's connection is set up: the map lane's, to the map's
+ * primaries in turn (returns the port, *host), else the URL's target
+ * (*host NULL). */
+int wk__async_cluster_target(wk__async_lane *l, const char **host);
+/* The main lane of a cluster handle, in its step: the nodes' events
+ * first; then what its machine asked (true: a REFRESH handled, step
+ * again). */
 void wk__async_cluster_ready(wk__async_lane *l);
 bool wk__async_cluster_want(wk__async_lane *l, wk__xwant w);
 
 /* The epoll set: node `node` fired `ev` (poll bits); keep the nodes'
- * registrations as wanted; a connection is about to close; the nodes'
- * set-ups' deadline (-1: none). */
+ * registrations as wanted (a set-up's socket while it runs); a
+ * connection is about to close (which: every node's registration goes),
+ * node i's is. */
 void wk__async_cluster_event(wk_async *a, uint32_t node, short ev);
 void wk__async_cluster_sync(wk_async *a);
 void wk__async_cluster_fd_gone(wk_async *a);
-int64_t wk__async_cluster_due(const wk_async *a);
-/* At wk_async_close(): end the set-ups in progress, free the state. */
+void wk__async_cluster_node_gone(wk_async *a, uint16_t i);
+/* At wk_async_close(): free the state. */
 void wk__async_cluster_close(wk_async *a);
 
 /* One socket's registration in the set (core/async_wait.c): `fd` wanted

@@ -32,10 +32,7 @@ typedef struct wk__async_entry {
 typedef struct wk__async_lane {
     wk_async *a;
     wk_db *db; /* its connection and settings */
-    bool connecting;
-    wk__setup setup; /* while connecting: the set-up, and what it waits for */
-    wk__want want;
-    wk__engine m;
+    wk__engine m;   /* which sets the connection up, too */
     wk__exchange x; /* over k */
     wk__kept k;     /* the queries */
     wk__async_entry *e;
@@ -77,10 +74,6 @@ struct wk_async {
 /* Queue q on lane l with `done(a, status, msg, arg)` as its completion
  * (rule 1 of wakuwaku/async.h): WK_OK, or the refusal (on the lane's db). */
 int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done, void *arg);
-/* Lane l needs its connection (no set-up in progress, none there). */
-void wk__async_lane_connect(wk__async_lane *l);
-/* The same to the node host:port alone (no SELECT), not the URL's target. */
-void wk__async_lane_connect_to(wk__async_lane *l, const char *host, int port);
 void wk__async_lane_init(wk__async_lane *l, wk_async *a, wk_db *db);
 void wk__async_lane_free(wk__async_lane *l);
 /* The lane's socket is (about to be) closed: tell the watch / the set. */

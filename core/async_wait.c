@@ -44,17 +44,20 @@
 
 /* ---- the watch ---------------------------------------------------------- */
 
+/* A lane's socket (its set-up's while the machine sets it up; a cluster
+ * handle's nodes are in the set) and what its machine wants there. */
 static int lane_fd(const wk__async_lane *l)
 {
-    if (l->connecting)
-        return l->want.fd;
-    return l->db->conn->link.ctx ? l->db->conn->link.ctx->fd : -1;
+    int fd = -1;
+    if (!l->db->conn->cluster)
+        wk__engine_lane_events((wk__engine *)&l->m, 0, &fd);
+    return fd;
 }
 
 static short lane_events(const wk__async_lane *l)
 {
     int fd;
-    return l->connecting ? l->want.events : wk__engine_lane_events((wk__engine *)&l->m, 0, &fd);
+    return wk__engine_lane_events((wk__engine *)&l->m, 0, &fd);
 }
 
 int wk_async_fd(const wk_async *a)
@@ -89,18 +92,13 @@ int64_t wk__async_next_due(const wk_async *a)
         int64_t d;
         if (l->nfinal)
             return 0; /* callbacks are due */
-        if (l->connecting)
-            d = l->want.deadline;
-        else if (!l->db->conn->link.ctx && !l->db->conn->cluster)
+        if (!l->db->conn->link.ctx && !l->db->conn->cluster && !wk__engine_connecting(&l->m))
             d = l->m.scan < l->x.count ? 0 : -1; /* to connect */
-        else
+        else                                     /* the set-ups' deadlines too */
             d = wk__engine_due(&l->m) ? wk__engine_due(&l->m) : -1;
         if (d >= 0 && (due < 0 || d < due))
             due = d;
     }
-    int64_t nodes = a->cl ? wk__async_cluster_due(a) : -1;
-    if (nodes >= 0 && (due < 0 || nodes < due))
-        due = nodes;
     for (size_t i = 0; a->waits && i < a->waits->n; i++) {
         const wk__async_waiter *p = &a->waits->p[i];
         int64_t d = p->fire ? 0 : p->until;

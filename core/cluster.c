@@ -63,6 +63,7 @@ void wk__cluster_free(wk__cluster *c)
     for (size_t i = 0; i < c->nnodes; i++) {
         node_drop(c->nodes[i]);
         free(c->nodes[i]->host);
+        wk__lane_end_setup(&c->nodes[i]->lane);
         free(c->nodes[i]->lane.out.data);
         free(c->nodes[i]);
     }
@@ -298,7 +299,7 @@ int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
     return rc ? rc : WK_EIO;
 }
 
-int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen)
+void wk__cluster_node_check(wk__conn *conn, uint16_t i)
 {
     wk__node *n = conn->cluster->nodes[i];
     if (n->link.ctx && n->link.ctx->err)
@@ -308,6 +309,12 @@ int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen
     if (n->link.ctx && wk_monotonic_ms() - n->last_io_ms >= WK__IDLE_PROBE_MS &&
         !wk__link_idle_alive(&n->link))
         node_drop(n);
+}
+
+int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen)
+{
+    wk__node *n = conn->cluster->nodes[i];
+    wk__cluster_node_check(conn, i);
     if (n->link.ctx)
         return WK_OK;
     int rc = wk__connect_node(conn, n->host, n->port, &n->link, NULL, msg, msglen);

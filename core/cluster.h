@@ -90,8 +90,12 @@ int wk__cluster_apply(wk__cluster *c, const redisReply *r, const char *host, int
 int wk__cluster_clone(wk__cluster **out, const wk__cluster *src);
 void wk__cluster_free(wk__cluster *c);
 
-/* Connect node i if it is not (probing a connection idle for a while). */
+/* Connect node i if it is not (probing a connection idle for a while),
+ * blocking: the map's refresh (wk__cluster_refresh). */
 int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen);
+/* The check before node i's connection is used: broken, or idle and
+ * closed by the server — dropped. */
+void wk__cluster_node_check(wk__conn *conn, uint16_t i);
 
 /* The node a query goes to (a node index; the previous query's when it
  * names no key: a script without keys, or `keyless` — no entity). */

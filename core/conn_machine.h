@@ -1,8 +1,10 @@
 /*
  * core/conn_machine.h — the set-up of a connection as one sans-I/O state
- * machine, driven by both kinds of handle: blocking handles poll around
- * it (core/db.c), the event-loop handle calls it from its watch
- * (core/async.c). Not installed.
+ * machine. It runs as a sub-machine of the exchange machine, which drives
+ * every connection (core/exchange.h): a lane that needs a connection runs
+ * a set-up inside it (core/engine_conn.h), so no driver steps it itself.
+ * Alone, polled (core/db.c), it serves only a cluster map's blocking
+ * refresh (wk__connect_node). Not installed.
  *
  * One call of wk__setup_step() moves the set-up as far as it goes without
  * waiting, and says what to wait for next and until when:
@@ -111,5 +113,14 @@ void wk__setup_take(wk__setup *s, wk__link *link, wk__link *notice);
 /* Release what the set-up holds (sockets not taken, buffers). Harmless
  * twice, and on a set-up never begun if zeroed. */
 void wk__setup_end(wk__setup *s);
+
+/* A blocking handle's connection (core/db.c), the exchange machine's way
+ * to the handle's connection when its driver gives no other: begin — to
+ * the URL's target, SELECT, the failover notice, by `cap` — and, once the
+ * set-up ended, done: WK_OK with its connection the handle's (and for a
+ * cluster node's HELLO, the map asked, blocking), or the failure with
+ * `msg`. */
+void wk__conn_setup_begin(wk__conn *conn, wk__setup *s, int64_t cap);
+int wk__conn_setup_done(wk_db *db, wk__setup *s, char *msg, size_t msglen);
 
 #endif /* WK_CORE_CONN_MACHINE_H */

@@ -1,7 +1,8 @@
 /*
- * core/db.c — opening, narrowing and closing handles; connecting and
- * reconnecting (the set-up machine of core/conn_machine.c, driven here by
- * poll); the detail message.
+ * core/db.c — opening, narrowing and closing handles; where a blocking
+ * handle's connection is set up to and what becomes of it (the exchange
+ * machine sets it up, core/engine_conn.c: wk__conn_setup_begin / _done),
+ * and its check before a query; the detail message.
  */
 #include <errno.h>
 #include <poll.h>
@@ -116,7 +117,11 @@ bool wk__failover_noticed(const char *service, wk__link *link)
 }
 
 /* ------------------------------------------------------------------------
- * Connecting: the set-up machine (core/conn_machine.c), driven by poll
+ * A connection is set up by the exchange machine (core/engine_conn.c) —
+ * a handle's open is an exchange of no query (wk__conn_open, in
+ * core/exchange.c) — with the two hooks below. The set-up machine alone,
+ * polled, serves only a cluster map's blocking refresh
+ * (wk__connect_node).
  * ---------------------------------------------------------------------- */
 
 /* Drive a set-up to its end: wait for what it wants (and the wake-up
@@ -155,85 +160,62 @@ int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link 
     return rc;
 }
 
-int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen)
+void wk__conn_setup_begin(wk__conn *conn, wk__setup *s, int64_t cap)
 {
-    return wk__connect_noticed(conn, select_db, out, NULL, msg, msglen);
+    wk__link_close(&conn->notice); /* a new one comes with the primary */
+    wk__setup_begin(s, conn, NULL, 0, WK__SETUP_SELECT | WK__SETUP_NOTICE, cap);
 }
 
-int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
-                        char *msg, size_t msglen)
-{
-    /* A connection of its own (a subscriber's, maybe on another thread):
-     * its own deadline, never the handle's call's. */
-    wk__setup s;
-    wk__setup_begin(
-        &s, conn, NULL, 0,
-        (select_db && !conn->cluster ? WK__SETUP_SELECT : 0) | (notice ? WK__SETUP_NOTICE : 0), 0);
-    int rc = run_setup(&s, msg, msglen);
-    if (!rc)
-        wk__setup_take(&s, out, notice);
-    wk__setup_end(&s);
-    return rc;
-}
-
-int wk__conn_open(wk_db *db)
+int wk__conn_setup_done(wk_db *db, wk__setup *s, char *msg, size_t msglen)
 {
     wk__conn *conn = db->conn;
-    if (conn->cluster)
-        return WK_OK; /* nodes are connected as queries need them */
-    /* One deadline for the whole open — dial, TLS, AUTH, HELLO, SELECT, a
-     * cluster's discovery — and, for a reconnect inside a query, no later
-     * than the query's own. */
-    int64_t outer = conn->call_deadline;
-    wk__link_close(&conn->notice); /* a new one comes with the primary */
-    wk__setup s;
-    wk__setup_begin(&s, conn, NULL, 0, WK__SETUP_SELECT | WK__SETUP_NOTICE, outer);
-    int rc = run_setup(&s, db->errmsg, sizeof(db->errmsg));
-    if (!rc)
-        wk__setup_take(&s, &conn->link, &conn->notice);
-    if (!rc && s.cluster && !conn->url.service) {
-        conn->call_deadline = s.deadline;
-        size_t seed = s.target;
-        rc = wk__cluster_discover(conn,
-                                  conn->url.nseeds ? conn->url.seeds[seed].host : conn->url.host,
-                                  conn->url.nseeds ? conn->url.seeds[seed].port : conn->url.port,
-                                  db->errmsg, sizeof(db->errmsg));
+    int rc = s->rc;
+    if (rc) { /* (the whole message on the handle too: an open keeps it) */
+        wk__copy_text(msg, msglen, s->msg);
+        return wk__db_fail(db, rc, "%s", s->msg);
+    }
+    wk__setup_take(s, &conn->link, &conn->notice);
+    if (s->cluster && !conn->url.service) {
+        /* A cluster's discovery within what is left of the set-up's
+         * deadline. */
+        int64_t outer = conn->call_deadline;
+        conn->call_deadline = s->deadline;
+        size_t seed = s->target;
+        rc = wk__cluster_discover(
+            conn, conn->url.nseeds ? conn->url.seeds[seed].host : conn->url.host,
+            conn->url.nseeds ? conn->url.seeds[seed].port : conn->url.port, msg, msglen);
         conn->call_deadline = outer;
-    } else if (!rc && conn->url.nseeds > 1)
-        rc = wk__db_fail(db, WK_EINVAL,
-                         "the URL names %zu hosts (a cluster's seeds), but %s:%d is not a "
-                         "cluster node",
-                         conn->url.nseeds, conn->url.host, conn->url.port);
+    } else if (conn->url.nseeds > 1)
+        rc = wk__errbuf_set(msg, msglen, WK_EINVAL,
+                            "the URL names %zu hosts (a cluster's seeds), but %s:%d is not a "
+                            "cluster node",
+                            conn->url.nseeds, conn->url.host, conn->url.port);
     if (rc)
         wk__link_close(&conn->link);
-    wk__setup_end(&s);
-    if (rc == WK_OK)
+    else
         conn->last_io_ms = wk_monotonic_ms();
     return rc;
 }
 
-/* An idle connection is looked at before a query goes on it
- * (wk__link_idle_alive): after a server restart the old socket reads EOF,
- * and finding that now lets the query go to a fresh connection instead of
- * failing with an unknown outcome. */
-int wk__conn_ensure(wk_db *db)
+bool wk__conn_check(wk__conn *conn)
 {
-    wk__conn *conn = db->conn;
-    if (conn->link.ctx && conn->link.ctx->err)
+    wk__link *link = &conn->link;
+    /* Broken; replaced (the sentinels switched the primary); or, idle for
+     * a while, closed by the server (after a restart the old socket reads
+     * EOF: finding that now lets the query go to a fresh connection
+     * instead of failing with an unknown outcome; wk__link_idle_alive
+     * drops owed replies first). TLS peeks through the session (a ticket
+     * sent after the handshake is no stray reply). */
+    if (!link->ctx)
+        return false;
+    if (link->ctx->err ||
+        (conn->notice.ctx && wk__failover_noticed(conn->url.service, &conn->notice)) ||
+        (wk_monotonic_ms() - conn->last_io_ms >= WK__IDLE_PROBE_MS &&
+         !wk__link_idle_alive(link))) {
         wk__conn_drop(conn);
-    if (conn->link.ctx && conn->notice.ctx &&
-        wk__failover_noticed(conn->url.service, &conn->notice))
-        wk__conn_drop(conn); /* the sentinels switched the primary */
-    if (conn->link.ctx && wk_monotonic_ms() - conn->last_io_ms >= WK__IDLE_PROBE_MS &&
-        !wk__link_idle_alive(&conn->link))
-        wk__conn_drop(conn);
-    if (conn->link.ctx)
-        return WK_OK;
-    int rc = wk__conn_open(db);
-    if (rc == WK_OK)
-        conn->reconnects++;
-    wk__count_connect(conn, rc);
-    return rc;
+        return true;
+    }
+    return false;
 }
 
 void wk__conn_release(wk__conn *conn)
@@ -255,6 +237,7 @@ void wk__conn_release(wk__conn *conn)
         sodium_memzero(conn->sentinel_password, strlen(conn->sentinel_password));
         free(conn->sentinel_password);
     }
+    wk__lane_end_setup(&conn->lane);
     free(conn->lane.out.data);
     if (conn->wake_fd >= 0)
         close(conn->wake_fd);

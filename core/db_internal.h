@@ -17,7 +17,7 @@
 #include "core/transport.h"
 
 #define WK__ERRMSG_MAX 512
-/* A connection idle this long is probed before use (see wk__conn_ensure). */
+/* A connection idle this long is probed before use (see wk__conn_check). */
 #define WK__IDLE_PROBE_MS 1000
 
 /* Redis Cluster: the slot map and the nodes' connections (core/cluster.h). */
@@ -45,7 +45,12 @@ typedef struct wk__lane {
     bool ensured;              /* this round's connection check was made */
     bool failed;               /* … and failed: nothing is staged here this round */
     bool draining;             /* a READONLY reply came: drop once the replies are in */
+    struct wk__lane_setup *setup; /* its connection being set up by the exchange
+                                     machine (core/engine_conn.c), or NULL */
 } wk__lane;
+
+/* End a set-up the lane still holds (its connection or handle goes). */
+void wk__lane_end_setup(wk__lane *q);
 
 /* Where one argument of a formatted command sits in a wk__buf. */
 typedef struct wk__span {
@@ -236,25 +241,7 @@ static inline void wk__copy_text(char *dst, size_t cap, const char *src)
 int wk__db_fail(wk_db *db, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int wk__db_vfail(wk_db *db, int status, const char *fmt, va_list ap);
 
-/*
- * Open a connection with conn's settings, blocking (the set-up machine of
- * core/conn_machine.c, polled): connect, the TLS handshake for rediss://,
- * AUTH, HELLO (with CLIENT SETNAME), SELECT (when `select_db`), all
- * within the connect timeout; for redis-sentinel:// the Sentinel search.
- * Shared by the handle and the Pub/Sub subscriber. On failure *out is
- * empty and msg (msglen bytes) says why — never quoting the password.
- * Close the link with wk__link_close().
- */
-int wk__connect(const wk__conn *conn, bool select_db, wk__link *out, char *msg, size_t msglen);
-
-/* wk__connect(), and for redis-sentinel:// also the failover notice: a
- * connection to the sentinel that named the primary, subscribed to
- * +switch-master, in *notice (left empty when that subscription failed;
- * notice may be NULL). Other URLs leave *notice empty. */
-int wk__connect_noticed(const wk__conn *conn, bool select_db, wk__link *out, wk__link *notice,
-                        char *msg, size_t msglen);
-
-/* Whether the notice connection `link` (of wk__connect_noticed()) brought
+/* Whether the failover notice connection `link` (conn->notice) brought
  * a switch of `service`; reads without waiting. A broken notice
  * connection is closed (and says nothing). */
 bool wk__failover_noticed(const char *service, wk__link *link);
@@ -267,8 +254,9 @@ bool wk__failover_noticed(const char *service, wk__link *link);
 int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
 
 /* Connect to the data node host:port with conn's credentials and
- * settings (no SELECT: a cluster node), by the connect timeout and the
- * call's deadline. *cluster (when not NULL) says whether its HELLO named
+ * settings (no SELECT: a cluster node), blocking (the set-up machine of
+ * core/conn_machine.c, polled: a cluster's map asked anew), by the
+ * connect timeout and the call's deadline. *cluster (when not NULL) says whether its HELLO named
  * a cluster. */
 int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
                      char *msg, size_t msglen);
@@ -278,7 +266,8 @@ int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const ch
                         redisReply **reply);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
- * wk_db_open() makes. */
+ * wk_db_open() makes — an exchange of no query (core/exchange.c): the
+ * machine's set-up alone, by the connect timeout and call_deadline. */
 int wk__conn_open(wk_db *db);
 /* Release one reference to a connection; the last frees it. */
 void wk__conn_release(wk__conn *conn);
@@ -292,8 +281,10 @@ bool wk__reply_node_demoted(const redisReply *reply);
 /* Whether a ROLE reply names another role than master (replica, sentinel). */
 bool wk__reply_role_not_master(const redisReply *reply);
 
-/* Connect if disconnected; probe a connection idle for a while. */
-int wk__conn_ensure(wk_db *db);
+/* The check before a query, without waiting: drop the connection when it
+ * is broken, the failover notice says its node was replaced, or it was
+ * idle for a while and reads EOF. True when it was dropped. */
+bool wk__conn_check(wk__conn *conn);
 /* Close the connection after a failure; the next query reconnects. */
 void wk__conn_drop(wk__conn *conn);
 /* Status for the context's current error (WK_EIO / WK_ETIMEDOUT / …). */

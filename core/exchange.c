@@ -1,5 +1,6 @@
 /*
  * core/exchange.c — the exchange (core/exchange.h) as a sans-I/O machine,
+ * the one that drives every connection (its set-ups: core/engine_conn.c),
  * and the blocking driver that polls around it. A round stages every
  * pending command on its lane (the handle's connection, or a cluster
  * node's), writes each lane's bytes as its socket takes them, reads one
@@ -17,6 +18,7 @@
 #include <wakuwaku/clock.h>
 
 #include "core/cluster.h"
+#include "core/engine_conn.h"
 #include "core/exchange.h"
 #include "core/exchange_cluster.h"
 #include "core/core_internal.h"
@@ -486,6 +488,11 @@ static void lane_io(wk__engine *m, lane_ref r)
 
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd)
 {
+    const wk__cluster *c = m->conn->cluster;
+    const wk__lane *sq =
+        c ? (i < c->nnodes ? &c->nodes[i]->lane : NULL) : (i == 0 ? &m->conn->lane : NULL);
+    if (sq && sq->setup) /* being set up: the set-up's socket */
+        return wk__engine_setup_events(sq, fd, NULL);
     if (m->settled && m->conn->cluster)
         return wk__xc_lane_events(m, i, fd);
     if (m->settled && i == 0 && m->conn->link.ctx) {
@@ -529,6 +536,7 @@ static void lose_busy(wk__engine *m, int rc, const char *why)
 void wk__engine_fail(wk__engine *m, int rc, const char *why)
 {
     lose_busy(m, rc, why);
+    wk__engine_setups_abort(m, rc, why);
 }
 
 /* TRYAGAIN / CLUSTERDOWN: pause before the next round, unless that would
@@ -595,7 +603,8 @@ static void end_round(wk__engine *m)
 }
 
 /* Start a round: route what is pending, have each lane it uses
- * connected (ENSURE), then stage. Returns false with *w to return. */
+ * connected (set up, waited for), then stage. Returns false with *w to
+ * return. */
 static bool start_round(wk__engine *m, wk__xwant *w)
 {
     wk__exchange *x = m->x;
@@ -622,7 +631,9 @@ static bool start_round(wk__engine *m, wk__xwant *w)
         }
     }
     /* Every lane a pending query goes to is checked (connected, probed
-     * when idle) before anything is staged. */
+     * when idle) before anything is staged; the lanes with no connection
+     * are set up at once, side by side. */
+    bool connecting = false;
     for (size_t i = 0; i < n; i++) {
         lane_ref r = lane_of(m, i);
         if (r.q->ensured)
@@ -632,7 +643,15 @@ static bool start_round(wk__engine *m, wk__xwant *w)
             used = x->slots[k].state == WK__UNSENT && x->slots[k].node == r.node;
         if (!used)
             continue;
-        *w = (wk__xwant){.what = WK__X_ENSURE, .lane = r.node};
+        char why[WK__ERRMSG_MAX / 2];
+        int rc = wk__engine_connect(m, r.node, true, why, sizeof(why));
+        if (rc == WK__CONNECTING)
+            connecting = true;
+        else
+            wk__engine_ensured(m, r.node, rc, why);
+    }
+    if (connecting) {
+        *w = (wk__xwant){.what = WK__X_WAIT, .deadline = wk__engine_setups_due(m, m->deadline)};
         return false;
     }
     if (m->done)
@@ -695,6 +714,10 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
     m->settled = NULL;
     m->closing = NULL;
     m->push = NULL;
+    m->setup_begin = NULL;
+    m->setup_done = NULL;
+    m->fd_gone = NULL;
+    m->no_reconnect = false;
     /* Lanes are empty between exchanges (every way out of a round
      * empties them); made sure of here, since they link into slots. */
     size_t n = wk__engine_lanes(m);
@@ -703,7 +726,7 @@ void wk__engine_begin(wk__engine *m, wk__exchange *x, int64_t deadline)
         if (q->head || q->held) {
             if (q->held)
                 freeReplyObject(q->held);
-            *q = (wk__lane){.out = q->out};
+            *q = (wk__lane){.out = q->out, .setup = q->setup};
         }
     }
     m->conn->lane.ensured = false;
@@ -734,12 +757,20 @@ static wk__xwant one_lane_step(wk__engine *m)
             end_round(m);
             continue;
         }
-        if (m->round >= MAX_ROUNDS || !any_unsent(m->x))
+        /* No query at all: the handle's open (wk__conn_open), the
+         * connection alone. */
+        if (m->round >= MAX_ROUNDS || (!any_unsent(m->x) && m->x->count))
             break;
-        if (!q->ensured) /* each round's (the driver may answer first) */
-            return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
-        if (m->done)
-            break; /* the connection could not be made */
+        if (!q->ensured) { /* each round's: the check, or the set-up */
+            char why[WK__ERRMSG_MAX / 2];
+            int rc = wk__engine_connect(m, WK__NO_NODE, true, why, sizeof(why));
+            if (rc == WK__CONNECTING)
+                return (wk__xwant){.what = WK__X_WAIT,
+                                   .deadline = wk__engine_setups_due(m, m->deadline)};
+            wk__engine_ensured(m, WK__NO_NODE, rc, why);
+        }
+        if (m->done || !m->x->count)
+            break; /* the connection could not be made, or was all */
         stage(m, r, m->round == 0 && m->x->prepared, 0);
         q->ensured = false;
         m->in_round = true;
@@ -823,6 +854,11 @@ static int connection_result(wk__engine *m, size_t at, size_t lost, size_t unsen
 int wk__engine_end(wk__engine *m)
 {
     wk__exchange *x = m->x;
+    if (m->conn->cluster || m->conn->lane.setup)
+        wk__engine_setups_end(m); /* none is left running but by a driver's bug */
+    if (!x->count)                /* an open: the set-up's own message is on the handle */
+        return m->conn_rc && !x->db->errmsg[0] ? wk__db_fail(x->db, m->conn_rc, "%s", m->why)
+                                               : m->conn_rc;
     if (m->conn_rc == WK_OK && any_unsent(x)) {
         m->conn_rc = WK_EIO; /* cannot happen with a sane server */
         wk__copy_text(m->why, sizeof(m->why), "gave up after repeated NOSCRIPT replies");
@@ -911,11 +947,23 @@ static wk__xwant continuous_step(wk__engine *m)
     for (int guard = 0; guard < 8; guard++) {
         if (!r.link->ctx) {
             q->draining = false;
-            for (size_t i = m->scan; i < m->x->count; i++)
-                if (m->x->slots[i].state == WK__UNSENT)
-                    return (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
-            m->scan = m->x->count;
-            return (wk__xwant){.what = WK__X_WAIT};
+            bool wanted = q->setup != NULL;
+            for (size_t i = m->scan; !wanted && i < m->x->count; i++)
+                wanted = m->x->slots[i].state == WK__UNSENT;
+            if (!wanted) {
+                m->scan = m->x->count;
+                return (wk__xwant){.what = WK__X_WAIT};
+            }
+            char why[WK__ERRMSG_MAX / 2];
+            int rc = wk__engine_connect(m, WK__NO_NODE, false, why, sizeof(why));
+            if (rc == WK__CONNECTING)
+                break;
+            if (conn->cluster) /* its HELLO said cluster: the nodes' lanes now */
+                return wk__xc_step(m);
+            wk__engine_ensured(m, WK__NO_NODE, rc, why);
+            if (rc)
+                break;
+            continue;
         }
         bool seen = q->ready != 0;
         if (!m->push && (q->ready & (POLLIN | POLLHUP | POLLERR)) &&
@@ -960,6 +1008,8 @@ int64_t wk__engine_due(const wk__engine *m)
     if (m->conn->cluster)
         return wk__xc_due(m);
     const wk__lane *q = &m->conn->lane;
+    if (q->setup)
+        return wk__engine_setups_due(m, 0);
     const wk__slot *h = q->head ? slot_at(m, q->head) : NULL;
     return h && h->state == WK__SENT ? h->due : 0;
 }
@@ -1001,6 +1051,7 @@ void wk__engine_cancel(wk__engine *m, int rc, const char *why)
             q->held = NULL;
         }
     }
+    wk__engine_setups_end(m);
     m->scan = m->placed = m->x->count;
 }
 
@@ -1038,9 +1089,9 @@ void wk__xc_settle(wk__engine *m, size_t i, int status)
 
 /* ---- the blocking driver ------------------------------------------------ */
 
-/* Poll around the machine until it is done: connections are made (and
- * the map asked) the blocking way, and every wait ends at the want's
- * deadline or when the handle's wake descriptor fires. */
+/* Poll around the machine until it is done (the map is asked the
+ * blocking way): every wait ends at the want's deadline or when the
+ * handle's wake descriptor fires. */
 static int drive(wk__engine *m)
 {
     wk_db *db = m->x->db;
@@ -1049,18 +1100,8 @@ static int drive(wk__engine *m)
     struct pollfd stack[8], *p = stack;
     uint16_t stack_lane[8], *lane_at = stack_lane;
     size_t cap = sizeof(stack) / sizeof(stack[0]);
-    /* The handle's connection is made sure of before the first step
-     * asks (saves a step per query). */
-    wk__xwant w = conn->cluster ? wk__engine_step(m)
-                                : (wk__xwant){.what = WK__X_ENSURE, .lane = WK__NO_NODE};
-    for (; w.what != WK__X_DONE; w = wk__engine_step(m)) {
+    for (wk__xwant w = wk__engine_step(m); w.what != WK__X_DONE; w = wk__engine_step(m)) {
         char why[WK__ERRMSG_MAX / 2];
-        if (w.what == WK__X_ENSURE) {
-            int rc = w.lane == WK__NO_NODE ? wk__conn_ensure(db)
-                                           : wk__cluster_node_ensure(conn, w.lane, why, sizeof(why));
-            wk__engine_ensured(m, w.lane, rc, w.lane == WK__NO_NODE ? db->errmsg : why);
-            continue;
-        }
         if (w.what == WK__X_REFRESH) {
             wk__cluster_refresh(conn, why, sizeof(why));
             continue;
@@ -1087,7 +1128,8 @@ static int drive(wk__engine *m)
             }
         }
         nfds_t socks = k;
-        if (socks && conn->wake_fd >= 0)
+        /* (Not during a cluster's pause alone: nothing would end it.) */
+        if ((socks || wk__engine_connecting(m)) && conn->wake_fd >= 0)
             p[k++] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
         int n = wk__poll_until(p, k, w.deadline);
         if (n < 0) {
@@ -1104,6 +1146,21 @@ static int drive(wk__engine *m)
     if (p != stack)
         free(p);
     return wk__engine_end(m);
+}
+
+int wk__conn_open(wk_db *db)
+{
+    wk__conn *conn = db->conn;
+    if (conn->cluster)
+        return WK_OK; /* nodes are connected as queries need them */
+    /* An exchange of no query: the machine sets the connection up — dial,
+     * TLS, AUTH, HELLO, SELECT, a cluster's discovery — by its connect
+     * timeout, no later than an enclosing call's deadline. */
+    wk__exchange x = {.db = db};
+    wk__engine m;
+    db->errmsg[0] = '\0';
+    wk__engine_begin(&m, &x, conn->call_deadline);
+    return drive(&m);
 }
 
 int wk__exchange_run(wk__exchange *x)

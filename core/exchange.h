@@ -28,6 +28,7 @@
 #define WK_CORE_EXCHANGE_H
 
 #include "core/cluster.h"
+#include "core/conn_machine.h"
 #include "core/db_internal.h"
 
 typedef enum wk__qstate { WK__UNSENT, WK__SENT, WK__REPLIED, WK__LOST } wk__qstate;
@@ -131,34 +132,36 @@ static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
 }
 
 /*
- * The exchange as a sans-I/O machine (core/exchange.c), in the shape of
- * the set-up's (core/conn_machine.h): wk__engine_begin() fixes the call's
- * deadline, each wk__engine_step() moves the queries as far as they go
- * without waiting — writes what a lane's socket takes, reads what it has,
- * judges each reply (NOSCRIPT, READONLY, MOVED / ASK / TRYAGAIN, the
- * WAIT of an acknowledged lease, a lost reply, the re-send of what never
- * ran) — and says what to do next:
+ * The exchange as a sans-I/O machine (core/exchange.c), the one machine
+ * that drives a connection for its whole life: wk__engine_begin() fixes
+ * the call's deadline, each wk__engine_step() moves the queries as far as
+ * they go without waiting — sets up the connection a lane needs and has
+ * not (dial, TLS, AUTH / HELLO / SELECT, the Sentinel search: the set-up
+ * machine of core/conn_machine.h runs inside the lane, core/engine_conn.h),
+ * writes what a lane's socket takes, reads what it has, judges each reply
+ * (NOSCRIPT, READONLY, MOVED / ASK / TRYAGAIN, the WAIT of an
+ * acknowledged lease, a lost reply, the re-send of what never ran) — and
+ * says what to do next:
  *
- *   WAIT     poll every lane wk__engine_lane_events() names (and the
- *            handle's wake descriptor) until `deadline`, record what fired
- *            with wk__engine_ready(), step again;
- *   ENSURE   make sure lane `lane` is connected (WK__NO_NODE: the
- *            handle's connection, else cluster node `lane`), tell the
- *            result with wk__engine_ensured(), step again;
+ *   WAIT     poll every lane wk__engine_lane_events() names (a lane being
+ *            set up names the set-up's socket) and the handle's wake
+ *            descriptor, until `deadline`; record what fired with
+ *            wk__engine_ready(), step again;
  *   REFRESH  ask a cluster handle's slot map anew (its failure is no
  *            failure: the old map stays), step again;
  *   DONE     every slot is settled: wk__engine_end() gives the result.
  *
- * The blocking driver (wk__exchange_run) polls around it; it makes the
- * handle's connection sure before the first step (the machine then does
- * not ask), and a one-server exchange takes a short path through the
- * same rules (no lanes to route).
+ * The blocking driver (wk__exchange_run) polls around it; a one-server
+ * exchange takes a short path through the same rules (no lanes to route).
+ * Every driver — the blocking exchange, the pool's shared connections
+ * (core/pool_mux.c), the event-loop handle (core/async.c, its cluster
+ * lanes in core/async_cluster.c) and the Pub/Sub subscriber — does only
+ * that: poll what the machine names, step it.
  */
-typedef enum wk__xwhat { WK__X_WAIT, WK__X_ENSURE, WK__X_REFRESH, WK__X_DONE } wk__xwhat;
+typedef enum wk__xwhat { WK__X_WAIT, WK__X_REFRESH, WK__X_DONE } wk__xwhat;
 
 typedef struct wk__xwant {
     wk__xwhat what;
-    uint16_t lane;    /* ENSURE's */
     int64_t deadline; /* WAIT's: step again by then at the latest */
 } wk__xwant;
 
@@ -189,7 +192,8 @@ typedef struct wk__engine {
     void *arg;
     size_t scan;
     /* Called before the machine closes a connection the driver may be
-     * watching (m->why says why); NULL: nothing to tell. */
+     * watching, and when a node's set-up failed (m->why says why); NULL:
+     * nothing to tell. */
     void (*closing)(void *arg);
     /* Push mode (continuous mode only; set after wk__engine_open): the
      * lane's connection also receives replies nobody asked for — a Pub/Sub
@@ -204,6 +208,21 @@ typedef struct wk__engine {
     /* Continuous mode on a cluster (core/exchange_cluster.c): slots
      * [scan, placed) have their node. */
     size_t placed;
+    /* The set-up of the handle's connection (lane WK__NO_NODE) when it
+     * has none (core/engine_conn.h): setup_begin(arg, s) begins it,
+     * setup_done(arg, s) makes what it made the handle's — WK_OK, or the
+     * failure with its message in s->msg. NULL (wk__engine_begin,
+     * wk__engine_open): a blocking handle's — the URL's target, SELECT,
+     * the failover notice, a cluster's map asked, by the machine's
+     * deadline (core/db.c wk__conn_setup_begin / _done). */
+    void (*setup_begin)(void *arg, wk__setup *s);
+    int (*setup_done)(void *arg, wk__setup *s);
+    /* Called before a set-up closes a socket the driver may watch on
+     * lane `lane` (WK__NO_NODE: the handle's connection); NULL: none. */
+    void (*fd_gone)(void *arg, uint16_t lane);
+    /* The connection is the owner's own (the subscriber's): once lost,
+     * never set up again — what waits for it fails (WK_EIO). */
+    bool no_reconnect;
 } wk__engine;
 
 /* Begin running exchange x (it must outlive the machine) by `deadline`. */
@@ -214,10 +233,19 @@ wk__xwant wk__engine_step(wk__engine *m);
 size_t wk__engine_lanes(const wk__engine *m);
 short wk__engine_lane_events(wk__engine *m, size_t i, int *fd);
 void wk__engine_ready(wk__engine *m, size_t i, short revents);
-/* ENSURE's answer: WK_OK, or the failure and why. */
+/* The answer for a lane's connection (the machine's own set-up gives it;
+ * the event-loop handle's map lane when the map cannot be learned):
+ * WK_OK, or the failure and why — what waits for it fails. */
 void wk__engine_ensured(wk__engine *m, uint16_t lane, int rc, const char *why);
+/* Set up the handle's connection now, with no query yet (the event-loop
+ * handle connects at open and when a query comes); nothing when there is
+ * one, or one is being set up. */
+void wk__engine_dial(wk__engine *m);
+/* Whether a lane's connection is being set up. */
+bool wk__engine_connecting(const wk__engine *m);
 /* The driver's own failure while waiting (poll's, an interrupt): every
- * lane with queries on the way is lost with `rc`. */
+ * lane with queries on the way is lost with `rc`, every set-up ends with
+ * it. */
 void wk__engine_fail(wk__engine *m, int rc, const char *why);
 /* After DONE: WK_OK when every query succeeded; otherwise the status of
  * the first query the connection failed (LOST or not sent) if any, else
@@ -227,8 +255,8 @@ int wk__engine_end(wk__engine *m);
 /*
  * Continuous mode, for the event-loop handle (core/async.c) and, in
  * push mode (wk__engine.push), the Pub/Sub subscriber (core/subscriber.c,
- * whose connection is its own: its driver answers ENSURE with a failure,
- * it never reconnects): one lane
+ * whose connection is its own: no_reconnect, it is never set up again),
+ * and the pool's shared connections (core/pool_mux.c): one lane
  * (the handle's connection), queries added at any time (x->count grows;
  * wk__engine_step() stages them as soon as the lane's bytes are written,
  * behind the queries in flight), each settled through `settled` with its
@@ -236,8 +264,11 @@ int wk__engine_end(wk__engine *m);
  * at once, on a new connection, what never ran (once) and the retry-safe
  * queries whose reply was lost (once); a reply is due by the command
  * timeout (and a lease's ack timeout) after its command went out; a
- * READONLY reply drains the connection, then drops it. ENSURE asks for a
- * connection only when there is none. No DONE: wk__engine_cancel() ends.
+ * READONLY reply drains the connection, then drops it. A connection is set
+ * up only when there is none and a query waits (or wk__engine_dial());
+ * the set-up's deadline is wk__engine_due()'s meanwhile, and its own
+ * (the connect timeout, capped by m->deadline when a driver sets one: the
+ * pool's). No DONE: wk__engine_cancel() ends.
  */
 void wk__engine_open(wk__engine *m, wk__exchange *x,
                      void (*settled)(void *arg, size_t i, int status, const char *msg),
@@ -247,8 +278,8 @@ int64_t wk__engine_due(const wk__engine *m);
 /* Slots [0, n) are settled and go: the others move down by n. */
 void wk__engine_shift(wk__engine *m, size_t n);
 /* Settle every slot not settled yet with `rc` (a query sent without a
- * reply by the lost-reply rule) and empty the lane; the driver closes
- * the connection. */
+ * reply by the lost-reply rule), empty the lanes and end their set-ups
+ * (fd_gone told); the driver closes the connection. */
 void wk__engine_cancel(wk__engine *m, int rc, const char *why);
 
 /*

@@ -2,13 +2,15 @@
  * core/exchange_cluster.c — continuous mode over a cluster's node lanes
  * (core/exchange_cluster.h). Writing, reading, judging replies (MOVED,
  * ASK, TRYAGAIN …), losing a connection and the outcome rules are
- * core/exchange.c's, run per node lane; this file routes, asks for the
- * connections and the map, and pauses on TRYAGAIN / CLUSTERDOWN.
+ * core/exchange.c's, run per node lane; this file routes, sets up the
+ * nodes' connections (core/engine_conn.h), asks for the map, and pauses
+ * on TRYAGAIN / CLUSTERDOWN.
  */
 #include <poll.h>
 #include <stdio.h>
 
 #include "core/cluster.h"
+#include "core/engine_conn.h"
 #include "core/exchange_cluster.h"
 
 /* TRYAGAIN / CLUSTERDOWN: everything waits this long before it goes
@@ -35,14 +37,28 @@ static void advance_scan(wk__engine *m)
         m->placed = m->scan;
 }
 
-/* Move each connected node's bytes; a node that closed, stalled or sent
- * a stray reply is lost (its own queries only). */
+/* Node `lane`'s connection: set up, stepped, or its answer given. */
+static bool node_connect(wk__engine *m, uint16_t lane)
+{
+    char why[WK__ERRMSG_MAX / 2];
+    int rc = wk__engine_connect(m, lane, false, why, sizeof(why));
+    if (rc == WK__CONNECTING)
+        return false;
+    wk__xc_ensured(m, lane, rc, why);
+    return rc == WK_OK;
+}
+
+/* Move each connected node's bytes (and each set-up running); a node
+ * that closed, stalled or sent a stray reply is lost (its own queries
+ * only). */
 static void io_all(wk__engine *m)
 {
     wk__cluster *c = m->conn->cluster;
     for (size_t i = 0; i < c->nnodes; i++) {
         wk__node *n = c->nodes[i];
         wk__lane *q = &n->lane;
+        if (q->setup && !node_connect(m, (uint16_t)i))
+            continue;
         if (!n->link.ctx) {
             if (q->head)
                 wk__xc_lose(m, i, WK_EIO, "connection closed");
@@ -118,8 +134,8 @@ static void place(wk__engine *m)
 }
 
 /* Stage each waiting query on its node's lane when that lane has written
- * what it had; a node not connected is asked for (*w, false returned). */
-static bool stage_all(wk__engine *m, wk__xwant *w)
+ * what it had; a node not connected is set up (other nodes go on). */
+static void stage_all(wk__engine *m)
 {
     wk__cluster *c = m->conn->cluster;
     for (size_t i = m->scan; i < m->x->count; i++) {
@@ -128,13 +144,8 @@ static bool stage_all(wk__engine *m, wk__xwant *w)
             continue;
         wk__node *n = c->nodes[s->node];
         wk__lane *q = &n->lane;
-        if (!n->link.ctx) {
-            if (q->ensured)
-                continue; /* asked already: connecting */
-            q->ensured = true;
-            *w = (wk__xwant){.what = WK__X_ENSURE, .lane = s->node};
-            return false;
-        }
+        if (!n->link.ctx && (q->setup || !node_connect(m, s->node)))
+            continue; /* connecting (io_all steps it), or failed: its queries settled */
         if (q->wpos < q->len || q->draining)
             continue; /* its bytes go first */
         if (!q->head)
@@ -142,13 +153,11 @@ static bool stage_all(wk__engine *m, wk__xwant *w)
         wk__xc_stage(m, s->node, i); /* every waiting query of that node */
         wk__xc_io(m, s->node);
     }
-    return true;
 }
 
 wk__xwant wk__xc_step(wk__engine *m)
 {
     wk__cluster *c = m->conn->cluster;
-    wk__xwant w = {.what = WK__X_WAIT};
     for (int guard = 0; guard < 4; guard++) {
         io_all(m);
         plan_pause(m);
@@ -168,8 +177,7 @@ wk__xwant wk__xc_step(wk__engine *m)
             m->pause_until = 0;
         }
         place(m);
-        if (!stage_all(m, &w))
-            return w;
+        stage_all(m);
         advance_scan(m);
         if (m->scan >= m->x->count)
             break;
@@ -180,6 +188,8 @@ wk__xwant wk__xc_step(wk__engine *m)
 short wk__xc_lane_events(wk__engine *m, size_t i, int *fd)
 {
     wk__cluster *c = m->conn->cluster;
+    if (i < c->nnodes && c->nodes[i]->lane.setup)
+        return wk__engine_setup_events(&c->nodes[i]->lane, fd, NULL);
     if (i >= c->nnodes || !c->nodes[i]->link.ctx)
         return 0;
     const wk__link *link = &c->nodes[i]->link;
@@ -203,14 +213,12 @@ int64_t wk__xc_due(const wk__engine *m)
         if (h && h->state == WK__SENT && (!due || h->due < due))
             due = h->due;
     }
-    return due;
+    return wk__engine_setups_due(m, due);
 }
 
 void wk__xc_ensured(wk__engine *m, uint16_t lane, int rc, const char *why)
 {
     wk__cluster *c = m->conn->cluster;
-    if (lane != WK__NO_NODE)
-        c->nodes[lane]->lane.ensured = false;
     if (!rc)
         return;
     wk__copy_text(m->why, sizeof(m->why), why);

@@ -12,14 +12,16 @@
  * replies of each node come in their own order. A MOVED, ASK, TRYAGAIN,
  * CLUSTERDOWN or UNBLOCKED reply is judged by the same code as a blocking
  * exchange's (it did not run: UNSENT again, routed anew, after ASKING, or
- * after a pause); a lost node loses only its own queries. The steps ask:
+ * after a pause); a lost node loses only its own queries. A node with
+ * no connection is set up by the machine (core/engine_conn.h) while the
+ * other nodes go on; a failed set-up fails that node's waiting queries
+ * (they did not run). The steps ask:
  *
- *   ENSURE lane   connect node `lane` (once; the answer comes later, by
- *                 wk__engine_ensured(); other nodes go on meanwhile);
  *   REFRESH       ask CLUSTER SLOTS without blocking (once until the
  *                 driver clears m->refresh; the map stays meanwhile) — also
  *                 while there is no map yet (no primaries): queries wait;
- *   WAIT          until an event on a node lane or `deadline`.
+ *   WAIT          until an event on a node lane (a set-up's socket while
+ *                 it runs) or `deadline`.
  */
 #ifndef WK_CORE_EXCHANGE_CLUSTER_H
 #define WK_CORE_EXCHANGE_CLUSTER_H

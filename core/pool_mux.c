@@ -67,7 +67,7 @@ static void post(wk__mux_lane *l, wk__mux_waiter *w, int bit)
         futex_wake(&w->state); /* cannot happen: room is reserved */
 }
 
-static void flush(wk__mux_lane *l, int64_t deadline);
+static void flush(wk__mux_lane *l);
 static void hand_off(wk__mux_lane *l);
 
 /* Put the pushed queries on the lane, wake what post() queued; the mutex
@@ -79,7 +79,7 @@ static void unlock_and_wake(wk__mux_lane *l)
 {
     for (;;) {
         if (atomic_load_explicit(&l->pending, memory_order_relaxed)) {
-            flush(l, 0);
+            flush(l);
             if (!l->leader && l->users > 0)
                 hand_off(l); /* the queries just put on need a reader */
         }
@@ -131,20 +131,13 @@ static void kick(wk__mux_lane *l)
     (void)n;
 }
 
-/* Step the machine as far as it goes without waiting; a connection it
- * needs is made here, blocking, by `deadline`. */
-static void advance(wk__mux_lane *l, int64_t deadline)
+/* Step the machine as far as it goes without waiting. A connection it
+ * sets up has its own deadline (the connect timeout), not a caller's:
+ * each caller gives up at its own (abandon()), and the set-up goes on
+ * for the queries that come after. */
+static void advance(wk__mux_lane *l)
 {
-    wk__conn *conn = l->db->conn;
-    for (int guard = 0; guard < 8; guard++) {
-        if (wk__engine_step(&l->m).what != WK__X_ENSURE)
-            return;
-        int64_t outer = conn->call_deadline;
-        conn->call_deadline = deadline;
-        int rc = wk__conn_ensure(l->db);
-        conn->call_deadline = outer;
-        wk__engine_ensured(&l->m, WK__NO_NODE, rc, l->db->errmsg);
-    }
+    wk__engine_step(&l->m);
 }
 
 /* Let the settled front go once it is most of what is kept (or all). */
@@ -171,7 +164,7 @@ static void compact(wk__mux_lane *l)
 static void lead_once(wk__mux_lane *l, int64_t until)
 {
     wk__conn *conn = l->db->conn;
-    flush(l, until);
+    flush(l);
     struct pollfd p[2];
     nfds_t n = 0;
     int fd = -1;
@@ -196,7 +189,7 @@ static void lead_once(wk__mux_lane *l, int64_t until)
     }
     if (got > 0 && sock == 1 && conn->link.ctx == ctx)
         wk__engine_ready(&l->m, 0, p[0].revents);
-    advance(l, until);
+    advance(l);
 }
 
 /* The leader leaves: the lead goes to the oldest thread still waiting,
@@ -319,18 +312,14 @@ static wk__mux_waiter *take_pending(wk__mux_lane *l)
 
 /* Mutex held: put the pushed queries on the lane (telling those that
  * cannot go why), then write what the lane has — one write for all the
- * commands queued since the last. `deadline`: the caller's, for a
- * connection made now (0: the earliest of the queries put on). */
-static void flush(wk__mux_lane *l, int64_t deadline)
+ * commands queued since the last. */
+static void flush(wk__mux_lane *l)
 {
-    int64_t dl = deadline;
     for (wk__mux_waiter *w = take_pending(l), *next; w; w = next) {
         next = w->next;
         int rc = enter(l, w);
-        if (rc == WK_OK) {
-            dl = wk__deadline_min(dl, w->deadline);
+        if (rc == WK_OK)
             continue;
-        }
         w->status = rc;
         post(l, w, DONE);
     }
@@ -338,19 +327,18 @@ static void flush(wk__mux_lane *l, int64_t deadline)
     if (!conn->lane.head && conn->lane.wpos == conn->lane.len && conn->link.ctx &&
         !l->polling && l->m.scan < l->x.count) {
         /* Nothing in flight: the handle's check before a query (a broken
-         * or idle-closed connection, a Sentinel failover notice). */
-        int64_t outer = conn->call_deadline;
-        conn->call_deadline = dl;
-        int ok = wk__conn_ensure(l->db);
-        conn->call_deadline = outer;
-        if (ok != WK_OK)
-            wk__engine_ensured(&l->m, WK__NO_NODE, ok, l->db->errmsg);
+         * or idle-closed connection, a Sentinel failover notice); the
+         * machine sets up a new one. */
+        wk__conn_check(conn);
     }
     size_t woken = l->nwake;
-    advance(l, dl);
+    int fd = -1, seen_fd = -1;
+    short seen = wk__engine_lane_events(&l->m, 0, &seen_fd);
+    advance(l);
     /* A leader asleep in poll: tell it when what it waits for changed. */
-    if (l->polling && (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx ||
-                       l->nwake != woken))
+    if (l->polling &&
+        (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx || l->nwake != woken ||
+         wk__engine_lane_events(&l->m, 0, &fd) != seen || fd != seen_fd))
         kick(l);
 }
 
@@ -364,7 +352,7 @@ int wk__mux_run(wk__mux_lane *l, wk_query *q, int64_t deadline, char *msg)
             unlock_and_wake(l);
             return rc;
         }
-        flush(l, deadline);
+        flush(l);
     } else {
         /* Taken: push the query for the holder to put on with the others
          * it finds, then try once more (the holder may just have let go). */
@@ -374,7 +362,7 @@ int wk__mux_run(wk__mux_lane *l, wk_query *q, int64_t deadline, char *msg)
         while (!atomic_compare_exchange_weak(&l->pending, &head, &w)); /* seq_cst */
         if (pthread_mutex_trylock(&l->mu) != 0)
             goto wait;
-        flush(l, deadline);
+        flush(l);
         s = atomic_load_explicit(&w.state, memory_order_acquire);
         if (s & DONE) { /* refused, or the lane closed */
             unlock_and_wake(l);
@@ -397,7 +385,7 @@ wait:
             return w.status;
         if (wk__boot_ms() >= deadline) {
             pthread_mutex_lock(&l->mu);
-            flush(l, 0); /* still pushed: it is refused now, never sent */
+            flush(l); /* still pushed: it is refused now, never sent */
             s = atomic_load_explicit(&w.state, memory_order_acquire);
             if (s & LEAD)
                 return lead(l, &w, deadline);

@@ -65,6 +65,13 @@ struct wk__subscriber {
     int failed;       /* a failure the machine settled (a PING's) */
     bool cancelled;   /* what is on the way was settled by a cancel */
     char errmsg[256];
+    /* While it opens: its connection's set-up (the machine's) goes with
+     * the handle's settings to host:port alone, or (host NULL) the URL's
+     * target; `opening` is told the end. */
+    const wk__conn *from;
+    const char *host;
+    int port;
+    sub_call *opening;
 };
 
 static int sub_fail(wk__subscriber *s, int status, const char *fmt, ...)
@@ -222,16 +229,12 @@ static int send_ping(wk__subscriber *s)
 static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call *c, bool *woken)
 {
     for (bool looked = false;;) {
-        if (wk__engine_step(&s->m).what == WK__X_ENSURE) {
-            /* Lost, with queries not written: they fail (no reconnect). */
-            wk__engine_ensured(&s->m, WK__NO_NODE, WK_EIO,
-                               s->m.why[0] ? s->m.why : "connection is closed");
-            continue;
-        }
+        /* Lost, queries not written fail: no_reconnect (the machine). */
+        wk__engine_step(&s->m);
         compact(s);
         if (s->failed)
             return s->failed;
-        if (!s->conn.link.ctx)
+        if (!s->conn.link.ctx && c != s->opening) /* (opening: being set up) */
             return sub_fail(s, s->m.conn_rc ? s->m.conn_rc : WK_EIO,
                             "subscriber: connection lost: %s", s->m.why);
         if (c ? c->done : s->ev_count > 0)
@@ -239,7 +242,7 @@ static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call 
         /* Keep-alive: a PING after keepalive_ms without traffic (its
          * answer is due by the command timeout, as any reply is). */
         int64_t now = wk__boot_ms();
-        int64_t idle_end = s->keepalive_ms && !s->ping_sent_ms
+        int64_t idle_end = s->keepalive_ms && !s->ping_sent_ms && s->conn.link.ctx
                                ? wk__add_ms(s->last_rx_ms, s->keepalive_ms)
                                : 0;
         if (idle_end && now >= idle_end) {
@@ -277,6 +280,26 @@ static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call 
     }
 }
 
+/* Its one set-up, the machine's: as the handle's (SELECT aside: Pub/Sub
+ * channels do not belong to a database), by its own deadline. */
+static void open_begin(void *arg, wk__setup *st)
+{
+    wk__subscriber *s = arg;
+    wk__setup_begin(st, s->from, s->host, s->port, s->host ? 0 : WK__SETUP_NOTICE, 0);
+}
+
+static int open_done(void *arg, wk__setup *st)
+{
+    wk__subscriber *s = arg;
+    if (st->rc)
+        sub_fail(s, st->rc, "subscriber: %s", st->msg);
+    else
+        wk__setup_take(st, &s->conn.link, &s->conn.notice);
+    s->opening->done = true;
+    s->opening->status = st->rc;
+    return st->rc;
+}
+
 int wk__subscriber_open(wk__subscriber **out, wk_db *db, int keepalive_ms, char *err,
                         size_t errlen)
 {
@@ -304,16 +327,22 @@ int wk__subscriber_open_at(wk__subscriber **out, wk_db *db, const char *host, in
     s->x = (wk__exchange){.db = &s->db, .query = wk__kept_query, .ctx = &s->k};
     wk__engine_open(&s->m, &s->x, on_settled, NULL, s);
     s->m.push = on_push;
-
-    /* Same connection set-up as the handle's (SELECT aside: Pub/Sub
-     * channels do not belong to a database). */
-    char why[sizeof(s->errmsg) - 16];
-    int rc = host ? wk__connect_node(conn, host, port, &s->conn.link, NULL, why, sizeof(why))
-                  : wk__connect_noticed(conn, false, &s->conn.link, &s->conn.notice, why,
-                                        sizeof(why));
-    if (rc)
-        sub_fail(s, rc, "subscriber: %s", why);
-    else if (conn->url.service && !(s->service = strdup(conn->url.service)))
+    s->m.setup_begin = open_begin;
+    s->m.setup_done = open_done;
+    s->from = conn;
+    s->host = host;
+    s->port = port;
+    sub_call opened = {0};
+    s->opening = &opened;
+    s->last_rx_ms = wk__boot_ms();
+    wk__engine_dial(&s->m);
+    bool woken = false;
+    int rc = run(s, 0, -1, &opened, &woken);
+    s->opening = NULL;
+    s->m.no_reconnect = true; /* its own connection: a lost one is a failure */
+    if (!rc)
+        rc = opened.status;
+    if (!rc && conn->url.service && !(s->service = strdup(conn->url.service)))
         rc = sub_fail(s, WK_ENOMEM, "subscriber: out of memory");
     if (rc) {
         copy_err(err, errlen, s->errmsg, rc);
@@ -528,6 +557,7 @@ void wk__subscriber_close(wk__subscriber *s)
     wk__kept_free(&s->k);
     wk__link_close(&s->conn.link);
     wk__link_close(&s->conn.notice);
+    wk__lane_end_setup(&s->conn.lane);
     free(s->conn.lane.out.data);
     free(s->service);
     free(s);
