@@ -66,11 +66,12 @@ typedef struct scene {
     wk_token held;
 } scene;
 
-static void scene_open(scene *s, const wk_entity *e, const char *prefix)
+/* The scene on the server at `url`. */
+static void scene_open_at(scene *s, const char *url, const wk_entity *e, const char *prefix)
 {
-    s->a = open_loop();
-    s->db = wk_test_open(NULL);
-    s->raw = wk_test_raw(wk_test_url());
+    s->a = wk_test_open_async(url, NULL, 2000);
+    s->db = wk_test_open_url(url, NULL);
+    s->raw = wk_test_raw(url);
     s->name = wk_test_ns(prefix);
     s->p = wk_db_processor(s->db);
     s->n = wk_name_str(s->name);
@@ -80,6 +81,12 @@ static void scene_open(scene *s, const wk_entity *e, const char *prefix)
     cr_assert_eq(wk_lock_try(wk_db_processor(s->db), e, wk_name_str(s->name), &s->held, &got),
                  WK_OK);
     cr_assert(got);
+}
+
+/* The scene on the suite's shared server. */
+static void scene_open(scene *s, const wk_entity *e, const char *prefix)
+{
+    scene_open_at(s, wk_test_url(), e, prefix);
 }
 
 /* The blocking holder releases. */
@@ -336,7 +343,7 @@ Test(async_wait, a_handed_over_lock_completes_the_loop_waiter_with_no_attempt, .
      .init = wk_test_private_start, .fini = wk_test_private_stop)
 {
     scene s;
-    scene_open(&s, &lock, "handed");
+    scene_open_at(&s, wk_test_private_url(), &lock, "handed");
     waitreq r = {0};
     wait_lock(&s, &lock, &r, wk_monotonic_ms() + 20000);
     turn_until_asleep(s.a, 1, &r);
@@ -381,7 +388,7 @@ Test(async_wait, a_handed_over_writer_lease_or_permit_completes_the_loop_waiter_
      .timeout = 60, .init = wk_test_private_start, .fini = wk_test_private_stop)
 {
     scene s;
-    scene_open(&s, NULL, "handed-more");
+    scene_open_at(&s, wk_test_private_url(), NULL, "handed-more");
     bool got = false, rel = false;
     wk_token w;
     cr_assert_eq(wk_rwlock_try_write(s.p, &rw, s.n, &w, &got), WK_OK);
