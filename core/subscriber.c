@@ -234,7 +234,8 @@ static int run(wk__subscriber *s, int64_t deadline, int wake_fd, const sub_call 
         compact(s);
         if (s->failed)
             return s->failed;
-        if (!s->conn.link.ctx && c != s->opening) /* (opening: being set up) */
+        /* (The open's own call: the connection is being set up.) */
+        if (!s->conn.link.ctx && !(s->opening && c == s->opening))
             return sub_fail(s, s->m.conn_rc ? s->m.conn_rc : WK_EIO,
                             "subscriber: connection lost: %s", s->m.why);
         if (c ? c->done : s->ev_count > 0)

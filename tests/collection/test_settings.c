@@ -849,6 +849,53 @@ Test(settings, followers_converge_when_subscribers_are_killed, .init = start_pri
     converge(private_server.url, 4000, 500);
 }
 
+/* A subscriber the server closes is noticed at once, not by the next
+ * keep-alive PING or periodic check: with both off, the follower still
+ * reconnects, reloads and gets the change made meanwhile. (The merge of
+ * the one connection machine, 0.2.0 pre-release, left an idle follower
+ * polling its closed connection until a timer fired: 5 s per kill with
+ * the defaults, never with these options.) */
+Test(settings, a_killed_subscriber_is_noticed_without_keepalive_or_check, .init = start_private,
+     .fini = stop_private, .timeout = 240)
+{
+    wk_db *db = wk_test_open_url(private_server.url, NULL);
+    wk_entity e = WK_SETTINGS_ENTITY(wk_test_ns("killed"));
+    cr_assert_eq(wk_settings_put(wk_db_processor(db), &e, wk_name_str("n"), "a", 1, "1", 1, NULL),
+                 WK_OK);
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = private_server.url;
+    o.capability = wk_cap_read_write();
+    wk_settings_follower_options fo = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
+    fo.db = &o;
+    fo.settings = &e;
+    fo.name = wk_name_str("n");
+    fo.keepalive_ms = 0;
+    fo.check_ms = 0;
+    wk_settings_follower *f = NULL;
+    char err[256];
+    cr_assert_eq(wk_settings_follower_start(&f, &fo, err, sizeof(err)), WK_OK, "%s", err);
+    redisContext *raw = wk_test_raw(private_server.url);
+    for (int round = 0; round < 3; round++) {
+        redisReply *r = wk_test_cmd(raw, "CLIENT KILL TYPE pubsub");
+        cr_assert_eq(r->integer, 1, "round %d: the follower's subscriber", round);
+        freeReplyObject(r);
+        int64_t v;
+        cr_assert_eq(wk_settings_put(wk_db_processor(db), &e, wk_name_str("n"), "a", 1, "2", 1,
+                                     &v),
+                     WK_OK);
+        bool reached = false;
+        cr_assert_eq(wk_settings_follower_wait(f, v, 20000, &reached), WK_OK);
+        cr_assert(reached, "round %d: version %lld never reached the follower", round,
+                  (long long)v);
+    }
+    wk_settings_stats st;
+    cr_assert_eq(wk_settings_follower_stats(f, &st, NULL, 0), WK_OK);
+    cr_assert_geq(st.reconnects, 3);
+    redisFree(raw);
+    wk_settings_follower_stop(f);
+    wk_db_close(db);
+}
+
 Test(settings, late_follower_gets_the_full_state)
 {
     wk_db *db = wk_test_open(NULL);
