@@ -209,22 +209,23 @@ static bool acks_leases(const wk__waiter *w)
     return w->p->db && w->p->db->conn && w->p->db->conn->lease_replicas > 0;
 }
 
-/* The bound of the last attempt, the one made at or past the deadline
- * (set on the handle; returns the bound to restore). It gets
+/* Set the bound of the last attempt, the one made at or past the deadline,
+ * on the handle: true, with *outer the bound to restore after it. It gets
  * WK__WAKE_FINISH_MS from when it is sent, so that a waiter woken a few
  * milliseconds late (a loaded machine) still learns the answer rather
  * than WK_EUNKNOWN; an enclosing call's sooner bound stays. `late`: woken
  * past the acquire's end after an unanswered pop — the attempt then
  * runs under the command timeout alone (see wait_loop). */
-static int64_t last_attempt_bound(wk__waiter *w, bool first, bool late, int64_t now, int64_t end)
+static bool last_attempt_bound(wk__waiter *w, bool first, bool late, int64_t now, int64_t end,
+                               int64_t *outer)
 {
     if (first || now < w->deadline || !w->p->db)
-        return 0;
+        return false;
     int64_t own = late ? 0 : wk__add_ms(now, WK__WAKE_FINISH_MS);
-    int64_t outer = wk__db_bound(w->p->db, own);
-    if (outer && outer < end) /* an enclosing call ends sooner: keep its */
-        wk__db_bound(w->p->db, outer);
-    return outer;
+    *outer = wk__db_bound(w->p->db, own);
+    if (*outer && *outer < end) /* an enclosing call ends sooner: keep its */
+        wk__db_bound(w->p->db, *outer);
+    return true;
 }
 
 static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk_db **b,
@@ -248,10 +249,11 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
         bool late = !first && now >= end;
         if (late && !lost_pop)
             return WK_OK;
-        int64_t outer = last_attempt_bound(w, first, late, now, end);
+        int64_t outer = 0;
+        bool rebound = last_attempt_bound(w, first, late, now, end, &outer);
         wk__wake_outcome out = {false, 0};
         int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
-        if (!first && now >= w->deadline && w->p->db)
+        if (rebound)
             wk__db_bound(w->p->db, outer);
         if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
             return wk__lease_settle(w->p, w->op, rc, w->release, w->e, w->name, w->id);

@@ -3103,18 +3103,6 @@ Test(cluster, loop_fair_lock_goes_first_come_first_served_across_loop_and_blocki
     wk_db_close(db);
 }
 
-/* Connections the node on `port` has accepted so far (the raw connection
- * that asks counts itself). */
-static long long connections_received(int port)
-{
-    redisReply *r = raw_at(port, "INFO stats");
-    const char *f = strstr(r->str, "\ntotal_connections_received:");
-    cr_assert(f);
-    long long v = atoll(f + strlen("\ntotal_connections_received:"));
-    freeReplyObject(r);
-    return v;
-}
-
 Test(cluster, waits_that_time_out_keep_their_blocking_connection, .init = exclusive,
      .timeout = 120)
 {
@@ -3128,23 +3116,18 @@ Test(cluster, waits_that_time_out_keep_their_blocking_connection, .init = exclus
     char key[WK_KEY_MAX + 1];
     size_t klen;
     int port = item_port(&lock, wk_name_str("x"), NULL, key, &klen);
-    wk_token held, t;
+    wk_token held;
     bool got = false;
     cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("x"), &held, &got), WK_OK);
     cr_assert(got);
     /* The first wait opens the blocking handle (and may learn the map). */
-    cr_assert_eq(wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(60), NULL, &t, &got),
-                 WK_OK);
-    wk_test_sleep_ms(150);
-    long long before = connections_received(port);
-    for (int i = 0; i < 8; i++) {
-        got = true;
-        int rc = wk_lock_acquire(p, &lock, wk_name_str("x"), wk_deadline_in(60), NULL, &t, &got);
-        cr_assert_eq(rc, WK_OK, "wait %d: %s: %s", i, wk_err_name(rc), wk_db_errmsg(db));
-        cr_assert_not(got);
-        wk_test_sleep_ms(150); /* the abandoned pop's late reply has come */
-    }
-    long long opened = connections_received(port) - before - 1; /* the asking one */
+    wk_test_time_out_waits(p, &lock, "x", 1);
+    redisContext *raw = wk_test_cluster_raw(&C, port);
+    cr_assert(raw);
+    long long before = wk_test_info(raw, "stats", "total_connections_received");
+    wk_test_time_out_waits(p, &lock, "x", 8);
+    long long opened = wk_test_info(raw, "stats", "total_connections_received") - before;
+    redisFree(raw);
     cr_assert_eq(opened, 0, "8 timed-out waits opened %lld connections to %d", opened, port);
     bool released = false;
     cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("x"), &held, &released), WK_OK);

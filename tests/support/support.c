@@ -220,6 +220,18 @@ long long wk_test_info(redisContext *c, const char *section, const char *field)
     return v;
 }
 
+void wk_test_time_out_waits(wk_processor *p, const wk_entity *lock, const char *name, int n)
+{
+    for (int i = 0; i < n; i++) {
+        wk_token t;
+        bool got = true;
+        int rc = wk_lock_acquire(p, lock, wk_name_str(name), wk_deadline_in(60), NULL, &t, &got);
+        cr_assert_eq(rc, WK_OK, "wait %d: %s", i, wk_err_name(rc));
+        cr_assert_not(got, "wait %d: a held lock was acquired", i);
+        wk_test_sleep_ms(150);
+    }
+}
+
 long long wk_test_changes(redisContext *c)
 {
     return wk_test_info(c, "persistence", "rdb_changes_since_last_save");

@@ -96,6 +96,12 @@ long long wk_test_changes(redisContext *c);
 /* A number of INFO `section` ("stats", …): field "total_connections_received"
  * and the like; -1 if it cannot be read. */
 long long wk_test_info(redisContext *c, const char *section, const char *field);
+/* `n` acquires of item `name` of Lock `lock`, held by another token,
+ * through p: each times out at 60 ms (WK_OK, not acquired, or the test
+ * fails), then 150 ms pass — past the server's late BLPOP timeout, so
+ * the reply of each pop the deadline abandoned has come before the next
+ * wait. */
+void wk_test_time_out_waits(wk_processor *p, const wk_entity *lock, const char *name, int n);
 
 /* A read-write handle on the shared server for a forked child, which
  * reports failure by exit status rather than criterion: NULL when it does
