@@ -263,26 +263,48 @@ int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, 
     return WK_OK;
 }
 
+/* The next node to ask for the map: a connected one first, the one
+ * heard from last first (it answered a moment ago: say, the MOVED that
+ * made the map stale), before one that may have stalled since; then the
+ * others. WK__NO_NODE when every node was asked. */
+static uint16_t next_to_ask(const wk__cluster *c, const unsigned char *asked)
+{
+    uint16_t pick = WK__NO_NODE;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const wk__node *n = c->nodes[i], *p = pick == WK__NO_NODE ? NULL : c->nodes[pick];
+        if (asked[i / 8] & (1u << (i % 8)))
+            continue;
+        if (!p || (n->link.ctx && !p->link.ctx) ||
+            (!n->link.ctx == !p->link.ctx && n->last_io_ms > p->last_io_ms))
+            pick = (uint16_t)i;
+    }
+    return pick;
+}
+
 int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
 {
     wk__cluster *c = conn->cluster;
     char why[WK__ERRMSG_MAX / 2] = "no node to ask";
     int rc = WK_EIO;
-    /* Connected nodes first (no connect), then the others, then seeds. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < c->nnodes; i++) {
-            wk__node *n = c->nodes[i];
-            if ((pass == 0) != (n->link.ctx != NULL))
-                continue;
-            if (pass == 1 && wk__cluster_node_ensure(conn, (uint16_t)i, why, sizeof(why)))
-                continue;
-            rc = ask_slots(c, conn, &n->link, n->host, n->port, why, sizeof(why));
-            if (rc == WK_OK)
-                return WK_OK;
-            if (rc != WK_EREDIS)
-                node_drop(n);
-        }
+    unsigned char *asked = calloc(c->nnodes / 8 + 1, 1);
+    if (!asked) {
+        set_msg(msg, msglen, "cluster: out of memory asking for the slot map");
+        return WK_ENOMEM;
     }
+    for (uint16_t i; (i = next_to_ask(c, asked)) != WK__NO_NODE;) {
+        asked[i / 8] |= (unsigned char)(1u << (i % 8));
+        wk__node *n = c->nodes[i];
+        if (!n->link.ctx && wk__cluster_node_ensure(conn, i, why, sizeof(why)))
+            continue;
+        rc = ask_slots(c, conn, &n->link, n->host, n->port, why, sizeof(why));
+        if (rc == WK_OK)
+            break;
+        if (rc != WK_EREDIS)
+            node_drop(n);
+    }
+    free(asked);
+    if (rc == WK_OK)
+        return WK_OK;
     size_t nseeds = conn->url.nseeds ? conn->url.nseeds : 1;
     for (size_t i = 0; i < nseeds; i++) {
         const char *host = conn->url.nseeds ? conn->url.seeds[i].host : conn->url.host;

@@ -103,11 +103,18 @@ static wk_db *open_opts(const wk_db_options *o)
     return db;
 }
 
-static wk_db *open_cluster(void)
+/* The options of a read-write handle on the suite's cluster. */
+static wk_db_options cluster_options(void)
 {
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = C.url;
     o.capability = wk_cap_read_write();
+    return o;
+}
+
+static wk_db *open_cluster(void)
+{
+    wk_db_options o = cluster_options();
     return open_opts(&o);
 }
 
@@ -1162,9 +1169,7 @@ Test(cluster, near_cache_follows_a_failover, .init = exclusive, .timeout = 120)
 Test(cluster, acknowledged_lease_waits_for_the_replica_of_its_own_shard, .init = exclusive,
      .timeout = 120)
 {
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = C.url;
-    o.capability = wk_cap_read_write();
+    wk_db_options o = cluster_options();
     o.lease_replicas = 1;
     o.lease_ack_timeout_ms = 2000; /* long: a loaded machine acks late */
     wk_db *db = open_opts(&o);
@@ -1918,9 +1923,7 @@ Test(cluster, a_take_split_by_a_migration_is_acknowledged_or_given_back, .init =
 {
     const char *ns = wk_test_ns("mack");
     wk_entity rw = WK_RWLOCK_ENTITY(ns, 30000), fenced = WK_FENCED_LOCK_ENTITY(ns, 30000);
-    wk_db_options o = WK_DB_OPTIONS_INIT;
-    o.url = C.url;
-    o.capability = wk_cap_read_write();
+    wk_db_options o = cluster_options();
     o.lease_replicas = 1;
     o.lease_ack_timeout_ms = 500;
     wk_db *db = open_opts(&o);
@@ -3732,4 +3735,105 @@ Test(cluster, loop_settings_follower_follows_a_killed_primary_to_its_replica, .i
     int restarted = wk_test_cluster_restart(&C, L.port, 30000);
     cr_assert_eq(promoted, replica, "its replica was promoted");
     cr_assert_eq(restarted, 0, "the killed node rejoined");
+}
+
+/* Stop the node on `port` (SIGSTOP) for `ms` from a forked child, which
+ * lets it go on (SIGCONT) whatever the test does meanwhile — well inside
+ * the cluster's node timeout (1500 ms), so no failover starts. The
+ * child's pid, to reap. */
+static pid_t stall_node_for(int port, int ms)
+{
+    int i = node_at(port);
+    cr_assert(i >= 0 && C.pid[i] > 0, "node %d", port);
+    pid_t kid = fork();
+    cr_assert(kid >= 0);
+    if (kid == 0) {
+        kill(C.pid[i], SIGSTOP);
+        usleep((useconds_t)ms * 1000);
+        kill(C.pid[i], SIGCONT);
+        _exit(0);
+    }
+    /* Stopped once the child's kill went: wait for it to show. */
+    char path[64], state = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)C.pid[i]);
+    for (int k = 0; k < 1000 && state != 'T' && state != 't'; k++) {
+        FILE *f = fopen(path, "r");
+        cr_assert(f);
+        cr_assert_eq(fscanf(f, "%*d %*s %c", &state), 1);
+        fclose(f);
+        if (state != 'T' && state != 't')
+            usleep(1000);
+    }
+    cr_assert(state == 'T' || state == 't', "node %d stopped", port);
+    return kid;
+}
+
+/* A slot moved, and a connected primary stalls: the call that is
+ * redirected (its MOVED makes the map stale) and the call after it ask
+ * the map anew of the node heard from last — alive a moment ago — not of
+ * the stalled one. Before, a refresh asked the connected nodes in map
+ * order, the stalled owner of slot 0 first, spent the call's whole
+ * command timeout there, and the call failed WK_ETIMEDOUT. */
+Test(cluster, a_stalled_primary_does_not_hold_up_the_map_refresh_after_a_moved, .init = exclusive,
+     .timeout = 120)
+{
+    wk_db_options o = cluster_options();
+    o.command_timeout_ms = 300;
+    wk_db *db = open_opts(&o);
+    wk_processor *p = wk_db_processor(db);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("stallmap"), 30000);
+    /* The map's first node (CLUSTER SLOTS lists ranges from slot 0) is
+     * the one to stall; a slot moves between the two others. */
+    int stalled = wk_test_cluster_slot_port(&C, 0), prim[3], from = -1, to = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++)
+        if (prim[k] != stalled)
+            *(from < 0 ? &from : &to) = prim[k];
+    /* Every primary's connection is open (the refresh asks those first). */
+    uint64_t n = 0;
+    wk_token t;
+    bool got;
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(wk_lock_try(p, &lock, name_on(&lock, prim[k], &n), &t, &got), WK_OK);
+        cr_assert(got);
+    }
+    char key[WK_KEY_MAX + 1];
+    size_t klen;
+    wk_name moving = name_on(&lock, from, &n);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &klen, &lock, &moving, NULL), WK_OK);
+    wk_test_migration m;
+    cr_assert_eq(wk_test_cluster_migrate_begin(&C, &m, (int)wk__key_slot(key, klen), to), 0);
+    while (wk_test_cluster_migrate_keys(&C, &m, 10) > 0)
+        ;
+    cr_assert_eq(wk_test_cluster_migrate_finish(&C, &m), 0);
+
+    /* (Finding a name's node asks the nodes: not while one stalls.) */
+    wk_name next = name_on(&lock, to, &n);
+    wk_handle_stats st;
+    cr_assert_eq(wk_db_stats(db, &st), WK_OK);
+    uint64_t moved = st.moved;
+    long long asked = wk_test_cluster_calls(&C, from, "cluster|slots") +
+                      wk_test_cluster_calls(&C, to, "cluster|slots");
+    long long asked_stalled = wk_test_cluster_calls(&C, stalled, "cluster|slots");
+    pid_t kid = stall_node_for(stalled, 900);
+    int rc = wk_lock_try(p, &lock, moving, &t, &got);
+    cr_assert(rc == WK_OK && got, "the redirected try: %s: %s", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_eq(wk_db_stats(db, &st), WK_OK);
+    cr_assert_gt(st.moved, moved, "it was redirected");
+    usleep(150 * 1000); /* past the map's shortest refresh interval (100 ms) */
+    int64_t t0 = wk_monotonic_ms();
+    rc = wk_lock_try(p, &lock, next, &t, &got);
+    char msg[256];
+    wk__copy_text(msg, sizeof(msg), wk_db_errmsg(db));
+    int64_t took = wk_monotonic_ms() - t0;
+    waitpid(kid, NULL, 0); /* the stalled node runs what it was sent */
+    cr_assert(rc == WK_OK && got, "the next call: %s: %s", wk_err_name(rc),
+              msg);
+    cr_assert_eq(wk_test_cluster_calls(&C, stalled, "cluster|slots"), asked_stalled,
+                 "nothing asked the stalled node for the map (the call took %lld ms)",
+                 (long long)took);
+    cr_assert_gt(wk_test_cluster_calls(&C, from, "cluster|slots") +
+                     wk_test_cluster_calls(&C, to, "cluster|slots"),
+                 asked, "the map was asked of a live node");
+    wk_db_close(db);
 }

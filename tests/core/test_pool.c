@@ -1160,6 +1160,40 @@ Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_n
     mux_end(&c);
 }
 
+static void freeze_proxy(void *px)
+{
+    wk_test_proxy_freeze(px, true);
+}
+
+/* The pool's connection is lost under a caller with a short deadline: the
+ * read is sent again on a new connection, whose set-up (the proxy froze)
+ * cannot end by then. The caller gives up at its own deadline; the
+ * set-up runs by the connect timeout and serves the next query: one new
+ * connection in all. Before, the set-up was bounded by the deadline of
+ * the caller that began it, ended with it, and the next query set up
+ * another. */
+Test(pool, a_set_up_outlives_the_deadline_of_the_caller_that_began_it)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-setup");
+    int sessions = wk_test_proxy_accepted(c.px);
+    wk_test_proxy_drop_next_reply(c.px, freeze_proxy, c.px);
+    inflight a = query_of(&c, 1, false, 300);
+    inflight_query(&a);
+    cr_assert_neq(a.rc, WK_OK, "a's set-up cannot end while the proxy is frozen");
+    cr_assert_lt(a.took_ms, 1500, "a returned by its deadline (took %lld ms): %s",
+                 (long long)a.took_ms, a.msg);
+    cr_assert_eq(wk_test_proxy_accepted(c.px), sessions + 1, "a's resend began a set-up");
+    wk_test_proxy_freeze(c.px, false);
+    inflight b = query_of(&c, 1, false, 0);
+    inflight_query(&b);
+    cr_assert_eq(b.rc, WK_OK, "%s: %s", wk_err_name(b.rc), b.msg);
+    cr_assert_eq(wk_test_proxy_accepted(c.px), sessions + 1,
+                 "b was served by the set-up a began (%d connections in all)",
+                 wk_test_proxy_accepted(c.px) - sessions);
+    mux_end(&c);
+}
+
 typedef struct bucket_take {
     inflight base; /* the processor, the name, the start count; rc, msg */
     const wk_entity *bucket;

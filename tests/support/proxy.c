@@ -38,6 +38,7 @@ struct wk_test_proxy {
     void (*on_drop)(void *);
     void *arg;
     atomic_int drops;
+    atomic_int accepted; /* sessions opened so far */
     atomic_bool frozen;  /* forward nothing, keep every session open */
     atomic_size_t slice; /* > 0: the server's bytes go out this many at a time */
     session sessions[MAX_SESSIONS];
@@ -140,6 +141,7 @@ static void *run(void *arg)
                     slot = i;
             if (c >= 0 && t >= 0 && slot >= 0) {
                 p->sessions[slot] = (session){c, t};
+                atomic_fetch_add(&p->accepted, 1);
             } else {
                 if (c >= 0)
                     close(c);
@@ -228,6 +230,11 @@ void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), vo
 int wk_test_proxy_drops(const wk_test_proxy *p)
 {
     return atomic_load(&((wk_test_proxy *)p)->drops);
+}
+
+int wk_test_proxy_accepted(const wk_test_proxy *p)
+{
+    return atomic_load(&((wk_test_proxy *)p)->accepted);
 }
 
 void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen)

@@ -134,6 +134,8 @@ const char *wk_test_proxy_url(const wk_test_proxy *p);
 void wk_test_proxy_drop_next_reply(wk_test_proxy *p, void (*on_drop)(void *), void *arg);
 /* How many replies were dropped so far. */
 int wk_test_proxy_drops(const wk_test_proxy *p);
+/* How many connections it accepted (each one to the server) so far. */
+int wk_test_proxy_accepted(const wk_test_proxy *p);
 /* While frozen, nothing is forwarded either way and every session stays
  * open: a network that silently stops delivering (no FIN, no RST). New
  * connections are accepted and wait too. */
