@@ -12,6 +12,7 @@
 
 #include "core/cluster.h"
 #include "core/core_internal.h"
+#include "core/exchange.h"
 
 /* A MOVED asks for a refresh; refreshes come at most this often. */
 #define REFRESH_MIN_INTERVAL_MS 100
@@ -182,20 +183,51 @@ static int apply_slots(wk__cluster *c, const redisReply *r, const char *asked_ho
     return WK_OK;
 }
 
-/* CLUSTER SLOTS on `link` (to `host`), applied to the map. */
-static int ask_slots(wk__cluster *c, const wk__conn *conn, wk__link *link, const char *host,
-                     int port, char *msg, size_t msglen)
+/* CLUSTER SLOTS of one node, as any query is run. */
+typedef struct slots_ask {
+    wk__cluster *c;
+    const char *host;
+    int port;
+    char msg[WK__ERRMSG_MAX / 2]; /* the reply's failure ("" : none, or not read) */
+} slots_ask;
+
+static int parse_slots(const wk_query *q, const wk_reply *reply, wk_diag *d)
 {
+    slots_ask *a = q->out;
+    int rc = wk__cluster_apply(a->c, (const redisReply *)reply, a->host, a->port, false, a->msg,
+                               sizeof(a->msg));
+    return rc ? wk_diag_fail(d, rc, "%s", a->msg) : WK_OK;
+}
+
+/* CLUSTER SLOTS asked of host:port, applied to the map. It runs as every
+ * query does — an exchange of one (core/exchange.c), polled by the
+ * blocking driver, by the running call's deadline, ended by the handle's
+ * wake-up descriptor — on a plain handle made for it from conn's
+ * settings, whose connection is *link lent (moved there and back; its
+ * last reply's time in *last_io) or, when *link has none, one set up to
+ * host:port and left in *link. */
+static int ask_slots(wk__cluster *c, wk__conn *conn, wk__link *link, int64_t *last_io,
+                     const char *host, int port, char *msg, size_t msglen)
+{
+    wk__conn lent;
+    wk__conn_lend(&lent, conn, link, *last_io);
+    wk_db db = {.conn = &lent, .proc = {.process = wk__db_process, .db = &db}};
+    slots_ask a = {.c = c, .host = host, .port = port};
     const char *argv[2] = {"CLUSTER", "SLOTS"};
-    redisReply *r;
-    int rc = wk__link_round_trip(link, conn, 2, argv, &r);
-    if (rc) {
-        set_msg(msg, msglen, "CLUSTER SLOTS failed at %s:%d: %s", host, port,
-                link->ctx ? link->ctx->errstr : "connection lost");
-        return rc;
-    }
-    rc = wk__cluster_apply(c, r, host, port, false, msg, msglen);
-    freeReplyObject(r);
+    size_t lens[2] = {7, 5};
+    wk_query q = {.name = "cluster.slots",
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, /* refusals: wk__cluster_apply */
+                  .argc = 2,
+                  .argv = argv,
+                  .argvlen = lens,
+                  .parse = parse_slots,
+                  .out = &a};
+    int rc = wk__exchange_run_one(&db, &q, host, port);
+    *last_io = wk__conn_lent_back(&lent, conn, link);
+    if (rc && a.msg[0])
+        set_msg(msg, msglen, "%s", a.msg);
+    else if (rc)
+        set_msg(msg, msglen, "CLUSTER SLOTS failed at %s:%d: %s", host, port, db.errmsg);
     return rc;
 }
 
@@ -236,7 +268,7 @@ int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, 
         set_msg(msg, msglen, "out of memory");
         return WK_ENOMEM;
     }
-    int rc = ask_slots(c, conn, &conn->link, host, port, msg, msglen);
+    int rc = ask_slots(c, conn, &conn->link, &conn->last_io_ms, host, port, msg, msglen);
     if (rc) {
         wk__cluster_free(c);
         return rc;
@@ -294,13 +326,13 @@ int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
     for (uint16_t i; (i = next_to_ask(c, asked)) != WK__NO_NODE;) {
         asked[i / 8] |= (unsigned char)(1u << (i % 8));
         wk__node *n = c->nodes[i];
-        if (!n->link.ctx && wk__cluster_node_ensure(conn, i, why, sizeof(why)))
-            continue;
-        rc = ask_slots(c, conn, &n->link, n->host, n->port, why, sizeof(why));
+        rc = ask_slots(c, conn, &n->link, &n->last_io_ms, n->host, n->port, why, sizeof(why));
+        /* A node that failed, or serves no slot now (its connection was
+         * out while the map was applied), keeps no connection. */
+        if ((rc && rc != WK_EREDIS) || (!rc && !n->primary))
+            node_drop(n);
         if (rc == WK_OK)
             break;
-        if (rc != WK_EREDIS)
-            node_drop(n);
     }
     free(asked);
     if (rc == WK_OK)
@@ -309,10 +341,9 @@ int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen)
     for (size_t i = 0; i < nseeds; i++) {
         const char *host = conn->url.nseeds ? conn->url.seeds[i].host : conn->url.host;
         int port = conn->url.nseeds ? conn->url.seeds[i].port : conn->url.port;
-        wk__link link;
-        if (wk__connect_node(conn, host, port, &link, NULL, why, sizeof(why)))
-            continue;
-        rc = ask_slots(c, conn, &link, host, port, why, sizeof(why));
+        wk__link link = {0};
+        int64_t last_io = 0;
+        rc = ask_slots(c, conn, &link, &last_io, host, port, why, sizeof(why));
         wk__link_close(&link);
         if (rc == WK_OK)
             return WK_OK;
@@ -331,21 +362,6 @@ void wk__cluster_node_check(wk__conn *conn, uint16_t i)
     if (n->link.ctx && wk_monotonic_ms() - n->last_io_ms >= WK__IDLE_PROBE_MS &&
         !wk__link_idle_alive(&n->link))
         node_drop(n);
-}
-
-int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen)
-{
-    wk__node *n = conn->cluster->nodes[i];
-    wk__cluster_node_check(conn, i);
-    if (n->link.ctx)
-        return WK_OK;
-    int rc = wk__connect_node(conn, n->host, n->port, &n->link, NULL, msg, msglen);
-    wk__count_connect(conn, rc);
-    if (rc)
-        return rc;
-    n->last_io_ms = wk_monotonic_ms();
-    conn->reconnects++;
-    return WK_OK;
 }
 
 /* ------------------------------------------------------------------------

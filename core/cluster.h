@@ -70,8 +70,11 @@ typedef enum wk__redirect {
  * to that node. WK_OK or a failure with msg. */
 int wk__cluster_discover(wk__conn *conn, const char *host, int port, char *msg, size_t msglen);
 
-/* Ask the nodes (connected ones first, then the others, then the URL's
- * seeds) for the map until one answers. */
+/* Ask the nodes for the map until one answers — the connected ones
+ * first, the one heard from last first, then the others, then the URL's
+ * seeds; each asked once. Each ask is a query of its own (CLUSTER SLOTS,
+ * an exchange of one run by the blocking driver by the running call's
+ * deadline) on the node's connection, lent, or one set up for it. */
 int wk__cluster_refresh(wk__conn *conn, char *msg, size_t msglen);
 
 /* A map with no slot known yet (an event-loop handle's until its first
@@ -90,9 +93,6 @@ int wk__cluster_apply(wk__cluster *c, const redisReply *r, const char *host, int
 int wk__cluster_clone(wk__cluster **out, const wk__cluster *src);
 void wk__cluster_free(wk__cluster *c);
 
-/* Connect node i if it is not (probing a connection idle for a while),
- * blocking: the map's refresh (wk__cluster_refresh). */
-int wk__cluster_node_ensure(wk__conn *conn, uint16_t i, char *msg, size_t msglen);
 /* The check before node i's connection is used: broken, or idle and
  * closed by the server — dropped. */
 void wk__cluster_node_check(wk__conn *conn, uint16_t i);

@@ -3,8 +3,7 @@
  * machine. It runs as a sub-machine of the exchange machine, which drives
  * every connection (core/exchange.h): a lane that needs a connection runs
  * a set-up inside it (core/engine_conn.h), so no driver steps it itself.
- * Alone, polled (core/db.c), it serves only a cluster map's blocking
- * refresh (wk__connect_node). Not installed.
+ * Not installed.
  *
  * One call of wk__setup_step() moves the set-up as far as it goes without
  * waiting, and says what to wait for next and until when:

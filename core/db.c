@@ -79,22 +79,6 @@ void wk__conn_drop(wk__conn *conn)
         wk__link_close(&conn->cluster->nodes[i]->link);
 }
 
-int wk__link_round_trip(wk__link *c, const wk__conn *conn, int argc, const char **argv,
-                        redisReply **reply)
-{
-    /* Inside an open or a query (a cluster's CLUSTER SLOTS), no later
-     * than that call's deadline. */
-    int64_t deadline =
-        wk__deadline_min(wk__deadline_after(conn->command_timeout), conn->call_deadline);
-    size_t lens[8];
-    for (int i = 0; i < argc && i < 8; i++)
-        lens[i] = strlen(argv[i]);
-    int rc = wk__wire_command(c, deadline, argc, argv, lens);
-    if (!rc)
-        rc = wk__wire_read(c, deadline, reply);
-    return rc;
-}
-
 bool wk__failover_noticed(const char *service, wk__link *link)
 {
     bool switched = false;
@@ -119,45 +103,37 @@ bool wk__failover_noticed(const char *service, wk__link *link)
 /* ------------------------------------------------------------------------
  * A connection is set up by the exchange machine (core/engine_conn.c) —
  * a handle's open is an exchange of no query (wk__conn_open, in
- * core/exchange.c) — with the two hooks below. The set-up machine alone,
- * polled, serves only a cluster map's blocking refresh
- * (wk__connect_node).
+ * core/exchange.c) — with the two hooks below.
  * ---------------------------------------------------------------------- */
 
-/* Drive a set-up to its end: wait for what it wants (and the wake-up
- * descriptor of a blocking handle) until its deadline, step again. */
-static int run_setup(wk__setup *s, char *msg, size_t msglen)
+void wk__conn_lend(wk__conn *lent, const wk__conn *conn, wk__link *link, int64_t last_io_ms)
 {
-    short ready = 0;
-    for (;;) {
-        wk__want w = wk__setup_step(s, ready);
-        if (w.done)
-            break;
-        struct pollfd p[2] = {{.fd = w.fd, .events = w.events},
-                              {.fd = s->conn->wake_fd, .events = POLLIN}};
-        /* A spent deadline still looks once: a refused connect says so at
-         * once, and is no timeout. */
-        int n = wk__poll_until(p, 2, w.deadline);
-        if (n < 0)
-            wk__setup_abort(s, WK_EIO, strerror(errno));
-        ready = n > 0 ? (short)(p[0].revents | (p[1].revents ? WK__WOKEN : 0)) : 0;
-    }
-    wk__copy_text(msg, msglen, s->msg);
-    return s->rc;
+    memset(lent, 0, sizeof(*lent));
+    atomic_init(&lent->refs, 1);
+    atomic_init(&lent->interrupted, atomic_load(&conn->interrupted));
+    lent->link = *link;
+    memset(link, 0, sizeof(*link));
+    lent->last_io_ms = last_io_ms;
+    /* Borrowed, never freed through it. */
+    lent->url = conn->url;
+    lent->tls = conn->tls;
+    lent->settings = conn->settings;
+    lent->client_name = conn->client_name;
+    lent->counters = conn->counters;
+    lent->connect_timeout = conn->connect_timeout;
+    lent->command_timeout = conn->command_timeout;
+    lent->call_deadline = conn->call_deadline;
+    lent->wake_fd = conn->wake_fd;
+    lent->wake_signal_fd = -1;
 }
 
-int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
-                     char *msg, size_t msglen)
+int64_t wk__conn_lent_back(wk__conn *lent, wk__conn *conn, wk__link *link)
 {
-    wk__setup s;
-    wk__setup_begin(&s, conn, host, port, 0, conn->call_deadline);
-    int rc = run_setup(&s, msg, msglen);
-    if (!rc)
-        wk__setup_take(&s, out, NULL);
-    if (cluster)
-        *cluster = s.cluster;
-    wk__setup_end(&s);
-    return rc;
+    *link = lent->link;
+    conn->reconnects += lent->reconnects;
+    wk__lane_end_setup(&lent->lane);
+    free(lent->lane.out.data);
+    return lent->last_io_ms;
 }
 
 void wk__conn_setup_begin(wk__conn *conn, wk__setup *s, int64_t cap)

@@ -253,17 +253,14 @@ bool wk__failover_noticed(const char *service, wk__link *link);
  * message is in err. */
 int wk__db_new(wk_db **out, const wk_db_options *opts, char *err, size_t errlen);
 
-/* Connect to the data node host:port with conn's credentials and
- * settings (no SELECT: a cluster node), blocking (the set-up machine of
- * core/conn_machine.c, polled: a cluster's map asked anew), by the
- * connect timeout and the call's deadline. *cluster (when not NULL) says whether its HELLO named
- * a cluster. */
-int wk__connect_node(const wk__conn *conn, const char *host, int port, wk__link *out, bool *cluster,
-                     char *msg, size_t msglen);
-/* Send one short command on `link` and read its reply (CLUSTER SLOTS),
- * within conn's command timeout and its call's deadline. */
-int wk__link_round_trip(wk__link *link, const wk__conn *conn, int argc, const char **argv,
-                        redisReply **reply);
+/* A plain connection made for one exchange (a cluster node's CLUSTER
+ * SLOTS, core/cluster.c) from conn's settings, borrowed, not copied: it
+ * takes *link (emptied; none: the exchange sets one up) and the time of
+ * its last reply. wk__conn_lent_back() gives the connection back to
+ * *link (none if it was lost), counts its reconnects on conn, frees what
+ * the exchange allocated and returns the time of the last reply. */
+void wk__conn_lend(wk__conn *lent, const wk__conn *conn, wk__link *link, int64_t last_io_ms);
+int64_t wk__conn_lent_back(wk__conn *lent, wk__conn *conn, wk__link *link);
 
 /* Open the connection of a new handle (`db->conn` filled in): the check
  * wk_db_open() makes — an exchange of no query (core/exchange.c): the
@@ -312,31 +309,17 @@ int wk__format_query(wk_db *db, wk__buf *buf, const wk_query *query, bool as_eva
 /* Make room for `more` bytes in `buf`. */
 int wk__buf_reserve(wk__buf *buf, size_t more);
 /*
- * The connection's bytes (core/wire.c, through the link's transport):
- * the only writer of commands and the only reader of replies.
- * wk__wire_write sends `len` bytes and says in *written how many the
- * kernel (or the TLS layer, which has then sent them) took; wk__wire_read returns one parsed
- * reply. Both wait until `deadline` at most — the call's, an absolute
- * wk__boot_ms() time fixed when the call started (wk__deadline_in()), never
- * a timeout restarted per wait — and return WK_OK, WK_EIO, WK_ETIMEDOUT,
- * WK_EPROTO or WK_ENOMEM, leaving the reason in c->errstr; after a failure
- * the connection must be dropped.
+ * The connection's bytes (core/wire.c, through the link's transport): the
+ * only reader of replies (the exchange machine, core/exchange.c, is the
+ * only writer of commands). Nothing here waits: the drivers poll.
  */
-int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,
-                   size_t *written);
-int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply);
 /* The one wait of every blocking driver (the exchange's, the set-up's,
  * the subscriber's): poll() until `deadline` (wk__boot_ms(); a spent one
  * still looks once), what is left re-read after EINTR. Returns poll's
  * count, 0 on timeout, -1 with errno. */
 struct pollfd;
 int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline);
-/* Format a command (set-up, Pub/Sub: a few short arguments) and write it
- * whole. */
-int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,
-                     const size_t *lens);
-/* The two halves of wk__wire_read, for a caller that waits on its own
- * (the exchange machine, whose drivers poll): take a reply
+/* For the exchange machine, whose drivers poll: take a reply
  * already read (*reply NULL if none), and receive what the socket has now
  * into the reader without waiting (and all the transport has decoded, so
  * that polling the socket afterwards is right). */

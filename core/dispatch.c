@@ -327,12 +327,6 @@ int wk__lease_acknowledged(wk_diag *d, bool *held)
  * A single query: an exchange of one (core/exchange.c)
  * ---------------------------------------------------------------------- */
 
-static const wk_query *the_query(void *ctx, size_t i)
-{
-    (void)i;
-    return ctx;
-}
-
 int wk__db_process(wk_processor *self, wk_query *q)
 {
     wk_db *db = (wk_db *)self;
@@ -344,11 +338,7 @@ int wk__db_process(wk_processor *self, wk_query *q)
     int rc = wk__db_admit(db, q);
     if (rc)
         return rc;
-    wk__slot slot = {.state = WK__UNSENT,
-                     .writes = wk_effect_is_write(&q->effect),
-                     .keyless = q->effect.count == 0};
-    wk__exchange x = {.db = db, .slots = &slot, .count = 1, .query = the_query, .ctx = q};
-    return wk__exchange_run(&x);
+    return wk__exchange_run_one(db, q, NULL, 0);
 }
 
 bool wk_processor_is_deferred(const wk_processor *processor)

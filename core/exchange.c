@@ -1163,7 +1163,34 @@ int wk__conn_open(wk_db *db)
     return drive(&m);
 }
 
-int wk__exchange_run(wk__exchange *x)
+/* A connection of a query run at one address (wk__exchange_run_one with a host): set
+ * up there, by the call's deadline, and kept on the handle. */
+typedef struct run_target {
+    wk__engine *m;
+    const char *host;
+    int port;
+} run_target;
+
+static void target_begin(void *arg, wk__setup *s)
+{
+    run_target *t = arg;
+    wk__setup_begin(s, t->m->conn, t->host, t->port, 0, t->m->deadline);
+}
+
+static int target_done(void *arg, wk__setup *s)
+{
+    run_target *t = arg;
+    wk__conn *conn = t->m->conn;
+    wk__count_connect(conn, s->rc);
+    if (s->rc)
+        return s->rc;
+    wk__setup_take(s, &conn->link, NULL);
+    conn->last_io_ms = wk_monotonic_ms();
+    conn->reconnects++;
+    return WK_OK;
+}
+
+static int run(wk__exchange *x, const char *host, int port)
 {
     wk__conn *conn = x->db->conn;
     /* The deadline is fixed once, here: the command timeout from now, plus
@@ -1185,7 +1212,33 @@ int wk__exchange_run(wk__exchange *x)
     conn->call_deadline = wk__deadline_min(own, outer);
     wk__engine m;
     wk__engine_begin(&m, x, conn->call_deadline);
+    run_target t = {&m, host, port};
+    if (host) {
+        m.setup_begin = target_begin;
+        m.setup_done = target_done;
+        m.arg = &t;
+    }
     int rc = drive(&m);
     conn->call_deadline = outer;
     return rc;
+}
+
+int wk__exchange_run(wk__exchange *x)
+{
+    return run(x, NULL, 0);
+}
+
+static const wk_query *the_query(void *ctx, size_t i)
+{
+    (void)i;
+    return ctx;
+}
+
+int wk__exchange_run_one(wk_db *db, const wk_query *q, const char *host, int port)
+{
+    wk__slot slot = {.state = WK__UNSENT,
+                     .writes = wk_effect_is_write(&q->effect),
+                     .keyless = q->effect.count == 0};
+    wk__exchange x = {.db = db, .slots = &slot, .count = 1, .query = the_query, .ctx = (void *)q};
+    return run(&x, host, port);
 }

@@ -148,7 +148,10 @@ static inline bool wk__may_resend(unsigned query_flags, bool resent, int rc)
  *            descriptor, until `deadline`; record what fired with
  *            wk__engine_ready(), step again;
  *   REFRESH  ask a cluster handle's slot map anew (its failure is no
- *            failure: the old map stays), step again;
+ *            failure: the old map stays), step again — the blocking
+ *            driver by wk__cluster_refresh (each ask an exchange of one,
+ *            wk__exchange_run_one, polled like any), the event-loop
+ *            handle on its map lane;
  *   DONE     every slot is settled: wk__engine_end() gives the result.
  *
  * The blocking driver (wk__exchange_run) polls around it; a one-server
@@ -287,5 +290,11 @@ void wk__engine_cancel(wk__engine *m, int rc, const char *why);
  * around the machine); returns as wk__engine_end().
  */
 int wk__exchange_run(wk__exchange *x);
+/* The same for one query q alone (a single query: core/dispatch.c);
+ * with a host, on a plain handle whose connection, when it has none, is
+ * set up to host:port (no SELECT, no failover notice) rather than to its
+ * URL's target, and stays on the handle (a cluster map's CLUSTER SLOTS,
+ * core/cluster.c). */
+int wk__exchange_run_one(wk_db *db, const wk_query *q, const char *host, int port);
 
 #endif /* WK_CORE_EXCHANGE_H */

@@ -1,12 +1,13 @@
 /*
- * core/wire.c — the only code that writes commands to a Redis connection
- * and reads replies from it. hiredis connects and parses (its
- * redisReader); the bytes go through here, via the link's transport
- * (plain or TLS, core/transport.h), so that a failed write says how much
- * of it was taken (which commands may have reached the server), and every
- * wait ends at the call's deadline: an absolute time (wk__boot_ms()) fixed
- * once when the call started, so a peer that trickles its reply a byte at
- * a time cannot stretch the call by restarting a timeout per byte.
+ * core/wire.c — reading replies off a Redis connection, and the one wait
+ * of every blocking driver. hiredis connects and parses (its
+ * redisReader); the bytes come through the link's transport (plain or
+ * TLS, core/transport.h). Nothing here waits on a socket but
+ * wk__poll_until, which every driver calls with the call's deadline: an
+ * absolute time (wk__boot_ms()) fixed once when the call started, so a
+ * peer that trickles its reply a byte at a time cannot stretch the call
+ * by restarting a timeout per byte. Commands are written by the machines
+ * (core/exchange.c, the set-up's core/conn_machine.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,74 +35,6 @@ int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline)
         if (got >= 0 || errno != EINTR)
             return got;
     }
-}
-
-/* Wait until the socket is ready for `events` or the deadline passes — or
- * the link's wake descriptor (a blocking handle's) becomes readable. */
-static int wait_ready(wk__link *link, short events, int64_t deadline)
-{
-    redisContext *c = link->ctx;
-    struct pollfd p[2] = {{.fd = c->fd, .events = events}, {.fd = link->wake_fd, .events = POLLIN}};
-    int n = wk__poll_until(p, link->wake_fd >= 0 ? 2 : 1, deadline);
-    if (n > 0 && link->wake_fd >= 0 && p[1].revents)
-        return wire_fail(c, WK_EIO, REDIS_ERR_IO, "interrupted (wk__blocking_interrupt)");
-    if (n > 0)
-        return WK_OK;
-    if (n == 0)
-        return wire_fail(c, WK_ETIMEDOUT, REDIS_ERR_IO, "timed out waiting for Redis");
-    return wire_fail(c, WK_EIO, REDIS_ERR_IO, strerror(errno));
-}
-
-int wk__wire_write(wk__link *link, const char *data, size_t len, int64_t deadline,
-                   size_t *written)
-{
-    redisContext *c = link->ctx;
-    size_t off = 0;
-    int rc = WK_OK;
-    while (off < len) {
-        short want = POLLOUT;
-        ssize_t n = link->tx->send(link, data + off, len - off, &want);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n == WK__TX_AGAIN) {
-            rc = wait_ready(link, want, deadline);
-            if (rc)
-                break;
-            continue;
-        }
-        rc = n == WK__TX_FAIL ? WK_EIO
-                              : wire_fail(c, WK_EIO, REDIS_ERR_IO, "connection closed");
-        break;
-    }
-    *written = off;
-    return rc;
-}
-
-int wk__wire_command(wk__link *link, int64_t deadline, int argc, const char *const *argv,
-                     const size_t *lens)
-{
-    /* Set-up and Pub/Sub commands: short, a few arguments (a key at most). */
-    char stack[4096], *buf = stack;
-    size_t need = 16;
-    for (int i = 0; i < argc; i++)
-        need += lens[i] + 24;
-    if (need > sizeof(stack) && !(buf = malloc(need)))
-        return wire_fail(link->ctx, WK_ENOMEM, REDIS_ERR_OOM, "out of memory formatting a command");
-    size_t len = (size_t)snprintf(buf, need, "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++) {
-        len += (size_t)snprintf(buf + len, need - len, "$%zu\r\n", lens[i]);
-        memcpy(buf + len, argv[i], lens[i]);
-        len += lens[i];
-        memcpy(buf + len, "\r\n", 2);
-        len += 2;
-    }
-    size_t written;
-    int rc = wk__wire_write(link, buf, len, deadline, &written);
-    if (buf != stack)
-        free(buf);
-    return rc;
 }
 
 int wk__wire_take(wk__link *link, redisReply **reply)
@@ -198,16 +131,3 @@ bool wk__link_idle_alive(wk__link *link)
     return link->tx->idle_alive(link);
 }
 
-int wk__wire_read(wk__link *link, int64_t deadline, redisReply **reply)
-{
-    for (;;) {
-        int rc = wk__wire_take(link, reply);
-        if (rc || *reply)
-            return rc;
-        rc = wait_ready(link, link->want ? link->want : POLLIN, deadline);
-        if (!rc)
-            rc = wk__wire_receive(link);
-        if (rc)
-            return rc;
-    }
-}
