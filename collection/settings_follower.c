@@ -58,6 +58,7 @@
 #include <sodium.h>
 
 #include "collection/common.h"
+#include "core/cluster.h"
 #include "core/core_internal.h"
 #include "core/subscriber.h"
 
@@ -460,13 +461,57 @@ static int reload_or_drop(wk_settings_follower *f)
     return rc;
 }
 
+const char *wk__sf_slot_owner(const wk_settings_follower *f, const wk_db *db, int *port)
+{
+    const wk__cluster *c = db->conn->cluster;
+    uint16_t n = c ? c->slot_node[wk__key_slot(f->chan, f->chan_len)] : WK__NO_NODE;
+    return n == WK__NO_NODE ? NULL : wk__cluster_node_host(db, n, port);
+}
+
+/* On a cluster handle the subscriber goes to the primary of the
+ * settings' slot — where the scripts publish — found by a head read
+ * through the handle first (routed by its map, which a MOVED brings up to
+ * date: a failover, a moved slot). WK_OK with f->sub_host set, or with it
+ * empty (no cluster handle: the URL's server), or the failure. */
+static int locate(wk_settings_follower *f, char *err, size_t errlen)
+{
+    f->sub_host[0] = '\0';
+    if (!f->db->conn->cluster)
+        return WK_OK;
+    wk__settings_head head;
+    int rc = wk__settings_read_head(wk_db_processor(f->db), &f->held.entity, &f->held.name, &head);
+    if (rc)
+        return wk__errbuf_set(err, errlen, rc, "%s", wk_db_errmsg(f->db));
+    const char *host = wk__sf_slot_owner(f, f->db, &f->sub_port);
+    if (!host)
+        return wk__errbuf_set(err, errlen, WK_EIO, "settings follower: no node serves slot %u",
+                              wk__key_slot(f->chan, f->chan_len));
+    wk__copy_text(f->sub_host, sizeof(f->sub_host), host);
+    return WK_OK;
+}
+
+/* Whether the map names another node for the slot than the one the
+ * subscriber is on (seen after a check's head read: a failover, the slot
+ * moved). */
+static bool owner_changed(const wk_settings_follower *f)
+{
+    int port = 0;
+    const char *host = f->sub_host[0] ? wk__sf_slot_owner(f, f->db, &port) : NULL;
+    return host && (port != f->sub_port || strcmp(host, f->sub_host) != 0);
+}
+
 /* Step 1 of the loop: subscribe, then load. */
 static int sync_mirror(wk_settings_follower *f, bool initial)
 {
     drop_subscriber(f);
     wk__sf_queue_clear(f); /* the load covers whatever an old subscription left */
     char err[256];
-    int rc = wk__subscriber_open(&f->sub, f->db, f->keepalive_ms, err, sizeof(err));
+    int rc = locate(f, err, sizeof(err));
+    if (!rc)
+        rc = f->sub_host[0] ? wk__subscriber_open_at(&f->sub, f->db, f->sub_host, f->sub_port,
+                                                     f->keepalive_ms, err, sizeof(err))
+                            : wk__subscriber_open(&f->sub, f->db, f->keepalive_ms, err,
+                                                  sizeof(err));
     if (rc) {
         wk__sf_record_failure(f, rc, err);
         return rc;
@@ -530,6 +575,10 @@ static int check(wk_settings_follower *f, bool periodic)
         wk__sf_record_failure(f, rc, wk_db_errmsg(f->db));
         drop_subscriber(f);
         return rc;
+    }
+    if (owner_changed(f)) {
+        drop_subscriber(f); /* the loop subscribes on the new owner and loads */
+        return WK_OK;
     }
     return wk__sf_judge_head(f, &head, periodic) == WK__SF_RELOAD ? reload_or_drop(f) : WK_OK;
 }

@@ -46,6 +46,10 @@ struct wk_settings_follower {
     /* The follower thread's own (and the caller's during start). */
     wk_db *db;
     wk__subscriber *sub;
+    /* A cluster handle's: the node the subscriber is on (the primary of
+     * the settings' slot when it subscribed), and its port. */
+    char sub_host[256];
+    int sub_port;
     pthread_t thread;
     bool thread_started; /* and not joined yet */
     bool halted;         /* under `mu`: wk_settings_follower_halt() ran */
@@ -159,5 +163,10 @@ void wk__sf_loop_free(wk_settings_follower *f);
 /* _free() from one of a loop follower's callbacks: true when the free is
  * left to the end of its steps (it was halted). */
 bool wk__sf_loop_free_later(wk_settings_follower *f);
+
+/* On a cluster handle `db`: the node its map names for the settings'
+ * slot (the channel's), and its port; NULL when db is no cluster handle
+ * or no node serves the slot. The address is the map's (borrowed). */
+const char *wk__sf_slot_owner(const wk_settings_follower *f, const wk_db *db, int *port);
 
 #endif /* WK_COLLECTION_SETTINGS_FOLLOWER_INTERNAL_H */

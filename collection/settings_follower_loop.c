@@ -268,9 +268,7 @@ static bool on_cluster(const wk__sf_loop *L)
 /* The node the handle's map names for the settings' slot, or NULL. */
 static const char *slot_owner(const wk__sf_loop *L, int *port)
 {
-    const wk__cluster *c = L->a->db->conn->cluster;
-    uint16_t n = c ? c->slot_node[L->slot] : WK__NO_NODE;
-    return n == WK__NO_NODE ? NULL : wk__cluster_node_host(L->a->db, n, port);
+    return wk__sf_slot_owner(L->f, L->a->db, port);
 }
 
 /* Whether the map names another node for the slot than the one the

@@ -349,6 +349,14 @@ typedef struct wk_settings_follower_options {
  * long as the follower runs (connection failures after start are retried
  * forever; see wk_settings_follower_stats()).
  *
+ * REDIS CLUSTER: on a cluster URL the subscriber is a plain connection to
+ * the primary of the settings' slot (where the scripts publish), found by
+ * a head read through the follower's handle before each subscription (the
+ * handle's slot map, which that read brings up to date), not a node of the
+ * URL: the follower goes on when the URL's nodes are gone. When a periodic
+ * check's head read leaves the map naming another node for the slot (a
+ * failover, the slot moved) the follower subscribes there and loads.
+ *
  *   out   OUT: the follower; NULL on failure.
  *   opts  see wk_settings_follower_options.
  *   err   OUT, may be NULL: a message on failure (at most errlen bytes,

@@ -858,72 +858,6 @@ static int subscriber_node(const char *chan, size_t len)
     return -1;
 }
 
-/* Exclusive: it kills every Pub/Sub connection of a node, which would cut
- * the subscribers of other tests running beside it. */
-Test(cluster, settings_follower_converges_across_nodes, .init = exclusive, .timeout = 120)
-{
-    wk_db *db = open_cluster();
-    wk_processor *p = wk_db_processor(db);
-    wk_entity settings = WK_SETTINGS_ENTITY(wk_test_ns("set"));
-    wk_db_options fo = WK_DB_OPTIONS_INIT;
-    fo.url = C.url;
-    fo.capability = wk_cap_read_write();
-    /* A name whose writer's node (its slot's primary) is not the node the
-     * follower's subscriber is on: the change crosses the cluster bus. */
-    wk_settings_follower *f = NULL;
-    char name[16], chan[WK_KEY_MAX + 1];
-    size_t chan_len;
-    int writer = -1, sub = -1;
-    for (int attempt = 0; attempt < 16; attempt++) {
-        snprintf(name, sizeof(name), "cfg%d", attempt);
-        wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
-        so.db = &fo;
-        so.settings = &settings;
-        so.name = wk_name_str(name);
-        char err[256];
-        cr_assert_eq(wk_settings_follower_start(&f, &so, err, sizeof(err)), WK_OK, "%s", err);
-        wk_name n = wk_name_str(name);
-        cr_assert_eq(wk__settings_channel(db, &settings, &n, chan, sizeof(chan), &chan_len), WK_OK);
-        char key[WK_KEY_MAX + 1];
-        size_t klen;
-        writer = item_port(&settings, n, ":map", key, &klen); /* the scripts run there */
-        for (int k = 0; k < 500 && (sub = subscriber_node(chan, chan_len)) < 0; k++)
-            wk_test_sleep_ms(10);
-        cr_assert(sub > 0, "the follower subscribed somewhere");
-        if (sub != writer)
-            break;
-        wk_settings_follower_free(f);
-        f = NULL;
-    }
-    cr_assert(f, "no name of 16 had its writer's node apart from its subscriber's (%d)", sub);
-    int64_t version = 0;
-    for (int i = 0; i < 3; i++) {
-        char k[8];
-        snprintf(k, sizeof(k), "k%d", i);
-        cr_assert_eq(
-            wk_settings_put(p, &settings, wk_name_str(name), k, strlen(k), "v", 1, &version), WK_OK,
-            "%s", wk_db_errmsg(db));
-    }
-    bool reached = false;
-    cr_assert_eq(wk_settings_follower_wait(f, version, 20000, &reached), WK_OK);
-    cr_assert(reached, "the follower got changes published on another node");
-    /* Its subscriber's connection dies: the follower reconnects, reloads
-     * and gets what was written meanwhile. */
-    freeReplyObject(raw_at(sub, "CLIENT KILL TYPE pubsub"));
-    cr_assert_eq(wk_settings_put(p, &settings, wk_name_str(name), "k9", 2, "after", 5, &version),
-                 WK_OK, "%s", wk_db_errmsg(db));
-    reached = false;
-    cr_assert_eq(wk_settings_follower_wait(f, version, 20000, &reached), WK_OK);
-    cr_assert(reached, "the follower caught up after losing its subscriber");
-    char buf[16];
-    size_t vlen = 0;
-    bool found = false;
-    cr_assert_eq(wk_settings_follower_get(f, "k9", 2, buf, sizeof(buf), &vlen, &found), WK_OK);
-    cr_assert(found && vlen == 5 && memcmp(buf, "after", 5) == 0);
-    wk_settings_follower_free(f);
-    wk_db_close(db);
-}
-
 /* ------------------------------------------------------------------------
  * The near cache: one tracking shard per primary
  * ---------------------------------------------------------------------- */
@@ -3435,7 +3369,7 @@ Test(cluster, loop_a_waiter_follows_a_failover, .init = exclusive, .timeout = 12
  * ---------------------------------------------------------------------- */
 
 typedef struct loop_follower {
-    wk_async *a;
+    wk_async *a; /* NULL: a thread follower (wk_settings_follower_start) */
     wk_db *db; /* a blocking cluster handle: the writer */
     wk_entity settings;
     char name[16], chan[WK_KEY_MAX + 1];
@@ -3444,10 +3378,12 @@ typedef struct loop_follower {
     wk_settings_follower *f;
 } loop_follower;
 
-/* A loop follower of (ns, "cfg") through a loop handle on the seed list
- * (or, `elsewhere`, on the URL of a primary that does not own the
- * settings' slot), started: the start's callback ran OK. */
-static void loop_follower_start_at(loop_follower *L, bool elsewhere, const char *ns, int check_ms)
+/* A follower of (ns, "cfg") — through a loop handle, or with `thread`
+ * the thread form — on the seed list (or, `elsewhere`, on the URL of a
+ * primary that does not own the settings' slot), started: the start
+ * returned, or its callback ran, OK. */
+static void follower_start(loop_follower *L, bool thread, bool elsewhere, const char *ns,
+                           int check_ms)
 {
     L->db = open_cluster();
     L->settings = (wk_entity)WK_SETTINGS_ENTITY(wk_test_ns(ns));
@@ -3468,12 +3404,21 @@ static void loop_follower_start_at(loop_follower *L, bool elsewhere, const char 
     for (int k = 0; k < 3 && elsewhere; k++)
         if (prim[k] != L->port)
             snprintf(url, sizeof(url), "redis://127.0.0.1:%d", prim[k]);
-    L->a = open_loop(url, "lsf");
     wk_settings_follower_options so = WK_SETTINGS_FOLLOWER_OPTIONS_INIT;
     so.settings = &L->settings;
     so.name = n;
     so.retry_max_ms = 200;
     so.check_ms = check_ms;
+    if (thread) {
+        wk_db_options o = cluster_options();
+        o.url = url;
+        so.db = &o;
+        char err[256] = "";
+        int rc = wk_settings_follower_start(&L->f, &so, err, sizeof(err));
+        cr_assert_eq(rc, WK_OK, "start on a cluster URL: %s: %s", wk_err_name(rc), err);
+        return;
+    }
+    L->a = open_loop(url, "lsf");
     outcome o;
     char err[256] = "";
     int rc = wk_settings_follower_start_async(&L->f, via(L->a, &o), &so, err, sizeof(err));
@@ -3486,16 +3431,21 @@ static void loop_follower_start_at(loop_follower *L, bool elsewhere, const char 
     cr_assert_eq(o.status, WK_OK, "first sync: %s", o.msg);
 }
 
-static void loop_follower_start(loop_follower *L, const char *ns, int check_ms)
-{
-    loop_follower_start_at(L, false, ns, check_ms);
-}
-
 static void loop_follower_stop(loop_follower *L)
 {
     wk_settings_follower_free(L->f);
-    wk_async_close(L->a);
+    if (L->a)
+        wk_async_close(L->a);
     wk_db_close(L->db);
+}
+
+/* Let the follower go on: turn the loop, or give its thread a moment. */
+static void follower_turn(loop_follower *L)
+{
+    if (L->a)
+        wk_test_async_turn(L->a);
+    else
+        wk_test_sleep_ms(10);
 }
 
 /* A put through the blocking handle; again after a connection error (a
@@ -3525,7 +3475,7 @@ static bool loop_follower_reaches(loop_follower *L, int64_t version)
         cr_assert_eq(wk_settings_follower_wait(L->f, version, 0, &reached), WK_OK);
         if (reached)
             return true;
-        wk_test_async_turn(L->a);
+        follower_turn(L);
     }
     return false;
 }
@@ -3540,7 +3490,7 @@ static int loop_follower_subscribed_at(loop_follower *L, int port)
         at = subscriber_node(L->chan, L->chan_len);
         if (at == port)
             break;
-        wk_test_async_turn(L->a);
+        follower_turn(L);
     }
     return at;
 }
@@ -3555,15 +3505,28 @@ static bool loop_follower_has(loop_follower *L, const char *k, const char *want)
     return found && vlen == strlen(want) && memcmp(buf, want, vlen) == 0;
 }
 
-/* Exclusive: it kills every Pub/Sub connection of a node. The loop
- * follower on a cluster subscribes on the primary of its settings' slot
- * (a plain connection there), gets every put, and after its subscriber is
- * killed subscribes there again, reloads and gets what came meanwhile. */
-Test(cluster, loop_settings_follower_subscribes_on_its_slots_primary_and_resumes,
-     .init = exclusive, .timeout = 120)
+/* Each case below runs twice: through the event loop
+ * (cluster::loop_settings_follower_NAME, namespace "l" NS) and as the
+ * thread form (cluster::settings_follower_NAME, namespace "t" NS). */
+#define FOLLOWER_TESTS(name, init_fn, body, ns)                                                     \
+    Test(cluster, loop_settings_follower_##name, .init = init_fn, .timeout = 120)                 \
+    {                                                                                              \
+        body(false, "l" ns);                                                                       \
+    }                                                                                              \
+    Test(cluster, settings_follower_##name, .init = init_fn, .timeout = 120)                      \
+    {                                                                                              \
+        body(true, "t" ns);                                                                        \
+    }
+
+/* Exclusive: it kills every Pub/Sub connection of a node. The follower
+ * (the loop's or the thread's) on a cluster subscribes on the primary of
+ * its settings' slot (a plain connection there), gets every put, and
+ * after its subscriber is killed subscribes there again, reloads and gets
+ * what came meanwhile. */
+static void follower_subscribes_and_resumes(bool thread, const char *ns)
 {
     static loop_follower L;
-    loop_follower_start(&L, "lsfsub", 5000);
+    follower_start(&L, thread, false, ns, 5000);
     cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port,
                  "subscribed on the primary of slot %d", L.slot);
     int64_t version = 0;
@@ -3589,6 +3552,9 @@ Test(cluster, loop_settings_follower_subscribes_on_its_slots_primary_and_resumes
     loop_follower_stop(&L);
 }
 
+FOLLOWER_TESTS(subscribes_on_its_slots_primary_and_resumes, exclusive,
+               follower_subscribes_and_resumes, "sfsub")
+
 /* The slot's owner is now `port`: a put right after reaches the mirror,
  * the follower ends up subscribed there, and a put after that arrives
  * too. Stops the follower. */
@@ -3608,11 +3574,10 @@ static void loop_follower_moved_to(loop_follower *L, int port)
  * known as a cluster node when the start is called): its first read's
  * route makes the handle a cluster handle, and the follower subscribes on
  * the owner of its slot. */
-Test(cluster, loop_settings_follower_from_another_nodes_url_subscribes_on_the_owner,
-     .init = shared, .timeout = 120)
+static void follower_from_another_url(bool thread, const char *ns)
 {
     static loop_follower L;
-    loop_follower_start_at(&L, true, "lsfurl", 5000);
+    follower_start(&L, thread, true, ns, 5000);
     cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port, "on the slot's owner");
     int64_t version = loop_follower_put(&L, "k", "v");
     cr_assert(loop_follower_reaches(&L, version));
@@ -3620,13 +3585,50 @@ Test(cluster, loop_settings_follower_from_another_nodes_url_subscribes_on_the_ow
     loop_follower_stop(&L);
 }
 
+FOLLOWER_TESTS(from_another_nodes_url_subscribes_on_the_owner, shared,
+               follower_from_another_url, "sfurl")
+
+/* Started on one node's URL (a primary that does not own the settings'
+ * slot), which is then killed for good: the follower's subscriber is lost
+ * (killed on the owner) and comes back where the map says, not at the
+ * URL's dead node; a put reaches the mirror. Before, a thread follower
+ * subscribed at its URL's node, and once that node was gone it could not
+ * subscribe again: no change reached it any more. */
+static void follower_outlives_the_node_of_its_url(bool thread, const char *ns)
+{
+    static loop_follower L;
+    follower_start(&L, thread, true, ns, 5000);
+    cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port, "on the slot's owner");
+    int prim[3], url_port = -1;
+    cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
+    for (int k = 0; k < 3; k++) /* the node follower_start named (the last other) */
+        if (prim[k] != L.port)
+            url_port = prim[k];
+    int promoted = wk_test_cluster_kill_primary(&C, url_port, 30000);
+    freeReplyObject(raw_at(L.port, "CLIENT KILL TYPE pubsub"));
+    int64_t version = loop_follower_put(&L, "k", "after");
+    /* (Judged after the node is back, so that a failure leaves the
+     * cluster whole for the tests after.) */
+    bool reached = loop_follower_reaches(&L, version);
+    bool has = loop_follower_has(&L, "k", "after");
+    int at = loop_follower_subscribed_at(&L, L.port);
+    loop_follower_stop(&L);
+    cr_assert_eq(wk_test_cluster_restart(&C, url_port, 30000), 0, "the killed node rejoined");
+    cr_assert_gt(promoted, 0, "its replica was promoted");
+    cr_assert(reached && has, "a put after its URL's node died reached the mirror");
+    cr_assert_eq(at, L.port, "on the slot's owner again");
+}
+
+FOLLOWER_TESTS(outlives_the_node_of_its_url, exclusive,
+               follower_outlives_the_node_of_its_url, "sfgone")
+
 /* The settings' slot moves to another primary: the periodic check's head
  * read is answered MOVED (followed, the map patched), the follower sees a
  * new owner and subscribes there; no put is lost on the way. */
-Test(cluster, loop_settings_follower_moves_with_its_slot, .init = exclusive, .timeout = 120)
+static void follower_moves_with_its_slot(bool thread, const char *ns)
 {
     static loop_follower L;
-    loop_follower_start(&L, "lsfmove", 200);
+    follower_start(&L, thread, false, ns, 200);
     cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
     int prim[3], to = -1;
     cr_assert_eq(wk_test_cluster_primaries(&C, prim), 3);
@@ -3642,20 +3644,24 @@ Test(cluster, loop_settings_follower_moves_with_its_slot, .init = exclusive, .ti
     loop_follower_moved_to(&L, to);
 }
 
+FOLLOWER_TESTS(moves_with_its_slot, exclusive, follower_moves_with_its_slot, "sfmove")
+
 /* A CLUSTER FAILOVER of the settings' primary: the old primary, now a
  * replica, still relays the messages, but the periodic check's head read
  * (MOVED to the new primary) shows the new owner, and the follower
  * subscribes there. Leaves the cluster failed over. */
-Test(cluster, loop_settings_follower_follows_a_failover, .init = exclusive, .timeout = 120)
+static void follower_follows_a_failover(bool thread, const char *ns)
 {
     static loop_follower L;
-    loop_follower_start(&L, "lsffo", 200);
+    follower_start(&L, thread, false, ns, 200);
     cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
     int replica = wk_test_cluster_replica_of(&C, L.port);
     cr_assert_gt(replica, 0);
     cr_assert_eq(wk_test_cluster_failover(&C, replica, 30000), 0, "CLUSTER FAILOVER");
     loop_follower_moved_to(&L, replica);
 }
+
+FOLLOWER_TESTS(follows_a_failover, exclusive, follower_follows_a_failover, "sffo")
 
 /* A held lock whose slot starts migrating to the next primary (the ASK
  * window open, no key moved), and a loop waiter parked in that window
@@ -3722,11 +3728,10 @@ Test(cluster, loop_a_release_in_a_migration_window_reaches_the_waiter_by_its_nex
  * head read fails until the map names the promoted replica), subscribes
  * there and loads: a put after the promotion reaches the mirror. The
  * killed node comes back as a replica afterwards. */
-Test(cluster, loop_settings_follower_follows_a_killed_primary_to_its_replica, .init = exclusive,
-     .timeout = 120)
+static void follower_follows_a_killed_primary(bool thread, const char *ns)
 {
     static loop_follower L;
-    loop_follower_start(&L, "lsfkill", 200);
+    follower_start(&L, thread, false, ns, 200);
     cr_assert_eq(loop_follower_subscribed_at(&L, L.port), L.port);
     int replica = wk_test_cluster_replica_of(&C, L.port);
     cr_assert_gt(replica, 0);
@@ -3736,6 +3741,9 @@ Test(cluster, loop_settings_follower_follows_a_killed_primary_to_its_replica, .i
     cr_assert_eq(promoted, replica, "its replica was promoted");
     cr_assert_eq(restarted, 0, "the killed node rejoined");
 }
+
+FOLLOWER_TESTS(follows_a_killed_primary_to_its_replica, exclusive,
+               follower_follows_a_killed_primary, "sfkill")
 
 /* Stop the node on `port` (SIGSTOP) for `ms` from a forked child, which
  * lets it go on (SIGCONT) whatever the test does meanwhile — well inside
