@@ -195,11 +195,13 @@ short wk__xc_lane_events(wk__engine *m, size_t i, int *fd)
     const wk__link *link = &c->nodes[i]->link;
     const wk__lane *q = &c->nodes[i]->lane;
     *fd = link->ctx->fd;
-    /* Queries not placed yet (submitted since the last step): any
-     * writable node has the loop step again. */
-    bool more = m->placed < m->x->count && !m->pause_until && c->primaries;
+    /* Queries not placed yet (submitted since the last step) make the
+     * step due at once (wk__xc_due), not the nodes' sockets writable: the
+     * step writes to a socket that takes it without being told, and only
+     * bytes it did not take wait for POLLOUT (no registration to flip to
+     * writable and back for every round of queries). */
     return (short)(POLLIN | (q->wpos < q->len ? q->want : 0) |
-                   (more || link->want == POLLOUT ? POLLOUT : 0));
+                   (link->want == POLLOUT ? POLLOUT : 0));
 }
 
 int64_t wk__xc_due(const wk__engine *m)
