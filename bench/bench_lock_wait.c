@@ -9,6 +9,9 @@
  *   bench_lock_wait --kind rwlock    # lock, rwlock, semaphore or all (all)
  *   bench_lock_wait --cluster        # the loop / blocking handoff on a local
  *                                    # Redis Cluster (6 nodes) it starts
+ *   bench_lock_wait --anatomy        # only: where a release script's time
+ *                                    # goes (Lock's straight path, piece by
+ *                                    # piece, against RPUSH; see anatomy())
  *
  * Cases: W waiters plus one holder, W + 1 threads with a handle each, all
  * looping on one item: a Lock, an RwLock's writer lease or the permit of
@@ -134,17 +137,26 @@ static const kind_ops sem_kind = {"Semaphore",          "semaphore.acquire",
                                   &wk__semaphore_release_script, "bench_raw_sem",
                                   true,                 false};
 
-static long long cmdstat_calls(redisContext *c, const char *cmd)
+/* A field of `cmd`'s line in INFO commandstats ("calls", "usec_per_call"),
+ * 0 if absent. */
+static double cmdstat(redisContext *c, const char *cmd, const char *what)
 {
     redisReply *r = redisCommand(c, "INFO commandstats");
     if (!r || r->type != REDIS_REPLY_STRING)
         die("INFO", c->errstr);
-    char field[64];
-    snprintf(field, sizeof(field), "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, field);
-    long long n = p ? atoll(p + strlen(field)) : 0;
+    char line[64], field[64];
+    snprintf(line, sizeof(line), "cmdstat_%s:", cmd);
+    snprintf(field, sizeof(field), "%s=", what);
+    const char *p = strstr(r->str, line);
+    p = p ? strstr(p, field) : NULL;
+    double v = p ? atof(p + strlen(field)) : 0;
     freeReplyObject(r);
-    return n;
+    return v;
+}
+
+static long long cmdstat_calls(redisContext *c, const char *cmd)
+{
+    return (long long)cmdstat(c, cmd, "calls");
 }
 
 static int64_t now_us(void)
@@ -217,35 +229,59 @@ static void *popper(void *arg)
  * raw hiredis, handing the item to a thread blocked in BLPOP on its list
  * (the queue set up by raw commands before each gap): the floor plus the
  * script, without the library on either side. `kind` NULL: the floor
- * itself, a raw RPUSH. */
+ * itself, a raw RPUSH, or (`script`) the script floor: a minimal script
+ * that only does that RPUSH (MINIMAL_PUSH, by EVALSHA), the cost of
+ * running any script apart from what the release script does. */
 #define RAW_ID "raw-handoff-id-1" /* 16 bytes, a waiter's id */
+#define MINIMAL_PUSH "return redis.call('RPUSH', KEYS[1], ARGV[1])"
 
-/* Push (or the raw handoff of `kind`) → the blocked client has it, p50
- * and p99 in µs. */
-static void push_wake_floor_as(const struct kind_ops *kind, double *p50, double *p99)
+/* One floor run: the wake-up's p50 and p99 (µs), and the server's own
+ * time per push command (INFO commandstats, usec / calls of RPUSH or of
+ * EVALSHA over the run: the script's whole run, its inner commands
+ * included). */
+typedef struct floor_fig {
+    double p50, p99, server_us;
+} floor_fig;
+
+static char *load_script(redisContext *c, const char *source, char *sha, size_t cap)
+{
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", source);
+    if (!r || r->type != REDIS_REPLY_STRING)
+        die("SCRIPT LOAD", c->errstr);
+    snprintf(sha, cap, "%s", r->str);
+    freeReplyObject(r);
+    return sha;
+}
+
+/* The companion keys of the raw item `key`, and the list of its raw
+ * waiter RAW_ID (k->w_len + WK_TOKEN_LEN bytes at list). */
+static void raw_waiter_list(const char *key, wk__wake_keys *k, char *list)
+{
+    if (wk__wake_keys_build(k, key, strlen(key)) != WK_OK)
+        die("wake keys", key);
+    memcpy(list, k->w, k->w_len);
+    memcpy(list + k->w_len, RAW_ID, WK_TOKEN_LEN);
+}
+
+/* Push (the script floor, or the raw handoff of `kind`) → the blocked
+ * client has it. */
+static floor_fig push_wake_floor_as(const struct kind_ops *kind, bool script)
 {
     enum { N = 150 };
     static int64_t t[N];
     const char *key = kind ? kind->raw_key : "bench_floor";
     wk__wake_keys k;
-    if (wk__wake_keys_build(&k, key, strlen(key)) != WK_OK)
-        die("wake keys", key);
     char list[WK__WAKE_KEY_MAX];
-    memcpy(list, k.w, k.w_len);
-    memcpy(list + k.w_len, RAW_ID, WK_TOKEN_LEN);
+    raw_waiter_list(key, &k, list);
     floor_run f = {.list = kind ? list : "bench_floor",
                    .list_len = kind ? k.w_len + WK_TOKEN_LEN : strlen("bench_floor")};
     pthread_t th;
     pthread_create(&th, NULL, popper, &f);
     redisContext *c = bench_open_raw(url);
     char sha[64] = "";
-    if (kind) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", kind->raw_release->source);
-        if (!r || r->type != REDIS_REPLY_STRING)
-            die("SCRIPT LOAD", c->errstr);
-        snprintf(sha, sizeof(sha), "%s", r->str);
-        freeReplyObject(r);
-    }
+    if (kind || script)
+        load_script(c, kind ? kind->raw_release->source : MINIMAL_PUSH, sha, sizeof(sha));
+    freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
     for (int i = 0; i < N; i++) {
         if (kind) {
             /* The item held by "holder", RAW_ID queued. */
@@ -264,8 +300,10 @@ static void push_wake_floor_as(const struct kind_ops *kind, double *p50, double 
         wk_test_sleep_ms(hold_ms);
         atomic_store(&f.woke, 0);
         int64_t t0 = now_us();
-        if (!kind)
+        if (!kind && !script)
             freeReplyObject(redisCommand(c, "RPUSH bench_floor x"));
+        else if (!kind)
+            freeReplyObject(redisCommand(c, "EVALSHA %s 1 bench_floor x", sha));
         else if (kind->raw_permits) /* permits, q, e | token, w, ttl, N */
             freeReplyObject(redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000 1", sha, key,
                                          k.q, k.q_len, k.e, k.e_len, k.w, k.w_len));
@@ -282,14 +320,15 @@ static void push_wake_floor_as(const struct kind_ops *kind, double *p50, double 
     }
     atomic_store(&f.stop, true);
     pthread_join(th, NULL);
+    floor_fig out = {pct(t, N, 0.5), pct(t, N, 0.99),
+                     cmdstat(c, kind || script ? "evalsha" : "rpush", "usec_per_call")};
     redisFree(c);
-    *p50 = pct(t, N, 0.5);
-    *p99 = pct(t, N, 0.99);
+    return out;
 }
 
-static void push_wake_floor(double *p50, double *p99)
+static floor_fig push_wake_floor(void)
 {
-    push_wake_floor_as(NULL, p50, p99);
+    return push_wake_floor_as(NULL, false);
 }
 
 /* ------------------------------------------------------------------------
@@ -409,33 +448,213 @@ static void min_max(const double *v, int n, double *lo, double *hi)
     }
 }
 
-/* `rounds` runs of a case, each right after a run of the raw floor:
- * medians over the runs and the spread (min–max) of the per-run ratios. */
+/* A ratio's cell: the median of the per-run ratios and their spread. */
+static void print_ratio(const double *v, int n)
+{
+    double lo, hi, m[16];
+    memcpy(m, v, sizeof(double) * (size_t)n);
+    min_max(v, n, &lo, &hi);
+    printf(" %5.2f (%4.2f–%4.2f) |", median_of(m, n), lo, hi);
+}
+
+/* `rounds` runs of a case, each right after a run of the raw floor, of
+ * the script floor and of the raw handoff: medians over the runs and the
+ * spread (min–max) of the per-run ratios. */
 static void case_rounds(const kind_ops *kind, const char *label, const wk_entity *lock,
                         int waiters, int target, int rounds)
 {
     double h50[16] = {0}, h99[16] = {0}, f50[16] = {0}, f99[16] = {0}, r50[16] = {0}, r99[16] = {0},
-           cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, s99[16] = {0}, rs50[16] = {0};
+           cmds[16] = {0}, path[16] = {0}, s50[16] = {0}, rs50[16] = {0}, m50[16] = {0},
+           rm50[16] = {0}, hm50[16] = {0}, srv[3][16] = {{0}};
     for (int i = 0; i < rounds; i++) {
-        push_wake_floor(&f50[i], &f99[i]);
-        push_wake_floor_as(kind, &s50[i], &s99[i]);
+        floor_fig fl = push_wake_floor(), min = push_wake_floor_as(NULL, true),
+                  raw = push_wake_floor_as(kind, false);
+        f50[i] = fl.p50, f99[i] = fl.p99, m50[i] = min.p50, s50[i] = raw.p50;
+        srv[0][i] = fl.server_us, srv[1][i] = min.server_us, srv[2][i] = raw.server_us;
         rs50[i] = s50[i] / f50[i];
+        rm50[i] = m50[i] / f50[i];
         case_run cr = handoff_case(kind, lock, waiters, target);
         h50[i] = cr.p50, h99[i] = cr.p99, cmds[i] = cr.cmds, path[i] = cr.path;
         r50[i] = h50[i] / f50[i];
         r99[i] = h99[i] / f99[i];
+        hm50[i] = h50[i] / m50[i];
     }
-    double lo50, hi50, lo99, hi99;
-    min_max(r50, rounds, &lo50, &hi50);
-    min_max(r99, rounds, &lo99, &hi99);
-    double los, his;
-    min_max(rs50, rounds, &los, &his);
-    printf("| %-9s | %-6s | %7d | %6.0f | %6.0f | %5.2f (%4.2f–%4.2f) | %6.0f | %6.0f | %5.2f "
-           "(%4.2f–%4.2f) | %5.2f | %5.2f | %6.0f | %5.2f (%4.2f–%4.2f) |\n",
-           kind->label, label, waiters, median_of(h50, rounds), median_of(f50, rounds), median_of(r50, rounds),
-           lo50, hi50, median_of(h99, rounds), median_of(f99, rounds), median_of(r99, rounds),
-           lo99, hi99, median_of(path, rounds), median_of(cmds, rounds), median_of(s50, rounds),
-           median_of(rs50, rounds), los, his);
+    printf("| %-9s | %-6s | %7d | %6.0f | %6.0f |", kind->label, label, waiters,
+           median_of(h50, rounds), median_of(f50, rounds));
+    print_ratio(r50, rounds);
+    printf(" %6.0f | %6.0f |", median_of(h99, rounds), median_of(f99, rounds));
+    print_ratio(r99, rounds);
+    printf(" %5.2f | %5.2f | %6.0f |", median_of(path, rounds), median_of(cmds, rounds),
+           median_of(m50, rounds));
+    print_ratio(rm50, rounds);
+    print_ratio(hm50, rounds);
+    printf(" %6.0f |", median_of(s50, rounds));
+    print_ratio(rs50, rounds);
+    printf(" %4.1f · %4.1f · %4.1f |\n", median_of(srv[0], rounds), median_of(srv[1], rounds),
+           median_of(srv[2], rounds));
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------
+ * Anatomy (--anatomy): where a release script's time goes
+ * ---------------------------------------------------------------------- */
+
+/* The pieces of Lock's straight release path (collection/lock.c,
+ * RELEASE_HAND_FAST), rebuilt here so that each can be left out: a
+ * variant is the path with some pieces missing (its reply then no longer
+ * right: only the time counts). Always there: the compare with `now`, the
+ * LPUSH of the notice to the head's list, the reply. */
+enum {
+    PC_GET = 1, PC_EXISTS = 2, PC_TIME = 4, PC_ZRANGE = 8, PC_ZSCORE = 16, PC_SET = 32,
+    PC_ZREM = 64, PC_FORMAT = 128, PC_PEXPIRE = 256, PC_ALL = 511
+};
+
+static void anatomy_source(char *out, size_t cap, int pieces)
+{
+    static const struct {
+        int piece;
+        const char *with, *without;
+    } frag[] = {
+        {PC_GET, "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n", ""},
+        {PC_EXISTS, "if redis.call('EXISTS', KEYS[2]) ~= 1 then return 0 end\n", ""},
+        {PC_TIME, "local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n",
+         "local now = 0\n"},
+        {PC_ZRANGE, "local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]\n",
+         "local head = ARGV[4]\n"},
+        {PC_ZSCORE, "local ends = tonumber(redis.call('ZSCORE', KEYS[3], head) or '0')\n",
+         "local ends = 9999999999999\n"},
+        {0, "if ends <= now then return 0 end\n", ""},
+        {PC_SET, "redis.call('SET', KEYS[1], head, 'PX', ARGV[3])\n", ""},
+        {PC_ZREM, "redis.call('ZREM', KEYS[3], head)\nredis.call('ZREM', KEYS[2], head)\n", ""},
+        {PC_FORMAT, "local notice = 'h' .. string.format('%.0f', ends) .. ':'\n",
+         "local notice = 'h9999999999999:'\n"},
+        {0, "local n = redis.pcall('LPUSH', ARGV[2] .. head, notice)\n", ""},
+        {PC_PEXPIRE, "if type(n) == 'number' then redis.pcall('PEXPIRE', ARGV[2] .. head, ARGV[3]) end\n",
+         ""},
+        {0, "return 1\n", ""},
+    };
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(frag) / sizeof(frag[0]); i++)
+        strncat(out, !frag[i].piece || (pieces & frag[i].piece) ? frag[i].with : frag[i].without,
+                cap - strlen(out) - 1);
+}
+
+typedef struct anatomy_variant {
+    const char *label;
+    int pieces;    /* -1: raw RPUSH; -2: the library's own release; else anatomy_source */
+    char sha[64];
+    int64_t wake[1024], server[1024];
+    int n_server;
+    double wake50[16], server50[16];
+} anatomy_variant;
+
+/* Every variant `n` times per round, interleaved (one push of each in
+ * turn, each after the idle gap of --hold-ms, the item set up as for the
+ * raw handoff), `rounds` rounds: per variant the wake-up's p50 (median over
+ * the rounds and their spread), its excess over the floor's, and the
+ * server's own time per call (SLOWLOG with a 0 µs threshold: each call's
+ * duration, p50), which the floor's RPUSH and the scripts pay alike. */
+static void anatomy(int n, int rounds)
+{
+    static anatomy_variant v[] = {
+        {.label = "floor: RPUSH", .pieces = -1},
+        {.label = "minimal script: LPUSH only", .pieces = 0},
+        {.label = "GET, SET, LPUSH (the least a handing release does)", .pieces = PC_GET | PC_SET},
+        {.label = "straight path, all pieces", .pieces = PC_ALL},
+        {.label = "  without GET", .pieces = PC_ALL & ~PC_GET},
+        {.label = "  without EXISTS", .pieces = PC_ALL & ~PC_EXISTS},
+        {.label = "  without TIME", .pieces = PC_ALL & ~PC_TIME},
+        {.label = "  without ZRANGE", .pieces = PC_ALL & ~PC_ZRANGE},
+        {.label = "  without ZSCORE", .pieces = PC_ALL & ~PC_ZSCORE},
+        {.label = "  without SET", .pieces = PC_ALL & ~PC_SET},
+        {.label = "  without ZREM x2", .pieces = PC_ALL & ~PC_ZREM},
+        {.label = "  without string.format", .pieces = PC_ALL & ~PC_FORMAT},
+        {.label = "  without PEXPIRE", .pieces = PC_ALL & ~PC_PEXPIRE},
+        {.label = "lock.release (the library's script)", .pieces = -2},
+    };
+    enum { NV = sizeof(v) / sizeof(v[0]) };
+    if (n > 1024)
+        n = 1024;
+    const char *key = lock_kind.raw_key;
+    wk__wake_keys k;
+    char list[WK__WAKE_KEY_MAX];
+    raw_waiter_list(key, &k, list);
+    redisContext *c = bench_open_raw(url);
+    for (int j = 0; j < NV; j++) {
+        char src[2048];
+        anatomy_source(src, sizeof(src), v[j].pieces);
+        if (v[j].pieces != -1)
+            load_script(c, v[j].pieces == -2 ? lock_kind.raw_release->source : src, v[j].sha,
+                        sizeof(v[j].sha));
+    }
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-log-slower-than 0"));
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-max-len 65536"));
+    for (int r = 0; r < rounds; r++) {
+        floor_run f = {.list = list, .list_len = k.w_len + WK_TOKEN_LEN};
+        pthread_t th;
+        pthread_create(&th, NULL, popper, &f);
+        freeReplyObject(redisCommand(c, "SLOWLOG RESET"));
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < NV; j++) {
+                freeReplyObject(redisCommand(c, "SET %s holder PX 60000", key));
+                freeReplyObject(redisCommand(c, "ZADD %b 1 %s", k.q, k.q_len, RAW_ID));
+                freeReplyObject(
+                    redisCommand(c, "ZADD %b 9999999999999 %s", k.e, k.e_len, RAW_ID));
+                wk_test_sleep_ms(hold_ms);
+                atomic_store(&f.woke, 0);
+                int64_t t0 = now_us();
+                redisReply *rep =
+                    v[j].pieces == -1
+                        ? redisCommand(c, "RPUSH %b h9999999999999:", list, f.list_len)
+                        : redisCommand(c, "EVALSHA %s 3 %s %b %b holder %b 60000 %s", v[j].sha, key,
+                                       k.q, k.q_len, k.e, k.e_len, k.w, k.w_len, RAW_ID);
+                if (!rep || rep->type == REDIS_REPLY_ERROR)
+                    die(v[j].label, rep ? rep->str : c->errstr);
+                freeReplyObject(rep);
+                int64_t w;
+                while ((w = atomic_load(&f.woke)) == 0)
+                    ;
+                v[j].wake[i] = w - t0;
+            }
+        atomic_store(&f.stop, true);
+        pthread_join(th, NULL);
+        redisReply *log = redisCommand(c, "SLOWLOG GET 65536");
+        if (!log || log->type != REDIS_REPLY_ARRAY)
+            die("SLOWLOG", c->errstr);
+        for (int j = 0; j < NV; j++)
+            v[j].n_server = 0;
+        for (size_t i = 0; i < log->elements; i++) {
+            const redisReply *e = log->element[i], *args = e->element[3];
+            const char *cmd = args->element[0]->str;
+            for (int j = 0; j < NV; j++) {
+                bool mine = v[j].pieces == -1 ? strcasecmp(cmd, "RPUSH") == 0
+                                              : strcasecmp(cmd, "EVALSHA") == 0 &&
+                                                    strcmp(args->element[1]->str, v[j].sha) == 0;
+                if (mine && v[j].n_server < 1024)
+                    v[j].server[v[j].n_server++] = e->element[2]->integer;
+            }
+        }
+        freeReplyObject(log);
+        for (int j = 0; j < NV; j++) {
+            v[j].wake50[r] = pct(v[j].wake, (size_t)n, 0.5);
+            v[j].server50[r] = v[j].n_server ? pct(v[j].server, (size_t)v[j].n_server, 0.5) : 0;
+        }
+    }
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-log-slower-than 10000"));
+    freeReplyObject(redisCommand(c, "CONFIG SET slowlog-max-len 128"));
+    redisFree(c);
+    printf("anatomy of a release: %d rounds × %d pushes per variant, interleaved, each after %d ms "
+           "idle; wake p50: median of the rounds' p50 (spread); server: SLOWLOG duration p50 "
+           "(median of the rounds)\n\n",
+           rounds, n, hold_ms);
+    printf("| variant | wake p50 µs | over the floor µs | server µs per call |\n|---|---|---|---|\n");
+    double floor50 = median_of(v[0].wake50, rounds);
+    for (int j = 0; j < NV; j++) {
+        double lo, hi, m = median_of(v[j].wake50, rounds);
+        min_max(v[j].wake50, rounds, &lo, &hi);
+        printf("| %s | %4.0f (%4.0f–%4.0f) | %+5.0f | %5.1f |\n", v[j].label, m, lo, hi, m - floor50,
+               median_of(v[j].server50, rounds));
+    }
     fflush(stdout);
 }
 
@@ -624,7 +843,7 @@ int main(int argc, char **argv)
 {
     int target = 150, rounds = 7;
     const char *kinds = "all";
-    bool cluster = false;
+    bool cluster = false, anatomy_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -638,9 +857,11 @@ int main(int argc, char **argv)
             kinds = argv[++i];
         else if (strcmp(argv[i], "--cluster") == 0)
             cluster = true;
+        else if (strcmp(argv[i], "--anatomy") == 0)
+            anatomy_only = true;
         else
             die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] "
-                         "[--rounds N] [--kind lock|rwlock|semaphore|all] [--cluster]");
+                         "[--rounds N] [--kind lock|rwlock|semaphore|all] [--cluster] [--anatomy]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
@@ -674,22 +895,36 @@ int main(int argc, char **argv)
             die("redis-server", "did not start");
         url = server.url;
     }
-    double rtt = round_trip_us(), f50, f99;
-    push_wake_floor(&f50, &f99);
+    if (anatomy_only) {
+        anatomy(target, rounds);
+        if (server.pid)
+            wk_test_server_stop(&server);
+        return 0;
+    }
+    double rtt = round_trip_us();
+    floor_fig fl = push_wake_floor(), min = push_wake_floor_as(NULL, true);
     printf("round trip (PING, median): %.1f µs; hold %d ms\n", rtt, hold_ms);
     printf("floor (raw hiredis RPUSH → a thread blocked in BLPOP has it): p50 %.0f µs, p99 %.0f "
-           "µs\n\n",
-           f50, f99);
-    printf("%d runs per case, each right after a run of the floor; medians over the runs, the "
-           "ratios' spread (min–max) in brackets. path: commands from the release to the new "
-           "holder (the release, the pops, attempts after a pop) per handoff; acq: the acquire "
-           "side's commands per handoff (try, queueing attempt, pops, attempts); raw handoff: the "
-           "kind's release script sent by raw hiredis to a raw BLPOP (the floor plus the "
-           "script, no library on either side).\n\n",
+           "µs, server %.1f µs per RPUSH\n",
+           fl.p50, fl.p99, fl.server_us);
+    printf("script floor (the same RPUSH in a minimal script, EVALSHA: %s): p50 %.0f µs, p99 "
+           "%.0f µs, server %.1f µs per EVALSHA\n\n",
+           MINIMAL_PUSH, min.p50, min.p99, min.server_us);
+    printf("%d runs per case, each right after a run of the floor, of the script floor and of "
+           "the raw handoff; medians over the runs, the ratios' spread (min–max) in brackets. "
+           "path: commands from the release to the new holder (the release, the pops, attempts "
+           "after a pop) per handoff; acq: the acquire side's commands per handoff (try, queueing "
+           "attempt, pops, attempts); script floor: the floor's RPUSH inside a minimal script "
+           "(the cost of running any script); raw handoff: the kind's release script sent by raw "
+           "hiredis to a raw BLPOP (the floor plus the script, no library on either side); "
+           "server µs: INFO commandstats usec_per_call of the floor's RPUSH, the minimal "
+           "script's and the release script's EVALSHA in those runs (each after the idle "
+           "gap).\n\n",
            rounds);
     printf("| kind | mode   | waiters | p50 µs | floor | p50 / floor | p99 µs | floor | p99 / floor "
-           "| path | acq | raw handoff p50 µs | raw / floor |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "| path | acq | script floor p50 µs | script floor / floor | p50 / script floor | raw "
+           "handoff p50 µs | raw / floor | server µs RPUSH · script · release |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     static const wk_entity unfair = WK_LOCK_ENTITY("bench_wait", 10000);
     static const wk_entity fair = WK_LOCK_FAIR_ENTITY("bench_wait_fair", 10000);
     static const wk_entity rw = WK_RWLOCK_ENTITY("bench_wait", 10000);
