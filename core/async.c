@@ -212,8 +212,10 @@ int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done,
     l->e[l->x.count] = (wk__async_entry){.done = done, .arg = arg};
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
-    if (!a->in_process)
-        wk__engine_dial(&l->m); /* when it has no connection */
+    if (a->in_process || l->submitted)
+        return WK_OK; /* the turn's end, or the first submission, showed the loop */
+    l->submitted = true;
+    wk__engine_dial(&l->m); /* when it has no connection */
     wk__async_update_watch(a);
     return WK_OK;
 }
@@ -330,6 +332,8 @@ void wk_async_process(wk_async *a, unsigned ready)
     if (!a || a->in_process)
         return;
     a->in_process = true;
+    for (int i = 0; i < a->nlanes; i++)
+        a->lane[i].submitted = false;
     short ev[2] = {0, 0};
     wk__async_ready(a, ready, ev);
     for (int i = 0; i < a->nlanes; i++)
