@@ -215,8 +215,9 @@ static int ask_slots(wk__cluster *c, wk__conn *conn, wk__link *link, int64_t *la
     slots_ask a = {.c = c, .host = host, .port = port};
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     size_t lens[2] = {7, 5};
+    /* (A refusal is judged by wk__cluster_apply, which names the node.) */
     wk_query q = {.name = "cluster.slots",
-                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS, /* refusals: wk__cluster_apply */
+                  .flags = WK_QUERY_RETRY_SAFE | WK_QUERY_PARSE_ERRORS,
                   .argc = 2,
                   .argv = argv,
                   .argvlen = lens,

@@ -1163,8 +1163,9 @@ int wk__conn_open(wk_db *db)
     return drive(&m);
 }
 
-/* A connection of a query run at one address (wk__exchange_run_one with a host): set
- * up there, by the call's deadline, and kept on the handle. */
+/* The connection of a query run at one address (wk__exchange_run_one
+ * with a host): set up there, by the call's deadline, kept on the
+ * handle. */
 typedef struct run_target {
     wk__engine *m;
     const char *host;
