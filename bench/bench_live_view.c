@@ -356,11 +356,7 @@ int main(int argc, char **argv)
         body[i] = (uint8_t)('a' + i % 26);
     memset(diff, 'd', sizeof(diff));
     redisContext *c = bench_open_raw(url);
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", wk__live_view_commit_script.source);
-    if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
-        die("script load", c->errstr);
-    memcpy(sha, r->str, 40);
-    freeReplyObject(r);
+    bench_script_load(c, wk__live_view_commit_script.source, sha);
     redisFree(c);
 
     printf("%d commits per run, %d reps (median), ops/s\n\n", commits, reps);

@@ -137,26 +137,9 @@ static const kind_ops sem_kind = {"Semaphore",          "semaphore.acquire",
                                   &wk__semaphore_release_script, "bench_raw_sem",
                                   true,                 false};
 
-/* A field of `cmd`'s line in INFO commandstats ("calls", "usec_per_call"),
- * 0 if absent. */
-static double cmdstat(redisContext *c, const char *cmd, const char *what)
-{
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    if (!r || r->type != REDIS_REPLY_STRING)
-        die("INFO", c->errstr);
-    char line[64], field[64];
-    snprintf(line, sizeof(line), "cmdstat_%s:", cmd);
-    snprintf(field, sizeof(field), "%s=", what);
-    const char *p = strstr(r->str, line);
-    p = p ? strstr(p, field) : NULL;
-    double v = p ? atof(p + strlen(field)) : 0;
-    freeReplyObject(r);
-    return v;
-}
-
 static long long cmdstat_calls(redisContext *c, const char *cmd)
 {
-    return (long long)cmdstat(c, cmd, "calls");
+    return (long long)bench_cmdstat(c, cmd, "calls");
 }
 
 static int64_t now_us(void)
@@ -243,16 +226,6 @@ typedef struct floor_fig {
     double p50, p99, server_us;
 } floor_fig;
 
-static char *load_script(redisContext *c, const char *source, char *sha, size_t cap)
-{
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", source);
-    if (!r || r->type != REDIS_REPLY_STRING)
-        die("SCRIPT LOAD", c->errstr);
-    snprintf(sha, cap, "%s", r->str);
-    freeReplyObject(r);
-    return sha;
-}
-
 /* The companion keys of the raw item `key`, and the list of its raw
  * waiter RAW_ID (k->w_len + WK_TOKEN_LEN bytes at list). */
 static void raw_waiter_list(const char *key, wk__wake_keys *k, char *list)
@@ -280,7 +253,7 @@ static floor_fig push_wake_floor_as(const struct kind_ops *kind, bool script)
     redisContext *c = bench_open_raw(url);
     char sha[64] = "";
     if (kind || script)
-        load_script(c, kind ? kind->raw_release->source : MINIMAL_PUSH, sha, sizeof(sha));
+        bench_script_load(c, kind ? kind->raw_release->source : MINIMAL_PUSH, sha);
     freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
     for (int i = 0; i < N; i++) {
         if (kind) {
@@ -321,7 +294,7 @@ static floor_fig push_wake_floor_as(const struct kind_ops *kind, bool script)
     atomic_store(&f.stop, true);
     pthread_join(th, NULL);
     floor_fig out = {pct(t, N, 0.5), pct(t, N, 0.99),
-                     cmdstat(c, kind || script ? "evalsha" : "rpush", "usec_per_call")};
+                     bench_cmdstat(c, kind || script ? "evalsha" : "rpush", "usec_per_call")};
     redisFree(c);
     return out;
 }
@@ -584,8 +557,8 @@ static void anatomy(int n, int rounds)
         char src[2048];
         anatomy_source(src, sizeof(src), v[j].pieces);
         if (v[j].pieces != -1)
-            load_script(c, v[j].pieces == -2 ? lock_kind.raw_release->source : src, v[j].sha,
-                        sizeof(v[j].sha));
+            bench_script_load(c, v[j].pieces == -2 ? lock_kind.raw_release->source : src,
+                              v[j].sha);
     }
     freeReplyObject(redisCommand(c, "CONFIG SET slowlog-log-slower-than 0"));
     freeReplyObject(redisCommand(c, "CONFIG SET slowlog-max-len 65536"));

@@ -25,6 +25,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench/bench_cases.h"
+#include "bench/bench_util.h"
 
 #define BATCH 64
 
@@ -727,13 +728,8 @@ static const script_case script_cases[] = {
 /* cmdstat_evalsha since the last CONFIG RESETSTAT. */
 static void evalsha_stats(bench_ctx *c, long long *calls, long long *usec)
 {
-    redisReply *r = redisCommand(c->raw, "INFO commandstats");
-    *calls = *usec = 0;
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:") : NULL;
-    if (p)
-        sscanf(p, "cmdstat_evalsha:calls=%lld,usec=%lld", calls, usec);
-    if (r)
-        freeReplyObject(r);
+    *calls = (long long)bench_cmdstat(c->raw, "evalsha", "calls");
+    *usec = (long long)bench_cmdstat(c->raw, "evalsha", "usec");
 }
 
 /* Server µs per call of n calls made by `run` (64 at a time). */
@@ -751,12 +747,6 @@ static double server_usec(bench_ctx *c, const script_case *sc, bool lib, unsigne
         exit(1);
     }
     return (double)usec / (double)calls;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter)

@@ -6,7 +6,9 @@
  * (bench_settings, bench_dynamic) and the two connections a benchmark
  * opens to its server (bench_live_view, bench_lock_wait,
  * bench_near_cache); after wakuwaku/async.h, an event-loop handle and a
- * poll() turn around it (bench_async, bench_lock_wait).
+ * poll() turn around it (bench_async, bench_lock_wait); after hiredis,
+ * a field of INFO commandstats (bench_lock_wait, bench_scripts); with
+ * BENCH_PROG, a checked SCRIPT LOAD (bench_live_view, bench_lock_wait).
  */
 #ifndef WK_BENCH_UTIL_H
 #define WK_BENCH_UTIL_H
@@ -27,6 +29,36 @@ __attribute__((unused)) static int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+#ifdef __HIREDIS_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A field of `cmd`'s line in INFO commandstats ("calls", "usec",
+ * "usec_per_call"), since the last CONFIG RESETSTAT: 0 when the command
+ * has not run, -1 when INFO failed. (Include hiredis first.) */
+__attribute__((unused)) static double bench_cmdstat(redisContext *c, const char *cmd,
+                                                    const char *field)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    char line[64], name[64];
+    snprintf(line, sizeof(line), "cmdstat_%s:", cmd);
+    snprintf(name, sizeof(name), "%s=", field);
+    const char *at = strstr(r->str, line);
+    const char *end = at ? strchr(at, '\n') : NULL;
+    const char *f = at ? strstr(at, name) : NULL;
+    /* (Its own line only: "usec=" is also in a later line's text.) */
+    double v = f && (!end || f < end) ? atof(f + strlen(name)) : 0;
+    freeReplyObject(r);
+    return v;
+}
+#endif
 
 #ifdef WAKUWAKU_ASYNC_H
 #include <poll.h>
@@ -61,6 +93,7 @@ __attribute__((unused)) static void bench_async_turn(wk_async *a, int cap_ms)
 
 #ifdef BENCH_PROG
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -115,6 +148,17 @@ __attribute__((unused)) static redisContext *bench_open_raw(const char *url)
         die("raw connect", c ? c->errstr : "out of memory");
     return c;
 }
+/* SCRIPT LOAD `source` on c (exits on failure); its sha in sha. */
+__attribute__((unused)) static void bench_script_load(redisContext *c, const char *source,
+                                                      char sha[41])
+{
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", source);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+        die("SCRIPT LOAD", c->errstr);
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+}
+
 #endif /* BENCH_PROG */
 
 #endif /* WK_BENCH_UTIL_H */
