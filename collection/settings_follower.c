@@ -490,14 +490,12 @@ static int locate(wk_settings_follower *f, char *err, size_t errlen)
     return WK_OK;
 }
 
-/* Whether the map names another node for the slot than the one the
- * subscriber is on (seen after a check's head read: a failover, the slot
- * moved). */
-static bool owner_changed(const wk_settings_follower *f)
+bool wk__sf_owner_moved(const wk_settings_follower *f, const wk_db *db, const char *host,
+                        int port)
 {
-    int port = 0;
-    const char *host = f->sub_host[0] ? wk__sf_slot_owner(f, f->db, &port) : NULL;
-    return host && (port != f->sub_port || strcmp(host, f->sub_host) != 0);
+    int now_port = 0;
+    const char *now = wk__sf_slot_owner(f, db, &now_port);
+    return now && (now_port != port || strcmp(now, host) != 0);
 }
 
 /* Step 1 of the loop: subscribe, then load. */
@@ -576,7 +574,7 @@ static int check(wk_settings_follower *f, bool periodic)
         drop_subscriber(f);
         return rc;
     }
-    if (owner_changed(f)) {
+    if (f->sub_host[0] && wk__sf_owner_moved(f, f->db, f->sub_host, f->sub_port)) {
         drop_subscriber(f); /* the loop subscribes on the new owner and loads */
         return WK_OK;
     }

@@ -168,5 +168,10 @@ bool wk__sf_loop_free_later(wk_settings_follower *f);
  * slot (the channel's), and its port; NULL when db is no cluster handle
  * or no node serves the slot. The address is the map's (borrowed). */
 const char *wk__sf_slot_owner(const wk_settings_follower *f, const wk_db *db, int *port);
+/* Whether db's map names another node for the slot than host:port, the
+ * node the subscriber is on (seen after a head read: a failover, the
+ * slot moved). */
+bool wk__sf_owner_moved(const wk_settings_follower *f, const wk_db *db, const char *host,
+                        int port);
 
 #endif /* WK_COLLECTION_SETTINGS_FOLLOWER_INTERNAL_H */

@@ -265,19 +265,11 @@ static bool on_cluster(const wk__sf_loop *L)
     return L->a->cl || L->a->db->conn->cluster;
 }
 
-/* The node the handle's map names for the settings' slot, or NULL. */
-static const char *slot_owner(const wk__sf_loop *L, int *port)
-{
-    return wk__sf_slot_owner(L->f, L->a->db, port);
-}
-
 /* Whether the map names another node for the slot than the one the
  * subscriber is on (a failover, the slot moved). */
 static bool owner_changed(const wk__sf_loop *L)
 {
-    int port = 0;
-    const char *host = on_cluster(L) ? slot_owner(L, &port) : NULL;
-    return host && (port != L->port || strcmp(host, L->host) != 0);
+    return on_cluster(L) && wk__sf_owner_moved(L->f, L->a->db, L->host, L->port);
 }
 
 /* A new subscriber (the old one closed), SUBSCRIBE on its way; on a
@@ -287,7 +279,7 @@ static int subscribe(wk__sf_loop *L, char *err, size_t errlen)
     wk_settings_follower *f = L->f;
     const char *host = NULL;
     if (on_cluster(L)) {
-        host = slot_owner(L, &L->port);
+        host = wk__sf_slot_owner(f, L->a->db, &L->port);
         if (!host)
             return wk__errbuf_set(err, errlen, WK_EIO,
                                   "settings follower: no node serves slot %u", L->slot);

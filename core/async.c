@@ -210,11 +210,13 @@ int wk__async_lane_submit(wk__async_lane *l, wk_query *q, wk_async_done_fn done,
     if (rc)
         return rc;
     l->e[l->x.count] = (wk__async_entry){.done = done, .arg = arg};
+    /* A query already waiting to be staged: the loop was shown what it
+     * needs (by the submission that queued it, or the turn's end). */
+    bool shown = l->m.scan < l->x.count;
     l->x.slots = l->k.slots;
     l->x.count = l->k.count;
-    if (a->in_process || l->submitted)
-        return WK_OK; /* the turn's end, or the first submission, showed the loop */
-    l->submitted = true;
+    if (a->in_process || shown)
+        return WK_OK; /* the turn's end shows the loop what changed */
     wk__engine_dial(&l->m); /* when it has no connection */
     wk__async_update_watch(a);
     return WK_OK;
@@ -332,8 +334,6 @@ void wk_async_process(wk_async *a, unsigned ready)
     if (!a || a->in_process)
         return;
     a->in_process = true;
-    for (int i = 0; i < a->nlanes; i++)
-        a->lane[i].submitted = false;
     short ev[2] = {0, 0};
     wk__async_ready(a, ready, ev);
     for (int i = 0; i < a->nlanes; i++)

@@ -39,10 +39,6 @@ typedef struct wk__async_lane {
     size_t e_cap, nfinal;
     int reg_fd; /* registered in the epoll set: fd and events (-1: none) */
     unsigned reg_events;
-    /* A query was submitted since the last turn, and the loop was shown
-     * what that changes (a dial, the step due): the next submissions
-     * change nothing more until a turn. */
-    bool submitted;
 } wk__async_lane;
 
 #define WK__LANE_MAIN 0

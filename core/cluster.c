@@ -408,21 +408,15 @@ int wk__cluster_check_keys(wk_db *db, const wk_query *q)
     /* Keys whose hashed bytes (the tag, or the whole key) are the same are
      * in one slot with no CRC to compute: the usual case, a lease's item
      * and its companion keys "{item}:q" … (core/key.c). */
-    size_t s0, e0;
-    const char *k0 = q->argv[0];
-    if (!wk__hash_tag(k0, q->argvlen[0], &s0, &e0))
-        s0 = 0, e0 = q->argvlen[0];
-    unsigned first = WK__CLUSTER_SLOTS; /* not computed yet */
+    const char *h0, *h;
+    size_t n0, n;
+    wk__key_hashed(q->argv[0], q->argvlen[0], &h0, &n0);
     for (int k = 1; k < q->nkeys; k++) {
-        size_t s, e;
-        const char *key = q->argv[k];
-        if (!wk__hash_tag(key, q->argvlen[k], &s, &e))
-            s = 0, e = q->argvlen[k];
-        if (e - s == e0 - s0 && memcmp(key + s, k0 + s0, e - s) == 0)
+        wk__key_hashed(q->argv[k], q->argvlen[k], &h, &n);
+        if (n == n0 && memcmp(h, h0, n) == 0)
             continue;
-        if (first == WK__CLUSTER_SLOTS)
-            first = wk__crc16(k0 + s0, e0 - s0) & 16383u;
-        unsigned slot = wk__crc16(key + s, e - s) & 16383u;
+        unsigned first = wk__key_slot(q->argv[0], q->argvlen[0]);
+        unsigned slot = wk__key_slot(q->argv[k], q->argvlen[k]);
         if (slot == first)
             continue;
         char a[120], b[120];

@@ -46,6 +46,9 @@ uint16_t wk__crc16(const void *data, size_t len);
  * first '{' and the first '}' after it, when not empty. */
 bool wk__hash_tag(const char *key, size_t len, size_t *start, size_t *end);
 
+/* The bytes a key's slot is the CRC of: its hash tag, or the whole key. */
+void wk__key_hashed(const char *key, size_t len, const char **bytes, size_t *n);
+
 /* The cluster slot (0..16383) of a key, with the hash-tag rule. */
 unsigned wk__key_slot(const void *key, size_t len);
 

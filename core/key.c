@@ -195,12 +195,21 @@ bool wk__hash_tag(const char *key, size_t len, size_t *start, size_t *end)
     return true;
 }
 
-unsigned wk__key_slot(const void *key, size_t len)
+void wk__key_hashed(const char *key, size_t len, const char **bytes, size_t *n)
 {
     size_t s, e;
-    if (wk__hash_tag(key, len, &s, &e))
-        return wk__crc16((const char *)key + s, e - s) & 16383u;
-    return wk__crc16(key, len) & 16383u;
+    if (!wk__hash_tag(key, len, &s, &e))
+        s = 0, e = len;
+    *bytes = key + s;
+    *n = e - s;
+}
+
+unsigned wk__key_slot(const void *key, size_t len)
+{
+    const char *bytes;
+    size_t n;
+    wk__key_hashed(key, len, &bytes, &n);
+    return wk__crc16(bytes, n) & 16383u;
 }
 
 /* ------------------------------------------------------------------------
