@@ -54,8 +54,9 @@ void bench_scripts_run(bench_ctx *c, int reps, unsigned n, const char *filter);
 void bench_async_run(bench_ctx *c, const char *url, int reps, unsigned ops);
 /* --pool: lock cycles from 8 threads through a pool of 4 against 8
  * handles, and 1 thread through a pool of 1 against a handle, `ops`
- * cycles per row, median of `reps` (bench_pool.c). */
-void bench_pool_run(const char *url, int reps, unsigned ops);
+ * cycles per row, median of `reps`; with the server's pid (else -1), the
+ * server's CPU per cycle too (bench_pool.c). */
+void bench_pool_run(const char *url, int reps, unsigned ops, long server_pid);
 
 /* Exit with the handle's message unless rc is WK_OK. */
 void bench_check(int rc, bench_ctx *c, const char *what);

@@ -30,6 +30,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "bench/bench_cases.h"
+#include "bench/bench_util.h"
 
 #define MAX_THREADS 64
 #define MAX_HANDLES 8
@@ -42,13 +43,6 @@ typedef struct runner {
     pthread_barrier_t *go;
     int failures;
 } runner;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void *cycles(void *arg)
 {
@@ -64,21 +58,34 @@ static void *cycles(void *arg)
     return NULL;
 }
 
-/* The process's context switches: [0] all, [1] voluntary. */
-static void switches(long out[2])
+/* What one side of a row cost, summed over its runs. */
+typedef struct cost {
+    long csw[2];       /* the process's context switches: all, voluntary */
+    double client_us;  /* the process's CPU time, user + system */
+    double server_us;  /* redis-server's main thread on a CPU (-1: unknown) */
+} cost;
+
+static long server_pid = -1;
+
+static void sample(cost *c)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    out[0] = ru.ru_nvcsw + ru.ru_nivcsw;
-    out[1] = ru.ru_nvcsw;
+    c->csw[0] = ru.ru_nvcsw + ru.ru_nivcsw;
+    c->csw[1] = ru.ru_nvcsw;
+    c->client_us = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+                   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    long long ns[2];
+    bench_cpu_ns(server_pid, ns);
+    c->server_us = ns[0] < 0 ? -1 : (double)ns[0] / 1e3;
 }
 
 /* Cycles per second of `n` threads, thread k on procs[k], `ops` each;
- * adds the context switches to csw ([0] all, [1] voluntary). */
-static double timed_threads(wk_processor **procs, int n, unsigned ops, long csw[2])
+ * adds what they cost to `sum`. */
+static double timed_threads(wk_processor **procs, int n, unsigned ops, cost *sum)
 {
-    long csw0[2], csw1[2];
-    switches(csw0);
+    cost c0, c1;
+    sample(&c0);
     pthread_t th[MAX_THREADS];
     runner r[MAX_THREADS];
     pthread_barrier_t go;
@@ -95,9 +102,13 @@ static double timed_threads(wk_processor **procs, int n, unsigned ops, long csw[
         failures += r[k].failures;
     }
     double rate = (double)n * ops / (now_s() - t0);
-    switches(csw1);
-    csw[0] += csw1[0] - csw0[0];
-    csw[1] += csw1[1] - csw0[1];
+    sample(&c1);
+    sum->csw[0] += c1.csw[0] - c0.csw[0];
+    sum->csw[1] += c1.csw[1] - c0.csw[1];
+    sum->client_us += c1.client_us - c0.client_us;
+    sum->server_us = c0.server_us < 0 || sum->server_us < 0 ? -1
+                                                            : sum->server_us + c1.server_us -
+                                                                  c0.server_us;
     pthread_barrier_destroy(&go);
     if (failures) {
         fprintf(stderr, "bench: %d lock cycles failed\n", failures);
@@ -106,13 +117,8 @@ static double timed_threads(wk_processor **procs, int n, unsigned ops, long csw[
     return rate;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static char notes[8][200]; /* context switches of each row */
+static char cpu_notes[8][200]; /* CPU per cycle of each row */
 static int nnotes;
 
 /* `threads` threads on a pool of `size` against `own` threads with a
@@ -143,18 +149,18 @@ static void one_row(const wk_db_options *o, int threads, int size, bool multiple
     }
     unsigned pool_ops = ops / (unsigned)threads, own_ops = ops / (unsigned)own;
     double pool_rate[32], own_rate[32], ratio[32];
-    long pool_csw[2] = {0, 0}, own_csw[2] = {0, 0};
-    timed_threads(pool_p, threads, pool_ops / 4, pool_csw); /* warm-up: scripts loaded */
-    timed_threads(own_p, own, own_ops / 4, own_csw);
-    pool_csw[0] = pool_csw[1] = own_csw[0] = own_csw[1] = 0;
+    cost pool_cost = {{0, 0}, 0, 0}, own_cost = {{0, 0}, 0, 0};
+    timed_threads(pool_p, threads, pool_ops / 4, &pool_cost); /* warm-up: scripts loaded */
+    timed_threads(own_p, own, own_ops / 4, &own_cost);
+    pool_cost = own_cost = (cost){{0, 0}, 0, 0};
     for (int r = 0; r < reps; r++) {
         /* Alternate the order so drift on a shared machine hits both. */
         if (r % 2) {
-            own_rate[r] = timed_threads(own_p, own, own_ops, own_csw);
-            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, pool_csw);
+            own_rate[r] = timed_threads(own_p, own, own_ops, &own_cost);
+            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, &pool_cost);
         } else {
-            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, pool_csw);
-            own_rate[r] = timed_threads(own_p, own, own_ops, own_csw);
+            pool_rate[r] = timed_threads(pool_p, threads, pool_ops, &pool_cost);
+            own_rate[r] = timed_threads(own_p, own, own_ops, &own_cost);
         }
         ratio[r] = pool_rate[r] / own_rate[r];
     }
@@ -173,15 +179,26 @@ static void one_row(const wk_db_options *o, int threads, int size, bool multiple
     if (nnotes < 8)
         snprintf(notes[nnotes++], sizeof(notes[0]),
                  "%s vs %s: %.2f vs %.2f (voluntary %.2f vs %.2f)", name, mode,
-                 (double)pool_csw[0] / per_pool, (double)own_csw[0] / per_own,
-                 (double)pool_csw[1] / per_pool, (double)own_csw[1] / per_own);
+                 (double)pool_cost.csw[0] / per_pool, (double)own_cost.csw[0] / per_own,
+                 (double)pool_cost.csw[1] / per_pool, (double)own_cost.csw[1] / per_own);
+    if (nnotes <= 8 && pool_cost.server_us >= 0 && own_cost.server_us >= 0) {
+        /* The server runs commands on one thread: 1e6 / its µs per cycle
+         * is the most cycles/s any client can get out of it. */
+        double sp = pool_cost.server_us / per_pool, so = own_cost.server_us / per_own;
+        snprintf(cpu_notes[nnotes - 1], sizeof(cpu_notes[0]),
+                 "%s vs %s: client %.1f vs %.1f, server %.1f vs %.1f (server's bound %.0f "
+                 "cycles/s = %.2f x the handles' median)",
+                 name, mode, pool_cost.client_us / per_pool, own_cost.client_us / per_own, sp, so,
+                 1e6 / sp, 1e6 / sp / w);
+    }
     for (int k = 0; k < own; k++)
         wk_db_close(dbs[k]);
     wk_pool_close(pool);
 }
 
-void bench_pool_run(const char *url, int reps, unsigned ops)
+void bench_pool_run(const char *url, int reps, unsigned ops, long pid)
 {
+    server_pid = pid;
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = url;
     o.capability = wk_cap_read_write();
@@ -201,5 +218,10 @@ void bench_pool_run(const char *url, int reps, unsigned ops)
     printf("\ncontext switches (voluntary + involuntary) per cycle (pool vs handles):\n");
     for (int i = 0; i < nnotes; i++)
         printf("  %s\n", notes[i]);
+    printf("\nCPU µs per cycle (client process: user + system, getrusage; redis-server's main "
+           "thread: schedstat), pool vs handles:\n");
+    for (int i = 0; i < nnotes; i++)
+        if (cpu_notes[i][0])
+            printf("  %s\n", cpu_notes[i]);
     printf("\n");
 }

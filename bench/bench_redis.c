@@ -47,6 +47,7 @@
 #include <wakuwaku/wakuwaku.h>
 
 #include "bench/bench_cases.h"
+#include "bench/bench_util.h"
 #include "support.h"                 /* tests/support: a private redis-server */
 #include "collection/lock_scripts.h" /* the raw side runs the same Lua */
 #include "core/core_internal.h"            /* wk__key_slot: the raw cluster side's routing */
@@ -56,13 +57,6 @@
 /* ------------------------------------------------------------------------
  * Shared state of a run
  * ---------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, const char *detail)
 {
@@ -344,11 +338,6 @@ static const bench_case lock_cases[] = {
  * The runner
  * ---------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median(double *v, int n)
 {
@@ -376,21 +365,6 @@ static const char *case_filter; /* --case: a substring of the names to run */
 
 static char tls_dir[64];
 
-/* A thread's time on a CPU and waiting for one, in ns, from
- * /proc/<pid>/schedstat (a process's main thread; -1: unknown). */
-static void cpu_ns(long pid, long long out[2])
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%ld/schedstat", pid);
-    FILE *f = fopen(path, "r");
-    out[0] = out[1] = -1;
-    if (f) {
-        if (fscanf(f, "%lld %lld", &out[0], &out[1]) != 2)
-            out[0] = out[1] = -1;
-        fclose(f);
-    }
-}
-
 /* One side of the TLS table: a context, its cycle, its rates and the CPU
  * time spent by this thread [0] and by the server's main thread [1]. */
 typedef struct tls_side {
@@ -404,11 +378,11 @@ typedef struct tls_side {
 static void tls_side_run(tls_side *s, int r, unsigned ops, long server_pid)
 {
     long long me0[2], me1[2], sv0[2], sv1[2];
-    cpu_ns(getpid(), me0);
-    cpu_ns(server_pid, sv0);
+    bench_cpu_ns(getpid(), me0);
+    bench_cpu_ns(server_pid, sv0);
     s->rate[r] = timed(s->c, s->fn, ops, 1);
-    cpu_ns(getpid(), me1);
-    cpu_ns(server_pid, sv1);
+    bench_cpu_ns(getpid(), me1);
+    bench_cpu_ns(server_pid, sv1);
     s->cpu[0] += me1[0] - me0[0];
     s->cpu[1] += sv1[0] - sv0[0];
 }
@@ -827,7 +801,7 @@ int main(int argc, char **argv)
         die("raw connect", c.raw ? c.raw->errstr : "oom");
 
     if (pool) {
-        bench_pool_run(url, reps, quick ? 2000 : 8000);
+        bench_pool_run(url, reps, quick ? 2000 : 32000, server.pid > 0 ? (long)server.pid : -1);
     } else if (callgrind_ops > 0) {
         /* Only library lock cycles: valgrind counts their instructions
          * (with --tls: over TLS). */

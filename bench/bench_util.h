@@ -8,7 +8,8 @@
  * bench_near_cache); after wakuwaku/async.h, an event-loop handle and a
  * poll() turn around it (bench_async, bench_lock_wait); after hiredis,
  * a field of INFO commandstats (bench_lock_wait, bench_scripts); with
- * BENCH_PROG, a checked SCRIPT LOAD (bench_live_view, bench_lock_wait).
+ * BENCH_PROG, a checked SCRIPT LOAD (bench_live_view, bench_lock_wait);
+ * a process's CPU time from schedstat (bench_redis --tls and --pool).
  */
 #ifndef WK_BENCH_UTIL_H
 #define WK_BENCH_UTIL_H
@@ -28,6 +29,24 @@ __attribute__((unused)) static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+#include <stdio.h>
+
+/* A thread's time on a CPU and waiting for one, in ns, from
+ * /proc/<pid>/schedstat (a process's main thread: redis-server's does
+ * its I/O and commands; -1: unknown, e.g. a server given by --url). */
+__attribute__((unused)) static void bench_cpu_ns(long pid, long long out[2])
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/schedstat", pid);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    out[0] = out[1] = -1;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &out[0], &out[1]) != 2)
+            out[0] = out[1] = -1;
+        fclose(f);
+    }
 }
 
 #ifdef __HIREDIS_H

@@ -142,6 +142,11 @@ void wk__cond_abstime(int64_t when, struct timespec *ts);
 int64_t wk__db_call_deadline(const wk_db *db);
 int64_t wk__db_bound(wk_db *db, int64_t deadline);
 
+/* How often a multiplexing pool's threads woke the lanes' leaders from
+ * their poll (core/pool_mux.h), summed over the lanes; for tests. */
+struct wk_pool;
+uint64_t wk__pool_leader_kicks(struct wk_pool *pool);
+
 /* Lock `mu`, waiting until the wk__boot_ms() deadline `when` at most:
  * 0, or ETIMEDOUT (not locked). A wall-clock change cannot stretch the
  * wait by more than one 100 ms step. */

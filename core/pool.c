@@ -504,6 +504,14 @@ void wk__pool_keep_wait_handle(wk_pool *pool, wk_db *b)
         wk_db_close(b);
 }
 
+uint64_t wk__pool_leader_kicks(wk_pool *pool)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; pool->lanes && i < pool->size; i++)
+        n += atomic_load_explicit(&pool->lanes[i].kicks, memory_order_relaxed);
+    return n;
+}
+
 wk_processor *wk_pool_processor(wk_pool *pool)
 {
     return pool ? &pool->front.proc : NULL;

@@ -127,6 +127,7 @@ static void settled(void *arg, size_t i, int status, const char *msg)
 static void kick(wk__mux_lane *l)
 {
     uint64_t one = 1;
+    atomic_fetch_add_explicit(&l->kicks, 1, memory_order_relaxed);
     ssize_t n = write(l->kick_fd, &one, sizeof(one));
     (void)n;
 }
@@ -178,6 +179,8 @@ static void lead_once(wk__mux_lane *l, int64_t until)
     void *ctx = conn->link.ctx;
     l->polling = true;
     l->poll_ctx = ctx;
+    l->poll_fd = n > sock ? fd : -1;
+    l->poll_ev = n > sock ? ev : 0;
     unlock_and_wake(l);
     int got = wk__poll_until(p, n, when);
     pthread_mutex_lock(&l->mu);
@@ -332,13 +335,17 @@ static void flush(wk__mux_lane *l)
         wk__conn_check(conn);
     }
     size_t woken = l->nwake;
-    int fd = -1, seen_fd = -1;
-    short seen = wk__engine_lane_events(&l->m, 0, &seen_fd);
     advance(l);
-    /* A leader asleep in poll: tell it when what it waits for changed. */
+    /* A leader asleep in poll: tell it when it waits for the wrong thing
+     * — bytes left to write, another socket, an event it does not poll
+     * for — or a thread is to be woken. Not for a query written at once:
+     * its reply comes on the socket the leader polls (a kick there was a
+     * wake-up of the leader for each such query). */
+    int fd = -1;
+    short ev = l->polling ? wk__engine_lane_events(&l->m, 0, &fd) : 0;
     if (l->polling &&
         (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx || l->nwake != woken ||
-         wk__engine_lane_events(&l->m, 0, &fd) != seen || fd != seen_fd))
+         (ev & ~l->poll_ev) || (ev && fd != l->poll_fd)))
         kick(l);
 }
 
@@ -452,6 +459,7 @@ int wk__mux_init(wk__mux_lane *l, wk_db *db)
         return WK_ENOMEM;
     }
     atomic_init(&l->load, 0);
+    atomic_init(&l->kicks, 0);
     atomic_init(&l->closed, false);
     l->x = (wk__exchange){.db = db, .query = wk__kept_query, .ctx = &l->k};
     wk__engine_open(&l->m, &l->x, settled, NULL, l);

@@ -48,8 +48,11 @@ typedef struct wk__mux_lane {
     bool leader;         /* a thread drives the lane's I/O now */
     bool polling;        /* … and sleeps in poll (the mutex released) */
     void *poll_ctx;      /* the connection it polls */
+    int poll_fd;         /* … its socket (-1: none) and the events */
+    short poll_ev;
     wk__mux_waiter *drainer; /* a borrower waiting for the lane to go quiet */
     int kick_fd;         /* eventfd: wakes the leader's poll */
+    _Atomic uint64_t kicks; /* … how often (wk__pool_leader_kicks, tests) */
     /* queries pushed by threads that found the mutex taken; its holder
      * puts them on the lane before it lets go (a write for all of them) */
     _Atomic(wk__mux_waiter *) pending;

@@ -1131,6 +1131,37 @@ Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown
     mux_end(&c);
 }
 
+/* A query written at once while the leader sleeps in poll has its reply
+ * come on the socket the leader polls: the leader is not woken for it.
+ * (It was, once per such query — the events compared were those before
+ * the write, with the unstaged query's POLLOUT — a context switch of the
+ * leader per query.) */
+Test(pool, queries_written_while_the_leader_polls_do_not_wake_it)
+{
+    static mux_case c;
+    mux_begin(&c, "mux-kicks");
+    inflight f[INFLIGHT];
+    pthread_t th[INFLIGHT];
+    wk_test_proxy_freeze(c.px, true);
+    uint64_t before = wk__pool_leader_kicks(c.pool);
+    for (int i = 0; i < INFLIGHT; i++) {
+        f[i] = query_of(&c, (uint64_t)i, i % 2 == 0, 0);
+        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
+        if (i == 0)
+            wait_started(&c.started, 1); /* the first leads, asleep in poll */
+    }
+    wait_started(&c.started, INFLIGHT);
+    uint64_t kicks = wk__pool_leader_kicks(c.pool) - before;
+    wk_test_proxy_freeze(c.px, false);
+    for (int i = 0; i < INFLIGHT; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < INFLIGHT; i++)
+        cr_assert_eq(f[i].rc, WK_OK, "query %d: %s: %s", i, wk_err_name(f[i].rc), f[i].msg);
+    cr_assert_eq(kicks, 0, "the leader was woken %llu times for %d queries written at once",
+                 (unsigned long long)kicks, INFLIGHT - 1);
+    mux_end(&c);
+}
+
 Test(pool, a_query_past_its_deadline_leaves_its_slot_and_the_next_reply_is_the_next_query_s)
 {
     static mux_case c;
