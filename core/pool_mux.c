@@ -179,8 +179,8 @@ static void lead_once(wk__mux_lane *l, int64_t until)
     void *ctx = conn->link.ctx;
     l->polling = true;
     l->poll_ctx = ctx;
-    l->poll_fd = n > sock ? fd : -1;
-    l->poll_ev = n > sock ? ev : 0;
+    l->poll_fd = sock ? fd : -1;
+    l->poll_ev = sock ? ev : 0;
     unlock_and_wake(l);
     int got = wk__poll_until(p, n, when);
     pthread_mutex_lock(&l->mu);
