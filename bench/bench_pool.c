@@ -176,20 +176,22 @@ static void one_row(const wk_db_options *o, int threads, int size, bool multiple
            ratio[0], ratio[reps - 1]);
     fflush(stdout);
     double per_pool = (double)pool_ops * threads * reps, per_own = (double)own_ops * own * reps;
-    if (nnotes < 8)
-        snprintf(notes[nnotes++], sizeof(notes[0]),
-                 "%s vs %s: %.2f vs %.2f (voluntary %.2f vs %.2f)", name, mode,
-                 (double)pool_cost.csw[0] / per_pool, (double)own_cost.csw[0] / per_own,
-                 (double)pool_cost.csw[1] / per_pool, (double)own_cost.csw[1] / per_own);
-    if (nnotes <= 8 && pool_cost.server_us >= 0 && own_cost.server_us >= 0) {
-        /* The server runs commands on one thread: 1e6 / its µs per cycle
-         * is the most cycles/s any client can get out of it. */
-        double sp = pool_cost.server_us / per_pool, so = own_cost.server_us / per_own;
-        snprintf(cpu_notes[nnotes - 1], sizeof(cpu_notes[0]),
-                 "%s vs %s: client %.1f vs %.1f, server %.1f vs %.1f (server's bound %.0f "
-                 "cycles/s = %.2f x the handles' median)",
-                 name, mode, pool_cost.client_us / per_pool, own_cost.client_us / per_own, sp, so,
-                 1e6 / sp, 1e6 / sp / w);
+    if (nnotes < 8) {
+        int i = nnotes++;
+        snprintf(notes[i], sizeof(notes[0]), "%s vs %s: %.2f vs %.2f (voluntary %.2f vs %.2f)",
+                 name, mode, (double)pool_cost.csw[0] / per_pool,
+                 (double)own_cost.csw[0] / per_own, (double)pool_cost.csw[1] / per_pool,
+                 (double)own_cost.csw[1] / per_own);
+        if (pool_cost.server_us >= 0 && own_cost.server_us >= 0) {
+            /* The server runs commands on one thread: 1e6 / its µs per
+             * cycle is the most cycles/s any client can get out of it. */
+            double sp = pool_cost.server_us / per_pool, so = own_cost.server_us / per_own;
+            snprintf(cpu_notes[i], sizeof(cpu_notes[0]),
+                     "%s vs %s: client %.1f vs %.1f, server %.1f vs %.1f (server's bound %.0f "
+                     "cycles/s = %.2f x the handles' median)",
+                     name, mode, pool_cost.client_us / per_pool, own_cost.client_us / per_own,
+                     sp, so, 1e6 / sp, 1e6 / sp / w);
+        }
     }
     for (int k = 0; k < own; k++)
         wk_db_close(dbs[k]);

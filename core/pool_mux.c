@@ -341,11 +341,12 @@ static void flush(wk__mux_lane *l)
      * for — or a thread is to be woken. Not for a query written at once:
      * its reply comes on the socket the leader polls (a kick there was a
      * wake-up of the leader for each such query). */
+    if (!l->polling)
+        return;
     int fd = -1;
-    short ev = l->polling ? wk__engine_lane_events(&l->m, 0, &fd) : 0;
-    if (l->polling &&
-        (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx || l->nwake != woken ||
-         (ev & ~l->poll_ev) || (ev && fd != l->poll_fd)))
+    short ev = wk__engine_lane_events(&l->m, 0, &fd);
+    if (conn->lane.wpos < conn->lane.len || conn->link.ctx != l->poll_ctx || l->nwake != woken ||
+        (ev & ~l->poll_ev) || (ev && fd != l->poll_fd))
         kick(l);
 }
 

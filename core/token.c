@@ -2,7 +2,7 @@
  * core/token.c — random lease tokens.
  *
  * A lock try draws a token, and randombytes_buf() is a getrandom system
- * call each time: on a batched lock cycle that call was a fifth of the
+ * call each time: on a batched lock cycle that call was a sixth of the
  * client's time. So each thread keeps a ChaCha20 stream of its own: a
  * 32-byte key from randombytes_buf(), expanded by libsodium
  * (randombytes_buf_deterministic) into a block of tokens and the next
@@ -47,8 +47,7 @@ static _Thread_local struct {
     unsigned char key[KEY_LEN];
     unsigned char block[BLOCK];
     size_t used;      /* bytes of block taken (wiped) */
-    unsigned forks;   /* `forks` when key was drawn */
-    bool keyed;
+    unsigned epoch;   /* `forks` + 1 when the key was drawn; 0: none yet */
 } stream;
 
 void wk_token_random(wk_token *token)
@@ -60,11 +59,10 @@ void wk_token_random(wk_token *token)
         randombytes_buf(token->bytes, sizeof(token->bytes));
         return;
     }
-    unsigned now = atomic_load_explicit(&forks, memory_order_relaxed);
-    if (!stream.keyed || stream.forks != now) {
+    unsigned epoch = atomic_load_explicit(&forks, memory_order_relaxed) + 1;
+    if (stream.epoch != epoch) {
         randombytes_buf(stream.key, sizeof(stream.key));
-        stream.forks = now;
-        stream.keyed = true;
+        stream.epoch = epoch;
         stream.used = BLOCK;
     }
     if (stream.used == BLOCK) {

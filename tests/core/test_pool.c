@@ -1096,6 +1096,21 @@ static void lock_held(const wk_entity *lock, uint64_t name, bool held)
     wk_db_close(db);
 }
 
+/* INFLIGHT threads of case c, writes and reads in turn, each with its
+ * query started (and written into the proxy); with `first_leads`, the
+ * others start only once the first is asleep in poll as the leader. */
+static void start_inflight(mux_case *c, inflight f[INFLIGHT], pthread_t th[INFLIGHT],
+                           bool first_leads)
+{
+    for (int i = 0; i < INFLIGHT; i++) {
+        f[i] = query_of(c, (uint64_t)i, i % 2 == 0, 0);
+        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
+        if (i == 0 && first_leads)
+            wait_started(&c->started, 1);
+    }
+    wait_started(&c->started, INFLIGHT);
+}
+
 Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown)
 {
     static mux_case c;
@@ -1103,11 +1118,7 @@ Test(pool, threads_share_one_connection_in_flight_and_each_lost_write_is_unknown
     inflight f[INFLIGHT];
     pthread_t th[INFLIGHT];
     wk_test_proxy_freeze(c.px, true);
-    for (int i = 0; i < INFLIGHT; i++) {
-        f[i] = query_of(&c, (uint64_t)i, i % 2 == 0, 0);
-        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
-    }
-    wait_started(&c.started, INFLIGHT);
+    start_inflight(&c, f, th, false);
     /* Every command is on the one connection now: the server runs them
      * all, and the replies to all of them are lost at once. */
     wk_test_proxy_drop_next_reply(c.px, NULL, NULL);
@@ -1144,13 +1155,7 @@ Test(pool, queries_written_while_the_leader_polls_do_not_wake_it)
     pthread_t th[INFLIGHT];
     wk_test_proxy_freeze(c.px, true);
     uint64_t before = wk__pool_leader_kicks(c.pool);
-    for (int i = 0; i < INFLIGHT; i++) {
-        f[i] = query_of(&c, (uint64_t)i, i % 2 == 0, 0);
-        cr_assert_eq(pthread_create(&th[i], NULL, inflight_query, &f[i]), 0);
-        if (i == 0)
-            wait_started(&c.started, 1); /* the first leads, asleep in poll */
-    }
-    wait_started(&c.started, INFLIGHT);
+    start_inflight(&c, f, th, true);
     uint64_t kicks = wk__pool_leader_kicks(c.pool) - before;
     wk_test_proxy_freeze(c.px, false);
     for (int i = 0; i < INFLIGHT; i++)
