@@ -23,24 +23,30 @@ static const wk_entity bench_sem = WK_SEMAPHORE_ENTITY("bench", 4, 30000);
 typedef struct raw_kind {
     const char *kind;
     const char *suffixes[2]; /* the item's keys (NULL: one key) */
-    const char *try_args[2]; /* after the token */
+    const char *try_args[3]; /* after the token, before the wake prefix */
     int ntry_args;
+    int nrelease_args;  /* the first of try_args the release passes */
+    bool try_wake_keys; /* the try names q and e after the item's keys */
     const wk_script *try_script, *release_script;
     char try_sha[41], release_sha[41];
 } raw_kind;
 
 static raw_kind fenced_raw = {"FencedLock",
                               {":lease", ":fence"},
-                              {"30000", NULL},
+                              {"30000", "-1", NULL},
+                              2,
                               1,
+                              false,
                               &wk__fenced_lock_try_script,
                               &wk__fenced_lock_release_script,
                               "",
                               ""};
 static raw_kind sem_raw = {"Semaphore",
                            {":permits", NULL},
-                           {"30000", "4"},
+                           {"30000", "4", "-1"},
+                           3,
                            2,
+                           true,
                            &wk__semaphore_try_script,
                            &wk__semaphore_release_script,
                            "",
@@ -62,15 +68,20 @@ static void raw_try_send(bench_ctx *c, raw_kind *k, unsigned i, raw_item *s)
     s->el = (size_t)sprintf(s->e, "%s:e", s->key[0]);
     s->wl = (size_t)sprintf(s->w, "%s:w:", s->key[0]);
     randombytes_buf(s->tok, 16);
-    char nk[2] = {(char)('0' + s->nkeys), 0};
-    const char *argv[8] = {"EVALSHA", k->try_sha, nk};
-    size_t lens[8] = {7, 40, 1};
+    char nk[2] = {(char)('0' + s->nkeys + (k->try_wake_keys ? 2 : 0)), 0};
+    const char *argv[12] = {"EVALSHA", k->try_sha, nk};
+    size_t lens[12] = {7, 40, 1};
     int n = 3;
     for (int j = 0; j < s->nkeys; j++)
         argv[n] = s->key[j], lens[n++] = s->kl[j];
+    if (k->try_wake_keys) {
+        argv[n] = s->q, lens[n++] = s->ql;
+        argv[n] = s->e, lens[n++] = s->el;
+    }
     argv[n] = (const char *)s->tok, lens[n++] = 16;
     for (int j = 0; j < k->ntry_args; j++)
         argv[n] = k->try_args[j], lens[n++] = strlen(k->try_args[j]);
+    argv[n] = s->w, lens[n++] = s->wl; /* the wake prefix: a try looks for unclaimed handoffs */
     bench_raw_append(c, n, argv, lens);
 }
 
@@ -87,7 +98,7 @@ static void raw_release_send(bench_ctx *c, const raw_kind *k, const raw_item *s)
     argv[n] = (const char *)s->tok, lens[n++] = 16;
     argv[n] = s->w, lens[n++] = s->wl;
     /* Then the ttl (and N), as the try's: a release hands the item over. */
-    for (int j = 0; j < k->ntry_args; j++)
+    for (int j = 0; j < k->nrelease_args; j++)
         argv[n] = k->try_args[j], lens[n++] = strlen(k->try_args[j]);
     bench_raw_append(c, n, argv, lens);
 }

@@ -111,7 +111,7 @@ size_t bench_key(char *buf, const char *kind, const char *ns, unsigned n, const 
  * ---------------------------------------------------------------------- */
 
 static const wk_entity bench_lock = WK_LOCK_ENTITY("bench", 30000);
-static char release_sha[41];
+static char release_sha[41], try_sha[41];
 
 static void lock_lib(bench_ctx *c, wk_processor *p, unsigned i, wk_token *t, bool *got)
 {
@@ -133,15 +133,6 @@ static void lock_seq_lib(bench_ctx *c, unsigned i)
         die("lock cycle", "not acquired/released");
 }
 
-static void lock_raw_send(bench_ctx *c, unsigned i, unsigned char tok[16], char *key, size_t *klen)
-{
-    *klen = bench_key(key, "Lock", "bench", i, NULL);
-    randombytes_buf(tok, 16);
-    const char *argv[] = {"SET", key, (const char *)tok, "NX", "PX", "30000"};
-    size_t lens[] = {3, *klen, 16, 2, 2, 5};
-    bench_raw_append(c, 6, argv, lens);
-}
-
 /* The release script's wake keys (collection/wake.h): a key without a
  * hash tag and without '}' is the tag of its companions; a key with a tag
  * is their prefix. */
@@ -158,6 +149,19 @@ static void wake_raw_keys(wake_raw *k, const char *key, size_t klen, bool tagged
     k->wl = (size_t)sprintf(k->w, "%s%.*s%s:w:", open, (int)klen, key, close);
 }
 
+static void lock_raw_send(bench_ctx *c, unsigned i, unsigned char tok[16], char *key, size_t *klen)
+{
+    *klen = bench_key(key, "Lock", "bench", i, NULL);
+    randombytes_buf(tok, 16);
+    wake_raw k;
+    wake_raw_keys(&k, key, *klen, false);
+    /* The library's try: SET NX PX in a script that looks, when it fails,
+     * for a lock handed to a waiter that never took it. */
+    const char *argv[] = {"EVALSHA", try_sha, "1", key, (const char *)tok, "30000", k.w};
+    size_t lens[] = {7, 40, 1, *klen, 16, 5, k.wl};
+    bench_raw_append(c, 7, argv, lens);
+}
+
 static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], const char *key,
                                   size_t klen)
 {
@@ -171,7 +175,7 @@ static void lock_raw_release_send(bench_ctx *c, const unsigned char tok[16], con
     bench_raw_append(c, 9, argv, lens);
 }
 
-/* SET NX PX, then the release script; `acked`: WAIT 1 1000 in the same
+/* The try script, then the release script; `acked`: WAIT 1 1000 in the same
  * send as the SET (two replies read) — the raw floor of an acknowledged
  * cycle (--replicas). */
 static void lock_raw_cycle(bench_ctx *c, unsigned i, bool acked)
@@ -186,7 +190,7 @@ static void lock_raw_cycle(bench_ctx *c, unsigned i, bool acked)
         bench_raw_append(c, 3, wait_argv, wait_lens);
     }
     redisReply *r = bench_raw_reply(c);
-    if (r->type != REDIS_REPLY_STATUS)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer != 1)
         die("raw lock", "not acquired");
     freeReplyObject(r);
     if (acked) {
@@ -272,9 +276,12 @@ static void rw_raw_send(bench_ctx *c, unsigned i, rw_raw *s)
     s->wl = bench_key(s->w, "RwLock", "bench", i, ":w");
     s->rl = bench_key(s->r, "RwLock", "bench", i, ":r");
     randombytes_buf(s->tok, 16);
-    const char *argv[] = {"EVALSHA", try_read_sha, "2", s->w, s->r, (const char *)s->tok, "30000"};
-    size_t lens[] = {7, 40, 1, s->wl, s->rl, 16, 5};
-    bench_raw_append(c, 7, argv, lens);
+    wake_raw k;
+    wake_raw_keys(&k, s->w, s->wl, true); /* the writer key's companions */
+    const char *argv[] = {"EVALSHA", try_read_sha, "4",  s->w, k.q, k.e, s->r,
+                          (const char *)s->tok, "30000", k.w, "-1"};
+    size_t lens[] = {7, 40, 1, s->wl, k.ql, k.el, s->rl, 16, 5, k.wl, 2};
+    bench_raw_append(c, 11, argv, lens);
 }
 
 static void rw_raw_release_send(bench_ctx *c, const rw_raw *s)
@@ -325,6 +332,7 @@ static void rw_batch_raw(bench_ctx *c, unsigned base)
 static void locks_setup(bench_ctx *c)
 {
     bench_raw_load(c, &wk__lock_release_script, release_sha);
+    bench_raw_load(c, &wk__lock_try_script, try_sha);
     bench_raw_load(c, &wk__rwlock_try_read_script, try_read_sha);
     bench_raw_load(c, &wk__rwlock_release_read_script, release_read_sha);
 }
@@ -463,7 +471,7 @@ static void tls_vs_tcp(bench_ctx *c, const char *tls_port_line, int reps, unsign
  * sequential lock cycle plain (redis:// to the primary), with WAIT 1
  * behind each acquire (lease_replicas = 1), and through
  * redis-sentinel:// (library; ratios against plain, same run); then raw
- * hiredis doing the same two cycles (SET NX PX, and SET NX PX + WAIT 1 in
+ * hiredis doing the same two cycles (lock.try, and lock.try + WAIT 1 in
  * one send): the floor the acknowledged cycle is measured against.
  * ---------------------------------------------------------------------- */
 
@@ -477,7 +485,7 @@ static void replicas_run(int reps, unsigned ops)
     const char *urls[3] = {t.primary.url, t.primary.url, t.url};
     const char *names[REPL_CASES] = {
         "lock try + release (plain)", "  with WAIT 1 (lease_replicas = 1)",
-        "  through redis-sentinel://", "raw hiredis: SET NX PX + release",
+        "  through redis-sentinel://", "raw hiredis: lock.try + release",
         "raw hiredis: + WAIT 1 in the same send"};
     bench_ctx h[REPL_CASES] = {{0}};
     op_fn fn[REPL_CASES] = {lock_seq_lib, lock_seq_lib, lock_seq_lib, lock_seq_raw,
@@ -496,6 +504,7 @@ static void replicas_run(int reps, unsigned ops)
         if (!h[k].raw)
             die("raw connect", "the primary");
         bench_raw_load(&h[k], &wk__lock_release_script, release_sha);
+        bench_raw_load(&h[k], &wk__lock_try_script, try_sha);
     }
     for (int k = 0; k < REPL_CASES; k++)
         timed(&h[k], fn[k], ops / 4, 1);
@@ -643,6 +652,7 @@ static void cluster_run(bench_ctx *single, int reps, unsigned seq_ops, unsigned 
         if (!rawc.node[n].raw || rawc.node[n].raw->err)
             die("raw connect (cluster)", "failed");
         bench_raw_load(&rawc.node[n], &wk__lock_release_script, release_sha);
+        bench_raw_load(&rawc.node[n], &wk__lock_try_script, try_sha);
     }
     for (int s = 0; s < 16384; s++)
         for (int n = 0; n < 3; n++)

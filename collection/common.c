@@ -86,20 +86,6 @@ int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d)
     return wk__lease_acknowledged(d, held); /* OK unless a lease query's WAIT fell short */
 }
 
-int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    switch (wk_reply_get_type(r)) {
-    case WK_REPLY_STATUS:
-        *(bool *)q->out = true;
-        return wk__lease_acknowledged(d, q->out);
-    case WK_REPLY_NIL:
-        *(bool *)q->out = false;
-        return WK_OK;
-    default:
-        return wk_diag_fail(d, WK_EPROTO, "expected OK or nil");
-    }
-}
-
 int wk__parse_removed(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER)

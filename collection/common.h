@@ -32,7 +32,6 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
 
 /* Parsers. `out` of the query points at the type named. */
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d); /* bool: 1/0 */
-int wk__parse_set_nx(const wk_query *q, const wk_reply *r, wk_diag *d);   /* bool: OK/nil */
 /* bool (may be NULL: any integer reply is success): whether an integer
  * reply is not 0 — a count of keys removed (DEL, UNLINK), a script's 1/0. */
 int wk__parse_removed(const wk_query *q, const wk_reply *r, wk_diag *d);

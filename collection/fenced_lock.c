@@ -38,10 +38,26 @@ WK__KIND(fenced_lock) = {WK_KIND_FENCED_LOCK, check_params};
     "  return f\n"                                                                                 \
     "end\n"
 
-/* KEYS: lease, fence. ARGV: token, ttl. The new fence, or 0 when held.
+/* KEYS: lease, fence. ARGV: token, ttl, cap (-1: its split form's
+ * mark reads it), w. The new fence, or 0 when held. A lease held by a
+ * waiter that was handed it and never took its notice by the end written
+ * in it (wk_unclaimed: it died, stalled or left) is the caller's: a
+ * FencedLock has no fair mode. Only that rare path defines functions.
  * Its split form marks the lease. */
 const wk__two_forms wk__fenced_lock_try_forms = {
-    {"fenced_lock.try", TAKE_LUA "return take()\n"}, &wk__fenced_lock_mark, 0};
+    {"fenced_lock.try",
+     TAKE_LUA "local f = take()\n"
+     "if f > 0 then return f end\n"
+     "local holder = redis.call('HGET', KEYS[1], 'token')\n"
+     "local n = holder and redis.pcall('LINDEX', ARGV[4] .. holder, 0)\n"
+     "if type(n) ~= 'string' or string.sub(n, 1, 1) ~= 'h' then return 0 end\n"
+     "do\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
+     "  if not wk_unclaimed(ARGV[4], holder, wk_now()) then return 0 end\n"
+     "end\n"
+     "redis.call('DEL', KEYS[1])\n"
+     "return take()\n"},
+    &wk__fenced_lock_mark,
+    0};
 
 /* Hand the lease (KEYS[1]) to the head of the queue (KEYS[3], KEYS[4];
  * `w` and `ttl` Lua expressions: the wake prefix and the TTL) with a
@@ -81,8 +97,10 @@ static const wk__two_forms acquire_forms = {
      "  wk_took(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, false)\n"
      "  return {1, f}\n"
      "end\n"
-     "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now,\n"
-     "                   tonumber(ARGV[3]), redis.call('PTTL', KEYS[1]))}\n"},
+     "local blocked = redis.call('PTTL', KEYS[1])\n"
+     "local claim = v[1] and wk_claim_left(ARGV[4], v[1], now)\n"
+     "if claim and claim < blocked then blocked = claim end\n"
+     "return {0, wk_park(KEYS[3], KEYS[4], ARGV[4], ARGV[1], now, tonumber(ARGV[3]), blocked)}\n"},
     &wk__fenced_lock_mark,
     0};
 
@@ -160,7 +178,8 @@ static int parse_try(const wk_query *q, const wk_reply *r, wk_diag *d)
 /* The takes: its token is the lease's (set after wk__op_begin). */
 static const wk__op try_op =
     FENCED_OP(try, .flags = WK__QUERY_LEASE, .forms = &wk__fenced_lock_try_forms,
-              .steps = &wk__fenced_lock_steps, BOTH, .args = {WK__ARG_TOKEN, WK__ARG_TTL},
+              .steps = &wk__fenced_lock_steps, BOTH,
+              .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_CAP, WK__ARG_WAKE},
               .parse = parse_try, OUT(wk_fenced_lease));
 static const wk__op leave_op = {.name = "fenced_lock.leave", .kind = WK_KIND_FENCED_LOCK,
                                 .mode = WK_WRITE, .script = &leave_script, BOTH, .token = true,

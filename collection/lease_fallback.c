@@ -35,13 +35,31 @@ const wk_script wk__lock_release_single = {"lock.release.single_key",
 /* ARGV: token, ttl, w, cap (-1: a try), fair. {1, 0}, or {0, sleep ms}:
  * the lock's PTTL within cap, since no release will wake the waiter. A
  * fair lock's queue is not looked at while the slot migrates. A lock
- * handed to this waiter before the migration began is its own. */
+ * handed to this waiter before the migration began is its own; one
+ * handed to another waiter that never took its notice by the end written
+ * in it is taken back (as lock.acquire's wk_unclaimed; a list the node no
+ * longer has reads as none), and until that end the waiter sleeps no
+ * longer. */
 const wk_script wk__lock_acquire_single = {
     "lock.acquire.single_key",
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 0} end\n"
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return {1, 0} end\n"
+    "local holder = redis.call('GET', KEYS[1])\n"
+    "if holder == ARGV[1] then return {1, 0} end\n"
+    "local n = holder and redis.pcall('LINDEX', ARGV[3] .. holder, 0)\n"
+    "local ends = type(n) == 'string' and tonumber(string.match(n, '^h(%d+):'))\n"
+    "local claim = nil\n"
+    "if ends then\n"
+    "  local t = redis.call('TIME')\n"
+    "  claim = ends - (t[1] * 1000 + math.floor(t[2] / 1000)) + 1\n"
+    "  if claim <= 1 then\n"
+    "    redis.pcall('DEL', ARGV[3] .. holder)\n"
+    "    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "    return {1, 0}\n"
+    "  end\n"
+    "end\n"
     "if ARGV[4] == '-1' then return {0, 0} end\n"
     "local left = redis.call('PTTL', KEYS[1])\n"
+    "if claim and claim < left then left = claim end\n"
     "local cap = tonumber(ARGV[4])\n"
     "if left < 1 then left = 1 end\n"
     "if left > cap then left = cap end\n"

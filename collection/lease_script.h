@@ -15,11 +15,12 @@
 
 /* The scripts of the cycles the benchmark repeats with raw hiredis
  * (bench/bench_lease_kinds.c), KEYS and ARGV as documented beside them. */
-extern const wk__two_forms wk__fenced_lock_try_forms; /* lease, fence | token, ttl */
+extern const wk__two_forms wk__fenced_lock_try_forms; /* lease, fence | token, ttl, -1, w */
 #define wk__fenced_lock_try_script (wk__fenced_lock_try_forms.script)
 extern const wk__two_forms wk__fenced_lock_release_forms; /* lease, fence, q, e | token, w */
 #define wk__fenced_lock_release_script (wk__fenced_lock_release_forms.script)
-extern const wk_script wk__semaphore_try_script;        /* permits | token, ttl, N */
+extern const wk__two_forms wk__semaphore_try_forms;     /* permits, q, e | token, ttl, N, -1, w */
+#define wk__semaphore_try_script (wk__semaphore_try_forms.script)
 extern const wk__two_forms wk__semaphore_release_forms; /* permits, q, e | token, w, ttl, N */
 #define wk__semaphore_release_script (wk__semaphore_release_forms.script)
 /* permits, q, e | token, ttl, N, cap, w; its single-key form in semaphore.c */

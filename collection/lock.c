@@ -73,11 +73,13 @@ static const wk_script leave_script = {
     "end\n" WK__WAKE_LEAVE_LUA("KEYS[2]", "KEYS[3]", "ARGV[2]", "ARGV[1]") "return 0\n"};
 
 /* KEYS: lock, q, e. ARGV: token, ttl, w, cap (-1: a plain try that does
- * not wait), fair (1/0). {1, 0} acquired, or {0, sleep ms}. A lock
- * already handed to this waiter (it was not in its pop when the release
- * came) is its own: taken. A lock handed to a waiter that never took its
- * notice by the end of its registration (wk_unclaimed: it died) is
- * passed on to the head, or freed. */
+ * not wait; 0: the final attempt, which leaves rather than parks), fair
+ * (1/0). {1, 0} acquired, or {0, sleep ms}. A lock already handed to this
+ * waiter (it was not in its pop when the release came) is its own: taken.
+ * A lock handed to a waiter that never took its notice by the end of its
+ * registration (wk_unclaimed: it died, stalled or left) is passed on to
+ * the head, or freed; until then the head sleeps no longer than that end
+ * (wk_claim_left). */
 const wk__two_forms wk__lock_acquire_forms = {
     {"lock.acquire",
      WK__WAKE_LUA WK__WAKE_LUA_HAND
@@ -102,8 +104,10 @@ const wk__two_forms wk__lock_acquire_forms = {
      "  return {1, 0}\n"
      "end\n"
      "if id == '' then return {0, 0} end\n"
-     "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]),\n"
-     "                   redis.call('PTTL', KEYS[1]))}\n"},
+     "local blocked = redis.call('PTTL', KEYS[1])\n"
+     "local claim = holder and wk_claim_left(ARGV[3], holder, now)\n"
+     "if claim and claim < blocked then blocked = claim end\n"
+     "return {0, wk_park(KEYS[2], KEYS[3], ARGV[3], id, now, tonumber(ARGV[4]), blocked)}\n"},
     &wk__lock_acquire_single,
     0};
 
@@ -132,10 +136,28 @@ const wk_script wk__lock_extend_script = {"lock.extend",
 #define LOCK_OP(op, ...) {WK__OP_OF(lock, op), .kind = WK_KIND_LOCK, __VA_ARGS__}
 #define OUT(type, name) .out_name = name, .out_size = sizeof(type)
 
-/* SET key token NX PX ttl: the try of a Lock that is not fair. */
-static const wk__op try_op = LOCK_OP(try, .flags = WK__QUERY_LEASE, .command = "SET", .token = true,
-                                     .args = {WK__ARG_TOKEN, WK__ARG_NX, WK__ARG_PX, WK__ARG_TTL},
-                                     .parse = wk__parse_set_nx, OUT(bool, "acquired"));
+/* The try of a Lock that is not fair: SET key token NX PX ttl, and when
+ * that fails, whether the holder is a waiter that was handed the lock and
+ * never took its notice by the end written in it (wk_unclaimed: it died,
+ * stalled or left); then the lock is the caller's. Only that rare path
+ * defines a function. KEYS: lock (alone: a migrating slot runs it where
+ * the key is, and a list the node lacks reads as no notice). ARGV: token,
+ * ttl, w. 1/0. */
+const wk_script wk__lock_try_script = {
+    "lock.try",
+     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+     "local holder = redis.call('GET', KEYS[1])\n"
+     "local n = holder and redis.pcall('LINDEX', ARGV[3] .. holder, 0)\n"
+     "if type(n) ~= 'string' or string.sub(n, 1, 1) ~= 'h' then return 0 end\n"
+     "do\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
+     "  if not wk_unclaimed(ARGV[3], holder, wk_now()) then return 0 end\n"
+     "end\n"
+     "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+     "return 1\n"};
+static const wk__op try_op = LOCK_OP(try, .flags = WK__QUERY_LEASE, .script = &wk__lock_try_script,
+                                     .token = true,
+                                     .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_WAKE},
+                                     .parse = wk__parse_bool_int, OUT(bool, "acquired"));
 
 /* The acquire-or-park script: a fair Lock's try (no barging past the
  * waiters, still one round trip; cap -1) and every attempt of a wait. */

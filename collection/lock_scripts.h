@@ -42,6 +42,8 @@ int wk__semaphore_leave(wk_processor *p, const wk_entity *sem, wk_name name, con
  * the head: collection/rwlock.c), or frees the writer key. */
 extern const wk__two_forms wk__rwlock_release_write_forms;
 #define wk__lock_release_script (wk__lock_release_forms.script)
+/* Lock's try when not fair: KEYS lock; ARGV token, ttl, w. 1/0. */
+extern const wk_script wk__lock_try_script;
 /* Lock's acquire-or-park (KEYS and ARGV documented in lock.c). */
 extern const wk__two_forms wk__lock_acquire_forms;
 #define wk__lock_acquire_script (wk__lock_acquire_forms.script)

@@ -6,6 +6,16 @@
 #include "collection/lease_script.h"
 #include "collection/op.h"
 
+/* Whether `op`'s ARGV names `arg` (a try may pass the wake prefix w
+ * without declaring the queue's keys). */
+static bool uses_arg(const wk__op *op, wk__arg arg)
+{
+    for (int i = 0; i < WK__OP_ARGS_MAX && op->args[i] != WK__ARG_END; i++)
+        if (op->args[i] == arg)
+            return true;
+    return false;
+}
+
 /* The checks and keys of every call; `token` is checked when op->token. */
 static int begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity *e, wk_name name,
                  const wk_token *token, void *out)
@@ -33,7 +43,7 @@ static int begin(wk__call *c, wk_processor *p, const wk__op *op, const wk_entity
         return wk__op_fail(c, WK_EINVAL, "token is required");
     if (!out && op->out_name)
         return wk__op_fail(c, WK_EINVAL, "%s is required", op->out_name);
-    if (!op->wake)
+    if (!op->wake && !uses_arg(op, WK__ARG_WAKE))
         return WK_OK;
     if (!op->wake_of)
         return wk__wake_keys_for(p, op->name, &c->wake, c->key[0], c->key_len[0]);
@@ -78,12 +88,6 @@ static inline void declared_arg(const wk__call *c, wk__arg a, char *buf, const c
         return;
     case WK__ARG_FAIR:
         *s = (c->e->flags & WK_ENTITY_FAIR) ? "1" : "0", *len = 1;
-        return;
-    case WK__ARG_NX:
-        *s = "NX", *len = 2;
-        return;
-    case WK__ARG_PX:
-        *s = "PX", *len = 2;
         return;
     case WK__ARG_END:
         break;

@@ -47,11 +47,10 @@ typedef enum wk__arg {
     WK__ARG_TOKEN,   /* the call's token (wk__call.token), 16 bytes */
     WK__ARG_TTL,     /* the entity's ttl_ms */
     WK__ARG_PERMITS, /* the entity's capacity, whole (a Semaphore's N) */
-    WK__ARG_WAKE,    /* the item's wake prefix w (collection/wake.h) */
+    WK__ARG_WAKE,    /* the item's wake prefix w (collection/wake.h; built
+                      * also for an op that declares no wake keys) */
     WK__ARG_CAP,     /* the call's cap_ms (-1: a try, which does not wait) */
     WK__ARG_FAIR,    /* "1" for a fair entity (WK_ENTITY_FAIR), else "0" */
-    WK__ARG_NX,      /* "NX" and "PX", words of SET */
-    WK__ARG_PX,
 } wk__arg;
 
 struct wk__split_steps; /* collection/lease_script.h */

@@ -25,28 +25,6 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
 /* The readers still running at `now`. */
 #define RUNNING(set) "redis.call('ZCOUNT', " set ", '(' .. string.format('%.0f', now), '+inf')"
 
-/* KEYS: w, r. ARGV: token, ttl. 1/0; its split form marks r. */
-const wk__two_forms wk__rwlock_try_read_forms = {
-    {"rwlock.try_read",
-     "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n" WK__NOW_MS
-     "local ttl = tonumber(ARGV[2])\n"
-     "redis.call('ZADD', KEYS[2], string.format('%.0f', now + ttl), ARGV[1])\n"
-     "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
-     "if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end\n"
-     "return 1\n"},
-    &wk__rwlock_read_mark,
-    1};
-
-/* KEYS: w, r. ARGV: token, ttl. 1/0; its split form marks w. */
-const wk__two_forms wk__rwlock_try_write_forms = {
-    {"rwlock.try_write",
-     WK__NOW_MS "if " RUNNING("KEYS[2]") " > 0 then return 0 end\n"
-            "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end\n"
-            "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
-            "return 1\n"},
-    &wk__rwlock_write_mark,
-    0};
-
 /* Handing over (collection/wake.h), after WK__WAKE_LUA_CORE and
  * WK__WAKE_LUA_GIVE, with the locals W, Q, E, R (the writer key, the wake
  * queue and registrations, the reader set), WP (the wake prefix), TTL
@@ -100,6 +78,45 @@ const wk__two_forms wk__rwlock_try_write_forms = {
     "  if redis.call('PTTL', R) < tonumber(TTL) then redis.call('PEXPIRE', R, TTL) end\n"          \
     "  return true\n"                                                                              \
     "end\n"
+
+/* A plain try that finds the item taken first prunes the registrations
+ * that ended, when there are any (Lua statements, with `now`; KEYS w, q,
+ * e, r; ARGV[3] the wake prefix): a lease handed to a waiter that never
+ * took its notice by then (it died, stalled or left) is taken back
+ * (wk_revoke), so that a try finds it free within the bound a waiter's
+ * attempt does (collection/wake.h). `taken` (a Lua condition) is asked
+ * again after. Only this rare path defines functions. */
+#define TRY_PRUNE(taken)                                                                           \
+    "if " taken " then\n"                                                                           \
+    "  if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end\n"                                  \
+    "  local W, Q, E, R, WP = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3]\n" WK__WAKE_LUA_CORE      \
+        RW_REVOKE_LUA "  wk_prune(Q, E, WP, now)\n"                                                \
+    "  if " taken " then return 0 end\n"                                                           \
+    "end\n"
+
+/* KEYS: w, q, e, r. ARGV: token, ttl, wake prefix, cap (-1). 1/0; its
+ * split form marks r. */
+const wk__two_forms wk__rwlock_try_read_forms = {
+    {"rwlock.try_read",
+     WK__NOW_MS TRY_PRUNE("redis.call('EXISTS', KEYS[1]) == 1")
+     "local ttl = tonumber(ARGV[2])\n"
+     "redis.call('ZADD', KEYS[4], string.format('%.0f', now + ttl), ARGV[1])\n"
+     "redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
+     "if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end\n"
+     "return 1\n"},
+    &wk__rwlock_read_mark,
+    3};
+
+/* KEYS: w, q, e, r. ARGV: token, ttl, wake prefix, cap (-1). 1/0; its
+ * split form marks w. */
+const wk__two_forms wk__rwlock_try_write_forms = {
+    {"rwlock.try_write",
+     WK__NOW_MS TRY_PRUNE("(" RUNNING("KEYS[4]") " > 0 or redis.call('EXISTS', KEYS[1]) == 1)")
+     "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end\n"
+     "redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
+     "return 1\n"},
+    &wk__rwlock_write_mark,
+    0};
 
 /* KEYS: r, q, e, w. ARGV: token, wake prefix, ttl. Returns 1 if the
  * lease was still running. The last reader out hands the item to the
@@ -185,14 +202,15 @@ static const wk_script leave_script = {
 
 /* A lease already handed to this waiter (`mine`, a Lua condition) is its
  * own: taken. Then ended registrations are pruned before the take (a
- * lease handed to a waiter that died goes back, wk_revoke). */
+ * lease handed to a waiter that died goes back, wk_revoke), a fair try's
+ * too. */
 #define TAKE_HANDED(mine)                                                                          \
     "if id ~= '' and " mine " then\n"                                                             \
     "  wk_call('ZREM', E, id)\n"                                                                   \
     "  wk_took(Q, E, WP, id, now, false)\n"                                                        \
     "  return {1, 0}\n"                                                                            \
     "end\n"                                                                                        \
-    "if id ~= '' then wk_prune(Q, E, WP, now) end\n"
+    "wk_prune(Q, E, WP, now)\n"
 
 static const wk__two_forms acquire_read_forms = {
     {"rwlock.acquire_read", WK__WAKE_LUA WK__WAKE_LUA_BOUND ACQUIRE_PROLOGUE TAKE_HANDED(
@@ -266,7 +284,7 @@ const wk_script wk__rwlock_inspect_script = {
 #define OUT(type, name) .out_name = name, .out_size = sizeof(type)
 #define BOTH .suffix = {":w", ":r"}
 
-/* The takes of one side: its try (KEYS w, r); a fair RwLock's try,
+/* The takes of one side: its try (KEYS w, q, e, r); a fair RwLock's try,
  * which does not barge past the waiters, and every attempt of a wait,
  * both its acquire-or-park script (KEYS w, q, e, r, cap -1 for the try).
  * All are split while a migration splits the keys. */
@@ -281,7 +299,9 @@ typedef struct side {
      .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_WAKE, WK__ARG_CAP, WK__ARG_FAIR}, __VA_ARGS__}
 #define SIDE(try_, try_forms, acquire_name, acquire_forms_, steps_, release_)                      \
     {RW_OP(try_, .flags = WK__QUERY_LEASE, .forms = try_forms, .steps = steps_, BOTH,              \
-           .token = true, .args = {WK__ARG_TOKEN, WK__ARG_TTL}, .parse = wk__parse_bool_int,       \
+           .token = true, .wake = 2,                                                          \
+           .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_WAKE, WK__ARG_CAP},                       \
+           .parse = wk__parse_bool_int,                                                           \
            OUT(bool, "outcome")),                                                                  \
      ACQUIRE(acquire_forms_, steps_, WK__OP_OF(rwlock, try_), .parse = wk__parse_first_bool,       \
              OUT(bool, "outcome")),                                                                \

@@ -47,10 +47,6 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
     "  return true\n"                                                                              \
     "end\n"
 
-/* KEYS: permits. ARGV: token, ttl, N. 1 if taken. */
-const wk_script wk__semaphore_try_script = {"semaphore.try",
-                                            WK__NOW_MS TAKE_LUA "if take(now) then return 1 end\n"
-                                                            "return 0\n"};
 
 /* Handing over (collection/wake.h), after WK__WAKE_LUA_CORE and
  * WK__WAKE_LUA_GIVE, with the locals Q, E (the wake queue and
@@ -88,6 +84,26 @@ const wk_script wk__semaphore_try_script = {"semaphore.try",
     "    redis.call('PEXPIRE', KEYS[1], TTL)\n"                                                    \
     "  end\n"                                                                                      \
     "end\n"
+
+/* KEYS: permits, q, e. ARGV: token, ttl, N, cap (-1), w. 1 if taken. A
+ * try that finds every place taken prunes the registrations that ended,
+ * when there are any: a permit handed to a waiter that never took its
+ * notice by then (it died, stalled or left) is taken back (wk_revoke), so
+ * that a try finds it free within the bound a waiter's attempt does
+ * (collection/wake.h). Only that rare path defines functions. Its
+ * single-key form, while the slot migrates, is the take alone. */
+static const wk_script try_single = {"semaphore.try.single_key",
+                                     WK__NOW_MS TAKE_LUA "if take(now) then return 1 end\n"
+                                                     "return 0\n"};
+const wk__two_forms wk__semaphore_try_forms = {
+    {"semaphore.try", WK__NOW_MS TAKE_LUA "if take(now) then return 1 end\n"
+                                      "if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end\n"
+                                      "local Q, E, WP = KEYS[2], KEYS[3], ARGV[5]\n" WK__WAKE_LUA_CORE
+                                          SEM_REVOKE_LUA "wk_prune(Q, E, WP, now)\n"
+                                      "if take(now) then return 1 end\n"
+                                      "return 0\n"},
+    &try_single,
+    0};
 
 /* KEYS: permits, q, e (collection/wake.h). ARGV: token (the waiter's id
  * too), ttl, N, cap, w. {1, 0}, or {0, ms to sleep} after parking: the
@@ -204,9 +220,10 @@ static const wk_script force_release_script = {
 
 /* The takes: a try, and the acquire-or-park script of every attempt. */
 static const wk__op try_op =
-    SEM_OP(try, .flags = WK__QUERY_LEASE, .script = &wk__semaphore_try_script, .token = true,
-           .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_PERMITS}, .parse = wk__parse_bool_int,
-           OUT(bool, "outcome"));
+    SEM_OP(try, .flags = WK__QUERY_LEASE, .forms = &wk__semaphore_try_forms, .token = true,
+           .wake = 2,
+           .args = {WK__ARG_TOKEN, WK__ARG_TTL, WK__ARG_PERMITS, WK__ARG_CAP, WK__ARG_WAKE},
+           .parse = wk__parse_bool_int, OUT(bool, "outcome"));
 /* A waiter's leave (KEYS permits, q, e; ARGV its token, w, ttl, N):
  * passes on a permit handed to it as it gives up. */
 static const wk__op leave_op = {.name = "semaphore.leave", .kind = WK_KIND_SEMAPHORE,

@@ -57,6 +57,8 @@ int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline)
     int64_t left = deadline - wk__boot_ms();
     if (left > e->ttl_ms)
         left = e->ttl_ms;
+    if (left > WK__WAKE_RENEW_MS) /* wk_park's bound too */
+        left = WK__WAKE_RENEW_MS;
     return left < 1 ? 1 : left;
 }
 
@@ -167,35 +169,53 @@ static int wait_wake(wk_db *b, const wk__waiter *w, int64_t sleep_ms, popped *go
     return rc;
 }
 
-/* A wait that ends without the item after a pop whose reply was lost
- * (the pop may have taken a handed-over notice: the item may be the
- * waiter's): WK_EUNKNOWN, the token in the caller's OUT. */
-static int unknown_after_lost_pop(wk__waiter *w)
+/* The bound of an exchange made at or past the deadline (the final
+ * attempt, a leave): WK__WAKE_FINISH_MS from when it is sent, so that a
+ * waiter woken a few milliseconds late (a loaded machine) still learns
+ * the answer; past the acquire's end (`late`: a waiter stalled, or
+ * descheduled) the command timeout alone, since only that exchange says
+ * whether it holds the item, and a wait that cannot say so must report
+ * WK_EUNKNOWN. An enclosing call's sooner bound stays. Returns whether it
+ * set one, with *outer the bound to put back. */
+static bool finish_bound(wk__waiter *w, int64_t now, int64_t end, int64_t *outer)
 {
-    return wk__processor_fail(w->p, WK_EUNKNOWN,
-                              "%s: a wake-up pop's reply was lost and no attempt could follow: "
-                              "the item may have been handed to the token (release it, or let "
-                              "it run out)",
-                              w->op);
+    if (now < w->deadline || !w->p->db)
+        return false;
+    int64_t own = now >= end ? 0 : wk__add_ms(now, WK__WAKE_FINISH_MS);
+    *outer = wk__db_bound(w->p->db, own);
+    if (*outer && *outer < end) /* an enclosing call ends sooner: keep its */
+        wk__db_bound(w->p->db, *outer);
+    return true;
 }
 
-/* Leave without the item, unless the acquire's end has come (the leave
- * would be sent only to be cut, its connection with it); the leave's own
- * failure is not the caller's news: the registration runs out by itself
- * — except after a lost pop of a kind that hands over (`lost_pop`): only
- * its leave, which passes a handed item on, says the waiter holds
- * nothing. */
-static int give_up(wk__waiter *w, int64_t end, int rc, bool lost_pop)
+/* A wait that ends without the item while it may still be handed it (its
+ * registration runs, a pop's reply was lost, a leave failed): WK_EUNKNOWN,
+ * the token in the caller's OUT. Within the bound B of docs/GUARANTEES.md
+ * such a lease goes to the next waiter by itself. */
+static int unknown_outcome(wk__waiter *w, const char *why)
 {
-    int lrc = WK_ETIMEDOUT;
-    if (wk__boot_ms() < end)
-        lrc = w->leave ? w->leave(w) : wk__wake_leave(w->p, w->e, w->keys, w->id);
-    if (lost_pop && lrc != WK_OK && rc == WK_OK)
-        return unknown_after_lost_pop(w);
+    return wk__processor_fail(w->p, WK_EUNKNOWN,
+                              "%s: %s: the item may have been handed to the token (release it, "
+                              "or it goes on to the next waiter within %d ms)",
+                              w->op, why, WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
+}
+
+/* Leave the queue without the item (the kind's leave also passes on an
+ * item handed to the waiter meanwhile), then end with `rc`. Sent however
+ * late: only the leave says the waiter holds nothing, and a leave that
+ * fails makes the outcome WK_EUNKNOWN. */
+static int give_up(wk__waiter *w, int64_t end, int rc)
+{
+    int64_t outer = 0;
+    bool rebound = finish_bound(w, wk__boot_ms(), end, &outer);
+    int lrc = w->leave ? w->leave(w) : wk__wake_leave(w->p, w->e, w->keys, w->id);
+    if (rebound)
+        wk__db_bound(w->p->db, outer);
+    if (lrc != WK_OK && w->leave)
+        return unknown_outcome(w, "it could not leave the queue");
     return rc;
 }
 
-/* The waiting loop; *b is the blocking handle once opened. */
 /* Waits cut off in a row before the acquire fails with the connection's
  * error. */
 #define MAX_LOST_WAITS 3
@@ -209,64 +229,43 @@ static bool acks_leases(const wk__waiter *w)
     return w->p->db && w->p->db->conn && w->p->db->conn->lease_replicas > 0;
 }
 
-/* Set the bound of the last attempt, the one made at or past the deadline,
- * on the handle: true, with *outer the bound to restore after it. It gets
- * WK__WAKE_FINISH_MS from when it is sent, so that a waiter woken a few
- * milliseconds late (a loaded machine) still learns the answer rather
- * than WK_EUNKNOWN; an enclosing call's sooner bound stays. `late`: woken
- * past the acquire's end after an unanswered pop — the attempt then
- * runs under the command timeout alone (see wait_loop). */
-static bool last_attempt_bound(wk__waiter *w, bool first, bool late, int64_t now, int64_t end,
-                               int64_t *outer)
-{
-    if (first || now < w->deadline || !w->p->db)
-        return false;
-    int64_t own = late ? 0 : wk__add_ms(now, WK__WAKE_FINISH_MS);
-    *outer = wk__db_bound(w->p->db, own);
-    if (*outer && *outer < end) /* an enclosing call ends sooner: keep its */
-        wk__db_bound(w->p->db, *outer);
-    return true;
-}
-
+/* The waiting loop; *b is the blocking handle once opened. Every exit
+ * tells the truth (collection/wake.h): the wait ends with the final
+ * attempt (cap 0: take, or leave the queue), made at the deadline however
+ * late the waiter is; an exit on an error leaves first; and where neither
+ * could be learnt the outcome is WK_EUNKNOWN. */
 static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk_db **b,
                      bool *close_b)
 {
     int lost_waits = 0;
-    /* A pop's reply was lost, or is still owed, since the last attempt
-     * (kinds that hand over: it may have taken the item). */
-    bool lost_pop = false;
+    /* An attempt parked the waiter: a release may hand it the item until
+     * it has left. */
+    bool queued = false;
     for (bool first = true;; first = false) {
-        /* Woken so late (an overloaded machine) that not even the last
-         * attempt could end in time: it would only be cut, its connection
-         * with it. Timed out; the registration runs out by itself —
-         * unless a pop went unanswered since the last attempt. The
-         * deadline ends the pop of nearly every wait that times out (the
-         * server's own timeout fires up to a timer tick late), and such a
-         * pop may have taken a handed-over item: only an attempt says
-         * whose it is, so that one comes even now, under the command
-         * timeout alone. */
         int64_t now = wk__boot_ms();
-        bool late = !first && now >= end;
-        if (late && !lost_pop)
-            return WK_OK;
+        bool final = !first && now >= w->deadline;
         int64_t outer = 0;
-        bool rebound = last_attempt_bound(w, first, late, now, end, &outer);
+        bool rebound = !first && finish_bound(w, now, end, &outer);
         wk__wake_outcome out = {false, 0};
-        int rc = w->attempt(w, wk__wake_cap_ms(w->e, w->deadline), &out);
+        int rc = w->attempt(w, final ? 0 : wk__wake_cap_ms(w->e, w->deadline), &out);
         if (rebound)
             wk__db_bound(w->p->db, outer);
         if (rc == WK_ENOTREPLICATED && w->release) /* taken, not acknowledged: give it back */
             return wk__lease_settle(w->p, w->op, rc, w->release, w->e, w->name, w->id);
+        if (rc == WK_EUNKNOWN || (rc != WK_OK && !queued))
+            return rc; /* lost (it keeps the token), or never queued */
         if (rc != WK_OK)
-            return rc; /* an earlier registration runs out by itself */
-        lost_pop = false; /* the attempt said whose the item is */
+            return give_up(w, end, rc); /* not sent: still queued */
         if (out.acquired) {
             *acquired = true;
             return WK_OK;
         }
+        if (final)
+            return WK_OK; /* it has left the queue */
+        queued = true;
         int64_t left = w->deadline - wk__boot_ms();
         if (left <= 0)
-            return give_up(w, end, WK_OK, false);
+            continue; /* the final attempt */
         int64_t sleep_ms = out.sleep_ms < left ? out.sleep_ms : left;
         if (sleep_ms < 1)
             sleep_ms = 1;
@@ -291,16 +290,14 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
             *acquired = true;
             return WK_OK;
         }
-        /* Lost, or left unanswered at the deadline (WK__QUERY_ABANDON:
-         * it may still take a notice on the server). */
-        if ((rc == WK_EUNKNOWN || rc == WK_ETIMEDOUT) && *b && w->leave)
-            lost_pop = true;
         /* The deadline ended the wait (or the open of its connection):
-         * the last attempt comes now, whatever the connection said. */
+         * the final attempt comes now, whatever the connection said — a
+         * pop left unanswered (WK__QUERY_ABANDON) may still take a
+         * notice, and the attempt finds such an item its own. */
         if (rc != WK_OK && wk__boot_ms() >= w->deadline)
             continue;
         if (!*b)
-            return give_up(w, end, rc, false);
+            return give_up(w, end, rc);
         /* A lost pop took at most a wake-up or a handed-over item (which
          * the next attempt finds its own), and that attempt comes at
          * once: a wait cut off (a killed connection, a failover) is only
@@ -310,6 +307,8 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
             ++lost_waits <= MAX_LOST_WAITS)
             continue;
         if (rc != WK_OK) {
+            /* A lost pop may have taken a handed-over item: the leave,
+             * which passes it on, says whether the waiter holds nothing. */
             int status = rc == WK_EUNKNOWN ? WK_EIO : rc;
             char why[256];
             snprintf(why, sizeof(why), "%s", wk_db_errmsg(*b));
@@ -317,8 +316,8 @@ static int wait_loop(wk__waiter *w, int64_t end, bool *acquired, bool *slept, wk
             char *note = strstr(why, " (the write may");
             if (note)
                 *note = '\0';
-            if (give_up(w, end, WK_OK, lost_pop) == WK_EUNKNOWN)
-                status = WK_EUNKNOWN; /* a handed item may be the waiter's */
+            if (give_up(w, end, WK_OK) == WK_EUNKNOWN)
+                return WK_EUNKNOWN;
             return wk__processor_fail(w->p, status, "%s: waiting for a wake-up: %s", w->op, why);
         }
         lost_waits = 0;

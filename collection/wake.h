@@ -53,9 +53,17 @@
  *                              lease, ms; < 0: unknown), the others at
  *                              most until the registration of a waiter
  *                              ahead ends (it may have crashed); both at
- *                              most `cap`. The registration lasts that
+ *                              most `cap` and WK__WAKE_RENEW_MS (the
+ *                              server's bound, whatever the client
+ *                              asks). The registration lasts that
  *                              sleep plus WK__WAKE_GRACE_MS; `reader`
  *                              (an RwLock reader) marks its end '.5'.
+ *                              cap 0 is the final attempt, made at the
+ *                              deadline: not taken, `id` leaves instead
+ *                              (as WK__WAKE_LEAVE_LUA) and 0 is
+ *                              returned, so that a wait that ends "not
+ *                              acquired" is in no queue a release could
+ *                              hand it the item from.
  *
  *      A kind's acquire-or-park script is then
  *          local now = wk_now()
@@ -154,11 +162,23 @@
  * 50 ms that docs/GUARANTEES.md promises, the rest for the scheduler. */
 #define WK__WAKE_FINISH_MS 25
 
+/* The longest a waiter sleeps between two attempts, whatever its cap:
+ * its registration is renewed at least this often while it is alive, so
+ * it lasts at most this plus the grace after the waiter last spoke. The
+ * server enforces it (wk_park), not the client. With the grace, it is
+ * what bounds a lease handed to a waiter that never takes it up (B,
+ * docs/GUARANTEES.md): B = WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS + the
+ * server's timer tick (100 ms at hz 10) + a round trip. What it costs:
+ * one pop and one attempt per waiter per RENEW_MS while it waits. */
+#define WK__WAKE_RENEW_MS 1000
+
 /* How much longer than its announced sleep a waiter's registration
- * lasts: the time a live waiter has to come back (a round trip, a
- * scheduler delay) before it counts as gone. It is also the most a
- * crashed waiter costs the waiters behind it, beyond its sleep. */
-#define WK__WAKE_GRACE_MS 1000
+ * lasts: the time a live waiter has to come back (the server's BLPOP
+ * timer fires up to a tick, 100 ms, late; two round trips; a scheduler
+ * delay) before it counts as gone. A waiter stalled longer loses its
+ * place, and a lease handed to it meanwhile may be taken back: never
+ * both (a popped notice is never taken back). */
+#define WK__WAKE_GRACE_MS 500
 
 /* wk__crc16 and wk__key_slot (the slot of a key) are core's
  * (core/core_internal.h). */
@@ -267,6 +287,16 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "end\n"                                                                                        \
     "local function wk_park(q, e, w, id, now, cap, blocked, reader)\n"                             \
     "  wk_prune(q, e, w, now)\n"                                                                   \
+    "  if cap == 0 then\n"                                                                          \
+    "    local rank = wk_call('ZRANK', q, id)\n"                                                   \
+    "    local pending = (wk_call('LLEN', w .. id) or 0) > 0\n"                                    \
+    "    wk_call('ZREM', q, id)\n"                                                                 \
+    "    wk_call('ZREM', e, id)\n"                                                                 \
+    "    wk_call('DEL', w .. id)\n"                                                                \
+    "    if rank == 0 or pending then wk_wake(q, e, w, now) end\n"                                 \
+    "    return 0\n"                                                                               \
+    "  end\n"                                                                                      \
+    "  if cap > " WK__WAKE_STR(WK__WAKE_RENEW_MS) " then cap = " WK__WAKE_STR(WK__WAKE_RENEW_MS) " end\n" \
     "  if not wk_call('ZSCORE', q, id) then\n"                                                     \
     "    local t = redis.call('TIME')\n"                                                           \
     "    wk_call('ZADD', q, string.format('%.0f', t[1] * 1000000 + t[2]), id)\n"                   \
@@ -319,6 +349,13 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  *                         next attempt, which deletes the list), and the
  *                         end written in it has passed. The notice is
  *                         deleted then; the caller frees the item.
+ *   wk_claim_left(w, holder, now)
+ *                         while `holder` has not taken a notice handed to
+ *                         it: ms until the end written in it (at least
+ *                         1), after which wk_unclaimed takes it back;
+ *                         else nil. A waiter parked behind such a holder
+ *                         sleeps no longer (Lock, FencedLock: the handed
+ *                         waiter has left e, so nothing else bounds it).
  *
  * The waiter (wk__wake_wait) whose pop returns a notice starting with 'h'
  * holds the item: no second attempt. A notice '1' (a plain wake-up:
@@ -343,6 +380,11 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  wk_call('RPUSH', w .. head, 'h' .. string.format('%.0f', ends) .. ':' .. extra)\n"         \
     "  wk_call('PEXPIRE', w .. head, ttl)\n"                                                       \
     "  return head\n"                                                                              \
+    "end\n"                                                                                        \
+    "local function wk_claim_left(w, holder, now)\n"                                               \
+    "  local n = wk_call('LINDEX', w .. holder, 0)\n"                                              \
+    "  local ends = type(n) == 'string' and tonumber(string.match(n, '^h(%d+):'))\n"               \
+    "  return ends and math.max(1, ends - now + 1)\n"                                              \
     "end\n"                                                                                        \
     "local function wk_unclaimed(w, holder, now)\n"                                                \
     "  local n = wk_call('LINDEX', w .. holder, 0)\n"                                              \
@@ -443,9 +485,10 @@ typedef struct wk__wake_outcome {
 int wk__wake_parse_outcome(const wk_query *q, const wk_reply *r, wk_diag *d);
 
 /* The `cap` argument of wk_park for a wait ending at `deadline` on an
- * entity whose lease is ttl_ms: min(time left, ttl_ms), at least 1. A
- * waiter re-registers at least once per lease, so a crashed waiter holds
- * its place for at most one lease plus the grace. */
+ * entity whose lease is ttl_ms: min(time left, ttl_ms,
+ * WK__WAKE_RENEW_MS), at least 1 (0 is the final attempt's). A waiter
+ * re-registers at least once per WK__WAKE_RENEW_MS, so a crashed waiter
+ * holds its place for at most that plus the grace. */
 int64_t wk__wake_cap_ms(const wk_entity *e, int64_t deadline);
 
 /* One waiting acquire. The kind fills it and calls wk__wake_wait(). */
