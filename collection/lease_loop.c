@@ -8,6 +8,7 @@
  * sleep between attempts is a park on its waits lane
  * (core/async_internal.h), woken by the same push as a blocking waiter.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +33,11 @@ typedef struct waiter {
     bool *acquired;
     int64_t *fence; /* FencedLock: where the fence goes, else NULL */
     wk__lease_release_fn release;
-    int64_t deadline, end;
+    int64_t deadline;
     int lost, step, status;
     bool released;
+    bool queued; /* an attempt parked it: a release may hand it the item until it left */
+    bool final;  /* the attempt in flight is the final one (cap 0: take or leave) */
     bool counted;   /* it slept: a wait of the handle's stats (core/stats.c) */
     uint64_t start; /* since its first sleep */
     char msg[WK__ERRMSG_MAX];
@@ -64,42 +67,58 @@ static void finish(waiter *w, int status, const char *msg)
         done(a, status, text, arg);
 }
 
-/* A query could not be queued (the handle is closing, memory): the
- * acquire ends with that, holding nothing more than before. */
-static void refused(waiter *w, int rc)
+/* The outcome of a wait that ends while it may still be handed the item
+ * (queued, and its leave could not be sent or answered): WK_EUNKNOWN, the
+ * token in the caller's OUT (collection/wake.c, the same words). */
+static void unknown(waiter *w, const char *why)
 {
-    finish(w, rc, w->a->db->errmsg);
+    char msg[WK__ERRMSG_MAX];
+    snprintf(msg, sizeof(msg),
+             "%s: %s: the item may have been handed to the token (release it, or it goes on "
+             "to the next waiter within %d ms)",
+             w->op.name, why, WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
+    finish(w, WK_EUNKNOWN, msg);
 }
 
-static void attempt(waiter *w)
+/* A query could not be queued (the handle is closing, memory): the
+ * acquire ends with that if it holds nothing, else as unknown. */
+static void refused(waiter *w, int rc)
+{
+    if (w->queued)
+        unknown(w, w->a->db->errmsg);
+    else
+        finish(w, rc, w->a->db->errmsg);
+}
+
+/* The next attempt; the final one (cap 0, at the deadline: it takes the
+ * item or leaves the queue in one script) however late the loop's turn
+ * came. */
+static void attempt(waiter *w, bool final)
 {
     w->step = ATTEMPTING;
-    w->c.cap_ms = wk__wake_cap_ms(w->c.e, w->deadline);
+    w->final = final;
+    w->c.cap_ms = final ? 0 : wk__wake_cap_ms(w->c.e, w->deadline);
     int rc = wk__op_send(&w->c, NULL, NULL, 0);
     if (rc)
         refused(w, rc);
 }
 
-/* Leave the queue without the item, then complete with `status`: unless
- * the acquire's end has come (the registration runs out by itself). */
+/* Leave the queue without the item (passing on an item handed to the
+ * waiter meanwhile), then complete with `status`; a leave that cannot be
+ * sent or answered makes the outcome WK_EUNKNOWN (on_reply). */
 static void give_up(waiter *w, int status, const char *msg)
 {
     w->status = status;
     wk__copy_text(w->msg, sizeof(w->msg), msg);
-    if (wk__boot_ms() >= w->end) {
-        finish(w, status, msg);
-        return;
-    }
     w->step = LEAVING;
     int rc = wk__lease_leave_call(&w->c, &w->proc); /* passes on a handed item */
     if (rc)
-        finish(w, status, msg);
+        unknown(w, w->a->db->errmsg);
 }
 
 static void woke(void *arg, int status, const char *why, const char *element, size_t len)
 {
     waiter *w = arg;
-    int64_t now = wk__boot_ms();
     int64_t n;
     /* Handed over by the release (collection/wake.h): the item is the
      * waiter's, with no attempt after the pop — unless replicas must
@@ -112,16 +131,15 @@ static void woke(void *arg, int status, const char *why, const char *element, si
         finish(w, WK_OK, "");
         return;
     }
-    /* Woken so late that the last attempt could not end in time: timed
-     * out, the registration runs out by itself (collection/wake.c). */
-    if (now >= w->end)
-        finish(w, WK_OK, "");
-    else if (status != WK_OK && now < w->deadline &&
-             (!wk_is_connection_error(status) || ++w->lost > MAX_LOST_WAITS))
+    /* The deadline has come, however late this turn: the final attempt
+     * says whose the item is (a lost pop may have taken a notice). */
+    if (wk__boot_ms() >= w->deadline)
+        attempt(w, true);
+    else if (status != WK_OK && (!wk_is_connection_error(status) || ++w->lost > MAX_LOST_WAITS))
         give_up(w, status, why);
     else {
         w->lost = status == WK_OK ? 0 : w->lost;
-        attempt(w); /* a lost pop took at most a wake-up, never the item */
+        attempt(w, false); /* a lost pop took at most a wake-up, or the item: the attempt finds it */
     }
 }
 
@@ -138,8 +156,12 @@ static void attempted(waiter *w, int status, const char *msg)
             finish(w, WK_EUNKNOWN, msg);
         return;
     }
+    if (status == WK_EUNKNOWN || (status != WK_OK && !w->queued)) {
+        finish(w, status, msg); /* lost (it keeps the token), or never queued */
+        return;
+    }
     if (status != WK_OK) {
-        finish(w, status, msg); /* an earlier registration runs out */
+        give_up(w, status, msg); /* not sent: still queued */
         return;
     }
     if (w->got.acquired) {
@@ -149,9 +171,14 @@ static void attempted(waiter *w, int status, const char *msg)
         finish(w, WK_OK, "");
         return;
     }
+    if (w->final) {
+        finish(w, WK_OK, ""); /* it has left the queue */
+        return;
+    }
+    w->queued = true;
     int64_t now = wk__boot_ms(), left = w->deadline - now;
     if (left <= 0) {
-        give_up(w, WK_OK, "");
+        attempt(w, true);
         return;
     }
     int64_t sleep = w->got.n < left ? w->got.n : left;
@@ -174,8 +201,12 @@ static void on_reply(wk_async *a, int status, const char *msg, void *arg)
     waiter *w = arg;
     if (w->step == ATTEMPTING)
         attempted(w, status, msg);
-    else if (w->step == LEAVING) /* its own failure is not the caller's news */
-        finish(w, w->status, w->msg);
+    else if (w->step == LEAVING) { /* only a leave that ran says it holds nothing */
+        if (status != WK_OK)
+            unknown(w, msg);
+        else
+            finish(w, w->status, w->msg);
+    }
     else if (status != WK_OK) /* GIVING_BACK */
         finish(w, WK_EUNKNOWN,
                "not acknowledged, and its release failed: it may still be held "
@@ -201,8 +232,7 @@ int wk__lease_loop_acquire(const wk__op *acquire, wk_processor *p, const wk_enti
                   .acquired = acquired,
                   .fence = fence,
                   .release = release,
-                  .deadline = deadline,
-                  .end = wk__wake_end(deadline)};
+                  .deadline = deadline};
     /* After the assignment above, which may zero the padding it lies in. */
     if (name_len)
         memcpy(w->name, name.bytes, name_len);

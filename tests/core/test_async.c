@@ -53,6 +53,17 @@ Test(async, built_in_queries_complete_with_their_outputs, .timeout = 60)
     wk_token_bucket_outcome limit = {0};
     char body[32];
     wk_buffer got = {.data = body, .cap = sizeof(body)};
+    /* The scripts loaded first: a query answered NOSCRIPT completes after
+     * the ones behind it (async.h, SEMANTICS 3). */
+    cr_assert_eq(wk_lock_try(wk_async_with(a, NULL, NULL), &lock, wk_name_str(wk_test_ns("warm")), &token,
+                             &acquired),
+                 WK_OK);
+    cr_assert_eq(wk_token_bucket_acquire(wk_async_with(a, NULL, NULL), &bucket,
+                                         wk_name_str(wk_test_ns("warm")), 3, &limit),
+                 WK_OK);
+    wk_test_async_drain(a);
+    acquired = false;
+    limit = (wk_token_bucket_outcome){0};
     cr_assert_eq(wk_lock_try(wk_async_with(a, on_done, &refs[0]), &lock, wk_name_str(name), &token,
                              &acquired),
                  WK_OK);

@@ -256,7 +256,10 @@ Test(async_wait, ordinary_queries_complete_while_five_waits_are_pending, .timeou
     scene_close(&s);
 }
 
-Test(async_wait, closing_completes_pending_waits_with_eio, .timeout = 60)
+/* Asleep in the queue at the close, each may be handed the lock until its
+ * registration ends (a release may come before that): WK_EUNKNOWN, never
+ * "not sent" (issue 36, finding 5). */
+Test(async_wait, closing_completes_pending_waits_as_unknown, .timeout = 60)
 {
     scene s;
     scene_open(&s, &lock, "closing");
@@ -271,7 +274,9 @@ Test(async_wait, closing_completes_pending_waits_with_eio, .timeout = 60)
     s.a = NULL;
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(r[i].calls, 1, "%d: called once", i);
-        cr_assert_eq(r[i].status, WK_EIO, "%d: %s (%s)", i, wk_err_name(r[i].status), r[i].msg);
+        cr_assert_eq(r[i].status, WK_EUNKNOWN, "%d: %s (%s)", i, wk_err_name(r[i].status),
+                     r[i].msg);
+        cr_assert(strstr(r[i].msg, "may have been handed"), "%d: %s", i, r[i].msg);
         cr_assert_not(r[i].acquired);
     }
     scene_close(&s);
