@@ -64,14 +64,14 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
     "    if s and tonumber(s) > now then n = n - 1 end\n"                                          \
     "    if n > 0 then return false end\n"                                                         \
     "    redis.call('SET', W, head, 'PX', TTL)\n"                                                  \
-    "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    wk_give(Q, E, WP, head, ends, TTL)\n"                                                        \
     "    return true\n"                                                                            \
     "  end\n"                                                                                      \
     "  if writer then redis.call('DEL', W) end\n"                                                  \
     "  local until_ = string.format('%.0f', now + tonumber(TTL))\n"                                \
     "  for i = 1, 1000 do\n"                                                                       \
     "    redis.call('ZADD', R, until_, head)\n"                                                    \
-    "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    wk_give(Q, E, WP, head, ends, TTL)\n"                                                        \
     "    head, ends = rw_head()\n"                                                                 \
     "    if not wk_reader(ends) then break end\n"                                                  \
     "  end\n"                                                                                      \
@@ -153,7 +153,7 @@ const wk__two_forms wk__rwlock_release_write_forms = {
      "  local ends = tonumber(head and redis.call('ZSCORE', KEYS[3], head) or '0')\n"
      "  if ends > now and ends % 1 == 0 and " RUNNING("KEYS[4]") " == 0 then\n"
      "    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])\n"
-     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
+     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("KEYS[3]", "ARGV[2]", "head", "ends",
                                                                     "ARGV[3]")
      "    return 1\n"
      "  end\n"

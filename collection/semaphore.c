@@ -76,7 +76,7 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
     "      break\n"                                                                                \
     "    end\n"                                                                                    \
     "    redis.call('ZADD', KEYS[1], until_, head)\n"                                              \
-    "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    wk_give(Q, E, WP, head, ends, TTL)\n"                                                        \
     "    free = free - 1\n"                                                                        \
     "    handed = true\n"                                                                          \
     "  end\n"                                                                                      \
@@ -163,7 +163,7 @@ const wk__two_forms wk__semaphore_release_forms = {
      "    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then\n"
      "      redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
      "    end\n"
-     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
+     "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("KEYS[3]", "ARGV[2]", "head", "ends",
                                                                     "ARGV[3]")
      "  else\n"
      "    local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" WK__WAKE_LUA_CORE

@@ -413,11 +413,14 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
  *
  *   wk_reader(ends)       whether a registration end (ZSCORE e) is a
  *                         reader's.
- *   wk_give(q, w, id, ends, ttl)
+ *   wk_give(q, e, w, id, ends, ttl)
  *                         `id` (registration end `ends`) was handed the
  *                         item by the caller's own write: it leaves q, and
  *                         its list holds only the notice 'h<end>:', with
- *                         the lease's TTL.
+ *                         the lease's TTL; e lives at least as long (its
+ *                         registration there is what a later prune takes
+ *                         the lease back by: e expiring with its last
+ *                         registration would strand the lease).
  *   wk_bound_handed(q, e, now, blocked)  (WK__WAKE_LUA_BOUND)
  *                         `blocked` (ms, < 0: unknown) shortened to when
  *                         the earliest registration of a handed waiter
@@ -426,8 +429,10 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "local function wk_reader(ends)\n"                                                             \
     "  return ends ~= nil and ends ~= false and tonumber(ends) % 1 ~= 0\n"                         \
     "end\n"                                                                                        \
-    "local function wk_give(q, w, id, ends, ttl)\n"                                                \
+    "local function wk_give(q, e, w, id, ends, ttl)\n"                                             \
     "  wk_call('ZREM', q, id)\n"                                                                   \
+    "  local pe = wk_call('PTTL', e)\n"                                                            \
+    "  if pe and pe >= 0 and pe < tonumber(ttl) then wk_call('PEXPIRE', e, ttl) end\n"             \
     "  wk_call('DEL', w .. id)\n"                                                                  \
     "  wk_call('RPUSH', w .. id, 'h' .. string.format('%.0f', tonumber(ends)) .. ':')\n"           \
     "  wk_call('PEXPIRE', w .. id, ttl)\n"                                                         \
@@ -435,14 +440,19 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
 
 /* A release's straight path (Lua statements; no function defined): the
  * notice to waiter `id`'s list (wake prefix `w`; Lua expressions, `ends`
- * its registration end) with the lease's TTL `ttl`, in front of any plain
+ * its registration end in registrations `e`, kept at least as long as
+ * the lease, as wk_give's) with the lease's TTL `ttl`, in front of any plain
  * wake-up (LPUSH: the pop takes it first), its push a pcall as wk_call's:
  * a list the node does not have skips the notice (the waiter finds the
  * lease its own on its next attempt). */
-#define WK__WAKE_LUA_NOTICE(w, id, ends, ttl)                                                      \
+#define WK__WAKE_LUA_NOTICE(e, w, id, ends, ttl)                                                   \
     "local pushed = redis.pcall('LPUSH', " w " .. " id ", 'h' .. string.format('%.0f', "           \
     "tonumber(" ends ")) .. ':')\n"                                                                \
-    "if type(pushed) == 'number' then redis.pcall('PEXPIRE', " w " .. " id ", " ttl ") end\n"
+    "if type(pushed) == 'number' then redis.pcall('PEXPIRE', " w " .. " id ", " ttl ") end\n"     \
+    "local pe = redis.pcall('PTTL', " e ")\n"                                                      \
+    "if type(pe) == 'number' and pe >= 0 and pe < tonumber(" ttl ") then\n"                        \
+    "  redis.pcall('PEXPIRE', " e ", " ttl ")\n"                                                   \
+    "end\n"
 
 /* wk_bound_handed alone (the attempts', which hand nothing over). */
 #define WK__WAKE_LUA_BOUND                                                                         \

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <wakuwaku/fenced_lock.h>
 #include <wakuwaku/rwlock.h>
 #include <wakuwaku/semaphore.h>
 
@@ -74,9 +75,9 @@ static shared *shared_new(void)
     return s;
 }
 
-/* What a waiter takes: a Lock, an RwLock's read or write lease, or a
- * Semaphore permit. */
-enum how { LOCK, READ, WRITE, SEM };
+/* What a waiter takes: a Lock, an RwLock's read or write lease, a
+ * Semaphore permit, or a FencedLock. */
+enum how { LOCK, READ, WRITE, SEM, FENCED };
 
 typedef struct job {
     const wk_entity *e;
@@ -93,6 +94,13 @@ static int take(wk_processor *p, const wk_entity *e, const char *name, enum how 
                 bool *got)
 {
     wk_name n = wk_name_str(name);
+    if (how == FENCED) {
+        wk_fenced_lease l;
+        int rc = wk_fenced_lock_try(p, e, n, &l);
+        *t = l.token;
+        *got = l.acquired;
+        return rc;
+    }
     return how == LOCK    ? wk_lock_try(p, e, n, t, got)
            : how == READ  ? wk_rwlock_try_read(p, e, n, t, got)
            : how == WRITE ? wk_rwlock_try_write(p, e, n, t, got)
@@ -104,6 +112,13 @@ static int acquire(wk_processor *p, const wk_entity *e, const char *name, enum h
 {
     wk_name n = wk_name_str(name);
     int64_t deadline = wk_deadline_in(wait_ms);
+    if (how == FENCED) {
+        wk_fenced_lease l;
+        int rc = wk_fenced_lock_acquire(p, e, n, deadline, &l);
+        *t = l.token;
+        *got = l.acquired;
+        return rc;
+    }
     return how == LOCK    ? wk_lock_acquire(p, e, n, deadline, NULL, t, got)
            : how == READ  ? wk_rwlock_acquire_read(p, e, n, deadline, NULL, t, got)
            : how == WRITE ? wk_rwlock_acquire_write(p, e, n, deadline, NULL, t, got)
@@ -114,6 +129,8 @@ static int release(wk_processor *p, const wk_entity *e, const char *name, enum h
                    const wk_token *t, bool *ok)
 {
     wk_name n = wk_name_str(name);
+    if (how == FENCED)
+        return wk_fenced_lock_release(p, e, n, t, ok);
     return how == LOCK    ? wk_lock_release(p, e, n, t, ok)
            : how == READ  ? wk_rwlock_release_read(p, e, n, t, ok)
            : how == WRITE ? wk_rwlock_release_write(p, e, n, t, ok)
@@ -204,9 +221,10 @@ static size_t anchor_key(const wk_entity *e, const char *name, char *key)
 {
     size_t len;
     wk_name n = wk_name_str(name);
-    const char *suffix = strcmp(e->kind, WK_KIND_RWLOCK) == 0      ? ":w"
-                         : strcmp(e->kind, WK_KIND_SEMAPHORE) == 0 ? ":permits"
-                                                                   : NULL;
+    const char *suffix = strcmp(e->kind, WK_KIND_RWLOCK) == 0        ? ":w"
+                         : strcmp(e->kind, WK_KIND_SEMAPHORE) == 0   ? ":permits"
+                         : strcmp(e->kind, WK_KIND_FENCED_LOCK) == 0 ? ":lease"
+                                                                     : NULL;
     cr_assert_eq(wk_key_build(key, WK_KEY_MAX, &len, e, &n, suffix), WK_OK);
     return len;
 }
@@ -1346,4 +1364,218 @@ Test(wake, waiting_needs_write)
                  WK_EDENIED);
     cr_assert_not(got);
     wk_db_close(ro);
+}
+
+/* ------------------------------------------------------------------------
+ * Liveness: a handed lease is never stranded (issue 36)
+ *
+ * B (collection/wake.h) is WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS plus the
+ * server's timer tick and a round trip, about 1.6 s; the leases here run
+ * 20 s, so a lease stranded for its TTL cannot pass for one given on
+ * within the bound. The checks allow 5 s (a loaded two-core machine).
+ * ---------------------------------------------------------------------- */
+
+#define STRANDED_TTL_MS 20000
+#define WITHIN_BOUND_MS 5000
+
+/* Whether token t holds item `name` of `e` (side `how`), read raw. */
+static bool holds(redisContext *raw, const wk_entity *e, const char *name, enum how how,
+                  const wk_token *t)
+{
+    char key[WK_KEY_MAX];
+    size_t len = anchor_key(e, name, key);
+    if (how == READ)
+        key[len - 1] = 'r';
+    redisReply *r = how == FENCED ? wk_test_cmd(raw, "HGET %b token", key, len)
+                    : how == READ || how == SEM
+                        ? wk_test_cmd(raw, "ZSCORE %b %b", key, len, t->bytes, (size_t)WK_TOKEN_LEN)
+                        : wk_test_cmd(raw, "GET %b", key, len);
+    bool held = r->type == REDIS_REPLY_STRING &&
+                (how == READ || how == SEM ||
+                 (r->len == WK_TOKEN_LEN && memcmp(r->str, t->bytes, WK_TOKEN_LEN) == 0));
+    freeReplyObject(r);
+    return held;
+}
+
+/* Whether token t is in the wait queue q. */
+static bool in_queue(redisContext *raw, const wk__wake_keys *k, const wk_token *t)
+{
+    redisReply *r = wk_test_cmd(raw, "ZSCORE %b %b", k->q, k->q_len, t->bytes, (size_t)WK_TOKEN_LEN);
+    bool in = r->type == REDIS_REPLY_STRING;
+    freeReplyObject(r);
+    return in;
+}
+
+/* The holder takes item "job" of e; A queues and is killed; the holder
+ * releases `hold_ms` later, which hands the lease to dead A. Then B — a
+ * waiter queued behind A (`polling` false) or a newcomer trying in a loop
+ * (`polling`) — holds it within the bound. Before: Lock and FencedLock
+ * waiters slept the handed lease's whole TTL (finding 1), and with an
+ * early release every kind stranded it for about a TTL, A's registration
+ * lasting the holder's remaining lease (finding 2); plain tries never
+ * looked (README's "an unfair plain try does not look"). */
+static void killed_waiter_is_handed_the_lease(const wk_entity *e, enum how how, int hold_ms,
+                                              bool polling)
+{
+    enum how holds = how == READ ? WRITE : how;
+    FIXTURE(e, "job");
+    wk_token held, t;
+    bool ok, got;
+    shared *sh = shared_new();
+    job ja = {e, "job", how, 0, 30000, 0, 0, sh}, jb = {e, "job", how, 1, 30000, 0, 0, sh};
+    cr_assert_eq(take(p, e, "job", holds, &held, &got), WK_OK);
+    cr_assert(got);
+    int64_t taken = wk_monotonic_ms();
+    pid_t a = spawn(&ja);
+    wait_queued(raw, &k, 1);
+    kill(a, SIGKILL);
+    reap(a);
+    pid_t b = 0;
+    if (!polling) {
+        b = spawn(&jb);
+        wait_queued(raw, &k, 2);
+    }
+    int64_t left = taken + hold_ms - wk_monotonic_ms();
+    if (left > 0)
+        wk_test_sleep_ms((int)left);
+    int64_t released = wk_monotonic_ms();
+    cr_assert_eq(release(p, e, "job", holds, &held, &ok), WK_OK);
+    cr_assert(ok);
+    int64_t took;
+    if (polling) {
+        for (got = false; !got && wk_monotonic_ms() - released < STRANDED_TTL_MS + 2000;) {
+            cr_assert_eq(take(p, e, "job", how, &t, &got), WK_OK, "%s", wk_db_errmsg(db));
+            if (!got)
+                wk_test_sleep_ms(50);
+        }
+        took = wk_monotonic_ms() - released;
+        cr_assert(got);
+    } else {
+        cr_assert_eq(reap(b), 0, "%s: B got the lease", e->kind);
+        took = wk_monotonic_ms() - released;
+    }
+    cr_assert_lt(took, WITHIN_BOUND_MS,
+                 "%s%s: %s got the lease handed to a killed waiter %lld ms after a release "
+                 "%d ms into a %d ms lease",
+                 e->kind, e->flags & WK_ENTITY_FAIR ? " (fair)" : "",
+                 polling ? "a newcomer's plain try" : "the next waiter", (long long)took, hold_ms,
+                 (int)e->ttl_ms);
+    if (polling)
+        release(p, e, "job", how, &t, &ok);
+    FIXTURE_END();
+}
+
+/* Every lease kind, fair and not: Lock, FencedLock, RwLock writer, a
+ * one-permit Semaphore, each on a namespace of its own. */
+static void each_lease_kind(const char *ns, int hold_ms, bool polling)
+{
+    static const char *tails[6] = {"lock", "lock-fair", "fenced", "rw", "rw-fair", "sem"};
+    static const enum how hows[6] = {LOCK, LOCK, FENCED, WRITE, WRITE, SEM};
+    char n[6][64];
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof(n[i]), "%s-%s", ns, tails[i]);
+    const wk_entity kinds[6] = {
+        WK_LOCK_ENTITY(n[0], STRANDED_TTL_MS),   WK_LOCK_FAIR_ENTITY(n[1], STRANDED_TTL_MS),
+        WK_FENCED_LOCK_ENTITY(n[2], STRANDED_TTL_MS), WK_RWLOCK_ENTITY(n[3], STRANDED_TTL_MS),
+        WK_RWLOCK_FAIR_ENTITY(n[4], STRANDED_TTL_MS), WK_SEMAPHORE_ENTITY(n[5], 1, STRANDED_TTL_MS)};
+    private_server();
+    for (int i = 0; i < 6; i++)
+        killed_waiter_is_handed_the_lease(&kinds[i], hows[i], hold_ms, polling);
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_the_next_waiter_within_the_bound,
+     .timeout = 120)
+{
+    each_lease_kind("strand-early", 500, false); /* the holder finishes early: the common case */
+}
+
+Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_a_newcomers_try_within_the_bound,
+     .timeout = 120)
+{
+    each_lease_kind("strand-try", 500, true);
+}
+
+/* A processor that makes its client late: every query named `op` sent at
+ * or after `after` (wk_monotonic_ms) returns `delay_ms` after its reply,
+ * as a descheduled thread or a slow hook would. */
+typedef struct late_client {
+    wk_processor proc;
+    wk_processor *inner;
+    const char *op;
+    int64_t after;
+    int delay_ms;
+    int delayed;
+} late_client;
+
+static int late_process(wk_processor *self, wk_query *q)
+{
+    late_client *l = (late_client *)self;
+    bool late = strcmp(q->name, l->op) == 0 && wk_monotonic_ms() >= l->after;
+    int rc = wk_process(l->inner, q);
+    if (late) {
+        l->delayed++;
+        wk_test_sleep_ms(l->delay_ms);
+    }
+    return rc;
+}
+
+/* A waiter (deadline 500 ms) whose attempt at the deadline comes back
+ * `delay_ms` late returns "not acquired": then it is in no queue, and the
+ * holder's release goes to B, queued behind it, within the bound — never
+ * to the token that said "not acquired". Before: its last attempt
+ * registered it again for about a second and its leave was skipped past
+ * the deadline + 25 ms, so the release handed it the lock and B waited
+ * the lease's TTL (finding 3). */
+static void late_waiter_leaves(int delay_ms)
+{
+    private_server();
+    static const wk_entity lock = WK_LOCK_ENTITY("late-waiter", STRANDED_TTL_MS);
+    FIXTURE(&lock, "job");
+    wk_token held, t;
+    bool got, ok;
+    cr_assert_eq(wk_lock_try(p, &lock, wk_name_str("job"), &held, &got), WK_OK);
+    cr_assert(got);
+    int64_t deadline = wk_deadline_in(500);
+    late_client l = {{late_process, db, 0}, p, "lock.acquire", deadline, delay_ms, 0};
+    /* A: its first attempt queues it; B queues behind, from a child. */
+    shared *sh = shared_new();
+    job jb = {&lock, "job", LOCK, 1, 30000, 0, 0, sh};
+    /* B queues after A: A's acquire runs here, B in a child that starts
+     * once A is queued. */
+    pid_t b = fork();
+    cr_assert_geq(b, 0);
+    if (b == 0) {
+        redisContext *watch = wk_test_raw(wk_test_url());
+        while (zcard(watch, &k) < 1)
+            wk_test_sleep_ms(2);
+        _exit(waiter(&jb));
+    }
+    got = true;
+    int rc = wk_lock_acquire(&l.proc, &lock, wk_name_str("job"), deadline, NULL, &t, &got);
+    cr_assert_eq(rc, WK_OK, "%s (%s)", wk_err_name(rc), wk_db_errmsg(db));
+    cr_assert_not(got);
+    cr_assert_geq(l.delayed, 1, "its attempt at the deadline came back late");
+    cr_assert_not(in_queue(raw, &k, &t), "a waiter that said 'not acquired' is in no queue");
+    while (zcard(raw, &k) < 1) /* B */
+        wk_test_sleep_ms(5);
+    int64_t released = wk_monotonic_ms();
+    cr_assert_eq(wk_lock_release(p, &lock, wk_name_str("job"), &held, &ok), WK_OK);
+    cr_assert_not(holds(raw, &lock, "job", LOCK, &t), "handed to the token that said 'not acquired'");
+    cr_assert_eq(reap(b), 0, "B got the lock");
+    int64_t took = wk_monotonic_ms() - released;
+    cr_assert_lt(took, WITHIN_BOUND_MS, "late by %d ms: B got the lock %lld ms after the release",
+                 delay_ms, (long long)took);
+    FIXTURE_END();
+    wk_test_server_stop(&private_srv);
+}
+
+Test(wake, a_waiter_40_ms_late_at_its_deadline_leaves_and_holds_nothing)
+{
+    late_waiter_leaves(40);
+}
+
+Test(wake, a_waiter_200_ms_late_at_its_deadline_leaves_and_holds_nothing)
+{
+    late_waiter_leaves(200);
 }

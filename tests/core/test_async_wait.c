@@ -6,6 +6,7 @@
  * deadline; fair Locks go first come, first served; the loop is never
  * blocked by the waits; closing completes them.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "collection/wake.h"
@@ -539,4 +540,131 @@ Test(async_wait, a_lost_wake_up_pop_only_makes_the_waiter_attempt_again, .timeou
     cr_assert(r.acquired, "acquired after the lost pop");
     cr_assert_lt(r.at - start, 10000, "not at the end of a sleep");
     lossy_close(&x);
+}
+
+/* ------------------------------------------------------------------------
+ * Every exit tells the truth (issue 36)
+ * ---------------------------------------------------------------------- */
+
+/* The token the lock key of item `name` holds (false: none). */
+static bool lock_holder(redisContext *raw, const wk_entity *e, const char *name, wk_token *t)
+{
+    char key[WK_KEY_MAX];
+    size_t len;
+    wk_name item = wk_name_str(name);
+    cr_assert_eq(wk_key_build(key, sizeof(key), &len, e, &item, NULL), WK_OK);
+    redisReply *r = redisCommand(raw, "GET %b", key, len);
+    cr_assert_not_null(r);
+    bool held = r->type == REDIS_REPLY_STRING && r->len == WK_TOKEN_LEN;
+    if (held)
+        memcpy(t->bytes, r->str, WK_TOKEN_LEN);
+    freeReplyObject(r);
+    return held;
+}
+
+/* A blocking waiter of item s->name with a long deadline, on its own
+ * thread: when it got the lock (wk_monotonic_ms), or 0. */
+typedef struct behind {
+    const wk_entity *e;
+    const char *name;
+    pthread_t thread;
+    int rc;
+    bool got;
+    int64_t at;
+} behind;
+
+static void *behind_run(void *arg)
+{
+    behind *b = arg;
+    wk_db *db = wk_test_open(NULL);
+    wk_token t;
+    b->rc = wk_lock_acquire(wk_db_processor(db), b->e, wk_name_str(b->name),
+                            wk_deadline_in(25000), NULL, &t, &b->got);
+    b->at = wk_monotonic_ms();
+    bool ok;
+    if (b->got)
+        wk_lock_release(wk_db_processor(db), b->e, wk_name_str(b->name), &t, &ok);
+    wk_db_close(db);
+    return NULL;
+}
+
+/* The loop's turn comes 150 ms after a waiter's deadline (a busy loop):
+ * the wait still ends with its final attempt, which leaves the queue, so
+ * the release that follows hands the lock to the next waiter, not to a
+ * token whose acquire said "not acquired". Before: it completed WK_OK
+ * with no attempt and no leave, stayed at the head, and the release
+ * handed it the lock for the whole TTL (finding 4). */
+Test(async_wait, a_loop_turn_late_at_the_deadline_still_leaves_the_queue, .timeout = 60)
+{
+    static const wk_entity long_lock = WK_LOCK_ENTITY("await-late", 20000);
+    scene s;
+    scene_open(&s, &long_lock, "late-turn");
+    waitreq r = {0};
+    int64_t deadline = wk_monotonic_ms() + 600;
+    wait_lock(&s, &long_lock, &r, deadline);
+    turn_until_queued(s.a, s.raw, &long_lock, s.name, NULL, 1);
+    turn_until_asleep(s.a, 1, &r);
+    behind b = {.e = &long_lock, .name = s.name};
+    cr_assert_eq(pthread_create(&b.thread, NULL, behind_run, &b), 0);
+    while (queued(s.raw, &long_lock, s.name, NULL) < 2)
+        wk_test_sleep_ms(5);
+    wk_test_sleep_ms((int)(deadline - wk_monotonic_ms()) + 150); /* the loop does not turn */
+    wk_test_async_drain(s.a);
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_OK, "%s (%s)", wk_err_name(r.status), r.msg);
+    cr_assert_not(r.acquired);
+    cr_assert_eq(queued(s.raw, &long_lock, s.name, NULL), 1, "the late waiter left the queue");
+    int64_t released = wk_monotonic_ms();
+    scene_release(&s, &long_lock);
+    wk_token now_held;
+    if (lock_holder(s.raw, &long_lock, s.name, &now_held))
+        cr_assert_neq(memcmp(now_held.bytes, r.token.bytes, WK_TOKEN_LEN), 0,
+                      "a token whose acquire said 'not acquired' was handed the lock");
+    pthread_join(b.thread, NULL);
+    cr_assert_eq(b.rc, WK_OK);
+    cr_assert(b.got);
+    cr_assert_lt(b.at - released, 5000, "the next waiter got it %lld ms after the release",
+                 (long long)(b.at - released));
+    scene_close(&s);
+}
+
+/* The release hands the lock to a loop waiter (the server pops its
+ * notice into the waits connection), and the handle is closed before the
+ * loop reads it: the waiter may hold the lock, so it completes
+ * WK_EUNKNOWN with its token, which does hold it, and releasing with that
+ * token frees it for the next waiter. Before: WK_EIO "the handle is
+ * closing (not sent)", the token holding the lock for its whole TTL
+ * (finding 5). */
+Test(async_wait, closing_right_after_a_handoff_reports_unknown_and_the_token_holds, .timeout = 60)
+{
+    static const wk_entity long_lock = WK_LOCK_ENTITY("await-close", 20000);
+    scene s;
+    scene_open(&s, &long_lock, "close-handoff");
+    waitreq r = {0};
+    wait_lock(&s, &long_lock, &r, wk_monotonic_ms() + 20000);
+    turn_until_queued(s.a, s.raw, &long_lock, s.name, NULL, 1);
+    turn_until_asleep(s.a, 1, &r);
+    /* Its waits connection's BLPOP is blocked on the server (as a client
+     * in CLIENT LIST with cmd=blpop) before the release. */
+    for (;;) {
+        redisReply *cl = redisCommand(s.raw, "CLIENT LIST");
+        bool blocked = cl && cl->type == REDIS_REPLY_STRING && strstr(cl->str, "cmd=blpop");
+        freeReplyObject(cl);
+        if (blocked)
+            break;
+        wk_test_async_turn(s.a);
+    }
+    scene_release(&s, &long_lock);
+    wk_token holder;
+    cr_assert(lock_holder(s.raw, &long_lock, s.name, &holder));
+    cr_assert_eq(memcmp(holder.bytes, r.token.bytes, WK_TOKEN_LEN), 0, "handed to the waiter");
+    wk_async_close(s.a);
+    s.a = NULL;
+    cr_assert_eq(r.calls, 1);
+    cr_assert_eq(r.status, WK_EUNKNOWN, "%s (%s)", wk_err_name(r.status), r.msg);
+    cr_assert_not(r.acquired);
+    bool ok = false;
+    cr_assert_eq(wk_lock_release(s.p, &long_lock, s.n, &r.token, &ok), WK_OK);
+    cr_assert(ok, "the token it gave holds the lock");
+    scene_close(&s);
 }
