@@ -57,8 +57,9 @@
  *     draws the token (written at once, like a try's) and queues the
  *     first attempt; the callback runs once, when the item is taken
  *     (WK_OK, *acquired true; a FencedLock's fence written), when the
- *     deadline passed without it (WK_OK, *acquired false: the waiter
- *     has left the queue, as the blocking acquire does), or on a
+ *     deadline passed without it (WK_OK, *acquired false: its final
+ *     attempt, made however late the loop's turn comes, took the item
+ *     or left the queue, as the blocking acquire's does), or on a
  *     failure, by the blocking acquire's rules (wakuwaku/deadline.h):
  *     an attempt whose reply was lost is WK_EUNKNOWN (it may hold the
  *     item under *token); WK_ENOTREPLICATED after the unacknowledged
@@ -211,10 +212,13 @@ WK_API int wk_async_open(wk_async **out, const wk_db_options *opts, char *err, s
 /*
  * wk_async_close — complete every queued query (not sent: WK_EIO, did
  * not run; sent without reply: WK_EUNKNOWN for writes) and every pending
- * wait (6.: asleep between attempts, WK_EIO — it holds nothing, and its
- * place in the queue runs out by itself within its sleep + 1 s; with an
- * attempt in flight, that attempt's outcome: WK_EUNKNOWN, it may hold
- * the item under its token), close the connections and free the handle.
+ * wait (6.: one that has queued on the server, asleep or attempting,
+ * WK_EUNKNOWN with its token — a release may have handed it the item, or
+ * may until its place runs out, within the bound B of
+ * docs/GUARANTEES.md, after which the item goes to the next waiter by
+ * itself; release with the token from another handle to give it back at
+ * once; one that never queued: its attempt's outcome), close the
+ * connections and free the handle.
  * NULL is a no-op. Not from a callback.
  */
 WK_API void wk_async_close(wk_async *a);

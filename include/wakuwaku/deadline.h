@@ -19,12 +19,18 @@
  * lock is held, an acquire-or-queue script tries again and queues the
  * caller; the caller then sleeps in BLPOP on a list of its own (wake.wait,
  * on the handle's blocking connection, opened the first time it waits),
- * until a release pushes to it (a release wakes the first waiter), until
- * the holder's lease would end (the first waiter), or until a waiter
- * ahead of it must have renewed its place (the others), and never past
- * the deadline; when the deadline comes one last attempt is made at it.
- * Leaving without the lock it leaves the queue (wake.leave) and passes on
- * a wake-up it got. `backoff` is still checked (1 <= initial_ms <= max_ms)
+ * until a release hands it the lock (the first waiter's pop then returns
+ * holding it), until the holder's lease would end (the first waiter), or
+ * until a waiter ahead of it must have renewed its place (the others),
+ * never longer than a second (every waiter renews its place at least that
+ * often, so that a lease handed to a waiter that never takes it up goes
+ * on within the bound B of docs/GUARANTEES.md) and never past the
+ * deadline. When the deadline comes the final attempt is made, however
+ * late the caller is: one script that takes the lock or leaves the queue,
+ * so that WK_OK with *acquired false means the token holds nothing, then
+ * or later. Leaving on an error it leaves the queue first (the kind's
+ * leave, which passes on a wake-up, or a lock handed to it meanwhile);
+ * one that cannot leave returns WK_EUNKNOWN with the token. `backoff` is still checked (1 <= initial_ms <= max_ms)
  * but no longer used. Deadlines are points on the library's clock
  * (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it), so changing
  * the wall clock does not stretch or cut a wait, and a deadline that
@@ -38,13 +44,12 @@
  * reply is dropped when it comes, and the connection stays for the next
  * wait (one that starts before that reply came takes a new connection
  * rather than queue behind the pop). The queries on `p` (the first try,
- * every attempt, the leave made at the deadline) end 25 ms after the
- * deadline at the latest, and the last attempt, made at the deadline,
- * 25 ms after it is sent — each one sooner if its own command timeout
- * comes first (a process stalled past that end makes the last attempt
- * anyway, under the command timeout alone, when its unanswered BLPOP may
- * have taken a lease handed over to it: it then says whether it holds
- * it); through a pool (wakuwaku/pool.h) a query's wait for a free
+ * every attempt) end 25 ms after the deadline at the latest, and the
+ * final attempt, made at the deadline, 25 ms after it is sent — each one
+ * sooner if its own command timeout comes first (a process stalled past
+ * that end, or woken late, makes the final attempt anyway, under the
+ * command timeout alone: only it says whether the caller holds the lock
+ * or has left the queue); through a pool (wakuwaku/pool.h) a query's wait for a free
  * connection spends the same deadline. So a stalled, trickling or vanished server holds the call at
  * most 50 ms past its deadline (docs/GUARANTEES.md, Connections): a try
  * or attempt cut short is WK_EUNKNOWN (see the WARNING below), a query

@@ -224,7 +224,8 @@ WK_API int wk_fenced_lock_force_release(wk_processor *p, const wk_entity *lock, 
  * error of an attempt, which ends the wait at once (WK_EUNKNOWN: the
  * attempt may have taken the lock under lease->token — release with it, or
  * let its TTL run out); WK_EIO / WK_ETIMEDOUT when the wait's own
- * connection failed (nothing was taken then). It never returns more than
+ * connection failed (after the leave: nothing is held then; a leave
+ * that fails too makes it WK_EUNKNOWN). It never returns more than
  * 50 ms after the deadline (DEADLINE in wakuwaku/deadline.h). WRITE
  * effect (every attempt and the wait change Redis: a waiter queues
  * itself). Thread-safety: as the processor's handle.

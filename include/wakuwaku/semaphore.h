@@ -187,7 +187,8 @@ WK_API int wk_semaphore_force_release(wk_processor *p, const wk_entity *sem, wk_
  * argument, a batch: nothing sent); WK_EDENIED; the first error
  * of an attempt, which ends the wait (WK_EUNKNOWN: release with *token or
  * let its lease run out); WK_EIO / WK_ETIMEDOUT when the wait's own
- * connection failed (nothing was taken then). Never returns more than
+ * connection failed (after the leave: nothing is held then; a leave
+ * that fails too makes it WK_EUNKNOWN). Never returns more than
  * 50 ms after the deadline (DEADLINE in wakuwaku/deadline.h). WRITE
  * effect. Thread-safety: as the processor's handle.
  */
