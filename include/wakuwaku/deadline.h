@@ -19,12 +19,15 @@
  * lock is held, an acquire-or-queue script tries again and queues the
  * caller; the caller then sleeps in BLPOP on a list of its own (wake.wait,
  * on the handle's blocking connection, opened the first time it waits),
- * until a release pushes to it (a release wakes the first waiter), until
- * the holder's lease would end (the first waiter), or until a waiter
- * ahead of it must have renewed its place (the others), and never past
- * the deadline; when the deadline comes one last attempt is made at it.
- * Leaving without the lock it leaves the queue (wake.leave) and passes on
- * a wake-up it got. `backoff` is still checked (1 <= initial_ms <= max_ms)
+ * until a release pushes to it (a release hands the lock over to the
+ * first waiter: the lease is written under its token and its pop returns
+ * holding it, with no attempt after it; collection/wake.h), until the
+ * holder's lease would end (the first waiter), or until a waiter ahead of
+ * it must have renewed its place (the others), and never past the
+ * deadline; when the deadline comes one last attempt is made at it.
+ * Leaving without the lock it leaves the queue (lock.leave,
+ * rwlock.leave) and passes on a wake-up it got, or a lock handed to it
+ * meanwhile. `backoff` is still checked (1 <= initial_ms <= max_ms)
  * but no longer used. Deadlines are points on the library's clock
  * (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it), so changing
  * the wall clock does not stretch or cut a wait, and a deadline that
