@@ -174,14 +174,16 @@ sub code_check {
             }
             next unless $b->{lang} eq 'c';
             my %w;
+            my $unknown = 0;
             for my $word (@{$b->{words}}) {
                 if ($word !~ /^(run|fragment|body|nocompile|cxx)$/) {
                     push @failures, "$where: unknown word \"$word\" in the info string "
                         . "(c [run|fragment|body|nocompile] [cxx])";
-                    next;
+                    $unknown = 1;
                 }
                 $w{$word} = 1;
             }
+            next if $unknown;
             my $kinds = grep { $w{$_} } qw(run fragment body nocompile);
             if ($kinds > 1) {
                 push @failures, "$where: run, fragment, body and nocompile exclude each other";

@@ -2,12 +2,12 @@
  * tests/docs/prelude.h — what a guide's code fragment takes as given.
  *
  * tests/docs/check_docs.pl compiles every ```c fragment and ```c body
- * block of README.md and of the guides in docs/ after this header (docs/testing.md,
- * "Code blocks in the docs"): a fragment at file scope, a body as the body
- * of a function. The names below are those the guides use without
- * defining them: a handle and its processor, the options it was opened
- * with, a few entities, and the application's own functions and data,
- * which the fragments only call. Nothing here is linked or run.
+ * block of README.md and of the guides in docs/ after this header
+ * (docs/testing.md, "Code blocks in the docs"): a fragment at file scope,
+ * a body as the body of a function. The names below are those the guides
+ * use without defining them: a handle and its processor, the options it
+ * was opened with, a few entities, and the application's own functions
+ * and data, which the fragments only call. Nothing here is linked or run.
  *
  * A fragment is a piece lifted out of a program, so what it declares for
  * its surroundings may be unused there: the "unused" warnings are off for
