@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/metrics_picture.sh — the README's metrics picture from a real run:
+# scripts/metrics_picture.sh — docs/operating.md's metrics picture from a real run:
 # examples/metrics_storm scrapes the metrics text every 100 ms during a
 # lock storm (8 threads, 2 locks, a pool of 4) against a redis-server
 # started here on a free 127.0.0.1 port; the server is stopped (by pid) at

@@ -69,8 +69,12 @@
  *     attempts the waiter sleeps on its wake-up list without blocking
  *     the loop: the first wait opens a second, waits-only connection
  *     (same settings), whose one BLPOP covers the lists of every waiter
- *     of the handle; a release pushes the list and the waiter attempts
- *     again at once — the blocking path's handoff. A waiter that joins
+ *     of the handle; a release hands the item over as on the blocking
+ *     path (collection/wake.h): the waiter's pop returns holding it and
+ *     its callback runs with no attempt after it (with lease_replicas,
+ *     after one attempt that carries the WAIT); a plain wake-up (a force
+ *     release, the holder's lease ending) makes it attempt again at once.
+ *     A waiter that joins
  *     while that BLPOP is blocked has it re-issued (CLIENT UNBLOCK on the
  *     handle's connection), and a wake-up that comes while its waiter is
  *     between attempts is kept for it: no wake-up is lost. The sleeps
@@ -146,7 +150,10 @@
  *     in 8. (its socket in the epoll set), its loads and version checks
  *     are queries on this handle's connection, and the change callback,
  *     the start's completion and wk_settings_follower_wait_async()'s run
- *     from wk_async_process(). Not on a cluster handle (WK_EINVAL).
+ *     from wk_async_process(). On a cluster handle (9.) the subscriber
+ *     is a plain connection to the primary of the settings' slot, found
+ *     by a head read through the handle, and follows the slot to its new
+ *     owner after a failover or a move (wakuwaku/settings.h).
  *
  * THREADS: a wk_async and everything submitted to it belong to the loop's
  * thread. The callbacks run on it. Do not call wk_async_process() or

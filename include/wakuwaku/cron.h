@@ -192,7 +192,7 @@ typedef struct wk_cron_once_options {
 
 /*
  * LIFECYCLE: new / start / stop / free, the library's rule for objects
- * that own threads (README, "Threads and ownership"): wk_cron_stop() joins
+ * that own threads (docs/basics.md, "Threads and ownership"): wk_cron_stop() joins
  * every thread and never frees; wk_cron_free() frees, stopping first if
  * need be. (The lease keeper and the settings follower follow the same
  * rule with start / halt / free.)

@@ -151,7 +151,7 @@ extern "C" {
  * release or acquire answered TRYAGAIN (its keys split by a slot
  * migration) is sent at once in a form naming one item key only, which
  * wakes no waiter, and an RwLock or FencedLock take then goes on in
- * single-key steps (README, Redis Cluster). None of
+ * single-key steps (docs/connections.md, Redis Cluster). None of
  * these replies means the command ran, so writes too are re-sent. A node
  * that drops or refuses its connection fails what was sent to it by the
  * usual outcome rules (a write WK_EUNKNOWN); what was not sent yet goes
@@ -162,9 +162,11 @@ extern "C" {
  * in a cluster (another is refused). Several hosts that are not cluster
  * nodes fail the open with WK_EINVAL. Blocking handles, helpers, batches
  * and pools work unchanged, and so does the event-loop handle
- * (wakuwaku/async.h, SEMANTICS 9: routed by the same rules; its waiting
- * acquires are refused on a cluster). Pub/Sub (settings) uses Redis's cluster-wide channels:
- * a subscriber connects to the first seed that accepts. Over rediss://
+ * (wakuwaku/async.h, SEMANTICS 9: routed by the same rules, waiting
+ * acquires included, one waits connection per slot in use). A settings
+ * follower subscribes on the primary of its settings' slot and follows
+ * the slot to its new owner (wakuwaku/settings.h, REDIS CLUSTER); a near
+ * cache keeps a subscriber per primary (wakuwaku/near_cache.h). Over rediss://
  * each node's certificate is checked against the host it was reached by:
  * a seed's host as written in the URL, or the endpoint (hostname or IP)
  * that CLUSTER SLOTS, MOVED or ASK named for it — so a node showing a

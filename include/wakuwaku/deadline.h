@@ -19,8 +19,9 @@
  * lock is held, an acquire-or-queue script tries again and queues the
  * caller; the caller then sleeps in BLPOP on a list of its own (wake.wait,
  * on the handle's blocking connection, opened the first time it waits),
- * until a release hands it the lock (the first waiter's pop then returns
- * holding it), until the holder's lease would end (the first waiter), or
+ * until a release hands it the lock (the lease is written under its
+ * token and its pop returns holding it, with no attempt after it;
+ * collection/wake.h), until the holder's lease would end (the first waiter), or
  * until a waiter ahead of it must have renewed its place (the others),
  * never longer than a second (every waiter renews its place at least that
  * often, so that a lease handed to a waiter that never takes it up goes
@@ -29,8 +30,9 @@
  * late the caller is: one script that takes the lock or leaves the queue,
  * so that WK_OK with *acquired false means the token holds nothing, then
  * or later. Leaving on an error it leaves the queue first (the kind's
- * leave, which passes on a wake-up, or a lock handed to it meanwhile);
- * one that cannot leave returns WK_EUNKNOWN with the token. `backoff` is still checked (1 <= initial_ms <= max_ms)
+ * leave, lock.leave, rwlock.leave…, which passes on a wake-up, or a
+ * lock handed to it meanwhile); one that cannot leave returns
+ * WK_EUNKNOWN with the token. `backoff` is still checked (1 <= initial_ms <= max_ms)
  * but no longer used. Deadlines are points on the library's clock
  * (wk_monotonic_ms(): CLOCK_BOOTTIME where the system has it), so changing
  * the wall clock does not stretch or cut a wait, and a deadline that

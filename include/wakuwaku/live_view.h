@@ -19,7 +19,7 @@
  * the crate created has none and gets none (commits here copy the head's
  * `g` only when it has one), so its keys stay the crate's byte for byte.
  * It is how a subscription tells the view it follows from a later one of
- * the same name (README "Re-creation").
+ * the same name (docs/dynamic.md, LiveView, "Re-creation").
  *
  *   wk_live_view_create    script: v=1, g, log = [1-0 base] WRITE  false if it exists
  *   wk_live_view_commit    script: if v == parent …         WRITE  committed / conflict / absent

@@ -204,13 +204,19 @@ WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
  * the caller, then it sleeps in BLPOP (wake.wait) on the blocking
  * connection of the handle behind `p`: opened with the handle's options
  * and capability the first time it waits, kept until wk_db_close(). A
- * release wakes the first waiter, who attempts again; the first waiter
- * also wakes when the holder's lease would end. Leaving without the lock
- * (deadline, error) it leaves the queue (wake.leave), passing on a
- * wake-up it got. Errors of the wait itself: the blocking connection's
+ * release hands the lock over to the first waiter (collection/wake.h): its
+ * script writes the lease under that waiter's token, with the whole TTL,
+ * and pushes a notice to the waiter's list, so the waiter's BLPOP returns
+ * holding the lock, with no attempt after it (on a handle with
+ * lease_replicas it still makes one attempt, which finds the lease its own
+ * and carries the WAIT). The first waiter also wakes when the holder's
+ * lease would end, and attempts again. Leaving without the lock (deadline,
+ * error) it leaves the queue (lock.leave), passing on a wake-up it got or
+ * a lock handed to it meanwhile. Errors of the wait itself: the blocking
+ * connection's
  * open status, or WK_EIO / WK_ETIMEDOUT when it fails while sleeping (the
  * lock is then not held by *token). Every query is a WRITE of `lock`;
- * wrappers of `p` see lock.try, lock.acquire and wake.leave, not the
+ * wrappers of `p` see lock.try, lock.acquire and lock.leave, not the
  * BLPOPs. A processor with no handle (p->db NULL) sleeps the same bounds
  * instead of blocking. Thread-safety: as the processor's handle (one
  * thread at a time).

@@ -13,7 +13,7 @@
  * the buffer is created, copied by appends; the crate ignores it; a
  * buffer the crate created gets none): a subscription that meets another
  * generation knows the buffer was removed and re-created, and reports
- * GONE rather than the new buffer's bodies (README "Re-creation").
+ * GONE rather than the new buffer's bodies (docs/dynamic.md, StreamBuffer, "Re-creation").
  *
  *   wk_stream_buffer_append     script: refuse if the last entry's first   WRITE
  *                               field is `end`; else XADD 0-(XLEN+1) b body,

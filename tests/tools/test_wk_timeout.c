@@ -1,6 +1,6 @@
 /*
  * tests/tools/test_wk_timeout.c — `wk --timeout MS` is one deadline for
- * the whole command (README, "wk"): against a server that trickles its
+ * the whole command (docs/operating.md, "wk"): against a server that trickles its
  * replies a byte at a time (tests/support/trickle_server.c), one that
  * never answers, and a stopped redis-server (SIGSTOP), the built CLI
  * exits with 4 (a connection error) within MS.
