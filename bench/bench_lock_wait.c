@@ -9,6 +9,8 @@
  *   bench_lock_wait --kind rwlock    # lock, rwlock, semaphore or all (all)
  *   bench_lock_wait --cluster        # the loop / blocking handoff on a local
  *                                    # Redis Cluster (6 nodes) it starts
+ *   bench_lock_wait --idle 10        # only: what 8 idle waiters cost the
+ *                                    # server, commands per waiter per second
  *   bench_lock_wait --anatomy        # only: where a release script's time
  *                                    # goes (Lock's straight path, piece by
  *                                    # piece, against RPUSH; see anatomy())
@@ -812,11 +814,69 @@ static void uncontended(double rtt)
     wk_db_close(db);
 }
 
+/* What waiting costs the server while nothing happens (issue 36): `n`
+ * waiters, each on a handle of its own, wait for a Lock held for the
+ * whole run; the commands the server runs in `secs` seconds, after the
+ * waiters have queued, per waiter per second (every waiter renews its
+ * registration at least once per WK__WAKE_RENEW_MS: a pop that times out
+ * and an attempt). */
+typedef struct idle_waiter {
+    const wk_entity *e;
+    int64_t deadline;
+    atomic_int *done;
+} idle_waiter;
+
+static void *idle_wait(void *arg)
+{
+    idle_waiter *w = arg;
+    wk_db *db = bench_open_db(url);
+    wk_token t;
+    bool got = false;
+    wk_lock_acquire(wk_db_processor(db), w->e, wk_name_str("idle"), w->deadline, NULL, &t, &got);
+    wk_db_close(db);
+    atomic_fetch_add(w->done, 1);
+    return NULL;
+}
+
+static void idle_cost(int n, int secs)
+{
+    static const wk_entity lock = WK_LOCK_ENTITY("bench_idle", 600000);
+    wk_db *db = bench_open_db(url);
+    wk_token held;
+    bool got = false;
+    if (wk_lock_try(wk_db_processor(db), &lock, wk_name_str("idle"), &held, &got) || !got)
+        die("idle", "the holder's try");
+    redisContext *raw = bench_open_raw(url);
+    atomic_int done = 0;
+    pthread_t th[64];
+    idle_waiter w = {&lock, wk_deadline_in((secs + 4) * 1000), &done};
+    for (int i = 0; i < n; i++)
+        pthread_create(&th[i], NULL, idle_wait, &w);
+    struct timespec settle = {2, 0}; /* every waiter queued and asleep */
+    nanosleep(&settle, NULL);
+    long long pops = cmdstat_calls(raw, "blpop"), evals = cmdstat_calls(raw, "evalsha");
+    struct timespec span = {secs, 0};
+    nanosleep(&span, NULL);
+    pops = cmdstat_calls(raw, "blpop") - pops;
+    evals = cmdstat_calls(raw, "evalsha") - evals;
+    printf("idle waiting: %d waiters for %d s on a held Lock: %lld BLPOP + %lld EVALSHA = %.2f "
+           "commands per waiter per second (renewal every %d ms, grace %d ms)\n",
+           n, secs, pops, evals, (double)(pops + evals) / n / secs, WK__WAKE_RENEW_MS,
+           WK__WAKE_GRACE_MS);
+    bool ok;
+    wk_lock_release(wk_db_processor(db), &lock, wk_name_str("idle"), &held, &ok);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    redisFree(raw);
+    wk_db_close(db);
+}
+
 int main(int argc, char **argv)
 {
     int target = 150, rounds = 7;
     const char *kinds = "all";
     bool cluster = false, anatomy_only = false;
+    int idle_secs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
             url = argv[++i];
@@ -832,9 +892,12 @@ int main(int argc, char **argv)
             cluster = true;
         else if (strcmp(argv[i], "--anatomy") == 0)
             anatomy_only = true;
+        else if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc)
+            idle_secs = atoi(argv[++i]);
         else
             die("usage", "bench_lock_wait [--url redis://…] [--handoffs N] [--hold-ms N] "
-                         "[--rounds N] [--kind lock|rwlock|semaphore|all] [--cluster] [--anatomy]");
+                         "[--rounds N] [--kind lock|rwlock|semaphore|all] [--cluster] [--anatomy] "
+                         "[--idle SECONDS]");
     }
     if (target < 10)
         die("usage", "--handoffs must be ≥ 10");
@@ -867,6 +930,12 @@ int main(int argc, char **argv)
         if (wk_test_server_start(&server, NULL) != 0)
             die("redis-server", "did not start");
         url = server.url;
+    }
+    if (idle_secs > 0) {
+        idle_cost(8, idle_secs);
+        if (server.pid)
+            wk_test_server_stop(&server);
+        return 0;
     }
     if (anatomy_only) {
         anatomy(target, rounds);
