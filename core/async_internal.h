@@ -127,7 +127,10 @@ int wk__async_park_on(wk_async *a, const wk_entity *e, const char *list, size_t 
  * on a connection of its own, as its blocking form does: a hidden
  * wk_async (wk__async_adopt) whose socket joins the handle's epoll set
  * (registered under WK__SUB_TAG + its slot) and which the handle's
- * wk_async_process() drives. */
+ * wk_async_process() drives. The hidden handle's watch keeps that
+ * registration and tells the handle's watch of every change (at once
+ * outside the handle's turn: a receive asked from the loop's timer), so
+ * nothing sent through a hidden handle needs to tell the handle itself. */
 
 #define WK__SUB_TAG 0x40000000u
 

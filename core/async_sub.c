@@ -54,12 +54,21 @@ struct wk__async_subs {
 
 /* ---- the parent's epoll set --------------------------------------------- */
 
-/* The hidden handle's watch: keep its socket registered in the set. */
+/* The hidden handle's watch: keep its socket registered in the set, and
+ * tell the parent's watch, since what the parent waits for is made of
+ * this (a socket in the set or none; the hidden handle's due is read
+ * into the parent's). Inside the parent's turn its end tells the loop;
+ * outside it — a receive asked again from the loop's timer after one
+ * ended WK_EIO, when the parent waited for nothing — now: no
+ * wk_async_process() would come to tell it. Every change of the hidden
+ * handle passes here (it reports each to its watch), so no caller needs
+ * to tell the parent itself. */
 static void child_watch(wk_async *h, int fd, unsigned events, int64_t timeout_ms, void *arg)
 {
     (void)h, (void)timeout_ms; /* its due is read when the parent asks */
     wk__async_sub *s = arg;
-    int epfd = s->parent ? s->parent->epfd : -1;
+    wk_async *parent = s->parent;
+    int epfd = parent ? parent->epfd : -1;
     if (epfd < 0)
         return;
     if (s->reg_fd >= 0 && s->reg_fd != fd)
@@ -72,6 +81,8 @@ static void child_watch(wk_async *h, int fd, unsigned events, int64_t timeout_ms
     if (fd >= 0 && epoll_ctl(epfd, s->reg_fd == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e) != 0)
         epoll_ctl(epfd, s->reg_fd == fd ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &e);
     s->reg_fd = fd;
+    if (!parent->in_process)
+        wk__async_update_watch(parent);
 }
 
 void wk__async_subs_ready(wk_async *a, uint32_t tag, uint32_t events)

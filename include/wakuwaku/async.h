@@ -191,6 +191,13 @@ typedef void (*wk_async_done_fn)(wk_async *a, int status, const char *msg, void 
  * after which wk_async_process() must be called even without events (-1:
  * none). Adapters use it to (re)arm their watchers; a poll() loop may
  * instead read wk_async_fd/_events/_timeout_ms before each wait.
+ * It hears every change, whatever made it: inside wk_async_process()
+ * (callbacks included) once, at the end of the turn; outside it — a
+ * query submitted, a receive or subscription asked for (8.; again after
+ * one ended WK_EIO, when the handle waited for nothing), a receiver
+ * stopped or closed, from the loop's timer or anywhere else on the
+ * loop's thread — from inside that call, before it returns. So a loop
+ * never needs a wk_async_process() to learn of a change.
  * Before the descriptor it reported is closed (a lost connection, a
  * reconnect, the dial moving to the next address) it is called with fd
  * -1, events 0 and timeout -1, then with the new state: a new socket

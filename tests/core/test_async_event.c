@@ -17,7 +17,17 @@
 typedef struct loop {
     struct event_base *base;
     wk_async_event *att[2];
+    struct event *later; /* loop_later's */
+    void (*later_fn)(void *arg);
+    void *later_arg;
 } loop;
+
+static void loop_later_fired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    loop *l = arg;
+    l->later_fn(l->later_arg);
+}
 
 static loop *loop_new(void)
 {
@@ -25,6 +35,8 @@ static loop *loop_new(void)
     cr_assert_not_null(l);
     l->base = event_base_new();
     cr_assert_not_null(l->base);
+    l->later = evtimer_new(l->base, loop_later_fired, l);
+    cr_assert_not_null(l->later);
     return l;
 }
 
@@ -56,6 +68,7 @@ static void loop_detach(loop *l, int i)
 
 static void loop_free(loop *l)
 {
+    event_free(l->later); /* the suite's own timer; then nothing may be left */
     cr_assert_eq(event_base_get_num_events(l->base, EVENT_BASE_COUNT_ADDED), 0,
                  "the adapter left an event on the base");
     event_base_free(l->base);
@@ -76,6 +89,14 @@ static void loop_fire_timer(loop *l, int i)
 static bool loop_timer_armed(const loop *l, int i)
 {
     return evtimer_pending(l->att[i]->timer, NULL);
+}
+
+static void loop_later(loop *l, int ms, void (*fn)(void *arg), void *arg)
+{
+    struct timeval tv = {ms / 1000, ms % 1000 * 1000};
+    l->later_fn = fn;
+    l->later_arg = arg;
+    cr_assert_eq(evtimer_add(l->later, &tv), 0);
 }
 
 static int loop_bad_attach(void)

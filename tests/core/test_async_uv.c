@@ -16,6 +16,9 @@
 typedef struct loop {
     uv_loop_t uv;
     wk_async_uv *att[2];
+    uv_timer_t later; /* loop_later's */
+    void (*later_fn)(void *arg);
+    void *later_arg;
 } loop;
 
 static loop *loop_new(void)
@@ -23,6 +26,8 @@ static loop *loop_new(void)
     loop *l = calloc(1, sizeof(*l));
     cr_assert_not_null(l);
     cr_assert_eq(uv_loop_init(&l->uv), 0);
+    cr_assert_eq(uv_timer_init(&l->uv, &l->later), 0);
+    l->later.data = l;
     return l;
 }
 
@@ -55,7 +60,9 @@ static void loop_detach(loop *l, int i)
 static void loop_free(loop *l)
 {
     /* The attachments' handles are closing: one turn runs their close
-     * callbacks (which free them); then the loop must be empty. */
+     * callbacks (which free them, and closes the suite's own timer); then
+     * the loop must be empty. */
+    uv_close((uv_handle_t *)&l->later, NULL);
     uv_run(&l->uv, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_alive(&l->uv), 0, "the adapter left an active handle");
     cr_assert_eq(uv_loop_close(&l->uv), 0, "the adapter left a handle on the loop");
@@ -76,6 +83,19 @@ static void loop_fire_timer(loop *l, int i)
 static bool loop_timer_armed(const loop *l, int i)
 {
     return uv_is_active((const uv_handle_t *)&l->att[i]->timer);
+}
+
+static void loop_later_fired(uv_timer_t *t)
+{
+    loop *l = t->data;
+    l->later_fn(l->later_arg);
+}
+
+static void loop_later(loop *l, int ms, void (*fn)(void *arg), void *arg)
+{
+    l->later_fn = fn;
+    l->later_arg = arg;
+    cr_assert_eq(uv_timer_start(&l->later, loop_later_fired, (uint64_t)ms, 0), 0);
 }
 
 static int loop_bad_attach(void)

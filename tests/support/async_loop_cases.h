@@ -22,6 +22,11 @@
  *                               fire at the next turn, as a timer counted
  *                               from a stale clock would, early
  *   bool loop_timer_armed(const loop *l, int i);
+ *   void loop_later(loop *l, int ms, void (*fn)(void *arg), void *arg);
+ *                               a one-shot timer of the loop's own (not
+ *                               the adapter's) calling fn(arg) in `ms`,
+ *                               outside any wakuwaku callback (again
+ *                               before it fired: it starts anew)
  *
  * Time only bounds the suite (its .timeout); no case compares durations.
  */
@@ -44,17 +49,24 @@ static const wk_entity lc_lock = WK_LOCK_ENTITY("adapter", 30000);
 static const wk_entity lc_bucket = WK_TOKEN_BUCKET_ENTITY("adapter", 1000, 1, 1000);
 static const wk_entity lc_cache = WK_CACHE_ENTITY("adapter", 60000);
 
-static wk_async *lc_open(const char *url, int command_timeout_ms)
+/* A handle on `url`; its connections named `client_name` (NULL: none). */
+static wk_async *lc_open_as(const char *url, int command_timeout_ms, const char *client_name)
 {
     wk_db_options o = WK_DB_OPTIONS_INIT;
     o.url = url;
     o.capability = wk_cap_read_write();
     o.connect_timeout_ms = 2000;
     o.command_timeout_ms = command_timeout_ms;
+    o.client_name = client_name;
     wk_async *a = NULL;
     char err[256];
     cr_assert_eq(wk_async_open(&a, &o, err, sizeof(err)), WK_OK, "%s", err);
     return a;
+}
+
+static wk_async *lc_open(const char *url, int command_timeout_ms)
+{
+    return lc_open_as(url, command_timeout_ms, NULL);
 }
 
 /* Turn the loop until the handles have nothing pending. */
@@ -541,6 +553,228 @@ Test(LOOP_SUITE, a_query_failing_at_submission_completes_on_the_next_turn, .time
     loop_detach(l, 0);
     wk_async_close(a);
     loop_free(l);
+}
+
+/* ---- asked again from a loop timer after WK_EIO ----------------------
+ *
+ * A receive (a subscription's read) ends WK_EIO when the server kills
+ * the connections of the handle (its own, idle, and the receiver's, its
+ * wait in flight): the handle waits for nothing then. README's advice is
+ * to ask again later, from the loop's timer: that call, outside any
+ * wakuwaku callback, changes what the handle waits for, and the adapter
+ * must hear of it at once (no wk_async_process() comes before it would). */
+
+/* Whether a client named `name` is blocked in a command (CLIENT LIST:
+ * flags holding 'b'). */
+static bool lc_blocked(redisContext *c, const char *name)
+{
+    char field[96];
+    snprintf(field, sizeof(field), " name=%s ", name);
+    redisReply *list = wk_test_cmd(c, "CLIENT LIST TYPE normal");
+    bool blocked = false;
+    char *save = NULL;
+    for (char *line = strtok_r(list->str, "\n", &save); line && !blocked;
+         line = strtok_r(NULL, "\n", &save)) {
+        const char *flags = strstr(line, " flags=");
+        if (strstr(line, field) && flags) {
+            flags += strlen(" flags=");
+            blocked = memchr(flags, 'b', strcspn(flags, " ")) != NULL;
+        }
+    }
+    freeReplyObject(list);
+    return blocked;
+}
+
+static void lc_nothing(void *arg)
+{
+    (void)arg;
+}
+
+/* Kill every connection named `name` (the handle's own, idle, and the
+ * receiver's) while the receive `r` waits on the server, until it ended
+ * (again if a kill came between two of a Pipe's waits: its take went
+ * out again on a new connection); then turn the loop until the handle
+ * waits for nothing (both losses seen): no descriptor events, no
+ * timeout. */
+static void lc_kill_while_waiting(loop *l, wk_async *a, const char *name, const lc_result *r)
+{
+    redisContext *raw = wk_test_raw(wk_test_url());
+    int killed = 0;
+    while (r->calls == 0) {
+        if (lc_blocked(raw, name))
+            killed += wk_test_kill_clients_named(raw, name);
+        loop_later(l, 5, lc_nothing, NULL); /* a turn of 5 ms at most */
+        loop_turn(l);
+    }
+    redisFree(raw);
+    cr_assert_geq(killed, 2, "the handle's connection and the receiver's");
+    cr_assert_eq(r->status, WK_EIO, "%s: %s", wk_err_name(r->status), r->msg);
+    while (wk_async_events(a) != 0)
+        loop_turn(l);
+    cr_assert_eq(wk_async_timeout_ms(a), -1, "the handle waits for nothing");
+}
+
+/* What a loop timer asks again: a receive of `rx` into `out`. */
+typedef struct lc_again {
+    int (*ask)(struct lc_again *);
+    void *rx;
+    void *out;
+    lc_result r; /* its completions */
+    int rc;      /* the call's */
+    bool asked;
+} lc_again;
+
+static void lc_ask_again(void *arg)
+{
+    lc_again *g = arg;
+    g->rc = g->ask(g);
+    g->asked = true;
+}
+
+/* From a loop timer, outside any wakuwaku callback: ask again, then turn
+ * the loop until that receive ended WK_OK (an adapter that was not told
+ * of the receive watches nothing: the loop stalls until the suite's
+ * timeout). */
+static void lc_again_from_timer(loop *l, lc_again *g)
+{
+    int before = g->r.calls;
+    loop_later(l, 1, lc_ask_again, g);
+    while (!g->asked)
+        loop_turn(l);
+    cr_assert_eq(g->rc, WK_OK, "%s", wk_err_name(g->rc));
+    while (g->r.calls == before)
+        loop_turn(l);
+    cr_assert_eq(g->r.status, WK_OK, "%s: %s", wk_err_name(g->r.status), g->r.msg);
+}
+
+/* A case's setting: a loop, a handle attached to it whose connections
+ * are named after the item, and a blocking handle that feeds the item. */
+typedef struct lc_rig {
+    loop *l;
+    wk_async *a;
+    wk_db *db;
+    wk_processor *p;  /* db's */
+    const char *name; /* the item's, and the client name */
+    lc_result opened; /* the receiver's open */
+} lc_rig;
+
+static void lc_rig_open(lc_rig *x, const char *prefix)
+{
+    memset(x, 0, sizeof(*x));
+    x->name = wk_test_ns(prefix);
+    x->l = loop_new();
+    x->a = lc_open_as(wk_test_url(), 2000, x->name);
+    loop_attach(x->l, x->a);
+    lc_settle(x->l, x->a);
+    x->db = wk_test_open(NULL);
+    x->p = wk_db_processor(x->db);
+}
+
+/* The receiver's open was submitted (rc): it completes WK_OK; then a
+ * receive (g) ends WK_EIO, its connection killed while it waits. */
+static void lc_rig_fail_receive(lc_rig *x, int rc, lc_again *g)
+{
+    cr_assert_eq(rc, WK_OK, "%s", wk_async_errmsg(x->a));
+    lc_drain(x->l, x->a, NULL);
+    cr_assert_eq(x->opened.status, WK_OK, "%s", x->opened.msg);
+    cr_assert_eq(g->ask(g), WK_OK);
+    lc_kill_while_waiting(x->l, x->a, x->name, &g->r);
+}
+
+static void lc_rig_close(lc_rig *x)
+{
+    wk_db_close(x->db);
+    loop_detach(x->l, 0);
+    wk_async_close(x->a);
+    loop_free(x->l);
+}
+
+static int lc_pipe_ask(lc_again *g)
+{
+    return wk_pipe_recv_async(g->rx, g->out, lc_done, &g->r);
+}
+
+Test(LOOP_SUITE, a_pipe_receive_ended_eio_is_asked_again_from_a_loop_timer, .timeout = 60)
+{
+    static const wk_entity pipe = WK_PIPE_ENTITY("adapter", 30000);
+    lc_rig x;
+    lc_rig_open(&x, "pipe-again");
+    wk_pipe_receiver *rx = NULL;
+    int rc =
+        wk_pipe_receive(wk_async_with(x.a, lc_done, &x.opened), &pipe, wk_name_str(x.name), &rx);
+    wk_pipe_message m;
+    lc_again g = {.ask = lc_pipe_ask, .rx = rx, .out = &m};
+    lc_rig_fail_receive(&x, rc, &g);
+    cr_assert_eq(wk_pipe_send(x.p, &pipe, wk_name_str(x.name), "later", 5), WK_OK);
+    lc_again_from_timer(x.l, &g);
+    cr_assert_eq(m.got, WK_PIPE_MESSAGE);
+    cr_assert_eq(m.len, 5);
+    cr_assert_arr_eq(m.body, "later", 5);
+    wk_pipe_receiver_close(rx);
+    lc_rig_close(&x);
+}
+
+static int lc_sb_ask(lc_again *g)
+{
+    return wk_stream_buffer_recv_async(g->rx, g->out, lc_done, &g->r);
+}
+
+Test(LOOP_SUITE, a_stream_buffer_read_ended_eio_is_asked_again_from_a_loop_timer, .timeout = 60)
+{
+    static const wk_entity sb = WK_STREAM_BUFFER_ENTITY("adapter", 30000);
+    lc_rig x;
+    lc_rig_open(&x, "sb-again");
+    cr_assert_eq(wk_stream_buffer_append(x.p, &sb, wk_name_str(x.name), "zero", 4, NULL), WK_OK);
+    wk_stream_buffer_subscription *sub = NULL;
+    int rc = wk_stream_buffer_subscribe(wk_async_with(x.a, lc_done, &x.opened), &sb,
+                                        wk_name_str(x.name), 1, &sub); /* after "zero" */
+    wk_stream_buffer_item it;
+    lc_again g = {.ask = lc_sb_ask, .rx = sub, .out = &it};
+    lc_rig_fail_receive(&x, rc, &g);
+    cr_assert_eq(wk_stream_buffer_append(x.p, &sb, wk_name_str(x.name), "one", 3, NULL), WK_OK);
+    lc_again_from_timer(x.l, &g);
+    cr_assert_eq(it.got, WK_STREAM_BUFFER_BODY);
+    cr_assert_eq(it.index, 1);
+    cr_assert_eq(it.len, 3);
+    cr_assert_arr_eq(it.body, "one", 3);
+    wk_stream_buffer_subscription_close(sub);
+    lc_rig_close(&x);
+}
+
+static int lc_lv_ask(lc_again *g)
+{
+    return wk_live_view_recv_async(g->rx, g->out, lc_done, &g->r);
+}
+
+Test(LOOP_SUITE, a_live_view_read_ended_eio_is_asked_again_from_a_loop_timer, .timeout = 60)
+{
+    static const wk_entity lv = WK_LIVE_VIEW_ENTITY("adapter", 100);
+    static const wk_live_view_sub_options opts = {.poll_ms = 20000}; /* one XREAD waits */
+    lc_rig x;
+    lc_rig_open(&x, "lv-again");
+    bool created = false;
+    cr_assert_eq(wk_live_view_create(x.p, &lv, wk_name_str(x.name), "a", 1, &created), WK_OK);
+    cr_assert(created);
+    wk_live_view_sub *sub = NULL;
+    wk_live_view_body head = WK_LIVE_VIEW_BODY_INIT;
+    int rc = wk_live_view_subscribe(wk_async_with(x.a, lc_done, &x.opened), &lv,
+                                    wk_name_str(x.name), &opts, &head, &sub);
+    wk_live_view_event ev = WK_LIVE_VIEW_EVENT_INIT;
+    lc_again g = {.ask = lc_lv_ask, .rx = sub, .out = &ev};
+    lc_rig_fail_receive(&x, rc, &g);
+    cr_assert_eq(head.version, 1);
+    wk_live_view_commit_outcome out;
+    cr_assert_eq(wk_live_view_commit(x.p, &lv, wk_name_str(x.name), 1, "b", 1, "ab", 2, &out),
+                 WK_OK);
+    cr_assert_eq(out.result, WK_LIVE_VIEW_COMMITTED);
+    lc_again_from_timer(x.l, &g);
+    cr_assert_eq(ev.type, WK_LIVE_VIEW_DIFF);
+    cr_assert_eq(ev.version, 2);
+    cr_assert_eq(ev.len, 1);
+    cr_assert_arr_eq(ev.data, "b", 1);
+    wk_live_view_body_free(&head);
+    wk_live_view_sub_close(sub);
+    lc_rig_close(&x);
 }
 
 Test(LOOP_SUITE, attaching_needs_a_handle_and_a_loop, .timeout = 60)
