@@ -1484,14 +1484,12 @@ static void each_lease_kind(const char *ns, int hold_ms, bool polling)
     wk_test_server_stop(&private_srv);
 }
 
-Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_the_next_waiter_within_the_bound,
-     .timeout = 120)
+Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_the_next_waiter_within_the_bound)
 {
     each_lease_kind("strand-early", 500, false); /* the holder finishes early: the common case */
 }
 
-Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_a_newcomers_try_within_the_bound,
-     .timeout = 120)
+Test(wake, a_lease_handed_to_a_killed_waiter_goes_to_a_newcomers_try_within_the_bound)
 {
     each_lease_kind("strand-try", 500, true);
 }
