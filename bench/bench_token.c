@@ -129,12 +129,13 @@ int main(int argc, char **argv)
     double *all[] = {tok, sys, first, life, bare};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
         qsort(all[k], (size_t)runs, sizeof(double), cmp_double);
-    printf("wk_token_random          %8.1f ns per token (median of %d runs of %d)\n",
-           tok[runs / 2], runs, DRAWS);
-    printf("randombytes_buf(16)      %8.1f ns per call  (median of %d runs of %d)\n",
-           sys[runs / 2], runs, SYSCALLS);
-    printf("a new thread's 1st token %8.1f ns           (median of %d runs' medians of %d threads)\n",
-           first[runs / 2], runs, THREADS);
+    printf("wk_token_random          %8.1f ns per token (median of %d runs of %d)\n", tok[runs / 2],
+           runs, DRAWS);
+    printf("randombytes_buf(16)      %8.1f ns per call  (median of %d runs of %d)\n", sys[runs / 2],
+           runs, SYSCALLS);
+    printf(
+        "a new thread's 1st token %8.1f ns           (median of %d runs' medians of %d threads)\n",
+        first[runs / 2], runs, THREADS);
     printf("thread life, 1 token     %8.1f ns           (create to join; same medians)\n",
            life[runs / 2]);
     printf("thread life, no token    %8.1f ns\n", bare[runs / 2]);

@@ -53,24 +53,24 @@ enum { KEY_LEN = randombytes_SEEDBYTES, BLOCK = 32 * WK_TOKEN_LEN, SLOTS = 64 };
 typedef struct stream {
     unsigned char key[KEY_LEN];
     unsigned char block[BLOCK];
-    size_t used;           /* bytes of block taken (wiped) */
-    unsigned char keyed;   /* 1 once key is drawn; 0 in a fresh or wiped copy */
+    size_t used;         /* bytes of block taken (wiped) */
+    unsigned char keyed; /* 1 once key is drawn; 0 in a fresh or wiped copy */
 } stream;
 
 /* One mapping: this header on the first page(s), then SLOTS streams on
  * pages of their own, the only ones marked MADV_WIPEONFORK. */
 typedef struct chunk {
-    _Atomic uint64_t taken;  /* bit i: slots[i] has a thread */
-    struct chunk *next;      /* set before the chunk is published */
+    _Atomic uint64_t taken; /* bit i: slots[i] has a thread */
+    struct chunk *next;     /* set before the chunk is published */
     stream *slots;
 } chunk;
 
-static _Atomic(chunk *) chunks;     /* newest first; never unmapped */
-static _Thread_local stream *mine;  /* this thread's slot, or NULL */
+static _Atomic(chunk *) chunks;    /* newest first; never unmapped */
+static _Thread_local stream *mine; /* this thread's slot, or NULL */
 
-static pthread_key_t slot_key;      /* its destructor gives `mine` back */
+static pthread_key_t slot_key; /* its destructor gives `mine` back */
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
-static atomic_bool no_streams;      /* no thread can keep one */
+static atomic_bool no_streams; /* no thread can keep one */
 
 static void give_back(void *slot)
 {
@@ -117,7 +117,7 @@ static stream *take_in_new_chunk(void)
     size_t size = head + SLOTS * sizeof(stream);
     chunk *c = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c == MAP_FAILED)
-        return NULL;  /* out of memory or mappings: try again next draw */
+        return NULL; /* out of memory or mappings: try again next draw */
     if (madvise((char *)c + head, size - head, MADV_WIPEONFORK) != 0) {
         /* The kernel cannot wipe them: no stream for any thread. */
         atomic_store(&no_streams, true);

@@ -304,8 +304,7 @@ static void expect_not_replicated(const char *url, const char *try_msg, const ch
         cr_assert_eq(rc, WK_ENOTREPLICATED, "%s: %s", what[i], wk_err_name(rc));
         cr_assert_not(got);
         expect_msg(wk_processor_errmsg(p), try_msg, try_tail, what[i]);
-        cr_assert_eq(wk_lock_try(wk_db_processor(plain), &lock, wk_name_u64((uint64_t)i), &t,
-                                 &got),
+        cr_assert_eq(wk_lock_try(wk_db_processor(plain), &lock, wk_name_u64((uint64_t)i), &t, &got),
                      WK_OK);
         cr_assert(got);
         bool extended = true;
@@ -339,7 +338,8 @@ Test(lock, a_lease_whose_wait_fails_names_its_query_once, .timeout = 60)
     /* (Redis words the refusal after NOPERM as its version does.) */
     expect_not_replicated(url, "lock.try: the lease's WAIT failed: NOPERM ",
                           "run the 'wait' command; released, not acquired",
-                          "lock.extend: the lease's WAIT failed: NOPERM ", "run the 'wait' command");
+                          "lock.extend: the lease's WAIT failed: NOPERM ",
+                          "run the 'wait' command");
     redisFree(raw);
     wk_test_server_stop(&s);
 }

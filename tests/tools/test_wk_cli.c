@@ -928,16 +928,16 @@ Test(wk_cli, json_bytes_that_are_not_utf8_are_hex)
 static const struct {
     const char *bytes, *hex;
 } not_utf8[] = {
-    {"\xed\xa0\x80", "eda080"},         /* U+D800, a surrogate */
-    {"\xed\xbf\xbf", "edbfbf"},         /* U+DFFF */
-    {"\xc0\x80", "c080"},                /* NUL in two bytes */
-    {"\xc1\xbf", "c1bf"},                /* U+007F in two bytes */
-    {"\xe0\x80\x80", "e08080"},         /* overlong three bytes */
-    {"\xe0\x9f\xbf", "e09fbf"},         /* U+07FF in three bytes */
-    {"\xf0\x80\x80\x80", "f0808080"},  /* overlong four bytes */
-    {"\xf0\x8f\xbf\xbf", "f08fbfbf"},  /* U+FFFF in four bytes */
-    {"\xf4\x90\x80\x80", "f4908080"},  /* U+110000 */
-    {"\xf5\x80\x80\x80", "f5808080"},  /* past U+10FFFF */
+    {"\xed\xa0\x80", "eda080"},       /* U+D800, a surrogate */
+    {"\xed\xbf\xbf", "edbfbf"},       /* U+DFFF */
+    {"\xc0\x80", "c080"},             /* NUL in two bytes */
+    {"\xc1\xbf", "c1bf"},             /* U+007F in two bytes */
+    {"\xe0\x80\x80", "e08080"},       /* overlong three bytes */
+    {"\xe0\x9f\xbf", "e09fbf"},       /* U+07FF in three bytes */
+    {"\xf0\x80\x80\x80", "f0808080"}, /* overlong four bytes */
+    {"\xf0\x8f\xbf\xbf", "f08fbfbf"}, /* U+FFFF in four bytes */
+    {"\xf4\x90\x80\x80", "f4908080"}, /* U+110000 */
+    {"\xf5\x80\x80\x80", "f5808080"}, /* past U+10FFFF */
     {"\xf7\xbf\xbf\xbf", "f7bfbfbf"},
     {"\xff", "ff"},
 };
@@ -966,17 +966,17 @@ Test(wk_cli, json_surrogates_overlong_forms_and_past_10ffff_are_hex)
         const char *b = not_utf8[i].bytes;
         cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("utf8"), b, strlen(b), "k", 1, NULL),
                      WK_OK);
-        cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b,
-                                     strlen(b), NULL),
-                     WK_OK);
+        cr_assert_eq(
+            wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b, strlen(b), NULL),
+            WK_OK);
     }
     for (size_t i = 0; i < edges; i++) {
         char key[16];
         snprintf(key, sizeof(key), "e%zu", i);
         const char *b = utf8_edges[i];
-        cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b,
-                                     strlen(b), NULL),
-                     WK_OK);
+        cr_assert_eq(
+            wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b, strlen(b), NULL),
+            WK_OK);
     }
     result r;
     run_wk(&r, false, "--json flags get utf8");
@@ -996,8 +996,7 @@ Test(wk_cli, json_surrogates_overlong_forms_and_past_10ffff_are_hex)
         snprintf(key, sizeof(key), "v%zu", i);
         const char *v =
             json_string_value(json_object_get(json_object_get(entries, key), "value_hex"));
-        cr_expect(v && !strcmp(v, not_utf8[i].hex), "value %s not hex: %s", not_utf8[i].hex,
-                  r.out);
+        cr_expect(v && !strcmp(v, not_utf8[i].hex), "value %s not hex: %s", not_utf8[i].hex, r.out);
     }
     for (size_t i = 0; i < edges; i++) {
         char key[16];
