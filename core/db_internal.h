@@ -290,6 +290,14 @@ int wk__conn_error_status(const redisContext *ctx);
 /* Replies are built by these (core/reply_objects.c): hiredis's objects,
  * but an array reply longer than this is refused, not allocated. */
 #define WK__REPLY_MAX_ELEMENTS (4 * 1024 * 1024)
+/* The count of the last array refused for its length on this thread (0:
+ * none): hiredis reports the refusal as out of memory, and
+ * wk__wire_take() reads (and clears) this to say what it was. */
+extern _Thread_local long long wk__refused_elements;
+/* The longest bulk string a reply may announce: Redis's limit for one
+ * string value, WK_BODY_MAX (core/wire.c refuses a longer one at its
+ * header instead of reading it). */
+#define WK__REPLY_MAX_BULK ((size_t)512 * 1024 * 1024)
 extern redisReplyObjectFunctions wk__reply_functions;
 
 /* The query dispatcher: the handle's process(). */

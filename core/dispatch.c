@@ -314,12 +314,12 @@ int wk__lease_acknowledged(wk_diag *d, bool *held)
         return WK_OK;
     *held = false;
     wk__bump(&wk__counters(d->db->conn)->not_replicated);
+    /* (wk_diag_fail puts the query's name in front.) */
     if (ack->type == REDIS_REPLY_INTEGER)
         return wk_diag_fail(d, WK_ENOTREPLICATED,
-                            "%s: %lld of %d replica(s) acknowledged the lease within %d ms",
-                            d->query->name, ack->integer, want, d->db->conn->lease_ack_timeout_ms);
-    return wk_diag_fail(d, WK_ENOTREPLICATED, "%s: the lease's WAIT failed: %.200s",
-                        d->query->name,
+                            "%lld of %d replica(s) acknowledged the lease within %d ms",
+                            ack->integer, want, d->db->conn->lease_ack_timeout_ms);
+    return wk_diag_fail(d, WK_ENOTREPLICATED, "the lease's WAIT failed: %.200s",
                         ack->type == REDIS_REPLY_ERROR && ack->str ? ack->str : "not an integer");
 }
 

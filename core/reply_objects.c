@@ -8,9 +8,9 @@
  * tests/fuzz/fuzz_replies.c). These functions build the same redisReply
  * objects hiredis does (freed by freeReplyObject(), so malloc/calloc/free
  * only) but refuse arrays longer than WK__REPLY_MAX_ELEMENTS; the reader
- * then fails with an out-of-memory error, the connection is dropped and
- * the query fails with WK_ENOMEM / WK_EPROTO instead of the process
- * swapping or dying.
+ * then fails with an out-of-memory error, which core/wire.c turns into
+ * WK_EPROTO naming the count (wk__refused_elements), the connection is
+ * dropped and the query fails instead of the process swapping or dying.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +64,12 @@ REPLY_CODE static void *create_string(const redisReadTask *task, char *str, size
     return attach(task, r);
 }
 
+_Thread_local long long wk__refused_elements;
+
 REPLY_CODE static void *create_array(const redisReadTask *task, int elements)
 {
+    if (elements > WK__REPLY_MAX_ELEMENTS)
+        wk__refused_elements = elements;
     if (elements < 0 || elements > WK__REPLY_MAX_ELEMENTS)
         return NULL;
     redisReply *r = new_reply(REDIS_REPLY_ARRAY);

@@ -37,6 +37,39 @@ int wk__poll_until(struct pollfd *p, unsigned long n, int64_t deadline)
     }
 }
 
+/* hiredis reads a bulk string's header ('$' and its length), then waits
+ * for every byte it announced before building the string: a peer that
+ * announces "$99999999999" would have the reader buffer whatever it sends
+ * until the deadline. So while the reader waits inside a bulk string, its
+ * length is read here (the digits after the '$', at the reader's cursor)
+ * and one past WK__REPLY_MAX_BULK is refused as soon as its digits say so
+ * (its line need not be complete). Writes a message for wire_fail into
+ * `why`; false when the reader is not inside such a string. */
+static bool bulk_past_bound(const redisReader *rd, char *why, size_t n)
+{
+#if HIREDIS_MAJOR == 0
+    const redisReadTask *task = rd->ridx >= 0 ? &rd->rstack[rd->ridx] : NULL;
+#else
+    const redisReadTask *task = rd->ridx >= 0 ? rd->task[rd->ridx] : NULL;
+#endif
+    if (!task || task->type != REDIS_REPLY_STRING)
+        return false;
+    /* Up to 19 digits fit; a 20th is past any bound. "-1" (nil) and a
+     * bad length are hiredis's to judge once their line is complete. */
+    size_t i = rd->pos;
+    unsigned long long len = 0;
+    for (; i < rd->len && rd->buf[i] >= '0' && rd->buf[i] <= '9' && i - rd->pos < 19; i++)
+        len = len * 10 + (unsigned long long)(rd->buf[i] - '0');
+    bool more = i < rd->len && rd->buf[i] >= '0' && rd->buf[i] <= '9';
+    if (more)
+        snprintf(why, n, "the reply announces a bulk string whose length has more than 19 digits");
+    else if (len > WK__REPLY_MAX_BULK)
+        snprintf(why, n,
+                 "the reply announces a bulk string of %s%llu bytes, more than %zu (WK_BODY_MAX)",
+                 i < rd->len ? "" : "at least ", len, WK__REPLY_MAX_BULK);
+    return more || len > WK__REPLY_MAX_BULK;
+}
+
 int wk__wire_take(wk__link *link, redisReply **reply)
 {
     redisContext *c = link->ctx;
@@ -45,12 +78,23 @@ int wk__wire_take(wk__link *link, redisReply **reply)
         void *r = NULL;
         if (wk__wire_all_taken(link))
             return WK_OK;
+        char why[128];
         if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            long long refused = wk__refused_elements;
+            wk__refused_elements = 0;
             bool oom = c->reader->err == REDIS_ERR_OOM;
+            if (oom && refused) { /* not out of memory: an array too long */
+                snprintf(why, sizeof(why),
+                         "the reply announces an array of %lld elements, more than %d", refused,
+                         WK__REPLY_MAX_ELEMENTS);
+                return wire_fail(c, WK_EPROTO, REDIS_ERR_PROTOCOL, why);
+            }
             return wire_fail(c, oom ? WK_ENOMEM : WK_EPROTO,
                              oom ? REDIS_ERR_OOM : REDIS_ERR_PROTOCOL,
                              c->reader->errstr[0] ? c->reader->errstr : "protocol error");
         }
+        if (!r && bulk_past_bound(c->reader, why, sizeof(why)))
+            return wire_fail(c, WK_EPROTO, REDIS_ERR_PROTOCOL, why);
         if (!r || !link->owed) {
             *reply = r;
             return WK_OK;

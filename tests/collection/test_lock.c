@@ -252,3 +252,94 @@ Test(lock, killed_holder_blocks_at_most_ttl, .timeout = 120)
     cr_assert_geq(blocked, ttl - 50, "freed after %lld ms, before the TTL", (long long)blocked);
     wk_db_close(db);
 }
+
+/* ------------------------------------------------------------------------
+ * Acknowledged leases: the message names the query once
+ * ---------------------------------------------------------------------- */
+
+/* `msg` is `head` exactly (tail NULL), or starts with `head` and ends
+ * with `tail` (the server's own words between them vary by version). */
+static void expect_msg(const char *msg, const char *head, const char *tail, const char *what)
+{
+    if (!tail) {
+        cr_assert_str_eq(msg, head, "%s: \"%s\"", what, msg);
+        return;
+    }
+    size_t n = strlen(msg), t = strlen(tail);
+    cr_assert(!strncmp(msg, head, strlen(head)) && n >= t && !strcmp(msg + n - t, tail),
+              "%s: \"%s\"", what, msg);
+}
+
+/* A plain handle and a pool (both lease_replicas 1, nobody to
+ * acknowledge: no replica, or a user that may not run WAIT) on `url`:
+ * the try and the extend fail WK_ENOTREPLICATED with the messages
+ * `try_msg` and `extend_msg` (expect_msg's head) followed by any text
+ * and `try_tail` / `extend_tail` (NULL: nothing). */
+static void expect_not_replicated(const char *url, const char *try_msg, const char *try_tail,
+                                  const char *extend_msg, const char *extend_tail)
+{
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = url;
+    o.capability = wk_cap_read_write();
+    o.lease_replicas = 1;
+    o.lease_ack_timeout_ms = 100;
+    wk_db *db = NULL;
+    char err[256];
+    cr_assert_eq(wk_db_open(&db, &o, err, sizeof(err)), WK_OK, "%s", err);
+    wk_pool_options po = WK_POOL_OPTIONS_INIT;
+    po.db = &o;
+    po.size = 2;
+    wk_pool *pool = NULL;
+    cr_assert_eq(wk_pool_open(&pool, &po, err, sizeof(err)), WK_OK, "%s", err);
+    /* The extend needs a lease held: taken without acknowledgement. */
+    wk_db *plain = wk_test_open_url(url, NULL);
+    wk_entity lock = WK_LOCK_ENTITY(wk_test_ns("acked"), 10000);
+    wk_processor *procs[] = {wk_db_processor(db), wk_pool_processor(pool)};
+    const char *what[] = {"a handle", "a pool"};
+    for (int i = 0; i < 2; i++) {
+        wk_processor *p = procs[i];
+        wk_token t;
+        bool got = true;
+        int rc = wk_lock_try(p, &lock, wk_name_u64((uint64_t)i), &t, &got);
+        cr_assert_eq(rc, WK_ENOTREPLICATED, "%s: %s", what[i], wk_err_name(rc));
+        cr_assert_not(got);
+        expect_msg(wk_processor_errmsg(p), try_msg, try_tail, what[i]);
+        cr_assert_eq(wk_lock_try(wk_db_processor(plain), &lock, wk_name_u64((uint64_t)i), &t, &got),
+                     WK_OK);
+        cr_assert(got);
+        bool extended = true;
+        rc = wk_lock_extend(p, &lock, wk_name_u64((uint64_t)i), &t, &extended);
+        cr_assert_eq(rc, WK_ENOTREPLICATED, "%s: %s", what[i], wk_err_name(rc));
+        cr_assert_not(extended);
+        expect_msg(wk_processor_errmsg(p), extend_msg, extend_tail, what[i]);
+    }
+    wk_db_close(plain);
+    wk_pool_close(pool);
+    wk_db_close(db);
+}
+
+Test(lock, a_lease_not_acknowledged_names_its_query_once, .timeout = 60)
+{
+    expect_not_replicated(
+        wk_test_url(),
+        "lock.try: 0 of 1 replica(s) acknowledged the lease within 100 ms; released, not acquired",
+        NULL, "lock.extend: 0 of 1 replica(s) acknowledged the lease within 100 ms", NULL);
+}
+
+Test(lock, a_lease_whose_wait_fails_names_its_query_once, .timeout = 60)
+{
+    /* A server of its own: a user that may run everything but WAIT. */
+    wk_test_server s;
+    cr_assert_eq(wk_test_server_start(&s, NULL), 0);
+    redisContext *raw = wk_test_raw(s.url);
+    freeReplyObject(wk_test_cmd(raw, "ACL SETUSER nowait on >pw ~* &* +@all -wait"));
+    char url[128];
+    snprintf(url, sizeof(url), "redis://nowait:pw@127.0.0.1:%d", s.port);
+    /* (Redis words the refusal after NOPERM as its version does.) */
+    expect_not_replicated(url, "lock.try: the lease's WAIT failed: NOPERM ",
+                          "run the 'wait' command; released, not acquired",
+                          "lock.extend: the lease's WAIT failed: NOPERM ",
+                          "run the 'wait' command");
+    redisFree(raw);
+    wk_test_server_stop(&s);
+}

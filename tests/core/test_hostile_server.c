@@ -40,7 +40,14 @@ Test(hostile_server, huge_array_header_is_refused_not_allocated, .timeout = 30)
     wk_lock_state st;
     char msg[512];
     int rc = INSPECT("*233333333\r\n:5\r\n", &st, msg);
-    cr_assert(rc == WK_ENOMEM || rc == WK_EPROTO, "got %s: %s", wk_err_name(rc), msg);
+    /* A protocol error naming the count: the process is not out of
+     * memory, the server is broken. */
+    cr_assert_eq(rc, WK_EPROTO, "got %s: %s", wk_err_name(rc), msg);
+    cr_assert_str_eq(msg, "lock.inspect: the reply announces an array of 233333333 elements, "
+                          "more than 4194304");
+    /* Inside an array too. */
+    rc = INSPECT("*2\r\n:1\r\n*233333333\r\n:5\r\n", &st, msg);
+    cr_assert_eq(rc, WK_EPROTO, "got %s: %s", wk_err_name(rc), msg);
 }
 
 Test(hostile_server, wrong_reply_types_are_eproto, .timeout = 30)
@@ -71,6 +78,81 @@ Test(hostile_server, silence_is_a_timeout, .timeout = 30)
     int rc = inspect_against("", 0, &st, msg, sizeof(msg));
     cr_assert_eq(rc, WK_ETIMEDOUT, "got %s: %s", wk_err_name(rc), msg);
     cr_assert_lt(wk_test_now_ms() - t0, 5000);
+}
+
+/* A read (lock.inspect, command timeout `timeout_ms`) answered `header`
+ * and then up to `flood` bytes of filler as fast as they are read: its
+ * status, message, how long it took and how many filler bytes the
+ * client's side took before the connection closed. */
+typedef struct flooded {
+    int rc;
+    char msg[512];
+    int64_t ms;
+    size_t taken;
+    bool hung_up; /* the handle closed the connection within a second */
+} flooded;
+
+static void read_against_flood(const char *header, size_t flood, int timeout_ms, flooded *out)
+{
+    wk_test_peer p;
+    cr_assert_eq(wk_test_peer_start(&p, WK_TEST_HELLO_REPLY, sizeof(WK_TEST_HELLO_REPLY) - 1,
+                                    header, strlen(header)),
+                 0);
+    p.flood = flood;
+    wk_db_options o = WK_DB_OPTIONS_INIT;
+    o.url = p.url;
+    o.capability = wk_cap_read_only();
+    o.command_timeout_ms = timeout_ms;
+    wk_db *db;
+    cr_assert_eq(wk_db_open(&db, &o, NULL, 0), WK_OK);
+    wk_entity lock = WK_LOCK_ENTITY("hostile", 1000);
+    wk_lock_state st;
+    int64_t t0 = wk_test_now_ms();
+    out->rc = wk_lock_inspect(wk_db_processor(db), &lock, wk_name_str("x"), &st);
+    out->ms = wk_test_now_ms() - t0;
+    snprintf(out->msg, sizeof(out->msg), "%s", wk_db_errmsg(db));
+    for (int64_t t = wk_test_now_ms(); !atomic_load(&p.hung_up) && wk_test_now_ms() - t < 1000;)
+        wk_test_sleep_ms(10);
+    out->hung_up = atomic_load(&p.hung_up);
+    wk_db_close(db);
+    wk_test_peer_stop(&p); /* the flood ends when the connection closed */
+    out->taken = atomic_load(&p.flooded);
+}
+
+/* A bulk string announced longer than any reply the library takes
+ * (WK_BODY_MAX, 512 MiB) is refused at its header: WK_EPROTO at once,
+ * the connection closed, the body not read (the peer's 64 MiB of filler
+ * stop at what the sockets' buffers hold). */
+Test(hostile_server, a_bulk_header_past_the_body_limit_is_refused_at_once, .timeout = 60)
+{
+    static const char *const headers[] = {
+        "$99999999999\r\n",             /* ~100 GB */
+        "$536870913\r\n",               /* WK_BODY_MAX + 1 */
+        "*2\r\n:1\r\n$99999999999\r\n", /* inside an array */
+        "$12345678901234567890123",     /* 23 digits, its line never ends */
+    };
+    enum { FLOOD = 64 << 20, TIMEOUT_MS = 2000 };
+    for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
+        flooded f;
+        read_against_flood(headers[i], FLOOD, TIMEOUT_MS, &f);
+        cr_assert_eq(f.rc, WK_EPROTO,
+                     "header %zu: got %s after %lld ms (%zu filler bytes taken): %s", i,
+                     wk_err_name(f.rc), (long long)f.ms, f.taken, f.msg);
+        cr_assert(strstr(f.msg, "lock.inspect") && strstr(f.msg, "announces a bulk string"), "%s",
+                  f.msg);
+        cr_assert_lt(f.ms, TIMEOUT_MS / 2, "header %zu: refused after %lld ms", i, (long long)f.ms);
+        cr_assert(f.hung_up, "header %zu: the connection is still open", i);
+        cr_assert_lt(f.taken, (size_t)FLOOD / 2, "header %zu: %zu filler bytes taken", i, f.taken);
+    }
+}
+
+/* WK_BODY_MAX itself is a body the library may read: that header is
+ * taken, and the query waits for the rest (here: until its timeout). */
+Test(hostile_server, a_bulk_header_of_the_body_limit_is_read, .timeout = 30)
+{
+    flooded f;
+    read_against_flood("$536870912\r\n", 1 << 20, 300, &f);
+    cr_assert_eq(f.rc, WK_ETIMEDOUT, "got %s: %s", wk_err_name(f.rc), f.msg);
 }
 
 /* ------------------------------------------------------------------------

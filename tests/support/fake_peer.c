@@ -4,9 +4,12 @@
  * handle sends at open) and every later one with `reply`, bytes chosen by
  * the test. One connection, one reply per read — or, after
  * wk_test_peer_many(), every connection at once (each one's first read
- * gets `first`; a script counts the reads of all of them).
+ * gets `first`; a script counts the reads of all of them). With `flood`,
+ * a reply is followed by that many bytes of filler, sent as fast as the
+ * client reads them: a reply that never ends.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -15,6 +18,29 @@
 #include <unistd.h>
 
 #include "support.h"
+
+/* p->flood bytes of filler after a reply, until the client closes (or
+ * the peer is stopped): false once it did. */
+static bool flood(wk_test_peer *p, int fd)
+{
+    char filler[64 * 1024];
+    memset(filler, 'x', sizeof(filler));
+    for (size_t sent = 0; sent < p->flood && !atomic_load(&p->stop);) {
+        size_t n = p->flood - sent < sizeof(filler) ? p->flood - sent : sizeof(filler);
+        ssize_t w = send(fd, filler, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            sent += (size_t)w;
+            atomic_fetch_add(&p->flooded, (size_t)w);
+        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            atomic_store(&p->hung_up, true);
+            return false;
+        } else {
+            struct pollfd out = {.fd = fd, .events = POLLOUT};
+            poll(&out, 1, 20); /* a look at stop now and then */
+        }
+    }
+    return true;
+}
 
 /* The reply to a read (the first of its connection or a later one). */
 static bool answer(wk_test_peer *p, int fd, bool first)
@@ -26,7 +52,9 @@ static bool answer(wk_test_peer *p, int fd, bool first)
         r = p->script[(size_t)k < p->nscript ? (size_t)k : p->nscript - 1];
         len = strlen(r);
     }
-    return !len || write(fd, r, len) >= 0;
+    if (len && write(fd, r, len) < 0)
+        return false;
+    return first || !p->flood || flood(p, fd);
 }
 
 #define MANY_MAX 8

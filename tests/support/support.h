@@ -159,6 +159,13 @@ typedef struct wk_test_peer {
     const char *const *script;
     size_t nscript;
     _Atomic int commands; /* reads answered so far */
+    /* After each reply (not the first), `flood` bytes of filler ('x')
+     * more, as a client would read them (0: none); `flooded` counts those
+     * the client took before it closed the connection (then `hung_up`).
+     * Set before the first command. */
+    size_t flood;
+    _Atomic size_t flooded;
+    _Atomic bool hung_up; /* the client closed the connection mid-flood */
     bool many;            /* serves every connection at once (start_many) */
     _Atomic bool stop;
     pthread_t thread;

@@ -923,6 +923,103 @@ Test(wk_cli, json_bytes_that_are_not_utf8_are_hex)
     wk_db_close(db);
 }
 
+/* Bytes that look like UTF-8 to a lead-byte count but are not UTF-8
+ * (RFC 3629), with their hex: JSON parsers (jansson) refuse them. */
+static const struct {
+    const char *bytes, *hex;
+} not_utf8[] = {
+    {"\xed\xa0\x80", "eda080"},       /* U+D800, a surrogate */
+    {"\xed\xbf\xbf", "edbfbf"},       /* U+DFFF */
+    {"\xc0\x80", "c080"},             /* NUL in two bytes */
+    {"\xc1\xbf", "c1bf"},             /* U+007F in two bytes */
+    {"\xe0\x80\x80", "e08080"},       /* overlong three bytes */
+    {"\xe0\x9f\xbf", "e09fbf"},       /* U+07FF in three bytes */
+    {"\xf0\x80\x80\x80", "f0808080"}, /* overlong four bytes */
+    {"\xf0\x8f\xbf\xbf", "f08fbfbf"}, /* U+FFFF in four bytes */
+    {"\xf4\x90\x80\x80", "f4908080"}, /* U+110000 */
+    {"\xf5\x80\x80\x80", "f5808080"}, /* past U+10FFFF */
+    {"\xf7\xbf\xbf\xbf", "f7bfbfbf"},
+    {"\xff", "ff"},
+};
+
+/* The edges of what is UTF-8: these stay text. */
+static const char *const utf8_edges[] = {
+    "\xc2\x80",         /* U+0080 */
+    "\xed\x9f\xbf",     /* U+D7FF, before the surrogates */
+    "\xee\x80\x80",     /* U+E000, after them */
+    "\xe0\xa0\x80",     /* U+0800 */
+    "\xf0\x90\x80\x80", /* U+10000 */
+    "\xf4\x8f\xbf\xbf", /* U+10FFFF */
+};
+
+/* Surrogates, overlong forms and code points past U+10FFFF, as settings
+ * keys and as values, come as `…_hex`: the output stays JSON. */
+Test(wk_cli, json_surrogates_overlong_forms_and_past_10ffff_are_hex)
+{
+    wk_db *db = wk_test_open(NULL);
+    wk_processor *p = wk_db_processor(db);
+    size_t n = sizeof(not_utf8) / sizeof(not_utf8[0]);
+    size_t edges = sizeof(utf8_edges) / sizeof(utf8_edges[0]);
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "v%zu", i);
+        const char *b = not_utf8[i].bytes;
+        cr_assert_eq(wk_settings_put(p, &flags, wk_name_str("utf8"), b, strlen(b), "k", 1, NULL),
+                     WK_OK);
+        cr_assert_eq(
+            wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b, strlen(b), NULL),
+            WK_OK);
+    }
+    for (size_t i = 0; i < edges; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "e%zu", i);
+        const char *b = utf8_edges[i];
+        cr_assert_eq(
+            wk_settings_put(p, &flags, wk_name_str("utf8"), key, strlen(key), b, strlen(b), NULL),
+            WK_OK);
+    }
+    result r;
+    run_wk(&r, false, "--json flags get utf8");
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    json_t *j = parse_json(&r);
+    json_t *entries = json_object_get(j, "entries");
+    json_t *hex = json_object_get(j, "entries_hex");
+    cr_assert_eq(json_array_size(hex), n, "%s", r.out);
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < n; k++) {
+            const char *h = json_string_value(json_object_get(json_array_get(hex, k), "key_hex"));
+            seen |= h && !strcmp(h, not_utf8[i].hex);
+        }
+        cr_expect(seen, "key %s not in entries_hex: %s", not_utf8[i].hex, r.out);
+        char key[16];
+        snprintf(key, sizeof(key), "v%zu", i);
+        const char *v =
+            json_string_value(json_object_get(json_object_get(entries, key), "value_hex"));
+        cr_expect(v && !strcmp(v, not_utf8[i].hex), "value %s not hex: %s", not_utf8[i].hex, r.out);
+    }
+    for (size_t i = 0; i < edges; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "e%zu", i);
+        const char *v = json_string_value(json_object_get(entries, key));
+        cr_expect(v && !strcmp(v, utf8_edges[i]), "%s is not text: %s", key, r.out);
+    }
+    json_decref(j);
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "v%zu", i);
+        const char *b = not_utf8[i].bytes;
+        wk_settings_remove(p, &flags, wk_name_str("utf8"), b, strlen(b), NULL);
+        wk_settings_remove(p, &flags, wk_name_str("utf8"), key, strlen(key), NULL);
+    }
+    for (size_t i = 0; i < edges; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "e%zu", i);
+        wk_settings_remove(p, &flags, wk_name_str("utf8"), key, strlen(key), NULL);
+    }
+    wk_db_close(db);
+}
+
 /* ------------------------------------------------------------------------
  * Typed bodies: put checks them as generated clients decode them
  * ---------------------------------------------------------------------- */

@@ -72,17 +72,37 @@ static void json_string(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
-/* Whether `s` is valid UTF-8 without NUL, so it can be a JSON string. */
+/* Whether `s` is valid UTF-8 (RFC 3629) without NUL, so it can be a JSON
+ * string: no overlong form (C0, C1; E0 then below A0; F0 then below 90),
+ * no surrogate (ED then A0 or above), nothing past U+10FFFF (F4 then 90
+ * or above; F5 to FF). The second byte's range depends on the first; the
+ * others are 80..BF. */
 static bool is_text(const unsigned char *s, size_t len)
 {
     for (size_t i = 0; i < len;) {
         unsigned char c = s[i];
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!n || c == 0 || i + n > len)
+        size_t n = 1;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+        if (c == 0)
             return false;
-        for (size_t k = 1; k < n; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
+        if (c >= 0x80) {
+            if (c < 0xC2 || c > 0xF4)
                 return false;
+            n = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+            else if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+            if (i + n > len || s[i + 1] < lo || s[i + 1] > hi)
+                return false;
+            for (size_t k = 2; k < n; k++)
+                if ((s[i + k] & 0xC0) != 0x80)
+                    return false;
+        }
         i += n;
     }
     return true;
