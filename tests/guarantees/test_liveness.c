@@ -126,6 +126,9 @@ enum {
     X_LATE_10,
     X_LATE_50,
     X_LATE_200,
+    X_STALL_10,
+    X_STALL_50,
+    X_STALL_200,
     X_CLOSE,
     X_LOST_POP,
     NEXITS
@@ -133,8 +136,12 @@ enum {
 static const char *const exit_names[NEXITS] = {
     "dead waiter, early release", "dead waiter, late release", "dead waiter, newcomer's tries",
     "dead waiter, newcomer waits", "late by 10 ms at the deadline", "late by 50 ms at the deadline",
-    "late by 200 ms at the deadline", "close right after a handoff", "lost pop"};
-static const int late_ms[NEXITS] = {[X_LATE_10] = 10, [X_LATE_50] = 50, [X_LATE_200] = 200};
+    "late by 200 ms at the deadline", "stalled 10 ms at the deadline, released meanwhile",
+    "stalled 50 ms at the deadline, released meanwhile",
+    "stalled 200 ms at the deadline, released meanwhile", "close right after a handoff",
+    "lost pop"};
+static const int late_ms[NEXITS] = {[X_LATE_10] = 10,  [X_LATE_50] = 50,  [X_LATE_200] = 200,
+                                    [X_STALL_10] = 10, [X_STALL_50] = 50, [X_STALL_200] = 200};
 
 /* The query of a side's attempts (the injector's step). */
 static const char *step_of(side s)
@@ -279,9 +286,12 @@ static void handle_close(handle *h)
     *h = (handle){0};
 }
 
+/* The detail message of the last failure (a pool's is the thread's). */
 static const char *handle_errmsg(const handle *h)
 {
-    return h->a ? wk_async_errmsg(h->a) : wk_processor_errmsg(h->p);
+    return h->a      ? wk_async_errmsg(h->a)
+           : h->pool ? wk_pool_errmsg(h->pool)
+                     : wk_processor_errmsg(h->p);
 }
 
 /* A try or release through the loop, its loop turned until it completes. */
@@ -319,6 +329,7 @@ typedef struct actor {
     wk_test_fault_kind fault; /* blocking types: on its attempts (step_of(s)) */
     int fault_ms, fault_times;
     int64_t fault_from;
+    int fault_hits; /* out: the queries the injector hit */
     int stall_ms;  /* loop: from its first sleep, not turned until deadline + stall_ms */
     bool freezes;  /* loop: stops turning at `freeze` (after its first sleep), closes at go_close */
     /* the cell's orders */
@@ -411,7 +422,9 @@ static void actor_run(actor *x)
         x->o.status = side_acquire(p, x->r->e, x->s, n, x->deadline, &x->o);
         x->o.at = now_ms();
         if (x->o.status)
-            snprintf(x->o.msg, sizeof(x->o.msg), "%s", wk_processor_errmsg(p));
+            snprintf(x->o.msg, sizeof(x->o.msg), "%s", handle_errmsg(&h));
+        if (x->fault != WK_TEST_FAULT_NONE)
+            x->fault_hits = atomic_load(&f.hit);
     }
     settle(&x->o, x->s);
     atomic_store(&x->done, 1);
@@ -495,7 +508,9 @@ static void actor_stop(actor *x)
 
 typedef struct result {
     int state; /* 0: did not finish, 1: held, 2: failed, 3: skipped */
-    int64_t next_ms; /* the next holder, after the release it waited for; -1: none */
+    bool has_next;
+    int64_t next_ms; /* the next holder, after the release it waited for (0: its call
+                      * returned before the release's did: handed over in its script) */
     int64_t took_ms;
     char a_report[128];
     char msg[1536];
@@ -686,7 +701,8 @@ static void check_next(cell *c, actor *x, int64_t since, const char *who, const 
              (long long)(x->o.at - since));
         return;
     }
-    c->res->next_ms = x->o.at - since;
+    c->res->has_next = true;
+    c->res->next_ms = x->o.at > since ? x->o.at - since : 0;
     if (c->res->next_ms > BOUND_MS)
         fail(c, "%s got it %.1f s after the release (bound %d ms)", who,
              (double)c->res->next_ms / 1000.0, BOUND_MS);
@@ -787,19 +803,25 @@ static void cell_dead(cell *c, wk_processor *hp, const wk_token *held, int64_t h
     check_next(c, b, released, who, &a_tok, holder_fence);
 }
 
+/* A is N ms late at its deadline: `late` cells, its attempts from just
+ * before its deadline on come back N ms late (the final one, and one
+ * made a moment before should the server's timer end its sleep early),
+ * and the holder releases once A returned; `stalled` cells, those
+ * attempts go out N ms late, and the holder releases meanwhile (at the
+ * deadline + N/2: the release may hand A the lease, and A's final
+ * attempt must then take it). On the loop both are the loop not turned
+ * from A's first sleep until its deadline + N. */
 static void cell_late(cell *c, wk_processor *hp, const wk_token *held, int64_t holder_fence)
 {
     actor *a = &c->m->a, *b = &c->m->b;
     wk_token a_tok, b_tok;
     int n = late_ms[c->exit];
+    bool during = c->exit == X_STALL_10 || c->exit == X_STALL_50 || c->exit == X_STALL_200;
     actor_init(c, a, c->r->a, "A", SHORT_WAIT_MS);
     if (c->type == H_LOOP) {
         a->stall_ms = n;
     } else {
-        /* Its attempts from just before its deadline on come back N ms
-         * late: the one at the deadline (and one made a moment before,
-         * should the server's timer end its sleep early). */
-        a->fault = WK_TEST_FAULT_LATE;
+        a->fault = during ? WK_TEST_FAULT_STALL : WK_TEST_FAULT_LATE;
         a->fault_ms = n;
         a->fault_from = a->deadline - 50;
     }
@@ -812,18 +834,31 @@ static void cell_late(cell *c, wk_processor *hp, const wk_token *held, int64_t h
     actor_start(b, false);
     if (!wait_queued(c, &a_tok, &b_tok, SETTLE_MS))
         fail(c, "B never queued");
+    int64_t since = 0;
+    if (during) {
+        sleep_until(a->deadline + n / 2);
+        since = release_holder(c, hp, held);
+    }
     if (!wait_flag(&a->done, SETTLE_MS)) {
         fail(c, "A did not return by its deadline + %d ms", SETTLE_MS);
         return;
     }
     bool a_may_hold = check_a_report(c, a, &a_tok);
-    int64_t since = release_holder(c, hp, held);
+    size_t len = strlen(c->res->a_report);
+    snprintf(c->res->a_report + len, sizeof(c->res->a_report) - len, ", at its deadline + %lld ms",
+             (long long)(a->o.at - a->deadline));
+    if (c->type != H_LOOP && a->fault_hits == 0)
+        fail(c, "the injector made none of A's attempts late");
+    if (c->type == H_LOOP && a->o.at < a->deadline + n)
+        fail(c, "A completed before its loop turned again");
+    if (!during)
+        since = release_holder(c, hp, held);
     if (a_may_hold) {
         atomic_store(&a->go_release, 1);
         if (wait_flag(&a->release_done, SETTLE_MS))
             since = a->rel_at;
     } else {
-        /* A holds nothing: its token never holds after the release. */
+        /* A holds nothing: its token never holds from now on. */
         bool seen = false;
         while (!atomic_load(&b->done) && now_ms() < since + LONG_WAIT_MS + SETTLE_MS && !seen) {
             seen = holds(c, c->r->a, &a_tok);
@@ -922,7 +957,6 @@ static void cell_lost_pop(cell *c, wk_processor *hp, const wk_token *held, int64
 static void cell_run(cell *c)
 {
     int64_t start = now_ms();
-    c->res->next_ms = -1;
     if (c->exit == X_CLOSE && c->type != H_LOOP) {
         c->res->state = SKIPPED;
         snprintf(c->res->msg, sizeof(c->res->msg),
@@ -965,6 +999,9 @@ static void cell_run(cell *c)
         case X_LATE_10:
         case X_LATE_50:
         case X_LATE_200:
+        case X_STALL_10:
+        case X_STALL_50:
+        case X_STALL_200:
             cell_late(c, holder.p, &h.token, h.lease.fence);
             break;
         case X_CLOSE:
@@ -1026,7 +1063,7 @@ static void run_cells(int row_i, int exit_i)
     for (int t = 0; t < NHANDLES; t++) {
         const result *r = &res[t];
         char next[32] = "-";
-        if (r->next_ms >= 0)
+        if (r->has_next)
             snprintf(next, sizeof(next), "%lld ms", (long long)r->next_ms);
         fprintf(stderr, "liveness | %s | %s | %s | %s | next holder %s | A: %s | cell %lld ms%s%s\n",
                 rows[row_i].name, handle_names[t], exit_names[exit_i], state_names[r->state],
@@ -1052,6 +1089,9 @@ static void run_cells(int row_i, int exit_i)
     Test(liveness, row_id##_late_10ms_at_the_deadline) { run_cells(row_i, X_LATE_10); }            \
     Test(liveness, row_id##_late_50ms_at_the_deadline) { run_cells(row_i, X_LATE_50); }            \
     Test(liveness, row_id##_late_200ms_at_the_deadline) { run_cells(row_i, X_LATE_200); }          \
+    Test(liveness, row_id##_stalled_10ms_released_meanwhile) { run_cells(row_i, X_STALL_10); }     \
+    Test(liveness, row_id##_stalled_50ms_released_meanwhile) { run_cells(row_i, X_STALL_50); }     \
+    Test(liveness, row_id##_stalled_200ms_released_meanwhile) { run_cells(row_i, X_STALL_200); }   \
     Test(liveness, row_id##_close_right_after_a_handoff) { run_cells(row_i, X_CLOSE); }            \
     Test(liveness, row_id##_lost_pop) { run_cells(row_i, X_LOST_POP); }
 
