@@ -70,8 +70,8 @@ void wk_test_fault_init(wk_test_fault *f, wk_processor *inner, const char *step,
 {
     memset(f, 0, sizeof(*f));
     f->proc.process = fault_process;
-    f->proc.db = inner ? inner->db : NULL;       /* as a wrapper must */
-    f->proc.flags = inner ? inner->flags : 0u;   /* (wakuwaku/query.h) */
+    f->proc.db = inner ? inner->db : NULL;     /* as a wrapper must */
+    f->proc.flags = inner ? inner->flags : 0u; /* (wakuwaku/query.h) */
     f->inner = inner;
     f->step = step;
     f->kind = kind;
