@@ -39,7 +39,13 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
  *                  up to the next writer, a read lease each. A head with
  *                  no registration is woken instead. Returns whether it
  *                  handed the item over (the writer key is then the
- *                  head's, or deleted). */
+ *                  head's, or deleted).
+ * Handing a lease keeps the registrations E at least as long as the
+ * lease: the handed waiter's registration stays there until it ends, and
+ * only a prune that finds it ended takes the lease from a waiter that
+ * never took its notice — E expiring with that registration (wk_park
+ * sets E's expiry to its own) would hide it, and the lease would run its
+ * whole TTL (tests/guarantees/test_liveness.c, the newcomer cells). */
 #define RW_REVOKE_LUA                                                                              \
     "wk_revoke = function(id)\n"                                                                   \
     "  if redis.call('GET', W) == id then redis.call('DEL', W) end\n"                              \
@@ -65,6 +71,7 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
     "    if n > 0 then return false end\n"                                                         \
     "    redis.call('SET', W, head, 'PX', TTL)\n"                                                  \
     "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    if wk_call('PTTL', E) < tonumber(TTL) then wk_call('PEXPIRE', E, TTL) end\n"              \
     "    return true\n"                                                                            \
     "  end\n"                                                                                      \
     "  if writer then redis.call('DEL', W) end\n"                                                  \
@@ -72,6 +79,7 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
     "  for i = 1, 1000 do\n"                                                                       \
     "    redis.call('ZADD', R, until_, head)\n"                                                    \
     "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    if wk_call('PTTL', E) < tonumber(TTL) then wk_call('PEXPIRE', E, TTL) end\n"              \
     "    head, ends = rw_head()\n"                                                                 \
     "    if not wk_reader(ends) then break end\n"                                                  \
     "  end\n"                                                                                      \
@@ -155,6 +163,9 @@ const wk__two_forms wk__rwlock_release_write_forms = {
      "    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])\n"
      "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
                                                                     "ARGV[3]")
+     "    if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then\n"
+     "      redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+     "    end\n"
      "    return 1\n"
      "  end\n"
      "  local W, Q, E, R, WP, TTL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]\n"

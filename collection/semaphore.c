@@ -57,7 +57,9 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
  *                  token, its permit still in the set) not counted — to
  *                  the heads of the queue in turn, a permit each; a head
  *                  with no registration is woken instead. Adds before the
- *                  caller's ZREM, so the set is never emptied here. */
+ *                  caller's ZREM, so the set is never emptied here.
+ * Handing a permit keeps the registrations E at least as long as the
+ * lease, as RwLock's rw_hand does (collection/rwlock.c: why). */
 #define SEM_REVOKE_LUA "wk_revoke = function(id) redis.call('ZREM', KEYS[1], id) end\n"
 #define SEM_HAND_LUA                                                                               \
     SEM_REVOKE_LUA                                                                                 \
@@ -77,6 +79,7 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
     "    end\n"                                                                                    \
     "    redis.call('ZADD', KEYS[1], until_, head)\n"                                              \
     "    wk_give(Q, WP, head, ends, TTL)\n"                                                        \
+    "    if wk_call('PTTL', E) < tonumber(TTL) then wk_call('PEXPIRE', E, TTL) end\n"              \
     "    free = free - 1\n"                                                                        \
     "    handed = true\n"                                                                          \
     "  end\n"                                                                                      \
@@ -165,6 +168,9 @@ const wk__two_forms wk__semaphore_release_forms = {
      "    end\n"
      "    redis.call('ZREM', KEYS[2], head)\n" WK__WAKE_LUA_NOTICE("ARGV[2]", "head", "ends",
                                                                     "ARGV[3]")
+     "    if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then\n"
+     "      redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+     "    end\n"
      "  else\n"
      "    local Q, E, WP, TTL, N = KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4]\n" WK__WAKE_LUA_CORE
          WK__WAKE_LUA_GIVE SEM_HAND_LUA "    sem_hand(ARGV[1])\n"
