@@ -7,9 +7,11 @@
  *
  * Rows (the holder's side, the leaving waiter A's, the next one B's):
  * Lock unfair, Lock fair, FencedLock, RwLock writer (W, W, W), RwLock
- * reader (a writer holds, A reads, a writer B waits behind it) and
- * Semaphore(1). Every lease lasts TTL_MS (20 s), so that a lease that
- * goes on only when it runs out is unmistakable.
+ * reader (a writer holds, A reads, a writer B waits behind it), RwLock
+ * readers (a writer holds, A and B read) and Semaphore(1). Every lease
+ * lasts TTL_MS (20 s), so that a lease that goes on only when it runs out
+ * is unmistakable. In every cell B must also not get the lease before
+ * the holder's release was sent (beside the holder).
  *
  * Handle types (one cell each, run at once in child processes of the
  * test): a plain handle, a pool (wk_pool_processor) and the event-loop
@@ -57,6 +59,15 @@
  *                               its pop is served is the dead-waiter cell;
  *                               after, A holds the lease — a holder killed,
  *                               bounded by the TTL, not by B).
+ *   an_attempts_reply_lost      A's first attempt runs (A queues) but its
+ *                               reply is lost (the injector's LOSE_REPLY;
+ *                               on the loop, the proxy): A reports
+ *                               WK_EUNKNOWN with its token, its caller
+ *                               releases with it while B waits (nothing
+ *                               held yet: nothing may move), and the
+ *                               holder's release hands the still queued
+ *                               A the lease, which goes on to B within
+ *                               BOUND_MS.
  *   lost_pop                    A's pop reply (the handed-over notice) is
  *                               lost (the proxy drops it and cuts that
  *                               connection): A ends acquired (its attempt
@@ -126,13 +137,14 @@ typedef struct row {
     side holds, a, b; /* the holder's, A's, B's (and a newcomer's) */
 } row;
 
-enum { R_LOCK_UNFAIR, R_LOCK_FAIR, R_FENCED, R_RW_WRITER, R_RW_READER, R_SEM, NROWS };
+enum { R_LOCK_UNFAIR, R_LOCK_FAIR, R_FENCED, R_RW_WRITER, R_RW_READER, R_RW_READERS, R_SEM, NROWS };
 static const row rows[NROWS] = {
     [R_LOCK_UNFAIR] = {"Lock unfair", &lock_unfair, S_LOCK, S_LOCK, S_LOCK},
     [R_LOCK_FAIR] = {"Lock fair", &lock_fair, S_LOCK, S_LOCK, S_LOCK},
     [R_FENCED] = {"FencedLock", &fenced, S_FENCED, S_FENCED, S_FENCED},
     [R_RW_WRITER] = {"RwLock writer", &rw, S_WRITE, S_WRITE, S_WRITE},
     [R_RW_READER] = {"RwLock reader", &rw, S_WRITE, S_READ, S_WRITE},
+    [R_RW_READERS] = {"RwLock readers", &rw, S_WRITE, S_READ, S_READ},
     [R_SEM] = {"Semaphore(1)", &sem, S_SEM, S_SEM, S_SEM},
 };
 
@@ -152,6 +164,7 @@ enum {
     X_STALL_200,
     X_CLOSE,
     X_LOST_POP,
+    X_LOST_ATTEMPT,
     X_CLOSE_KEPT,
     X_LOST_POP_DEAD,
     NEXITS
@@ -168,6 +181,7 @@ static const char *const exit_names[NEXITS] = {"dead waiter, early release",
                                                "stalled 200 ms at the deadline, released meanwhile",
                                                "close right after a handoff",
                                                "lost pop",
+                                               "an attempt's reply lost",
                                                "close right after a handoff, the token kept",
                                                "lost pop, then A killed"};
 static const int late_ms[NEXITS] = {[X_LATE_10] = 10,  [X_LATE_50] = 50,  [X_LATE_200] = 200,
@@ -363,10 +377,11 @@ typedef struct actor {
     int stall_ms;   /* loop: from its first sleep, not turned until deadline + stall_ms */
     bool freezes; /* loop: stops turning at `freeze` (after its first sleep), closes at go_close */
     bool keeps;   /* never releases what it may hold (a caller that drops the token) */
+    bool warms;   /* loop: one acquire and release of another item first, then waits for `go` */
     /* the cell's orders */
-    atomic_int freeze, go_close, go_release;
+    atomic_int freeze, go_close, go_release, go;
     /* its progress */
-    atomic_int asleep, frozen, done, release_done;
+    atomic_int asleep, frozen, done, release_done, warm;
     /* what it reported, and the release of what it may hold */
     outcome o;
     char err[256];
@@ -381,6 +396,26 @@ typedef struct actor {
 /* The waiting acquire on the loop, turned as the actor's exit asks. */
 static void loop_wait(actor *x, handle *h, wk_name n)
 {
+    if (x->warms) {
+        /* Connected, the scripts loaded: a reply lost from now on is
+         * the reply of a query that ran. */
+        char warm_name[sizeof(x->name) + 8];
+        snprintf(warm_name, sizeof(warm_name), "%s-warm", x->name);
+        wk_name wn = wk_name_str(warm_name);
+        outcome w = {0}, r = {0};
+        bool ok = false;
+        loop_finish(
+            h->a,
+            side_acquire(wk_async_with(h->a, on_done, &w), x->r->e, x->s, wn, now_ms() + 5000, &w),
+            &w);
+        settle(&w, x->s);
+        loop_finish(
+            h->a, side_release(wk_async_with(h->a, on_done, &r), x->r->e, x->s, wn, &w.token, &ok),
+            &r);
+        atomic_store(&x->warm, 1);
+        for (int64_t end = now_ms() + SETTLE_MS; !atomic_load(&x->go) && now_ms() < end;)
+            wk_test_sleep_ms(1);
+    }
     int rc =
         side_acquire(wk_async_with(h->a, on_done, &x->o), x->r->e, x->s, n, x->deadline, &x->o);
     if (rc) {
@@ -524,6 +559,7 @@ static void actor_stop(actor *x)
     atomic_store(&x->freeze, 1);
     atomic_store(&x->go_close, 1);
     atomic_store(&x->go_release, 1);
+    atomic_store(&x->go, 1);
     if (x->threaded)
         pthread_join(x->th, NULL);
     x->threaded = false;
@@ -568,6 +604,7 @@ typedef struct cell {
     redisContext *raw;
     result *res;
     cell_mem *m;
+    int64_t released_from; /* when the holder's release was sent (0: not yet) */
 } cell;
 
 static void fail(cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -735,6 +772,9 @@ static void check_next(cell *c, actor *x, int64_t since, const char *who, const 
              (long long)(x->o.at - since));
         return;
     }
+    /* Never beside the holder: not before its release was sent. */
+    if (!c->released_from || x->o.at < c->released_from)
+        fail(c, "%s got the lease while the holder still held it", who);
     c->res->has_next = true;
     c->res->next_ms = x->o.at > since ? x->o.at - since : 0;
     if (c->res->next_ms > BOUND_MS)
@@ -742,7 +782,8 @@ static void check_next(cell *c, actor *x, int64_t since, const char *who, const 
              (double)c->res->next_ms / 1000.0, BOUND_MS);
     if (!holds(c, x->s, &x->o.token))
         fail(c, "%s reported acquired, but its token does not hold the item", who);
-    if (except && holds(c, c->r->a, except))
+    /* (Readers share: a read lease handed to A may run beside B's.) */
+    if (except && !(c->r->a == S_READ && x->s == S_READ) && holds(c, c->r->a, except))
         fail(c, "A's token still holds the item beside %s", who);
     if (x->s == S_FENCED && x->o.lease.fence <= holder_fence)
         fail(c, "%s's fence %lld is not above the holder's %lld", who, (long long)x->o.lease.fence,
@@ -762,6 +803,7 @@ static void actor_init(cell *c, actor *x, side s, const char *role, int64_t wait
 static int64_t release_holder(cell *c, wk_processor *p, const wk_token *held)
 {
     bool ok = false;
+    c->released_from = now_ms();
     int rc = side_release(p, c->r->e, c->r->holds, wk_name_str(c->name), held, &ok);
     int64_t at = now_ms();
     if (rc || !ok)
@@ -1007,6 +1049,66 @@ static void cell_lost_pop(cell *c, wk_processor *hp, const wk_token *held, int64
     wk_test_proxy_stop(px);
 }
 
+/* A's first attempt runs (A queues) but its reply is lost: the fault
+ * injector's LOSE_REPLY (blocking types), the proxy on the loop (after a
+ * warm-up acquire, so that the reply lost is the attempt's). A reports
+ * WK_EUNKNOWN with its token, and its caller releases with it (nothing
+ * held yet); A is still queued, and the holder's release hands it the
+ * lease, which it never takes up: B (queued before A's caller released)
+ * holds within BOUND_MS, and not before the holder's release. */
+static void cell_lost_attempt(cell *c, wk_processor *hp, const wk_token *held, int64_t holder_fence)
+{
+    actor *a = &c->m->a, *b = &c->m->b;
+    wk_token b_tok;
+    wk_test_proxy *px = NULL;
+    actor_init(c, a, c->r->a, "A", LONG_WAIT_MS);
+    if (c->type == H_LOOP) {
+        if (wk_test_proxy_start(&px, c->port) != 0) {
+            fail(c, "no proxy");
+            return;
+        }
+        snprintf(a->url, sizeof(a->url), "%s", wk_test_proxy_url(px));
+        a->warms = true;
+    } else {
+        a->fault = WK_TEST_FAULT_LOSE_REPLY;
+        a->fault_times = 1;
+    }
+    actor_start(a, false);
+    if (px) {
+        if (!wait_flag(&a->warm, SETTLE_MS))
+            fail(c, "A's warm-up did not end");
+        wk_test_proxy_drop_next_reply(px, NULL, NULL);
+        atomic_store(&a->go, 1);
+    }
+    if (!wait_flag(&a->done, SETTLE_MS)) {
+        fail(c, "A did not return after its attempt's reply was lost");
+    } else {
+        wk_token a_tok = a->o.token;
+        if (a->o.status != WK_EUNKNOWN)
+            fail(c, "A's attempt's reply was lost, but A reported %s", wk_err_name(a->o.status));
+        if (!in_queue(c, &a_tok))
+            fail(c, "A's lost attempt did not queue it (the token A reported is not queued)");
+        check_a_report(c, a, &a_tok);
+        actor_init(c, b, c->r->b, "B", LONG_WAIT_MS);
+        actor_start(b, false);
+        if (!wait_queued(c, &a_tok, &b_tok, SETTLE_MS))
+            fail(c, "B never queued");
+        /* Its caller releases with the token, B waiting behind: nothing
+         * is held yet, so nothing moves. */
+        atomic_store(&a->go_release, 1);
+        wait_flag(&a->release_done, SETTLE_MS);
+        if (!holds(c, c->r->holds, held))
+            fail(c, "the holder lost its lease when A's caller released with A's token");
+        if (holds(c, c->r->b, &b_tok))
+            fail(c, "B was handed the lease beside the holder when A's caller released");
+        int64_t since = release_holder(c, hp, held); /* hands A the lease, if still queued */
+        check_next(c, b, since, "B", &a_tok, holder_fence);
+    }
+    actor_stop(a);
+    actor_stop(b);
+    wk_test_proxy_stop(px);
+}
+
 static void cell_run(cell *c)
 {
     int64_t start = now_ms();
@@ -1059,6 +1161,9 @@ static void cell_run(cell *c)
         case X_CLOSE:
         case X_CLOSE_KEPT:
             cell_close(c, holder.p, &h.token, h.lease.fence);
+            break;
+        case X_LOST_ATTEMPT:
+            cell_lost_attempt(c, holder.p, &h.token, h.lease.fence);
             break;
         default:
             cell_lost_pop(c, holder.p, &h.token, h.lease.fence);
@@ -1201,6 +1306,10 @@ static void run_cells(int row_i, int exit_i)
     {                                                                                              \
         run_cells(row_i, X_LOST_POP);                                                              \
     }                                                                                              \
+    Test(liveness, row_id##_an_attempts_reply_lost)                                                \
+    {                                                                                              \
+        run_cells(row_i, X_LOST_ATTEMPT);                                                          \
+    }                                                                                              \
     Test(liveness, row_id##_close_right_after_a_handoff_token_kept)                                \
     {                                                                                              \
         run_cells(row_i, X_CLOSE_KEPT);                                                            \
@@ -1215,4 +1324,5 @@ EXITS(lock_fair, R_LOCK_FAIR)
 EXITS(fenced_lock, R_FENCED)
 EXITS(rwlock_writer, R_RW_WRITER)
 EXITS(rwlock_reader, R_RW_READER)
+EXITS(rwlock_readers, R_RW_READERS)
 EXITS(semaphore, R_SEM)
