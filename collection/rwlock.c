@@ -39,7 +39,13 @@ WK__KIND(rwlock) = {WK_KIND_RWLOCK, wk__entity_check_ttl};
  *                  up to the next writer, a read lease each. A head with
  *                  no registration is woken instead. Returns whether it
  *                  handed the item over (the writer key is then the
- *                  head's, or deleted). */
+ *                  head's, or deleted).
+ * Handing a lease keeps the registrations E at least as long as the
+ * lease: the handed waiter's registration stays there until it ends, and
+ * only a prune that finds it ended takes the lease from a waiter that
+ * never took its notice — E expiring with that registration (wk_park
+ * sets E's expiry to its own) would hide it, and the lease would run its
+ * whole TTL (tests/guarantees/test_liveness.c, the newcomer cells). */
 #define RW_REVOKE_LUA                                                                              \
     "wk_revoke = function(id)\n"                                                                   \
     "  if redis.call('GET', W) == id then redis.call('DEL', W) end\n"                              \
@@ -121,15 +127,19 @@ const wk__two_forms wk__rwlock_try_write_forms = {
 /* KEYS: r, q, e, w. ARGV: token, wake prefix, ttl. Returns 1 if the
  * lease was still running. The last reader out hands the item to the
  * head of the queue (a writer); the readers still running are counted
- * only when somebody waits (an EXISTS costs less than the ZCOUNT). One
- * ZREM (this token and the ended ones) is the last command on the set. */
+ * only when somebody waits (an EXISTS costs less than the ZCOUNT). Never
+ * while a writer holds the item: a release by a token that reads nothing
+ * (a lease that ran out, an acquire that ended WK_EUNKNOWN without one)
+ * would hand the readers at the head read leases beside that writer, or
+ * a waiting writer the holder's own writer key. One ZREM (this token and
+ * the ended ones) is the last command on the set. */
 const wk__two_forms wk__rwlock_release_read_forms = {
     {"rwlock.release_read",
      WK__NOW_MS WK__ZLEASE_END
      "if redis.call('EXISTS', KEYS[2]) == 1 then\n"
      "  local others = " RUNNING("KEYS[1]") "\n"
      "  if s and tonumber(s) > now then others = others - 1 end\n"
-     "  if others == 0 then\n"
+     "  if others == 0 and redis.call('EXISTS', KEYS[4]) == 0 then\n"
      "    local W, Q, E, R, WP, TTL = KEYS[4], KEYS[2], KEYS[3], KEYS[1], ARGV[2], ARGV[3]\n"
      WK__WAKE_LUA_CORE WK__WAKE_LUA_GIVE RW_HAND_LUA "    rw_hand(nil, ARGV[1])\n"
      "  end\n"

@@ -57,7 +57,9 @@ WK__KIND(semaphore) = {WK_KIND_SEMAPHORE, check_params};
  *                  token, its permit still in the set) not counted — to
  *                  the heads of the queue in turn, a permit each; a head
  *                  with no registration is woken instead. Adds before the
- *                  caller's ZREM, so the set is never emptied here. */
+ *                  caller's ZREM, so the set is never emptied here.
+ * Handing a permit keeps the registrations E at least as long as the
+ * lease, as RwLock's rw_hand does (collection/rwlock.c: why). */
 #define SEM_REVOKE_LUA "wk_revoke = function(id) redis.call('ZREM', KEYS[1], id) end\n"
 #define SEM_HAND_LUA                                                                               \
     SEM_REVOKE_LUA                                                                                 \

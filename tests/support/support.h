@@ -6,6 +6,7 @@
 #ifndef WK_TEST_SUPPORT_H
 #define WK_TEST_SUPPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <pthread.h>
@@ -144,6 +145,43 @@ void wk_test_proxy_freeze(wk_test_proxy *p, bool frozen);
  * millisecond apart (0: as they come): a reply arrives in pieces, a TLS
  * record split across reads. */
 void wk_test_proxy_slice(wk_test_proxy *p, size_t bytes);
+
+/* A lateness and fault injector (tests/support/fault.c): a processor
+ * wrapper whose faults hit the queries named `step` (a wk_query name:
+ * "lock.acquire", "lock.leave", "rwlock.acquire_write",
+ * "semaphore.acquire", "fenced_lock.acquire", …; NULL: every query),
+ * only those sent at or after `from_ms` (wk_monotonic_ms(); 0: any), at
+ * most `times` of them (0: every one). Give wk_test_fault_processor(f)
+ * to the code under test; `inner` and `step` must outlive it. A BLPOP of
+ * a waiting acquire runs on the handle's blocking connection, not through
+ * the processor: lose its reply with the proxy below. Through a deferred
+ * processor (a batch, the event loop) only the queueing is seen. */
+typedef enum wk_test_fault_kind {
+    WK_TEST_FAULT_NONE,        /* forward only */
+    WK_TEST_FAULT_LATE,        /* the reply came; the client sees it `ms` later (descheduled) */
+    WK_TEST_FAULT_STALL,       /* the client sends `ms` late */
+    WK_TEST_FAULT_KILL_BEFORE, /* raise(SIGKILL) before sending: it never reaches Redis */
+    WK_TEST_FAULT_KILL_AFTER,  /* raise(SIGKILL) once the reply came: it ran, nobody saw it */
+    WK_TEST_FAULT_LOSE_REPLY   /* forwarded and run, then WK_EUNKNOWN with a message, as if
+                                * the connection dropped after sending (the parser may have
+                                * written the OUT parameters already) */
+} wk_test_fault_kind;
+typedef struct wk_test_fault {
+    wk_processor proc; /* first member (wakuwaku/query.h): db and flags are the inner's */
+    wk_processor *inner;
+    const char *step;
+    wk_test_fault_kind kind;
+    int ms;
+    int64_t from_ms;
+    int times;
+    atomic_int seen; /* queries of the step sent from from_ms on */
+    atomic_int hit;  /* of them, the ones the fault hit */
+} wk_test_fault;
+/* Set up `f` over `inner` (the fields after `ms` zero: set them next).
+ * The KILL kinds are for a forked child: they kill the calling process. */
+void wk_test_fault_init(wk_test_fault *f, wk_processor *inner, const char *step,
+                        wk_test_fault_kind kind, int ms);
+wk_processor *wk_test_fault_processor(wk_test_fault *f);
 
 /* A fake peer that is not Redis (tests/support/fake_peer.c): the first
  * command read gets `first` (NULL: `reply`), every later one `reply`. */
