@@ -73,10 +73,8 @@ static void finish(waiter *w, int status, const char *msg)
 static void unknown(waiter *w, const char *why)
 {
     char msg[WK__ERRMSG_MAX];
-    snprintf(msg, sizeof(msg),
-             "%s: %s: the item may have been handed to the token (release it, or it goes on "
-             "to the next waiter within %d ms)",
-             w->op.name, why, WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
+    snprintf(msg, sizeof(msg), "%s: %s" WK__WAKE_UNKNOWN_NOTE, w->op.name, why,
+             WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
     finish(w, WK_EUNKNOWN, msg);
 }
 
@@ -84,10 +82,12 @@ static void unknown(waiter *w, const char *why)
  * acquire ends with that if it holds nothing, else as unknown. */
 static void refused(waiter *w, int rc)
 {
-    if (w->queued)
-        unknown(w, w->a->db->errmsg);
-    else
+    if (!w->queued)
         finish(w, rc, w->a->db->errmsg);
+    else if (w->a->closing)
+        unknown(w, "the handle closed while it waited");
+    else
+        unknown(w, "its next query could not be queued");
 }
 
 /* The next attempt; the final one (cap 0, at the deadline: it takes the
@@ -113,7 +113,8 @@ static void give_up(waiter *w, int status, const char *msg)
     w->step = LEAVING;
     int rc = wk__lease_leave_call(&w->c, &w->proc); /* passes on a handed item */
     if (rc)
-        unknown(w, w->a->db->errmsg);
+        unknown(w, w->a->closing ? "the handle closed while it waited"
+                                 : "its leave could not be queued");
 }
 
 static void woke(void *arg, int status, const char *why, const char *element, size_t len)

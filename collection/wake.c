@@ -194,10 +194,8 @@ static bool finish_bound(wk__waiter *w, int64_t now, int64_t end, int64_t *outer
  * such a lease goes to the next waiter by itself. */
 static int unknown_outcome(wk__waiter *w, const char *why)
 {
-    return wk__processor_fail(w->p, WK_EUNKNOWN,
-                              "%s: %s: the item may have been handed to the token (release it, "
-                              "or it goes on to the next waiter within %d ms)",
-                              w->op, why, WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
+    return wk__processor_fail(w->p, WK_EUNKNOWN, "%s: %s" WK__WAKE_UNKNOWN_NOTE, w->op, why,
+                              WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS);
 }
 
 /* Leave the queue without the item (the kind's leave also passes on an
@@ -206,6 +204,8 @@ static int unknown_outcome(wk__waiter *w, const char *why)
  * fails makes the outcome WK_EUNKNOWN. */
 static int give_up(wk__waiter *w, int64_t end, int rc)
 {
+    char why[WK__ERRMSG_MAX];
+    wk__copy_text(why, sizeof(why), rc != WK_OK ? wk_processor_errmsg(w->p) : "");
     int64_t outer = 0;
     bool rebound = finish_bound(w, wk__boot_ms(), end, &outer);
     int lrc = w->leave ? w->leave(w) : wk__wake_leave(w->p, w->e, w->keys, w->id);
@@ -213,6 +213,8 @@ static int give_up(wk__waiter *w, int64_t end, int rc)
         wk__db_bound(w->p->db, outer);
     if (lrc != WK_OK && w->leave)
         return unknown_outcome(w, "it could not leave the queue");
+    if (rc != WK_OK) /* the caller's news, not the leave's */
+        return wk__processor_fail(w->p, rc, "%s", why);
     return rc;
 }
 

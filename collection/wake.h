@@ -180,6 +180,13 @@
  * both (a popped notice is never taken back). */
 #define WK__WAKE_GRACE_MS 500
 
+/* The end of the message of a wait that ends WK_EUNKNOWN while it may be
+ * handed the item (a printf format taking the bound in ms): the blocking
+ * and the event-loop waiters say it alike. */
+#define WK__WAKE_UNKNOWN_NOTE                                                                      \
+    ": the token may hold the item (release it; unless a pop of this wait took it, it goes to "   \
+    "the next waiter by itself within %d ms)"
+
 /* wk__crc16 and wk__key_slot (the slot of a key) are core's
  * (core/core_internal.h). */
 
