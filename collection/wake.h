@@ -78,17 +78,28 @@
  *      while not acquired and before the deadline, BLPOP the waiter's own
  *      list for the returned sleep on the handle's blocking connection
  *      (core/blocking.h); a handed-over notice (WK__WAKE_LUA_HAND below)
- *      means the item is the waiter's, anything else: attempt again. On the way out without the
- *      item it leaves the queue (wk__wake_leave), passing a wake-up it got
- *      (or its turn as head) to the next waiter, so a waiter that gives up
- *      just as it is woken loses nobody's wake-up.
+ *      means the item is the waiter's, anything else: attempt again. At
+ *      the deadline the final attempt (cap 0) takes the item or leaves
+ *      the queue; an exit on an error leaves first (the kind's leave,
+ *      passing on a wake-up it got, its turn as head, or an item handed
+ *      to it), so a waiter that gives up just as it is woken loses
+ *      nobody's wake-up, and an exit that could not leave is WK_EUNKNOWN.
+ *
+ * Why a handed item is never stranded (the bound B, docs/GUARANTEES.md):
+ * a registration ends at most WK__WAKE_RENEW_MS + WK__WAKE_GRACE_MS after
+ * its waiter last spoke; the notice carries that end; a live waiter takes
+ * its notice at once (blocked in BLPOP, or its next attempt finds the
+ * item its own); after that end every script that could take the item
+ * takes it back (wk_unclaimed, wk_prune + wk_revoke), and waiters sleep
+ * no longer than it (wk_claim_left, wk_bound_handed).
  *
  * Why no wake-up is lost: a release wakes the head; a live head always
  * attempts again after waking (and either takes the item or parks again,
  * to be woken by the next release), or leaves and wakes the next head; a
- * crashed head's registration ends at most its sleep + grace later, and
- * every waiter behind it sleeps no longer than that. Expiry of a holder:
- * the head sleeps no longer than the holders' remaining lease.
+ * crashed head's registration ends at most its sleep (≤ WK__WAKE_RENEW_MS)
+ * + grace later, and every waiter behind it sleeps no longer than that.
+ * Expiry of a holder: the head sleeps no longer than the holders'
+ * remaining lease.
  *
  * Timeouts: a BLPOP's timeout fires on the server's timer (1/hz, 100 ms by
  * default), so a wake at a lease's end may come that much late; pushes
@@ -102,24 +113,25 @@
  * blocking connection stays; a wait that starts before that reply came
  * takes a new connection rather than queue behind the pop). The
  * exchanges on the caller's processor — the first try, every attempt,
- * the leave, the release of an unacknowledged lease — end by
- * D + WK__WAKE_FINISH_MS (wk__wake_bound), so that the leave, made at D,
- * still has time on a live server; the last attempt, made at D, ends
- * WK__WAKE_FINISH_MS after it is sent (a waiter woken a little late
- * still learns the answer). Each still ends by its own command timeout
- * when that comes first, and none is sent once that end has come (it
- * could only be cut: a waiter woken so late is timed out, its
- * registration runs out by itself) — except the attempt after a pop left
- * unanswered, of a kind that hands over: that pop may have taken the
- * item, and only the attempt says whose it is, so it is sent even then,
- * under the command timeout alone (wait_loop). A try or an attempt cut
- * so is LOST (WK_EUNKNOWN: the caller keeps the token to release). A stalled or trickling server thus holds an acquire at most
- * WK__WAKE_FINISH_MS past D, within the 50 ms of docs/GUARANTEES.md.
+ * the release of an unacknowledged lease — end by D + WK__WAKE_FINISH_MS
+ * (wk__wake_bound); the final attempt, made at D, and a leave made after
+ * it end WK__WAKE_FINISH_MS after they are sent (a waiter woken a little
+ * late still learns the answer). Each still ends by its own command
+ * timeout when that comes first. A waiter past D + WK__WAKE_FINISH_MS
+ * (stalled, descheduled, woken late) sends its final attempt all the
+ * same, under the command timeout alone (finish_bound in wake.c): only
+ * that attempt says whether it holds the item or has left the queue,
+ * and an acquire that returned "not acquired" while still queued could
+ * be handed the item after it returned. A try or an attempt cut so is
+ * LOST (WK_EUNKNOWN: the caller keeps the token to release). A stalled or
+ * trickling server thus holds an acquire at most WK__WAKE_FINISH_MS past
+ * D, within the 50 ms of docs/GUARANTEES.md.
  *
  * Cost: one BLPOP and one attempt per waiter per wake-up — for a release
- * that hands over (every lease kind's), the release and the BLPOP alone;
- * waiters not at the head sleep untouched. The uncontended acquire is the kind's plain
- * try (no extra round trip, no blocking connection).
+ * that hands over (every lease kind's), the release and the BLPOP alone —
+ * and, while nothing happens, one of each per waiter per
+ * WK__WAKE_RENEW_MS (the renewal). The uncontended acquire is the kind's
+ * plain try (no extra round trip, no blocking connection).
  *
  * Cluster slots. Redis hashes the bytes between the first '{' and the
  * first '}' after it, if that is not empty; else the whole key. X is
