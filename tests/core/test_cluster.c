@@ -336,8 +336,12 @@ static void fan_prepare(fan *f, wk_db *db, const char *tag, int locks)
     size_t klen;
     for (int i = 0; i < locks; i++) {
         int port = item_port(&f->lock, wk_name_u64((uint64_t)i), NULL, key, &klen);
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 3; k++) {
             f->want_set[k] += f->prim[k] == port;
+            /* lock 0 is held: its try's script reads the holder (GET) to
+             * look for a handoff nobody took up */
+            f->want_get[k] += i == 0 && f->prim[k] == port;
+        }
     }
     wk_token held;
     bool got0 = false;
@@ -3092,7 +3096,9 @@ Test(cluster, loop_the_deadline_ends_a_wait_and_it_leaves_the_queue, .init = sha
     lscene_close(&s);
 }
 
-Test(cluster, loop_closing_completes_waits_pending_on_several_nodes_with_eio, .init = shared,
+/* Queued on the server, each may be handed its lock until its place
+ * lapses: WK_EUNKNOWN with its token (issue 36, finding 5). */
+Test(cluster, loop_closing_completes_waits_pending_on_several_nodes_as_unknown, .init = shared,
      .timeout = 120)
 {
     lscene s;
@@ -3113,8 +3119,8 @@ Test(cluster, loop_closing_completes_waits_pending_on_several_nodes_with_eio, .i
     wk_async_close(s.a);
     s.a = NULL;
     for (int k = 0; k < 3; k++)
-        cr_assert(r[k].calls == 1 && r[k].status == WK_EIO && !r[k].acquired,
-                  "%d: called once, with WK_EIO: %d, %s (%s)", k, r[k].calls,
+        cr_assert(r[k].calls == 1 && r[k].status == WK_EUNKNOWN && !r[k].acquired,
+                  "%d: called once, with WK_EUNKNOWN: %d, %s (%s)", k, r[k].calls,
                   wk_err_name(r[k].status), r[k].msg);
     for (int k = 0; k < 3; k++)
         let_go(s.db, &s.lock, names[k], &held[k]);
