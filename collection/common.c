@@ -77,6 +77,14 @@ size_t wk__fmt_i64(char *buf, int64_t v)
     return n;
 }
 
+int64_t wk__waiting_of(const wk_reply *r, size_t at)
+{
+    const wk_reply *n = wk_reply_at(r, at);
+    if (wk_reply_count(r) <= at || wk_reply_get_type(n) != WK_REPLY_INTEGER)
+        return -1;
+    return wk_reply_integer(n) < 0 ? -1 : wk_reply_integer(n);
+}
+
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     if (wk_reply_get_type(r) != WK_REPLY_INTEGER)

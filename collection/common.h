@@ -32,6 +32,9 @@ bool wk__parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
 
 /* Parsers. `out` of the query points at the type named. */
 int wk__parse_bool_int(const wk_query *q, const wk_reply *r, wk_diag *d); /* bool: 1/0 */
+/* The waiters an inspect script counted (element `at` of its reply): the
+ * count, or -1 when the reply has none or says -1 (not known). */
+int64_t wk__waiting_of(const wk_reply *r, size_t at);
 /* bool (may be NULL: any integer reply is success): whether an integer
  * reply is not 0 — a count of keys removed (DEL, UNLINK), a script's 1/0. */
 int wk__parse_removed(const wk_query *q, const wk_reply *r, wk_diag *d);

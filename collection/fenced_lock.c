@@ -145,9 +145,11 @@ static const wk_script owned_script = {"fenced_lock.owned",
                                        "if v[1] ~= ARGV[1] then return {0} end\n"
                                        "return {1, redis.call('PTTL', KEYS[1]), v[2]}\n"};
 
-/* KEYS: lease, fence. {pttl of the lease, the counter}. Reads only. */
+/* KEYS: lease, fence, q, e. {pttl of the lease, the counter, waiters
+ * queued}. Reads only. */
 static const wk_script inspect_script = {
-    "fenced_lock.inspect", "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}\n"};
+    "fenced_lock.inspect", "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), "
+                           "redis.call('ZCARD', KEYS[3])}\n"};
 
 /* KEYS: lease, fence, q, e. ARGV: w. 1 if a lease was there. The counter
  * stays; the head waiter is woken. */
@@ -274,7 +276,7 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected {1, pttl, fence} or {0}");
     if (wk_reply_integer(flag) == 0)
         return WK_OK;
-    long long pttl;
+    long long pttl = 0; /* set when rc is 0; gcc -O3 cannot see it */
     int rc = pttl_and_fence(r, 1, "{1, pttl, fence} or {0}", &pttl, &st->fence, d);
     if (rc)
         return rc;
@@ -292,8 +294,13 @@ WK__OP_TOKEN_FN(wk_fenced_lock_owned, owned_op, wk_fenced_lock_ownership)
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_fenced_lock_state *st = q->out;
-    long long ttl;
-    int rc = pttl_and_fence(r, 0, "{pttl, fence}", &ttl, &st->last_fence, d);
+    long long ttl = 0; /* set when rc is 0; gcc -O3 cannot see it */
+    const wk_reply *t = wk_reply_at(r, 0);
+    if (wk_reply_count(r) < 2 || wk_reply_get_type(t) != WK_REPLY_INTEGER)
+        return wk_diag_fail(d, WK_EPROTO, "expected {pttl, fence, waiting}");
+    ttl = wk_reply_integer(t);
+    int rc = fence_of(wk_reply_at(r, 1), &st->last_fence, d);
+    st->waiting = wk__waiting_of(r, 2);
     if (rc)
         return rc;
     st->held = ttl != -2;
@@ -302,7 +309,8 @@ static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 }
 
 static const wk__op inspect_op = FENCED_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
-                                           .script = &inspect_script, BOTH, .parse = parse_inspect,
+                                           .script = &inspect_script, BOTH, .wake = 3,
+                                           .parse = parse_inspect,
                                            OUT(wk_fenced_lock_state));
 static const wk__op force_release_op =
     FENCED_OP(force_release, .script = &force_release_script, BOTH, .wake = 3,

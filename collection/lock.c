@@ -244,15 +244,26 @@ static const wk__op owned_op = LOCK_OP(owned, .flags = WK_QUERY_RETRY_SAFE,
 WK__OP_TOKEN_FN(wk_lock_owned, owned_op, wk_lease_state)
 WK__OP_TOKEN_FN(wk_lock_extend, extend_op, bool)
 
-static int parse_pttl(const wk_query *q, const wk_reply *r, wk_diag *d)
+/* KEYS: lock, q, e. {PTTL, waiters queued}. Reads only. Its single-key
+ * form, while the slot migrates: {PTTL, -1} (the queue not known). */
+static const wk_script inspect_single = {"lock.inspect.single_key",
+                                         "return {redis.call('PTTL', KEYS[1]), -1}\n"};
+static const wk__two_forms inspect_forms = {
+    {"lock.inspect", "return {redis.call('PTTL', KEYS[1]), redis.call('ZCARD', KEYS[2])}\n"},
+    &inspect_single,
+    0};
+
+static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     /* -2: no key. -1: a key without expiry, which no wakuwaku call makes;
      * report it as held with an unknown (negative) TTL rather than hide it. */
     wk_lock_state *st = q->out;
-    return pttl_of(r, d, "to PTTL", &st->held, &st->ttl_ms);
+    st->waiting = wk__waiting_of(r, 1);
+    return pttl_of(wk_reply_at(r, 0), d, "{PTTL, waiting}", &st->held, &st->ttl_ms);
 }
 
-static const wk__op inspect_op = LOCK_OP(inspect, .flags = WK_QUERY_RETRY_SAFE, .command = "PTTL",
-                                         .parse = parse_pttl, .out_name = "state");
+static const wk__op inspect_op = LOCK_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
+                                         .forms = &inspect_forms, .wake = 2,
+                                         .parse = parse_inspect, .out_name = "state");
 
 WK__OP_FN(wk_lock_inspect, inspect_op, wk_lock_state)

@@ -284,9 +284,11 @@ const wk_script wk__rwlock_extend_read_script = {
            "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
            "return 1\n"};
 
-/* KEYS: w, r. Returns {writer PTTL, running readers}. Writes nothing. */
+/* KEYS: w, q, e, r. Returns {writer PTTL, running readers, waiters
+ * queued}. Writes nothing. */
 const wk_script wk__rwlock_inspect_script = {
-    "rwlock.inspect", WK__NOW_MS "return {redis.call('PTTL', KEYS[1]), " RUNNING("KEYS[2]") "}\n"};
+    "rwlock.inspect", WK__NOW_MS "return {redis.call('PTTL', KEYS[1]), " RUNNING(
+                          "KEYS[4]") ", redis.call('ZCARD', KEYS[2])}\n"};
 
 /* Its operations (collection/op.h): the writer key ":w" and the reader
  * set ":r"; the wake keys are always the writer key's. */
@@ -407,10 +409,11 @@ WK__OP_TOKEN_FN(wk_rwlock_owned_write, owned_write_op, wk_lease_state)
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     const wk_reply *pttl = wk_reply_at(r, 0), *readers = wk_reply_at(r, 1);
-    if (wk_reply_count(r) != 2 || wk_reply_get_type(pttl) != WK_REPLY_INTEGER ||
+    if (wk_reply_count(r) < 2 || wk_reply_get_type(pttl) != WK_REPLY_INTEGER ||
         wk_reply_get_type(readers) != WK_REPLY_INTEGER)
-        return wk_diag_fail(d, WK_EPROTO, "expected {pttl, readers}");
+        return wk_diag_fail(d, WK_EPROTO, "expected {pttl, readers, waiting}");
     wk_rwlock_state *st = q->out;
+    st->waiting = wk__waiting_of(r, 2);
     long long ttl = wk_reply_integer(pttl);
     st->writer_held = ttl != -2;
     st->writer_ttl_ms = ttl == -2 ? 0 : ttl;
@@ -420,7 +423,7 @@ static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 
 static const wk__op inspect_op = RW_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
                                        .script = &wk__rwlock_inspect_script, BOTH,
-                                       .parse = parse_inspect, .out_name = "state");
+                                       .wake = 2, .parse = parse_inspect, .out_name = "state");
 static const wk__op force_release_op = RW_OP(force_release, .script = &force_release_script, BOTH,
                                              .wake = 2, .args = {WK__ARG_WAKE},
                                              .parse = wk__parse_bool_int, OUT(bool, "was_held"));

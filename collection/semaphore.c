@@ -199,9 +199,14 @@ static const wk_script owned_script = {"semaphore.owned", WK__NOW_MS
                                        "if not s or tonumber(s) <= now then return {0} end\n"
                                        "return {1, tonumber(s) - now}\n"};
 
-/* KEYS: permits. Running permits. Reads only. */
-static const wk_script inspect_script = {"semaphore.inspect",
-                                         WK__NOW_MS "return " RUNNING("now") "\n"};
+/* KEYS: permits, q, e. {running permits, waiters queued}. Reads only.
+ * Its single-key form, while the slot migrates: {running, -1}. */
+static const wk_script inspect_single = {"semaphore.inspect.single_key",
+                                         WK__NOW_MS "return {" RUNNING("now") ", -1}\n"};
+static const wk__two_forms inspect_forms = {
+    {"semaphore.inspect", WK__NOW_MS "return {" RUNNING("now") ", redis.call('ZCARD', KEYS[2])}\n"},
+    &inspect_single,
+    0};
 
 /* KEYS: permits, q, e. ARGV: w. The permits that were running (the
  * outcome: whether any was); deletes the set and wakes the head waiter. */
@@ -280,28 +285,23 @@ static const wk__op owned_op = SEM_OP(owned, .flags = WK_QUERY_RETRY_SAFE, .scri
 
 WK__OP_TOKEN_FN(wk_semaphore_owned, owned_op, wk_lease_state)
 
-/* A count of permits (int64_t at out): an integer reply, not negative. */
-static int parse_count(const wk_query *q, const wk_reply *r, wk_diag *d)
-{
-    if (wk_reply_get_type(r) != WK_REPLY_INTEGER || wk_reply_integer(r) < 0)
-        return wk_diag_fail(d, WK_EPROTO, "expected a count");
-    *(int64_t *)q->out = wk_reply_integer(r);
-    return WK_OK;
-}
-
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     /* `available` holds the entity's N until the reply comes (a batch
      * parses after the call returned, so the entity may be gone). */
     wk_semaphore_state *st = q->out;
-    int rc = parse_count(q, r, d); /* into st->running, the struct's first member */
-    if (rc == WK_OK)
-        st->available = st->running < st->available ? st->available - st->running : 0;
-    return rc;
+    const wk_reply *running = wk_reply_at(r, 0);
+    if (wk_reply_get_type(running) != WK_REPLY_INTEGER || wk_reply_integer(running) < 0)
+        return wk_diag_fail(d, WK_EPROTO, "expected {running, waiting}");
+    st->running = wk_reply_integer(running);
+    st->available = st->running < st->available ? st->available - st->running : 0;
+    st->waiting = wk__waiting_of(r, 1);
+    return WK_OK;
 }
 
 static const wk__op inspect_op = SEM_OP(inspect, .flags = WK_QUERY_RETRY_SAFE,
-                                        .script = &inspect_script, .parse = parse_inspect,
+                                        .forms = &inspect_forms, .wake = 2,
+                                        .parse = parse_inspect,
                                         .out_name = "state");
 static const wk__op force_release_op = SEM_OP(force_release, .script = &force_release_script,
                                               .wake = 2, .args = {WK__ARG_WAKE},
@@ -314,7 +314,7 @@ int wk_semaphore_inspect(wk_processor *p, const wk_entity *sem, wk_name name,
     int rc = wk__op_begin(&c, p, &inspect_op, sem, name, state);
     if (rc)
         return rc;
-    *state = (wk_semaphore_state){0, (int64_t)sem->capacity};
+    *state = (wk_semaphore_state){0, (int64_t)sem->capacity, -1};
     return wk__op_send(&c, NULL, NULL, 0);
 }
 

@@ -180,6 +180,7 @@ typedef struct wk_fenced_lock_state {
     int64_t ttl_ms;     /* ms left on the lease when held; 0 otherwise */
     int64_t last_fence; /* the last fence handed out for the name (0: none
                          * yet, or the counter was lost) */
+    int64_t waiting;    /* waiting acquires queued (as wk_lock_state's) */
 } wk_fenced_lock_state;
 
 /* wk_fenced_lock_inspect — is `name` held, for how much longer, and the

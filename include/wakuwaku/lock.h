@@ -152,12 +152,15 @@ WK_API int wk_lock_force_release(wk_processor *p, const wk_entity *lock, wk_name
 
 /* What wk_lock_inspect() saw. */
 typedef struct wk_lock_state {
-    bool held;      /* somebody holds the lock */
-    int64_t ttl_ms; /* ms left on the lease when held; 0 otherwise */
+    bool held;       /* somebody holds the lock */
+    int64_t ttl_ms;  /* ms left on the lease when held; 0 otherwise */
+    int64_t waiting; /* waiting acquires queued (the wait queue's length,
+                      * read in the same script); -1: not known (a cluster
+                      * slot migrating, or a reply without it) */
 } wk_lock_state;
 
-/* wk_lock_inspect — is `name` held, and for how much longer (PTTL).
- * READ effect: a read-only handle may use it. */
+/* wk_lock_inspect — is `name` held, for how much longer (PTTL), and how
+ * many wait for it. READ effect: a read-only handle may use it. */
 WK_API int wk_lock_inspect(wk_processor *p, const wk_entity *lock, wk_name name,
                            wk_lock_state *state);
 

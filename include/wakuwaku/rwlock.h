@@ -155,6 +155,8 @@ typedef struct wk_rwlock_state {
     bool writer_held;       /* a writer holds the lock */
     int64_t writer_ttl_ms;  /* ms left on the writer's lease; 0 if none */
     int64_t readers;        /* reader leases still running */
+    int64_t waiting;        /* waiting acquires queued, readers and writers
+                             * (as wk_lock_state's) */
 } wk_rwlock_state;
 
 /* wk_rwlock_inspect — writer and running readers of `name`. READ effect

@@ -146,6 +146,7 @@ typedef struct wk_semaphore_state {
     int64_t running;   /* permits whose lease runs */
     int64_t available; /* the entity's permits minus `running` (0 when more
                         * run, e.g. under a larger N of another replica) */
+    int64_t waiting;   /* waiting acquires queued (as wk_lock_state's) */
 } wk_semaphore_state;
 
 /* wk_semaphore_inspect — running and free permits of `name`. READ effect.

@@ -1577,3 +1577,72 @@ Test(wake, a_waiter_200_ms_late_at_its_deadline_leaves_and_holds_nothing)
 {
     late_waiter_leaves(200);
 }
+
+/* ------------------------------------------------------------------------
+ * Waiters are visible (issue 38)
+ * ---------------------------------------------------------------------- */
+
+/* How many wait for item "job" of e, by the kind's inspect (READ). */
+static int64_t inspected_waiting(wk_processor *p, const wk_entity *e, enum how how)
+{
+    wk_name n = wk_name_str("job");
+    if (how == LOCK) {
+        wk_lock_state st;
+        cr_assert_eq(wk_lock_inspect(p, e, n, &st), WK_OK);
+        cr_assert(st.held);
+        return st.waiting;
+    }
+    if (how == FENCED) {
+        wk_fenced_lock_state st;
+        cr_assert_eq(wk_fenced_lock_inspect(p, e, n, &st), WK_OK);
+        cr_assert(st.held);
+        return st.waiting;
+    }
+    if (how == SEM) {
+        wk_semaphore_state st;
+        cr_assert_eq(wk_semaphore_inspect(p, e, n, &st), WK_OK);
+        cr_assert_eq(st.running, 1);
+        return st.waiting;
+    }
+    wk_rwlock_state st;
+    cr_assert_eq(wk_rwlock_inspect(p, e, n, &st), WK_OK);
+    cr_assert(st.writer_held);
+    return st.waiting;
+}
+
+/* Two waiters queue behind the holder: every lease kind's inspect says
+ * 2, read in its one script; then 0 once they are gone. */
+static void inspect_counts_waiters(const wk_entity *e, enum how how)
+{
+    FIXTURE(e, "job");
+    wk_token held;
+    bool got, ok;
+    cr_assert_eq(take(p, e, "job", how, &held, &got), WK_OK);
+    cr_assert(got);
+    cr_assert_eq(inspected_waiting(p, e, how), 0, "%s: nobody waits yet", e->kind);
+    shared *sh = shared_new();
+    job ja = {e, "job", how, 0, 30000, 0, 0, sh}, jb = {e, "job", how, 1, 30000, 0, 0, sh};
+    pid_t a = spawn(&ja);
+    wait_queued(raw, &k, 1);
+    pid_t b = spawn(&jb);
+    wait_queued(raw, &k, 2);
+    cr_assert_eq(inspected_waiting(p, e, how), 2, "%s: two wait", e->kind);
+    cr_assert_eq(release(p, e, "job", how, &held, &ok), WK_OK);
+    cr_assert_eq(reap(a), 0);
+    cr_assert_eq(reap(b), 0);
+    FIXTURE_END();
+}
+
+Test(wake, every_lease_kinds_inspect_counts_its_waiters)
+{
+    static const wk_entity lock = WK_LOCK_ENTITY("inspect-waiters", 20000);
+    static const wk_entity fenced = WK_FENCED_LOCK_ENTITY("inspect-waiters", 20000);
+    static const wk_entity rw = WK_RWLOCK_ENTITY("inspect-waiters", 20000);
+    static const wk_entity sem = WK_SEMAPHORE_ENTITY("inspect-waiters", 1, 20000);
+    private_server();
+    inspect_counts_waiters(&lock, LOCK);
+    inspect_counts_waiters(&fenced, FENCED);
+    inspect_counts_waiters(&rw, WRITE);
+    inspect_counts_waiters(&sem, SEM);
+    wk_test_server_stop(&private_srv);
+}

@@ -79,7 +79,7 @@ Test(batch, typed_outcomes_in_order_for_mixed_kinds)
     wk_token rt;
     bool rgot = false;
     long long n1 = -1, n2 = -1;
-    wk_lock_state st = {false, 0};
+    wk_lock_state st = {0};
     const char *incr[] = {"INCR", "c"};
     cr_assert_eq(wk_rwlock_try_read(p, &rw, wk_name_str("doc"), &rt, &rgot), WK_OK);
     cr_assert_eq(custom(p, &counters, WK_WRITE, 2, incr, parse_ll, &n1), WK_OK);
