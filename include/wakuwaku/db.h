@@ -316,7 +316,12 @@ typedef struct wk_handle_stats {
     uint64_t sentinel_discoveries;  /* primaries looked up through the sentinels */
     uint64_t not_replicated;        /* acknowledged leases short of replicas (WK_ENOTREPLICATED) */
     uint64_t waiting;               /* calls waiting for a lease now */
-    uint64_t waits;                 /* waits that ended, failures included */
+    /* waits that ended, failures included: waiting acquires whose first
+     * try did not get the lease, so that they queued on the server (on
+     * the event loop: from their first sleep); one whose first try got it
+     * is not a wait. How many wait for one item, from every replica: the
+     * kind's inspect (wk_lock_state.waiting, …) */
+    uint64_t waits;
     uint64_t wait_acquired;         /* … with the lease */
     uint64_t wait_handoffs;         /* … with the lease, after sleeping for a release */
     uint64_t wait_deadlines;        /* … without it: the deadline passed */
