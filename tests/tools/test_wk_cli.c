@@ -190,10 +190,13 @@ Test(wk_cli, locks_inspect_owned_force_release)
     run_wk(&r, false, "invoice inspect %llu", (unsigned long long)id);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "held: yes"), "%s", r.out);
+    cr_assert(strstr(r.out, "waiting: 0"), "how many wait (issue 38): %s", r.out);
     run_wk(&r, false, "--json invoice inspect %llu", (unsigned long long)id);
     json_t *j = parse_json(&r);
     cr_assert(json_is_true(json_object_get(j, "held")));
     cr_assert_gt(json_integer_value(json_object_get(j, "ttl_ms")), 0);
+    cr_assert(json_is_integer(json_object_get(j, "waiting")));
+    cr_assert_eq(json_integer_value(json_object_get(j, "waiting")), 0);
     json_decref(j);
 
     run_wk(&r, false, "--as replica invoice owned %llu %s", (unsigned long long)id, hex);

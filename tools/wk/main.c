@@ -374,15 +374,16 @@ static any_fn op_function(const op_desc *op)
         return members_outcome(inv, rc, &st, m, held);                                             \
     }
 INSPECT(lock_inspect, wk_lock_inspect, wk_lock_state, st.held, MEMBER_BOOL(wk_lock_state, held),
-        MEMBER_I64(wk_lock_state, ttl_ms))
+        MEMBER_I64(wk_lock_state, ttl_ms), MEMBER_I64(wk_lock_state, waiting))
 INSPECT(rwlock_inspect, wk_rwlock_inspect, wk_rwlock_state, st.writer_held || st.readers > 0,
         MEMBER_BOOL(wk_rwlock_state, writer_held), MEMBER_I64(wk_rwlock_state, writer_ttl_ms),
-        MEMBER_I64(wk_rwlock_state, readers))
+        MEMBER_I64(wk_rwlock_state, readers), MEMBER_I64(wk_rwlock_state, waiting))
 INSPECT(fenced_inspect, wk_fenced_lock_inspect, wk_fenced_lock_state, st.held,
         MEMBER_BOOL(wk_fenced_lock_state, held), MEMBER_I64(wk_fenced_lock_state, ttl_ms),
-        MEMBER_I64(wk_fenced_lock_state, last_fence))
+        MEMBER_I64(wk_fenced_lock_state, last_fence), MEMBER_I64(wk_fenced_lock_state, waiting))
 INSPECT(sem_inspect, wk_semaphore_inspect, wk_semaphore_state, st.running > 0,
-        MEMBER_I64(wk_semaphore_state, running), MEMBER_I64(wk_semaphore_state, available))
+        MEMBER_I64(wk_semaphore_state, running), MEMBER_I64(wk_semaphore_state, available),
+        MEMBER_I64(wk_semaphore_state, waiting))
 
 /* What an owned command learned: whether the token holds it, as whom
  * (RwLock: "writer" or "reader"; NULL: not said) and for how long. */
