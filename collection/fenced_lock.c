@@ -255,7 +255,7 @@ static int parse_owned(const wk_query *q, const wk_reply *r, wk_diag *d)
         return wk_diag_fail(d, WK_EPROTO, "expected {1, pttl, fence} or {0}");
     if (wk_reply_integer(flag) == 0)
         return WK_OK;
-    long long pttl;
+    long long pttl = 0; /* set when rc is 0; gcc -O3 cannot see it */
     int rc = pttl_and_fence(r, 1, "{1, pttl, fence} or {0}", &pttl, &st->fence, d);
     if (rc)
         return rc;
@@ -273,7 +273,7 @@ WK__OP_TOKEN_FN(wk_fenced_lock_owned, owned_op, wk_fenced_lock_ownership)
 static int parse_inspect(const wk_query *q, const wk_reply *r, wk_diag *d)
 {
     wk_fenced_lock_state *st = q->out;
-    long long ttl;
+    long long ttl = 0; /* set when rc is 0; gcc -O3 cannot see it */
     int rc = pttl_and_fence(r, 0, "{pttl, fence}", &ttl, &st->last_fence, d);
     if (rc)
         return rc;

@@ -13,16 +13,19 @@ source scripts/deps.sh
 wk_install_deps
 
 build=build
-flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+# WK_WERROR: a warning fails the project's own build (users' builds only
+# print it).
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DWK_WERROR=ON)
 if [ "${1:-}" = "--sanitize" ]; then
     build=build-asan
-    flags=(-DCMAKE_BUILD_TYPE=Debug -DWK_SANITIZE=ON)
+    flags=(-DCMAKE_BUILD_TYPE=Debug -DWK_WERROR=ON -DWK_SANITIZE=ON)
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 elif [ "${1:-}" = "--tsan" ]; then
     build=build-tsan
     # TSAN_OPTIONS is set per test by tests/tsan/CMakeLists.txt.
-    flags=(-DCMAKE_BUILD_TYPE=Debug -DWK_TSAN=ON -DWK_BUILD_BENCH=OFF -DWK_BUILD_EXAMPLES=OFF)
+    flags=(-DCMAKE_BUILD_TYPE=Debug -DWK_WERROR=ON -DWK_TSAN=ON -DWK_BUILD_BENCH=OFF
+           -DWK_BUILD_EXAMPLES=OFF)
 elif [ -n "${1:-}" ]; then
     echo "usage: scripts/test.sh [--sanitize | --tsan]" >&2
     exit 2
