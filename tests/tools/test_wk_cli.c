@@ -173,14 +173,21 @@ Test(wk_cli, connection_errors_exit_4)
     json_decref(j);
 }
 
-Test(wk_cli, locks_inspect_owned_force_release)
+/* A handle on the test server, and invoice `id`'s lock taken with it. */
+static wk_db *hold_invoice(uint64_t id, wk_token *token)
 {
     wk_db *db = wk_test_open(NULL);
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &invoice, wk_name_u64(id), token, &got), WK_OK);
+    cr_assert(got);
+    return db;
+}
+
+Test(wk_cli, locks_inspect_owned_force_release)
+{
     uint64_t id = 1000000u + (uint64_t)getpid();
     wk_token token;
-    bool got;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &invoice, wk_name_u64(id), &token, &got), WK_OK);
-    cr_assert(got);
+    wk_db *db = hold_invoice(id, &token);
     char hex[2 * WK_TOKEN_LEN + 1], other[2 * WK_TOKEN_LEN + 1];
     hex_of(&token, hex);
     memset(other, '0', 2 * WK_TOKEN_LEN);
@@ -1139,12 +1146,9 @@ Test(wk_cli, unreadable_tls_file_exits_2_as_documented)
  * command, after the arguments; "--" keeps a later --json an argument. */
 Test(wk_cli, json_anywhere_on_the_line)
 {
-    wk_db *db = wk_test_open(NULL);
     uint64_t id = 3000000u + (uint64_t)getpid();
     wk_token token;
-    bool got;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &invoice, wk_name_u64(id), &token, &got), WK_OK);
-    cr_assert(got);
+    wk_db *db = hold_invoice(id, &token);
     const char *lines[] = {"--json invoice inspect %llu", "invoice --json inspect %llu",
                            "invoice inspect --json %llu", "invoice inspect %llu --json"};
     result r;
