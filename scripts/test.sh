@@ -1,6 +1,7 @@
 #!/bin/bash
 # scripts/test.sh — install what is missing, build, and run the whole test
-# suite against real redis-servers the tests start on free loopback ports.
+# suite against real redis-servers the tests start on free loopback ports
+# (valkey-servers with WK_TEST_SERVER=valkey).
 #
 #   scripts/test.sh              normal build in build/
 #   scripts/test.sh --sanitize   ASan + UBSan build in build-asan/
@@ -11,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 wk_install_deps
+# WK_TEST_SERVER=valkey: the suites start valkey-server (tests/support).
+[ "$(wk_server_name)" = redis ] || wk_install_valkey_deps
 
 build=build
 # WK_WERROR: a warning fails the project's own build (users' builds only
