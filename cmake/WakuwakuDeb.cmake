@@ -163,6 +163,7 @@ function(wk_deb_install)
   endforeach()
   set(CPACK_POST_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/deb/finish.cmake)
   set(CPACK_WK_DEB_SYMBOLS_VERSION ${PROJECT_VERSION})
+  set(CPACK_WK_DEB_DEV_PACKAGE ${WK_DEB_NAME_dev})
   string(REGEX REPLACE "^/" "" so "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libwakuwaku")
   set(CPACK_WK_DEB_LIBRARY_PACKAGES
       "${WK_DEB_NAME_lib}:${so}.so.${PROJECT_VERSION};${WK_DEB_NAME_codec}:${so}_codec.so.${PROJECT_VERSION}")

@@ -18,14 +18,20 @@
 #                                 consumer tests (tests/install/run.sh)
 #                                 against /usr, and remove them again;
 #                                 needs root
+#   scripts/package.sh --chroot   the same in a clean Debian 12 made by
+#                                 debootstrap (minbase) in build-deb/chroot:
+#                                 dpkg -i there, apt-get -f install brings
+#                                 the Depends, then the consumer tests; needs
+#                                 root and the Debian archive (a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-check=false
+check=false chroot_check=false
 case "${1:-}" in
 "") ;;
 --check) check=true ;;
+--chroot) chroot_check=true ;;
 *)
-    echo "usage: scripts/package.sh [--check]" >&2
+    echo "usage: scripts/package.sh [--check | --chroot]" >&2
     exit 2
     ;;
 esac
@@ -56,6 +62,37 @@ done
 echo "== lintian"
 # lintian exits non-zero on an error tag (E:); what it says is the report.
 lintian --info --display-info "${debs[@]}" || echo "lintian: exit $?" >&2
+
+if $chroot_check; then
+    wk_install_packages debootstrap
+    root=$build/chroot
+    echo "== debootstrap bookworm (minbase) in $root"
+    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$build/debootstrap.log" ||
+        { tail -20 "$build/debootstrap.log" >&2; exit 1; }
+    mkdir -p "$root/root/wk"
+    cp "${debs[@]}" "$root/root/wk/"
+    cp -r tests/install "$root/root/wk/install"
+    echo "== in the chroot: dpkg -i, apt-get -f install, tests/install against /usr"
+    # A compiler, CMake and the event loops the consumer tests use: what a
+    # user brings; the packages' own Depends come from apt-get -f.
+    chroot "$root" /bin/bash -euo pipefail -c '
+        export DEBIAN_FRONTEND=noninteractive
+        cd /root/wk
+        apt-get update -qq
+        dpkg -i ./*.deb >dpkg.log 2>&1 || true   # Depends missing: apt-get -f
+        apt-get install -f -y -qq >/dev/null
+        apt-get install -y -qq --no-install-recommends gcc libc6-dev cmake make binutils             libuv1-dev libevent-dev >/dev/null
+        dpkg -s libwakuwaku0 libwakuwaku-codec0 libwakuwaku-dev wakuwaku-tools |
+            grep -E "^(Package|Status|Version):"
+        for mode in cmake pkgconfig; do
+            WK_INSTALLED_PREFIX=/usr bash install/run.sh "$mode" - install cc cmake
+        done
+        wk --version
+        test -f /usr/share/man/man1/wk.1.gz
+        test -f /usr/share/doc/libwakuwaku0/copyright'
+    echo "packages: installed and used in a clean Debian 12 ($root; rm -rf it when done)"
+    exit 0
+fi
 
 $check || exit 0
 packages=(libwakuwaku0 libwakuwaku-codec0 libwakuwaku-dev wakuwaku-tools)

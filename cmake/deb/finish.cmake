@@ -9,7 +9,8 @@
 #   2. dpkg-gensymbols writes its symbols control file (every exported
 #      symbol, with the upstream version that first had it: Debian wants
 #      no revision there), so that a program built against it depends on
-#      the version it needs.
+#      the version it needs; its Build-Depends-Package is the -dev
+#      package (CPACK_WK_DEB_DEV_PACKAGE).
 #
 # The package is then built again from the same files (dpkg-deb -b).
 foreach(deb IN LISTS CPACK_PACKAGE_FILES)
@@ -35,6 +36,15 @@ foreach(deb IN LISTS CPACK_PACKAGE_FILES)
     if(rc)
       message(FATAL_ERROR "dpkg-gensymbols for ${package} failed")
     endif()
+    # Which -dev package a program's Build-Depends name for it (dpkg-shlibdeps
+    # takes its minimal version from there).
+    file(READ ${work}/root/DEBIAN/symbols symbols)
+    string(FIND "${symbols}" "\n" eol)
+    math(EXPR eol "${eol} + 1")
+    string(SUBSTRING "${symbols}" 0 ${eol} head)
+    string(SUBSTRING "${symbols}" ${eol} -1 rest)
+    file(WRITE ${work}/root/DEBIAN/symbols
+         "${head}* Build-Depends-Package: ${CPACK_WK_DEB_DEV_PACKAGE}\n${rest}")
     file(CHMOD ${work}/root/DEBIAN/symbols PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
     execute_process(COMMAND dpkg-deb --root-owner-group -Zgzip -b ${work}/root ${deb}
                     OUTPUT_QUIET RESULT_VARIABLE rc)
