@@ -11,7 +11,8 @@
 # itself, so the prefix is the one given to `cmake --install --prefix`, and
 # an installed tree still works after it was moved.
 #
-#   wk_package_export(<target>... [PKG_MODULES <VAR>=<module>...])
+#   wk_package_export(<target>... [COMPONENT <component>]
+#                     [PKG_MODULES <VAR>=<module>...])
 #
 # installs the targets into the export set (find_package users get
 # wakuwaku::<target>) and records the pkg-config modules their link
@@ -19,7 +20,13 @@
 # looks up again before loading the targets. A second library is one line,
 # as codec/CMakeLists.txt does:
 #
-#   wk_package_export(wakuwaku_codec wakuwaku_codec_static PKG_MODULES JANSSON=jansson)
+#   wk_package_export(wakuwaku_codec wakuwaku_codec_static COMPONENT codec
+#                     PKG_MODULES JANSSON=jansson)
+#
+# Install components (cmake --install --component; one Debian package
+# each, cmake/WakuwakuDeb.cmake): a shared library's versioned files go to
+# COMPONENT (default lib), its .so link, static archives, executables
+# (wk-codegen), headers, the CMake package and the .pc files to dev.
 #
 #   wk_package_install()
 #
@@ -30,11 +37,15 @@ include(CMakePackageConfigHelpers)
 set(WK_PACKAGE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/wakuwaku)
 
 function(wk_package_export)
-  cmake_parse_arguments(WKP "" "" "PKG_MODULES" ${ARGN})
+  cmake_parse_arguments(WKP "" "COMPONENT" "PKG_MODULES" ${ARGN})
+  if(NOT WKP_COMPONENT)
+    set(WKP_COMPONENT lib)
+  endif()
   install(TARGETS ${WKP_UNPARSED_ARGUMENTS} EXPORT wakuwakuTargets
-          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ${WKP_COMPONENT}
+                  NAMELINK_COMPONENT dev
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
           INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   set_property(GLOBAL APPEND PROPERTY WK_PACKAGE_PKG_MODULES ${WKP_PKG_MODULES})
 endfunction()
@@ -43,7 +54,8 @@ function(wk_package_install)
   get_property(modules GLOBAL PROPERTY WK_PACKAGE_PKG_MODULES)
   list(REMOVE_DUPLICATES modules)
   set(WK_PACKAGE_PKG_MODULES "${modules}")
-  install(EXPORT wakuwakuTargets NAMESPACE wakuwaku:: DESTINATION ${WK_PACKAGE_CMAKE_DIR})
+  install(EXPORT wakuwakuTargets NAMESPACE wakuwaku:: DESTINATION ${WK_PACKAGE_CMAKE_DIR}
+          COMPONENT dev)
   configure_package_config_file(
     ${PROJECT_SOURCE_DIR}/cmake/wakuwakuConfig.cmake.in
     ${PROJECT_BINARY_DIR}/wakuwakuConfig.cmake
@@ -54,7 +66,7 @@ function(wk_package_install)
   install(FILES ${PROJECT_BINARY_DIR}/wakuwakuConfig.cmake
                 ${PROJECT_BINARY_DIR}/wakuwakuConfigVersion.cmake
                 ${PROJECT_SOURCE_DIR}/cmake/WakuwakuGenerate.cmake
-          DESTINATION ${WK_PACKAGE_CMAKE_DIR})
+          DESTINATION ${WK_PACKAGE_CMAKE_DIR} COMPONENT dev)
 
   # pkg-config: the prefix is found from the .pc file's own directory.
   set(pcdir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
@@ -67,6 +79,6 @@ function(wk_package_install)
   endif()
   foreach(pc wakuwaku wakuwaku-static wakuwaku-codec)
     configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
-    install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${pcdir})
+    install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${pcdir} COMPONENT dev)
   endforeach()
 endfunction()

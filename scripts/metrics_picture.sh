@@ -21,12 +21,14 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+source scripts/deps.sh
+srv=$(wk_server_name) # valkey with WK_TEST_SERVER=valkey
 start_server() {
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+    "$srv-server" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
         --daemonize no --loglevel warning >>"$work/redis.log" 2>&1 &
     pid=$!
     for _ in $(seq 50); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+        "$srv-cli" -p "$port" ping >/dev/null 2>&1 && return 0
         sleep 0.1
     done
     return 1

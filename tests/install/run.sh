@@ -16,21 +16,36 @@
 #              libwakuwaku.so does not need jansson.
 #
 # FLAGS go to every compile and link (the sanitizer flags of an ASan build).
+#
+# With WK_INSTALLED_PREFIX set (scripts/package.sh --check: /usr, where
+# the Debian packages were installed), BUILD_DIR is not used: the same
+# checks run on what is installed there.
 set -euo pipefail
 mode=$1 build=$2 here=$3 cc=$4 cmake=$5 flags=${6:-}
 tmp=$(mktemp -d /tmp/wk-install-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "install test ($mode): $*" >&2; exit 1; }
 
-"$cmake" --install "$build" --prefix "$tmp/installed" >"$tmp/install.log" ||
-    { cat "$tmp/install.log" >&2; fail "cmake --install failed"; }
-mv "$tmp/installed" "$tmp/prefix"
-prefix=$tmp/prefix
+if [ -n "${WK_INSTALLED_PREFIX:-}" ]; then
+    prefix=$WK_INSTALLED_PREFIX
+else
+    "$cmake" --install "$build" --prefix "$tmp/installed" >"$tmp/install.log" ||
+        { cat "$tmp/install.log" >&2; fail "cmake --install failed"; }
+    mv "$tmp/installed" "$tmp/prefix"
+    prefix=$tmp/prefix
+fi
 unset LD_LIBRARY_PATH
 
 # The operator's CLI is installed and runs from the moved prefix.
 [ -x "$prefix/bin/wk" ] || fail "bin/wk is not installed"
 "$prefix/bin/wk" --version | grep -q "^wk " || fail "the installed bin/wk does not run"
+# The license and the manual pages (the Debian packages' own layout is
+# scripts/package.sh's to check: copyright files, gzipped pages).
+if [ -z "${WK_INSTALLED_PREFIX:-}" ]; then
+    for f in share/doc/wakuwaku/LICENSE share/man/man1/wk.1 share/man/man1/wk-codegen.1; do
+        [ -f "$prefix/$f" ] || fail "$f is not installed"
+    done
+fi
 
 case "$mode" in
 cmake)
@@ -49,7 +64,7 @@ cmake)
     done
     ;;
 pkgconfig)
-    pc=$(find "$prefix" -name wakuwaku.pc -print -quit)
+    pc=$(find "$prefix/lib" "$prefix/share" -name wakuwaku.pc -print -quit 2>/dev/null || true)
     [ -n "$pc" ] || fail "no wakuwaku.pc installed"
     export PKG_CONFIG_PATH=$(dirname "$pc")
     [ -f "$PKG_CONFIG_PATH/wakuwaku-static.pc" ] || fail "no wakuwaku-static.pc installed"

@@ -44,7 +44,7 @@ done
 step "configure and build"
 targets=(wk-codegen wk test_codegen_codegen test_capability_capability test_entity_entity)
 "$cmake" -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Debug -DWK_BUILD_BENCH=OFF \
-    -DWK_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER="$cc" -DWK_SANITIZE="$sanitize" \
+    -DWK_BUILD_EXAMPLES=OFF -DCMAKE_C_COMPILER="$cc" -DWK_SANITIZE="$sanitize" -DWK_WERROR=ON \
     >"$tmp/configure.log" 2>&1 ||
     { cat "$tmp/configure.log" >&2; fail "configure failed"; }
 grep -q "XX(COUNTER)" "$tmp/build/include/wakuwaku/kinds.h" ||
@@ -84,13 +84,16 @@ for _ in $(seq 50); do
     port=$((20000 + RANDOM % 40000))
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
 done
-redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
+# shellcheck source=../../scripts/deps.sh
+source "$src/scripts/deps.sh"
+srv=$(wk_server_name) # valkey with WK_TEST_SERVER=valkey
+"$srv-server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
 redis_pid=$!
 for _ in $(seq 200); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break
+    "$srv-cli" -p "$port" ping >/dev/null 2>&1 && break
     sleep 0.05
 done
-redis-cli -p "$port" ping >/dev/null 2>&1 || { cat "$tmp/redis.log" >&2; fail "no redis-server"; }
+"$srv-cli" -p "$port" ping >/dev/null 2>&1 || { cat "$tmp/redis.log" >&2; fail "no $srv-server"; }
 url=redis://127.0.0.1:$port
 "$wk" --url "$url" --schema "$here/schema.json" --as read-write visits incr home 5 >/dev/null ||
     fail "wk visits incr failed"

@@ -2,7 +2,8 @@
  * tests/support/cluster_topology.c — a Redis Cluster on 127.0.0.1 for the
  * tests, the soak and the benchmarks: six redis-server processes with
  * `cluster-enabled yes` (three primaries, one replica each), created by
- * `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`.
+ * `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`
+ * (valkey-server and valkey-cli with WK_TEST_SERVER=valkey).
  *
  * Why a keeper process: the nodes are not children of the caller but of
  * a small process forked for them, which reaps them, restarts one when
@@ -516,7 +517,7 @@ static void stop_node(wk_test_cluster *c, int i)
 static int create_cluster(const wk_test_cluster *c)
 {
     char addr[NODES][32];
-    const char *argv[NODES + 8] = {"redis-cli", "--cluster", "create"};
+    const char *argv[NODES + 8] = {wk_test_cli_binary(), "--cluster", "create"};
     int argc = 3;
     for (int i = 0; i < NODES; i++) {
         snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", c->port[i]);

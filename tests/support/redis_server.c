@@ -1,6 +1,7 @@
 /*
  * tests/support/redis_server.c — start and stop a private redis-server on
- * a free 127.0.0.1 port. Servers are stopped by pid, never by name.
+ * a free 127.0.0.1 port (or valkey-server: WK_TEST_SERVER=valkey). Servers
+ * are stopped by pid, never by name.
  * Needs no criterion, so the soak and the benchmarks use it too.
  */
 #include <arpa/inet.h>
@@ -96,14 +97,43 @@ static bool answers_ping(int port)
     return ok;
 }
 
+/* $WK_TEST_SERVER's index in servers[] (support.h). */
+static int server_kind(void)
+{
+    static const char *const names[] = {"redis", "valkey"};
+    const char *v = getenv("WK_TEST_SERVER");
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(v, names[i]))
+            return i;
+    fprintf(stderr, "WK_TEST_SERVER=%s: expected redis or valkey\n", v);
+    exit(2);
+}
+
+static const struct {
+    const char *server, *cli;
+} servers[] = {{"redis-server", "redis-cli"}, {"valkey-server", "valkey-cli"}};
+
+const char *wk_test_server_binary(void)
+{
+    return servers[server_kind()].server;
+}
+
+const char *wk_test_cli_binary(void)
+{
+    return servers[server_kind()].cli;
+}
+
 static int spawn(wk_test_server *s, const char *const *config)
 {
     char port[16];
     snprintf(port, sizeof(port), "%d", s->port);
+    const char *bin = wk_test_server_binary();
     const char *argv[64] = {
-        "redis-server", "--port",    port,    "--bind", "127.0.0.1",   "--save", "",
-        "--appendonly", "no",        "--dir", s->dir,   "--daemonize", "no",     "--loglevel",
-        "warning",      "--logfile", ""};
+        bin,  "--port",       port,      "--bind",    "127.0.0.1", "--save",
+        "",   "--appendonly", "no",      "--dir",     s->dir,      "--daemonize",
+        "no", "--loglevel",   "warning", "--logfile", ""};
     int argc = 17;
     /* Extra config lines "name value" become "--name value". */
     char extra[16][128];

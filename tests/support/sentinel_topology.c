@@ -1,9 +1,10 @@
 /*
  * tests/support/sentinel_topology.c — a Sentinel topology on 127.0.0.1 for
  * the tests: a primary, one replica of it and three sentinels
- * (`redis-server <conf> --sentinel`; there is no redis-sentinel binary
- * here) watching it as one service. Every process is a child stopped by
- * its pid, never by name, and dies with the test (PR_SET_PDEATHSIG).
+ * (`redis-server <conf> --sentinel`, valkey-server with WK_TEST_SERVER=
+ * valkey; there is no redis-sentinel binary here) watching it as one
+ * service. Every process is a child stopped by its pid, never by name,
+ * and dies with the test (PR_SET_PDEATHSIG).
  * Sentinel timeouts are short (down after 1 s, failover timeout 3 s) so
  * that a failover takes a second or two.
  */
@@ -126,7 +127,7 @@ static int start_sentinel(wk_test_sentinels *t, int i)
         fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", t->sentinel_password,
                 t->sentinel_password);
     fclose(f);
-    const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+    const char *argv[] = {wk_test_server_binary(), conf, "--sentinel", NULL};
     pid_t pid = wk_test_spawn(argv);
     if (pid < 0)
         return -1;

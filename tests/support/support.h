@@ -41,6 +41,14 @@ redisContext *wk_test_raw_port(int port, const char *password);
 /* Restart on the same port (after stop). */
 int wk_test_server_restart(wk_test_server *s, const char *const *config);
 
+/* The server the tests run against, from $WK_TEST_SERVER: "redis" (unset
+ * or empty: the default) runs redis-server and redis-cli, "valkey"
+ * valkey-server and valkey-cli. Any other value stops the program with a
+ * message (a typo must not test Redis while saying Valkey). Every server,
+ * sentinel and cluster of tests/support is started through these. */
+const char *wk_test_server_binary(void);
+const char *wk_test_cli_binary(void);
+
 /* The suite's shared server URL: WK_TEST_REDIS_URL, set by the PRE_ALL hook
  * of tests/support/redis_fixture.h. */
 const char *wk_test_url(void);
@@ -213,8 +221,8 @@ int wk_test_peer_start(wk_test_peer *p, const char *first, size_t first_len, con
 /* wk_test_peer_start(); `many`: serve every connection at once, each
  * one's first read answered with `first` (a script counts the reads of
  * all of them), until wk_test_peer_stop(). */
-int wk_test_peer_start_many(wk_test_peer *p, const char *first, size_t first_len,
-                            const char *reply, size_t reply_len, bool many);
+int wk_test_peer_start_many(wk_test_peer *p, const char *first, size_t first_len, const char *reply,
+                            size_t reply_len, bool many);
 void wk_test_peer_stop(wk_test_peer *p);
 /* Set the peer's replies: command k (one read) gets script[min(k, n-1)]
  * (NUL-terminated RESP). The array must outlive the peer. */

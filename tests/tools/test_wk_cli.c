@@ -173,14 +173,21 @@ Test(wk_cli, connection_errors_exit_4)
     json_decref(j);
 }
 
-Test(wk_cli, locks_inspect_owned_force_release)
+/* A handle on the test server, and invoice `id`'s lock taken with it. */
+static wk_db *hold_invoice(uint64_t id, wk_token *token)
 {
     wk_db *db = wk_test_open(NULL);
+    bool got;
+    cr_assert_eq(wk_lock_try(wk_db_processor(db), &invoice, wk_name_u64(id), token, &got), WK_OK);
+    cr_assert(got);
+    return db;
+}
+
+Test(wk_cli, locks_inspect_owned_force_release)
+{
     uint64_t id = 1000000u + (uint64_t)getpid();
     wk_token token;
-    bool got;
-    cr_assert_eq(wk_lock_try(wk_db_processor(db), &invoice, wk_name_u64(id), &token, &got), WK_OK);
-    cr_assert(got);
+    wk_db *db = hold_invoice(id, &token);
     char hex[2 * WK_TOKEN_LEN + 1], other[2 * WK_TOKEN_LEN + 1];
     hex_of(&token, hex);
     memset(other, '0', 2 * WK_TOKEN_LEN);
@@ -1201,9 +1208,79 @@ Test(wk_cli, tls_server_with_a_private_ca, .timeout = 120)
     /* a CA file that is not there: the file's own reason */
     run_wk_in(&r, "", t.url, "--as read-write --tls-ca-file '%s/nosuch.crt' invoice_state get 1",
               t.certs);
-    cr_assert_neq(r.status, 0);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "No such file or directory"), "%s", r.err);
     wk_test_tls_stop(&t);
+}
+
+/* A TLS file the library cannot read is its WK_EINVAL: exit 2, as the
+ * exit-status list of --help (and docs/wk.1) says. */
+Test(wk_cli, unreadable_tls_file_exits_2_as_documented)
+{
+    result r;
+    const char *files[] = {"--tls-ca-file", "--tls-cert", "--tls-key"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        /* the certificate and key come in pairs */
+        const char *other = !strcmp(files[i], "--tls-cert")  ? "--tls-key /nonexistent/wk.key"
+                            : !strcmp(files[i], "--tls-key") ? "--tls-cert /nonexistent/wk.crt"
+                                                             : "";
+        run_wk_in(&r, "", "rediss://127.0.0.1:1", "%s /nonexistent/wk.pem %s invoice inspect 1",
+                  files[i], other);
+        cr_expect_eq(r.status, 2, "%s: exit %d: %s", files[i], r.status, r.err);
+        run_wk_in(&r, "", "rediss://127.0.0.1:1",
+                  "--json %s /nonexistent/wk.pem %s invoice inspect 1", files[i], other);
+        cr_expect_eq(r.status, 2, "%s: exit %d: %s", files[i], r.status, r.err);
+        json_t *j = parse_json(&r);
+        cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "WK_EINVAL", "%s", r.out);
+        json_decref(j);
+    }
+    run_wk(&r, true, "--help");
+    const char *exits = strstr(r.out, "exit status:");
+    cr_assert(exits, "%s", r.out);
+    cr_assert(strstr(exits, "TLS file"),
+              "--help's exit status does not say a TLS file exits 2:\n%s", exits);
+    cr_assert(strstr(exits, "WK_EINVAL"), "%s", exits);
+}
+
+/* --json anywhere on the line: before the entity, between it and the
+ * command, after the arguments; "--" keeps a later --json an argument. */
+Test(wk_cli, json_anywhere_on_the_line)
+{
+    uint64_t id = 3000000u + (uint64_t)getpid();
+    wk_token token;
+    wk_db *db = hold_invoice(id, &token);
+    const char *lines[] = {"--json invoice inspect %llu", "invoice --json inspect %llu",
+                           "invoice inspect --json %llu", "invoice inspect %llu --json"};
+    result r;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        char args[128];
+        snprintf(args, sizeof(args), lines[i], (unsigned long long)id);
+        run_wk(&r, false, "%s", args);
+        cr_assert_eq(r.status, 0, "wk %s: exit %d: %s", args, r.status, r.err);
+        json_t *j = parse_json(&r);
+        cr_assert(json_is_true(json_object_get(j, "held")), "wk %s: %s", args, r.out);
+        json_decref(j);
+    }
+    /* an error after the command is JSON too */
+    run_wk(&r, false, "invoice inspect notanumber --json");
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    json_t *j = parse_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "usage");
+    json_decref(j);
+    /* after "--", --json is a body */
+    run_wk(&r, false, "--as read-write invoice_state put %llu -- --json", (unsigned long long)id);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(!strchr(r.out, '{'), "not JSON: %s", r.out);
+    wk_body body = WK_BODY_INIT;
+    cr_assert_eq(wk_cache_get(wk_db_processor(db), &invoice_state, wk_name_u64(id), &body), WK_OK);
+    cr_assert(body.found && body.len == 6 && !memcmp(body.data, "--json", 6));
+    wk_body_free(&body);
+    run_wk(&r, false, "invoice_state get %llu --json", (unsigned long long)id);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    j = parse_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "body")), "--json");
+    json_decref(j);
+    wk_db_close(db);
 }
 
 Test(wk_cli, tls_server_that_requires_a_client_certificate, .timeout = 120)
@@ -1299,8 +1376,16 @@ Test(wk_cli, acquire_all_takes_every_bucket_or_none)
     cr_assert(json_is_false(json_object_get(j, "allowed")), "%s", r.out);
     cr_assert_eq(json_integer_value(json_object_get(j, "refused_index")), 1, "%s", r.out);
     cr_assert_str_eq(json_string_value(json_object_get(j, "refused")), "login");
+    /* the name too, as the text output shows it ("refused: login <user>") */
+    cr_assert(json_is_string(json_object_get(j, "refused_name")), "no refused_name: %s", r.out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "refused_name")), user, "%s", r.out);
     cr_assert_gt(json_integer_value(json_object_get(j, "retry_after_ms")), 0, "%s", r.out);
     json_decref(j);
+    run_wk(&r, false, "--as read-write acquire-all login %s 1 login %s 6", ip, user);
+    cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+    char line[256];
+    snprintf(line, sizeof(line), "refused: login %s\n", user);
+    cr_assert(strstr(r.out, line), "%s", r.out);
     /* nothing was taken from the ip's bucket by the refusal: 15 left */
     wk_db *db = wk_test_open(NULL);
     wk_token_bucket_state st;

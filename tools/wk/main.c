@@ -18,9 +18,15 @@
  * Exit status: 0 done; 1 not found / not held / limited (watch: its
  * --timeout-ms passed before --count versions); 2 usage (bad arguments,
  * unknown entity, command or capability, unreadable or invalid schema,
- * unreadable password file, a body its record does not decode); 3 refused
- * by the capability (WK_EDENIED); 4 connection or server error (any other
- * status).
+ * unreadable password file, a body its record does not decode, and every
+ * WK_EINVAL of the library: a TLS file it cannot read or load, an option
+ * or URL it refuses); 3 refused by the capability (WK_EDENIED); 4
+ * connection or server error (any other status). docs/wk.1 says the same,
+ * and lists the commands of commands[] below (tests/tools/test_wk_cli.c
+ * compares it with `wk --help`).
+ *
+ * --json may stand anywhere on the line; "--" ends wk's options (an
+ * argument after it that is the text --json is an argument).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -1661,6 +1667,36 @@ static const char *typed_name(const command *c, char *buf, size_t cap)
     buf[i] = '\0';
     return buf;
 }
+/* wk --commands: every command wk runs, one a line, "KIND<TAB>COMMAND
+ * ARGS" ("*": a look of every kind): each kind's commands as help lists
+ * them, then any row of commands[] for the kind that help does not (an
+ * operation the kind's list lacks). For completion scripts, and for
+ * docs/wk.1's test (tests/tools/test_wk_man.c). */
+static void list_commands(FILE *to)
+{
+    const command *cmds[KIND_COMMANDS_MAX];
+    const op_desc *op[KIND_COMMANDS_MAX];
+    char name[64];
+    for (kind k = 0; k < kind_count(); k++) {
+        const kind_desc *kd = kind_info(k);
+        size_t n = kind_commands(kd, false, cmds, op);
+        for (size_t i = 0; i < COUNT(commands) && n < KIND_COMMANDS_MAX; i++) {
+            bool listed = !commands[i].kind || strcmp(commands[i].kind, kd->name);
+            for (size_t c = 0; c < n && !listed; c++)
+                listed = cmds[c] == &commands[i];
+            if (!listed)
+                cmds[n++] = &commands[i];
+        }
+        for (size_t c = 0; c < n; c++)
+            fprintf(to, "%s\t%s%s%s\n", kd->name, typed_name(cmds[c], name, sizeof(name)),
+                    *cmds[c]->args ? " " : "", cmds[c]->args);
+    }
+    for (size_t i = 0; i < COUNT(commands); i++)
+        if (!commands[i].kind)
+            fprintf(to, "*\t%s%s%s\n", typed_name(&commands[i], name, sizeof(name)),
+                    *commands[i].args ? " " : "", commands[i].args);
+}
+
 static void help(FILE *to)
 {
     fputs("usage: wk --url URL --schema SCHEMA.json [--as CAPABILITY] [--json]\n"
@@ -1668,7 +1704,7 @@ static void help(FILE *to)
           "       wk --url URL --schema SCHEMA.json [--as CAPABILITY] [--json]\n"
           "          acquire-all BUCKET NAME COST [BUCKET NAME COST ...]\n"
           "       wk --schema SCHEMA.json help [ENTITY [COMMAND]]\n"
-          "       wk --help | --version\n"
+          "       wk --help | --version | --commands\n"
           "\n"
           "ENTITY is an entity id of the schema; the commands depend on its kind\n"
           "(help ENTITY: what each does, its effect, the kind's other operations):\n",
@@ -1700,14 +1736,20 @@ static void help(FILE *to)
           "  --as CAPABILITY     a capability of the schema, or read-only (default)\n"
           "                      or read-write; refusals are the library's own\n"
           "  --json              machine-readable output: one JSON object on stdout\n"
-          "                      (watch: one a line)\n"
+          "                      (watch: one a line); anywhere on the line\n"
+          "  --                  ends the options: an argument after it that is\n"
+          "                      the text --json is an argument (a body, a value)\n"
           "  --timeout MS        the whole command's deadline (default 2000)\n"
+          "  --commands          every kind's commands, one a line: KIND, a tab,\n"
+          "                      COMMAND ARGS (KIND * for every kind)\n"
           "  --raw               put: store the bytes as given; without it, an\n"
           "                      entity with a typed body refuses a body that does\n"
           "                      not decode as its record (help ENTITY: the fields)\n"
           "\n"
-          "exit status: 0 done; 1 not found, not held or limited; 2 usage;\n"
-          "3 refused by the capability; 4 connection or server error.\n",
+          "exit status: 0 done; 1 not found, not held or limited; 2 usage: bad\n"
+          "arguments, an unreadable schema, password or TLS file, or any option\n"
+          "the library refuses (WK_EINVAL); 3 refused by the capability\n"
+          "(WK_EDENIED); 4 connection or server error.\n",
           to);
 }
 
@@ -1973,11 +2015,15 @@ static int acquire_all(invocation *inv, int argc, char **argv, int timeout_ms)
         open_json();
         text_or_json_bool("allowed", out.allowed, false);
         if (!out.allowed) {
-            if (json_mode)
-                printf("\"refused\":\"%s\",\"refused_index\":%zu,", ents[out.refused]->id,
-                       out.refused);
-            else
-                printf("refused: %s %s\n", ents[out.refused]->id, argv[3 * out.refused + 1]);
+            const char *name = argv[3 * out.refused + 1];
+            inv->ent = ents[out.refused];
+            if (json_mode) {
+                printf("\"refused\":\"%s\",\"refused_index\":%zu,\"refused_name\":",
+                       ents[out.refused]->id, out.refused);
+                json_name(inv, name, strlen(name));
+                putchar(',');
+            } else
+                printf("refused: %s %s\n", ents[out.refused]->id, name);
         }
         text_or_json_int("retry_after_ms", out.retry_after_ms, true);
         st = out.allowed ? EXIT_OK : EXIT_NOT_FOUND;
@@ -1995,23 +2041,40 @@ int main(int argc, char **argv)
     inv.schema_path = getenv("WK_SCHEMA");
     inv.as = "read-only";
     int timeout_ms = 2000;
-    /* --json first, so that an error in the options before it is JSON too. */
-    for (int k = 1; k < argc && argv[k][0] == '-' && argv[k][1] == '-'; k++)
-        json_mode |= !strcmp(argv[k], "--json");
+    /* --json anywhere on the line, before the entity or after the command
+     * and its arguments: taken out of argv first, so that every error is
+     * JSON too. "--" ends that: the arguments after it are kept as they
+     * are (a body or a value that is the text --json), and none of them is
+     * an option of wk's. */
+    int literal = argc;
+    {
+        int n = 1;
+        for (int k = 1; k < argc; k++) {
+            if (literal == argc && !strcmp(argv[k], "--json"))
+                json_mode = true;
+            else if (literal == argc && !strcmp(argv[k], "--"))
+                literal = n;
+            else
+                argv[n++] = argv[k];
+        }
+        literal = literal < n ? literal : n;
+        argc = n;
+        argv[argc] = NULL;
+    }
     int i = 1;
-    for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
+    for (; i < literal && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help")) {
             help(stdout);
             return EXIT_OK;
         }
+        if (!strcmp(o, "--commands")) {
+            list_commands(stdout);
+            return EXIT_OK;
+        }
         if (!strcmp(o, "--version")) {
             printf("wk %s\n", wk_version());
             return EXIT_OK;
-        }
-        if (!strcmp(o, "--json")) {
-            json_mode = true;
-            continue;
         }
         if (!strcmp(o, "--raw")) {
             inv.raw = true;
