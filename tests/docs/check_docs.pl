@@ -384,10 +384,6 @@ sub anchors_of {
 }
 
 sub link_check {
-    # Files another branch of the same change adds: a link to one of them
-    # is not a failure while it is missing, only a note. Remove a line
-    # once the file is in the tree.
-    my %pending = ('LICENSE' => 'the MIT license text, added with the packaging work of issue 38');
     my @failures;
     my ($links, $files) = (0, 0);
     for my $rel (markdown_files()) {
@@ -413,11 +409,7 @@ sub link_check {
                 my $target = $path eq '' ? $rel : File::Spec->canonpath("$dir/$path");
                 $target =~ s{^\./}{};
                 if ($path ne '' && !-e "$src/$target") {
-                    if ($pending{$target}) {
-                        print "note: $rel:$lineno: $t: not in the tree yet ($pending{$target})\n";
-                    } else {
-                        push @failures, "$rel:$lineno: $t: no such file ($target)";
-                    }
+                    push @failures, "$rel:$lineno: $t: no such file ($target)";
                     next;
                 }
                 next unless defined $anchor && $anchor ne '';
