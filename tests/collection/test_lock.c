@@ -318,7 +318,7 @@ static void expect_not_replicated(const char *url, const char *try_msg, const ch
     wk_db_close(db);
 }
 
-Test(lock, a_lease_not_acknowledged_names_its_query_once, .timeout = 60)
+Test(lock, a_lease_not_acknowledged_names_its_query_once, .timeout = 120)
 {
     expect_not_replicated(
         wk_test_url(),
@@ -326,7 +326,7 @@ Test(lock, a_lease_not_acknowledged_names_its_query_once, .timeout = 60)
         NULL, "lock.extend: 0 of 1 replica(s) acknowledged the lease within 100 ms", NULL);
 }
 
-Test(lock, a_lease_whose_wait_fails_names_its_query_once, .timeout = 60)
+Test(lock, a_lease_whose_wait_fails_names_its_query_once, .timeout = 120)
 {
     /* A server of its own: a user that may run everything but WAIT. */
     wk_test_server s;

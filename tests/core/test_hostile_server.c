@@ -123,7 +123,7 @@ static void read_against_flood(const char *header, size_t flood, int timeout_ms,
  * (WK_BODY_MAX, 512 MiB) is refused at its header: WK_EPROTO at once,
  * the connection closed, the body not read (the peer's 64 MiB of filler
  * stop at what the sockets' buffers hold). */
-Test(hostile_server, a_bulk_header_past_the_body_limit_is_refused_at_once, .timeout = 60)
+Test(hostile_server, a_bulk_header_past_the_body_limit_is_refused_at_once, .timeout = 30)
 {
     static const char *const headers[] = {
         "$99999999999\r\n",             /* ~100 GB */
