@@ -58,8 +58,9 @@ Test(hostile_server, wrong_reply_types_are_eproto, .timeout = 30)
     cr_assert(strstr(msg, "lock.inspect"), "%s", msg);
     cr_assert_eq(INSPECT("*0\r\n", &st, msg), WK_EPROTO);
     cr_assert_eq(INSPECT("$-1\r\n", &st, msg), WK_EPROTO);
-    cr_assert_eq(INSPECT(":42\r\n", &st, msg), WK_OK, "a good reply still parses");
-    cr_assert(st.held && st.ttl_ms == 42);
+    cr_assert_eq(INSPECT(":42\r\n", &st, msg), WK_EPROTO, "a bare PTTL is not the script's");
+    cr_assert_eq(INSPECT("*2\r\n:42\r\n:3\r\n", &st, msg), WK_OK, "a good reply still parses");
+    cr_assert(st.held && st.ttl_ms == 42 && st.waiting == 3);
 }
 
 Test(hostile_server, garbage_is_a_protocol_error, .timeout = 30)
