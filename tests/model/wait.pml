@@ -29,7 +29,7 @@
 #define FAIR 0
 #endif
 #ifndef T
-#define T 12            /* lease TTL */
+#define T 10            /* lease TTL */
 #endif
 #ifndef R
 #define R 2             /* longest sleep between renewals */
@@ -57,17 +57,33 @@
 #define HOLDMAX 1       /* a live holder releases within this many ticks */
 #endif
 #ifndef SMAX
-#define SMAX 2          /* clients 1.. start at a tick in 0..SMAX (client 0 at 0) */
+#define SMAX 2          /* client 1 starts at a tick in 0..SMAX (client 0 at 0) */
+#endif
+#ifndef SMAX2
+#define SMAX2 11        /* client 2 (a newcomer too) at a tick in 0..SMAX2 */
 #endif
 #ifndef DLS
 #define DLS 3           /* a waiter's deadline: start + DLS or start + DLL */
 #endif
 #ifndef DLL
-#define DLL 9
+#define DLL 12
 #endif
 #ifndef NCL
 #define NCL 3           /* clients that run (2 or 3) */
 #endif
+#ifndef FAULTY
+#define FAULTY 3        /* bit i set: client i may fault (client 2, a waiter, never does) */
+#endif
+#ifndef FK
+#define FK 15           /* fault kinds: 1 crash, 2 late, 4 lost reply, 8 close */
+#endif
+
+/* REACH=n: fail when event n happens (run.sh: each must be reachable,
+ * so that the properties are not checked on an empty model) */
+#ifndef REACH
+#define REACH 0
+#endif
+#define REACHED(n) assert(REACH != n)
 
 #define NC 3
 #define INF 255
@@ -177,7 +193,9 @@ inline deliver(k) {
   if
   :: blk[k] && L[k] != L_EMPTY ->
      blk[k] = 0; rv[k] = L[k];
-     if :: L[k] == L_NOTICE -> tk[k] = 1; hT[k] = 0 :: else -> skip fi;
+     if :: L[k] == L_NOTICE -> tk[k] = 1; hT[k] = 0; REACHED(4);
+           if :: cs[k] == CLOSED -> REACHED(7) :: else -> skip fi
+     :: else -> skip fi;
      L[k] = L_EMPTY; hc[k] = 0;
      if :: pw[k] && !late[k] -> due[k] = now :: else -> skip fi
   :: else -> skip
@@ -194,6 +212,8 @@ inline poke() {
 
 /* a lease taken from a waiter that never took it up (wk_revoke) */
 inline revoke(k) {
+  printf("MSC: t=%d c%d's lease goes\n", now, k);
+  REACHED(1);
   lend[k] = 0; lw[k] = 0; tk[k] = 0; hT[k] = 0
 }
 
@@ -208,6 +228,7 @@ inline prune() {
      :: e[px_] != 0 && e[px_] <= now ->
         /* P3: a live, punctual waiter never loses its place */
         assert(!LIVEW(px_));
+        printf("MSC: t=%d prune c%d (registration ended %d)\n", now, px_, e[px_]);
         qrem(px_);
         e[px_] = 0;
         if :: L[px_] == L_NOTICE && RUN(px_) -> revoke(px_); pf_ = 1 :: else -> skip fi;
@@ -275,6 +296,7 @@ inline hand() {
      grant_fence(hd_);
      sx_ = (e[hd_] != 0 -> e[hd_] : now + G);
      e[hd_] = 0;
+     printf("MSC: t=%d hand lease to c%d, claim end %d\n", now, hd_, sx_);
      notice(hd_, sx_);
      sx_ = 0
   :: else -> hd_ = NONE
@@ -295,6 +317,7 @@ inline unclaimed(id) {
   if
   :: ux_ != NONE && ux_ != id && L[ux_] == L_NOTICE && hc[ux_] <= now ->
      L[ux_] = L_EMPTY; hc[ux_] = 0;
+     printf("MSC: t=%d c%d's notice unclaimed: revoked\n", now, ux_);
      pass_on(ux_)
   :: else -> skip
   fi;
@@ -304,6 +327,7 @@ inline unclaimed(id) {
 /* RwLock, Semaphore: give k a lease of its own (k keeps its registration) */
 inline give(k) {
   gx_ = e[k];
+  printf("MSC: t=%d hand lease to c%d, claim end %d\n", now, k, gx_);
   notice(k, gx_);
   gx_ = 0
 }
@@ -473,6 +497,7 @@ inline plain_try(i) {
   assert(!(RUN(1) && !tk[1] && hT[1] + B <= now));
   assert(!(RUN(2) && !tk[2] && hT[2] + B <= now));
 #if FAIR
+  if :: FREE_FOR(i) && qn > 0 -> REACHED(3) :: else -> skip fi;
   if :: FREE_FOR(i) && qn == 0 -> take(i); ar_ = 1 :: else -> ar_ = 0 fi
 #else
   if :: FREE_FOR(i) -> take(i); ar_ = 1 :: else -> ar_ = 0 fi
@@ -558,6 +583,7 @@ inline park(i, cap) {
   if :: x_ >= 0 && x_ < as_ -> as_ = x_ :: else -> skip fi;
   if :: as_ < 1 -> as_ = 1 :: else -> skip fi;
   e[i] = now + as_ + G;
+  printf("MSC: t=%d c%d parks: sleep %d, registration ends %d, queue %d %d %d (n %d)\n", now, i, as_, e[i], q[0], q[1], q[2], qn);
   x_ = 0
 }
 
@@ -570,8 +596,10 @@ inline attempt(i, left, final) {
 #endif
   if
   :: RUN(i) ->                /* handed while it was not popping: its own */
+     REACHED(5);
      took(i); tk[i] = 1; hT[i] = 0; ar_ = 1
   :: !RUN(i) && FREE_FOR(i) && ALLOWED(i) ->
+     REACHED(2);
      take(i); took(i); ar_ = 1
   :: else ->
 #ifdef DEFECT_3
@@ -672,6 +700,7 @@ end_watch:
 
 /* told it holds */
 inline acquired(i) {
+  printf("MSC: t=%d c%d returns: ACQUIRED (lease ends %d, fence %d)\n", now, i, lend[i], lf[i]);
   cs[i] = HOLD; rep[i] = R_ACQ;
   assert(RUN(i) || late[i] || el[i]);
   gend[i] = (RUN(i) -> lend[i] : 0);
@@ -679,89 +708,110 @@ inline acquired(i) {
 }
 
 /* a fault of the client, at most FAULTS per run */
-#define CANFAULT (nf < FAULTS)
+#define CANFAULT (nf < FAULTS && ((FAULTY >> i) & 1))
+#define CRASH (CANFAULT && (FK & 1))
+#define LATE (CANFAULT && (FK & 2))
+#define LOST (CANFAULT && (FK & 4))
+#define CLOSE (CANFAULT && (FK & 8))
+
+/* between two steps of a waiter: it may crash, be late, or its handle
+ * may close (then: WK_EUNKNOWN if it may hold, a registration that may be
+ * handed the lease; else "not acquired") */
+inline between() {
+  if
+  :: skip
+  :: atomic { CRASH -> nf++; printf("MSC: t=%d c%d CRASHES\n", now, i);
+       cs[i] = DEAD; due[i] = INF; el[i] = 1; goto fin }
+  :: atomic { LATE -> nf++; printf("MSC: t=%d c%d is LATE\n", now, i);
+       late[i] = 1; el[i] = 1; due[i] = INF; lt = now };
+     atomic { now > lt -> printf("MSC: t=%d c%d resumes\n", now, i);
+       late[i] = 0; due[i] = now; lt = 0 }
+  :: atomic { CLOSE -> nf++;
+       rep[i] = ((e[i] != 0 || INQ(i) || RUN(i)) -> R_UNK : R_NOT);
+       printf("MSC: t=%d c%d's handle CLOSES between steps: reports %d (2 not acquired, 3 UNKNOWN)\n", now, i, rep[i]);
+       cs[i] = CLOSED; due[i] = INF; el[i] = 1; check(); goto fin }
+  fi
+}
 
 proctype client(byte i) {
   byte dl, s, lt;
 
-  /* start at any tick in 0..SMAX (client 0 at 0), and the plain try */
+  /* start at any tick in 0..SMAX (client 0 first, at 0), and the plain try */
   atomic {
+    i == 0 || cs[0] != IDLE ->
     cs[i] = WAITING;
-    if :: dl = now + DLS :: dl = now + DLL fi;
+    if :: i == 0 -> dl = now + DLL
+    :: i != 0 -> dl = now + DLS
+    :: i != 0 -> dl = now + DLL
+    fi;
     due[i] = now;
     if
-    :: CANFAULT -> nf++;                      /* its reply lost: ran or not */
+    :: LOST -> nf++;                          /* its reply lost: ran or not */
        if :: plain_try(i) :: skip fi;
+       printf("MSC: t=%d c%d plain try, reply LOST: reports UNKNOWN\n", now, i);
        ar_ = 0; rep[i] = R_UNK; cs[i] = DONE; due[i] = INF; check(); goto fin
     :: plain_try(i)
     fi;
+    printf("MSC: t=%d c%d plain try: %d (deadline %d)\n", now, i, ar_, dl);
     if :: ar_ == 1 -> ar_ = 0; acquired(i); check(); goto holding
     :: else -> check()
     fi
   };
 
 wait:
-  /* between steps: faults */
-  if
-  :: skip
-  :: atomic { CANFAULT -> nf++; cs[i] = DEAD; due[i] = INF; el[i] = 1; goto fin }
-  :: atomic { CANFAULT -> nf++; late[i] = 1; el[i] = 1; due[i] = INF; lt = now };
-     atomic { now > lt -> late[i] = 0; due[i] = now; lt = 0 }
-  :: atomic { CANFAULT -> nf++;               /* the handle closes */
-       rep[i] = ((e[i] != 0 || INQ(i) || RUN(i)) -> R_UNK : R_NOT);
-       cs[i] = CLOSED; due[i] = INF; el[i] = 1; check(); goto fin }
-  fi;
-  /* an attempt, or the final one at the deadline */
+  between();
+  /* an attempt, or the final one at (or past) the deadline */
   atomic {
     if
-    :: CANFAULT -> nf++;                      /* its reply lost: ran or not */
+    :: LOST -> nf++;                          /* its reply lost: ran or not */
        if :: attempt(i, dl - now, now >= dl) :: skip fi;
+       printf("MSC: t=%d c%d attempt, reply LOST: reports UNKNOWN\n", now, i);
        ar_ = 0; as_ = 0; rep[i] = R_UNK; cs[i] = DONE; due[i] = INF; check(); goto fin
-    :: attempt(i, dl - now, now >= dl)
+    :: attempt(i, dl - now, now >= dl);
+       printf("MSC: t=%d c%d attempt (final %d): %d (1 acquired, 0 parked, 2 left)\n", now, i, now >= dl, ar_)
     fi;
     if
     :: ar_ == 1 -> ar_ = 0; as_ = 0; acquired(i); check(); goto holding
-    :: ar_ == 2 -> ar_ = 0; as_ = 0; rep[i] = R_NOT; cs[i] = DONE; due[i] = INF; check(); goto fin
+    :: ar_ == 2 -> ar_ = 0; as_ = 0; rep[i] = R_NOT; cs[i] = DONE; due[i] = INF;
+       printf("MSC: t=%d c%d returns: not acquired\n", now, i);
+       check(); goto fin
 #ifdef DEFECT_3
     :: ar_ == 0 && now >= dl ->
        /* the old give_up: leaves only if not late past the acquire's end */
        as_ = 0;
        if :: now <= dl -> leave(i) :: else -> skip fi;
+       printf("MSC: t=%d c%d returns: not acquired (left the queue: %d)\n", now, i, now <= dl);
        rep[i] = R_NOT; cs[i] = DONE; due[i] = INF; check(); goto fin
 #endif
     :: else -> s = as_; as_ = 0; check()
     fi
   };
-  /* between the attempt and the pop */
-  if
-  :: skip
-  :: atomic { CANFAULT -> nf++; cs[i] = DEAD; due[i] = INF; el[i] = 1; goto fin }
-  :: atomic { CANFAULT -> nf++; late[i] = 1; el[i] = 1; due[i] = INF; lt = now };
-     atomic { now > lt -> late[i] = 0; due[i] = now; lt = 0 }
-  :: atomic { CANFAULT -> nf++;
-       rep[i] = ((e[i] != 0 || INQ(i) || RUN(i)) -> R_UNK : R_NOT);
-       cs[i] = CLOSED; due[i] = INF; el[i] = 1; check(); goto fin }
-  fi;
+  between();
   if
   :: atomic { now >= dl -> goto wait }       /* at the deadline: the final attempt */
   :: atomic { now < dl ->
        /* BLPOP for min(sleep, time to the deadline) */
        if :: s > dl - now -> s = dl - now :: else -> skip fi;
-       blk[i] = 1; pe[i] = now + s; pw[i] = 1; due[i] = dl; rv[i] = L_EMPTY;
+       blk[i] = 1; pe[i] = now + s; pw[i] = 1; due[i] = dl; rv[i] = L_EMPTY; s = 0;
        deliver(i);
        check() }
   fi;
   /* its reply, or the deadline (the pop is abandoned: it may still take a notice) */
   if
-  :: atomic { pw[i] && !blk[i] -> pw[i] = 0; due[i] = now }
-  :: atomic { pw[i] && blk[i] && now >= dl -> pw[i] = 0; due[i] = now; rv[i] = L_EMPTY; goto wait }
-  :: atomic { CANFAULT -> nf++; cs[i] = DEAD; due[i] = INF; el[i] = 1; pw[i] = 0; blk[i] = 0; goto fin }
-  :: atomic { CANFAULT -> nf++;               /* the handle closes, the pop in flight */
+  :: atomic { pw[i] && !blk[i] -> pw[i] = 0; due[i] = now;
+       printf("MSC: t=%d c%d pop returns %d (0 timeout, 1 wake-up, 2 notice)\n", now, i, rv[i]) }
+  :: atomic { pw[i] && blk[i] && now >= dl -> pw[i] = 0; due[i] = now; rv[i] = L_EMPTY;
+       printf("MSC: t=%d c%d pop abandoned at the deadline\n", now, i);
+       goto wait }
+  :: atomic { CRASH -> nf++; printf("MSC: t=%d c%d CRASHES in its pop\n", now, i);
+       cs[i] = DEAD; due[i] = INF; el[i] = 1; pw[i] = 0; blk[i] = 0; goto fin }
+  :: atomic { CLOSE -> nf++;                  /* the handle closes, the pop in flight */
 #ifdef DEFECT_5
        rep[i] = R_NOT;
 #else
        rep[i] = R_UNK;
 #endif
+       printf("MSC: t=%d c%d's handle CLOSES in its pop: reports %d (2 not acquired, 3 UNKNOWN)\n", now, i, rep[i]);
        cs[i] = CLOSED; el[i] = 1; pw[i] = 0; due[i] = now; check() };
      /* the server drops the blocked pop soon (a push may still come first) */
      atomic { blk[i] = 0; due[i] = INF; check(); goto fin }
@@ -769,10 +819,14 @@ wait:
   /* what it brought */
   if
   :: skip
-  :: atomic { CANFAULT -> nf++; cs[i] = DEAD; due[i] = INF; el[i] = 1; goto fin }
-  :: atomic { CANFAULT -> nf++; late[i] = 1; el[i] = 1; due[i] = INF; lt = now };
-     atomic { now > lt -> late[i] = 0; due[i] = now; lt = 0 }
-  :: atomic { CANFAULT -> nf++; rv[i] = L_EMPTY }   /* its reply lost: attempt (it may hold) */
+  :: atomic { CRASH -> nf++; printf("MSC: t=%d c%d CRASHES\n", now, i);
+       cs[i] = DEAD; due[i] = INF; el[i] = 1; goto fin }
+  :: atomic { LATE -> nf++; printf("MSC: t=%d c%d is LATE\n", now, i);
+       late[i] = 1; el[i] = 1; due[i] = INF; lt = now };
+     atomic { now > lt -> printf("MSC: t=%d c%d resumes\n", now, i);
+       late[i] = 0; due[i] = now; lt = 0 }
+  :: atomic { LOST -> nf++; rv[i] = L_EMPTY;  /* its reply lost: attempt (it may hold) */
+       printf("MSC: t=%d c%d pop reply LOST\n", now, i) }
   fi;
   atomic {
     if
@@ -789,10 +843,15 @@ wait:
 holding:
   /* hold, then release; or crash (the lease runs out), or be late */
   if
-  :: atomic { release(i); cs[i] = DONE; due[i] = INF; check(); goto fin }
-  :: atomic { CANFAULT -> nf++; cs[i] = DEAD; due[i] = INF; goto fin }
-  :: atomic { CANFAULT -> nf++; late[i] = 1; due[i] = INF; lt = now };
-     atomic { now > lt -> late[i] = 0; release(i); cs[i] = DONE; due[i] = INF; check(); goto fin }
+  :: atomic { release(i); printf("MSC: t=%d c%d releases\n", now, i);
+       cs[i] = DONE; due[i] = INF; check(); goto fin }
+  :: atomic { CRASH -> nf++; printf("MSC: t=%d c%d CRASHES holding\n", now, i);
+       cs[i] = DEAD; due[i] = INF; goto fin }
+  :: atomic { LATE -> nf++; printf("MSC: t=%d c%d is LATE holding\n", now, i);
+       late[i] = 1; due[i] = INF; lt = now };
+     atomic { now > lt -> late[i] = 0; lt = 0; release(i);
+       printf("MSC: t=%d c%d releases (late)\n", now, i);
+       cs[i] = DONE; due[i] = INF; check(); goto fin }
   fi;
 fin:
   skip
@@ -801,7 +860,7 @@ fin:
 init {
   atomic {
     now = 0;
-    due[0] = 0; due[1] = SMAX; due[2] = SMAX;
+    due[0] = 0; due[1] = SMAX; due[2] = SMAX2;
 #if NCL < 3
     due[2] = INF; cs[2] = DONE;
 #endif
