@@ -511,7 +511,7 @@ inline head_bound(i) {
   ux_ = (RUN(0) -> 0 : (RUN(1) -> 1 : (RUN(2) -> 2 : NONE)));
   if
   :: ux_ != NONE && L[ux_] == L_NOTICE ->
-#ifdef DEFECT_1
+#if defined(DEFECT_1) || defined(DEFECT_1R)
      x_ = lend[ux_] - now     /* DEFECT_1: the holder's remaining lease */
 #else
      x_ = hc[ux_] - now       /* until the notice's claim end */
@@ -591,7 +591,7 @@ inline park(i, cap) {
  * (final: cap 0). left: ticks to the deadline. */
 inline attempt(i, left, final) {
   prune();
-#if LOCKISH
+#if LOCKISH && !defined(NO_ATTEMPT_UNCLAIMED)
   unclaimed(i);
 #endif
   if
@@ -699,11 +699,16 @@ end_watch:
 /* a client: one acquire (plain try, then the wait), hold, release     */
 
 /* told it holds */
-inline acquired(i) {
+inline acquired(i, sent) {
   printf("MSC: t=%d c%d returns: ACQUIRED (lease ends %d, fence %d)\n", now, i, lend[i], lf[i]);
   cs[i] = HOLD; rep[i] = R_ACQ;
   assert(RUN(i) || late[i] || el[i]);
+#ifdef BELIEF_FROM_SEND
+  /* the client counts its lease from the send of the request that got it */
+  gend[i] = sent + T;
+#else
   gend[i] = (RUN(i) -> lend[i] : 0);
+#endif
   due[i] = now + HOLDMAX
 }
 
@@ -734,7 +739,7 @@ inline between() {
 }
 
 proctype client(byte i) {
-  byte dl, s, lt;
+  byte dl, s, lt, ps;
 
   /* start at any tick in 0..SMAX (client 0 first, at 0), and the plain try */
   atomic {
@@ -753,7 +758,7 @@ proctype client(byte i) {
     :: plain_try(i)
     fi;
     printf("MSC: t=%d c%d plain try: %d (deadline %d)\n", now, i, ar_, dl);
-    if :: ar_ == 1 -> ar_ = 0; acquired(i); check(); goto holding
+    if :: ar_ == 1 -> ar_ = 0; acquired(i, now); check(); goto holding
     :: else -> check()
     fi
   };
@@ -771,7 +776,7 @@ wait:
        printf("MSC: t=%d c%d attempt (final %d): %d (1 acquired, 0 parked, 2 left)\n", now, i, now >= dl, ar_)
     fi;
     if
-    :: ar_ == 1 -> ar_ = 0; as_ = 0; acquired(i); check(); goto holding
+    :: ar_ == 1 -> ar_ = 0; as_ = 0; acquired(i, now); check(); goto holding
     :: ar_ == 2 -> ar_ = 0; as_ = 0; rep[i] = R_NOT; cs[i] = DONE; due[i] = INF;
        printf("MSC: t=%d c%d returns: not acquired\n", now, i);
        check(); goto fin
@@ -793,6 +798,9 @@ wait:
        /* BLPOP for min(sleep, time to the deadline) */
        if :: s > dl - now -> s = dl - now :: else -> skip fi;
        blk[i] = 1; pe[i] = now + s; pw[i] = 1; due[i] = dl; rv[i] = L_EMPTY; s = 0;
+#ifdef BELIEF_FROM_SEND
+       ps = now;
+#endif
        deliver(i);
        check() }
   fi;
@@ -835,8 +843,8 @@ wait:
 #if KIND == FENCED
        assert(nfe[i] == lf[i] || !RUN(i));
 #endif
-       acquired(i); check(); goto holding
-    :: else -> rv[i] = L_EMPTY; goto wait
+       acquired(i, ps); ps = 0; check(); goto holding
+    :: else -> rv[i] = L_EMPTY; ps = 0; goto wait
     fi
   };
 
