@@ -11,6 +11,9 @@
 #                     (a witness run per event and kind), so that a model
 #                     that stopped doing something cannot pass vacuously
 #   run.sh all        the three
+#   run.sh probes     informational, not in CI: variants that answer
+#                     questions about the rules (docs/model.md, Notes);
+#                     prints what each found, exits 0
 #
 # Options through the environment: MODEL_JOBS (parallel runs, default 2),
 # MODEL_MEM (MB per run, default 512), MODEL_OUT (work folder, default a
@@ -74,6 +77,15 @@ reach=(
     "4|1 2 3 4|0|a pop returns a handed-over notice"
     "5|1 2 3 4|0|an attempt finds the lease already handed to it"
     "7|1 2 3 4|0|a pop of a closed handle takes a notice"
+)
+
+# Probes (docs/model.md, Notes): name, -D flags, what it asks.
+probes=(
+    "no_attempt_unclaimed|-DKIND=1 -DNO_ATTEMPT_UNCLAIMED|a Lock attempt without the unclaimed check (only the plain try revokes)"
+    "defect_1_with_R|-DKIND=1 -DDEFECT_1R|DEFECT_1 with the R cap kept"
+    "grace_equals_tau|-DKIND=1 -DG=1|G = TAU = 1"
+    "belief_from_send|-DKIND=1 -DBELIEF_FROM_SEND|a holder counts its lease from the send of the request that got it"
+    "belief_from_send_never_late|-DKIND=1 -DBELIEF_FROM_SEND -DFK=13|the same, with no LATE fault"
 )
 
 # build DIR FLAGS: spin -a and gcc in DIR
@@ -257,14 +269,49 @@ do_reach() {
     done
 }
 
+one_probe() { # name flags
+    local name=$1 flags=$2 dir=$out/probes/$1
+    if ! build "$dir" "$flags"; then
+        echo "build failed" >"$dir/result"
+        return
+    fi
+    run_pan "$dir"
+    local line
+    line=$(grep -m1 'assertion violated' "$dir/pan.out")
+    if [ -n "$line" ]; then
+        (cd "$dir" && [ -f wait.pml.trail ] && spin -t $flags wait.pml 2>&1 | grep 'MSC:' | sed 's/^ *MSC: /    /' >trail.txt)
+        echo "violated: ${line#pan:1: }" >"$dir/result"
+    elif clean "$dir"; then
+        echo "holds ($(summary "$dir"))" >"$dir/result"
+    else
+        echo "incomplete: $(grep -m1 -E 'errors:|memory' "$dir/pan.out")" >"$dir/result"
+    fi
+}
+
+do_probes() {
+    echo "== probes (informational)"
+    local p name rest flags what
+    for p in "${probes[@]}"; do
+        IFS='|' read -r name flags what <<<"$p"
+        queue+=("one_probe '$name' '$flags'")
+    done
+    drain
+    for p in "${probes[@]}"; do
+        IFS='|' read -r name flags what <<<"$p"
+        echo "probe.$name ($what): $(cat "$out/probes/$name/result" 2>/dev/null || echo 'no result')"
+        [ -s "$out/probes/$name/trail.txt" ] && sed 's/^/    /' "$out/probes/$name/trail.txt" | tail -n 25
+    done
+}
+
 start=$(date +%s)
 case $mode in
     check) do_check ;;
     defects) do_defects ;;
     reach) do_reach ;;
     all) do_check; do_defects; do_reach ;;
+    probes) do_probes; echo "model (probes): $(($(date +%s) - start)) s"; exit 0 ;;
     *)
-        echo "usage: $0 [check|defects|reach|all]" >&2
+        echo "usage: $0 [check|defects|reach|all|probes]" >&2
         exit 2
         ;;
 esac

@@ -739,7 +739,15 @@ inline between() {
 }
 
 proctype client(byte i) {
-  byte dl, s, lt, ps;
+  byte dl, s, lt;
+#ifdef BELIEF_FROM_SEND
+  byte ps;              /* when its pop was sent */
+#define PS ps
+#define PS_CLEAR ps = 0
+#else
+#define PS now
+#define PS_CLEAR skip
+#endif
 
   /* start at any tick in 0..SMAX (client 0 first, at 0), and the plain try */
   atomic {
@@ -843,8 +851,8 @@ wait:
 #if KIND == FENCED
        assert(nfe[i] == lf[i] || !RUN(i));
 #endif
-       acquired(i, ps); ps = 0; check(); goto holding
-    :: else -> rv[i] = L_EMPTY; ps = 0; goto wait
+       acquired(i, PS); PS_CLEAR; check(); goto holding
+    :: else -> rv[i] = L_EMPTY; PS_CLEAR; goto wait
     fi
   };
 
