@@ -5,7 +5,7 @@
 wk_install_deps() {
     wk_install_packages build-essential cmake pkg-config libhiredis-dev libsodium-dev \
         libjansson-dev libcriterion-dev redis-server redis-tools b3sum valgrind \
-        libssl-dev openssl libsqlite3-dev libuv1-dev libevent-dev
+        libssl-dev openssl libsqlite3-dev libuv1-dev libevent-dev spin
 }
 
 # The fuzz targets need clang with libFuzzer (tests/fuzz/run.sh).
