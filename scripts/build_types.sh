@@ -3,11 +3,14 @@
 # examples in the build types scripts/test.sh does not build, with
 # warnings as errors (WK_WERROR), so that no build type or compiler a user
 # picks meets a warning: CMake's four build types with gcc, RelWithDebInfo
-# (test.sh's) also with clang. Builds only; no test runs. Each build is in
+# also with clang. Builds only; no test runs. Each build is in
 # build-types/<compiler>-<type>/.
 #
-#   scripts/build_types.sh                 the CI set: gcc Debug, Release,
-#                                          MinSizeRel; clang RelWithDebInfo
+#   scripts/build_types.sh                 the CI set: gcc Release and
+#                                          MinSizeRel, clang RelWithDebInfo
+#                                          (gcc RelWithDebInfo and Debug are
+#                                          test.sh's normal and sanitizer
+#                                          builds, -Werror too)
 #   scripts/build_types.sh --all           every type with both compilers
 #   scripts/build_types.sh CC:TYPE ...     the builds named (gcc:Release)
 #
@@ -15,7 +18,7 @@
 # -DWK_BUILD_BENCH=ON checks the suites and benchmarks too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-builds=(gcc:Debug gcc:Release gcc:MinSizeRel clang:RelWithDebInfo)
+builds=(gcc:Release gcc:MinSizeRel clang:RelWithDebInfo)
 if [ "${1:-}" = "--all" ]; then
     builds=()
     for cc in gcc clang; do
