@@ -147,6 +147,10 @@ int64_t wk__db_bound(wk_db *db, int64_t deadline);
 struct wk_pool;
 uint64_t wk__pool_leader_kicks(struct wk_pool *pool);
 
+/* How many chunks of token streams the process has mapped (core/token.c;
+ * never unmapped); for tests. */
+size_t wk__token_chunks(void);
+
 /* Lock `mu`, waiting until the wk__boot_ms() deadline `when` at most:
  * 0, or ETIMEDOUT (not locked). A wall-clock change cannot stretch the
  * wait by more than one 100 ms step. */

@@ -48,6 +48,8 @@
 
 #include <wakuwaku/token.h>
 
+#include "core/core_internal.h"
+
 enum { KEY_LEN = randombytes_SEEDBYTES, BLOCK = 32 * WK_TOKEN_LEN, SLOTS = 64 };
 
 typedef struct stream {
@@ -182,4 +184,12 @@ void wk_token_random(wk_token *token)
     memcpy(token->bytes, s->block + s->used, sizeof(token->bytes));
     sodium_memzero(s->block + s->used, sizeof(token->bytes));
     s->used += sizeof(token->bytes);
+}
+
+size_t wk__token_chunks(void)
+{
+    size_t n = 0;
+    for (chunk *c = atomic_load_explicit(&chunks, memory_order_acquire); c; c = c->next)
+        n++;
+    return n;
 }
