@@ -48,12 +48,8 @@ const wk__two_forms wk__fenced_lock_try_forms = {
     {"fenced_lock.try",
      TAKE_LUA "local f = take()\n"
      "if f > 0 then return f end\n"
-     "local holder = redis.call('HGET', KEYS[1], 'token')\n"
-     "local n = holder and redis.pcall('LINDEX', ARGV[4] .. holder, 0)\n"
-     "if type(n) ~= 'string' or string.sub(n, 1, 1) ~= 'h' then return 0 end\n"
-     "do\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
-     "  if not wk_unclaimed(ARGV[4], holder, wk_now()) then return 0 end\n"
-     "end\n"
+     "local holder = redis.call('HGET', KEYS[1], 'token')\n" WK__WAKE_LUA_TRY_TAKE_BACK(
+         "ARGV[4]", "holder")
      "redis.call('DEL', KEYS[1])\n"
      "return take()\n"},
     &wk__fenced_lock_mark,

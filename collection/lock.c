@@ -146,12 +146,7 @@ const wk_script wk__lock_extend_script = {"lock.extend",
 const wk_script wk__lock_try_script = {
     "lock.try",
      "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
-     "local holder = redis.call('GET', KEYS[1])\n"
-     "local n = holder and redis.pcall('LINDEX', ARGV[3] .. holder, 0)\n"
-     "if type(n) ~= 'string' or string.sub(n, 1, 1) ~= 'h' then return 0 end\n"
-     "do\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND
-     "  if not wk_unclaimed(ARGV[3], holder, wk_now()) then return 0 end\n"
-     "end\n"
+     "local holder = redis.call('GET', KEYS[1])\n" WK__WAKE_LUA_TRY_TAKE_BACK("ARGV[3]", "holder")
      "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
      "return 1\n"};
 static const wk__op try_op = LOCK_OP(try, .flags = WK__QUERY_LEASE, .script = &wk__lock_try_script,

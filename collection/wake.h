@@ -414,6 +414,19 @@ int wk__wake_keys_for(wk_processor *p, const char *op, wk__wake_keys *k, const c
     "  return true\n"                                                                              \
     "end\n"
 
+/* A plain try that found the item taken by `holder` (Lua statements; `w`
+ * and `holder` Lua expressions, w the wake prefix): return 0 from the
+ * script unless the holder is a waiter that was handed the item and never
+ * took its notice by the end written in it (wk_unclaimed, which deletes
+ * the notice); then go on, the caller taking the item. Only that rare path
+ * defines functions (the Lock's and FencedLock's tries). */
+#define WK__WAKE_LUA_TRY_TAKE_BACK(w, holder)                                                      \
+    "local notice = " holder " and redis.pcall('LINDEX', " w " .. " holder ", 0)\n"                \
+    "if type(notice) ~= 'string' or string.sub(notice, 1, 1) ~= 'h' then return 0 end\n"         \
+    "do\n" WK__WAKE_LUA_CORE WK__WAKE_LUA_HAND                                                     \
+    "  if not wk_unclaimed(" w ", " holder ", wk_now()) then return 0 end\n"                       \
+    "end\n"
+
 /* Handing over to shared holders and to several waiters (issue 24: the
  * RwLock's sides, the Semaphore's permits), after WK__WAKE_LUA_CORE. Such
  * an item has many holders, so a lease handed to a waiter that died is
